@@ -1,0 +1,271 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+// LeaderMetadataKey is the header or trailer in which every node names the
+// leader's gRPC address, when it knows it.
+const LeaderMetadataKey = "docket-leader"
+
+// maxRedirects bounds the retries that follow a fresh leader hint without a
+// backoff sleep. Two nodes that point at each other (a stale view during an
+// election) then fall back to backoff instead of spinning.
+const maxRedirects = 3
+
+// op describes one RPC for the retry loop.
+type op struct {
+	name string
+	// repeatable is true when sending the request again after
+	// ErrOutcomeUnknown cannot apply it twice: the request carries an
+	// idempotency key or a fence, or it is a read.
+	repeatable bool
+	// anyNode is true when any node may answer (stale reads), so an attempt
+	// need not wait for a leader to be discovered.
+	anyNode bool
+}
+
+// rpcFunc sends one attempt of an RPC on cc. It must pass opts on to the
+// generated client so that the leader hint can be read.
+type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error
+
+// invoke sends call to the leader and retries it by error class until it
+// succeeds, fails for good, or ctx ends. It returns the number of attempts
+// made and an error mapped to the package's sentinels.
+func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
+	var lastErr error // the last retryable error, reported if ctx ends
+	redirects, sleeps := 0, 0
+	for attempt := 1; ; attempt++ {
+		addr, cc, err := c.target(ctx, o)
+		if err == nil {
+			var hdr, tr metadata.MD
+			err = mapError(call(ctx, cc, grpc.Header(&hdr), grpc.Trailer(&tr)))
+			moved := c.followHint(addr, leaderHint(hdr, tr))
+			if err == nil {
+				return attempt, nil
+			}
+			if c.isClosed() {
+				return attempt, fmt.Errorf("%s: %w", o.name, ErrClosed)
+			}
+			if !moved && (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown)) {
+				// The node we called is not a leader we can use: a hint
+				// that points elsewhere was followed above; otherwise
+				// rediscover on the next attempt.
+				c.forgetLeader(addr)
+			}
+			if !retryable(err, o) {
+				return attempt, giveUp(o, attempt, err, lastErr)
+			}
+			c.log.Debug("retrying", "op", o.name, "attempt", attempt, "addr", addr, "err", err)
+			lastErr = err
+			if moved && redirects < maxRedirects {
+				redirects++
+				continue
+			}
+		} else {
+			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+				return attempt, giveUp(o, attempt, err, lastErr)
+			}
+			lastErr = err
+		}
+		if serr := sleepCtx(ctx, c.backoff(sleeps)); serr != nil {
+			return attempt, giveUp(o, attempt, serr, lastErr)
+		}
+		sleeps++
+	}
+}
+
+// retryable reports whether err may be retried for operation o.
+// InvalidArgument, NotFound, FailedPrecondition and ResourceExhausted are
+// answers, not failures: repeating the request gets the same answer.
+func retryable(err error, o op) bool {
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		return o.repeatable
+	case errors.Is(err, ErrNoLeader):
+		return true
+	}
+	return false
+}
+
+// giveUp builds the final error. When ctx ended after retries, the error
+// wraps both the last server answer (so errors.Is(err, ErrNoLeader) holds)
+// and the context error (so errors.Is(err, context.DeadlineExceeded) does).
+func giveUp(o op, attempts int, err, lastErr error) error {
+	if lastErr != nil && isContextErr(err) {
+		return fmt.Errorf("%s: %w (gave up after %d attempts: %w)", o.name, lastErr, attempts, err)
+	}
+	return fmt.Errorf("%s: %w", o.name, err)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// target picks the node for the next attempt: the cached leader, else the
+// leader found by discovery, else the next known node in turn (a follower
+// forwards the call or answers with a leader hint).
+func (c *Client) target(ctx context.Context, o op) (string, *grpc.ClientConn, error) {
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return "", nil, ErrClosed
+	}
+	if c.leader != "" {
+		addr, cc := c.leader, c.conns[c.leader]
+		c.mu.Unlock()
+		return addr, cc, nil
+	}
+	c.mu.Unlock()
+	if !o.anyNode {
+		leader, err := c.discover(ctx)
+		if leader != "" {
+			cc, cerr := c.conn(leader)
+			return leader, cc, cerr
+		}
+		if ctx.Err() != nil {
+			return "", nil, ctx.Err()
+		}
+		if err != nil {
+			c.log.Debug("discovery found no node", "op", o.name, "err", err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return "", nil, ErrClosed
+	}
+	addr := c.addrs[c.next%len(c.addrs)]
+	c.next++
+	return addr, c.conns[addr], nil
+}
+
+// followHint caches the leader a node named. It reports whether the next
+// attempt should go to a different node than addr, the one just called.
+func (c *Client) followHint(addr, hint string) bool {
+	if hint == "" {
+		return false
+	}
+	c.setLeader(hint)
+	return hint != addr
+}
+
+// leaderHint reads the leader address from a response's metadata. The
+// trailer is preferred: it is written after the request was handled.
+func leaderHint(hdr, tr metadata.MD) string {
+	for _, md := range []metadata.MD{tr, hdr} {
+		if v := md.Get(LeaderMetadataKey); len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// discover asks every known node for Cluster.Status in parallel and caches
+// the first leader named. It learns the other nodes from the answers. It
+// returns ("", nil) when some node answered but none knows a leader, and an
+// error when no node answered at all.
+func (c *Client) discover(ctx context.Context) (string, error) {
+	select {
+	case c.discoverSem <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-c.discoverSem }()
+	// Another caller may have found the leader while this one waited.
+	if l := c.Leader(); l != "" {
+		return l, nil
+	}
+
+	type answer struct {
+		addr string
+		resp *docketv1.StatusResponse
+		hint string
+		err  error
+	}
+	addrs := c.Addrs()
+	answers := make(chan answer, len(addrs)) // buffered: senders never block after we stop reading
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.discoveryTimeout)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, a := range addrs {
+		cc, err := c.conn(a)
+		if err != nil {
+			answers <- answer{addr: a, err: err}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var hdr, tr metadata.MD
+			resp, err := docketv1.NewClusterClient(cc).Status(dctx, &docketv1.StatusRequest{}, grpc.Header(&hdr), grpc.Trailer(&tr))
+			answers <- answer{addr: a, resp: resp, hint: leaderHint(hdr, tr), err: err}
+		}()
+	}
+
+	answered := 0
+	var errs []error
+	for range addrs {
+		a := <-answers
+		if a.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a.addr, mapError(a.err)))
+			continue
+		}
+		answered++
+		for _, s := range a.resp.GetServers() {
+			c.learnAddr(s.GetGrpcAddr())
+		}
+		if l := leaderOf(a.addr, a.resp, a.hint); l != "" {
+			c.setLeader(l)
+			return l, nil
+		}
+	}
+	if answered > 0 {
+		return "", nil
+	}
+	return "", fmt.Errorf("discover: %w", errors.Join(errs...))
+}
+
+// leaderOf reads the leader's gRPC address out of one Status answer.
+func leaderOf(addr string, resp *docketv1.StatusResponse, hint string) string {
+	if l := resp.GetLeaderGrpcAddr(); l != "" {
+		return l
+	}
+	for _, s := range resp.GetServers() {
+		if s.GetLeader() && s.GetGrpcAddr() != "" {
+			return s.GetGrpcAddr()
+		}
+	}
+	if strings.EqualFold(resp.GetState(), "Leader") {
+		return addr
+	}
+	return hint
+}
+
+// jitter returns a uniform random duration in [0, d].
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}

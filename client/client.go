@@ -1,0 +1,279 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Defaults for the options below.
+const (
+	// DefaultRetryBase is the first backoff cap. 50 ms lets a retry land
+	// right after a typical Raft election on a LAN without hammering nodes.
+	DefaultRetryBase = 50 * time.Millisecond
+	// DefaultRetryMax caps the backoff: an election rarely takes longer
+	// than a second or two, and callers should not wait much past it.
+	DefaultRetryMax = 2 * time.Second
+	// DefaultDiscoveryTimeout bounds one Status call during discovery, so
+	// that one black-holed node cannot eat a caller's whole deadline.
+	DefaultDiscoveryTimeout = 2 * time.Second
+)
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	log              *slog.Logger
+	dialOpts         []grpc.DialOption
+	retryBase        time.Duration
+	retryMax         time.Duration
+	discoveryTimeout time.Duration
+}
+
+// WithLogger sets the logger. The default is slog.Default(). Retries log at
+// Debug, leader changes at Info.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithDialOptions adds gRPC dial options, applied after the default
+// insecure transport credentials, so a caller's credentials win.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithRetryBackoff sets the full-jitter exponential backoff between retries:
+// attempt n sleeps a uniform random time in [0, min(max, base*2^n)].
+func WithRetryBackoff(base, max time.Duration) Option {
+	return func(c *config) {
+		if base > 0 {
+			c.retryBase = base
+		}
+		if max > 0 {
+			c.retryMax = max
+		}
+	}
+}
+
+// WithDiscoveryTimeout bounds each Cluster.Status call made to find the
+// leader. The default is DefaultDiscoveryTimeout.
+func WithDiscoveryTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.discoveryTimeout = d
+		}
+	}
+}
+
+// Client talks to a Docket cluster. It finds the leader, sends every call
+// to it, follows it when it moves, and retries by error class. It is safe
+// for concurrent use; make one per process and Close it when done.
+type Client struct {
+	cfg config
+	log *slog.Logger
+
+	// discoverSem serialises discovery so that many callers who lose the
+	// leader at once send one round of Status calls, not one each.
+	discoverSem chan struct{}
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // by gRPC address, created lazily, closed only by Close
+	addrs  []string                    // known node addresses: seeds first, then learned
+	leader string                      // cached leader address; "" when unknown
+	next   int                         // round-robin cursor used while no leader is known
+	closed bool
+}
+
+// New returns a Client for the cluster that the given gRPC addresses
+// belong to. One address is enough: the others are learned from
+// Cluster.Status. New returns once a node has answered Status (it need not
+// know a leader yet), retrying with backoff until ctx ends; give ctx a
+// deadline to fail fast on a wrong address.
+func New(ctx context.Context, addrs ...string) (*Client, error) {
+	return NewWithOptions(ctx, addrs)
+}
+
+// NewWithOptions is New with options.
+func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
+	cfg := config{
+		log:              slog.Default(),
+		retryBase:        DefaultRetryBase,
+		retryMax:         DefaultRetryMax,
+		discoveryTimeout: DefaultDiscoveryTimeout,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.retryMax < cfg.retryBase {
+		cfg.retryMax = cfg.retryBase
+	}
+	c := &Client{
+		cfg:         cfg,
+		log:         cfg.log.With("component", "docket-client"),
+		discoverSem: make(chan struct{}, 1),
+		conns:       make(map[string]*grpc.ClientConn),
+	}
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" || slices.Contains(c.addrs, a) {
+			continue
+		}
+		if _, err := c.conn(a); err != nil {
+			return nil, errors.Join(fmt.Errorf("docket: new client: %w", err), c.Close())
+		}
+	}
+	if len(c.addrs) == 0 {
+		return nil, fmt.Errorf("docket: new client: no address given: %w", ErrInvalidArgument)
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := c.discover(ctx)
+		if err == nil {
+			return c, nil
+		}
+		if serr := sleepCtx(ctx, c.backoff(attempt)); serr != nil {
+			return nil, errors.Join(fmt.Errorf("docket: new client: no node of %v answered: %w", c.addrs, err), c.Close())
+		}
+	}
+}
+
+// Close closes every connection. Calls in flight fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	for a, cc := range c.conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leader returns the gRPC address of the cached leader, or "" when the
+// client does not know one right now.
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Addrs returns the node addresses the client knows: the ones it was given
+// and the ones it learned from Cluster.Status.
+func (c *Client) Addrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.addrs)
+}
+
+// conn returns the connection to addr, creating it on first use.
+// grpc.NewClient does no I/O: the connection is made by the first call.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connLocked(addr)
+}
+
+func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.cfg.dialOpts...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	if !slices.Contains(c.addrs, addr) {
+		c.addrs = append(c.addrs, addr)
+	}
+	return cc, nil
+}
+
+// learnAddr records a node address (from Status.servers or a leader hint).
+// A bad address is logged, not fatal: the other nodes still work.
+func (c *Client) learnAddr(addr string) {
+	if addr == "" {
+		return
+	}
+	if _, err := c.conn(addr); err != nil && !errors.Is(err, ErrClosed) {
+		c.log.Warn("ignoring node address", "addr", addr, "err", err)
+	}
+}
+
+// setLeader caches addr as the leader; it reports whether that changed.
+func (c *Client) setLeader(addr string) bool {
+	if addr == "" {
+		return false
+	}
+	c.mu.Lock()
+	if _, err := c.connLocked(addr); err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	old := c.leader
+	c.leader = addr
+	c.mu.Unlock()
+	if old != addr {
+		c.log.Info("following leader", "leader", addr, "previous", old)
+		return true
+	}
+	return false
+}
+
+// forgetLeader drops the cached leader if it is still addr, so that the
+// next attempt rediscovers. Comparing first keeps a concurrent caller's
+// fresher answer.
+func (c *Client) forgetLeader(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == addr {
+		c.leader = ""
+	}
+}
+
+// backoff is full jitter: uniform in [0, min(max, base*2^attempt)], which
+// spreads the retries of many clients that lost the same leader.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.retryBase
+	for i := 0; i < attempt && d < c.cfg.retryMax; i++ {
+		d *= 2
+	}
+	return jitter(min(d, c.cfg.retryMax))
+}
+
+// sleepCtx sleeps for d or until ctx ends, whichever is first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,192 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Sentinel errors. Every error a Client method returns for a server answer
+// wraps at most one of them, so callers branch with errors.Is. The original
+// gRPC status stays reachable through status.FromError and status.Code.
+var (
+	// ErrNotFound means the task does not exist: it never did, or it was
+	// purged after its retention.
+	ErrNotFound = errors.New("docket: not found")
+
+	// ErrStaleFence means the task is not running under the fence given: the
+	// lease was lost (reaped, or the task was claimed again). The caller must
+	// stop acting on the task; a downstream that checks fences will reject it.
+	ErrStaleFence = errors.New("docket: stale fence")
+
+	// ErrWrongState means the task is in a state that does not allow the
+	// operation, e.g. Cancel of a running task, or RequeueDead of a live one.
+	ErrWrongState = errors.New("docket: task in wrong state")
+
+	// ErrInvalidArgument means a request field is invalid. The error text
+	// names the field. Retrying the same request cannot succeed.
+	ErrInvalidArgument = errors.New("docket: invalid argument")
+
+	// ErrTooLarge means a payload, result or batch is above the server's
+	// limit (gRPC ResourceExhausted).
+	ErrTooLarge = errors.New("docket: too large")
+
+	// ErrNoLeader means no leader could be reached before the caller's
+	// deadline: none is elected, or the nodes that know it are unreachable.
+	// The request was most likely not applied, but a connection that broke
+	// mid-call leaves it as unknown as ErrOutcomeUnknown does.
+	ErrNoLeader = errors.New("docket: no leader reachable")
+
+	// ErrOutcomeUnknown means the leader lost its leadership while the
+	// request was being applied: it may or may not have taken effect (the
+	// server's LEADERSHIP_LOST). The client retries it itself for operations
+	// that are safe to repeat; it returns it for the others (Nack,
+	// RequeueDead, TransferLeadership), and the caller decides.
+	ErrOutcomeUnknown = errors.New("docket: outcome unknown")
+
+	// ErrClosed means the Client was closed.
+	ErrClosed = errors.New("docket: client closed")
+)
+
+// Reasons the server puts in an errdetails.ErrorInfo (domain docket.dev).
+const (
+	errorDomain          = "docket.dev"
+	reasonLeadershipLost = "LEADERSHIP_LOST"
+	reasonStaleFence     = "STALE_FENCE"
+	reasonWrongState     = "WRONG_STATE"
+)
+
+// rpcError is a server answer mapped to a sentinel. It keeps the gRPC status
+// so that status.Code(err) still sees the code the server sent.
+type rpcError struct {
+	kind  error // a sentinel, a context error, or nil for codes we do not map
+	st    *status.Status
+	field string // for ErrInvalidArgument: the field the server named
+}
+
+func (e *rpcError) Error() string {
+	var b strings.Builder
+	if e.kind != nil {
+		b.WriteString(e.kind.Error())
+	} else {
+		fmt.Fprintf(&b, "docket: %s", e.st.Code())
+	}
+	if e.field != "" {
+		fmt.Fprintf(&b, ": field %s", e.field)
+	}
+	if msg := e.st.Message(); msg != "" {
+		b.WriteString(": ")
+		b.WriteString(msg)
+	}
+	return b.String()
+}
+
+func (e *rpcError) Unwrap() error { return e.kind }
+
+// GRPCStatus lets status.FromError and status.Code see through the mapping.
+func (e *rpcError) GRPCStatus() *status.Status { return e.st }
+
+// mapError is the one place where gRPC codes become the package's sentinel
+// errors. Errors that carry no gRPC status (a cancelled context before the
+// call started, for instance) are returned as they are.
+func mapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var mapped *rpcError
+	if errors.As(err, &mapped) {
+		return err // already mapped; mapping twice would lose nothing but time
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	e := &rpcError{st: st}
+	reason := errorReason(st)
+	switch st.Code() {
+	case codes.NotFound:
+		e.kind = ErrNotFound
+	case codes.InvalidArgument:
+		e.kind = ErrInvalidArgument
+		e.field = badField(st)
+	case codes.ResourceExhausted:
+		e.kind = ErrTooLarge
+	case codes.FailedPrecondition:
+		switch reason {
+		case reasonStaleFence:
+			e.kind = ErrStaleFence
+		case reasonWrongState:
+			e.kind = ErrWrongState
+		}
+	case codes.Unavailable:
+		if reason == reasonLeadershipLost {
+			e.kind = ErrOutcomeUnknown
+		} else {
+			e.kind = ErrNoLeader
+		}
+	case codes.DeadlineExceeded:
+		e.kind = context.DeadlineExceeded
+	case codes.Canceled:
+		e.kind = context.Canceled
+	}
+	return e
+}
+
+// errorReason returns the ErrorInfo reason of a Docket status, or "".
+func errorReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && (info.GetDomain() == errorDomain || info.GetDomain() == "") {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// badField returns the first field a BadRequest detail names, or "".
+func badField(st *status.Status) string {
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() != "" {
+					return v.GetField()
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// ItemError maps the per-item answer of a batch (Enqueue, Heartbeat,
+// RequeueDead) to the same sentinels as whole-call errors. It returns nil for
+// CODE_OK, CODE_ALREADY_DONE and CODE_DUPLICATE, which are successes.
+func ItemError(it *docketv1.ItemResult) error {
+	if it == nil {
+		return nil
+	}
+	var kind error
+	switch it.GetCode() {
+	case docketv1.Code_CODE_OK, docketv1.Code_CODE_ALREADY_DONE, docketv1.Code_CODE_DUPLICATE:
+		return nil
+	case docketv1.Code_CODE_NOT_FOUND:
+		kind = ErrNotFound
+	case docketv1.Code_CODE_STALE_FENCE:
+		kind = ErrStaleFence
+	case docketv1.Code_CODE_INVALID_ARGUMENT:
+		kind = ErrInvalidArgument
+	case docketv1.Code_CODE_WRONG_STATE:
+		kind = ErrWrongState
+	default:
+		return fmt.Errorf("docket: task %s: unknown item code %v: %s", it.GetTaskId(), it.GetCode(), it.GetDetail())
+	}
+	if it.GetDetail() == "" {
+		return fmt.Errorf("%w: task %s", kind, it.GetTaskId())
+	}
+	return fmt.Errorf("%w: task %s: %s", kind, it.GetTaskId(), it.GetDetail())
+}

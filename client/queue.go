@@ -1,0 +1,397 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+// MaxWait is the longest long-poll the server honours for Claim and
+// WaitResult.
+const MaxWait = 30 * time.Second
+
+// The operations and how they may be retried. repeatable marks the ones
+// that are safe to send again after ErrOutcomeUnknown: Enqueue carries an
+// idempotency key, Submit and Heartbeat a fence, a lost Claim reply only
+// leaves a lease to expire, Cancel is checked (see Cancel), and reads are
+// reads. Nack is not: a repeated Nack of an applied one would answer
+// ErrStaleFence and hide that the first one worked.
+var (
+	opEnqueue     = op{name: "Enqueue", repeatable: true}
+	opClaim       = op{name: "Claim", repeatable: true}
+	opHeartbeat   = op{name: "Heartbeat", repeatable: true}
+	opSubmit      = op{name: "Submit", repeatable: true}
+	opNack        = op{name: "Nack"}
+	opCancel      = op{name: "Cancel", repeatable: true}
+	opGetTask     = op{name: "GetTask", repeatable: true}
+	opGetStale    = op{name: "GetTask", repeatable: true, anyNode: true}
+	opWaitResult  = op{name: "WaitResult", repeatable: true}
+	opStats       = op{name: "Stats", repeatable: true}
+	opListDead    = op{name: "ListDead", repeatable: true}
+	opRequeueDead = op{name: "RequeueDead"}
+	opStatus      = op{name: "Status", repeatable: true}
+	opTransfer    = op{name: "TransferLeadership"}
+)
+
+// Enqueue adds tasks and returns one result per task, in order. A result
+// code of CODE_DUPLICATE means the caller's idempotency key matched an
+// existing task, whose id the result carries; ItemError maps the others.
+//
+// Every task without an idempotency key gets a random one here, before the
+// first attempt, and keeps it: the client's own retries (and a caller that
+// retries with the same *NewTask values) cannot enqueue a task twice. Note
+// that this sets IdempotencyKey on the caller's messages. A duplicate
+// answered for a key minted by this call can only be an earlier attempt of
+// the same call, so it is reported as CODE_OK.
+func (c *Client) Enqueue(ctx context.Context, tasks ...*docketv1.NewTask) ([]*docketv1.ItemResult, error) {
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	minted := make([]bool, len(tasks))
+	for i, t := range tasks {
+		if t == nil {
+			return nil, fmt.Errorf("Enqueue: %w: field tasks[%d]: nil task", ErrInvalidArgument, i)
+		}
+		if t.IdempotencyKey == "" {
+			t.IdempotencyKey = newKey()
+			minted[i] = true
+		}
+	}
+	req := &docketv1.EnqueueRequest{Tasks: tasks}
+	var resp *docketv1.EnqueueResponse
+	_, err := c.invoke(ctx, opEnqueue, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Enqueue(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetItems()) != len(tasks) {
+		return nil, fmt.Errorf("Enqueue: server answered %d items for %d tasks", len(resp.GetItems()), len(tasks))
+	}
+	for i, it := range resp.GetItems() {
+		if minted[i] && it.GetCode() == docketv1.Code_CODE_DUPLICATE {
+			it.Code = docketv1.Code_CODE_OK
+		}
+	}
+	return resp.GetItems(), nil
+}
+
+// TaskOption sets a field of a task for EnqueueOne.
+type TaskOption func(*docketv1.NewTask)
+
+// WithTenant sets the tenant; empty means "default".
+func WithTenant(tenant string) TaskOption { return func(t *docketv1.NewTask) { t.Tenant = tenant } }
+
+// WithPriority sets the priority, 0..9; 9 is claimed first.
+func WithPriority(p uint32) TaskOption { return func(t *docketv1.NewTask) { t.Priority = p } }
+
+// WithDelay makes the task claimable only after d.
+func WithDelay(d time.Duration) TaskOption {
+	return func(t *docketv1.NewTask) { t.DelayNs = int64(d) }
+}
+
+// WithRunAt makes the task claimable only at at; it wins over WithDelay.
+func WithRunAt(at time.Time) TaskOption {
+	return func(t *docketv1.NewTask) { t.RunAt = at.UnixNano() }
+}
+
+// WithMaxAttempts sets how many claims may end without a Submit before the
+// task is dead-lettered; 0 is the server's default.
+func WithMaxAttempts(n uint32) TaskOption { return func(t *docketv1.NewTask) { t.MaxAttempts = n } }
+
+// WithIdempotencyKey sets the key that deduplicates the enqueue. Without
+// one the client mints a random key.
+func WithIdempotencyKey(key string) TaskOption {
+	return func(t *docketv1.NewTask) { t.IdempotencyKey = key }
+}
+
+// WithRetention sets how long the finished task is kept; 0 is the server's
+// default.
+func WithRetention(d time.Duration) TaskOption {
+	return func(t *docketv1.NewTask) { t.RetentionNs = int64(d) }
+}
+
+// EnqueueOne adds one task and returns its id. An idempotency key that
+// matches an existing task returns that task's id and no error.
+func (c *Client) EnqueueOne(ctx context.Context, queue string, payload []byte, opts ...TaskOption) (string, error) {
+	t := &docketv1.NewTask{Queue: queue, Payload: payload}
+	for _, o := range opts {
+		o(t)
+	}
+	items, err := c.Enqueue(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	if err := ItemError(items[0]); err != nil {
+		return "", fmt.Errorf("Enqueue: %w", err)
+	}
+	return items[0].GetTaskId(), nil
+}
+
+// Claim takes up to req.MaxTasks tasks under a lease of req.LeaseNs. With
+// req.WaitNs > 0 the server holds the call until a task is claimable or the
+// wait ends; the client shortens the wait to fit ctx's deadline, so that a
+// long-poll that finds nothing returns no tasks rather than a deadline
+// error. req is not modified.
+func (c *Client) Claim(ctx context.Context, req *docketv1.ClaimRequest) ([]*docketv1.Task, error) {
+	if req == nil {
+		return nil, fmt.Errorf("Claim: %w: nil request", ErrInvalidArgument)
+	}
+	var resp *docketv1.ClaimResponse
+	_, err := c.invoke(ctx, opClaim, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Claim(ctx, &docketv1.ClaimRequest{
+			Queue:    req.GetQueue(),
+			Tenant:   req.GetTenant(),
+			WorkerId: req.GetWorkerId(),
+			LeaseNs:  req.GetLeaseNs(),
+			MaxTasks: req.GetMaxTasks(),
+			WaitNs:   int64(clampWait(ctx, time.Duration(req.GetWaitNs()))),
+		}, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetTasks(), nil
+}
+
+// clampWait shortens a long-poll wait to MaxWait and to ctx's deadline,
+// leaving a tenth of the remaining time (at most a second) for the reply.
+func clampWait(ctx context.Context, wait time.Duration) time.Duration {
+	wait = min(wait, MaxWait)
+	if dl, ok := ctx.Deadline(); ok {
+		rem := time.Until(dl)
+		rem -= min(rem/10, time.Second)
+		wait = min(wait, rem)
+	}
+	return max(wait, 0)
+}
+
+// Heartbeat extends the leases of running tasks, all in one command. The
+// results come one per item, in order: CODE_STALE_FENCE or CODE_NOT_FOUND
+// means that lease is lost.
+func (c *Client) Heartbeat(ctx context.Context, items ...*docketv1.HeartbeatItem) ([]*docketv1.ItemResult, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	req := &docketv1.HeartbeatRequest{Items: items}
+	var resp *docketv1.HeartbeatResponse
+	_, err := c.invoke(ctx, opHeartbeat, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Heartbeat(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetItems()) != len(items) {
+		return nil, fmt.Errorf("Heartbeat: server answered %d items for %d", len(resp.GetItems()), len(items))
+	}
+	return resp.GetItems(), nil
+}
+
+// Submit finishes a task with an outcome, under the fence of its claim.
+// alreadyDone is true when the same Submit was accepted before (the client
+// retried after an unknown outcome, or the caller did): the task is done
+// either way. ErrStaleFence means the lease was lost and the Submit was not
+// accepted.
+func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alreadyDone bool, err error) {
+	var resp *docketv1.SubmitResponse
+	_, err = c.invoke(ctx, opSubmit, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Submit(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetAlreadyDone(), nil
+}
+
+// Nack gives a claimed task back for another attempt after req.DelayNs and
+// returns its new state (DEAD when it ran out of attempts). It is not
+// retried after a lost leadership: such an error wraps ErrOutcomeUnknown,
+// and the task is then either requeued or still running until its lease
+// expires, which ends the same way.
+func (c *Client) Nack(ctx context.Context, req *docketv1.NackRequest) (docketv1.TaskState, error) {
+	var resp *docketv1.NackResponse
+	_, err := c.invoke(ctx, opNack, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Nack(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return docketv1.TaskState_TASK_STATE_UNSPECIFIED, err
+	}
+	return resp.GetState(), nil
+}
+
+// Cancel cancels a pending or delayed task. A running task answers
+// ErrWrongState. When an earlier attempt of this call may have been applied
+// and a retry answers ErrWrongState, Cancel reads the task and reports
+// success if it is cancelled: that attempt is what cancelled it.
+func (c *Client) Cancel(ctx context.Context, taskID string) error {
+	req := &docketv1.CancelRequest{TaskId: taskID}
+	attempts, err := c.invoke(ctx, opCancel, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		_, err := docketv1.NewQueueClient(cc).Cancel(ctx, req, opts...)
+		return err
+	})
+	if attempts > 1 && errors.Is(err, ErrWrongState) {
+		if t, gerr := c.GetTask(ctx, taskID, false); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
+			return nil
+		}
+	}
+	return err
+}
+
+// GetTask reads a task. With allowStale, any node answers from its local
+// replica, which may lag the leader but works without one; otherwise the
+// read is linearizable.
+func (c *Client) GetTask(ctx context.Context, taskID string, allowStale bool) (*docketv1.Task, error) {
+	o := opGetTask
+	if allowStale {
+		o = opGetStale
+	}
+	req := &docketv1.GetTaskRequest{TaskId: taskID, AllowStale: allowStale}
+	var resp *docketv1.GetTaskResponse
+	_, err := c.invoke(ctx, o, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).GetTask(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetTask(), nil
+}
+
+// WaitResult waits until the task is finished (completed, failed, dead or
+// cancelled) and returns it. It long-polls in rounds of at most MaxWait
+// until ctx ends, when it returns an error wrapping ctx's error.
+func (c *Client) WaitResult(ctx context.Context, taskID string) (*docketv1.Task, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("WaitResult %s: %w", taskID, err)
+		}
+		var resp *docketv1.WaitResultResponse
+		var waited time.Duration
+		_, err := c.invoke(ctx, opWaitResult, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+			waited = clampWait(ctx, MaxWait)
+			r, err := docketv1.NewQueueClient(cc).WaitResult(ctx, &docketv1.WaitResultRequest{TaskId: taskID, WaitNs: int64(waited)}, opts...)
+			resp = r
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetDone() {
+			return resp.GetTask(), nil
+		}
+		if waited <= 0 {
+			// Too little time left for another round: waiting it out would
+			// only end in the same deadline error.
+			<-ctx.Done()
+		}
+	}
+}
+
+// Stats counts tasks by state for a queue and tenant; empty means all.
+func (c *Client) Stats(ctx context.Context, queue, tenant string) ([]*docketv1.QueueStats, error) {
+	req := &docketv1.StatsRequest{Queue: queue, Tenant: tenant}
+	var resp *docketv1.StatsResponse
+	_, err := c.invoke(ctx, opStats, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Stats(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetQueues(), nil
+}
+
+// ListDead pages through the dead letters of a queue and tenant; pass the
+// returned NextCursor back in req.Cursor for the next page.
+func (c *Client) ListDead(ctx context.Context, req *docketv1.ListDeadRequest) (*docketv1.ListDeadResponse, error) {
+	var resp *docketv1.ListDeadResponse
+	_, err := c.invoke(ctx, opListDead, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).ListDead(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// RequeueDead puts dead letters back to pending: one task by id, or up to
+// req.Limit of a queue and tenant. It is not retried after a lost
+// leadership (ErrOutcomeUnknown): with a limit, a second round would
+// requeue more tasks than asked.
+func (c *Client) RequeueDead(ctx context.Context, req *docketv1.RequeueDeadRequest) ([]*docketv1.ItemResult, error) {
+	var resp *docketv1.RequeueDeadResponse
+	_, err := c.invoke(ctx, opRequeueDead, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).RequeueDead(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetItems(), nil
+}
+
+// Status returns the cluster status as the leader sees it (or, with no
+// leader, as some node sees it). The client learns nodes from it.
+func (c *Client) Status(ctx context.Context) (*docketv1.StatusResponse, error) {
+	var resp *docketv1.StatusResponse
+	_, err := c.invoke(ctx, opStatus, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewClusterClient(cc).Status(ctx, &docketv1.StatusRequest{}, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range resp.GetServers() {
+		c.learnAddr(s.GetGrpcAddr())
+	}
+	return resp, nil
+}
+
+// TransferLeadership asks the leader to hand over to the server with raft
+// id toID (empty: the leader picks) and returns the new leader's id. The
+// client forgets the old leader and follows the new one on the next call.
+func (c *Client) TransferLeadership(ctx context.Context, toID string) (string, error) {
+	var resp *docketv1.TransferLeadershipResponse
+	var addr string
+	_, err := c.invoke(ctx, opTransfer, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		addr = cc.Target()
+		r, err := docketv1.NewClusterClient(cc).TransferLeadership(ctx, &docketv1.TransferLeadershipRequest{ToId: toID}, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	c.forgetLeader(addr)
+	return resp.GetLeaderId(), nil
+}
+
+// newKey returns a random 128-bit idempotency key in hex.
+func newKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,38 @@
+package fsm
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+// EncodeCommand is the log entry's bytes for cmd.
+func EncodeCommand(cmd *pb.Command) ([]byte, error) {
+	b, err := marshalOpts.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode %v: %w", cmd.GetType(), err)
+	}
+	return b, nil
+}
+
+// DecodeCommand parses a log entry and checks that this build knows its
+// type. Its errors wrap ErrDecode or ErrUnknownCommand; the FSM stops the
+// node on either, because applying a command it cannot read would diverge.
+func DecodeCommand(data []byte) (*pb.Command, error) {
+	cmd := &pb.Command{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	if !knownType(cmd.GetType()) {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
+	}
+	return cmd, nil
+}
+
+func knownType(t pb.CommandType) bool {
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD
+}

@@ -1,0 +1,38 @@
+// Package fsm is Docket's pure core: the deterministic state machine that
+// every node runs. It takes Raft log entries holding Commands, decides the
+// queue's rules, and writes the outcome into one Pebble batch per apply
+// batch, together with the applied index.
+//
+// The story of a command: the leader stamps it with its time and proposes
+// it; every replica's ApplyBatch decodes it (an undecodable entry or unknown
+// type stops the node, since skipping it would diverge), validates it again
+// with Validate (a bad value is an answer that changes nothing), and runs one
+// rule function over an indexed batch: enqueue, claim, heartbeat, submit,
+// nack, cancel, reap, promoteDelayed, purge, requeueDead. Each rule moves a
+// task between keyspace indexes only through txn.move, which keeps the
+// counters and the one-index-per-task invariant.
+//
+// Apply reads nothing but the command, the entry's index and Pebble: no
+// clock, no randomness, no map order, no goroutines. Time is max(last now,
+// cmd.now). Ids come from the entry index and position. The fencing token of
+// a claim is the index of its entry.
+//
+// # Decisions and trade-offs
+//
+//   - Pebble writes use NoSync: the fsync'd Raft log is the durable source,
+//     and entries above the stored applied index are replayed on boot.
+//   - A claim promotes the queue's due delayed tasks itself, so a delayed
+//     task is claimable at exactly its time; the leader's mover exists for
+//     waking long-polls and keeping Stats current, not for correctness.
+//   - Submit(FAILED) is terminal: the worker says retrying is pointless.
+//     Nack is the retry path; it counts an attempt, and at max attempts the
+//     task becomes a dead letter that RequeueDead can replay.
+//   - Cancel applies to pending and delayed tasks only. A running task's
+//     worker owns it until its lease ends.
+//   - Dead letters are kept until replayed; they have no retention.
+//   - The payload limit is configurable at the edge; the FSM re-checks with
+//     a fixed ceiling (PayloadCeiling) so replicas never disagree because of
+//     node configuration.
+//   - An indexed batch costs more per write than a plain one, but a claim
+//     later in the same apply batch must see an enqueue earlier in it.
+package fsm

@@ -1,0 +1,97 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Outcomes a caller branches on. transport maps each to one gRPC code.
+var (
+	// ErrInvalidArgument means a field's value is out of bounds; nothing
+	// changed. The error is a *FieldError naming the field.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound means no task has that id (or it was purged).
+	ErrNotFound = errors.New("task not found")
+	// ErrStaleFence means the task is not running under exactly that fence:
+	// another claim superseded it, or it was reaped. Nothing changed.
+	ErrStaleFence = errors.New("stale fence")
+	// ErrWrongState means the command does not apply in the task's state,
+	// e.g. cancelling a running task.
+	ErrWrongState = errors.New("wrong task state")
+	// ErrUnknownCommand means a log entry holds a command type this build
+	// does not know. Applying it would diverge, so the node stops.
+	ErrUnknownCommand = errors.New("unknown command type")
+	// ErrDecode means a log entry's bytes are not a Command.
+	ErrDecode = errors.New("undecodable command")
+)
+
+// FieldError is an ErrInvalidArgument that names the offending field, as
+// "tasks[3].queue".
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("invalid argument: %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ResultError turns a whole-command rejection into an error, nil when the
+// command was accepted (items may still carry their own codes).
+func ResultError(r *pb.CommandResult) error {
+	if r == nil {
+		return errors.New("no result")
+	}
+	if r.GetErrorCode() == pb.Code_CODE_OK {
+		return nil
+	}
+	return CodeError(r.GetErrorCode(), r.GetErrorField(), r.GetErrorDetail())
+}
+
+// ItemError turns one item's code into an error; nil for OK, DUPLICATE and
+// ALREADY_DONE, which are successful answers.
+func ItemError(it *pb.ItemResult) error {
+	switch it.GetCode() {
+	case pb.Code_CODE_OK, pb.Code_CODE_DUPLICATE, pb.Code_CODE_ALREADY_DONE:
+		return nil
+	}
+	err := CodeError(it.GetCode(), "", it.GetDetail())
+	if id := it.GetTaskId(); id != "" {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	return err
+}
+
+// CodeError maps an FSM code to its sentinel error.
+func CodeError(c pb.Code, field, detail string) error {
+	switch c {
+	case pb.Code_CODE_OK, pb.Code_CODE_DUPLICATE, pb.Code_CODE_ALREADY_DONE:
+		return nil
+	case pb.Code_CODE_INVALID_ARGUMENT:
+		return &FieldError{Field: field, Reason: detail}
+	case pb.Code_CODE_NOT_FOUND:
+		return wrapDetail(ErrNotFound, detail)
+	case pb.Code_CODE_STALE_FENCE:
+		return wrapDetail(ErrStaleFence, detail)
+	case pb.Code_CODE_WRONG_STATE:
+		return wrapDetail(ErrWrongState, detail)
+	default:
+		return fmt.Errorf("code %v: %s", c, detail)
+	}
+}
+
+func wrapDetail(err error, detail string) error {
+	if detail == "" {
+		return err
+	}
+	return fmt.Errorf("%w: %s", err, detail)
+}

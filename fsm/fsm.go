@@ -1,0 +1,317 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// Options configure an FSM.
+type Options struct {
+	// Logger gets Pebble's messages and the FSM's own; nil discards.
+	Logger *slog.Logger
+	// FS is the filesystem Pebble writes to; nil means the OS disk. Tests
+	// pass vfs.NewCrashableMem() to drop unsynced writes.
+	FS vfs.FS
+}
+
+// QueueRef names one queue of one tenant.
+type QueueRef struct{ Queue, Tenant string }
+
+// Event tells an observer what an applied batch changed that a waiter may
+// care about. It carries no state: waiters re-read the FSM.
+type Event struct {
+	Index    uint64     // last index applied
+	Pending  []QueueRef // queues that gained claimable tasks
+	Finished []string   // ids of tasks that reached a terminal state
+}
+
+// FSM is Docket's replicated state machine over one Pebble database. It
+// implements raft.FSM and raft.BatchingFSM. Apply, ApplyBatch, Snapshot and
+// Restore are called by Raft from one goroutine; the read methods may be
+// called from any goroutine.
+type FSM struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu sync.RWMutex // guards db against the swap in Restore
+	db *pebble.DB
+
+	applied  atomic.Uint64
+	now      atomic.Int64
+	observer atomic.Pointer[func(Event)]
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// Open opens (or creates) the FSM's Pebble database under dir, finishing a
+// restore that a crash interrupted.
+func Open(dir string, opts Options) (*FSM, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	f := &FSM{dir: dir, opts: opts, log: opts.Logger.With("component", "fsm")}
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fsm dir %s: %w", dir, err)
+	}
+	if err := f.recoverSwap(); err != nil {
+		return nil, err
+	}
+	db, err := f.openDB(f.path(dbDir))
+	if err != nil {
+		return nil, err
+	}
+	if err := f.loadMeta(db); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	f.db = db
+	return f, nil
+}
+
+const (
+	dbDir      = "db"
+	restoreDir = "restore"
+	oldDir     = "old"
+	doneMarker = "RESTORE-COMPLETE"
+)
+
+func (f *FSM) path(name string) string { return filepath.Join(f.dir, name) }
+
+func (f *FSM) openDB(path string) (*pebble.DB, error) {
+	db, err := pebble.Open(path, &pebble.Options{
+		FS:                 f.opts.FS,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{f.log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open pebble %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func (f *FSM) loadMeta(db *pebble.DB) error {
+	r := storage.Wrap(db)
+	applied, err := storage.GetUint64(r, storage.KeyApplied)
+	if err != nil {
+		return fmt.Errorf("read applied index: %w", err)
+	}
+	now, err := storage.GetUint64(r, storage.KeyNow)
+	if err != nil {
+		return fmt.Errorf("read now: %w", err)
+	}
+	f.applied.Store(applied)
+	f.now.Store(int64(now))
+	return nil
+}
+
+// Close closes Pebble. Raft must be shut down first.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return nil
+	}
+	err := f.db.Close()
+	f.db = nil
+	if err != nil {
+		return fmt.Errorf("close fsm: %w", err)
+	}
+	return nil
+}
+
+// AppliedIndex is the last Raft index whose effects are in Pebble.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Now is the last leader time the FSM applied (Unix ns).
+func (f *FSM) Now() int64 { return f.now.Load() }
+
+// SetObserver registers fn to be called after each applied batch, on Raft's
+// apply goroutine: it must not block. nil removes it.
+func (f *FSM) SetObserver(fn func(Event)) {
+	if fn == nil {
+		f.observer.Store(nil)
+		return
+	}
+	f.observer.Store(&fn)
+}
+
+// Apply applies one log entry; it returns a *pb.CommandResult, or nil for
+// entries that are not commands or were applied before.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies entries in one Pebble batch together with the new
+// applied index, so a crash keeps all of them or none. Entries at or below
+// the applied index are skipped: claims and attempt counters are not
+// idempotent. A Pebble write error or an undecodable entry panics: going on
+// would leave this replica different from the others.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	results := make([]interface{}, len(logs))
+	f.mu.RLock()
+	db := f.db
+	f.mu.RUnlock()
+	b := db.NewIndexedBatch()
+	tx := newTxn(b, f.now.Load())
+	applied := f.applied.Load()
+	for i, l := range logs {
+		if l.Index <= applied {
+			continue
+		}
+		applied = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := DecodeCommand(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("docket fsm: log index %d: %v", l.Index, err))
+		}
+		res, err := tx.apply(l.Index, cmd)
+		if err != nil {
+			panic(fmt.Sprintf("docket fsm: apply index %d (%v): %v", l.Index, cmd.GetType(), err))
+		}
+		results[i] = res
+	}
+	if applied == f.applied.Load() {
+		_ = b.Close() // nothing new; closing an empty batch cannot fail usefully
+		return results
+	}
+	if err := tx.finish(applied); err != nil {
+		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
+	}
+	if err := b.Close(); err != nil {
+		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
+	}
+	f.applied.Store(applied)
+	f.now.Store(tx.now)
+	if fn := f.observer.Load(); fn != nil && (len(tx.ev.Pending) > 0 || len(tx.ev.Finished) > 0) {
+		tx.ev.Index = applied
+		(*fn)(tx.ev)
+	}
+	return results
+}
+
+// reader returns a Reader over the current DB and a release func.
+func (f *FSM) reader() (storage.Reader, func(), error) {
+	f.mu.RLock()
+	if f.db == nil {
+		f.mu.RUnlock()
+		return nil, nil, errors.New("fsm closed")
+	}
+	return storage.Wrap(f.db), f.mu.RUnlock, nil
+}
+
+// GetTask reads a task from the local replica. ErrNotFound when absent.
+func (f *FSM) GetTask(id string) (*pb.Task, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	t, err := storage.GetTask(r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	return t, err
+}
+
+// Stats reports per-queue counters from the local replica.
+func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return storage.Stats(r, queue, tenant)
+}
+
+// ListTasks lists a queue's tasks in one state (pending, delayed, running or
+// dead) from the local replica.
+func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
+	return storage.ListTasks(r, queue, tenant, state, cursor, limit)
+}
+
+// ExpiredLeases lists (task, fence) pairs whose lease ended at or before
+// now, for the leader's reaper to propose as a Reap command.
+func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	entries, err := storage.ExpiredLeases(r, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired leases: %w", err)
+	}
+	items := make([]*pb.ReapItem, 0, len(entries))
+	for _, e := range entries {
+		t, err := storage.GetTask(r, e.ID)
+		if err != nil {
+			return nil, fmt.Errorf("expired lease %s: %w", e.ID, err)
+		}
+		items = append(items, &pb.ReapItem{TaskId: e.ID, Fence: t.GetFence()})
+	}
+	return items, nil
+}
+
+// HasDue reports whether delayed tasks are due or finished tasks have
+// expired at now, so the leader proposes PromoteDelayed or Purge only when
+// they would do something.
+func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return false, false, err
+	}
+	defer release()
+	d, err := storage.DueDelayed(r, now, 1)
+	if err != nil {
+		return false, false, err
+	}
+	e, err := storage.Expired(r, now, 1)
+	if err != nil {
+		return false, false, err
+	}
+	return len(d) > 0, len(e) > 0, nil
+}
+
+// pebbleLogger sends Pebble's printf-style messages to slog.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...interface{}) {
+	l.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+func (l pebbleLogger) Errorf(format string, args ...interface{}) {
+	l.log.Error(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
+	l.log.Error(fmt.Sprintf(format, args...), "source", "pebble", "fatal", true)
+	os.Exit(1)
+}

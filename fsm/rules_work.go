@@ -1,0 +1,263 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// TaskID is the id minted for the task at position pos of the Enqueue entry
+// at index: deterministic on every replica, and sortable by creation.
+func TaskID(index uint64, pos int) string { return fmt.Sprintf("%016x%04x", index, pos) }
+
+// enqueue stores new tasks, pending or delayed. A task whose idempotency key
+// is already known is answered with the original id and stores nothing.
+func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
+	for pos, nt := range c.GetTasks() {
+		q, tn := nt.GetQueue(), nt.GetTenant()
+		key := nt.GetIdempotencyKey()
+		if key != "" {
+			id, err := storage.GetString(tx.r, storage.IdemKey(q, tn, key))
+			switch {
+			case err == nil:
+				if t, ok, err := tx.getTask(id); err != nil {
+					return err
+				} else if ok {
+					res.Items = append(res.Items, item(pb.Code_CODE_DUPLICATE, id, t, "idempotency key seen"))
+					continue
+				}
+			case !errors.Is(err, storage.ErrNotFound):
+				return fmt.Errorf("idempotency key: %w", err)
+			}
+		}
+		t := &pb.Task{
+			Id:             TaskID(tx.index, pos),
+			Queue:          q,
+			Tenant:         tn,
+			Payload:        nt.GetPayload(),
+			Priority:       nt.GetPriority(),
+			MaxAttempts:    nt.GetMaxAttempts(),
+			IdempotencyKey: key,
+			RetentionNs:    nt.GetRetentionNs(),
+			CreatedAt:      tx.now,
+			VisibleAt:      tx.now + nt.GetDelayNs(),
+			Seq:            tx.nextSeq(pos),
+		}
+		if t.MaxAttempts == 0 {
+			t.MaxAttempts = DefaultMaxAttempts
+		}
+		if t.RetentionNs == 0 {
+			t.RetentionNs = int64(DefaultRetention)
+		}
+		if nt.GetRunAt() > 0 {
+			t.VisibleAt = nt.GetRunAt()
+		}
+		t.State = pb.TaskState_TASK_STATE_PENDING
+		if t.VisibleAt > tx.now {
+			t.State = pb.TaskState_TASK_STATE_DELAYED
+		}
+		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED); err != nil {
+			return err
+		}
+		if key != "" {
+			if err := tx.b.Set(storage.IdemKey(q, tn, key), []byte(t.Id), nil); err != nil {
+				return fmt.Errorf("idempotency key: %w", err)
+			}
+		}
+		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.Id, t, ""))
+	}
+	return nil
+}
+
+// claim hands the head of the queue to one worker: highest priority first,
+// FIFO within it. The fence is the claim entry's log index, so a task's
+// fences strictly increase across claims and leaders.
+func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
+	q, tn := c.GetQueue(), c.GetTenant()
+	// Due delayed tasks become visible at exactly their time, not when the
+	// leader's mover next runs.
+	if err := tx.promote(storage.DueDelayedInQueue(tx.r, q, tn, tx.now, MaxBatch)); err != nil {
+		return err
+	}
+	m, err := tx.meta(q, tn)
+	if err != nil {
+		return err
+	}
+	want := int(c.GetMaxTasks())
+	for p := int(MaxPriority); p >= 0 && want > 0; p-- {
+		if m.Pending == 0 {
+			break
+		}
+		prio := uint32(p)
+		prefix := storage.PendingPrioPrefix(q, tn, prio)
+		type head struct {
+			id  string
+			seq uint64
+		}
+		var heads []head
+		err := storage.Scan(tx.r, storage.PendingSeek(q, tn, prio, m.Head[p]), storage.PrefixEnd(prefix), want,
+			func(k, _ []byte) error {
+				seq, id, err := storage.ParsePendingKey(k, len(prefix))
+				heads = append(heads, head{id, seq})
+				return err
+			})
+		if err != nil {
+			return err
+		}
+		for _, h := range heads {
+			t, ok, err := tx.getTask(h.id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("pending index points at missing task %s", h.id)
+			}
+			err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
+				t.Fence = tx.index
+				t.WorkerId = c.GetWorkerId()
+				t.LeaseNs = c.GetLeaseNs()
+				t.LeaseUntil = tx.now + c.GetLeaseNs()
+				t.ClaimedAt = tx.now
+				t.Claims++
+			})
+			if err != nil {
+				return err
+			}
+			m.Head[p] = h.seq
+			res.Tasks = append(res.Tasks, t)
+			want--
+		}
+	}
+	return nil
+}
+
+// heartbeat extends each lease held under exactly its fence and stores the
+// worker's progress. A lease never shrinks.
+func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
+	for _, hb := range c.GetItems() {
+		t, code, err := tx.running(hb.GetTaskId(), hb.GetFence())
+		if err != nil {
+			return err
+		}
+		if code != pb.Code_CODE_OK {
+			res.Items = append(res.Items, item(code, hb.GetTaskId(), t, staleDetail(t, hb.GetFence())))
+			continue
+		}
+		lease := hb.GetLeaseNs()
+		if lease == 0 {
+			lease = t.GetLeaseNs()
+		}
+		until := max(t.GetLeaseUntil(), tx.now+lease)
+		err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
+			t.LeaseNs = lease
+			t.LeaseUntil = until
+			if hb.GetHasProgress() {
+				t.Progress = hb.GetProgress()
+			}
+		})
+		if err != nil {
+			return err
+		}
+		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	}
+	return nil
+}
+
+// submit is the compare-and-set terminal transition. The same Submit again
+// after it won is answered ALREADY_DONE and changes nothing.
+func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
+	t, code, err := tx.running(c.GetTaskId(), c.GetFence())
+	if err != nil {
+		return err
+	}
+	if code == pb.Code_CODE_STALE_FENCE && t.GetFence() == c.GetFence() &&
+		(t.GetState() == pb.TaskState_TASK_STATE_COMPLETED || t.GetState() == pb.TaskState_TASK_STATE_FAILED) {
+		code = pb.Code_CODE_ALREADY_DONE
+	}
+	if code != pb.Code_CODE_OK {
+		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
+		return nil
+	}
+	to := pb.TaskState_TASK_STATE_COMPLETED
+	if c.GetOutcome() == pb.Outcome_OUTCOME_FAILED {
+		to = pb.TaskState_TASK_STATE_FAILED
+	}
+	err = tx.finishTask(t, to, func(t *pb.Task) {
+		t.Outcome = c.GetOutcome()
+		t.Result = c.GetResult()
+		t.LastError = c.GetError()
+	})
+	if err != nil {
+		return err
+	}
+	res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	return nil
+}
+
+// nack gives a task back: it counts an attempt, and the task returns after
+// delay, or to the dead letters at max attempts.
+func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
+	t, code, err := tx.running(c.GetTaskId(), c.GetFence())
+	if err != nil {
+		return err
+	}
+	if code != pb.Code_CODE_OK {
+		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
+		return nil
+	}
+	if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason()); err != nil {
+		return err
+	}
+	res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	return nil
+}
+
+// reap requeues tasks whose lease the leader saw expire. It re-checks fence
+// and expiry at apply time: a heartbeat applied after the leader's scan
+// wins, and the item is answered WRONG_STATE.
+func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
+	for pos, ri := range c.GetItems() {
+		t, code, err := tx.running(ri.GetTaskId(), ri.GetFence())
+		if err != nil {
+			return err
+		}
+		if code != pb.Code_CODE_OK {
+			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
+			continue
+		}
+		if t.GetLeaseUntil() > tx.now {
+			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "lease extended"))
+			continue
+		}
+		if err := tx.requeue(t, pos, 0, "lease expired"); err != nil {
+			return err
+		}
+		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	}
+	return nil
+}
+
+// running loads a task and checks it runs under exactly fence. It returns
+// the task (nil when missing) and OK, NOT_FOUND or STALE_FENCE.
+func (tx *txn) running(id string, fence uint64) (*pb.Task, pb.Code, error) {
+	t, ok, err := tx.getTask(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, pb.Code_CODE_NOT_FOUND, nil
+	}
+	if t.GetState() != pb.TaskState_TASK_STATE_RUNNING || t.GetFence() != fence {
+		return t, pb.Code_CODE_STALE_FENCE, nil
+	}
+	return t, pb.Code_CODE_OK, nil
+}
+
+func staleDetail(t *pb.Task, fence uint64) string {
+	if t == nil {
+		return "no such task"
+	}
+	return fmt.Sprintf("fence %d; task is %s under fence %d", fence, t.GetState(), t.GetFence())
+}

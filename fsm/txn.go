@@ -1,0 +1,261 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// txn is one ApplyBatch: an indexed Pebble batch (so a later command in the
+// batch sees an earlier one's writes), the catalog records it touched, and
+// the effective time.
+type txn struct {
+	b     *pebble.Batch
+	r     storage.Reader
+	now   int64
+	index uint64 // index of the entry being applied
+
+	metas     map[string]*metaEntry
+	pendingEv map[string]bool
+	ev        Event
+}
+
+type metaEntry struct {
+	queue, tenant string
+	m             storage.QueueMeta
+}
+
+func newTxn(b *pebble.Batch, now int64) *txn {
+	return &txn{
+		b:         b,
+		r:         storage.Wrap(b),
+		now:       now,
+		metas:     map[string]*metaEntry{},
+		pendingEv: map[string]bool{},
+	}
+}
+
+// apply runs one decoded command. A business rejection is a result; an
+// error means storage failed and the caller stops the node.
+func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
+	res := &pb.CommandResult{Index: index}
+	if err := Validate(cmd, fsmLimits); err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			return nil, err
+		}
+		res.ErrorCode, res.ErrorField, res.ErrorDetail = pb.Code_CODE_INVALID_ARGUMENT, fe.Field, fe.Reason
+		res.Now = tx.now
+		return res, nil
+	}
+	tx.index = index
+	if cmd.GetNow() > tx.now {
+		tx.now = cmd.GetNow() // time in the log never runs backwards
+	}
+	res.Now = tx.now
+	var err error
+	switch cmd.GetType() {
+	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
+		err = tx.enqueue(cmd.GetEnqueue(), res)
+	case pb.CommandType_COMMAND_TYPE_CLAIM:
+		err = tx.claim(cmd.GetClaim(), res)
+	case pb.CommandType_COMMAND_TYPE_HEARTBEAT:
+		err = tx.heartbeat(cmd.GetHeartbeat(), res)
+	case pb.CommandType_COMMAND_TYPE_SUBMIT:
+		err = tx.submit(cmd.GetSubmit(), res)
+	case pb.CommandType_COMMAND_TYPE_NACK:
+		err = tx.nack(cmd.GetNack(), res)
+	case pb.CommandType_COMMAND_TYPE_CANCEL:
+		err = tx.cancel(cmd.GetCancel(), res)
+	case pb.CommandType_COMMAND_TYPE_REAP:
+		err = tx.reap(cmd.GetReap(), res)
+	case pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED:
+		err = tx.promoteDelayed(cmd.GetPromoteDelayed(), res)
+	case pb.CommandType_COMMAND_TYPE_PURGE:
+		err = tx.purge(cmd.GetPurge(), res)
+	case pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD:
+		err = tx.requeueDead(cmd.GetRequeueDead(), res)
+	default:
+		// Validate already refused unknown types; DecodeCommand stops the
+		// node before it gets here.
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", cmd.GetType(), err)
+	}
+	return res, nil
+}
+
+// finish writes the touched catalog records, in key order, and the
+// metadata of the batch.
+func (tx *txn) finish(applied uint64) error {
+	keys := make([]string, 0, len(tx.metas))
+	for k := range tx.metas {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e := tx.metas[k]
+		if err := storage.PutQueueMeta(tx.b, e.queue, e.tenant, &e.m); err != nil {
+			return fmt.Errorf("catalog %s: %w", k, err)
+		}
+	}
+	if err := storage.SetUint64(tx.b, storage.KeyApplied, applied); err != nil {
+		return err
+	}
+	return storage.SetUint64(tx.b, storage.KeyNow, storage.TimeKey(tx.now))
+}
+
+func (tx *txn) meta(queue, tenant string) (*storage.QueueMeta, error) {
+	k := queue + "/" + tenant
+	if e, ok := tx.metas[k]; ok {
+		return &e.m, nil
+	}
+	m, err := storage.GetQueueMeta(tx.r, queue, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", k, err)
+	}
+	e := &metaEntry{queue: queue, tenant: tenant, m: m}
+	tx.metas[k] = e
+	return &e.m, nil
+}
+
+// getTask reads a task; ok is false when it does not exist.
+func (tx *txn) getTask(id string) (*pb.Task, bool, error) {
+	t, err := storage.GetTask(tx.r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return t, true, nil
+}
+
+// indexKeys are the keys that point at t in its current state.
+func indexKeys(t *pb.Task) [][]byte {
+	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_PENDING:
+		return [][]byte{storage.PendingKey(q, tn, t.GetPriority(), t.GetSeq(), id)}
+	case pb.TaskState_TASK_STATE_DELAYED:
+		return [][]byte{storage.DelayedKey(q, tn, t.GetVisibleAt(), id), storage.WakeKey(t.GetVisibleAt(), id)}
+	case pb.TaskState_TASK_STATE_RUNNING:
+		return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id)}
+	case pb.TaskState_TASK_STATE_DEAD:
+		return [][]byte{storage.DeadKey(q, tn, id)}
+	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
+		return [][]byte{storage.ExpireKey(t.GetExpireAt(), id)}
+	}
+	return nil
+}
+
+// move is the only way a stored task changes: it drops the index keys of
+// the old state, lets mutate change fields (seq, lease, times), sets the new
+// state, writes the new index keys and the record, and keeps the counters
+// in step. A task is therefore never in two indexes at once.
+func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
+	from := t.GetState()
+	for _, k := range indexKeys(t) {
+		if err := tx.b.Delete(k, nil); err != nil {
+			return fmt.Errorf("move %s: %w", t.GetId(), err)
+		}
+	}
+	if mutate != nil {
+		mutate(t)
+	}
+	t.State = to
+	return tx.write(t, from)
+}
+
+// write stores a task that is new (from UNSPECIFIED) or moved.
+func (tx *txn) write(t *pb.Task, from pb.TaskState) error {
+	for _, k := range indexKeys(t) {
+		if err := storage.SetIndex(tx.b, k); err != nil {
+			return fmt.Errorf("index %s: %w", t.GetId(), err)
+		}
+	}
+	if err := storage.PutTask(tx.b, t); err != nil {
+		return err
+	}
+	m, err := tx.meta(t.GetQueue(), t.GetTenant())
+	if err != nil {
+		return err
+	}
+	m.Count(from, -1)
+	m.Count(t.GetState(), +1)
+	if t.GetState() == from {
+		return nil
+	}
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_PENDING:
+		k := t.GetQueue() + "/" + t.GetTenant()
+		if !tx.pendingEv[k] {
+			tx.pendingEv[k] = true
+			tx.ev.Pending = append(tx.ev.Pending, QueueRef{Queue: t.GetQueue(), Tenant: t.GetTenant()})
+		}
+	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED,
+		pb.TaskState_TASK_STATE_CANCELLED, pb.TaskState_TASK_STATE_DEAD:
+		tx.ev.Finished = append(tx.ev.Finished, t.GetId())
+	}
+	return nil
+}
+
+// nextSeq is a pending position behind every existing one: the log index in
+// the high bits and the position within the entry in the low 16.
+func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(pos) }
+
+// requeue puts a running task back after a failed attempt (nack or reap):
+// attempts+1, then dead-letter at max attempts, delayed when delay > 0, or
+// pending at the back of its priority.
+func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string) error {
+	attempts := t.GetAttempts() + 1
+	mutate := func(t *pb.Task) {
+		t.Attempts = attempts
+		t.LastError = reason
+		t.WorkerId = ""
+	}
+	switch {
+	case attempts >= t.GetMaxAttempts():
+		return tx.move(t, pb.TaskState_TASK_STATE_DEAD, func(t *pb.Task) {
+			mutate(t)
+			t.FinishedAt = tx.now
+		})
+	case delay > 0:
+		return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
+			mutate(t)
+			t.VisibleAt = tx.now + delay
+		})
+	default:
+		return tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
+			mutate(t)
+			t.Seq = tx.nextSeq(pos)
+			t.VisibleAt = tx.now
+		})
+	}
+}
+
+// finishTask moves a task to a terminal state kept until its retention ends.
+func (tx *txn) finishTask(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
+	return tx.move(t, to, func(t *pb.Task) {
+		if mutate != nil {
+			mutate(t)
+		}
+		t.FinishedAt = tx.now
+		t.ExpireAt = tx.now + t.GetRetentionNs()
+	})
+}
+
+func item(code pb.Code, id string, t *pb.Task, detail string) *pb.ItemResult {
+	it := &pb.ItemResult{Code: code, TaskId: id, Detail: detail}
+	if t != nil {
+		it.State = t.GetState()
+		it.Fence = t.GetFence()
+	}
+	return it
+}

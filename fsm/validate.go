@@ -1,0 +1,294 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Bounds on command values. The edge (transport, before proposing) and the
+// FSM (at apply) run the same Validate; only MaxPayload differs between them.
+const (
+	MaxNameLen        = 128
+	MaxIDLen          = 64
+	MaxWorkerIDLen    = 256
+	MaxIdemKeyLen     = 256
+	MaxErrorLen       = 64 << 10
+	MaxBatch          = 1000
+	MaxScanLimit      = 10000
+	MaxPriority       = 9
+	MinLease          = time.Second
+	MaxLease          = 24 * time.Hour
+	MaxDelay          = 366 * 24 * time.Hour
+	MaxRetention      = 366 * 24 * time.Hour
+	MaxAttemptsLimit  = 1000
+	DefaultMaxPayload = 1 << 20
+	// PayloadCeiling is the FSM's own bound on payload, result and progress
+	// bytes. The configurable edge limit is clamped to it, so every replica
+	// agrees no matter how its node is configured.
+	PayloadCeiling = 16 << 20
+	// DefaultMaxAttempts applies when a task does not say.
+	DefaultMaxAttempts = 5
+	// DefaultRetention is how long a finished task (and its idempotency key)
+	// is kept when the task does not say.
+	DefaultRetention = 24 * time.Hour
+)
+
+// Limits are the edge's configurable bounds.
+type Limits struct {
+	MaxPayload int // bytes of payload, result or progress; <= PayloadCeiling
+}
+
+// DefaultLimits are used when a node sets none.
+func DefaultLimits() Limits { return Limits{MaxPayload: DefaultMaxPayload} }
+
+func (l Limits) maxPayload() int {
+	if l.MaxPayload <= 0 || l.MaxPayload > PayloadCeiling {
+		return PayloadCeiling
+	}
+	return l.MaxPayload
+}
+
+// fsmLimits are what the FSM re-checks with: the ceiling.
+var fsmLimits = Limits{MaxPayload: PayloadCeiling}
+
+// ErrTooLarge is a FieldError reason prefix for byte fields over the limit;
+// transport maps it to ResourceExhausted.
+const tooLargeReason = "too large"
+
+// IsTooLarge reports whether err is a FieldError for an oversize field.
+func IsTooLarge(err error) bool {
+	fe, ok := err.(*FieldError)
+	return ok && len(fe.Reason) >= len(tooLargeReason) && fe.Reason[:len(tooLargeReason)] == tooLargeReason
+}
+
+// Validate checks every value of cmd against lim. It returns nil or a
+// *FieldError naming the first bad field. It is pure and deterministic.
+func Validate(cmd *pb.Command, lim Limits) error {
+	if cmd.GetNow() < 0 {
+		return fieldErr("now", "negative")
+	}
+	if err := checkBody(cmd); err != nil {
+		return err
+	}
+	maxP := lim.maxPayload()
+	switch cmd.GetType() {
+	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
+		return validateEnqueue(cmd.GetEnqueue(), maxP)
+	case pb.CommandType_COMMAND_TYPE_CLAIM:
+		c := cmd.GetClaim()
+		if err := checkQueue("", c.GetQueue(), c.GetTenant()); err != nil {
+			return err
+		}
+		if err := checkLen("worker_id", c.GetWorkerId(), 1, MaxWorkerIDLen); err != nil {
+			return err
+		}
+		if err := checkLease("lease_ns", c.GetLeaseNs(), false); err != nil {
+			return err
+		}
+		return checkCount("max_tasks", int(c.GetMaxTasks()), 1, MaxBatch)
+	case pb.CommandType_COMMAND_TYPE_HEARTBEAT:
+		items := cmd.GetHeartbeat().GetItems()
+		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+			return err
+		}
+		for i, it := range items {
+			p := fmt.Sprintf("items[%d].", i)
+			if err := checkTaskRef(p, it.GetTaskId(), it.GetFence()); err != nil {
+				return err
+			}
+			if len(it.GetProgress()) > maxP {
+				return fieldErr(p+"progress", "%s: %d bytes > %d", tooLargeReason, len(it.GetProgress()), maxP)
+			}
+			if err := checkLease(p+"lease_ns", it.GetLeaseNs(), true); err != nil {
+				return err
+			}
+		}
+	case pb.CommandType_COMMAND_TYPE_SUBMIT:
+		s := cmd.GetSubmit()
+		if err := checkTaskRef("", s.GetTaskId(), s.GetFence()); err != nil {
+			return err
+		}
+		if o := s.GetOutcome(); o != pb.Outcome_OUTCOME_COMPLETED && o != pb.Outcome_OUTCOME_FAILED {
+			return fieldErr("outcome", "must be completed or failed, got %v", o)
+		}
+		if len(s.GetResult()) > maxP {
+			return fieldErr("result", "%s: %d bytes > %d", tooLargeReason, len(s.GetResult()), maxP)
+		}
+		return checkLen("error", s.GetError(), 0, MaxErrorLen)
+	case pb.CommandType_COMMAND_TYPE_NACK:
+		n := cmd.GetNack()
+		if err := checkTaskRef("", n.GetTaskId(), n.GetFence()); err != nil {
+			return err
+		}
+		if err := checkDuration("delay_ns", n.GetDelayNs(), MaxDelay); err != nil {
+			return err
+		}
+		return checkLen("reason", n.GetReason(), 0, MaxErrorLen)
+	case pb.CommandType_COMMAND_TYPE_CANCEL:
+		return checkLen("task_id", cmd.GetCancel().GetTaskId(), 1, MaxIDLen)
+	case pb.CommandType_COMMAND_TYPE_REAP:
+		items := cmd.GetReap().GetItems()
+		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+			return err
+		}
+		for i, it := range items {
+			if err := checkTaskRef(fmt.Sprintf("items[%d].", i), it.GetTaskId(), it.GetFence()); err != nil {
+				return err
+			}
+		}
+	case pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED:
+		return checkCount("limit", int(cmd.GetPromoteDelayed().GetLimit()), 1, MaxScanLimit)
+	case pb.CommandType_COMMAND_TYPE_PURGE:
+		return checkCount("limit", int(cmd.GetPurge().GetLimit()), 1, MaxScanLimit)
+	case pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD:
+		r := cmd.GetRequeueDead()
+		if r.GetTaskId() != "" {
+			if r.GetQueue() != "" || r.GetTenant() != "" {
+				return fieldErr("task_id", "give a task id or a queue, not both")
+			}
+			return checkLen("task_id", r.GetTaskId(), 1, MaxIDLen)
+		}
+		if err := checkQueue("", r.GetQueue(), r.GetTenant()); err != nil {
+			return err
+		}
+		return checkCount("limit", int(r.GetLimit()), 1, MaxBatch)
+	default:
+		return fieldErr("type", "unknown command type %d", cmd.GetType())
+	}
+	return nil
+}
+
+// checkBody makes sure the oneof body matches the type.
+func checkBody(cmd *pb.Command) error {
+	var ok bool
+	switch cmd.GetType() {
+	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
+		ok = cmd.GetEnqueue() != nil
+	case pb.CommandType_COMMAND_TYPE_CLAIM:
+		ok = cmd.GetClaim() != nil
+	case pb.CommandType_COMMAND_TYPE_HEARTBEAT:
+		ok = cmd.GetHeartbeat() != nil
+	case pb.CommandType_COMMAND_TYPE_SUBMIT:
+		ok = cmd.GetSubmit() != nil
+	case pb.CommandType_COMMAND_TYPE_NACK:
+		ok = cmd.GetNack() != nil
+	case pb.CommandType_COMMAND_TYPE_CANCEL:
+		ok = cmd.GetCancel() != nil
+	case pb.CommandType_COMMAND_TYPE_REAP:
+		ok = cmd.GetReap() != nil
+	case pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED:
+		ok = cmd.GetPromoteDelayed() != nil
+	case pb.CommandType_COMMAND_TYPE_PURGE:
+		ok = cmd.GetPurge() != nil
+	case pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD:
+		ok = cmd.GetRequeueDead() != nil
+	default:
+		return fieldErr("type", "unknown command type %d", cmd.GetType())
+	}
+	if !ok {
+		return fieldErr("body", "missing body for %v", cmd.GetType())
+	}
+	return nil
+}
+
+func validateEnqueue(e *pb.EnqueueCmd, maxP int) error {
+	tasks := e.GetTasks()
+	if err := checkCount("tasks", len(tasks), 1, MaxBatch); err != nil {
+		return err
+	}
+	for i, t := range tasks {
+		p := fmt.Sprintf("tasks[%d].", i)
+		if err := checkQueue(p, t.GetQueue(), t.GetTenant()); err != nil {
+			return err
+		}
+		if len(t.GetPayload()) > maxP {
+			return fieldErr(p+"payload", "%s: %d bytes > %d", tooLargeReason, len(t.GetPayload()), maxP)
+		}
+		if t.GetPriority() > MaxPriority {
+			return fieldErr(p+"priority", "%d not in 0..%d", t.GetPriority(), MaxPriority)
+		}
+		if t.GetRunAt() < 0 {
+			return fieldErr(p+"run_at", "negative")
+		}
+		if err := checkDuration(p+"delay_ns", t.GetDelayNs(), MaxDelay); err != nil {
+			return err
+		}
+		if t.GetMaxAttempts() > MaxAttemptsLimit {
+			return fieldErr(p+"max_attempts", "%d > %d", t.GetMaxAttempts(), MaxAttemptsLimit)
+		}
+		if err := checkLen(p+"idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
+			return err
+		}
+		if err := checkDuration(p+"retention_ns", t.GetRetentionNs(), MaxRetention); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkQueue(prefix, queue, tenant string) error {
+	if err := checkName(prefix+"queue", queue); err != nil {
+		return err
+	}
+	return checkName(prefix+"tenant", tenant)
+}
+
+// checkName enforces [A-Za-z0-9._-]{1,128}: no '/', so keyspace prefixes
+// stay unique.
+func checkName(field, s string) error {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return fieldErr(field, "length %d not in 1..%d", len(s), MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return fieldErr(field, "byte %q at %d; allowed [A-Za-z0-9._-]", c, i)
+		}
+	}
+	return nil
+}
+
+func checkTaskRef(prefix, id string, fence uint64) error {
+	if err := checkLen(prefix+"task_id", id, 1, MaxIDLen); err != nil {
+		return err
+	}
+	if fence == 0 {
+		return fieldErr(prefix+"fence", "must be set")
+	}
+	return nil
+}
+
+func checkLen(field, s string, lo, hi int) error {
+	if len(s) < lo || len(s) > hi {
+		return fieldErr(field, "length %d not in %d..%d", len(s), lo, hi)
+	}
+	return nil
+}
+
+func checkCount(field string, n, lo, hi int) error {
+	if n < lo || n > hi {
+		return fieldErr(field, "%d not in %d..%d", n, lo, hi)
+	}
+	return nil
+}
+
+func checkLease(field string, ns int64, zeroOK bool) error {
+	if zeroOK && ns == 0 {
+		return nil
+	}
+	if ns < int64(MinLease) || ns > int64(MaxLease) {
+		return fieldErr(field, "%v not in %v..%v", time.Duration(ns), MinLease, MaxLease)
+	}
+	return nil
+}
+
+func checkDuration(field string, ns int64, max time.Duration) error {
+	if ns < 0 || ns > int64(max) {
+		return fieldErr(field, "%v not in 0..%v", time.Duration(ns), max)
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+// Package storage owns Docket's Pebble keyspace: how keys are encoded, the
+// typed reads and writes the FSM makes inside a batch, the read helpers the
+// API serves from, and the snapshot stream format.
+//
+// Keys carry the routing and values are mostly empty. Integers are big-endian
+// and fixed width, so byte order is numeric order:
+//
+//	t/<id>                                  task record (protobuf)
+//	q/<queue>/<tenant>/p/<255-prio>/<seq>/<id>  pending, highest priority first, FIFO within it
+//	q/<queue>/<tenant>/d/<visible_at>/<id>  delayed, per queue (listing)
+//	q/<queue>/<tenant>/r/<id>               running
+//	q/<queue>/<tenant>/x/<id>               dead letters
+//	w/<visible_at>/<id>                     delayed, global wake index (the mover's scan)
+//	l/<lease_until>/<id>                    lease expiry index (the reaper's scan)
+//	e/<expire_at>/<id>                      retention of finished tasks
+//	i/<queue>/<tenant>/<key>                idempotency key -> task id
+//	c/<queue>/<tenant>                      queue catalog: counters and head hints
+//	m/applied, m/now                        FSM metadata
+//
+// Queue and tenant names never contain '/', which keeps every prefix unique.
+//
+// # Decisions and trade-offs
+//
+//   - One task body lives only under t/<id>; every index key holds an empty
+//     value and points at it. A state change rewrites the record and moves one
+//     index key, in one batch.
+//   - Delayed tasks are indexed twice (per queue under d/, globally under w/),
+//     like running tasks (r/ and l/): listing wants the per-queue view, and the
+//     leader's mover must find due tasks in time proportional to how many are
+//     due, not to how many queues exist.
+//   - The catalog c/ keeps per-queue counters so Stats is O(queues), and a
+//     head hint per priority: the lowest pending seq that can still exist.
+//     New pending entries always take a larger seq (the log index), so a claim
+//     seeks straight past the tombstones that earlier claims left at the head
+//     of the range; without it a claim on a drained LSM range is O(deleted).
+//   - Idempotency keys live as long as their task: Purge deletes both. The
+//     dedupe window is therefore the task's life plus its retention.
+package storage

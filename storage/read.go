@@ -1,0 +1,162 @@
+package storage
+
+import (
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Stats returns the counters of every queue and tenant matching the filter
+// (empty matches all), with the enqueue time of the oldest pending head.
+func Stats(r Reader, queue, tenant string) ([]*pb.QueueStats, error) {
+	prefix := CatalogPrefix(queue)
+	var out []*pb.QueueStats
+	err := Scan(r, prefix, PrefixEnd(prefix), 0, func(k, v []byte) error {
+		q, t, err := ParseCatalogKey(k)
+		if err != nil {
+			return err
+		}
+		if tenant != "" && t != tenant {
+			return nil
+		}
+		m, err := UnmarshalQueueMeta(v)
+		if err != nil {
+			return fmt.Errorf("stats %s/%s: %w", q, t, err)
+		}
+		out = append(out, &pb.QueueStats{
+			Queue: q, Tenant: t,
+			Pending: m.Pending, Delayed: m.Delayed, Running: m.Running,
+			Dead: m.Dead, Completed: m.Finished,
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for _, s := range out {
+		if s.Pending == 0 {
+			continue
+		}
+		oldest, err := oldestPending(r, s.Queue, s.Tenant)
+		if err != nil {
+			return nil, err
+		}
+		s.OldestPendingAt = oldest
+	}
+	return out, nil
+}
+
+// oldestPending is the earliest created_at among the heads of each priority:
+// how long the next task a worker will see has been in the system.
+func oldestPending(r Reader, queue, tenant string) (int64, error) {
+	m, err := GetQueueMeta(r, queue, tenant)
+	if err != nil {
+		return 0, err
+	}
+	var oldest int64
+	for p := uint32(0); p < Priorities; p++ {
+		id, _, ok, err := FirstPending(r, queue, tenant, p, m.Head[p])
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			continue
+		}
+		t, err := GetTask(r, id)
+		if err != nil {
+			return 0, err
+		}
+		if oldest == 0 || t.GetCreatedAt() < oldest {
+			oldest = t.GetCreatedAt()
+		}
+	}
+	return oldest, nil
+}
+
+// FirstPending returns the head of one priority's pending range, seeking
+// from the head hint.
+func FirstPending(r Reader, queue, tenant string, prio uint32, fromSeq uint64) (id string, seq uint64, ok bool, err error) {
+	prefix := PendingPrioPrefix(queue, tenant, prio)
+	err = Scan(r, PendingSeek(queue, tenant, prio, fromSeq), PrefixEnd(prefix), 1, func(k, _ []byte) error {
+		s, i, perr := ParsePendingKey(k, len(prefix))
+		if perr != nil {
+			return perr
+		}
+		id, seq, ok = i, s, true
+		return nil
+	})
+	return id, seq, ok, err
+}
+
+// ListTasks lists one queue's tasks in a state, in index order, starting
+// after cursor (a key returned as next). It returns the next cursor, empty
+// at the end. Terminal states other than dead have no per-queue index.
+func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
+	var prefix []byte
+	switch state {
+	case pb.TaskState_TASK_STATE_PENDING:
+		prefix = PendingPrefix(queue, tenant)
+	case pb.TaskState_TASK_STATE_DELAYED:
+		prefix = DelayedPrefix(queue, tenant)
+	case pb.TaskState_TASK_STATE_RUNNING:
+		prefix = RunningPrefix(queue, tenant)
+	case pb.TaskState_TASK_STATE_DEAD:
+		prefix = DeadPrefix(queue, tenant)
+	default:
+		return nil, "", fmt.Errorf("list %s: state has no per-queue index", state)
+	}
+	lower := prefix
+	if cursor != "" {
+		lower = append([]byte(cursor), 0) // strictly after the cursor key
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	var ids []string
+	var last []byte
+	err := Scan(r, lower, PrefixEnd(prefix), limit+1, func(k, _ []byte) error {
+		if len(ids) == limit {
+			return ErrStop
+		}
+		id, err := idFromIndexKey(k, len(prefix), state)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		last = append(last[:0], k...)
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s/%s %s: %w", queue, tenant, state, err)
+	}
+	tasks := make([]*pb.Task, 0, len(ids))
+	for _, id := range ids {
+		t, err := GetTask(r, id)
+		if err != nil {
+			return nil, "", err
+		}
+		tasks = append(tasks, t)
+	}
+	next := ""
+	if len(ids) == limit {
+		next = string(last)
+	}
+	return tasks, next, nil
+}
+
+func idFromIndexKey(k []byte, prefixLen int, state pb.TaskState) (string, error) {
+	switch state {
+	case pb.TaskState_TASK_STATE_PENDING:
+		// <255-prio> / <seq 8> / <id>
+		if len(k) < prefixLen+2+9 {
+			return "", fmt.Errorf("pending key %q: malformed", k)
+		}
+		_, id, err := ParsePendingKey(k, prefixLen+2)
+		return id, err
+	case pb.TaskState_TASK_STATE_DELAYED:
+		_, id, err := parseTimeIndexKey(k, prefixLen)
+		return id, err
+	default:
+		return string(k[prefixLen:]), nil
+	}
+}
