@@ -1249,7 +1249,10 @@ func (x *Server) GetLeader() bool {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// with_hash asks for the keyspace hash, which reads every key: off for
+	// discovery polls, on for convergence checks.
+	WithHash      bool `protobuf:"varint,1,opt,name=with_hash,json=withHash,proto3" json:"with_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1284,6 +1287,13 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{23}
 }
 
+func (x *StatusRequest) GetWithHash() bool {
+	if x != nil {
+		return x.WithHash
+	}
+	return false
+}
+
 type StatusResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	NodeId          string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1296,6 +1306,8 @@ type StatusResponse struct {
 	Servers         []*Server              `protobuf:"bytes,8,rep,name=servers,proto3" json:"servers,omitempty"`
 	KeyspaceHash    string                 `protobuf:"bytes,9,opt,name=keyspace_hash,json=keyspaceHash,proto3" json:"keyspace_hash,omitempty"` // hex; comparable once applied indexes agree
 	FsmAppliedIndex uint64                 `protobuf:"varint,10,opt,name=fsm_applied_index,json=fsmAppliedIndex,proto3" json:"fsm_applied_index,omitempty"`
+	RaftAddr        string                 `protobuf:"bytes,11,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // this node's advertised Raft address
+	GrpcAddr        string                 `protobuf:"bytes,12,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"` // this node's advertised gRPC address
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1398,6 +1410,20 @@ func (x *StatusResponse) GetFsmAppliedIndex() uint64 {
 		return x.FsmAppliedIndex
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
 }
 
 type TransferLeadershipRequest struct {
@@ -1750,8 +1776,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\bR\x06leader\"\x0f\n" +
-	"\rStatusRequest\"\xe0\x02\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\",\n" +
+	"\rStatusRequest\x12\x1b\n" +
+	"\twith_hash\x18\x01 \x01(\bR\bwithHash\"\x9a\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1763,7 +1790,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\aservers\x18\b \x03(\v2\x11.docket.v1.ServerR\aservers\x12#\n" +
 	"\rkeyspace_hash\x18\t \x01(\tR\fkeyspaceHash\x12*\n" +
 	"\x11fsm_applied_index\x18\n" +
-	" \x01(\x04R\x0ffsmAppliedIndex\"0\n" +
+	" \x01(\x04R\x0ffsmAppliedIndex\x12\x1b\n" +
+	"\traft_addr\x18\v \x01(\tR\braftAddr\x12\x1b\n" +
+	"\tgrpc_addr\x18\f \x01(\tR\bgrpcAddr\"0\n" +
 	"\x19TransferLeadershipRequest\x12\x13\n" +
 	"\x05to_id\x18\x01 \x01(\tR\x04toId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +

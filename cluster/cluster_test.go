@@ -1,0 +1,143 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+func testConfig(t *testing.T, id string, expect int) Config {
+	t.Helper()
+	c := DefaultConfig()
+	c.ID = id
+	c.DataDir = t.TempDir()
+	c.RaftAddr = "127.0.0.1:0"
+	c.BootstrapExpect = expect
+	c.ReapGrace = 50 * time.Millisecond
+	c.ReapInterval = 20 * time.Millisecond
+	c.Logger = slog.New(slog.DiscardHandler)
+	return c
+}
+
+func mustNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.ID, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx) // cleanup after the assertions; tests check Shutdown themselves
+	})
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// mustCluster starts n nodes: the first bootstraps alone, the others are
+// added as voters.
+func mustCluster(t *testing.T, size int) []*Node {
+	t.Helper()
+	nodes := []*Node{mustNode(t, testConfig(t, "n1", 1))}
+	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	for i := 2; i <= size; i++ {
+		n := mustNode(t, testConfig(t, fmt.Sprintf("n%d", i), 0))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false); err != nil {
+			cancel()
+			t.Fatalf("add %s: %v", n.ID(), err)
+		}
+		cancel()
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func leaderOf(t *testing.T, nodes []*Node) *Node {
+	t.Helper()
+	var l *Node
+	waitFor(t, 5*time.Second, "a leader", func() bool {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+func enqueueCmd(queue string, payload string) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{
+		Tasks: []*pb.NewTask{{Queue: queue, Tenant: "default", Payload: []byte(payload)}},
+	}}}
+}
+
+func Test_ThreeNodeReplicationConverges(t *testing.T) {
+	nodes := mustCluster(t, 3)
+	l := leaderOf(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 50; i++ {
+		res, err := l.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatalf("propose %d: %v", i, err)
+		}
+		if len(res.GetItems()) != 1 || res.GetItems()[0].GetCode() != pb.Code_CODE_OK {
+			t.Fatalf("propose %d: %v", i, res)
+		}
+	}
+	last := l.FSM().AppliedIndex()
+	waitFor(t, 5*time.Second, "followers to apply", func() bool {
+		for _, n := range nodes {
+			if n.FSM().AppliedIndex() < last {
+				return false
+			}
+		}
+		return true
+	})
+	want, err := l.FSM().Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		got, err := n.FSM().Hash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s hash %s, leader %s", n.ID(), got, want)
+		}
+	}
+}
+
+func Test_FollowerProposeIsNotLeader(t *testing.T) {
+	nodes := mustCluster(t, 3)
+	l := leaderOf(t, nodes)
+	for _, n := range nodes {
+		if n == l {
+			continue
+		}
+		_, err := n.Propose(context.Background(), enqueueCmd("jobs", "x"))
+		var nle *NotLeaderError
+		if !errorsAs(err, &nle) || nle.LeaderID != l.ID() {
+			t.Fatalf("%s: got %v, want NotLeaderError naming %s", n.ID(), err, l.ID())
+		}
+	}
+}

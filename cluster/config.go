@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+)
+
+// Config configures one node. Zero values take the defaults in
+// DefaultConfig; each field says why its default is what it is.
+type Config struct {
+	// ID is this server's Raft id. It must be unique in the cluster and
+	// stable across restarts: Raft's configuration names servers by it.
+	ID string
+
+	// DataDir holds raft.db (log and stable store), snapshots/, fsm/ and
+	// peers.json. A node restarted with only its data dir rejoins.
+	DataDir string
+
+	// RaftAddr is the TCP address Raft binds and advertises. It must be
+	// reachable by every other server.
+	RaftAddr string
+
+	// GRPCAddr is the client API address this node advertises to peers, so
+	// a follower can tell clients (and forward to) the leader's API address.
+	GRPCAddr string
+
+	// BootstrapExpect is how many servers form the first configuration.
+	// With 1 the node bootstraps alone. With N > 1 it waits until it has
+	// discovered N servers (itself included) through Join, then every one of
+	// them bootstraps with the same sorted configuration, which Raft treats
+	// as one bootstrap. 0 means join an existing cluster through Join.
+	// Ignored once the data dir holds Raft state.
+	BootstrapExpect int
+
+	// Join lists gRPC addresses of other servers. They are polled for
+	// their identity and the cluster's members until memberlist gossip
+	// replaces this seam (see Discovery).
+	Join []string
+
+	// HeartbeatTimeout is how long a follower waits without contact from
+	// the leader before it starts an election. Default 500ms (raft's is 1s):
+	// on a LAN a round trip is well under 1ms, and this bounds failover at
+	// roughly HeartbeatTimeout..2*HeartbeatTimeout plus one election round.
+	// Much lower and an fsync stall on a loaded 2-core box triggers
+	// needless elections.
+	HeartbeatTimeout time.Duration
+
+	// ElectionTimeout is how long a candidate waits for votes. Default
+	// 500ms, matching HeartbeatTimeout as raft requires (>=).
+	ElectionTimeout time.Duration
+
+	// LeaderLeaseTimeout is how long a leader stays leader without hearing
+	// from a quorum. Default 250ms: it must be below HeartbeatTimeout so an
+	// isolated leader steps down before a new one can be elected.
+	LeaderLeaseTimeout time.Duration
+
+	// CommitTimeout is how long the leader waits before sending an
+	// AppendEntries that only carries the commit index. Default 10ms, so
+	// followers apply (and can serve stale reads) soon after a write.
+	CommitTimeout time.Duration
+
+	// MaxAppendEntries caps entries per AppendEntries RPC. Default 512
+	// (raft's is 64): with BatchApplyCh many small commands share one
+	// append and one fsync, and a follower that fell behind catches up in
+	// fewer round trips.
+	MaxAppendEntries int
+
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger a new one (checked every SnapshotInterval). Default 16384.
+	SnapshotThreshold uint64
+
+	// SnapshotInterval is how often Raft checks SnapshotThreshold.
+	// Default 30s.
+	SnapshotInterval time.Duration
+
+	// TrailingLogs is how many entries stay in the log after a snapshot,
+	// so a briefly absent follower catches up from the log rather than a
+	// full snapshot. Default 10240.
+	TrailingLogs uint64
+
+	// LogCacheSize is how many recent entries raft.NewLogCache keeps in
+	// memory, sparing BoltDB reads when replicating. Default 4096.
+	LogCacheSize int
+
+	// ReapInterval is how often the leader scans for expired leases.
+	// Default 250ms: a dead worker's task is requeued within lease +
+	// ReapInterval + one commit.
+	ReapInterval time.Duration
+
+	// ReapGrace is how long a new leader waits, after its Barrier, before
+	// its first reap. Default 10s, a third of the default 30s lease: one
+	// worker heartbeat interval, so a heartbeat lost in the failover is
+	// retried before a leader whose clock runs ahead could expire the lease.
+	ReapGrace time.Duration
+
+	// PromoteInterval is how often the leader moves due delayed tasks to
+	// pending (claims also promote their own queue, so this only bounds
+	// Stats staleness and long-poll wake-ups). Default 250ms.
+	PromoteInterval time.Duration
+
+	// PurgeInterval is how often the leader purges finished tasks past
+	// retention. Default 5s.
+	PurgeInterval time.Duration
+
+	// ApplyTimeout bounds a Propose when the caller's context has no
+	// deadline. Default 10s.
+	ApplyTimeout time.Duration
+
+	// Limits are the edge's value limits (payload size).
+	Limits fsm.Limits
+
+	// ClockOffset shifts this node's clock. Only the chaos harness sets it
+	// (docket agent --test-clock-offset), to show that leases survive skew.
+	ClockOffset time.Duration
+
+	// Logger receives structured logs; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every tunable set to its default.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      10 * time.Millisecond,
+		MaxAppendEntries:   512,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		LogCacheSize:       4096,
+		ReapInterval:       250 * time.Millisecond,
+		ReapGrace:          10 * time.Second,
+		PromoteInterval:    250 * time.Millisecond,
+		PurgeInterval:      5 * time.Second,
+		ApplyTimeout:       10 * time.Second,
+		Limits:             fsm.DefaultLimits(),
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setDur(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	setDur(&c.ElectionTimeout, d.ElectionTimeout)
+	setDur(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	setDur(&c.CommitTimeout, d.CommitTimeout)
+	setDur(&c.SnapshotInterval, d.SnapshotInterval)
+	setDur(&c.ReapInterval, d.ReapInterval)
+	setDur(&c.ReapGrace, d.ReapGrace)
+	setDur(&c.PromoteInterval, d.PromoteInterval)
+	setDur(&c.PurgeInterval, d.PurgeInterval)
+	setDur(&c.ApplyTimeout, d.ApplyTimeout)
+	if c.MaxAppendEntries == 0 {
+		c.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.LogCacheSize == 0 {
+		c.LogCacheSize = d.LogCacheSize
+	}
+	if c.Limits.MaxPayload == 0 {
+		c.Limits = d.Limits
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("id is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	if c.RaftAddr == "" {
+		errs = append(errs, errors.New("raft address is required"))
+	}
+	if c.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d is negative", c.BootstrapExpect))
+	}
+	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs join addresses", c.BootstrapExpect))
+	}
+	if c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
+		errs = append(errs, fmt.Errorf("leader lease timeout %v must be below heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Batch sizes of the leader's housekeeping commands.
+const (
+	reapBatch    = 1000
+	promoteBatch = 1000
+	purgeBatch   = 1000
+)
+
+// leaderRun owns one term's leader loops.
+type leaderRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// followLeadership starts the leader-only loops when this node wins and
+// stops all of them when it loses, driven by Raft's NotifyCh.
+func (n *Node) followLeadership(notify <-chan bool) {
+	defer n.wg.Done()
+	var run *leaderRun
+	stopLoops := func() {
+		if run != nil {
+			run.cancel()
+			<-run.done
+			run = nil
+			n.log.Info("leader loops stopped")
+		}
+	}
+	defer stopLoops()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case isLeader := <-notify:
+			if !isLeader {
+				stopLoops()
+				continue
+			}
+			if run != nil {
+				continue
+			}
+			ctx, cancel := context.WithCancel(n.ctx)
+			run = &leaderRun{cancel: cancel, done: make(chan struct{})}
+			go func(done chan struct{}) {
+				defer close(done)
+				n.leaderLoop(ctx)
+			}(run.done)
+		}
+	}
+}
+
+// leaderLoop catches up with a Barrier, waits out
+// the reap grace period, then runs the reaper, the delayed mover and the
+// retention purge until ctx ends.
+func (n *Node) leaderLoop(ctx context.Context) {
+	n.log.Info("leader loops starting")
+	// Everything committed by earlier leaders is applied locally once the
+	// barrier returns, so scans below see the whole history.
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("leader barrier failed", "err", err)
+		if !sleepCtx(ctx, n.cfg.ReapInterval) {
+			return
+		}
+	}
+	reapAfter := time.Now().Add(n.cfg.ReapGrace)
+
+	var wg sync.WaitGroup
+	run := func(name string, every time.Duration, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) {
+					n.log.Warn("leader task failed", "task", name, "err", err)
+				}
+			}
+		}()
+	}
+	run("reap", n.cfg.ReapInterval, func(ctx context.Context) error {
+		if time.Now().Before(reapAfter) {
+			return nil
+		}
+		return n.reapOnce(ctx)
+	})
+	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
+	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
+	wg.Wait()
+}
+
+// reapOnce proposes Reap for the leases that expired by the leader's now.
+// The FSM re-checks each fence and expiry, so a heartbeat that lands
+// between this scan and the apply wins.
+func (n *Node) reapOnce(ctx context.Context) error {
+	items, err := n.fsm.ExpiredLeases(n.clock.Now().UnixNano(), reapBatch)
+	if err != nil || len(items) == 0 {
+		return err
+	}
+	res, err := n.propose(ctx, &pb.Command{
+		Type: pb.CommandType_COMMAND_TYPE_REAP,
+		Body: &pb.Command_Reap{Reap: &pb.ReapCmd{Items: items}},
+	})
+	if err != nil {
+		return err
+	}
+	reaped := 0
+	for _, it := range res.GetItems() {
+		if it.GetCode() == pb.Code_CODE_OK {
+			reaped++
+		}
+	}
+	n.log.Info("reaped expired leases", "seen", len(items), "requeued", reaped)
+	return nil
+}
+
+func (n *Node) promoteOnce(ctx context.Context) error {
+	delayed, _, err := n.fsm.HasDue(n.clock.Now().UnixNano())
+	if err != nil || !delayed {
+		return err
+	}
+	_, err = n.propose(ctx, &pb.Command{
+		Type: pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED,
+		Body: &pb.Command_PromoteDelayed{PromoteDelayed: &pb.PromoteDelayedCmd{Limit: promoteBatch}},
+	})
+	return err
+}
+
+func (n *Node) purgeOnce(ctx context.Context) error {
+	_, expired, err := n.fsm.HasDue(n.clock.Now().UnixNano())
+	if err != nil || !expired {
+		return err
+	}
+	_, err = n.propose(ctx, &pb.Command{
+		Type: pb.CommandType_COMMAND_TYPE_PURGE,
+		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{Limit: purgeBatch}},
+	})
+	return err
+}
+
+// propose runs a housekeeping command with a bounded wait and turns a
+// whole-command rejection into an error.
+func (n *Node) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := n.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res, fsm.ResultError(res)
+}
+
+// sleepCtx waits d or until ctx ends; false means ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

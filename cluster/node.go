@@ -1,0 +1,248 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/dockethq/docket/fsm"
+)
+
+// Node is one Docket server: Raft, its stores, the FSM, the leader-only
+// loops and peer discovery. It is safe for concurrent use.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
+
+	fsm       *fsm.FSM
+	store     *raftboltdb.BoltStore
+	snaps     *raft.FileSnapshotStore
+	transport *raft.NetworkTransport
+	raft      *raft.Raft
+
+	peers *peerBook
+
+	ctx    context.Context // cancelled by Shutdown; parent of every loop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New opens the node's stores, applies the boot rule, starts Raft and the
+// loops that follow leadership and discover peers.
+func New(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	log := cfg.Logger.With("node", cfg.ID)
+	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.cancel()
+			n.closeStores()
+		}
+	}()
+
+	var err error
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+	// The log store fsyncs every append (NoSync stays false): an
+	// acknowledged write is on disk on a majority.
+	if n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
+		return nil, fmt.Errorf("raft store: %w", err)
+	}
+	logs, err := raft.NewLogCache(cfg.LogCacheSize, n.store)
+	if err != nil {
+		return nil, fmt.Errorf("log cache: %w", err)
+	}
+	hlog := newHCLog(log, "raft")
+	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog); err != nil {
+		return nil, fmt.Errorf("snapshot store: %w", err)
+	}
+	if err := n.bootRestore(); err != nil {
+		return nil, err
+	}
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
+	}
+	var advertise net.Addr = addr
+	if addr.Port == 0 {
+		advertise = nil // tests bind port 0: advertise what was bound
+	}
+	if n.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 5, 10*time.Second, hlog); err != nil {
+		return nil, fmt.Errorf("raft transport: %w", err)
+	}
+	n.cfg.RaftAddr = string(n.transport.LocalAddr())
+	cfg.RaftAddr = n.cfg.RaftAddr
+	if n.peers, err = openPeerBook(filepath.Join(cfg.DataDir, "peers.json")); err != nil {
+		return nil, err
+	}
+	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
+
+	notify := make(chan bool, 16)
+	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, logs, n.store, n.snaps, n.transport); err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	n.wg.Add(2)
+	go n.followLeadership(notify)
+	go n.discover()
+	if err := n.bootstrapIfAlone(); err != nil {
+		n.cancel()
+		n.wg.Wait()
+		return nil, errors.Join(err, n.raft.Shutdown().Error())
+	}
+	ok = true
+	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "applied", n.fsm.AppliedIndex())
+	return n, nil
+}
+
+func (n *Node) raftConfig(notify chan bool) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(n.cfg.ID)
+	c.HeartbeatTimeout = n.cfg.HeartbeatTimeout
+	c.ElectionTimeout = n.cfg.ElectionTimeout
+	c.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
+	c.CommitTimeout = n.cfg.CommitTimeout
+	c.MaxAppendEntries = n.cfg.MaxAppendEntries
+	c.BatchApplyCh = true
+	c.SnapshotThreshold = n.cfg.SnapshotThreshold
+	c.SnapshotInterval = n.cfg.SnapshotInterval
+	c.TrailingLogs = n.cfg.TrailingLogs
+	// The FSM is persistent: bootRestore decided already whether the
+	// snapshot is needed, so Raft must not wipe Pebble with it on every boot.
+	c.NoSnapshotRestoreOnStart = true
+	c.NotifyCh = notify
+	c.Logger = newHCLog(n.log, "raft")
+	return c
+}
+
+// bootRestore is DESIGN.md's boot rule: local Pebble is trusted only when
+// its applied index reaches the newest snapshot's; otherwise (Pebble lost
+// unsynced writes, or the node was down while the log was compacted) it is
+// rebuilt from that snapshot before Raft replays the log above it.
+func (n *Node) bootRestore() error {
+	metas, err := n.snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) == 0 || n.fsm.AppliedIndex() >= metas[0].Index {
+		return nil
+	}
+	meta, rc, err := n.snaps.Open(metas[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+	}
+	n.log.Info("restoring snapshot at boot", "snapshot", meta.ID, "snapshot_index", meta.Index, "fsm_applied", n.fsm.AppliedIndex())
+	if err := n.fsm.Restore(rc); err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", meta.ID, err)
+	}
+	return nil
+}
+
+// FSM is the node's state machine, for local reads.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Limits are the edge's value limits.
+func (n *Node) Limits() fsm.Limits { return n.cfg.Limits }
+
+// Now is the node's clock, the one that stamps commands.
+func (n *Node) Now() time.Time { return n.clock.Now() }
+
+// ID is this server's Raft id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// IsLeader reports whether this node is the Raft leader right now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and advertised gRPC address, each
+// empty when unknown.
+func (n *Node) Leader() (id, grpcAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	p, _ := n.peers.get(string(lid))
+	return string(lid), p.GRPCAddr
+}
+
+// LeaderGRPCAddr is the leader's advertised gRPC address, "" when unknown.
+func (n *Node) LeaderGRPCAddr() string {
+	_, addr := n.Leader()
+	return addr
+}
+
+// Snapshot takes a snapshot now and compacts the log behind it.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the node gracefully: leader loops stop, leadership moves
+// to another voter when this node leads a multi-server cluster, Raft shuts
+// down, and the stores close. The node stays in the Raft configuration, so a
+// rolling restart does not shrink the cluster. The caller stops the API
+// server first, so no new work arrives.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() {
+		if n.IsLeader() && n.voterCount() > 1 {
+			if err := n.transferWithin(ctx); err != nil {
+				n.log.Warn("leadership transfer at shutdown failed", "err", err)
+			}
+		}
+		n.cancel()
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.shutdownErr = errors.Join(err, n.closeStores())
+		n.log.Info("node stopped", "err", n.shutdownErr)
+	})
+	return n.shutdownErr
+}
+
+// transferWithin hands leadership over, giving up when ctx ends.
+func (n *Node) transferWithin(ctx context.Context) error {
+	f := n.raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.transport != nil {
+		errs = append(errs, n.transport.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.fsm != nil {
+		errs = append(errs, n.fsm.Close())
+	}
+	return errors.Join(errs...)
+}

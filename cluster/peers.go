@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+)
+
+// Peer is what a node knows of a server: its Raft identity and the gRPC
+// address clients and forwarding use.
+type Peer struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	GRPCAddr string `json:"grpc_addr"`
+}
+
+// peerBook maps server ids to peers. It is persisted in the data dir so a
+// node restarted with only its data dir can still point clients at the
+// leader before discovery has run.
+type peerBook struct {
+	path string
+	mu   sync.Mutex
+	byID map[string]Peer
+}
+
+func openPeerBook(path string) (*peerBook, error) {
+	b := &peerBook{path: path, byID: map[string]Peer{}}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return b, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read peers: %w", err)
+	}
+	var peers []Peer
+	if err := json.Unmarshal(data, &peers); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	for _, p := range peers {
+		b.byID[p.ID] = p
+	}
+	return b, nil
+}
+
+// put records p, keeping known addresses that p leaves empty. It reports
+// whether anything changed.
+func (b *peerBook) put(p Peer) bool {
+	if p.ID == "" {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.byID[p.ID]
+	if p.RaftAddr == "" {
+		p.RaftAddr = old.RaftAddr
+	}
+	if p.GRPCAddr == "" {
+		p.GRPCAddr = old.GRPCAddr
+	}
+	if p == old {
+		return false
+	}
+	b.byID[p.ID] = p
+	return true
+}
+
+func (b *peerBook) get(id string) (Peer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.byID[id]
+	return p, ok
+}
+
+// all returns the peers sorted by id.
+func (b *peerBook) all() []Peer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Peer, 0, len(b.byID))
+	for _, p := range b.byID {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// save writes the book atomically (temp file, fsync, rename).
+func (b *peerBook) save() error {
+	data, err := json.MarshalIndent(b.all(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode peers: %w", err)
+	}
+	tmp := b.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("save peers: %w", err)
+	}
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("save peers: %w", err)
+	}
+	return os.Rename(tmp, b.path)
+}

@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+var (
+	// ErrNotLeader means this node is not the leader; the command was not
+	// applied and may be retried on the leader. Errors carrying it are
+	// *NotLeaderError with the leader's identity when known.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrLeadershipLost means leadership was lost after the command was
+	// proposed: it may or may not have been applied. Only idempotent
+	// commands may be retried blindly.
+	ErrLeadershipLost = errors.New("leadership lost: outcome unknown")
+	// ErrShutdown means the node is shutting down; the command was not
+	// accepted.
+	ErrShutdown = errors.New("node shutting down")
+)
+
+// NotLeaderError is ErrNotLeader with a hint of where the leader is.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderGRPC string // advertised gRPC address; empty when unknown
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "not the leader: no leader known"
+	}
+	return fmt.Sprintf("not the leader: leader is %s at %s", e.LeaderID, e.LeaderGRPC)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+func (n *Node) notLeader() error {
+	id, addr := n.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderGRPC: addr}
+}
+
+// Propose stamps cmd with the leader's time, checks its values, replicates
+// it and returns the FSM's answer. It returns once the entry is committed on
+// a quorum (each log fsync'd) and applied here. Many concurrent Proposes
+// share one log append and fsync (BatchApplyCh).
+//
+// Errors: *fsm.FieldError for a bad value (nothing proposed),
+// *NotLeaderError (nothing proposed), ErrLeadershipLost and context errors
+// (outcome unknown), ErrShutdown.
+func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	cmd.Now = n.clock.Now().UnixNano()
+	if err := fsm.Validate(cmd, n.cfg.Limits); err != nil {
+		return nil, err
+	}
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	f := n.raft.Apply(data, timeout)
+	// The future always resolves (at the latest when Raft shuts down), so
+	// this goroutine ends; the caller may stop waiting earlier.
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, n.mapRaftErr(err)
+		}
+	case <-ctx.Done():
+		return nil, fmt.Errorf("propose %v: %w", cmd.GetType(), ctx.Err())
+	}
+	res, ok := f.Response().(*pb.CommandResult)
+	if !ok {
+		return nil, fmt.Errorf("propose %v: FSM answered %T", cmd.GetType(), f.Response())
+	}
+	return res, nil
+}
+
+func (n *Node) mapRaftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		// Not enqueued within the caller's time: nothing was proposed.
+		return fmt.Errorf("propose: %w", context.DeadlineExceeded)
+	}
+	return fmt.Errorf("propose: %w", err)
+}
+
+// ReadBarrier makes a following local read linearizable: it confirms with
+// a quorum that this node still leads, then waits until the local FSM has
+// applied everything committed before that moment. On a follower it returns
+// *NotLeaderError.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	commit := n.raft.CommitIndex()
+	f := n.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return n.mapRaftErr(err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("read barrier: %w", ctx.Err())
+	}
+	// The leader applies right behind commit, so this is usually already
+	// true; the wait covers a leader that just won and is replaying.
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for n.fsm.AppliedIndex() < commit {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("read barrier: waiting for apply %d: %w", commit, ctx.Err())
+		}
+	}
+	return nil
+}
