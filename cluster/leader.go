@@ -67,8 +67,10 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	// Everything committed by earlier leaders is applied locally once the
 	// barrier returns, so scans below see the whole history.
 	for {
+		term := n.raft.CurrentTerm()
 		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
 		if err == nil {
+			n.readyTerm.Store(term)
 			break
 		}
 		n.log.Warn("leader barrier failed", "err", err)

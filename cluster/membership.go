@@ -260,12 +260,12 @@ func (n *Node) TransferLeadership(ctx context.Context, toID string) (string, err
 	} else {
 		addr, ok := n.serverAddr(toID)
 		if !ok {
-			return "", fmt.Errorf("transfer to %s: not in the configuration", toID)
+			return "", fmt.Errorf("transfer to %s: %w", toID, ErrUnknownServer)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(toID), addr)
 	}
 	if err := waitFuture(ctx, f); err != nil {
-		return "", fmt.Errorf("transfer leadership: %w", err)
+		return "", fmt.Errorf("transfer leadership: %w", n.mapRaftErr(err))
 	}
 	for {
 		if id, _ := n.Leader(); id != "" && id != n.cfg.ID {

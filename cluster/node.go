@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +36,11 @@ type Node struct {
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// readyTerm is the term in which this node, as leader, completed a
+	// Barrier: from then on its commit index covers every entry earlier
+	// leaders committed, which linearizable reads rely on.
+	readyTerm atomic.Uint64
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -245,4 +251,17 @@ func (n *Node) closeStores() error {
 		errs = append(errs, n.fsm.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Crash stops the node as a kill would, without handing leadership over,
+// so the others must notice the silence and elect. Unlike kill -9 it keeps
+// what the OS had buffered; the chaos harness covers lost writes. For tests.
+func (n *Node) Crash() error {
+	n.shutdownOnce.Do(func() {
+		n.cancel()
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.shutdownErr = errors.Join(err, n.closeStores())
+	})
+	return n.shutdownErr
 }

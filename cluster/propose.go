@@ -24,6 +24,8 @@ var (
 	// ErrShutdown means the node is shutting down; the command was not
 	// accepted.
 	ErrShutdown = errors.New("node shutting down")
+	// ErrUnknownServer means a server id is not in the Raft configuration.
+	ErrUnknownServer = errors.New("unknown server")
 )
 
 // NotLeaderError is ErrNotLeader with a hint of where the leader is.
@@ -116,6 +118,16 @@ func (n *Node) mapRaftErr(err error) error {
 func (n *Node) ReadBarrier(ctx context.Context) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
+	}
+	// Right after an election the commit index can lag entries an earlier
+	// leader committed, until this leader commits one of its own term. The
+	// leader loop's Barrier marks that point; a read that comes first runs
+	// its own Barrier.
+	if term := n.raft.CurrentTerm(); n.readyTerm.Load() != term {
+		if err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
+			return fmt.Errorf("read barrier: %w", n.mapRaftErr(err))
+		}
+		n.readyTerm.Store(term)
 	}
 	commit := n.raft.CommitIndex()
 	f := n.raft.VerifyLeader()

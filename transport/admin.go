@@ -1,0 +1,59 @@
+package transport
+
+import (
+	"context"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// clusterService implements docket.v1.Cluster. Status answers from any
+// node; membership and leadership changes run on the leader.
+type clusterService struct {
+	pb.UnimplementedClusterServer
+	s *Server
+}
+
+func (c *clusterService) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return c.s.node.Status(), nil
+}
+
+func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
+	return onLeader(c.s, ctx, pb.Cluster_TransferLeadership_FullMethodName, req, &pb.TransferLeadershipResponse{},
+		func(ctx context.Context) (*pb.TransferLeadershipResponse, error) {
+			id, err := c.s.node.TransferLeadership(ctx, req.GetToId())
+			if err != nil {
+				return nil, err
+			}
+			return &pb.TransferLeadershipResponse{LeaderId: id}, nil
+		})
+}
+
+func (c *clusterService) AddServer(ctx context.Context, req *pb.AddServerRequest) (*pb.AddServerResponse, error) {
+	switch {
+	case req.GetId() == "":
+		return nil, fieldError("id", "required")
+	case req.GetRaftAddr() == "":
+		return nil, fieldError("raft_addr", "required")
+	}
+	return onLeader(c.s, ctx, pb.Cluster_AddServer_FullMethodName, req, &pb.AddServerResponse{},
+		func(ctx context.Context) (*pb.AddServerResponse, error) {
+			err := c.s.node.AddServer(ctx, req.GetId(), req.GetRaftAddr(), req.GetGrpcAddr(), req.GetNonvoter())
+			if err != nil {
+				return nil, err
+			}
+			return &pb.AddServerResponse{}, nil
+		})
+}
+
+func (c *clusterService) RemoveServer(ctx context.Context, req *pb.RemoveServerRequest) (*pb.RemoveServerResponse, error) {
+	if req.GetId() == "" {
+		return nil, fieldError("id", "required")
+	}
+	return onLeader(c.s, ctx, pb.Cluster_RemoveServer_FullMethodName, req, &pb.RemoveServerResponse{},
+		func(ctx context.Context) (*pb.RemoveServerResponse, error) {
+			if err := c.s.node.RemoveServer(ctx, req.GetId()); err != nil {
+				return nil, err
+			}
+			return &pb.RemoveServerResponse{}, nil
+		})
+}

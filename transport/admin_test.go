@@ -1,0 +1,171 @@
+package transport
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+func Test_HealthAndReflection(t *testing.T) {
+	leader := mustLeader(t, Config{})
+	orphan := mustFollower(t, "", Config{})
+	ctx := testCtx(t)
+
+	for _, c := range []struct {
+		ts      *testServer
+		service string
+		want    healthpb.HealthCheckResponse_ServingStatus
+	}{
+		{leader, "", healthpb.HealthCheckResponse_SERVING},
+		{leader, "docket.v1.Queue", healthpb.HealthCheckResponse_SERVING},
+		{leader, "docket.v1.Cluster", healthpb.HealthCheckResponse_SERVING},
+		{orphan, "", healthpb.HealthCheckResponse_SERVING},
+		{orphan, "docket.v1.Queue", healthpb.HealthCheckResponse_NOT_SERVING}, // no leader known
+	} {
+		resp, err := healthpb.NewHealthClient(c.ts.cc).Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
+		if err != nil || resp.GetStatus() != c.want {
+			t.Fatalf("health %q: %v, %v; want %v", c.service, resp.GetStatus(), err, c.want)
+		}
+	}
+
+	stream, err := reflectionpb.NewServerReflectionClient(leader.cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatalf("reflection send: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection recv: %v", err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	for _, want := range []string{"docket.v1.Queue", "docket.v1.Cluster", "grpc.health.v1.Health"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("reflection lists %v, missing %s", names, want)
+		}
+	}
+	_ = stream.CloseSend()
+}
+
+func Test_DeadLetters(t *testing.T) {
+	ts := mustLeader(t, Config{})
+	ctx := testCtx(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", Tenant: "acme", MaxAttempts: 1})...)
+	}
+	for range ids {
+		resp, err := ts.q.Claim(ctx, &pb.ClaimRequest{Queue: "q", Tenant: "acme", WorkerId: "w"})
+		if err != nil || len(resp.GetTasks()) != 1 {
+			t.Fatalf("claim: %v, %v", resp, err)
+		}
+		task := resp.GetTasks()[0]
+		nack, err := ts.q.Nack(ctx, &pb.NackRequest{TaskId: task.GetId(), Fence: task.GetFence(), Reason: "bad"})
+		if err != nil || nack.GetState() != pb.TaskState_TASK_STATE_DEAD {
+			t.Fatalf("nack: %v, %v", nack, err)
+		}
+	}
+
+	// Page through them two at a time.
+	var seen []string
+	cursor := ""
+	for {
+		page, err := ts.q.ListDead(ctx, &pb.ListDeadRequest{Queue: "q", Tenant: "acme", Cursor: cursor, Limit: 2})
+		if err != nil {
+			t.Fatalf("list dead: %v", err)
+		}
+		for _, task := range page.GetTasks() {
+			seen = append(seen, task.GetId())
+		}
+		if cursor = page.GetNextCursor(); cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(seen, ids) {
+		t.Fatalf("dead letters %v, want %v", seen, ids)
+	}
+	_, err := ts.q.ListDead(ctx, &pb.ListDeadRequest{Queue: "q", Cursor: "t/elsewhere"})
+	wantErr(t, err, codes.InvalidArgument, "", "cursor")
+	_, err = ts.q.ListDead(ctx, &pb.ListDeadRequest{})
+	wantErr(t, err, codes.InvalidArgument, "", "queue")
+
+	// Replay one by id, then the rest of the queue.
+	one, err := ts.q.RequeueDead(ctx, &pb.RequeueDeadRequest{TaskId: ids[0]})
+	if err != nil || len(one.GetItems()) != 1 || one.GetItems()[0].GetState() != pb.TaskState_TASK_STATE_PENDING {
+		t.Fatalf("requeue by id: %v, %v", one, err)
+	}
+	rest, err := ts.q.RequeueDead(ctx, &pb.RequeueDeadRequest{Queue: "q", Tenant: "acme", Limit: 10})
+	if err != nil || len(rest.GetItems()) != 2 {
+		t.Fatalf("requeue queue: %v, %v", rest, err)
+	}
+	stats, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"})
+	if err != nil || len(stats.GetQueues()) != 1 || stats.GetQueues()[0].GetPending() != 3 || stats.GetQueues()[0].GetDead() != 0 {
+		t.Fatalf("stats: %v, %v", stats, err)
+	}
+}
+
+func Test_CancelAndEnqueueDefaults(t *testing.T) {
+	ts := mustLeader(t, Config{})
+	ctx := testCtx(t)
+	resp, err := ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{
+		{Queue: "q", IdempotencyKey: "k"}, {Queue: "q", IdempotencyKey: "k"},
+	}})
+	if err != nil || resp.GetItems()[1].GetCode() != pb.Code_CODE_DUPLICATE {
+		t.Fatalf("enqueue with a repeated key: %v, %v", resp, err)
+	}
+	id := resp.GetItems()[0].GetTaskId()
+	for range 2 { // a repeated cancel is a success
+		if _, err := ts.q.Cancel(ctx, &pb.CancelRequest{TaskId: id}); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+	}
+	got, err := ts.q.GetTask(ctx, &pb.GetTaskRequest{TaskId: id})
+	if err != nil || got.GetTask().GetState() != pb.TaskState_TASK_STATE_CANCELLED || got.GetTask().GetTenant() != DefaultTenant {
+		t.Fatalf("task after cancel: %v, %v", got, err)
+	}
+}
+
+func Test_MessageLimitAndMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ts := mustLeader(t, Config{MaxRecvMsgSize: 1024, Registerer: reg})
+	_, err := ts.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Payload: make([]byte, 4096)}}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("request over MaxRecvMsgSize: %v", err)
+	}
+	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var got []string
+	for _, f := range families {
+		if f.GetName() != "docket_transport_rpcs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got = append(got, fmt.Sprintf("%s %v", strings.Join(labels, ","), m.GetCounter().GetValue()))
+		}
+	}
+	want := []string{"code=OK,method=/docket.v1.Queue/Enqueue 1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rpcs_total %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,209 @@
+package transport
+
+import (
+	"context"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// minRetry keeps a wait for a delayed task that is already due (by the
+// node's clock, not yet by the FSM's) from spinning.
+const minRetry = time.Millisecond
+
+// Claim takes up to max_tasks (default 1) tasks under a lease (default
+// Config.DefaultLease), waiting up to min(wait_ns, MaxClaimWait) for one,
+// and answering empty before the caller's deadline rather than miss it.
+// It runs on the leader: a follower forwards the whole long poll.
+//
+// The wait is driven by the FSM, not a timer: the claimer watches its
+// queue, and wakes when an applied batch makes a task of it pending, or
+// when the queue's next delayed task becomes visible. It proposes a Claim
+// only when the leader's replica shows something to claim, so an idle
+// worker's poll costs no Raft entry.
+func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.ClaimResponse, error) {
+	s := q.s
+	if req.GetTenant() == "" {
+		req.Tenant = DefaultTenant
+	}
+	if req.GetMaxTasks() == 0 {
+		req.MaxTasks = 1
+	}
+	if req.GetLeaseNs() == 0 {
+		req.LeaseNs = int64(s.cfg.DefaultLease)
+	}
+	if req.GetWaitNs() < 0 {
+		return nil, fieldError("wait_ns", "negative")
+	}
+	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CLAIM, Body: &pb.Command_Claim{Claim: &pb.ClaimCmd{
+		Queue: req.GetQueue(), Tenant: req.GetTenant(), WorkerId: req.GetWorkerId(),
+		LeaseNs: req.GetLeaseNs(), MaxTasks: req.GetMaxTasks(),
+	}}}
+	if err := fsm.Validate(cmd, s.node.Limits()); err != nil {
+		return nil, err
+	}
+	wait := min(time.Duration(req.GetWaitNs()), s.cfg.MaxClaimWait)
+	return onLeader(s, ctx, pb.Queue_Claim_FullMethodName, req, &pb.ClaimResponse{},
+		func(ctx context.Context) (*pb.ClaimResponse, error) {
+			return s.claim(ctx, cmd, wait)
+		})
+}
+
+func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration) (*pb.ClaimResponse, error) {
+	deadline := time.Now().Add(waitBudget(ctx, wait))
+	ref := fsm.QueueRef{Queue: cmd.GetClaim().GetQueue(), Tenant: cmd.GetClaim().GetTenant()}
+	for {
+		wake, release := s.hub.watchQueue(ref)
+		ready, next := s.claimable(ref)
+		if ready {
+			res, err := s.propose(ctx, cmd)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			if len(res.GetTasks()) > 0 {
+				release()
+				return &pb.ClaimResponse{Tasks: res.GetTasks()}, nil
+			}
+			// Others took them first; wait for more.
+			_, next = s.claimable(ref)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			release()
+			return &pb.ClaimResponse{}, nil
+		}
+		if next > 0 {
+			left = min(left, max(time.Duration(next-s.node.Now().UnixNano()), minRetry))
+		}
+		err := s.sleep(ctx, wake, left)
+		release()
+		if err != nil {
+			return nil, err
+		}
+		if s.draining() {
+			return &pb.ClaimResponse{}, nil
+		}
+	}
+}
+
+// claimable looks at the local replica: whether ref has pending tasks or a
+// delayed one already due, and when its next delayed task becomes visible
+// (0 when none). On a read error it answers ready, so the Claim command
+// decides.
+func (s *Server) claimable(ref fsm.QueueRef) (ready bool, nextVisible int64) {
+	f := s.node.FSM()
+	stats, err := f.Stats(ref.Queue, ref.Tenant)
+	if err != nil {
+		return true, 0
+	}
+	var delayed bool
+	for _, st := range stats {
+		if st.GetQueue() == ref.Queue && st.GetTenant() == ref.Tenant {
+			if st.GetPending() > 0 {
+				return true, 0
+			}
+			delayed = st.GetDelayed() > 0
+		}
+	}
+	if !delayed {
+		return false, 0
+	}
+	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)
+	if err != nil || len(head) == 0 {
+		return true, 0
+	}
+	vis := head[0].GetVisibleAt()
+	return vis <= s.node.Now().UnixNano(), vis
+}
+
+// waitBudget shortens a wait to end before the caller's deadline, leaving a
+// tenth of the time left (at most a second) for the answer to travel: an
+// empty answer is more use to a caller than DeadlineExceeded.
+func waitBudget(ctx context.Context, wait time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		wait = min(wait, left-min(left/10, time.Second))
+	}
+	return max(wait, 0)
+}
+
+// sleep waits for wake, d, ctx or the start of Stop. Only ctx is an error.
+func (s *Server) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	s.metrics.waiters.Inc()
+	defer s.metrics.waiters.Dec()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-s.drain:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (s *Server) draining() bool {
+	select {
+	case <-s.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitResult waits up to min(wait_ns, MaxResultWait) for a task to end:
+// completed, failed, cancelled or dead. It runs on the leader and starts
+// with a read barrier, so a task acknowledged anywhere is found; it then
+// waits on the leader's replica for the FSM to report the task finished.
+// done is false when the wait ran out (or the server began to stop) first.
+func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest) (*pb.WaitResultResponse, error) {
+	s := q.s
+	if req.GetTaskId() == "" {
+		return nil, fieldError("task_id", "required")
+	}
+	if req.GetWaitNs() < 0 {
+		return nil, fieldError("wait_ns", "negative")
+	}
+	wait := min(time.Duration(req.GetWaitNs()), s.cfg.MaxResultWait)
+	return onLeader(s, ctx, pb.Queue_WaitResult_FullMethodName, req, &pb.WaitResultResponse{},
+		func(ctx context.Context) (*pb.WaitResultResponse, error) {
+			if err := s.node.ReadBarrier(ctx); err != nil {
+				return nil, err
+			}
+			return s.waitResult(ctx, req.GetTaskId(), wait)
+		})
+}
+
+func (s *Server) waitResult(ctx context.Context, id string, wait time.Duration) (*pb.WaitResultResponse, error) {
+	deadline := time.Now().Add(waitBudget(ctx, wait))
+	for {
+		wake, release := s.hub.watchTask(id)
+		t, err := s.node.FSM().GetTask(id)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		left := time.Until(deadline)
+		if finished(t.GetState()) || left <= 0 || s.draining() {
+			release()
+			return &pb.WaitResultResponse{Task: t, Done: finished(t.GetState())}, nil
+		}
+		err = s.sleep(ctx, wake, left)
+		release()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func finished(st pb.TaskState) bool {
+	switch st {
+	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED,
+		pb.TaskState_TASK_STATE_CANCELLED, pb.TaskState_TASK_STATE_DEAD:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+package transport
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/fsm"
+)
+
+// Metadata keys and error reasons clients rely on. They are part of the
+// API: the Go client branches on exactly these.
+const (
+	// LeaderMetadataKey names the leader's gRPC address in every response's
+	// header and trailer, when this node knows it.
+	LeaderMetadataKey = "docket-leader"
+	// ForwardedMetadataKey marks a request a follower forwarded; a
+	// forwarded request is never forwarded again.
+	ForwardedMetadataKey = "docket-forwarded"
+
+	// ErrorDomain is the domain of every errdetails.ErrorInfo we send.
+	ErrorDomain = "docket.dev"
+	// ReasonStaleFence: FailedPrecondition, the task is not running under
+	// that fence. The worker must stop acting on it.
+	ReasonStaleFence = "STALE_FENCE"
+	// ReasonWrongState: FailedPrecondition, the task's state does not
+	// allow the operation.
+	ReasonWrongState = "WRONG_STATE"
+	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
+	ReasonLeadershipLost = "LEADERSHIP_LOST"
+	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
+	// named in the docket-leader trailer (and the ErrorInfo's "leader"
+	// metadata) when known.
+	ReasonNotLeader = "NOT_LEADER"
+	// ReasonShuttingDown: Unavailable, nothing was done.
+	ReasonShuttingDown = "SHUTTING_DOWN"
+)
+
+// The cluster errors this package branches on. This block is the only
+// reference to package cluster.
+var (
+	errNotLeader      = cluster.ErrNotLeader
+	errLeadershipLost = cluster.ErrLeadershipLost
+	errShutdown       = cluster.ErrShutdown
+)
+
+// notLeaderError is not-leader with a hint of where the leader is.
+type notLeaderError = cluster.NotLeaderError
+
+// leaderHintOf returns the leader address a not-leader error carries.
+func leaderHintOf(err error) string {
+	var nle *notLeaderError
+	if errors.As(err, &nle) {
+		return nle.LeaderGRPC
+	}
+	return ""
+}
+
+// toStatus is the one place where errors become gRPC statuses. Handlers
+// return domain errors (fsm, cluster, context) and the server's unary
+// interceptor maps them here. A status that is already a gRPC status (the
+// leader's answer to a forwarded call) passes through unchanged.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var grpcErr interface{ GRPCStatus() *status.Status }
+	var fe *fsm.FieldError
+	switch {
+	case errors.As(err, &grpcErr):
+		return grpcErr.GRPCStatus().Err()
+	case errors.As(err, &fe):
+		code := codes.InvalidArgument
+		if fsm.IsTooLarge(fe) {
+			code = codes.ResourceExhausted
+		}
+		return withDetail(code, err.Error(), &errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}},
+		})
+	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, fsm.ErrStaleFence):
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonStaleFence, nil))
+	case errors.Is(err, fsm.ErrWrongState):
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonWrongState, nil))
+	case errors.Is(err, errLeadershipLost):
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonLeadershipLost, nil))
+	case errors.Is(err, errNotLeader):
+		var md map[string]string
+		if l := leaderHintOf(err); l != "" {
+			md = map[string]string{"leader": l}
+		}
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotLeader, md))
+	case errors.Is(err, errShutdown):
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonShuttingDown, nil))
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func errorInfo(reason string, md map[string]string) *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}
+}
+
+func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error {
+	st, err := status.New(code, msg).WithDetails(detail)
+	if err != nil { // only if the detail cannot be marshalled
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
+
+// fieldError is a transport-level bad value, mapped like the FSM's own.
+func fieldError(field, reason string) error { return &fsm.FieldError{Field: field, Reason: reason} }

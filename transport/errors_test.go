@@ -1,0 +1,138 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+func Test_ToStatus(t *testing.T) {
+	cases := []struct {
+		name   string
+		err    error
+		code   codes.Code
+		reason string
+		field  string
+	}{
+		{"nil", nil, codes.OK, "", ""},
+		{"field", &fsm.FieldError{Field: "tasks[2].queue", Reason: "length 0 not in 1..128"}, codes.InvalidArgument, "", "tasks[2].queue"},
+		{"too large", fsm.CodeError(pb.Code_CODE_INVALID_ARGUMENT, "result", "too large: 9 bytes > 8"), codes.ResourceExhausted, "", "result"},
+		{"not found", fmt.Errorf("task x: %w", fsm.ErrNotFound), codes.NotFound, "", ""},
+		{"stale fence", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_STALE_FENCE, TaskId: "x"}), codes.FailedPrecondition, ReasonStaleFence, ""},
+		{"wrong state", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_WRONG_STATE, TaskId: "x"}), codes.FailedPrecondition, ReasonWrongState, ""},
+		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, ReasonLeadershipLost, ""},
+		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, ReasonNotLeader, ""},
+		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, ReasonNotLeader, ""},
+		{"shutdown", cluster.ErrShutdown, codes.Unavailable, ReasonShuttingDown, ""},
+		{"deadline", fmt.Errorf("propose: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "", ""},
+		{"canceled", context.Canceled, codes.Canceled, "", ""},
+		{"passthrough", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "", ""},
+		{"other", errBoom, codes.Internal, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := toStatus(c.err)
+			if c.err == nil {
+				if err != nil {
+					t.Fatalf("toStatus(nil) = %v", err)
+				}
+				return
+			}
+			wantErr(t, err, c.code, c.reason, c.field)
+			for _, d := range status.Convert(err).Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() != ErrorDomain {
+					t.Fatalf("domain %q", info.GetDomain())
+				}
+			}
+		})
+	}
+	info := status.Convert(toStatus(&cluster.NotLeaderError{LeaderGRPC: "10.0.0.2:7000"})).Details()[0].(*errdetails.ErrorInfo)
+	if info.GetMetadata()["leader"] != "10.0.0.2:7000" {
+		t.Fatalf("not-leader metadata %v", info.GetMetadata())
+	}
+}
+
+func Test_ErrorsOverGRPC(t *testing.T) {
+	node := newFakeNode(t, true)
+	node.limits = fsm.Limits{MaxPayload: 1024}
+	ts := mustServe(t, node, "", Config{})
+	ctx := testCtx(t)
+
+	// A bad field is named by its path in the request.
+	_, err := ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "ok"}, {Queue: "bad/queue"}}})
+	wantErr(t, err, codes.InvalidArgument, "", "tasks[1].queue")
+	_, err = ts.q.Claim(ctx, &pb.ClaimRequest{Queue: "q"})
+	wantErr(t, err, codes.InvalidArgument, "", "worker_id")
+	_, err = ts.q.Heartbeat(ctx, &pb.HeartbeatRequest{Items: []*pb.HeartbeatItem{{TaskId: "a", Fence: 1}, {TaskId: "b"}}})
+	wantErr(t, err, codes.InvalidArgument, "", "items[1].fence")
+
+	// An oversize payload is ResourceExhausted, and nothing is stored.
+	_, err = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Payload: make([]byte, 2048)}}})
+	wantErr(t, err, codes.ResourceExhausted, "", "tasks[0].payload")
+	if n := node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
+		t.Fatalf("%d enqueue commands proposed for a refused request", n)
+	}
+	if st, _ := node.fsm.Stats("", ""); len(st) != 0 {
+		t.Fatalf("stats after refused enqueue: %v", st)
+	}
+
+	// Unknown ids.
+	_, err = ts.q.GetTask(ctx, &pb.GetTaskRequest{TaskId: "nope"})
+	wantErr(t, err, codes.NotFound, "", "")
+	_, err = ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: "nope", Fence: 1, Outcome: pb.Outcome_OUTCOME_COMPLETED})
+	wantErr(t, err, codes.NotFound, "", "")
+
+	// Fences and states.
+	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})
+	task := mustClaim(t, ts.q, "q", 1)[0]
+	_, err = ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence() + 1, Outcome: pb.Outcome_OUTCOME_COMPLETED})
+	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	_, err = ts.q.Nack(ctx, &pb.NackRequest{TaskId: task.GetId(), Fence: task.GetFence() + 1})
+	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	_, err = ts.q.Cancel(ctx, &pb.CancelRequest{TaskId: task.GetId()})
+	wantErr(t, err, codes.FailedPrecondition, ReasonWrongState, "")
+
+	// Submit is a compare-and-set: repeating the winner is already_done.
+	req := &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED}
+	for i, want := range []bool{false, true} {
+		resp, err := ts.q.Submit(ctx, req)
+		if err != nil || resp.GetAlreadyDone() != want {
+			t.Fatalf("submit %d: already_done %v, err %v; want %v", i, resp.GetAlreadyDone(), err, want)
+		}
+	}
+
+	// Cluster errors from Propose.
+	for _, c := range []struct {
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{fmt.Errorf("%w: lost", cluster.ErrLeadershipLost), codes.Unavailable, ReasonLeadershipLost},
+		{cluster.ErrShutdown, codes.Unavailable, ReasonShuttingDown},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, ""},
+		{errBoom, codes.Internal, ""},
+	} {
+		node.fail(c.err)
+		_, err = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
+		wantErr(t, err, c.code, c.reason, "")
+	}
+}
+
+func Test_NoLeaderIsUnavailable(t *testing.T) {
+	ts := mustFollower(t, "", Config{})
+	_, err := ts.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
+	wantErr(t, err, codes.Unavailable, ReasonNotLeader, "")
+	_, err = ts.q.Stats(testCtx(t), &pb.StatsRequest{})
+	wantErr(t, err, codes.Unavailable, ReasonNotLeader, "")
+	// A stale read needs no leader.
+	_, err = ts.q.GetTask(testCtx(t), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
+	wantErr(t, err, codes.NotFound, "", "")
+}

@@ -1,0 +1,110 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// forwarder keeps one client connection per leader address. Connections are
+// lazy (grpc.NewClient) and live until Stop: a cluster has few members, so
+// the cache is bounded by its size.
+type forwarder struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newForwarder(dialOpts []grpc.DialOption) *forwarder {
+	opts := append([]grpc.DialOption{
+		// The leader's answer is relayed as it is; the final client's own
+		// limit applies to it, not ours.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
+	}, dialOpts...)
+	return &forwarder{opts: opts, conns: map[string]*grpc.ClientConn{}}
+}
+
+func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, errShutdown
+	}
+	if cc, ok := f.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, f.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("forward to %s: %w", addr, err)
+	}
+	f.conns[addr] = cc
+	return cc, nil
+}
+
+func (f *forwarder) close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	var errs []error
+	for addr, cc := range f.conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close conn to %s: %w", addr, err))
+		}
+	}
+	f.conns = nil
+	return errors.Join(errs...)
+}
+
+// isForwarded reports whether a follower already forwarded this request.
+func isForwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(ForwardedMetadataKey)
+	return len(v) > 0 && v[0] == "1"
+}
+
+// onLeader runs local when this node leads, and otherwise re-issues the
+// same RPC on the leader. local may also find that leadership moved before
+// it proposed anything (a not-leader error): the call is then forwarded
+// too. A forwarded request is never forwarded again: a node that gets one
+// without leading answers Unavailable with its leader hint, and the client
+// follows it.
+//
+// local must return a not-leader error only when nothing was applied;
+// cluster guarantees it for Propose and ReadBarrier.
+func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
+	local func(context.Context) (Resp, error)) (Resp, error) {
+	var zero Resp
+	hint := ""
+	if s.node.IsLeader() {
+		resp, err := local(ctx)
+		if !errors.Is(err, errNotLeader) {
+			return resp, err
+		}
+		hint = leaderHintOf(err)
+	}
+	if hint == "" {
+		hint = s.node.LeaderGRPCAddr()
+	}
+	if isForwarded(ctx) || hint == "" {
+		return zero, &notLeaderError{LeaderGRPC: hint}
+	}
+	cc, err := s.fwd.conn(hint)
+	if err != nil {
+		return zero, err
+	}
+	s.metrics.forwarded.WithLabelValues(method).Inc()
+	fctx := metadata.AppendToOutgoingContext(ctx, ForwardedMetadataKey, "1")
+	if err := cc.Invoke(fctx, method, req, out); err != nil {
+		s.log.Debug("forward failed", "method", method, "leader", hint, "err", err)
+		return zero, err
+	}
+	return out, nil
+}

@@ -1,0 +1,62 @@
+package transport
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+)
+
+// metrics are the server's Prometheus collectors. They always exist, so
+// the code never checks; they are exported only when Config.Registerer is
+// set.
+type metrics struct {
+	rpcs      *prometheus.CounterVec   // method, code
+	latency   *prometheus.HistogramVec // method
+	forwarded *prometheus.CounterVec   // method
+	hbBatch   prometheus.Histogram
+	waiters   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
+	m := &metrics{
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "rpcs_total",
+			Help: "RPCs answered, by full method and gRPC code.",
+		}, []string{"method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "rpc_seconds",
+			Help:    "Time to answer an RPC, long polls included, by full method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"method"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "forwarded_total",
+			Help: "RPCs this follower forwarded to the leader, by full method.",
+		}, []string{"method"}),
+		hbBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "heartbeat_batch_items",
+			Help:    "Heartbeat items per proposed Heartbeat command.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 6),
+		}),
+		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "waiters",
+			Help: "Long-poll Claim and WaitResult calls currently waiting.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	for _, c := range []prometheus.Collector{m.rpcs, m.latency, m.forwarded, m.hbBatch, m.waiters} {
+		if err := reg.Register(c); err != nil {
+			// A second Server on one registry: its metrics stay local.
+			log.Warn("transport metric not registered", "err", err)
+		}
+	}
+	return m
+}
+
+func (m *metrics) observe(method string, code codes.Code, d time.Duration) {
+	m.rpcs.WithLabelValues(method, code.String()).Inc()
+	m.latency.WithLabelValues(method).Observe(d.Seconds())
+}
