@@ -51,7 +51,11 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 		if err == nil {
 			var hdr, tr metadata.MD
 			err = mapError(call(ctx, cc, grpc.Header(&hdr), grpc.Trailer(&tr)))
-			moved := c.followHint(addr, leaderHint(hdr, tr))
+			hint := leaderHint(hdr, tr)
+			if hint == "" {
+				hint = errorLeaderHint(err)
+			}
+			moved := c.followHint(addr, hint)
 			if err == nil {
 				return attempt, nil
 			}
@@ -232,9 +236,7 @@ func (c *Client) discover(ctx context.Context) (string, error) {
 			continue
 		}
 		answered++
-		for _, s := range a.resp.GetServers() {
-			c.learnAddr(s.GetGrpcAddr())
-		}
+		c.learnStatus(a.resp)
 		if l := leaderOf(a.addr, a.resp, a.hint); l != "" {
 			c.setLeader(l)
 			return l, nil
@@ -257,9 +259,20 @@ func leaderOf(addr string, resp *docketv1.StatusResponse, hint string) string {
 		}
 	}
 	if strings.EqualFold(resp.GetState(), "Leader") {
+		if a := resp.GetGrpcAddr(); a != "" {
+			return a
+		}
 		return addr
 	}
 	return hint
+}
+
+// learnStatus records the node addresses a Status answer names.
+func (c *Client) learnStatus(resp *docketv1.StatusResponse) {
+	c.learnAddr(resp.GetGrpcAddr())
+	for _, s := range resp.GetServers() {
+		c.learnAddr(s.GetGrpcAddr())
+	}
 }
 
 // jitter returns a uniform random duration in [0, d].

@@ -38,8 +38,9 @@ type config struct {
 	discoveryTimeout time.Duration
 }
 
-// WithLogger sets the logger. The default is slog.Default(). Retries log at
-// Debug, leader changes at Info.
+// WithLogger sets the logger. The default is slog.Default(). Retries and
+// leader changes log at Debug, so a command-line tool stays quiet; a
+// Worker's lost leases and failed reports log at Warn and Error.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
@@ -131,21 +132,39 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 			continue
 		}
 		if _, err := c.conn(a); err != nil {
-			return nil, errors.Join(fmt.Errorf("docket: new client: %w", err), c.Close())
+			return nil, errors.Join(fmt.Errorf("new client: %w", err), c.Close())
 		}
 	}
 	if len(c.addrs) == 0 {
-		return nil, fmt.Errorf("docket: new client: no address given: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("new client: %w: no address given", ErrInvalidArgument)
 	}
+	var lastErr error
 	for attempt := 0; ; attempt++ {
 		_, err := c.discover(ctx)
 		if err == nil {
 			return c, nil
 		}
-		if serr := sleepCtx(ctx, c.backoff(attempt)); serr != nil {
-			return nil, errors.Join(fmt.Errorf("docket: new client: no node of %v answered: %w", c.addrs, err), c.Close())
+		// A failure that says why (refused, unreachable) beats the
+		// deadline that cut the last round short.
+		if lastErr == nil || !isContextErr(err) {
+			lastErr = err
+		}
+		if sleepCtx(ctx, c.backoff(attempt)) != nil {
+			return nil, errors.Join(newClientError(c.Addrs(), lastErr, ctx.Err()), c.Close())
 		}
 	}
+}
+
+// newClientError explains why New gave up: it always wraps ErrNoLeader,
+// since no node answered, and the context error when there is one.
+func newClientError(addrs []string, cause, ctxErr error) error {
+	if !errors.Is(cause, ErrNoLeader) {
+		cause = fmt.Errorf("%w: %w", ErrNoLeader, cause)
+	}
+	if ctxErr != nil && !errors.Is(cause, ctxErr) {
+		cause = fmt.Errorf("%w (%w)", cause, ctxErr)
+	}
+	return fmt.Errorf("new client: no node of %v answered: %w", addrs, cause)
 }
 
 // Close closes every connection. Calls in flight fail with ErrClosed.
@@ -233,7 +252,7 @@ func (c *Client) setLeader(addr string) bool {
 	c.leader = addr
 	c.mu.Unlock()
 	if old != addr {
-		c.log.Info("following leader", "leader", addr, "previous", old)
+		c.log.Debug("following leader", "leader", addr, "previous", old)
 		return true
 	}
 	return false

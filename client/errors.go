@@ -118,6 +118,7 @@ func mapError(err error) error {
 		e.field = badField(st)
 	case codes.ResourceExhausted:
 		e.kind = ErrTooLarge
+		e.field = badField(st)
 	case codes.FailedPrecondition:
 		switch reason {
 		case reasonStaleFence:
@@ -139,14 +140,27 @@ func mapError(err error) error {
 	return e
 }
 
-// errorReason returns the ErrorInfo reason of a Docket status, or "".
-func errorReason(st *status.Status) string {
+// errorInfo returns the Docket ErrorInfo of a status, or nil.
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && (info.GetDomain() == errorDomain || info.GetDomain() == "") {
-			return info.GetReason()
+			return info
 		}
 	}
-	return ""
+	return nil
+}
+
+// errorReason returns the ErrorInfo reason of a Docket status, or "".
+func errorReason(st *status.Status) string { return errorInfo(st).GetReason() }
+
+// errorLeaderHint returns the leader address a NOT_LEADER answer names in
+// its ErrorInfo metadata, or "". It backs up the docket-leader metadata.
+func errorLeaderHint(err error) string {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return ""
+	}
+	return errorInfo(st).GetMetadata()["leader"]
 }
 
 // badField returns the first field a BadRequest detail names, or "".

@@ -353,19 +353,36 @@ func (c *Client) RequeueDead(ctx context.Context, req *docketv1.RequeueDeadReque
 }
 
 // Status returns the cluster status as the leader sees it (or, with no
-// leader, as some node sees it). The client learns nodes from it.
+// leader, as some node sees it), without the keyspace hash: that reads
+// every key and is only comparable per node (see NodeStatus). The client
+// learns nodes from the answer.
 func (c *Client) Status(ctx context.Context) (*docketv1.StatusResponse, error) {
+	req := &docketv1.StatusRequest{}
 	var resp *docketv1.StatusResponse
 	_, err := c.invoke(ctx, opStatus, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		r, err := docketv1.NewClusterClient(cc).Status(ctx, &docketv1.StatusRequest{}, opts...)
+		r, err := docketv1.NewClusterClient(cc).Status(ctx, req, opts...)
 		resp = r
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range resp.GetServers() {
-		c.learnAddr(s.GetGrpcAddr())
+	c.learnStatus(resp)
+	return resp, nil
+}
+
+// NodeStatus asks the node at addr, and only it, for its own view of the
+// cluster, in one attempt: an operator or a checker comparing nodes (their
+// applied indexes and keyspace hashes) needs each node's answer, not the
+// leader's. withHash asks for the keyspace hash, which reads every key.
+func (c *Client) NodeStatus(ctx context.Context, addr string, withHash bool) (*docketv1.StatusResponse, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, fmt.Errorf("NodeStatus %s: %w", addr, err)
+	}
+	resp, err := docketv1.NewClusterClient(cc).Status(ctx, &docketv1.StatusRequest{WithHash: withHash})
+	if err != nil {
+		return nil, fmt.Errorf("NodeStatus %s: %w", addr, mapError(err))
 	}
 	return resp, nil
 }

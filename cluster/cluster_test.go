@@ -134,10 +134,27 @@ func Test_FollowerProposeIsNotLeader(t *testing.T) {
 		if n == l {
 			continue
 		}
+		// A server just added learns the leader on its first AppendEntries.
+		waitFor(t, 5*time.Second, n.ID()+" to learn the leader", func() bool { id, _ := n.Leader(); return id != "" })
 		_, err := n.Propose(context.Background(), enqueueCmd("jobs", "x"))
 		var nle *NotLeaderError
 		if !errorsAs(err, &nle) || nle.LeaderID != l.ID() {
 			t.Fatalf("%s: got %v, want NotLeaderError naming %s", n.ID(), err, l.ID())
 		}
+	}
+}
+
+// A linearizable read must not wait forever when the newest entries are
+// ones the FSM never sees (the leader's no-op and Barrier).
+func Test_ReadBarrierAfterBarrierEntry(t *testing.T) {
+	nodes := mustCluster(t, 3)
+	l := leaderOf(t, nodes)
+	if err := l.raft.Barrier(time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.ReadBarrier(ctx); err != nil {
+		t.Fatalf("read barrier after a Barrier entry: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ type Node struct {
 
 	fsm       *fsm.FSM
 	store     *raftboltdb.BoltStore
+	logs      raft.LogStore // the LogCache over store
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
@@ -76,8 +77,7 @@ func New(cfg Config) (*Node, error) {
 	if n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
-	logs, err := raft.NewLogCache(cfg.LogCacheSize, n.store)
-	if err != nil {
+	if n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.store); err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
 	hlog := newHCLog(log, "raft")
@@ -106,7 +106,7 @@ func New(cfg Config) (*Node, error) {
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
 	notify := make(chan bool, 16)
-	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, logs, n.store, n.snaps, n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.wg.Add(2)

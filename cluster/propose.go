@@ -145,7 +145,7 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 	// true; the wait covers a leader that just won and is replaying.
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
-	for n.fsm.AppliedIndex() < commit {
+	for !n.appliedThrough(commit) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -153,4 +153,32 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// maxGapScan bounds how many log entries appliedThrough inspects; a longer
+// gap is simply waited out.
+const maxGapScan = 64
+
+// appliedThrough reports whether the FSM has applied every entry up to
+// index. Raft hands the FSM only command and configuration entries, so its
+// applied index stops short of a trailing no-op or barrier; such a gap
+// counts as applied.
+func (n *Node) appliedThrough(index uint64) bool {
+	a := n.fsm.AppliedIndex()
+	if a >= index {
+		return true
+	}
+	if index-a > maxGapScan {
+		return false
+	}
+	var l raft.Log
+	for i := a + 1; i <= index; i++ {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return false // compacted or unreadable: wait for the FSM instead
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,92 @@
+// Package client is the Go client of Docket: it finds the cluster's
+// leader, follows it when it moves, retries by error class, and runs
+// workers that heartbeat their leases on their own.
+//
+// # Finding and following the leader
+//
+// New is given one or more node addresses. It makes one gRPC connection per
+// address (grpc.NewClient: no I/O until the first call) and asks every
+// known node for Cluster.Status in parallel; the first answer that names a
+// leader is cached, and the servers listed in the answers are added to the
+// known nodes. Every call goes to the cached leader. Every node puts the
+// leader's address in the "docket-leader" header or trailer of its answers
+// (a NOT_LEADER error also names it in its ErrorInfo metadata); when that
+// differs from the node called, the client switches to it at once
+// (a follower forwards writes, so the call itself usually succeeded). An
+// Unavailable answer without a new hint drops the cached leader, and the
+// next attempt discovers again. Concurrent callers share one discovery.
+// When no node knows a leader, attempts go round-robin over the known
+// nodes, which forward or answer with a hint.
+//
+// # Retries by error class
+//
+// One function maps every gRPC status to one of the sentinel errors, once,
+// and the retry loop decides on the sentinel:
+//
+//   - ErrNoLeader (Unavailable, connection failures): retried with
+//     full-jitter exponential backoff until the caller's ctx ends.
+//   - ErrOutcomeUnknown (Unavailable with reason LEADERSHIP_LOST): retried
+//     only for calls that are safe to repeat: Enqueue (it always carries an
+//     idempotency key, minted before the first attempt), Claim (a lost
+//     reply leaves a lease to expire), Heartbeat and Submit (fenced),
+//     Cancel (a retry that finds the task cancelled reports success), and
+//     reads. Nack, RequeueDead and TransferLeadership return it.
+//   - ErrInvalidArgument, ErrNotFound, ErrStaleFence, ErrWrongState,
+//     ErrTooLarge: answers, never retried.
+//
+// When ctx ends during retries the error wraps both the last answer and the
+// context error, so errors.Is works for either. Without a deadline on ctx a
+// call retries until ctx is cancelled.
+//
+// # Workers
+//
+// A Worker claims from one queue with long-polls that ask for as many tasks
+// as it has free slots, and runs a Handler for each in its own goroutine.
+// One heartbeat goroutine extends every in-flight lease in a single
+// Heartbeat RPC per interval (Lease/3 by default) and carries the progress
+// a handler set. A handler's ctx is cancelled, with cause ErrLeaseLost, when
+// a heartbeat answer says the lease is gone, or when no heartbeat succeeded
+// before the lease ran out by the local clock, counted from the moment the
+// claim or heartbeat was sent, so that the local deadline is never later
+// than the server's. On return the Worker submits the result under the
+// claim's fence, nacks on error (after the delay RetryAfter asks for), or
+// submits FAILED for an error that wraps ErrPermanent (see Permanent); a
+// panic is recovered and nacked. Run returns after ctx ends and every handler, heartbeat and
+// helper goroutine it started has stopped; handlers still running after
+// ShutdownTimeout are cancelled and their tasks nacked.
+//
+// # Decisions and trade-offs
+//
+//   - New blocks until one node answers Status (not until a leader is
+//     elected), bounded by ctx. A wrong address then fails at start, not at
+//     the first call; a caller that wants to start before the cluster gives
+//     ctx more time.
+//   - A leader hint is trusted without a Status round trip: it saves a call
+//     on every leader change, and a stale hint costs one failed attempt.
+//     Redirects without backoff are capped so two confused nodes cannot
+//     make the client spin.
+//   - Connections are never closed before Close, even for nodes that left:
+//     closing a connection under a call in flight would fail it with
+//     Canceled, and an idle connection costs little. A long-lived client in
+//     a cluster whose addresses churn keeps one idle connection per address
+//     it ever saw.
+//   - There is no per-attempt timeout: a long-poll may rightly take 30 s.
+//     A black-holed leader therefore holds an attempt until the transport
+//     notices (configure keepalive through WithDialOptions) or ctx ends.
+//     Discovery, which must not wait on one node, has its own timeout.
+//   - Enqueue writes the minted idempotency key into the caller's NewTask.
+//     That makes a caller's own retry with the same values idempotent too,
+//     at the price of modifying the argument.
+//   - A worker's Claim long-poll is cancelled at shutdown. If the server had
+//     already claimed tasks for it, the reply is lost and those tasks wait
+//     for their lease to expire; shutting down promptly was preferred over
+//     waiting out a poll.
+//   - Lease loss by the local clock is conservative: a heartbeat that
+//     succeeded late may have extended a lease that the handler was already
+//     told to drop. Stopping early is safe; working past the server's
+//     deadline is not.
+//   - After a lease loss the server reported, the handler's outcome is
+//     dropped; after a loss by the local clock only, the Worker still tries
+//     to report it, since the fence makes a late report safe and it may
+//     still be accepted.
+package client

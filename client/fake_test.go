@@ -1,0 +1,554 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+// fakeCluster is a few gRPC servers on loopback that share one in-memory
+// queue. Only the leader node answers Queue calls; the others answer
+// Unavailable with the leader's address in "docket-leader", which is what a
+// follower that cannot forward does. Hooks inject failures on the leader.
+type fakeCluster struct {
+	t     testing.TB
+	nodes []*fakeNode
+
+	mu         sync.Mutex
+	leader     int // index into nodes; -1: no leader
+	tasks      map[string]*docketv1.Task
+	pending    []string
+	keys       map[string]string
+	seenKeys   []string
+	nextID     int
+	fence      uint64
+	calls      []map[string]int // per node: every call by method name
+	claimMax   []uint32         // max_tasks of every Claim the leader handled
+	heartbeats [][]*docketv1.HeartbeatItem
+	submits    []*docketv1.SubmitRequest
+	nacks      []*docketv1.NackRequest
+	staleHB    map[string]bool // task ids whose heartbeats answer STALE_FENCE
+	// hintInErrorOnly makes followers name the leader only in the
+	// ErrorInfo of a NOT_LEADER answer, not in the metadata.
+	hintInErrorOnly bool
+	changed         chan struct{} // closed and replaced on every change
+	// before runs on the leader before the handler; a non-nil error is the
+	// answer. after runs after a successful handler and replaces its answer,
+	// to simulate a reply lost after the command was applied.
+	before, after func(method string) error
+}
+
+type fakeNode struct {
+	fc   *fakeCluster
+	idx  int
+	id   string
+	addr string
+	srv  *grpc.Server
+}
+
+func newFakeCluster(t testing.TB, n int) *fakeCluster {
+	t.Helper()
+	fc := &fakeCluster{
+		t:       t,
+		tasks:   make(map[string]*docketv1.Task),
+		keys:    make(map[string]string),
+		staleHB: make(map[string]bool),
+		changed: make(chan struct{}),
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		node := &fakeNode{fc: fc, idx: i, id: fmt.Sprintf("node%d", i), addr: lis.Addr().String()}
+		node.srv = grpc.NewServer(grpc.UnaryInterceptor(node.intercept))
+		docketv1.RegisterQueueServer(node.srv, &fakeQueue{fc: fc})
+		docketv1.RegisterClusterServer(node.srv, &fakeClusterSvc{node: node})
+		fc.nodes = append(fc.nodes, node)
+		fc.calls = append(fc.calls, make(map[string]int))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = node.srv.Serve(lis)
+		}()
+	}
+	t.Cleanup(func() {
+		for _, n := range fc.nodes {
+			n.srv.Stop()
+		}
+		wg.Wait()
+	})
+	return fc
+}
+
+func (fc *fakeCluster) addr(i int) string { return fc.nodes[i].addr }
+
+func (fc *fakeCluster) addrs() []string {
+	var out []string
+	for _, n := range fc.nodes {
+		out = append(out, n.addr)
+	}
+	return out
+}
+
+func (fc *fakeCluster) setLeader(i int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.leader = i
+}
+
+// stopNode makes a node unreachable: its listener closes, so dials fail.
+func (fc *fakeCluster) stopNode(i int) { fc.nodes[i].srv.Stop() }
+
+func (fc *fakeCluster) setHooks(before, after func(method string) error) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.before, fc.after = before, after
+}
+
+func (fc *fakeCluster) count(node int, method string) int {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.calls[node][method]
+}
+
+func (fc *fakeCluster) countAll(method string) int {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	n := 0
+	for _, m := range fc.calls {
+		n += m[method]
+	}
+	return n
+}
+
+func (fc *fakeCluster) task(id string) *docketv1.Task {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if t, ok := fc.tasks[id]; ok {
+		return proto.Clone(t).(*docketv1.Task)
+	}
+	return nil
+}
+
+func (fc *fakeCluster) leaderAddrLocked() string {
+	if fc.leader < 0 {
+		return ""
+	}
+	return fc.nodes[fc.leader].addr
+}
+
+// notifyLocked wakes long-polls.
+func (fc *fakeCluster) notifyLocked() {
+	close(fc.changed)
+	fc.changed = make(chan struct{})
+}
+
+// intercept does what the real transport promises: the leader hint on
+// every answer, Unavailable from a node that is not the leader.
+func (n *fakeNode) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	fc := n.fc
+	method := path.Base(info.FullMethod)
+	fc.mu.Lock()
+	leaderAddr := fc.leaderAddrLocked()
+	isLeader := fc.leader == n.idx
+	fc.calls[n.idx][method]++
+	before, after := fc.before, fc.after
+	errorOnly := fc.hintInErrorOnly && !isLeader
+	fc.mu.Unlock()
+
+	if errorOnly {
+		st, err := status.New(codes.Unavailable, "not the leader").WithDetails(&errdetails.ErrorInfo{
+			Reason: "NOT_LEADER", Domain: errorDomain, Metadata: map[string]string{"leader": leaderAddr},
+		})
+		if err != nil {
+			panic(err)
+		}
+		return nil, st.Err()
+	}
+	if leaderAddr != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(LeaderMetadataKey, leaderAddr))
+	}
+	stale := false
+	if g, ok := req.(*docketv1.GetTaskRequest); ok && g.GetAllowStale() {
+		stale = true
+	}
+	if method == "Status" || stale {
+		return handler(ctx, req)
+	}
+	if !isLeader {
+		if leaderAddr != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderMetadataKey, leaderAddr))
+		}
+		return nil, status.Error(codes.Unavailable, "not the leader")
+	}
+	if before != nil {
+		if err := before(method); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := handler(ctx, req)
+	if err == nil && after != nil {
+		if aerr := after(method); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return resp, err
+}
+
+// Status errors as the real transport builds them.
+
+func errLeadershipLost() error { return withInfo(codes.Unavailable, reasonLeadershipLost) }
+func errStaleFence() error     { return withInfo(codes.FailedPrecondition, reasonStaleFence) }
+func errWrongState() error     { return withInfo(codes.FailedPrecondition, reasonWrongState) }
+
+func withInfo(c codes.Code, reason string) error {
+	st, err := status.New(c, reason).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+func errBadField(field, desc string) error {
+	st, err := status.New(codes.InvalidArgument, desc).WithDetails(&errdetails.BadRequest{
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+type fakeClusterSvc struct {
+	docketv1.UnimplementedClusterServer
+	node *fakeNode
+}
+
+func (s *fakeClusterSvc) Status(context.Context, *docketv1.StatusRequest) (*docketv1.StatusResponse, error) {
+	fc := s.node.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	resp := &docketv1.StatusResponse{NodeId: s.node.id, State: "Follower", LeaderGrpcAddr: fc.leaderAddrLocked()}
+	if fc.leader == s.node.idx {
+		resp.State = "Leader"
+	}
+	for _, n := range fc.nodes {
+		resp.Servers = append(resp.Servers, &docketv1.Server{Id: n.id, GrpcAddr: n.addr, Leader: n.idx == fc.leader})
+	}
+	return resp, nil
+}
+
+func (s *fakeClusterSvc) TransferLeadership(_ context.Context, req *docketv1.TransferLeadershipRequest) (*docketv1.TransferLeadershipResponse, error) {
+	fc := s.node.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, n := range fc.nodes {
+		if n.id == req.GetToId() {
+			fc.leader = n.idx
+			return &docketv1.TransferLeadershipResponse{LeaderId: n.id}, nil
+		}
+	}
+	return nil, errBadField("to_id", "no such server")
+}
+
+type fakeQueue struct {
+	docketv1.UnimplementedQueueServer
+	fc *fakeCluster
+}
+
+func tenantOf(t string) string {
+	if t == "" {
+		return "default"
+	}
+	return t
+}
+
+func terminal(s docketv1.TaskState) bool {
+	return s >= docketv1.TaskState_TASK_STATE_COMPLETED
+}
+
+func (q *fakeQueue) Enqueue(_ context.Context, req *docketv1.EnqueueRequest) (*docketv1.EnqueueResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for i, nt := range req.GetTasks() {
+		if nt.GetQueue() == "" {
+			return nil, errBadField(fmt.Sprintf("tasks[%d].queue", i), "must not be empty")
+		}
+	}
+	resp := &docketv1.EnqueueResponse{}
+	for _, nt := range req.GetTasks() {
+		fc.seenKeys = append(fc.seenKeys, nt.GetIdempotencyKey())
+		if id, ok := fc.keys[nt.GetIdempotencyKey()]; ok && nt.GetIdempotencyKey() != "" {
+			resp.Items = append(resp.Items, &docketv1.ItemResult{Code: docketv1.Code_CODE_DUPLICATE, TaskId: id, State: fc.tasks[id].GetState()})
+			continue
+		}
+		fc.nextID++
+		id := fmt.Sprintf("t%d", fc.nextID)
+		fc.tasks[id] = &docketv1.Task{
+			Id: id, Queue: nt.GetQueue(), Tenant: tenantOf(nt.GetTenant()), Payload: nt.GetPayload(),
+			State: docketv1.TaskState_TASK_STATE_PENDING, IdempotencyKey: nt.GetIdempotencyKey(), MaxAttempts: 5,
+		}
+		fc.keys[nt.GetIdempotencyKey()] = id
+		fc.pending = append(fc.pending, id)
+		resp.Items = append(resp.Items, &docketv1.ItemResult{TaskId: id, State: docketv1.TaskState_TASK_STATE_PENDING})
+	}
+	fc.notifyLocked()
+	return resp, nil
+}
+
+// waitChange long-polls: it runs try under the lock until it reports done,
+// the wait runs out, or ctx ends.
+func (fc *fakeCluster) waitChange(ctx context.Context, wait time.Duration, try func() bool) error {
+	deadline := time.Now().Add(wait)
+	for {
+		fc.mu.Lock()
+		done := try()
+		ch := fc.changed
+		fc.mu.Unlock()
+		if done || !time.Now().Before(deadline) {
+			return nil
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+func (q *fakeQueue) Claim(ctx context.Context, req *docketv1.ClaimRequest) (*docketv1.ClaimResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	fc.claimMax = append(fc.claimMax, req.GetMaxTasks())
+	fc.mu.Unlock()
+	resp := &docketv1.ClaimResponse{}
+	err := fc.waitChange(ctx, time.Duration(req.GetWaitNs()), func() bool {
+		var fence uint64
+		for _, id := range slices.Clone(fc.pending) {
+			if uint32(len(resp.Tasks)) >= max(req.GetMaxTasks(), 1) {
+				break
+			}
+			t := fc.tasks[id]
+			if t.GetQueue() != req.GetQueue() || t.GetTenant() != tenantOf(req.GetTenant()) {
+				continue
+			}
+			if fence == 0 {
+				fc.fence++
+				fence = fc.fence
+			}
+			fc.pending = slices.DeleteFunc(fc.pending, func(p string) bool { return p == id })
+			t.State, t.Fence, t.WorkerId, t.LeaseNs = docketv1.TaskState_TASK_STATE_RUNNING, fence, req.GetWorkerId(), req.GetLeaseNs()
+			t.Claims++
+			resp.Tasks = append(resp.Tasks, proto.Clone(t).(*docketv1.Task))
+		}
+		return len(resp.Tasks) > 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (q *fakeQueue) Heartbeat(_ context.Context, req *docketv1.HeartbeatRequest) (*docketv1.HeartbeatResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	var seen []*docketv1.HeartbeatItem
+	resp := &docketv1.HeartbeatResponse{}
+	for _, it := range req.GetItems() {
+		seen = append(seen, proto.Clone(it).(*docketv1.HeartbeatItem))
+		t, ok := fc.tasks[it.GetTaskId()]
+		switch {
+		case !ok:
+			resp.Items = append(resp.Items, &docketv1.ItemResult{Code: docketv1.Code_CODE_NOT_FOUND, TaskId: it.GetTaskId()})
+		case fc.staleHB[t.GetId()] || t.GetState() != docketv1.TaskState_TASK_STATE_RUNNING || t.GetFence() != it.GetFence():
+			resp.Items = append(resp.Items, &docketv1.ItemResult{Code: docketv1.Code_CODE_STALE_FENCE, TaskId: t.GetId(), State: t.GetState()})
+		default:
+			if it.GetHasProgress() {
+				t.Progress = it.GetProgress()
+			}
+			resp.Items = append(resp.Items, &docketv1.ItemResult{TaskId: t.GetId(), State: t.GetState(), Fence: t.GetFence()})
+		}
+	}
+	fc.heartbeats = append(fc.heartbeats, seen)
+	return resp, nil
+}
+
+func (q *fakeQueue) Submit(_ context.Context, req *docketv1.SubmitRequest) (*docketv1.SubmitResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.submits = append(fc.submits, proto.Clone(req).(*docketv1.SubmitRequest))
+	t, ok := fc.tasks[req.GetTaskId()]
+	switch {
+	case !ok:
+		return nil, status.Error(codes.NotFound, "no task "+req.GetTaskId())
+	case t.GetState() == docketv1.TaskState_TASK_STATE_RUNNING && t.GetFence() == req.GetFence():
+		t.State = docketv1.TaskState_TASK_STATE_COMPLETED
+		if req.GetOutcome() == docketv1.Outcome_OUTCOME_FAILED {
+			t.State = docketv1.TaskState_TASK_STATE_FAILED
+		}
+		t.Outcome, t.Result = req.GetOutcome(), req.GetResult()
+		if req.GetError() != "" {
+			t.LastError = req.GetError()
+		}
+		fc.notifyLocked()
+		return &docketv1.SubmitResponse{}, nil
+	case terminal(t.GetState()) && t.GetFence() == req.GetFence() && t.GetOutcome() == req.GetOutcome():
+		return &docketv1.SubmitResponse{AlreadyDone: true}, nil
+	}
+	return nil, errStaleFence()
+}
+
+func (q *fakeQueue) Nack(_ context.Context, req *docketv1.NackRequest) (*docketv1.NackResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.nacks = append(fc.nacks, proto.Clone(req).(*docketv1.NackRequest))
+	t, ok := fc.tasks[req.GetTaskId()]
+	if !ok {
+		return nil, status.Error(codes.NotFound, "no task "+req.GetTaskId())
+	}
+	if t.GetState() != docketv1.TaskState_TASK_STATE_RUNNING || t.GetFence() != req.GetFence() {
+		return nil, errStaleFence()
+	}
+	t.Attempts++
+	t.LastError = req.GetReason()
+	t.State = docketv1.TaskState_TASK_STATE_PENDING
+	fc.pending = append(fc.pending, t.GetId())
+	fc.notifyLocked()
+	return &docketv1.NackResponse{State: t.GetState()}, nil
+}
+
+func (q *fakeQueue) Cancel(_ context.Context, req *docketv1.CancelRequest) (*docketv1.CancelResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	t, ok := fc.tasks[req.GetTaskId()]
+	if !ok {
+		return nil, status.Error(codes.NotFound, "no task "+req.GetTaskId())
+	}
+	if t.GetState() != docketv1.TaskState_TASK_STATE_PENDING {
+		return nil, errWrongState()
+	}
+	t.State = docketv1.TaskState_TASK_STATE_CANCELLED
+	fc.pending = slices.DeleteFunc(fc.pending, func(p string) bool { return p == t.GetId() })
+	fc.notifyLocked()
+	return &docketv1.CancelResponse{}, nil
+}
+
+func (q *fakeQueue) GetTask(_ context.Context, req *docketv1.GetTaskRequest) (*docketv1.GetTaskResponse, error) {
+	t := q.fc.task(req.GetTaskId())
+	if t == nil {
+		return nil, status.Error(codes.NotFound, "no task "+req.GetTaskId())
+	}
+	return &docketv1.GetTaskResponse{Task: t}, nil
+}
+
+func (q *fakeQueue) WaitResult(ctx context.Context, req *docketv1.WaitResultRequest) (*docketv1.WaitResultResponse, error) {
+	fc := q.fc
+	resp := &docketv1.WaitResultResponse{}
+	var found bool
+	err := fc.waitChange(ctx, time.Duration(req.GetWaitNs()), func() bool {
+		t, ok := fc.tasks[req.GetTaskId()]
+		found = ok
+		if ok && terminal(t.GetState()) {
+			resp.Task, resp.Done = proto.Clone(t).(*docketv1.Task), true
+		}
+		return !ok || resp.Done
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, status.Error(codes.NotFound, "no task "+req.GetTaskId())
+	}
+	return resp, nil
+}
+
+func (q *fakeQueue) Stats(_ context.Context, req *docketv1.StatsRequest) (*docketv1.StatsResponse, error) {
+	fc := q.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	st := &docketv1.QueueStats{Queue: req.GetQueue(), Tenant: tenantOf(req.GetTenant())}
+	for _, t := range fc.tasks {
+		if t.GetQueue() != req.GetQueue() {
+			continue
+		}
+		switch t.GetState() {
+		case docketv1.TaskState_TASK_STATE_PENDING:
+			st.Pending++
+		case docketv1.TaskState_TASK_STATE_RUNNING:
+			st.Running++
+		default:
+			st.Completed++
+		}
+	}
+	return &docketv1.StatsResponse{Queues: []*docketv1.QueueStats{st}}, nil
+}
+
+// Test helpers.
+
+// testLogger discards logs unless DOCKET_TEST_LOG is set: a goroutine that
+// logs through t after its test ended would panic.
+func testLogger() *slog.Logger {
+	if os.Getenv("DOCKET_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// mustClient returns a client with fast retries, closed at cleanup.
+func mustClient(t testing.TB, addrs ...string) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := NewWithOptions(ctx, addrs, WithLogger(testLogger()), WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

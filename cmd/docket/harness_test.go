@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cluster"
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/transport"
+)
+
+// sysNode is one in-process server: a real cluster.Node (Raft over TCP,
+// raft-boltdb, Pebble) behind a real gRPC server on loopback.
+type sysNode struct {
+	t        *testing.T
+	id, dir  string
+	raftAddr string
+	grpcAddr string
+	tune     func(*cluster.Config)
+	join     []string
+	expect   int
+	node     *cluster.Node
+	srv      *transport.Server
+	served   chan error
+	running  bool
+}
+
+func testTune(c *cluster.Config) {
+	c.ReapGrace = 300 * time.Millisecond
+	c.ReapInterval = 50 * time.Millisecond
+	c.PromoteInterval = 50 * time.Millisecond
+}
+
+// startCluster starts size nodes that find each other through
+// --bootstrap-expect and --join, as `docket dev` does.
+func startCluster(t *testing.T, size int, tune func(*cluster.Config)) []*sysNode {
+	t.Helper()
+	var lis []net.Listener
+	var addrs []string
+	for i := 0; i < size; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis = append(lis, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	base := t.TempDir()
+	var nodes []*sysNode
+	for i := 0; i < size; i++ {
+		n := &sysNode{t: t, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
+			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, join: addrs, expect: size}
+		n.start(lis[i])
+		nodes = append(nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	})
+	waitLeader(t, nodes)
+	return nodes
+}
+
+func (n *sysNode) start(lis net.Listener) {
+	n.t.Helper()
+	if lis == nil {
+		var err error
+		if lis, err = listenRetry(n.grpcAddr); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	cfg := cluster.DefaultConfig()
+	cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.GRPCAddr = n.id, n.dir, n.raftAddr, n.grpcAddr
+	cfg.BootstrapExpect, cfg.Join = n.expect, n.join
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	testTune(&cfg)
+	if n.tune != nil {
+		n.tune(&cfg)
+	}
+	node, err := cluster.New(cfg)
+	if err != nil {
+		n.t.Fatalf("start %s: %v", n.id, err)
+	}
+	n.node = node
+	n.raftAddr = node.Status().GetRaftAddr() // keep the bound port for restarts
+	n.srv = transport.NewServer(node, transport.Config{Logger: cfg.Logger})
+	n.served = make(chan error, 1)
+	go func() { n.served <- n.srv.Serve(lis) }()
+	n.running = true
+}
+
+// listenRetry re-binds a port a stopped node just released.
+func listenRetry(addr string) (net.Listener, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return l, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop is a graceful stop: API first, then leadership transfer and Raft.
+func (n *sysNode) stop() {
+	if !n.running {
+		return
+	}
+	n.running = false
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.srv.Stop(ctx); err != nil {
+		n.t.Logf("%s: stop server: %v", n.id, err)
+	}
+	if err := n.node.Shutdown(ctx); err != nil {
+		n.t.Errorf("%s: shutdown: %v", n.id, err)
+	}
+	<-n.served
+}
+
+// crash stops the node without a leadership transfer.
+func (n *sysNode) crash() {
+	n.running = false
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := n.srv.Stop(ctx); err != nil {
+		n.t.Logf("%s: stop server: %v", n.id, err)
+	}
+	if err := n.node.Crash(); err != nil {
+		n.t.Errorf("%s: crash: %v", n.id, err)
+	}
+	<-n.served
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitLeader(t *testing.T, nodes []*sysNode) *sysNode {
+	t.Helper()
+	var leader *sysNode
+	waitFor(t, 10*time.Second, "a leader", func() bool {
+		for _, n := range nodes {
+			if n.running && n.node.IsLeader() {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+func followers(nodes []*sysNode, leader *sysNode) []*sysNode {
+	var out []*sysNode
+	for _, n := range nodes {
+		if n != leader && n.running {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func addrsOf(nodes []*sysNode) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.grpcAddr)
+	}
+	return out
+}
+
+func mustClient(t *testing.T, addrs ...string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, addrs...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rawQueue is a gRPC stub bound to one node, bypassing the client's leader
+// following, to show what that node itself does.
+func rawQueue(t *testing.T, addr string) pb.QueueClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewQueueClient(conn)
+}
+
+// waitConverged waits until every running node applied the same index and
+// then compares their keyspace hashes.
+func waitConverged(t *testing.T, nodes []*sysNode) {
+	t.Helper()
+	var hashes map[string]string
+	waitFor(t, 10*time.Second, "nodes to converge", func() bool {
+		var idx uint64
+		hashes = map[string]string{}
+		for _, n := range nodes {
+			if !n.running {
+				continue
+			}
+			a := n.node.FSM().AppliedIndex()
+			if idx != 0 && a != idx {
+				return false
+			}
+			idx = a
+			h, err := n.node.FSM().Hash()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashes[n.id] = h
+		}
+		// Re-check the index: an apply between reads makes hashes incomparable.
+		for _, n := range nodes {
+			if n.running && n.node.FSM().AppliedIndex() != idx {
+				return false
+			}
+		}
+		return true
+	})
+	var ids []string
+	for id := range hashes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids[1:] {
+		if hashes[id] != hashes[ids[0]] {
+			t.Fatalf("split brain: %s hash %s, %s hash %s", id, hashes[id], ids[0], hashes[ids[0]])
+		}
+	}
+}

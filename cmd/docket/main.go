@@ -1,0 +1,78 @@
+// Command docket is Docket's one binary: the server (`docket agent`), a
+// local development cluster (`docket dev`) and the operator verbs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `docket: a Raft-replicated task queue
+
+Usage:
+  docket agent [flags]           run one server node
+  docket dev [flags]             run a local 3-node cluster on loopback
+  docket enqueue QUEUE PAYLOAD   enqueue a task (payload "-" reads stdin)
+  docket claim QUEUE             claim tasks under a lease
+  docket submit ID FENCE [RESULT]  complete a claimed task
+  docket nack ID FENCE           give a claimed task back for a retry
+  docket task ID                 show a task
+  docket stats [QUEUE]           queue depths by state
+  docket dlq list QUEUE          list dead letters
+  docket dlq requeue QUEUE|--id ID  replay dead letters
+  docket cluster status          leader, servers, indexes
+  docket cluster transfer [ID]   move leadership
+
+Every verb takes --addr (comma-separated node addresses; default the
+'docket dev' cluster) and --json. Run 'docket VERB -h' for its flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "docket:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// run dispatches a verb; it is main without the process, for tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "agent":
+		return runAgent(ctx, rest, stderr)
+	case "dev":
+		return runDev(ctx, rest, stdout, stderr)
+	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster":
+		return runVerb(ctx, verb, rest, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dockethq/docket/client"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// defaultAddrs is the `docket dev` cluster, so the README tour needs no flags.
+const defaultAddrs = "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403"
+
+type common struct {
+	addr    string
+	json    bool
+	timeout time.Duration
+	tenant  string
+}
+
+func commonFlags(fs *flag.FlagSet) *common {
+	c := &common{}
+	fs.StringVar(&c.addr, "addr", envOr("DOCKET_ADDR", defaultAddrs), "comma-separated node addresses (env DOCKET_ADDR)")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
+	fs.StringVar(&c.tenant, "tenant", "default", "tenant")
+	return c
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// verb is one operator command after flag parsing.
+type verb struct {
+	fs  *flag.FlagSet
+	c   *common
+	out io.Writer
+}
+
+func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v := &verb{fs: fs, c: commonFlags(fs), out: stdout}
+	switch name {
+	case "enqueue":
+		return v.enqueue(ctx, args)
+	case "claim":
+		return v.claim(ctx, args)
+	case "submit":
+		return v.submit(ctx, args)
+	case "nack":
+		return v.nack(ctx, args)
+	case "task":
+		return v.task(ctx, args)
+	case "stats":
+		return v.stats(ctx, args)
+	case "dlq":
+		return v.dlq(ctx, args)
+	case "cluster":
+		return v.cluster(ctx, args)
+	}
+	return fmt.Errorf("%w: unknown verb %q", errUsage, name)
+}
+
+// parse parses flags that may follow positional arguments, and checks
+// the count of positionals.
+func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, error) {
+	var pos []string
+	for {
+		if err := v.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = v.fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) < minPos || len(pos) > maxPos {
+		return nil, fmt.Errorf("%w: docket %s %s", errUsage, v.fs.Name(), what)
+	}
+	return pos, nil
+}
+
+func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
+	c, err := client.New(ctx, splitList(v.c.addr)...)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
+	}
+	return c, ctx, func() { _ = c.Close(); cancel() }, nil
+}
+
+// print writes msgs as JSON (one object, or an array) or via the text func.
+func (v *verb) print(text func(io.Writer), msgs ...proto.Message) error {
+	if !v.c.json {
+		text(v.out)
+		return nil
+	}
+	parts := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
+		parts = append(parts, string(b))
+	}
+	if len(parts) == 1 {
+		_, err := fmt.Fprintln(v.out, parts[0])
+		return err
+	}
+	_, err := fmt.Fprintf(v.out, "[%s]\n", strings.Join(parts, ","))
+	return err
+}
+
+func (v *verb) enqueue(ctx context.Context, args []string) error {
+	prio := v.fs.Uint("priority", 0, "0..9, higher is claimed first")
+	delay := v.fs.Duration("delay", 0, "invisible for this long")
+	maxAttempts := v.fs.Uint("max-attempts", 0, "dead-letter after this many failed attempts (0: server default 5)")
+	key := v.fs.String("key", "", "idempotency key (default: a fresh random key)")
+	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
+	if err != nil {
+		return err
+	}
+	payload := []byte(pos[1])
+	if pos[1] == "-" {
+		if payload, err = io.ReadAll(os.Stdin); err != nil {
+			return fmt.Errorf("read payload: %w", err)
+		}
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	items, err := c.Enqueue(ctx, &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
+		Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key})
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		for _, it := range items {
+			fmt.Fprintf(w, "%s %s\n", it.GetTaskId(), strings.TrimPrefix(it.GetState().String(), "TASK_STATE_"))
+		}
+	}, items[0])
+}
+
+func (v *verb) claim(ctx context.Context, args []string) error {
+	n := v.fs.Uint("n", 1, "claim up to this many tasks")
+	lease := v.fs.Duration("lease", 30*time.Second, "lease length")
+	wait := v.fs.Duration("wait", 0, "wait up to this long for a task (at most 30s)")
+	worker := v.fs.String("worker", "docket-cli", "worker id")
+	pos, err := v.parse(args, 1, 1, "QUEUE")
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tasks, err := c.Claim(ctx, &pb.ClaimRequest{Queue: pos[0], Tenant: v.c.tenant, WorkerId: *worker,
+		LeaseNs: int64(*lease), MaxTasks: uint32(*n), WaitNs: int64(*wait)})
+	if err != nil {
+		return err
+	}
+	msgs := make([]proto.Message, len(tasks))
+	for i, t := range tasks {
+		msgs[i] = t
+	}
+	if len(tasks) == 0 && v.c.json {
+		_, err := fmt.Fprintln(v.out, "[]")
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		if len(tasks) == 0 {
+			fmt.Fprintln(w, "no task")
+		}
+		for _, t := range tasks {
+			fmt.Fprintf(w, "%s fence=%d attempt=%d payload=%q\n", t.GetId(), t.GetFence(), t.GetAttempts()+1, t.GetPayload())
+		}
+	}, msgs...)
+}
+
+func parseFence(s string) (uint64, error) {
+	f, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: fence %q is not a number", errUsage, s)
+	}
+	return f, nil
+}
+
+func (v *verb) submit(ctx context.Context, args []string) error {
+	failed := v.fs.Bool("failed", false, "submit a terminal failure instead of a completion")
+	errText := v.fs.String("error", "", "error text, with --failed")
+	pos, err := v.parse(args, 2, 3, "ID FENCE [RESULT]")
+	if err != nil {
+		return err
+	}
+	fence, err := parseFence(pos[1])
+	if err != nil {
+		return err
+	}
+	req := &pb.SubmitRequest{TaskId: pos[0], Fence: fence, Outcome: pb.Outcome_OUTCOME_COMPLETED, Error: *errText}
+	if len(pos) == 3 {
+		req.Result = []byte(pos[2])
+	}
+	if *failed {
+		req.Outcome = pb.Outcome_OUTCOME_FAILED
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	already, err := c.Submit(ctx, req)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		if already {
+			fmt.Fprintln(w, "already submitted")
+			return
+		}
+		fmt.Fprintln(w, "submitted")
+	}, &pb.SubmitResponse{AlreadyDone: already})
+}
+
+func (v *verb) nack(ctx context.Context, args []string) error {
+	delay := v.fs.Duration("delay", 0, "retry after this long")
+	reason := v.fs.String("reason", "", "why (kept as the task's last error)")
+	pos, err := v.parse(args, 2, 2, "ID FENCE")
+	if err != nil {
+		return err
+	}
+	fence, err := parseFence(pos[1])
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	state, err := c.Nack(ctx, &pb.NackRequest{TaskId: pos[0], Fence: fence, DelayNs: int64(*delay), Reason: *reason})
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
+		&pb.NackResponse{State: state})
+}
+
+func (v *verb) task(ctx context.Context, args []string) error {
+	stale := v.fs.Bool("stale", false, "read any node's local copy instead of a linearizable read")
+	pos, err := v.parse(args, 1, 1, "ID")
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	t, err := c.GetTask(ctx, pos[0], *stale)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) { printTask(w, t) }, t)
+}
+
+func printTask(w io.Writer, t *pb.Task) {
+	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\nattempts:  %d of %d\nfence:     %d\npayload:   %q\n",
+		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
+		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
+	if len(t.GetResult()) > 0 {
+		fmt.Fprintf(w, "result:    %q\n", t.GetResult())
+	}
+	if t.GetLastError() != "" {
+		fmt.Fprintf(w, "error:     %s\n", t.GetLastError())
+	}
+}
+
+func (v *verb) stats(ctx context.Context, args []string) error {
+	pos, err := v.parse(args, 0, 1, "[QUEUE]")
+	if err != nil {
+		return err
+	}
+	queue := ""
+	if len(pos) == 1 {
+		queue = pos[0]
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tenant := v.c.tenant
+	if tenant == "default" && !flagSet(v.fs, "tenant") {
+		tenant = "" // every tenant unless asked
+	}
+	stats, err := c.Stats(ctx, queue, tenant)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "%-20s %-12s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "OLDEST")
+		for _, s := range stats {
+			oldest := "-"
+			if s.GetOldestPendingAt() > 0 {
+				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
+				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
+		}
+	}, &pb.StatsResponse{Queues: stats})
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func (v *verb) dlq(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "requeue") {
+		return fmt.Errorf("%w: docket dlq list QUEUE | docket dlq requeue QUEUE|--id ID", errUsage)
+	}
+	sub, args := args[0], args[1:]
+	limit := v.fs.Uint("limit", 100, "at most this many tasks")
+	id := v.fs.String("id", "", "requeue one task by id")
+	cursor := v.fs.String("cursor", "", "continue a list after this cursor")
+	pos, err := v.parse(args, 0, 1, sub+" QUEUE")
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 && (sub == "list" || *id == "") {
+		return fmt.Errorf("%w: docket dlq %s needs a QUEUE", errUsage, sub)
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if sub == "list" {
+		res, err := c.ListDead(ctx, &pb.ListDeadRequest{Queue: pos[0], Tenant: v.c.tenant, Cursor: *cursor, Limit: uint32(*limit)})
+		if err != nil {
+			return err
+		}
+		return v.print(func(w io.Writer) {
+			for _, t := range res.GetTasks() {
+				fmt.Fprintf(w, "%s attempts=%d error=%q\n", t.GetId(), t.GetAttempts(), t.GetLastError())
+			}
+			if res.GetNextCursor() != "" {
+				fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())
+			}
+		}, res)
+	}
+	req := &pb.RequeueDeadRequest{TaskId: *id, Limit: uint32(*limit)}
+	if *id == "" {
+		req.Queue, req.Tenant = pos[0], v.c.tenant
+	}
+	items, err := c.RequeueDead(ctx, req)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		for _, it := range items {
+			fmt.Fprintf(w, "%s %s\n", it.GetTaskId(), strings.TrimPrefix(it.GetCode().String(), "CODE_"))
+		}
+	}, &pb.RequeueDeadResponse{Items: items})
+}
+
+func (v *verb) cluster(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "status" && args[0] != "transfer") {
+		return fmt.Errorf("%w: docket cluster status | docket cluster transfer [ID]", errUsage)
+	}
+	sub, args := args[0], args[1:]
+	pos, err := v.parse(args, 0, 1, sub+" [ID]")
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if sub == "transfer" {
+		to := ""
+		if len(pos) == 1 {
+			to = pos[0]
+		}
+		leader, err := c.TransferLeadership(ctx, to)
+		if err != nil {
+			return err
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintf(w, "leader is now %s\n", leader) },
+			&pb.TransferLeadershipResponse{LeaderId: leader})
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "leader: %s at %s  term %d  commit %d\n", st.GetLeaderId(), st.GetLeaderGrpcAddr(), st.GetTerm(), st.GetCommitIndex())
+		for _, s := range st.GetServers() {
+			mark := " "
+			if s.GetLeader() {
+				mark = "*"
+			}
+			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %s\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(), s.GetSuffrage())
+		}
+	}, st)
+}
