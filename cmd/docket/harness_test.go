@@ -69,7 +69,22 @@ func startCluster(t *testing.T, size int, tune func(*cluster.Config)) []*sysNode
 		}
 	})
 	waitLeader(t, nodes)
+	waitKnowLeader(t, nodes)
 	return nodes
+}
+
+// waitKnowLeader waits until every running node can point at the leader's
+// API, so that a raw stub to a follower is forwarded rather than refused.
+func waitKnowLeader(t *testing.T, nodes []*sysNode) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "every node to know the leader", func() bool {
+		for _, n := range nodes {
+			if n.running && n.node.LeaderGRPCAddr() == "" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (n *sysNode) start(lis net.Listener) {
