@@ -13,8 +13,8 @@ type clusterService struct {
 	s *Server
 }
 
-func (c *clusterService) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
-	return c.s.node.Status(), nil
+func (c *clusterService) Status(_ context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return c.s.node.StatusWithHash(req.GetWithHash())
 }
 
 func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {

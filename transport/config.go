@@ -32,7 +32,7 @@ type Node interface {
 	// follower it returns a not-leader error.
 	ReadBarrier(ctx context.Context) error
 	// Status describes the node and the cluster as this node sees them.
-	Status() *pb.StatusResponse
+	StatusWithHash(withHash bool) (*pb.StatusResponse, error)
 	// TransferLeadership hands leadership to toID (any voter when empty)
 	// and returns the new leader's id.
 	TransferLeadership(ctx context.Context, toID string) (string, error)

@@ -100,13 +100,20 @@ func (n *fakeNode) ReadBarrier(context.Context) error {
 	return nil
 }
 
-func (n *fakeNode) Status() *pb.StatusResponse {
+func (n *fakeNode) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 	st := &pb.StatusResponse{NodeId: "fake", State: "Follower", LeaderGrpcAddr: n.LeaderGRPCAddr(),
 		FsmAppliedIndex: n.fsm.AppliedIndex()}
 	if n.IsLeader() {
 		st.State = "Leader"
 	}
-	return st
+	if withHash {
+		h, err := n.fsm.Hash()
+		if err != nil {
+			return nil, err
+		}
+		st.KeyspaceHash = h
+	}
+	return st, nil
 }
 
 func (n *fakeNode) TransferLeadership(_ context.Context, toID string) (string, error) {

@@ -61,6 +61,19 @@ func Test_System_ConvergenceThroughFollowers(t *testing.T) {
 		}
 	}
 	waitConverged(t, nodes)
+	// The same check as an operator (or the chaos harness) makes it, over gRPC.
+	c := mustClient(t, addrsOf(nodes)...)
+	var hash string
+	for _, n := range nodes {
+		ns, err := c.NodeStatus(ctx, n.grpcAddr, true)
+		if err != nil {
+			t.Fatalf("status of %s: %v", n.id, err)
+		}
+		if ns.GetKeyspaceHash() == "" || (hash != "" && ns.GetKeyspaceHash() != hash) {
+			t.Fatalf("%s reports hash %q, others %q", n.id, ns.GetKeyspaceHash(), hash)
+		}
+		hash = ns.GetKeyspaceHash()
+	}
 	st, err := rawQueue(t, fs[0].grpcAddr).Stats(ctx, &pb.StatsRequest{Queue: "conv"})
 	if err != nil {
 		t.Fatal(err)
