@@ -50,27 +50,24 @@ type verb struct {
 	out io.Writer
 }
 
+// verbs maps each operator verb to its method.
+var verbs = map[string]func(*verb, context.Context, []string) error{
+	"enqueue": (*verb).enqueue,
+	"claim":   (*verb).claim,
+	"submit":  (*verb).submit,
+	"nack":    (*verb).nack,
+	"task":    (*verb).task,
+	"stats":   (*verb).stats,
+	"dlq":     (*verb).dlq,
+	"cluster": (*verb).cluster,
+}
+
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	v := &verb{fs: fs, c: commonFlags(fs), out: stdout}
-	switch name {
-	case "enqueue":
-		return v.enqueue(ctx, args)
-	case "claim":
-		return v.claim(ctx, args)
-	case "submit":
-		return v.submit(ctx, args)
-	case "nack":
-		return v.nack(ctx, args)
-	case "task":
-		return v.task(ctx, args)
-	case "stats":
-		return v.stats(ctx, args)
-	case "dlq":
-		return v.dlq(ctx, args)
-	case "cluster":
-		return v.cluster(ctx, args)
+	if fn, ok := verbs[name]; ok {
+		return fn(v, ctx, args)
 	}
 	return fmt.Errorf("%w: unknown verb %q", errUsage, name)
 }
@@ -337,19 +334,17 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 func (v *verb) dlq(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "requeue") {
-		return fmt.Errorf("%w: docket dlq list QUEUE | docket dlq requeue QUEUE|--id ID", errUsage)
-	}
-	sub, args := args[0], args[1:]
 	limit := v.fs.Uint("limit", 100, "at most this many tasks")
 	id := v.fs.String("id", "", "requeue one task by id")
 	cursor := v.fs.String("cursor", "", "continue a list after this cursor")
-	pos, err := v.parse(args, 0, 1, sub+" QUEUE")
+	const what = "list QUEUE | dlq requeue QUEUE | dlq requeue --id ID"
+	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 && (sub == "list" || *id == "") {
-		return fmt.Errorf("%w: docket dlq %s needs a QUEUE", errUsage, sub)
+	sub, pos := pos[0], pos[1:]
+	if (sub != "list" && sub != "requeue") || (len(pos) == 0 && (sub == "list" || *id == "")) {
+		return fmt.Errorf("%w: docket dlq %s", errUsage, what)
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {
@@ -386,13 +381,14 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 }
 
 func (v *verb) cluster(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "status" && args[0] != "transfer") {
-		return fmt.Errorf("%w: docket cluster status | docket cluster transfer [ID]", errUsage)
-	}
-	sub, args := args[0], args[1:]
-	pos, err := v.parse(args, 0, 1, sub+" [ID]")
+	const what = "status | cluster transfer [ID]"
+	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
+	}
+	sub, pos := pos[0], pos[1:]
+	if (sub != "status" && sub != "transfer") || (sub == "status" && len(pos) > 0) {
+		return fmt.Errorf("%w: docket cluster %s", errUsage, what)
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {

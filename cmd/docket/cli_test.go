@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// docket runs one CLI invocation against addrs and returns its stdout.
+func docket(t *testing.T, addrs string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	full := append([]string{args[0], "--addr", addrs}, args[1:]...)
+	if err := run(ctx, full, &out, &errb); err != nil {
+		t.Fatalf("docket %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String()
+}
+
+// The README's one-minute tour, verb by verb.
+func Test_CLITour(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	addrs := strings.Join(addrsOf(nodes), ",")
+
+	first := docket(t, addrs, "enqueue", "jobs", "resize image 42")
+	if !strings.Contains(first, "PENDING") {
+		t.Fatalf("enqueue printed %q", first)
+	}
+	docket(t, addrs, "enqueue", "jobs", "urgent", "--priority", "9")
+	if s := docket(t, addrs, "stats"); !regexp.MustCompile(`jobs\s+default\s+2\s`).MatchString(s) {
+		t.Fatalf("stats printed %q", s)
+	}
+	claim := docket(t, addrs, "claim", "jobs")
+	m := regexp.MustCompile(`^(\S+) fence=(\d+) attempt=1 payload="urgent"`).FindStringSubmatch(claim)
+	if m == nil {
+		t.Fatalf("claim printed %q, want the priority-9 task", claim)
+	}
+	id, fence := m[1], m[2]
+	if s := docket(t, addrs, "submit", id, fence, "done"); strings.TrimSpace(s) != "submitted" {
+		t.Fatalf("submit printed %q", s)
+	}
+	if s := docket(t, addrs, "submit", id, fence, "done"); strings.TrimSpace(s) != "already submitted" {
+		t.Fatalf("second submit printed %q", s)
+	}
+	task := docket(t, addrs, "task", id)
+	if !strings.Contains(task, "COMPLETED") || !strings.Contains(task, `"done"`) {
+		t.Fatalf("task printed %q", task)
+	}
+	if s := docket(t, addrs, "cluster", "status"); strings.Count(s, "voter") != 3 || !strings.Contains(s, "*") {
+		t.Fatalf("cluster status printed %q", s)
+	}
+	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
+		t.Fatalf("stats --json printed %q", s)
+	}
+	if s := docket(t, addrs, "dlq", "list", "jobs"); s != "" {
+		t.Fatalf("dlq list printed %q for an empty dead-letter queue", s)
+	}
+}
+
+func Test_CLIUsageErrors(t *testing.T) {
+	cases := [][]string{{}, {"nope"}, {"submit", "id"}, {"submit", "id", "notanumber"}, {"dlq"}, {"cluster", "reboot"}}
+	for _, args := range cases {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, &out, &errb)
+		if err == nil || exitCode(err) != 2 {
+			t.Fatalf("docket %v: err %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
+}
