@@ -35,4 +35,16 @@
 //     node configuration.
 //   - An indexed batch costs more per write than a plain one, but a claim
 //     later in the same apply batch must see an enqueue earlier in it.
+//   - A catalog record is written only when a command changed it, so a
+//     claim that finds nothing writes only the applied index. "Changed" is
+//     per command, not a value comparison, so the keyspace is the same
+//     however Raft groups entries into apply batches.
+//   - Raft persists a snapshot on its own goroutine, after waiting on its
+//     main loop, which may itself wait for a Restore. So Restore and Close
+//     wait only for a snapshot already streaming, close those not yet
+//     streaming, and let their Persist fail; Raft takes a new one.
+//   - Open syncs the parent directories it creates: a power loss right
+//     after the first boot must not lose the FSM directory.
+//   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
+//     Pebble snapshot, so an apply between the steps cannot make them fail.
 package fsm

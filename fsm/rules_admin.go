@@ -94,7 +94,7 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 				}
 			}
 		}
-		m, err := tx.meta(t.GetQueue(), t.GetTenant())
+		m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
 		if err != nil {
 			return err
 		}

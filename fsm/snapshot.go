@@ -24,26 +24,72 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.db == nil {
 		return nil, errors.New("snapshot: fsm closed")
 	}
-	return &fsmSnapshot{snap: f.db.NewSnapshot(), applied: f.applied.Load()}, nil
+	s := &fsmSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load()}
+	f.snapMu.Lock()
+	f.snaps[s] = struct{}{}
+	f.snapMu.Unlock()
+	return s, nil
 }
 
+// errSnapshotReplaced means the keyspace a snapshot was taken from was
+// closed or replaced by a Restore before the snapshot was persisted.
+var errSnapshotReplaced = errors.New("fsm snapshot outlived its keyspace")
+
+// fsmSnapshot is a Pebble snapshot registered with its FSM. Raft takes it
+// on the apply goroutine and persists it later from another one, and a
+// Restore or Close can come in between: Raft's snapshot goroutine waits on
+// its main loop before Persist, and that loop may itself be waiting for
+// the Restore, so Restore must not wait for an unpersisted snapshot.
+// Instead Restore and Close close the Pebble snapshots not yet streaming
+// (closeSnapshots) and their Persist fails; a Persist already streaming
+// holds f.mu's read lock, so it finishes first. Before this, Restore with a
+// snapshot outstanding failed on "leaked snapshots" and left a closed
+// database in place (found by Test_RestoreWhileSnapshotUnpersisted).
 type fsmSnapshot struct {
-	snap    *pebble.Snapshot
+	f       *FSM
+	snap    *pebble.Snapshot // nil once closed; guarded by f.snapMu
 	applied uint64
 }
 
 // Persist streams every key behind the versioned header.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := writeSnapshot(sink, storage.Wrap(s.snap), s.applied); err != nil {
+	s.f.mu.RLock()
+	defer s.f.mu.RUnlock()
+	s.f.snapMu.Lock()
+	snap := s.snap
+	s.f.snapMu.Unlock()
+	if snap == nil {
+		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, errSnapshotReplaced), sink.Cancel())
+	}
+	if err := writeSnapshot(sink, storage.Wrap(snap), s.applied); err != nil {
 		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, err), sink.Cancel())
 	}
 	return sink.Close()
 }
 
-// Release frees the Pebble snapshot.
+// Release frees the Pebble snapshot. It is safe after the FSM closed it.
 func (s *fsmSnapshot) Release() {
-	// Close only fails on a double close, which Raft never does.
+	s.f.snapMu.Lock()
+	defer s.f.snapMu.Unlock()
+	if s.snap == nil {
+		return
+	}
+	// Close only fails on a double close, which the nil check rules out.
 	_ = s.snap.Close()
+	s.snap = nil
+	delete(s.f.snaps, s)
+}
+
+// closeSnapshots closes every registered snapshot before the database
+// goes away. The caller holds f.mu for writing, so none is streaming.
+func (f *FSM) closeSnapshots() {
+	f.snapMu.Lock()
+	defer f.snapMu.Unlock()
+	for s := range f.snaps {
+		_ = s.snap.Close() // see Release
+		s.snap = nil
+	}
+	clear(f.snaps)
 }
 
 func writeSnapshot(w io.Writer, r storage.Reader, applied uint64) error {
@@ -73,6 +119,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	applied, err := loadSnapshot(db, rc)
 	if err == nil {
+		// Check the header against the keyspace before the swap, not after:
+		// once swapped in, a failed restore could no longer leave the current
+		// state untouched (found by Test_RestoreRejectsBadStreams).
+		var got uint64
+		got, err = storage.GetUint64(storage.Wrap(db), storage.KeyApplied)
+		if err == nil && got != applied {
+			err = fmt.Errorf("%w: header says index %d, keyspace says %d", storage.ErrBadSnapshot, applied, got)
+		}
+	}
+	if err == nil {
 		err = db.Flush()
 	}
 	if cerr := db.Close(); err == nil && cerr != nil {
@@ -88,10 +144,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db != nil {
-		if err := f.db.Close(); err != nil {
+		f.closeSnapshots()
+		err := f.db.Close()
+		f.db = nil // closed even when Close reports an error
+		if err != nil {
 			return fmt.Errorf("restore: close current: %w", err)
 		}
-		f.db = nil
 	}
 	if err := f.recoverSwap(); err != nil {
 		return fmt.Errorf("restore: %w", err)

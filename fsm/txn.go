@@ -28,6 +28,12 @@ type txn struct {
 type metaEntry struct {
 	queue, tenant string
 	m             storage.QueueMeta
+	// dirty is set by the first command that changes the record. Only
+	// dirty records are written, so a claim that finds nothing leaves no
+	// catalog record behind (found by Test_EmptyClaimLeavesNoTrace). It
+	// tracks changes made, not value differences, so that the keyspace is
+	// the same however entries are grouped into apply batches.
+	dirty bool
 }
 
 func newTxn(b *pebble.Batch, now int64) *txn {
@@ -101,6 +107,9 @@ func (tx *txn) finish(applied uint64) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		e := tx.metas[k]
+		if !e.dirty {
+			continue
+		}
 		if err := storage.PutQueueMeta(tx.b, e.queue, e.tenant, &e.m); err != nil {
 			return fmt.Errorf("catalog %s: %w", k, err)
 		}
@@ -111,17 +120,21 @@ func (tx *txn) finish(applied uint64) error {
 	return storage.SetUint64(tx.b, storage.KeyNow, storage.TimeKey(tx.now))
 }
 
-func (tx *txn) meta(queue, tenant string) (*storage.QueueMeta, error) {
+// meta returns the catalog record of a queue, read once per batch. forWrite
+// marks it to be written back; a reader that changes it must also have
+// moved a task, which marks it.
+func (tx *txn) meta(queue, tenant string, forWrite bool) (*storage.QueueMeta, error) {
 	k := queue + "/" + tenant
-	if e, ok := tx.metas[k]; ok {
-		return &e.m, nil
+	e, ok := tx.metas[k]
+	if !ok {
+		m, err := storage.GetQueueMeta(tx.r, queue, tenant)
+		if err != nil {
+			return nil, fmt.Errorf("catalog %s: %w", k, err)
+		}
+		e = &metaEntry{queue: queue, tenant: tenant, m: m}
+		tx.metas[k] = e
 	}
-	m, err := storage.GetQueueMeta(tx.r, queue, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("catalog %s: %w", k, err)
-	}
-	e := &metaEntry{queue: queue, tenant: tenant, m: m}
-	tx.metas[k] = e
+	e.dirty = e.dirty || forWrite
 	return &e.m, nil
 }
 
@@ -183,12 +196,16 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState) error {
 	if err := storage.PutTask(tx.b, t); err != nil {
 		return err
 	}
-	m, err := tx.meta(t.GetQueue(), t.GetTenant())
+	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
 	if err != nil {
 		return err
 	}
 	m.Count(from, -1)
 	m.Count(t.GetState(), +1)
+	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
+		// Keep the head hint a lower bound; this undoes storage.Drained.
+		m.Head[t.GetPriority()] = t.GetSeq()
+	}
 	if t.GetState() == from {
 		return nil
 	}

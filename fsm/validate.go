@@ -94,15 +94,8 @@ func Validate(cmd *pb.Command, lim Limits) error {
 			return err
 		}
 		for i, it := range items {
-			p := fmt.Sprintf("items[%d].", i)
-			if err := checkTaskRef(p, it.GetTaskId(), it.GetFence()); err != nil {
-				return err
-			}
-			if len(it.GetProgress()) > maxP {
-				return fieldErr(p+"progress", "%s: %d bytes > %d", tooLargeReason, len(it.GetProgress()), maxP)
-			}
-			if err := checkLease(p+"lease_ns", it.GetLeaseNs(), true); err != nil {
-				return err
+			if err := validateHeartbeatItem(it, maxP); err != nil {
+				return inItem("items", i, err)
 			}
 		}
 	case pb.CommandType_COMMAND_TYPE_SUBMIT:
@@ -134,8 +127,8 @@ func Validate(cmd *pb.Command, lim Limits) error {
 			return err
 		}
 		for i, it := range items {
-			if err := checkTaskRef(fmt.Sprintf("items[%d].", i), it.GetTaskId(), it.GetFence()); err != nil {
-				return err
+			if err := checkTaskRef("", it.GetTaskId(), it.GetFence()); err != nil {
+				return inItem("items", i, err)
 			}
 		}
 	case pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED:
@@ -199,33 +192,58 @@ func validateEnqueue(e *pb.EnqueueCmd, maxP int) error {
 		return err
 	}
 	for i, t := range tasks {
-		p := fmt.Sprintf("tasks[%d].", i)
-		if err := checkQueue(p, t.GetQueue(), t.GetTenant()); err != nil {
-			return err
-		}
-		if len(t.GetPayload()) > maxP {
-			return fieldErr(p+"payload", "%s: %d bytes > %d", tooLargeReason, len(t.GetPayload()), maxP)
-		}
-		if t.GetPriority() > MaxPriority {
-			return fieldErr(p+"priority", "%d not in 0..%d", t.GetPriority(), MaxPriority)
-		}
-		if t.GetRunAt() < 0 {
-			return fieldErr(p+"run_at", "negative")
-		}
-		if err := checkDuration(p+"delay_ns", t.GetDelayNs(), MaxDelay); err != nil {
-			return err
-		}
-		if t.GetMaxAttempts() > MaxAttemptsLimit {
-			return fieldErr(p+"max_attempts", "%d > %d", t.GetMaxAttempts(), MaxAttemptsLimit)
-		}
-		if err := checkLen(p+"idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
-			return err
-		}
-		if err := checkDuration(p+"retention_ns", t.GetRetentionNs(), MaxRetention); err != nil {
-			return err
+		if err := validateNewTask(t, maxP); err != nil {
+			return inItem("tasks", i, err)
 		}
 	}
 	return nil
+}
+
+// Field names of list items are built only on error: formatting
+// "tasks[i]." for every valid item cost a few percent of an enqueue
+// (BenchmarkApplyBatch_Enqueue).
+
+func validateNewTask(t *pb.NewTask, maxP int) error {
+	if err := checkQueue("", t.GetQueue(), t.GetTenant()); err != nil {
+		return err
+	}
+	if len(t.GetPayload()) > maxP {
+		return fieldErr("payload", "%s: %d bytes > %d", tooLargeReason, len(t.GetPayload()), maxP)
+	}
+	if t.GetPriority() > MaxPriority {
+		return fieldErr("priority", "%d not in 0..%d", t.GetPriority(), MaxPriority)
+	}
+	if t.GetRunAt() < 0 {
+		return fieldErr("run_at", "negative")
+	}
+	if err := checkDuration("delay_ns", t.GetDelayNs(), MaxDelay); err != nil {
+		return err
+	}
+	if t.GetMaxAttempts() > MaxAttemptsLimit {
+		return fieldErr("max_attempts", "%d > %d", t.GetMaxAttempts(), MaxAttemptsLimit)
+	}
+	if err := checkLen("idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
+		return err
+	}
+	return checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention)
+}
+
+func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
+	if err := checkTaskRef("", it.GetTaskId(), it.GetFence()); err != nil {
+		return err
+	}
+	if len(it.GetProgress()) > maxP {
+		return fieldErr("progress", "%s: %d bytes > %d", tooLargeReason, len(it.GetProgress()), maxP)
+	}
+	return checkLease("lease_ns", it.GetLeaseNs(), true)
+}
+
+// inItem names the field of item i of list: "tasks[3].queue".
+func inItem(list string, i int, err error) error {
+	if fe, ok := err.(*FieldError); ok {
+		return &FieldError{Field: fmt.Sprintf("%s[%d].%s", list, i, fe.Field), Reason: fe.Reason}
+	}
+	return err
 }
 
 func checkQueue(prefix, queue, tenant string) error {

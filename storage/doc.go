@@ -33,6 +33,8 @@
 //     New pending entries always take a larger seq (the log index), so a claim
 //     seeks straight past the tombstones that earlier claims left at the head
 //     of the range; without it a claim on a drained LSM range is O(deleted).
+//     The hint Drained marks a priority with no pending task, which a claim
+//     then skips without a seek; it is lowered when a task arrives.
 //   - Idempotency keys live as long as their task: Purge deletes both. The
 //     dedupe window is therefore the task's life plus its retention.
 package storage

@@ -16,9 +16,16 @@ const Priorities = 10
 type QueueMeta struct {
 	Pending, Delayed, Running, Dead, Finished uint64
 	// Head[p] is a lower bound of the pending seqs at priority p: every
-	// pending key of that priority has seq >= Head[p].
+	// pending key of that priority has seq >= Head[p]. Drained says the
+	// priority has no pending key at all.
 	Head [Priorities]uint64
 }
+
+// Drained is the head hint of a priority with no pending task: no seq is
+// at or above it. A claim that empties a priority sets it, so later claims
+// skip that priority without a seek; a task that becomes pending there
+// lowers the hint to its own seq.
+const Drained = ^uint64(0)
 
 // metaVersion1 is 5 counters and 10 heads, 8 bytes each, after a version byte.
 const (

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -88,6 +90,10 @@ func FirstPending(r Reader, queue, tenant string, prio uint32, fromSeq uint64) (
 	return id, seq, ok, err
 }
 
+// ErrBadCursor means a ListTasks cursor was not returned by a listing of the
+// same queue, tenant and state.
+var ErrBadCursor = errors.New("bad list cursor")
+
 // ListTasks lists one queue's tasks in a state, in index order, starting
 // after cursor (a key returned as next). It returns the next cursor, empty
 // at the end. Terminal states other than dead have no per-queue index.
@@ -107,6 +113,13 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	}
 	lower := prefix
 	if cursor != "" {
+		// A cursor is a key this function returned for the same queue,
+		// tenant and state. Any other would move the scan's lower bound out
+		// of the prefix and list other tenants' keys (found by
+		// Test_ListTasksRefusesForeignCursor), so it is refused.
+		if !bytes.HasPrefix([]byte(cursor), prefix) {
+			return nil, "", fmt.Errorf("list %s/%s %s: %w", queue, tenant, state, ErrBadCursor)
+		}
 		lower = append([]byte(cursor), 0) // strictly after the cursor key
 	}
 	if limit <= 0 {

@@ -1,0 +1,149 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Benchmarks apply pre-encoded entries (encoding is the leader's cost) to
+// an FSM on the real disk, with 128-byte payloads. Run them with
+//
+//	go test ./fsm -run '^$' -bench . -benchmem -benchtime 2s
+
+// benchLog numbers entries for one FSM.
+type benchLog struct {
+	f     *FSM
+	index uint64
+}
+
+func newBenchLog(b testing.TB) *benchLog {
+	f, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = f.Close() })
+	return &benchLog{f: f}
+}
+
+func (l *benchLog) entry(b testing.TB, cmd *pb.Command) *raft.Log {
+	l.index++
+	return entry(b, l.index, cmd)
+}
+
+// backlog enqueues n tasks of queue q in entries of up to 1000 tasks.
+func (l *benchLog) backlog(b testing.TB, q string, n int) {
+	for n > 0 {
+		k := min(n, MaxBatch)
+		tasks := make([]*pb.NewTask, k)
+		for i := range tasks {
+			tasks[i] = nt(q, "t", 0)
+		}
+		if res := l.f.Apply(l.entry(b, enqueueCmd(at(0), tasks...))).(*pb.CommandResult); len(res.GetItems()) != k {
+			b.Fatalf("backlog enqueue: %v", res.GetErrorDetail())
+		}
+		n -= k
+	}
+}
+
+// BenchmarkApplyBatch_Enqueue: one task per entry, each with its own
+// idempotency key (clients always send one), batch entries per ApplyBatch.
+func BenchmarkApplyBatch_Enqueue(b *testing.B) {
+	for _, batch := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			l := newBenchLog(b)
+			logs := make([]*raft.Log, b.N)
+			for i := range logs {
+				task := nt("bench", "t", uint32(i%10))
+				task.IdempotencyKey = fmt.Sprintf("req-%012d", i)
+				logs[i] = l.entry(b, enqueueCmd(at(time.Duration(i)), task))
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < len(logs); i += batch {
+				l.f.ApplyBatch(logs[i:min(i+batch, len(logs))])
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+// BenchmarkApplyBatch_ClaimSubmit: batch claims of one task each in one
+// ApplyBatch, then their batch submits in the next. One op is one
+// claim+submit pair. The submits are encoded inside the timed loop (they
+// need the claimed ids), as a worker's answers would be.
+func BenchmarkApplyBatch_ClaimSubmit(b *testing.B) {
+	for _, batch := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			l := newBenchLog(b)
+			l.backlog(b, "bench", b.N)
+			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 1))
+			claims := make([]*raft.Log, batch)
+			submits := make([]*raft.Log, 0, batch)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(batch, b.N-done)
+				for i := range claims[:n] {
+					l.index++
+					claims[i] = &raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: claim}
+				}
+				submits = submits[:0]
+				for _, out := range l.f.ApplyBatch(claims[:n]) {
+					task := out.(*pb.CommandResult).GetTasks()[0]
+					submits = append(submits, l.entry(b, completeCmd(at(time.Second), task.GetId(), task.GetFence())))
+				}
+				for _, out := range l.f.ApplyBatch(submits) {
+					if c := out.(*pb.CommandResult).GetItems()[0].GetCode(); c != pb.Code_CODE_OK {
+						b.Fatalf("submit: %v", c)
+					}
+				}
+				done += n
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+		})
+	}
+}
+
+// BenchmarkClaim_Backlog: the latency of one claim (its own entry and
+// apply batch) from a backlog of pending tasks. The backlog is built once
+// per size in entries of 1000 tasks and topped up, off the clock, every
+// 500 claims; the claimed tasks stay running. Claims leave tombstones at
+// the head of the pending range: the head hint in the catalog lets a
+// claim seek past them, which keeps the cost flat.
+func BenchmarkClaim_Backlog(b *testing.B) {
+	parent := b // owns the backlogs: a sub-benchmark's cleanups run after each of its runs
+	for _, pending := range []int{1000, 1000000} {
+		var l *benchLog
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			if pending > 1000 && testing.Short() {
+				b.Skip("building the 1M backlog takes seconds; skipped under -short")
+			}
+			if l == nil { // built once, reused as the framework grows b.N
+				l = newBenchLog(parent)
+				l.backlog(b, "bench", pending)
+			}
+			const topUp = 500
+			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 1))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l.index++
+				out := l.f.Apply(&raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: claim})
+				if len(out.(*pb.CommandResult).GetTasks()) != 1 {
+					b.Fatal("claim found nothing")
+				}
+				if (i+1)%topUp == 0 {
+					b.StopTimer()
+					l.backlog(b, "bench", topUp)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,249 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// keyspace is a full read of an FSM's Pebble database, split by prefix.
+type keyspace struct {
+	tasks   map[string]*pb.Task
+	index   map[string]bool   // every index key: q/, w/, l/, e/
+	idem    map[string]string // i/ key -> task id
+	catalog map[QueueRef]storage.QueueMeta
+	applied uint64
+	now     uint64
+}
+
+func readKeyspace(t testing.TB, f *FSM) *keyspace {
+	t.Helper()
+	r, release, err := f.reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
+		catalog: map[QueueRef]storage.QueueMeta{}}
+	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
+		switch {
+		case bytes.HasPrefix(k, []byte("t/")):
+			task := &pb.Task{}
+			if err := proto.Unmarshal(v, task); err != nil {
+				return fmt.Errorf("task %q: %w", k, err)
+			}
+			if id := string(k[2:]); id != task.GetId() {
+				return fmt.Errorf("task key %q holds task %s", k, task.GetId())
+			}
+			ks.tasks[task.GetId()] = task
+		case bytes.HasPrefix(k, []byte("q/")), bytes.HasPrefix(k, []byte("w/")),
+			bytes.HasPrefix(k, []byte("l/")), bytes.HasPrefix(k, []byte("e/")):
+			if len(v) != 0 {
+				return fmt.Errorf("index key %q has a value", k)
+			}
+			ks.index[string(k)] = true
+		case bytes.HasPrefix(k, []byte("i/")):
+			ks.idem[string(k)] = string(v)
+		case bytes.HasPrefix(k, []byte("c/")):
+			q, tn, err := storage.ParseCatalogKey(k)
+			if err != nil {
+				return err
+			}
+			m, err := storage.UnmarshalQueueMeta(v)
+			if err != nil {
+				return err
+			}
+			ks.catalog[QueueRef{q, tn}] = m
+		case bytes.Equal(k, storage.KeyApplied), bytes.Equal(k, storage.KeyNow):
+			if len(v) != 8 {
+				return fmt.Errorf("%q: %d bytes", k, len(v))
+			}
+			if bytes.Equal(k, storage.KeyApplied) {
+				ks.applied = binary.BigEndian.Uint64(v)
+			} else {
+				ks.now = binary.BigEndian.Uint64(v)
+			}
+		default:
+			return fmt.Errorf("unknown key %q", k)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read keyspace: %v", err)
+	}
+	return ks
+}
+
+// wantIndexKeys are the index keys that must point at task, worked out
+// from the keyspace layout (storage/doc.go), not from txn.indexKeys.
+func wantIndexKeys(task *pb.Task) []string {
+	q, tn, id := task.GetQueue(), task.GetTenant(), task.GetId()
+	var keys [][]byte
+	switch task.GetState() {
+	case pb.TaskState_TASK_STATE_PENDING:
+		keys = [][]byte{storage.PendingKey(q, tn, task.GetPriority(), task.GetSeq(), id)}
+	case pb.TaskState_TASK_STATE_DELAYED:
+		keys = [][]byte{storage.DelayedKey(q, tn, task.GetVisibleAt(), id), storage.WakeKey(task.GetVisibleAt(), id)}
+	case pb.TaskState_TASK_STATE_RUNNING:
+		keys = [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(task.GetLeaseUntil(), id)}
+	case pb.TaskState_TASK_STATE_DEAD:
+		keys = [][]byte{storage.DeadKey(q, tn, id)}
+	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
+		keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// checkKeyspace walks every key of f and asserts the FSM's invariants:
+// each task sits in exactly the indexes of its state and no index key is
+// left over; the catalog counters equal a full recount and Stats reports
+// them; head hints are lower bounds; idempotency keys and tasks point at
+// each other; the metadata matches AppliedIndex and Now. It returns the
+// recount.
+func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
+	t.Helper()
+	ks := readKeyspace(t, f)
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	owner := map[string]string{}
+	recount := map[QueueRef]storage.QueueMeta{}
+	for id, task := range ks.tasks {
+		for _, k := range wantIndexKeys(task) {
+			if other, dup := owner[k]; dup {
+				fail("index key %q claimed by %s and %s", k, other, id)
+			}
+			owner[k] = id
+			if !ks.index[k] {
+				fail("task %s (%v) misses index key %q", id, task.GetState(), k)
+			}
+		}
+		ref := QueueRef{task.GetQueue(), task.GetTenant()}
+		m := recount[ref]
+		m.Count(task.GetState(), +1)
+		recount[ref] = m
+		switch task.GetState() {
+		case pb.TaskState_TASK_STATE_PENDING, pb.TaskState_TASK_STATE_DELAYED, pb.TaskState_TASK_STATE_RUNNING:
+			if task.GetAttempts() >= task.GetMaxAttempts() {
+				fail("task %s %v with %d of %d attempts", id, task.GetState(), task.GetAttempts(), task.GetMaxAttempts())
+			}
+		case pb.TaskState_TASK_STATE_DEAD:
+			if task.GetAttempts() < task.GetMaxAttempts() {
+				fail("dead task %s with %d of %d attempts", id, task.GetAttempts(), task.GetMaxAttempts())
+			}
+		}
+		if task.GetState() == pb.TaskState_TASK_STATE_PENDING {
+			if head := ks.catalog[ref].Head[task.GetPriority()]; task.GetSeq() < head {
+				fail("pending task %s seq %d below head hint %d", id, task.GetSeq(), head)
+			}
+		}
+		if task.GetState() == pb.TaskState_TASK_STATE_RUNNING && (task.GetFence() == 0 || task.GetFence() > ks.applied) {
+			fail("running task %s has fence %d (applied %d)", id, task.GetFence(), ks.applied)
+		}
+		if key := task.GetIdempotencyKey(); key != "" {
+			ik := string(storage.IdemKey(task.GetQueue(), task.GetTenant(), key))
+			if ks.idem[ik] != id {
+				fail("task %s: idempotency key %q points at %q", id, ik, ks.idem[ik])
+			}
+		}
+	}
+	for k := range ks.index {
+		if _, ok := owner[k]; !ok {
+			fail("stray index key %q", k)
+		}
+	}
+	for ik, id := range ks.idem {
+		if task, ok := ks.tasks[id]; !ok {
+			fail("idempotency key %q points at missing task %s", ik, id)
+		} else if want := string(storage.IdemKey(task.GetQueue(), task.GetTenant(), task.GetIdempotencyKey())); want != ik {
+			fail("idempotency key %q points at task %s whose key is %q", ik, id, want)
+		}
+	}
+	for ref, got := range ks.catalog {
+		want := recount[ref]
+		want.Head = got.Head
+		if got != want {
+			fail("catalog %v: counters %+v, recount %+v", ref, got, want)
+		}
+	}
+	for ref := range recount {
+		if _, ok := ks.catalog[ref]; !ok {
+			fail("queue %v has tasks but no catalog record", ref)
+		}
+	}
+	if ks.applied != f.AppliedIndex() || int64(ks.now) != max(f.Now(), 0) {
+		fail("metadata applied %d now %d; FSM says %d and %d", ks.applied, ks.now, f.AppliedIndex(), f.Now())
+	}
+	stats, err := f.Stats("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stats {
+		m := recount[QueueRef{s.GetQueue(), s.GetTenant()}]
+		got := storage.QueueMeta{Pending: s.GetPending(), Delayed: s.GetDelayed(), Running: s.GetRunning(),
+			Dead: s.GetDead(), Finished: s.GetCompleted()}
+		m.Head = got.Head
+		if got != m {
+			fail("Stats %s/%s = %+v, recount %+v", s.GetQueue(), s.GetTenant(), got, m)
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		if len(problems) > 20 {
+			problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
+		}
+		for _, p := range problems {
+			t.Error(p)
+		}
+		t.FailNow()
+	}
+	return recount
+}
+
+// stateHash hashes every key outside m/: what a rejected command must leave
+// unchanged. It still advances the applied index, and a business rejection
+// (stale fence, wrong state) still advances time; callers check Now apart.
+func stateHash(t testing.TB, f *FSM) string {
+	t.Helper()
+	r, release, err := f.reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	h := sha256.New()
+	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
+		if bytes.HasPrefix(k, []byte("m/")) {
+			return nil
+		}
+		fmt.Fprintf(h, "%d:%q=%d:%q;", len(k), k, len(v), v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// attempts maps each task to its (attempts, claims): the counters a
+// replayed entry must not bump again.
+func attempts(t testing.TB, f *FSM) map[string][2]uint32 {
+	t.Helper()
+	out := map[string][2]uint32{}
+	for id, task := range readKeyspace(t, f).tasks {
+		out[id] = [2]uint32{task.GetAttempts(), task.GetClaims()}
+	}
+	return out
+}
