@@ -54,3 +54,41 @@ run: build
 
 clean:
 	rm -rf bin data
+
+# jepsen-smoke: the chaos harness's CI run: three 3-node scenarios of about
+# 90 s each (partition+kill, pause+packet loss, leader isolation+clock
+# offset). Needs root for network namespaces and iptables; fails on any
+# violation and prints where the report is. Heavy runs share a lock so that
+# they do not compete for the CPU.
+JEPSEN_BIN ?= bin/jepsen
+JEPSEN_OUT ?= jepsen/reports
+DURATION   ?= 30m
+SEED       ?= 0
+
+.PHONY: jepsen-build jepsen-smoke jepsen
+
+jepsen-build: build
+	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen
+
+jepsen-smoke:
+	@if [ "$$(id -u)" -ne 0 ]; then echo "jepsen-smoke: SKIPPED: needs root (network namespaces, iptables)"; exit 0; fi; \
+	$(MAKE) --no-print-directory jepsen-build && \
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) smoke --bin $(BIN) --out $(JEPSEN_OUT)
+
+# jepsen: the long local run: 5 nodes, every fault, a random seed (or
+# SEED=n). DURATION is the time under the nemesis (default 30m); faults are
+# active about two thirds of it (results.json: fault_time_s).
+jepsen: jepsen-build
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT)
+
+# bench-cluster: `docket bench` against a fresh local 3-node cluster on
+# loopback (WORKLOAD=enqueue|drain|cycle|heartbeat|failover|requeue|backlog|
+# ceiling, BENCHFLAGS for more flags; see BENCHMARKS.md). It takes the heavy
+# lock so it does not share the CPU with other heavy runs.
+WORKLOAD   ?= enqueue
+BENCHFLAGS ?=
+
+.PHONY: bench-cluster
+
+bench-cluster: build
+	flock /tmp/docket-heavy.lock $(BIN) bench --workload $(WORKLOAD) $(BENCHFLAGS)

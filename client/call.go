@@ -62,7 +62,12 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			if c.isClosed() {
 				return attempt, fmt.Errorf("%s: %w", o.name, ErrClosed)
 			}
-			if !moved && (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown)) {
+			// A node that let the caller's whole deadline pass without an
+			// answer may be paused or cut off while the others elected a
+			// new leader: forget it too, or every later call would wait on
+			// it until it came back.
+			hung := errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)
+			if !moved && (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) || hung) {
 				// The node we called is not a leader we can use: a hint
 				// that points elsewhere was followed above; otherwise
 				// rediscover on the next attempt.

@@ -466,3 +466,39 @@ func mustEnqueue(t testing.TB, c *Client, queue, payload string) string {
 	}
 	return id
 }
+
+// A leader that stops answering (a paused process: its connections stay
+// open) must not keep every later call waiting on it: the call that timed
+// out forgets it, and the next call finds the new leader.
+func Test_ForgetsLeaderThatLetTheDeadlinePass(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	c := mustClient(t, fc.addrs()...)
+	if _, err := c.Stats(ctxTimeout(t, time.Second), "q", ""); err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := c.Leader(); got != fc.addr(0) {
+		t.Fatalf("leader = %q, want %q", got, fc.addr(0))
+	}
+	release := make(chan struct{})
+	defer close(release)
+	fc.setHooks(func(method string) error {
+		if method == "Enqueue" {
+			<-release
+		}
+		return nil
+	}, nil)
+	if _, err := c.EnqueueOne(ctxTimeout(t, 200*time.Millisecond), "q", []byte("x")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("enqueue to a hung leader: %v, want a deadline error", err)
+	}
+	if got := c.Leader(); got == fc.addr(0) {
+		t.Fatalf("client still follows the leader that did not answer")
+	}
+	fc.setHooks(nil, nil)
+	fc.setLeader(1)
+	if _, err := c.EnqueueOne(ctxTimeout(t, time.Second), "q", []byte("y")); err != nil {
+		t.Fatalf("enqueue after the leader moved: %v", err)
+	}
+	if got := c.Leader(); got != fc.addr(1) {
+		t.Fatalf("leader = %q, want %q", got, fc.addr(1))
+	}
+}

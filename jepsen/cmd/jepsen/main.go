@@ -1,0 +1,246 @@
+// Command jepsen is Docket's chaos harness: it runs docket agents in
+// network namespaces, drives a workload, injects faults and checks the
+// history. See package github.com/dockethq/docket/jepsen.
+//
+//	jepsen smoke  [--bin bin/docket] [--out DIR]        three 3-node scenarios, ~90 s each
+//	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N]
+//	jepsen check  DIR                                  re-check DIR/history.jsonl
+//
+// workload and leader are internal verbs run inside the control namespace.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dockethq/docket/jepsen"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: jepsen smoke|run|check|workload|leader [flags]")
+		os.Exit(2)
+	}
+	var err error
+	failed := false
+	ctx := context.Background()
+	switch os.Args[1] {
+	case "smoke":
+		failed, err = smoke(ctx, os.Args[2:], log)
+	case "run":
+		failed, err = runLong(ctx, os.Args[2:], log)
+	case "check":
+		failed, err = check(os.Args[2:])
+	case "workload":
+		err = workload(ctx, os.Args[2:], log)
+	case "leader":
+		err = leader(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown verb %q", os.Args[1])
+	}
+	if err != nil {
+		log.Error("jepsen", "err", err)
+		os.Exit(1)
+	}
+	if failed {
+		os.Exit(3)
+	}
+}
+
+type common struct {
+	bin, out string
+	seed     uint64
+	lease    time.Duration
+}
+
+func commonFlags(fs *flag.FlagSet) *common {
+	c := &common{}
+	fs.StringVar(&c.bin, "bin", "bin/docket", "the docket binary to test")
+	fs.StringVar(&c.out, "out", "jepsen/reports", "reports go in a new directory under this one")
+	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: pick one and print it)")
+	fs.DurationVar(&c.lease, "lease", 2*time.Second, "lease the workers claim with; they heartbeat every lease/4")
+	return c
+}
+
+func (c *common) config(name string, nodes int, faults []string, d time.Duration) (jepsen.RunConfig, error) {
+	bin, err := filepath.Abs(c.bin)
+	if err != nil {
+		return jepsen.RunConfig{}, fmt.Errorf("bin: %w", err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return jepsen.RunConfig{}, fmt.Errorf("docket binary: %w (make build)", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return jepsen.RunConfig{}, fmt.Errorf("own path: %w", err)
+	}
+	if c.seed == 0 {
+		c.seed = rand.Uint64() >> 1
+	}
+	out, err := filepath.Abs(c.out)
+	if err != nil {
+		return jepsen.RunConfig{}, fmt.Errorf("out: %w", err)
+	}
+	dir := filepath.Join(out, time.Now().UTC().Format("20060102T150405")+"-"+name)
+	return jepsen.RunConfig{Name: name, Nodes: nodes, Faults: faults, Duration: d, Seed: c.seed, Bin: bin, Self: self,
+		ReportDir: dir, Producers: 2, Workers: 6, Lease: c.lease,
+		HoldMin: 6 * time.Second, HoldMax: 14 * time.Second, Quiet: 8 * time.Second,
+		EnqueueEvery: 200 * time.Millisecond, DrainTimeout: 2 * time.Minute}, nil
+}
+
+func report(log *slog.Logger, res *jepsen.RunResult) {
+	for _, r := range res.Results {
+		log.Info("checker", "name", r.Name, "verdict", r.Verdict, "checked", r.Checked, "note", r.Note)
+		for _, v := range r.Violations {
+			log.Error("violation", "checker", r.Name, "what", v)
+		}
+	}
+	fmt.Printf("report: %s/index.html (%d operations, valid=%v)\n", res.Dir, res.Ops, !res.Failed)
+}
+
+// smoke runs the three CI scenarios on 3 nodes.
+func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
+	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
+	c := commonFlags(fs)
+	d := fs.Duration("duration", 80*time.Second, "fault time per scenario")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	scenarios := []struct {
+		name   string
+		faults []string
+	}{
+		{"partition-kill", []string{jepsen.FaultHalves, jepsen.FaultKill}},
+		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}},
+		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}},
+	}
+	failed := false
+	var dirs []string
+	for _, s := range scenarios {
+		cfg, err := c.config(s.name, 3, s.faults, *d)
+		if err != nil {
+			return false, err
+		}
+		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "report", cfg.ReportDir)
+		res, err := jepsen.Run(ctx, cfg, log)
+		if res != nil {
+			report(log, res)
+			failed = failed || res.Failed
+			dirs = append(dirs, res.Dir)
+		}
+		if err != nil {
+			return failed, fmt.Errorf("scenario %s: %w", s.name, err)
+		}
+		c.seed = 0
+	}
+	fmt.Printf("smoke reports:\n  %s\n", strings.Join(dirs, "\n  "))
+	return failed, nil
+}
+
+// runLong is the long run: every fault, 5 nodes by default.
+func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c := commonFlags(fs)
+	nodes := fs.Int("nodes", 5, "3 or 5")
+	faults := fs.String("faults", "all", "comma-separated faults, or all: "+strings.Join(jepsen.AllFaults, ","))
+	d := fs.Duration("duration", 30*time.Minute, "fault time")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	fl := jepsen.AllFaults
+	if *faults != "all" {
+		fl = strings.Split(*faults, ",")
+	}
+	cfg, err := c.config("long", *nodes, fl, *d)
+	if err != nil {
+		return false, err
+	}
+	cfg.Quiet = 6 * time.Second // more of the run under a fault
+	// Five nodes commit more slowly: more workers, slower producers, and a
+	// drain long enough for any backlog a 45-minute run leaves.
+	cfg.Workers, cfg.EnqueueEvery, cfg.DrainTimeout = 8, 300*time.Millisecond, 15*time.Minute
+	log.Info("long run", "seed", cfg.Seed, "nodes", *nodes, "duration", *d, "report", cfg.ReportDir)
+	res, err := jepsen.Run(ctx, cfg, log)
+	if res != nil {
+		report(log, res)
+	}
+	return res != nil && res.Failed, err
+}
+
+func check(args []string) (bool, error) {
+	if len(args) != 1 {
+		return false, errors.New("usage: jepsen check REPORT_DIR")
+	}
+	h, _, err := jepsen.ReadHistoryFile(filepath.Join(args[0], "history.jsonl"))
+	if err != nil {
+		return false, err
+	}
+	cfg := jepsen.RunConfig{Name: "recheck", ReportDir: args[0]}
+	if b, err := os.ReadFile(filepath.Join(args[0], "results.json")); err == nil {
+		var s jepsen.Summary // keep what the run recorded about itself
+		if json.Unmarshal(b, &s) == nil && s.Scenario != "" {
+			d, _ := time.ParseDuration(s.Duration)
+			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration = s.Scenario, s.Seed, s.Nodes, s.Faults, d
+		}
+	}
+	res, err := jepsen.WriteResults(cfg, h)
+	if err != nil {
+		return false, err
+	}
+	report(slog.Default(), res)
+	return res.Failed, nil
+}
+
+func workload(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
+	var cfg jepsen.WorkloadConfig
+	nodes := fs.String("nodes", "", "comma-separated gRPC addresses")
+	fs.StringVar(&cfg.Out, "out", "", "history file")
+	fs.DurationVar(&cfg.Duration, "duration", time.Minute, "main phase")
+	fs.DurationVar(&cfg.Lease, "lease", 2*time.Second, "claim lease")
+	fs.IntVar(&cfg.Producers, "producers", 2, "producers")
+	fs.IntVar(&cfg.Workers, "workers", 4, "workers")
+	fs.StringVar(&cfg.HealedFile, "healed-file", "", "created by the controller after the final heal")
+	fs.DurationVar(&cfg.HealWait, "heal-wait", 120*time.Second, "longest wait for the heal")
+	fs.DurationVar(&cfg.DrainQuiet, "drain-quiet", 10*time.Second, "drain ends after this long without a task")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 120*time.Second, "longest drain")
+	fs.Float64Var(&cfg.StallProb, "stall", 0.1, "probability a worker stalls past its lease")
+	fs.Float64Var(&cfg.NackProb, "nack", 0.05, "probability a worker nacks")
+	fs.StringVar(&cfg.ProcPrefix, "proc-prefix", "", "prefix for process names in the history")
+	fs.DurationVar(&cfg.EnqueueEvery, "enqueue-every", 200*time.Millisecond, "each producer's mean pause between enqueues")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Nodes = strings.Split(*nodes, ",")
+	return jepsen.RunWorkload(ctx, cfg, log)
+}
+
+func leader(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("leader", flag.ContinueOnError)
+	nodes := fs.String("nodes", "", "comma-separated gRPC addresses")
+	to := fs.String("transfer-to", "", "first move leadership to this node id")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *to != "" {
+		if _, err := jepsen.TransferTo(ctx, strings.Split(*nodes, ","), *to); err != nil {
+			return err
+		}
+	}
+	id, err := jepsen.LeaderID(ctx, strings.Split(*nodes, ","))
+	if err != nil {
+		return err
+	}
+	fmt.Println(id)
+	return nil
+}

@@ -1,0 +1,275 @@
+package jepsen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// Event types, as in Jepsen: an invocation, and its completion as ok (it
+// happened), fail (it certainly did not happen) or info (unknown).
+const (
+	Invoke = "invoke"
+	OK     = "ok"
+	Fail   = "fail"
+	Info   = "info"
+	// Start and Stop bracket a nemesis fault window.
+	Start = "start"
+	Stop  = "stop"
+)
+
+// Operation names (Event.F).
+const (
+	FEnqueue   = "enqueue"
+	FClaim     = "claim"
+	FHeartbeat = "heartbeat"
+	FSubmit    = "submit"
+	FNack      = "nack"
+	FWrite     = "write" // the downstream fence register
+	FFinal     = "final" // node statuses after the drain
+	FNemesis   = "nemesis"
+	FPhase     = "phase" // workload phase changes: run, drain, done
+)
+
+// Error classes in Event.Err that checkers rely on.
+const (
+	ErrStale = "stale_fence"
+)
+
+// Event is one line of history.jsonl. Times are CLOCK_MONOTONIC
+// nanoseconds, shared by every process on the machine, so the controller's
+// nemesis events and the workload's operations merge on one time line.
+type Event struct {
+	T     int64  `json:"t"`
+	Proc  string `json:"proc"`
+	Type  string `json:"type"`
+	F     string `json:"f"`
+	Op    int64  `json:"op,omitempty"` // links an invocation to its completion, per Proc
+	Task  string `json:"task,omitempty"`
+	Key   string `json:"key,omitempty"` // idempotency key of the enqueue (also the payload)
+	Fence uint64 `json:"fence,omitempty"`
+	Lease int64  `json:"lease_ns,omitempty"`
+	Done  bool   `json:"already_done,omitempty"`
+	Err   string `json:"err,omitempty"`
+	Fault string `json:"fault,omitempty"`
+	// Nodes: for FNemesis the nodes a fault hit; for FFinal each node's status.
+	Nodes []NodeState `json:"nodes,omitempty"`
+}
+
+// NodeState is one node's answer to the final status call.
+type NodeState struct {
+	ID      string `json:"id"`
+	Applied uint64 `json:"applied,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+	Err     string `json:"err,omitempty"`
+}
+
+// Op is an invocation paired with its completion. An invocation without a
+// completion is info, completing at +Inf.
+type Op struct {
+	Proc     string
+	F        string
+	Type     string // ok, fail, info
+	Invoke   int64
+	Complete int64 // math.MaxInt64 for info: it may take effect any time later
+	Answered int64 // when the completion was recorded (0 if never), for latency plots
+	Task     string
+	Key      string
+	Fence    uint64
+	Lease    int64
+	Done     bool
+	Err      string
+}
+
+// Fault is one nemesis window.
+type Fault struct {
+	Name  string   `json:"name"`
+	Nodes []string `json:"nodes,omitempty"`
+	Start int64    `json:"start"`
+	End   int64    `json:"end"` // math.MaxInt64 when never healed
+}
+
+// History is a parsed history.
+type History struct {
+	Ops    []Op
+	Faults []Fault
+	Final  []NodeState
+	Begin  int64 // first event time
+	End    int64 // last event time
+	// DrainAt is when the workload entered its drain phase (0 if never).
+	DrainAt int64
+	// DrainNote says why the drain ended early, if it did.
+	DrainNote string
+}
+
+// Now returns CLOCK_MONOTONIC in nanoseconds. Go's monotonic reading is
+// private to a process; this one is the same in every process.
+func Now() int64 {
+	var ts syscall.Timespec
+	const clockMonotonic = 1
+	_, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
+	if e != 0 {
+		panic(fmt.Sprintf("clock_gettime: %v", e))
+	}
+	return ts.Nano()
+}
+
+// Recorder appends events to a JSONL file. Safe for concurrent use.
+type Recorder struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	f   *os.File
+	ops map[string]int64
+}
+
+// NewRecorder creates (truncates) path.
+func NewRecorder(path string) (*Recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &Recorder{w: bufio.NewWriter(f), f: f, ops: map[string]int64{}}, nil
+}
+
+// Record writes e, stamping T when zero.
+func (r *Recorder) Record(e Event) {
+	if e.T == 0 {
+		e.T = Now()
+	}
+	b, _ := json.Marshal(e) // Event always marshals
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.w.Write(b)
+	r.w.WriteByte('\n')
+}
+
+// Invoke records an invocation and returns its op id.
+func (r *Recorder) Invoke(e Event) int64 {
+	r.mu.Lock()
+	r.ops[e.Proc]++
+	id := r.ops[e.Proc]
+	r.mu.Unlock()
+	e.Type, e.Op = Invoke, id
+	r.Record(e)
+	return id
+}
+
+// Close flushes and closes the file.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.w.Flush(); err != nil {
+		r.f.Close()
+		return fmt.Errorf("history flush: %w", err)
+	}
+	return r.f.Close()
+}
+
+// ReadEvents reads a JSONL history.
+func ReadEvents(rd io.Reader) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("history line %d: %w", line, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return out, nil
+}
+
+// ReadHistoryFile reads and parses a history.jsonl.
+func ReadHistoryFile(path string) (*History, []Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	evs, err := ReadEvents(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Parse(evs), evs, nil
+}
+
+// Parse pairs invocations with completions. Events are sorted by time
+// first (the merge of several files need not be).
+func Parse(evs []Event) *History {
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].T < evs[j].T })
+	h := &History{}
+	type key struct {
+		proc string
+		op   int64
+	}
+	open := map[key]int{}
+	openFault := map[string]int{}
+	for i, e := range evs {
+		if i == 0 {
+			h.Begin = e.T
+		}
+		h.End = max(h.End, e.T)
+		switch {
+		case e.F == FNemesis && e.Type == Start:
+			names := make([]string, 0, len(e.Nodes))
+			for _, n := range e.Nodes {
+				names = append(names, n.ID)
+			}
+			openFault[e.Fault] = len(h.Faults)
+			h.Faults = append(h.Faults, Fault{Name: e.Fault, Nodes: names, Start: e.T, End: math.MaxInt64})
+		case e.F == FNemesis && e.Type == Stop:
+			if i, ok := openFault[e.Fault]; ok {
+				h.Faults[i].End = e.T
+				delete(openFault, e.Fault)
+			}
+		case e.F == FFinal:
+			h.Final = e.Nodes
+		case e.F == FPhase:
+			if e.Key == "drain" {
+				h.DrainAt = e.T
+			}
+			if e.Key == "done" && e.Err != "" {
+				h.DrainNote = e.Err
+			}
+		case e.Type == Invoke:
+			open[key{e.Proc, e.Op}] = len(h.Ops)
+			h.Ops = append(h.Ops, Op{Proc: e.Proc, F: e.F, Type: Info, Invoke: e.T, Complete: math.MaxInt64,
+				Task: e.Task, Key: e.Key, Fence: e.Fence, Lease: e.Lease})
+		case e.Type == OK || e.Type == Fail || e.Type == Info:
+			i, ok := open[key{e.Proc, e.Op}]
+			if !ok {
+				continue
+			}
+			delete(open, key{e.Proc, e.Op})
+			op := &h.Ops[i]
+			op.Type, op.Complete, op.Answered, op.Err, op.Done = e.Type, e.T, e.T, e.Err, e.Done
+			if e.Task != "" {
+				op.Task = e.Task
+			}
+			if e.Key != "" {
+				op.Key = e.Key
+			}
+			if e.Fence != 0 {
+				op.Fence = e.Fence
+			}
+			if e.Type == Info {
+				op.Complete = math.MaxInt64 // unknown: may take effect any time later
+			}
+		}
+	}
+	return h
+}

@@ -1,0 +1,299 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Fault names.
+const (
+	FaultHalves   = "partition-halves"
+	FaultLeader   = "partition-leader"
+	FaultBridge   = "partition-bridge" // ring for 5+ nodes
+	FaultOneWay   = "partition-oneway"
+	FaultKill     = "kill"
+	FaultPause    = "pause"
+	FaultLoss     = "packet-loss"
+	FaultClock    = "clock-offset"
+	FaultLostData = "lost-unfsynced-writes"
+)
+
+// AllFaults is every fault the nemesis knows.
+var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData}
+
+// Nemesis injects one fault at a time and heals it.
+type Nemesis struct {
+	C       *Cluster
+	Rec     *Recorder
+	Rand    *rand.Rand
+	Self    string // this binary, re-executed in the control namespace to find the leader
+	Faults  []string
+	HoldMin time.Duration
+	HoldMax time.Duration
+	Quiet   time.Duration
+	log     *slog.Logger
+}
+
+func (m *Nemesis) between(a, b time.Duration) time.Duration {
+	if b <= a {
+		return a
+	}
+	return a + time.Duration(m.Rand.Int64N(int64(b-a)))
+}
+
+// target picks the leader half the time (when known), else a random node.
+func (m *Nemesis) target(ctx context.Context) int {
+	if m.Rand.IntN(2) == 0 {
+		if l := m.C.Leader(ctx, m.Self); l > 0 {
+			return l
+		}
+	}
+	return 1 + m.Rand.IntN(len(m.C.Nodes))
+}
+
+// Run injects faults until ctx ends or until, which it does not overrun
+// by more than a heal.
+func (m *Nemesis) Run(ctx context.Context, until time.Time) {
+	for i := 0; i < 10_000 && ctx.Err() == nil; i++ {
+		wait := m.between(m.Quiet/2, m.Quiet)
+		if time.Now().Add(wait + m.HoldMin).After(until) {
+			return
+		}
+		sleepCtx(ctx, wait)
+		// Shuffled rounds, not independent draws: every fault of the
+		// scenario comes up once per round, even in a 90 s smoke run.
+		if i%len(m.Faults) == 0 {
+			m.Rand.Shuffle(len(m.Faults), func(a, b int) { m.Faults[a], m.Faults[b] = m.Faults[b], m.Faults[a] })
+		}
+		name := m.Faults[i%len(m.Faults)]
+		hold := min(m.between(m.HoldMin, m.HoldMax), time.Until(until))
+		t0 := Now() // the window starts when the fault starts to be applied
+		nodes, heal, err := m.apply(ctx, name)
+		if err != nil {
+			m.log.Warn("fault not applied", "fault", name, "err", err)
+			m.HealAll(context.Background())
+			continue
+		}
+		var ns []NodeState
+		for _, n := range nodes {
+			ns = append(ns, NodeState{ID: m.C.Nodes[n-1].ID})
+		}
+		m.Rec.Record(Event{T: t0, Proc: "nemesis", Type: Start, F: FNemesis, Fault: name, Nodes: ns})
+		m.log.Info("fault", "name", name, "nodes", nodes, "hold", hold.Round(time.Millisecond))
+		sleepCtx(ctx, hold)
+		if err := heal(context.Background()); err != nil {
+			m.log.Warn("heal failed; healing all", "fault", name, "err", err)
+			m.HealAll(context.Background())
+		}
+		m.Rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: name})
+		m.log.Info("healed", "name", name)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+type healFunc func(context.Context) error
+
+func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, error) {
+	c, n := m.C, len(m.C.Nodes)
+	perm := m.Rand.Perm(n)
+	for i := range perm {
+		perm[i]++
+	}
+	netHeal := func(ctx context.Context) error { return c.Net.Heal(ctx) }
+	cut := func(a, b []int) error {
+		for _, i := range a {
+			for _, j := range b {
+				if err := c.Net.Cut(ctx, i, j); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	switch name {
+	case FaultHalves:
+		minority := perm[:n/2]
+		return minority, netHeal, cut(minority, perm[n/2:])
+	case FaultLeader:
+		l := m.target(ctx)
+		if ll := c.Leader(ctx, m.Self); ll > 0 {
+			l = ll
+		}
+		var rest []int
+		for i := 1; i <= n; i++ {
+			if i != l {
+				rest = append(rest, i)
+			}
+		}
+		return []int{l}, netHeal, cut([]int{l}, rest)
+	case FaultBridge:
+		if n >= 5 { // ring: each node reaches only its two neighbours
+			for a := 0; a < n; a++ {
+				for b := a + 2; b < n; b++ {
+					if a == 0 && b == n-1 {
+						continue
+					}
+					if err := c.Net.Cut(ctx, perm[a], perm[b]); err != nil {
+						return nil, netHeal, err
+					}
+				}
+			}
+			return perm, netHeal, nil
+		}
+		// bridge: perm[0] reaches both sides, which cannot reach each other
+		half := 1 + (n-1)/2
+		return perm[:1], netHeal, cut(perm[1:half], perm[half:])
+	case FaultOneWay:
+		x := m.target(ctx)
+		for j := 1; j <= n; j++ {
+			if j != x {
+				if err := c.Net.Drop(ctx, x, j); err != nil {
+					return nil, netHeal, err
+				}
+			}
+		}
+		return []int{x}, netHeal, nil
+	case FaultLoss:
+		for i := 1; i <= n; i++ {
+			if err := c.Net.Loss(ctx, i, 0.2); err != nil {
+				return nil, netHeal, err
+			}
+		}
+		return perm, netHeal, nil
+	case FaultKill:
+		x := c.Nodes[m.target(ctx)-1]
+		if err := c.Kill(x); err != nil {
+			return nil, nil, err
+		}
+		return []int{x.I}, func(context.Context) error { return c.Start(x) }, nil
+	case FaultPause:
+		x := c.Nodes[m.target(ctx)-1]
+		if err := x.signal(syscall.SIGSTOP); err != nil {
+			return nil, nil, err
+		}
+		return []int{x.I}, func(context.Context) error { return x.signal(syscall.SIGCONT) }, nil
+	case FaultClock:
+		x := c.Nodes[m.target(ctx)-1]
+		off := time.Duration(1+m.Rand.IntN(8)) * time.Second
+		if m.Rand.IntN(2) == 0 {
+			off = -off
+		}
+		heal := func(context.Context) error { return c.restartWithOffset(x, 0) }
+		if err := c.restartWithOffset(x, off); err != nil {
+			return nil, heal, err
+		}
+		// Half the time, make the skewed node lead: its clock then stamps
+		// the log, and the reaper scans by it.
+		if m.Rand.IntN(2) == 0 {
+			sleepCtx(ctx, 3*time.Second)
+			l := c.MoveLeader(ctx, m.Self, x)
+			m.log.Info("moved leadership to the skewed node", "node", x.ID, "offset", off, "leader", l)
+		}
+		return []int{x.I}, heal, nil
+	case FaultLostData:
+		x := c.Nodes[m.target(ctx)-1]
+		return []int{x.I}, func(ctx context.Context) error { return c.Start(x) }, c.LoseUnsynced(ctx, x)
+	}
+	return nil, nil, fmt.Errorf("unknown fault %q", name)
+}
+
+func (c *Cluster) restartWithOffset(x *Node, off time.Duration) error {
+	if x.Running() {
+		if err := c.Kill(x); err != nil {
+			return err
+		}
+	}
+	x.mu.Lock()
+	x.offset = off
+	x.mu.Unlock()
+	return c.Start(x)
+}
+
+// HealAll undoes every fault: flushes filters, resumes paused nodes,
+// clears clock offsets and starts every node that is down.
+func (m *Nemesis) HealAll(ctx context.Context) {
+	if err := m.C.Net.Heal(ctx); err != nil {
+		m.log.Warn("heal network", "err", err)
+	}
+	for _, x := range m.C.Nodes {
+		_ = x.signal(syscall.SIGCONT)
+		x.mu.Lock()
+		off := x.offset
+		x.mu.Unlock()
+		var err error
+		if off != 0 {
+			err = m.C.restartWithOffset(x, 0)
+		} else if !x.Running() {
+			err = m.C.Start(x)
+		}
+		if err != nil {
+			m.log.Warn("heal node", "node", x.ID, "err", err)
+		}
+	}
+}
+
+// LoseUnsynced kills node x and replaces its data directory's loop-mounted
+// ext4 image with a copy taken at the moment of the kill: whatever the
+// kernel had not yet written through to the image (the node's unfsynced
+// writes) is lost, as after a power cut of that node alone.
+func (c *Cluster) LoseUnsynced(ctx context.Context, x *Node) error {
+	if !c.Loop {
+		return fmt.Errorf("lost-unfsynced-writes needs loop-mounted data dirs (--loop)")
+	}
+	img := x.DataDir + ".img"
+	if err := c.Kill(x); err != nil {
+		return err
+	}
+	// Copy the backing file while the filesystem is still mounted: the copy
+	// holds only what reached the loop device.
+	if _, err := run(ctx, "cp", "--sparse=always", img, img+".crash"); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "umount", "-l", x.DataDir); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "mv", img+".crash", img); err != nil {
+		return err
+	}
+	if out, err := run(ctx, "fsck.ext4", "-p", img); err != nil && !strings.Contains(err.Error(), "exit status 1") {
+		c.log.Warn("fsck after crash copy", "node", x.ID, "out", out, "err", err)
+	}
+	_, err := run(ctx, "mount", "-o", "loop,data=writeback", img, x.DataDir)
+	return err
+}
+
+// setupLoop formats a loop-mounted ext4 image per node data directory,
+// mounted data=writeback so that an fsync of the Raft log does not also
+// push out the unsynced Pebble writes (data=ordered would, at each journal
+// commit, and little would be lost).
+func (c *Cluster) setupLoop(ctx context.Context) error {
+	for _, x := range c.Nodes {
+		img := x.DataDir + ".img"
+		steps := [][]string{{"truncate", "-s", "512M", img}, {"mkfs.ext4", "-q", "-F", img}, {"mount", "-o", "loop,data=writeback", img, x.DataDir}}
+		for _, s := range steps {
+			if _, err := run(ctx, s[0], s[1:]...); err != nil {
+				return fmt.Errorf("loop data dir: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// teardownLoop unmounts the images (lazily: a killed agent may hold them).
+func (c *Cluster) teardownLoop() {
+	for _, x := range c.Nodes {
+		_ = exec.Command("umount", "-l", x.DataDir).Run()
+	}
+}

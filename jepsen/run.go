@@ -1,0 +1,202 @@
+package jepsen
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// RunConfig is one run of the harness: a fresh cluster, one scenario.
+type RunConfig struct {
+	Name      string   // scenario name, used in the report directory
+	Nodes     int      // 3 or 5
+	Faults    []string // the nemesis picks among these
+	Duration  time.Duration
+	Seed      uint64
+	Bin       string // the docket binary
+	Self      string // this harness binary (re-executed in the control namespace)
+	ReportDir string // the run's report directory (created)
+	Producers int
+	Workers   int
+	Lease     time.Duration
+	HoldMin   time.Duration
+	HoldMax   time.Duration
+	Quiet     time.Duration
+	// EnqueueEvery is each producer's mean pause; DrainTimeout bounds the
+	// drain. Producers must not outrun the workers by more than a drain
+	// can make up.
+	EnqueueEvery time.Duration
+	DrainTimeout time.Duration
+}
+
+// RunResult is what a run found.
+type RunResult struct {
+	Dir      string
+	Results  []Result
+	Failed   bool
+	Ops      int
+	Recovery []Recovery
+}
+
+// Run builds the network, starts the cluster and the workload, runs the
+// nemesis, heals, waits for the drain, then checks and reports. The
+// namespaces and processes are removed on every exit path, signals
+// included.
+func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("jepsen: needs root (network namespaces and iptables)")
+	}
+	if err := os.MkdirAll(cfg.ReportDir, 0o755); err != nil {
+		return nil, fmt.Errorf("report dir: %w", err)
+	}
+	var b [3]byte
+	_, _ = crand.Read(b[:])
+	net := &Net{Prefix: "dj" + hex.EncodeToString(b[:]) + "-", N: cfg.Nodes, log: log}
+	CleanLeftovers(ctx, log)
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	defer net.Teardown(context.Background())
+	if err := net.Setup(ctx); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "docket-jepsen-")
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	defer os.RemoveAll(work)
+	// Run a private copy of the binary: a rebuild of bin/docket during a long
+	// run must not change what a restarted node runs.
+	bin := filepath.Join(work, "docket")
+	if _, err := run(ctx, "cp", cfg.Bin, bin); err != nil {
+		return nil, fmt.Errorf("copy binary: %w", err)
+	}
+	c, err := newCluster(net, bin, work, log)
+	if err != nil {
+		return nil, err
+	}
+	if slicesContains(cfg.Faults, FaultLostData) {
+		if err := c.setupLoop(ctx); err != nil {
+			return nil, err
+		}
+		c.Loop = true
+	}
+	defer c.teardownLoop()
+	defer func() {
+		for _, n := range c.Nodes {
+			c.Stop(n, 5*time.Second)
+		}
+	}()
+	for _, n := range c.Nodes {
+		if err := c.Start(n); err != nil {
+			return nil, err
+		}
+	}
+
+	nemPath := filepath.Join(work, "nemesis.jsonl")
+	wlPath := filepath.Join(work, "workload.jsonl")
+	healed := filepath.Join(work, "healed")
+	rec, err := NewRecorder(nemPath)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Close()
+
+	wlLog, err := os.Create(filepath.Join(cfg.ReportDir, "workload.log"))
+	if err != nil {
+		return nil, fmt.Errorf("workload log: %w", err)
+	}
+	defer wlLog.Close()
+	drainTimeout := cfg.DrainTimeout
+	wl := exec.CommandContext(ctx, "ip", "netns", "exec", net.CtlNS(), cfg.Self, "workload",
+		"--nodes", strings.Join(c.GRPCAddrs(), ","), "--out", wlPath, "--duration", cfg.Duration.String(),
+		"--lease", cfg.Lease.String(), "--producers", fmt.Sprint(cfg.Producers), "--workers", fmt.Sprint(cfg.Workers),
+		"--healed-file", healed, "--enqueue-every", cfg.EnqueueEvery.String(), "--drain-timeout", drainTimeout.String(), "--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String())
+	wl.Stdout, wl.Stderr = wlLog, wlLog
+	wl.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	wlStart := time.Now()
+	if err := wl.Start(); err != nil {
+		return nil, fmt.Errorf("start workload: %w", err)
+	}
+	wlDone := make(chan error, 1)
+	go func() { wlDone <- wl.Wait() }()
+
+	nem := &Nemesis{C: c, Rec: rec, Rand: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), Self: cfg.Self,
+		Faults: append([]string(nil), cfg.Faults...), HoldMin: cfg.HoldMin, HoldMax: cfg.HoldMax, Quiet: cfg.Quiet, log: log}
+	// The workload first waits for a leader; give it a few seconds so the
+	// first fault does not hit a cluster that is still forming.
+	sleepCtx(ctx, 5*time.Second)
+	nem.Run(ctx, wlStart.Add(cfg.Duration))
+	rec.Record(Event{Proc: "nemesis", Type: Start, F: FNemesis, Fault: "final-heal"})
+	nem.HealAll(context.Background())
+	rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: "final-heal"})
+	if f, err := os.Create(healed); err == nil {
+		f.Close()
+	}
+	log.Info("final heal done; draining")
+
+	var wlErr error
+	select {
+	case wlErr = <-wlDone:
+	case <-time.After(time.Until(wlStart.Add(cfg.Duration + drainTimeout + 150*time.Second))):
+		_ = wl.Process.Kill()
+		wlErr = errors.Join(errors.New("workload did not finish in time"), <-wlDone)
+	case <-ctx.Done():
+		_ = wl.Process.Kill()
+		<-wlDone
+		wlErr = ctx.Err()
+	}
+	for _, n := range c.Nodes {
+		c.Stop(n, 5*time.Second)
+	}
+	if err := rec.Close(); err != nil {
+		log.Warn("nemesis history", "err", err)
+	}
+	if err := copyLogs(c, cfg.ReportDir); err != nil {
+		log.Warn("copy node logs", "err", err)
+	}
+	res, err := Report(cfg, []string{wlPath, nemPath})
+	if err != nil {
+		return nil, errors.Join(err, wlErr)
+	}
+	if wlErr != nil {
+		return res, fmt.Errorf("workload: %w (see %s)", wlErr, filepath.Join(cfg.ReportDir, "workload.log"))
+	}
+	return res, nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func copyLogs(c *Cluster, dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			return fmt.Errorf("node log %s: %w", n.ID, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "logs", n.ID+".log"), b, 0o644); err != nil {
+			return fmt.Errorf("node log %s: %w", n.ID, err)
+		}
+	}
+	return nil
+}
