@@ -28,4 +28,8 @@
 //     an fsync.
 //   - Shutdown transfers leadership but does not leave the configuration: a
 //     rolling restart keeps quorum size stable.
+//   - NewBareRaft (bare.go) builds Raft from a Config exactly as New does
+//     (same raft.Config, stores, LogCache, transport) over a caller's FSM,
+//     so `docket bench` measures the Raft ceiling with the node's own
+//     wiring rather than a copy that could drift from it.
 package cluster

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -72,32 +71,19 @@ func New(cfg Config) (*Node, error) {
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
 		return nil, err
 	}
-	// The log store fsyncs every append (NoSync stays false): an
-	// acknowledged write is on disk on a majority.
-	if n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
-		return nil, fmt.Errorf("raft store: %w", err)
-	}
-	if n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.store); err != nil {
-		return nil, fmt.Errorf("log cache: %w", err)
-	}
-	hlog := newHCLog(log, "raft")
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog); err != nil {
-		return nil, fmt.Errorf("snapshot store: %w", err)
+	var parts raftParts
+	err = openRaftStores(cfg, log, &parts)
+	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
+	if err != nil {
+		return nil, err
 	}
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
+	if err := openRaftTransport(cfg, log, &parts); err != nil {
+		return nil, err
 	}
-	var advertise net.Addr = addr
-	if addr.Port == 0 {
-		advertise = nil // tests bind port 0: advertise what was bound
-	}
-	if n.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 5, 10*time.Second, hlog); err != nil {
-		return nil, fmt.Errorf("raft transport: %w", err)
-	}
+	n.transport = parts.transport
 	n.cfg.RaftAddr = string(n.transport.LocalAddr())
 	cfg.RaftAddr = n.cfg.RaftAddr
 	if n.peers, err = openPeerBook(filepath.Join(cfg.DataDir, "peers.json")); err != nil {
@@ -123,23 +109,7 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) raftConfig(notify chan bool) *raft.Config {
-	c := raft.DefaultConfig()
-	c.LocalID = raft.ServerID(n.cfg.ID)
-	c.HeartbeatTimeout = n.cfg.HeartbeatTimeout
-	c.ElectionTimeout = n.cfg.ElectionTimeout
-	c.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
-	c.CommitTimeout = n.cfg.CommitTimeout
-	c.MaxAppendEntries = n.cfg.MaxAppendEntries
-	c.BatchApplyCh = true
-	c.SnapshotThreshold = n.cfg.SnapshotThreshold
-	c.SnapshotInterval = n.cfg.SnapshotInterval
-	c.TrailingLogs = n.cfg.TrailingLogs
-	// The FSM is persistent: bootRestore decided already whether the
-	// snapshot is needed, so Raft must not wipe Pebble with it on every boot.
-	c.NoSnapshotRestoreOnStart = true
-	c.NotifyCh = notify
-	c.Logger = newHCLog(n.log, "raft")
-	return c
+	return raftConfig(n.cfg, n.log, notify)
 }
 
 // bootRestore is DESIGN.md's boot rule: local Pebble is trusted only when

@@ -94,20 +94,16 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 // decides.
 func (s *Server) claimable(ref fsm.QueueRef) (ready bool, nextVisible int64) {
 	f := s.node.FSM()
-	stats, err := f.Stats(ref.Queue, ref.Tenant)
+	// One catalog read: Stats would also seek every priority's head to
+	// find the oldest pending task, which a claim does not need.
+	pending, delayed, err := f.Counts(ref.Queue, ref.Tenant)
 	if err != nil {
 		return true, 0
 	}
-	var delayed bool
-	for _, st := range stats {
-		if st.GetQueue() == ref.Queue && st.GetTenant() == ref.Tenant {
-			if st.GetPending() > 0 {
-				return true, 0
-			}
-			delayed = st.GetDelayed() > 0
-		}
+	if pending > 0 {
+		return true, 0
 	}
-	if !delayed {
+	if delayed == 0 {
 		return false, 0
 	}
 	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)

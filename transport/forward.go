@@ -28,6 +28,8 @@ func newForwarder(dialOpts []grpc.DialOption) *forwarder {
 		// The leader's answer is relayed as it is; the final client's own
 		// limit applies to it, not ours.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
+		grpc.WithInitialWindowSize(WindowSize),
+		grpc.WithInitialConnWindowSize(ConnWindowSize),
 	}, dialOpts...)
 	return &forwarder{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }

@@ -69,6 +69,10 @@ func NewServer(node Node, cfg Config) *Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		// HTTP/2 flow-control windows sized for a LAN: one client
+		// connection carries every caller of a process (see WindowSize).
+		grpc.InitialWindowSize(WindowSize),
+		grpc.InitialConnWindowSize(ConnWindowSize),
 	}, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterQueueServer(s.grpc, &queueService{s: s})

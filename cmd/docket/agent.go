@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -43,11 +45,12 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
 	return &c, o
 }
 
 type agentOpts struct {
-	grpcAddr, join, logLevel, logFormat string
+	grpcAddr, join, logLevel, logFormat, debugAddr string
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -64,6 +67,13 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Logger = log
 	cfg.GRPCAddr = o.grpcAddr
 	cfg.Join = splitList(o.join)
+	if o.debugAddr != "" {
+		stop, err := serveDebug(o.debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return serve(ctx, *cfg, log)
 }
 
@@ -118,4 +128,27 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// serveDebug serves net/http/pprof on addr until the returned func is
+// called. `docket bench` and operators use it to see what bounds a node.
+func serveDebug(addr string, log *slog.Logger) (func(), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("debug server stopped", "err", err)
+		}
+	}()
+	log.Info("debug server", "addr", lis.Addr().String())
+	return func() { _ = hs.Close() }, nil // closing at exit; nothing to report
 }

@@ -28,6 +28,8 @@ Usage:
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
+  docket bench [flags]           load-test a fresh local cluster (or --addr):
+                                 throughput, p50..p99.9, vs the raft ceiling
 
 Every verb takes --addr (comma-separated node addresses; default the
 'docket dev' cluster) and --json. Run 'docket VERB -h' for its flags.
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, rest, stderr)
 	case "dev":
 		return runDev(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "-h", "--help", "help":

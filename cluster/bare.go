@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// raftParts are the pieces of Raft that a Node and a BareRaft build the same
+// way from a Config: the fsync'd BoltDB log and stable store, the LogCache
+// over it, the snapshot store and the TCP transport.
+type raftParts struct {
+	store     *raftboltdb.BoltStore
+	logs      raft.LogStore
+	snaps     *raft.FileSnapshotStore
+	transport *raft.NetworkTransport
+}
+
+// openRaftStores opens the log, stable and snapshot stores under
+// cfg.DataDir. The log store fsyncs every append (NoSync stays false): an
+// acknowledged write is on disk on a majority.
+func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
+	var err error
+	if p.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
+		return fmt.Errorf("raft store: %w", err)
+	}
+	if p.logs, err = raft.NewLogCache(cfg.LogCacheSize, p.store); err != nil {
+		return fmt.Errorf("log cache: %w", err)
+	}
+	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLog(log, "raft")); err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
+	return nil
+}
+
+// openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)
+// advertises what was bound.
+func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
+	}
+	var advertise net.Addr = addr
+	if addr.Port == 0 {
+		advertise = nil
+	}
+	if p.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 5, 10*time.Second, newHCLog(log, "raft")); err != nil {
+		return fmt.Errorf("raft transport: %w", err)
+	}
+	return nil
+}
+
+// raftConfig is the raft.Config every Docket server runs with.
+func raftConfig(cfg Config, log *slog.Logger, notify chan bool) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(cfg.ID)
+	c.HeartbeatTimeout = cfg.HeartbeatTimeout
+	c.ElectionTimeout = cfg.ElectionTimeout
+	c.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	c.CommitTimeout = cfg.CommitTimeout
+	c.MaxAppendEntries = cfg.MaxAppendEntries
+	c.BatchApplyCh = true
+	c.SnapshotThreshold = cfg.SnapshotThreshold
+	c.SnapshotInterval = cfg.SnapshotInterval
+	c.TrailingLogs = cfg.TrailingLogs
+	// The FSM is persistent: bootRestore decided already whether the
+	// snapshot is needed, so Raft must not wipe Pebble with it on every boot.
+	c.NoSnapshotRestoreOnStart = true
+	c.NotifyCh = notify
+	c.Logger = newHCLog(log, "raft")
+	return c
+}
+
+func (p *raftParts) close() error {
+	var errs []error
+	if p.transport != nil {
+		errs = append(errs, p.transport.Close())
+	}
+	if p.store != nil {
+		errs = append(errs, p.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// BareRaft is Raft exactly as a Node runs it (settings, fsync'd log store,
+// LogCache, snapshot store, TCP transport) over a caller's FSM, without the
+// queue, the leader loops or discovery. `docket bench` runs it with a no-op
+// FSM to measure what the Raft log alone does on a machine: the ceiling the
+// queue's rates are compared with.
+type BareRaft struct {
+	Raft  *raft.Raft
+	Addr  raft.ServerAddress // the bound Raft address
+	parts raftParts
+}
+
+// NewBareRaft starts Raft for cfg (ID, DataDir, RaftAddr and the Raft knobs;
+// the rest is ignored) over f. It does not bootstrap: call
+// Raft.BootstrapCluster on one server.
+func NewBareRaft(cfg Config, f raft.FSM) (*BareRaft, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("bare raft config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	log := cfg.Logger.With("node", cfg.ID)
+	b := &BareRaft{}
+	if err := openRaftStores(cfg, log, &b.parts); err != nil {
+		return nil, errors.Join(err, b.parts.close())
+	}
+	if err := openRaftTransport(cfg, log, &b.parts); err != nil {
+		return nil, errors.Join(err, b.parts.close())
+	}
+	b.Addr = b.parts.transport.LocalAddr()
+	cfg.RaftAddr = string(b.Addr)
+	r, err := raft.NewRaft(raftConfig(cfg, log, nil), f, b.parts.logs, b.parts.store, b.parts.snaps, b.parts.transport)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start raft: %w", err), b.parts.close())
+	}
+	b.Raft = r
+	return b, nil
+}
+
+// Close shuts Raft down and closes its stores.
+func (b *BareRaft) Close() error {
+	return errors.Join(b.Raft.Shutdown().Error(), b.parts.close())
+}

@@ -1,0 +1,321 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/dockethq/docket/client"
+)
+
+// ErrUsage marks a bad command line.
+var ErrUsage = errors.New("usage")
+
+// Config is one benchmark run.
+type Config struct {
+	Workload    string
+	Addr        string // existing cluster; empty starts a local one
+	BasePort    int
+	Concurrency int
+	Payload     int
+	Batch       int // tasks per Enqueue
+	ClaimBatch  int // tasks per Claim
+	Producers   int // cycle
+	Workers     int // cycle: worker slots
+	Leases      int // heartbeat: leases held
+	Duration    time.Duration
+	Count       int // stop after this many ops (0: duration only)
+	Trials      int // failover
+	Backlog     int // backlog: pending tasks
+	Lease       time.Duration
+	Ceiling     bool // also run the raft-ceiling at the same concurrency
+	JSON        bool
+	Keep        bool
+	CPUProfile  string // write the bench process's own CPU profile here
+	Queue       string
+	AgentArgs   []string // extra `docket agent` flags for the local cluster
+}
+
+// Workloads lists what --workload accepts.
+var Workloads = []string{"enqueue", "drain", "cycle", "heartbeat", "failover", "requeue", "backlog", "ceiling"}
+
+// Report is the result of a run; --json prints it.
+type Report struct {
+	Workload string         `json:"workload"`
+	Started  time.Time      `json:"started"`
+	Command  string         `json:"command"`
+	Machine  Machine        `json:"machine"`
+	Config   map[string]any `json:"config"`
+	Ops      []Summary      `json:"ops"`
+	Ceiling  *Summary       `json:"raft_ceiling,omitempty"`
+	// CeilingFraction is the main op's item rate over the ceiling's.
+	CeilingFraction float64        `json:"ceiling_fraction,omitempty"`
+	Extra           map[string]any `json:"extra,omitempty"`
+}
+
+// Machine is where the numbers came from.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go"`
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
+}
+
+// Run parses args and runs the benchmark. exe is the docket binary, used
+// to start the local cluster's nodes.
+func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(args, " "),
+		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
+		Config:  cfg.describe(), Extra: map[string]any{}}
+	r := &runner{cfg: cfg, rep: rep, stderr: stderr}
+	if err := r.run(ctx, exe); err != nil {
+		return err
+	}
+	rep.Machine.LoadEnd = loadavg()
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
+		return nil
+	}
+	printTable(stdout, rep)
+	return nil
+}
+
+func parse(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := Config{}
+	var agentArgs string
+	fs.StringVar(&c.Workload, "workload", "enqueue", "one of "+strings.Join(Workloads, ", "))
+	fs.StringVar(&c.Addr, "addr", "", "comma-separated node addresses of an existing cluster (default: start a fresh local 3-node cluster)")
+	fs.IntVar(&c.BasePort, "base-port", 7640, "local cluster: node i serves gRPC on base+i, Raft on base+100+i and pprof on base+200+i, on 127.0.0.1")
+	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers (enqueue, drain, heartbeat, failover, ceiling)")
+	fs.IntVar(&c.Payload, "payload", 128, "payload bytes per task")
+	fs.IntVar(&c.Batch, "batch", 1, "tasks per Enqueue call")
+	fs.IntVar(&c.ClaimBatch, "claim-batch", 1, "tasks per Claim call (drain, cycle)")
+	fs.IntVar(&c.Producers, "producers", 64, "cycle: concurrent producers")
+	fs.IntVar(&c.Workers, "workers", 256, "cycle: worker slots (tasks held at once)")
+	fs.IntVar(&c.Leases, "leases", 1000, "heartbeat: leases held and extended")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to run (every workload is also bounded by --count)")
+	fs.IntVar(&c.Count, "count", 0, "stop after this many operations (0: run for --duration); drain: tasks to fill (default 50000); requeue: leases to let expire (default 100); backlog: claims per latency sample (default 2000)")
+	fs.IntVar(&c.Trials, "trials", 10, "failover: leader kills")
+	fs.IntVar(&c.Backlog, "backlog", 1_000_000, "backlog: pending tasks to build")
+	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease of claims (requeue uses it as the lease that must expire)")
+	fs.BoolVar(&c.Ceiling, "ceiling", true, "also measure the raft ceiling (no-op FSM) at the same concurrency and entry size")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.Keep, "keep", false, "keep the local cluster's data dir and logs")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this process's (the load generator's) CPU profile of the measured workload to this file")
+	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
+	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: docket bench takes flags only, got %q", ErrUsage, fs.Args())
+	}
+	c.AgentArgs = strings.Fields(agentArgs)
+	var errs []error
+	known := false
+	for _, w := range Workloads {
+		known = known || w == c.Workload
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("--workload %q not one of %s", c.Workload, strings.Join(Workloads, ", ")))
+	}
+	for name, v := range map[string]int{"c": c.Concurrency, "batch": c.Batch, "claim-batch": c.ClaimBatch,
+		"producers": c.Producers, "workers": c.Workers, "leases": c.Leases, "trials": c.Trials, "backlog": c.Backlog} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("--%s %d must be at least 1", name, v))
+		}
+	}
+	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 {
+		errs = append(errs, errors.New("--payload, --count must be >= 0 and --duration, --lease > 0"))
+	}
+	if c.Addr != "" && (c.Workload == "failover" || c.Workload == "backlog") {
+		errs = append(errs, fmt.Errorf("--workload %s kills and restarts nodes: it needs the local cluster, not --addr", c.Workload))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return c, nil
+}
+
+func (c Config) describe() map[string]any {
+	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
+		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
+		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
+		"lease": c.Lease.String(), "agent_args": c.AgentArgs}
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// runner holds one run's state.
+type runner struct {
+	cfg    Config
+	rep    *Report
+	stderr io.Writer
+	local  *localCluster
+	addrs  []string
+}
+
+func (r *runner) run(ctx context.Context, exe string) error {
+	if r.cfg.Workload == "ceiling" {
+		s, err := r.ceiling(ctx, r.cfg.Concurrency, r.cfg.Batch)
+		if err != nil {
+			return err
+		}
+		r.rep.Ops = append(r.rep.Ops, s)
+		return nil
+	}
+	if r.cfg.Addr != "" {
+		r.addrs = strings.Split(r.cfg.Addr, ",")
+	} else {
+		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
+		lc, err := startLocal(ctx, exe, r.cfg.BasePort, 3, r.cfg.Keep, r.cfg.AgentArgs)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := lc.Close(); err != nil {
+				fmt.Fprintln(r.stderr, "bench:", err)
+			}
+		}()
+		r.local, r.addrs = lc, lc.Addrs()
+	}
+	c, err := r.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stopProfile, err := startCPUProfile(r.cfg.CPUProfile)
+	if err != nil {
+		return err
+	}
+	main, err := r.workload(ctx, c)
+	stopProfile()
+	if err != nil {
+		return err
+	}
+	if r.cfg.Ceiling && main != nil {
+		conc, batch := r.cfg.Concurrency, r.cfg.Batch
+		if r.cfg.Workload == "cycle" {
+			conc = r.cfg.Producers
+		}
+		s, err := r.ceiling(ctx, conc, batch)
+		if err != nil {
+			return err
+		}
+		r.rep.Ceiling = &s
+		if s.ItemRate > 0 {
+			r.rep.CeilingFraction = main.ItemRate / s.ItemRate
+		}
+	}
+	return nil
+}
+
+func (r *runner) client(ctx context.Context) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.NewWithOptions(ctx, r.addrs, client.WithLogger(slog.Default()))
+	if err != nil {
+		return nil, fmt.Errorf("connect %v: %w", r.addrs, err)
+	}
+	return c, nil
+}
+
+// workload runs the chosen workload; it returns the summary the ceiling is
+// compared with, if any.
+func (r *runner) workload(ctx context.Context, c *client.Client) (*Summary, error) {
+	switch r.cfg.Workload {
+	case "enqueue":
+		return r.enqueue(ctx, c)
+	case "drain":
+		return r.drain(ctx, c)
+	case "cycle":
+		return r.cycle(ctx, c)
+	case "heartbeat":
+		return r.heartbeat(ctx, c)
+	case "failover":
+		return nil, r.failover(ctx, c)
+	case "requeue":
+		return nil, r.requeue(ctx, c)
+	case "backlog":
+		return nil, r.backlog(ctx, c)
+	}
+	return nil, fmt.Errorf("%w: unknown workload %q", ErrUsage, r.cfg.Workload)
+}
+
+func printTable(w io.Writer, rep *Report) {
+	fmt.Fprintf(w, "docket bench: workload %s, %s, %d CPUs, load %s -> %s\n", rep.Workload,
+		rep.Started.Format(time.RFC3339), rep.Machine.CPUs, rep.Machine.LoadStart, rep.Machine.LoadEnd)
+	fmt.Fprintf(w, "%-16s %9s %6s %11s %11s %9s %9s %9s %9s %9s\n",
+		"op", "count", "errors", "ops/s", "tasks/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms")
+	row := func(s Summary) {
+		fmt.Fprintf(w, "%-16s %9d %6d %11.1f %11.1f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
+			s.Op, s.Count, s.Errors, s.OpsRate, s.ItemRate, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs)
+	}
+	for _, s := range rep.Ops {
+		row(s)
+	}
+	for _, s := range rep.Ops {
+		for _, c := range s.ErrorCauses {
+			fmt.Fprintf(w, "  %s error: %s\n", s.Op, c)
+		}
+	}
+	if rep.Ceiling != nil {
+		row(*rep.Ceiling)
+		fmt.Fprintf(w, "queue rate / raft ceiling: %.1f%%\n", 100*rep.CeilingFraction)
+	}
+	if len(rep.Extra) > 0 {
+		b, err := json.MarshalIndent(rep.Extra, "", "  ")
+		if err == nil {
+			fmt.Fprintf(w, "%s\n", b)
+		}
+	}
+}
+
+// startCPUProfile profiles this process until the returned func is called;
+// an empty path does nothing.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(fmt.Errorf("cpu profile: %w", err), f.Close())
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close() // the profile is flushed by StopCPUProfile
+	}, nil
+}

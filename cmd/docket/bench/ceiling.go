@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// noopFSM applies nothing: what is left is the Raft log's own cost.
+type noopFSM struct{}
+
+func (noopFSM) Apply(*raft.Log) interface{}         { return nil }
+func (noopFSM) Snapshot() (raft.FSMSnapshot, error) { return noopSnap{}, nil }
+func (noopFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+type noopSnap struct{}
+
+func (noopSnap) Persist(s raft.SnapshotSink) error { return s.Close() }
+func (noopSnap) Release()                          {}
+
+// ceiling runs three in-process Raft servers with Docket's settings, stores
+// and transport (cluster.NewBareRaft) over a no-op FSM, on loopback, and
+// applies entries the size of an Enqueue command of batch tasks from conc
+// callers. In-process is fair to the ceiling: it pays the same fsync and
+// TCP hops, and none of gRPC or the FSM, which is what it is meant to leave
+// out.
+func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) {
+	dir, err := os.MkdirTemp("", "docket-ceiling-")
+	if err != nil {
+		return Summary{}, fmt.Errorf("ceiling dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	quiet := slog.New(slog.NewTextHandler(r.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var rafts []*cluster.BareRaft
+	defer func() {
+		for _, b := range rafts {
+			_ = b.Close() // benchmark teardown
+		}
+	}()
+	var servers []raft.Server
+	for i := 1; i <= 3; i++ {
+		cfg := cluster.DefaultConfig()
+		cfg.ID = fmt.Sprintf("c%d", i)
+		cfg.DataDir = filepath.Join(dir, cfg.ID)
+		cfg.RaftAddr = "127.0.0.1:0"
+		cfg.Logger = quiet
+		b, err := cluster.NewBareRaft(cfg, noopFSM{})
+		if err != nil {
+			return Summary{}, err
+		}
+		rafts = append(rafts, b)
+		servers = append(servers, raft.Server{ID: raft.ServerID(cfg.ID), Address: b.Addr})
+	}
+	if err := rafts[0].Raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		return Summary{}, fmt.Errorf("ceiling bootstrap: %w", err)
+	}
+	leader, err := waitBareLeader(ctx, rafts)
+	if err != nil {
+		return Summary{}, err
+	}
+	data, err := fsm.EncodeCommand(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: time.Now().UnixNano(),
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: r.withKeys(r.newTasks(batch, payload(r.cfg.Payload)))}}})
+	if err != nil {
+		return Summary{}, fmt.Errorf("ceiling entry: %w", err)
+	}
+	apply := func(rec *Recorder) {
+		t0 := time.Now()
+		if err := leader.Apply(data, opTimeout).Error(); err != nil {
+			rec.Fail(err)
+			return
+		}
+		rec.Observe(time.Since(t0), batch)
+	}
+	wctx, cancel := context.WithTimeout(ctx, warmup)
+	scratch := NewRecorder("warmup")
+	for wctx.Err() == nil {
+		apply(scratch)
+	}
+	cancel()
+	rec := NewRecorder(fmt.Sprintf("raft-ceiling c=%d", conc))
+	elapsed := r.drive(ctx, "ceiling", conc, rec, func(context.Context, int) bool {
+		apply(rec)
+		return true
+	})
+	return rec.Summarize(elapsed), nil
+}
+
+// withKeys gives tasks idempotency keys as the client would, so the
+// ceiling's entries are the size of real Enqueue commands.
+func (r *runner) withKeys(ts []*pb.NewTask) []*pb.NewTask {
+	for i, t := range ts {
+		t.IdempotencyKey = fmt.Sprintf("%032x", i)
+		t.Tenant = "default"
+	}
+	return ts
+}
+
+func waitBareLeader(ctx context.Context, rafts []*cluster.BareRaft) (*raft.Raft, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		for _, b := range rafts {
+			if b.Raft.State() == raft.Leader {
+				return b.Raft, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("ceiling: no leader within 30s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

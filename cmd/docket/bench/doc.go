@@ -1,0 +1,35 @@
+// Package bench is `docket bench`: a load generator that starts a fresh
+// local 3-node cluster (or targets one with --addr), runs one workload, and
+// reports throughput and p50/p90/p99/p99.9 latency per operation, next to
+// the rate the Raft log alone reaches on the same machine in the same run.
+//
+// Workloads: enqueue (single or --batch), drain (claim and submit a filled
+// queue), cycle (producers and workers at once), heartbeat (N leases held
+// and extended), failover (SIGKILL the leader under load, time to the first
+// acknowledged write, --trials times), requeue (a worker dies holding
+// leases: time until each task is claimed again), backlog (claim latency
+// at N pending tasks against a near-empty queue, RSS per node, restart of
+// a node holding the backlog) and ceiling (the raft ceiling alone).
+//
+// # Key design decisions and trade-offs
+//
+//   - The local cluster is three child `docket agent` processes of this
+//     binary, as `docket dev` runs them: a SIGKILL is a real crash, and RSS
+//     is per node. The cost is process start-up (about a second) per run.
+//   - The raft ceiling runs in-process through cluster.NewBareRaft: the
+//     same raft.Config, fsync'd BoltDB log, LogCache and TCP transport as a
+//     node, over a no-op FSM, with entries the size of the workload's
+//     Enqueue command. It leaves out exactly what the queue adds: gRPC, the
+//     FSM and Pebble. It runs right after the workload, in the same run, so
+//     the two numbers share the machine's state.
+//   - Latencies are exact (every sample kept up to two million per
+//     operation, then a uniform reservoir); percentiles are nearest-rank.
+//     Rates are counts over the wall time from the first operation to the
+//     last one's end; operations in flight when --duration ends finish and
+//     count.
+//   - Every loop is bounded: --duration and --count for the measured
+//     phase, a timeout for every operation and every wait for the cluster.
+//     The local cluster binds 127.0.0.1 only.
+//   - Each node serves pprof on 127.0.0.1:base+200+i, so a profile can be
+//     taken while a workload runs (see BENCHMARKS.md).
+package bench

@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dockethq/docket/client"
+)
+
+// leaderNode asks the cluster for its leader and finds its process.
+func (r *runner) leaderNode(ctx context.Context, c *client.Client) (*localNode, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find leader: %w", err)
+	}
+	n := r.local.byAddr(st.GetLeaderGrpcAddr())
+	if n == nil {
+		return nil, fmt.Errorf("leader %s at %q is not a local node", st.GetLeaderId(), st.GetLeaderGrpcAddr())
+	}
+	return n, nil
+}
+
+// waitCaughtUp waits until n answers Status with an FSM applied index at
+// least target, bounded by d. It returns how long that took.
+func (r *runner) waitCaughtUp(ctx context.Context, c *client.Client, n *localNode, target uint64, d time.Duration) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.NodeStatus(sctx, n.grpc, false)
+		scancel()
+		if err == nil && st.GetLeaderId() != "" && st.GetFsmAppliedIndex() >= target {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("%s not caught up to %d within %v (last: %v)", n.id, target, d, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// failover keeps -c writers enqueueing, kills the leader with SIGKILL,
+// and measures the time from the kill to the first acknowledged Enqueue
+// that was sent after it. The killed node is restarted and caught up
+// before the next trial.
+func (r *runner) failover(ctx context.Context, c *client.Client) error {
+	body := payload(r.cfg.Payload)
+	if err := r.warm(ctx, c, body); err != nil {
+		return err
+	}
+	rec := NewRecorder("enqueue")
+	var killedAt atomic.Int64 // unix ns of the current trial's kill; 0 between trials
+	var firstOK atomic.Int64  // unix ns of the first ack of a write sent after the kill
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := 0; w < r.cfg.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				sent := time.Now().UnixNano()
+				if r.enqueueOnce(wctx, c, rec, 1, body) != nil {
+					continue
+				}
+				if k := killedAt.Load(); k != 0 && sent > k {
+					firstOK.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	defer func() { stopWriters(); wg.Wait() }()
+	var times []time.Duration
+	for trial := 1; trial <= r.cfg.Trials && ctx.Err() == nil; trial++ {
+		time.Sleep(2 * time.Second) // steady load before the kill
+		victim, err := r.leaderNode(ctx, c)
+		if err != nil {
+			return err
+		}
+		firstOK.Store(0)
+		kill := time.Now()
+		killedAt.Store(kill.UnixNano())
+		if err := victim.kill(); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for firstOK.Load() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		killedAt.Store(0)
+		ok := firstOK.Load()
+		if ok == 0 {
+			return fmt.Errorf("failover trial %d: no write succeeded within 30s of killing %s", trial, victim.id)
+		}
+		d := time.Duration(ok - kill.UnixNano())
+		times = append(times, d)
+		fmt.Fprintf(r.stderr, "bench failover: trial %d killed leader %s; first write after %v\n", trial, victim.id, d.Round(time.Millisecond))
+		if err := victim.start(r.local.exe); err != nil {
+			return err
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("failover trial %d: status: %w", trial, err)
+		}
+		if _, err := r.waitCaughtUp(ctx, c, victim, st.GetCommitIndex(), 60*time.Second); err != nil {
+			return fmt.Errorf("failover trial %d: %w", trial, err)
+		}
+	}
+	rep := NewRecorder("failover")
+	for _, d := range times {
+		rep.Observe(d, 1)
+	}
+	s := rep.Summarize(0)
+	r.rep.Ops = append(r.rep.Ops, s)
+	ms := make([]float64, len(times))
+	for i, d := range times {
+		ms[i] = float64(d.Microseconds()) / 1e3
+	}
+	r.rep.Extra["failover_ms"] = ms
+	r.rep.Extra["failover_worst_ms"] = slices.Max(ms)
+	stopWriters()
+	wg.Wait()
+	r.rep.Ops = append(r.rep.Ops, rec.Summarize(time.Since(time.Unix(0, r.rep.Started.UnixNano()))))
+	return nil
+}
+
+// requeue models a worker that dies holding a lease: it claims --count
+// tasks (default 100) under --lease, never heartbeats, and measures from
+// each claim's answer to the moment the same task is claimed again. A new
+// leader waits ReapGrace (10 s) before its first reap, so on a fresh
+// cluster the claim is held back until that grace has passed.
+func (r *runner) requeue(ctx context.Context, c *client.Client) error {
+	n := r.cfg.Count
+	if n == 0 {
+		n = 100
+	}
+	if r.local != nil {
+		if wait := 11*time.Second - time.Since(r.local.ready); wait > 0 {
+			fmt.Fprintf(r.stderr, "bench requeue: waiting %v for the new leader's reap grace\n", wait.Round(time.Second))
+			time.Sleep(wait)
+		}
+	}
+	if _, err := r.fill(ctx, c, n); err != nil {
+		return err
+	}
+	scratch := NewRecorder("claim")
+	claimed := map[string]time.Time{}
+	for len(claimed) < n {
+		ts, err := r.claimOnce(ctx, c, scratch, n-len(claimed), time.Second, r.cfg.Lease)
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return errors.New("requeue: queue ran dry")
+		}
+		for _, t := range ts {
+			claimed[t.GetId()] = time.Now()
+		}
+	}
+	rec := NewRecorder("requeue")
+	deadline := time.Now().Add(r.cfg.Lease + 60*time.Second)
+	for len(claimed) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		ts, err := r.claimOnce(ctx, c, scratch, len(claimed), time.Second, r.cfg.Lease)
+		if err != nil {
+			continue
+		}
+		for _, t := range ts {
+			if at, ok := claimed[t.GetId()]; ok {
+				rec.Observe(time.Since(at), 1)
+				delete(claimed, t.GetId())
+			}
+		}
+	}
+	s := rec.Summarize(0)
+	r.rep.Ops = append(r.rep.Ops, s)
+	r.rep.Extra["lease_ms"] = r.cfg.Lease.Milliseconds()
+	r.rep.Extra["requeue_worst_over_lease_ms"] = s.MaxMs - float64(r.cfg.Lease.Milliseconds())
+	r.rep.Extra["never_requeued"] = len(claimed)
+	return nil
+}
+
+// claimLatency claims and submits one task at a time, -count times
+// (default 2000), and records the claims.
+func (r *runner) claimLatency(ctx context.Context, c *client.Client, name string, n int) (Summary, error) {
+	rec, submits := NewRecorder(name), NewRecorder("submit")
+	start := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		ts, err := r.claimOnce(ctx, c, rec, 1, 0, r.cfg.Lease)
+		if err != nil {
+			return Summary{}, err
+		}
+		if len(ts) == 0 {
+			return Summary{}, fmt.Errorf("%s: queue ran dry after %d claims", name, i)
+		}
+		if err := r.submitOnce(ctx, c, submits, ts[0]); err != nil {
+			return Summary{}, err
+		}
+	}
+	return rec.Summarize(time.Since(start)), nil
+}
+
+// backlog compares claim latency on a near-empty queue with the same at
+// --backlog pending tasks, reads every node's RSS at that backlog, and
+// times a restart (SIGKILL, start) of a follower until it serves again:
+// it answers Status, knows the leader, and has applied the commit index
+// of the moment it was killed.
+func (r *runner) backlog(ctx context.Context, c *client.Client) error {
+	n := r.cfg.Count
+	if n == 0 {
+		n = 2000
+	}
+	if _, err := r.fill(ctx, c, n); err != nil {
+		return err
+	}
+	empty, err := r.claimLatency(ctx, c, "claim (empty)", n)
+	if err != nil {
+		return err
+	}
+	fillTime, err := r.fill(ctx, c, r.cfg.Backlog+n)
+	if err != nil {
+		return err
+	}
+	r.rep.Extra["fill_seconds"] = fillTime.Seconds()
+	r.rep.Extra["fill_tasks_per_sec"] = Rate(uint64(r.cfg.Backlog+n), fillTime)
+	full, err := r.claimLatency(ctx, c, "claim (backlog)", n)
+	if err != nil {
+		return err
+	}
+	r.rep.Ops = append(r.rep.Ops, empty, full)
+	if empty.P99Ms > 0 {
+		r.rep.Extra["claim_p99_ratio"] = full.P99Ms / empty.P99Ms
+	}
+	rss := map[string]float64{}
+	for _, ln := range r.local.nodes {
+		b, err := ln.rssBytes()
+		if err != nil {
+			return err
+		}
+		rss[ln.id] = float64(b) / (1 << 20)
+	}
+	r.rep.Extra["rss_mib"] = rss
+	leader, err := r.leaderNode(ctx, c)
+	if err != nil {
+		return err
+	}
+	victim := r.local.nodes[0]
+	if victim == leader {
+		victim = r.local.nodes[1]
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("backlog: status: %w", err)
+	}
+	if err := victim.kill(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := victim.start(r.local.exe); err != nil {
+		return err
+	}
+	if _, err := r.waitCaughtUp(ctx, c, victim, st.GetCommitIndex(), 120*time.Second); err != nil {
+		return fmt.Errorf("backlog restart: %w", err)
+	}
+	r.rep.Extra["restart_serving_seconds"] = time.Since(start).Seconds()
+	r.rep.Extra["restart_node"] = victim.id
+	b, err := victim.rssBytes()
+	if err == nil {
+		r.rep.Extra["restarted_rss_mib"] = float64(b) / (1 << 20)
+	}
+	return nil
+}

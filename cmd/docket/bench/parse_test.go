@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"errors"
+	"io"
+	"testing"
+	"time"
+)
+
+func Test_ParseDefaults(t *testing.T) {
+	c, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workload != "enqueue" || c.Concurrency != 16 || c.Payload != 128 || c.Batch != 1 ||
+		c.Duration != 10*time.Second || !c.Ceiling || c.Addr != "" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func Test_ParseRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"--workload", "nope"},
+		{"-c", "0"},
+		{"--batch", "0"},
+		{"--duration", "0s"},
+		{"--workload", "failover", "--addr", "127.0.0.1:1"},
+		{"--workload", "backlog", "--addr", "127.0.0.1:1"},
+		{"extra-positional"},
+	} {
+		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
+			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
+		}
+	}
+}
+
+func Test_ParseAgentArgs(t *testing.T) {
+	c, err := parse([]string{"--agent-args", "--max-append-entries 1024  --log-cache 8192"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--max-append-entries", "1024", "--log-cache", "8192"}
+	if len(c.AgentArgs) != len(want) {
+		t.Fatalf("agent args %q", c.AgentArgs)
+	}
+	for i := range want {
+		if c.AgentArgs[i] != want[i] {
+			t.Fatalf("agent args %q", c.AgentArgs)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dockethq/docket/client"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// warmup runs before each measured phase so connections, leader discovery
+// and the Go runtime are warm.
+const warmup = time.Second
+
+func (r *runner) newTasks(n int, body []byte) []*pb.NewTask {
+	ts := make([]*pb.NewTask, n)
+	for i := range ts {
+		ts[i] = &pb.NewTask{Queue: r.cfg.Queue, Payload: body}
+	}
+	return ts
+}
+
+// enqueueOnce sends one Enqueue of n tasks and records it.
+func (r *runner) enqueueOnce(parent context.Context, c *client.Client, rec *Recorder, n int, body []byte) error {
+	ctx, cancel := context.WithTimeout(parent, opTimeout)
+	defer cancel()
+	t0 := time.Now()
+	items, err := c.Enqueue(ctx, r.newTasks(n, body)...)
+	if err == nil {
+		for _, it := range items {
+			if err = client.ItemError(it); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		if rec != nil && parent.Err() == nil {
+			rec.Fail(err)
+		}
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	if rec != nil {
+		rec.Observe(time.Since(t0), n)
+	}
+	return nil
+}
+
+func (r *runner) enqueue(ctx context.Context, c *client.Client) (*Summary, error) {
+	body := payload(r.cfg.Payload)
+	if err := r.warm(ctx, c, body); err != nil {
+		return nil, err
+	}
+	rec := NewRecorder("enqueue")
+	elapsed := r.drive(ctx, "enqueue", r.cfg.Concurrency, rec, func(ctx context.Context, _ int) bool {
+		_ = r.enqueueOnce(ctx, c, rec, r.cfg.Batch, body) // counted as an error
+		return true
+	})
+	s := rec.Summarize(elapsed)
+	r.rep.Ops = append(r.rep.Ops, s)
+	return &s, nil
+}
+
+// warm enqueues for a second, unrecorded.
+func (r *runner) warm(ctx context.Context, c *client.Client, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, warmup)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := 0; w < min(r.cfg.Concurrency, 16); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_ = r.enqueueOnce(ctx, c, nil, 1, body) // warm-up: errors do not count
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// fill enqueues n tasks in batches of 100 from 8 callers, with a progress
+// line; it is setup, not measurement.
+func (r *runner) fill(ctx context.Context, c *client.Client, n int) (time.Duration, error) {
+	body := payload(r.cfg.Payload)
+	rec := NewRecorder("fill")
+	var next atomic.Int64
+	var firstErr atomic.Value
+	stop := r.progress(ctx, "fill", rec)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				end := next.Add(100)
+				k := min(100, n-int(end-100))
+				if k <= 0 {
+					return
+				}
+				if err := r.enqueueOnce(ctx, c, rec, k, body); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stop()
+	if err, ok := firstErr.Load().(error); ok {
+		return elapsed, fmt.Errorf("fill: %w", err)
+	}
+	return elapsed, ctx.Err()
+}
+
+// claimOnce claims up to k tasks (waiting up to wait) and records it.
+func (r *runner) claimOnce(parent context.Context, c *client.Client, rec *Recorder, k int, wait, lease time.Duration) ([]*pb.Task, error) {
+	ctx, cancel := context.WithTimeout(parent, opTimeout+wait)
+	defer cancel()
+	t0 := time.Now()
+	ts, err := c.Claim(ctx, &pb.ClaimRequest{Queue: r.cfg.Queue, WorkerId: "bench", MaxTasks: uint32(k),
+		LeaseNs: int64(lease), WaitNs: int64(wait)})
+	if err != nil {
+		if parent.Err() == nil { // the run's end cut it short: not an error
+			rec.Fail(err)
+		}
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	if len(ts) > 0 {
+		rec.Observe(time.Since(t0), len(ts))
+	}
+	return ts, nil
+}
+
+func (r *runner) submitOnce(parent context.Context, c *client.Client, rec *Recorder, t *pb.Task) error {
+	ctx, cancel := context.WithTimeout(parent, opTimeout)
+	defer cancel()
+	t0 := time.Now()
+	_, err := c.Submit(ctx, &pb.SubmitRequest{TaskId: t.GetId(), Fence: t.GetFence(),
+		Outcome: pb.Outcome_OUTCOME_COMPLETED, Result: []byte("ok")})
+	if err != nil {
+		if parent.Err() == nil { // the run's end cut it short: not an error
+			rec.Fail(err)
+		}
+		return fmt.Errorf("submit: %w", err)
+	}
+	rec.Observe(time.Since(t0), 1)
+	return nil
+}
+
+// submitAll submits ts, concurrently when there are several.
+func (r *runner) submitAll(ctx context.Context, c *client.Client, rec *Recorder, ts []*pb.Task) {
+	if len(ts) == 1 {
+		_ = r.submitOnce(ctx, c, rec, ts[0]) // counted as an error
+		return
+	}
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.submitOnce(ctx, c, rec, t) // counted as an error
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) {
+	n := r.cfg.Count
+	if n == 0 {
+		n = 50_000
+	}
+	if _, err := r.fill(ctx, c, n); err != nil {
+		return nil, err
+	}
+	claims, submits := NewRecorder("claim"), NewRecorder("submit")
+	r.cfg.Count = 0 // the fill size bounds the drain
+	elapsed := r.drive(ctx, "drain", r.cfg.Concurrency, submits, func(ctx context.Context, _ int) bool {
+		ts, err := r.claimOnce(ctx, c, claims, r.cfg.ClaimBatch, 0, r.cfg.Lease)
+		if err != nil {
+			return true
+		}
+		if len(ts) == 0 {
+			return false // drained
+		}
+		r.submitAll(ctx, c, submits, ts)
+		return true
+	})
+	s := submits.Summarize(elapsed)
+	r.rep.Ops = append(r.rep.Ops, claims.Summarize(elapsed), s)
+	return &s, nil
+}
+
+// cycle runs producers and workers at once; the measure is completed
+// tasks per second. Producers pause while more than backlogCap tasks are
+// enqueued and not yet completed, so the run is a steady state rather than
+// a race to build a backlog.
+func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) {
+	body := payload(r.cfg.Payload)
+	if err := r.warm(ctx, c, body); err != nil {
+		return nil, err
+	}
+	enq, claims, submits := NewRecorder("enqueue"), NewRecorder("claim"), NewRecorder("submit")
+	backlogCap := int64(max(10_000, 4*r.cfg.Workers))
+	k := r.cfg.ClaimBatch
+	claimers := max(1, r.cfg.Workers/k)
+	var enqueued atomic.Int64
+	elapsed := r.drive(ctx, "cycle", r.cfg.Producers+claimers, submits, func(ctx context.Context, w int) bool {
+		if w < r.cfg.Producers {
+			_, _, done := submits.Counts()
+			if enqueued.Load()-int64(done) > backlogCap {
+				time.Sleep(time.Millisecond)
+				return true
+			}
+			if r.enqueueOnce(ctx, c, enq, r.cfg.Batch, body) == nil {
+				enqueued.Add(int64(r.cfg.Batch))
+			}
+			return true
+		}
+		ts, err := r.claimOnce(ctx, c, claims, k, 200*time.Millisecond, r.cfg.Lease)
+		if err == nil && len(ts) > 0 {
+			r.submitAll(ctx, c, submits, ts)
+		}
+		return true
+	})
+	s := submits.Summarize(elapsed)
+	s.Op = "complete"
+	r.rep.Ops = append(r.rep.Ops, enq.Summarize(elapsed), claims.Summarize(elapsed), s)
+	return &s, nil
+}
+
+// heartbeat holds --leases leases and extends them from -c callers, one
+// item per call: the server coalesces concurrent calls into one command.
+func (r *runner) heartbeat(ctx context.Context, c *client.Client) (*Summary, error) {
+	if _, err := r.fill(ctx, c, r.cfg.Leases); err != nil {
+		return nil, err
+	}
+	var held []*pb.Task
+	scratch := NewRecorder("claim")
+	for len(held) < r.cfg.Leases {
+		ts, err := r.claimOnce(ctx, c, scratch, min(1000, r.cfg.Leases-len(held)), time.Second, 5*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) == 0 {
+			return nil, errors.New("heartbeat: queue ran dry while claiming leases")
+		}
+		held = append(held, ts...)
+	}
+	rec := NewRecorder("heartbeat")
+	var lost atomic.Int64
+	conc := r.cfg.Concurrency
+	cursor := make([]int, conc)
+	elapsed := r.drive(ctx, "heartbeat", conc, rec, func(ctx context.Context, w int) bool {
+		// Worker w owns held[w], held[w+conc], ...
+		i := w + cursor[w]*conc
+		if i >= len(held) {
+			cursor[w], i = 0, w
+			if i >= len(held) {
+				return false
+			}
+		}
+		cursor[w]++
+		t := held[i]
+		cctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		t0 := time.Now()
+		items, err := c.Heartbeat(cctx, &pb.HeartbeatItem{TaskId: t.GetId(), Fence: t.GetFence()})
+		if err != nil {
+			if ctx.Err() == nil {
+				rec.Fail(err)
+			}
+			return true
+		}
+		if client.ItemError(items[0]) != nil {
+			lost.Add(1)
+		}
+		rec.Observe(time.Since(t0), 1)
+		return true
+	})
+	s := rec.Summarize(elapsed)
+	r.rep.Ops = append(r.rep.Ops, s)
+	r.rep.Extra["leases_lost"] = lost.Load()
+	return &s, nil
+}
