@@ -183,7 +183,7 @@ func (n *Node) Snapshot() error {
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.shutdownOnce.Do(func() {
 		if n.IsLeader() && n.voterCount() > 1 {
-			if err := n.transferWithin(ctx); err != nil {
+			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer at shutdown failed", "err", err)
 			}
 		}
@@ -194,19 +194,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Info("node stopped", "err", n.shutdownErr)
 	})
 	return n.shutdownErr
-}
-
-// transferWithin hands leadership over, giving up when ctx ends.
-func (n *Node) transferWithin(ctx context.Context) error {
-	f := n.raft.LeadershipTransfer()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (n *Node) closeStores() error {
