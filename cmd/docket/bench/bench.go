@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
 // ErrUsage marks a bad command line.
@@ -181,7 +182,7 @@ type runner struct {
 	cfg    Config
 	rep    *Report
 	stderr io.Writer
-	local  *localCluster
+	local  *localcluster.Cluster
 	addrs  []string
 }
 
@@ -198,7 +199,10 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		r.addrs = strings.Split(r.cfg.Addr, ",")
 	} else {
 		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
-		lc, err := startLocal(ctx, exe, r.cfg.BasePort, 3, r.cfg.Keep, r.cfg.AgentArgs)
+		lc, _, err := localcluster.Start(ctx, localcluster.Options{
+			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true,
+			ExtraArgs: append([]string{"--log-level", "warn"}, r.cfg.AgentArgs...),
+		})
 		if err != nil {
 			return err
 		}

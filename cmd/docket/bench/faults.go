@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
 // leaderNode asks the cluster for its leader and finds its process.
-func (r *runner) leaderNode(ctx context.Context, c *client.Client) (*localNode, error) {
+func (r *runner) leaderNode(ctx context.Context, c *client.Client) (*localcluster.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("find leader: %w", err)
 	}
-	n := r.local.byAddr(st.GetLeaderGrpcAddr())
+	n := r.local.ByAddr(st.GetLeaderGrpcAddr())
 	if n == nil {
 		return nil, fmt.Errorf("leader %s at %q is not a local node", st.GetLeaderId(), st.GetLeaderGrpcAddr())
 	}
@@ -29,20 +30,20 @@ func (r *runner) leaderNode(ctx context.Context, c *client.Client) (*localNode, 
 
 // waitCaughtUp waits until n answers Status with an FSM applied index at
 // least target, bounded by d. It returns how long that took.
-func (r *runner) waitCaughtUp(ctx context.Context, c *client.Client, n *localNode, target uint64, d time.Duration) (time.Duration, error) {
+func (r *runner) waitCaughtUp(ctx context.Context, c *client.Client, n *localcluster.Node, target uint64, d time.Duration) (time.Duration, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	for {
 		sctx, scancel := context.WithTimeout(ctx, time.Second)
-		st, err := c.NodeStatus(sctx, n.grpc, false)
+		st, err := c.NodeStatus(sctx, n.GRPC, false)
 		scancel()
 		if err == nil && st.GetLeaderId() != "" && st.GetFsmAppliedIndex() >= target {
 			return time.Since(start), nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("%s not caught up to %d within %v (last: %v)", n.id, target, d, err)
+			return time.Since(start), fmt.Errorf("%s not caught up to %d within %v (last: %v)", n.ID, target, d, err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -88,7 +89,7 @@ func (r *runner) failover(ctx context.Context, c *client.Client) error {
 		firstOK.Store(0)
 		kill := time.Now()
 		killedAt.Store(kill.UnixNano())
-		if err := victim.kill(); err != nil {
+		if err := victim.Kill(); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(30 * time.Second)
@@ -98,12 +99,12 @@ func (r *runner) failover(ctx context.Context, c *client.Client) error {
 		killedAt.Store(0)
 		ok := firstOK.Load()
 		if ok == 0 {
-			return fmt.Errorf("failover trial %d: no write succeeded within 30s of killing %s", trial, victim.id)
+			return fmt.Errorf("failover trial %d: no write succeeded within 30s of killing %s", trial, victim.ID)
 		}
 		d := time.Duration(ok - kill.UnixNano())
 		times = append(times, d)
-		fmt.Fprintf(r.stderr, "bench failover: trial %d killed leader %s; first write after %v\n", trial, victim.id, d.Round(time.Millisecond))
-		if err := victim.start(r.local.exe); err != nil {
+		fmt.Fprintf(r.stderr, "bench failover: trial %d killed leader %s; first write after %v\n", trial, victim.ID, d.Round(time.Millisecond))
+		if err := victim.Start(); err != nil {
 			return err
 		}
 		st, err := c.Status(ctx)
@@ -143,7 +144,7 @@ func (r *runner) requeue(ctx context.Context, c *client.Client) error {
 		n = 100
 	}
 	if r.local != nil {
-		if wait := 11*time.Second - time.Since(r.local.ready); wait > 0 {
+		if wait := 11*time.Second - time.Since(r.local.Ready); wait > 0 {
 			fmt.Fprintf(r.stderr, "bench requeue: waiting %v for the new leader's reap grace\n", wait.Round(time.Second))
 			time.Sleep(wait)
 		}
@@ -239,39 +240,39 @@ func (r *runner) backlog(ctx context.Context, c *client.Client) error {
 		r.rep.Extra["claim_p99_ratio"] = full.P99Ms / empty.P99Ms
 	}
 	rss := map[string]float64{}
-	for _, ln := range r.local.nodes {
-		b, err := ln.rssBytes()
+	for _, ln := range r.local.Nodes {
+		b, err := ln.RSSBytes()
 		if err != nil {
 			return err
 		}
-		rss[ln.id] = float64(b) / (1 << 20)
+		rss[ln.ID] = float64(b) / (1 << 20)
 	}
 	r.rep.Extra["rss_mib"] = rss
 	leader, err := r.leaderNode(ctx, c)
 	if err != nil {
 		return err
 	}
-	victim := r.local.nodes[0]
+	victim := r.local.Nodes[0]
 	if victim == leader {
-		victim = r.local.nodes[1]
+		victim = r.local.Nodes[1]
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("backlog: status: %w", err)
 	}
-	if err := victim.kill(); err != nil {
+	if err := victim.Kill(); err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := victim.start(r.local.exe); err != nil {
+	if err := victim.Start(); err != nil {
 		return err
 	}
 	if _, err := r.waitCaughtUp(ctx, c, victim, st.GetCommitIndex(), 120*time.Second); err != nil {
 		return fmt.Errorf("backlog restart: %w", err)
 	}
 	r.rep.Extra["restart_serving_seconds"] = time.Since(start).Seconds()
-	r.rep.Extra["restart_node"] = victim.id
-	b, err := victim.rssBytes()
+	r.rep.Extra["restart_node"] = victim.ID
+	b, err := victim.RSSBytes()
 	if err == nil {
 		r.rep.Extra["restarted_rss_mib"] = float64(b) / (1 << 20)
 	}
