@@ -181,11 +181,21 @@ func (n *Node) Snapshot() error {
 // rolling restart does not shrink the cluster. The caller stops the API
 // server first, so no new work arrives.
 func (n *Node) Shutdown(ctx context.Context) error {
-	n.shutdownOnce.Do(func() {
+	return n.stop(func() {
 		if n.IsLeader() && n.voterCount() > 1 {
 			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer at shutdown failed", "err", err)
 			}
+		}
+	})
+}
+
+// stop runs first (if any), then stops the loops and Raft and closes the
+// stores, once, however many times it is called.
+func (n *Node) stop(first func()) error {
+	n.shutdownOnce.Do(func() {
+		if first != nil {
+			first()
 		}
 		n.cancel()
 		err := n.raft.Shutdown().Error()
@@ -213,12 +223,4 @@ func (n *Node) closeStores() error {
 // Crash stops the node as a kill would, without handing leadership over,
 // so the others must notice the silence and elect. Unlike kill -9 it keeps
 // what the OS had buffered; the chaos harness covers lost writes. For tests.
-func (n *Node) Crash() error {
-	n.shutdownOnce.Do(func() {
-		n.cancel()
-		err := n.raft.Shutdown().Error()
-		n.wg.Wait()
-		n.shutdownErr = errors.Join(err, n.closeStores())
-	})
-	return n.shutdownErr
-}
+func (n *Node) Crash() error { return n.stop(nil) }
