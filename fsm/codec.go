@@ -30,9 +30,17 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 	if !knownType(cmd.GetType()) {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
 	}
+	// A batched command of a type this build does not know is a newer
+	// leader's command like any other: stop rather than reject it here
+	// while newer replicas apply it.
+	for i, sub := range cmd.GetBatch().GetCommands() {
+		if !knownType(sub.GetType()) {
+			return nil, fmt.Errorf("%w: %d in batch command %d", ErrUnknownCommand, sub.GetType(), i)
+		}
+	}
 	return cmd, nil
 }
 
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_BATCH
 }

@@ -17,6 +17,12 @@
 // cmd.now). Ids come from the entry index and position. The fencing token of
 // a claim is the index of its entry.
 //
+// A Batch entry carries client commands that the leader coalesced: each runs
+// as its own entry would, at the batch's index and time, in order, with its
+// own result. Each command gets its own range of task positions
+// (Positions), so ids and pending seqs of different callers never collide
+// and FIFO follows the order of the commands.
+//
 // # Decisions and trade-offs
 //
 //   - Pebble writes use NoSync: the fsync'd Raft log is the durable source,
@@ -45,6 +51,12 @@
 //     streaming, and let their Persist fail; Raft takes a new one.
 //   - Open syncs the parent directories it creates: a power loss right
 //     after the first boot must not lose the FSM directory.
+//   - A Batch's commands share one fence: every task claimed in the entry
+//     gets its index. Fences must increase per task, which they still do;
+//     two tasks with one fence were already possible with max_tasks > 1.
+//     A Batch validates only its shape; a bad command in it is answered
+//     INVALID_ARGUMENT alone. A command type unknown to this build inside a
+//     Batch stops the node, like one outside.
 //   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
 //     Pebble snapshot, so an apply between the steps cannot make them fail.
 package fsm

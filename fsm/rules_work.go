@@ -49,7 +49,7 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			}
 		}
 		t := &pb.Task{
-			Id:             TaskID(tx.index, pos),
+			Id:             TaskID(tx.index, tx.base+pos),
 			Queue:          q,
 			Tenant:         tn,
 			Payload:        nt.GetPayload(),

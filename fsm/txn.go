@@ -19,6 +19,9 @@ type txn struct {
 	r     storage.Reader
 	now   int64
 	index uint64 // index of the entry being applied
+	// base is the first task position of the command being applied: 0,
+	// or its range within a Batch entry.
+	base int
 
 	metas     map[string]*metaEntry
 	pendingEv map[string]bool
@@ -50,20 +53,37 @@ func newTxn(b *pebble.Batch, now int64) *txn {
 // error means storage failed and the caller stops the node.
 func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 	res := &pb.CommandResult{Index: index}
-	if err := Validate(cmd, fsmLimits); err != nil {
-		var fe *FieldError
-		if !errors.As(err, &fe) {
-			return nil, err
-		}
-		res.ErrorCode, res.ErrorField, res.ErrorDetail = pb.Code_CODE_INVALID_ARGUMENT, fe.Field, fe.Reason
+	if rejected, err := tx.reject(cmd, res); err != nil || rejected {
 		res.Now = tx.now
-		return res, nil
+		return res, err
 	}
-	tx.index = index
+	tx.index, tx.base = index, 0
 	if cmd.GetNow() > tx.now {
 		tx.now = cmd.GetNow() // time in the log never runs backwards
 	}
 	res.Now = tx.now
+	if err := tx.run(cmd, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reject fills res with the reason when cmd is invalid.
+func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
+	err := Validate(cmd, fsmLimits)
+	if err == nil {
+		return false, nil
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return false, err
+	}
+	res.ErrorCode, res.ErrorField, res.ErrorDetail = pb.Code_CODE_INVALID_ARGUMENT, fe.Field, fe.Reason
+	return true, nil
+}
+
+// run dispatches a valid command to its rule.
+func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 	var err error
 	switch cmd.GetType() {
 	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
@@ -86,15 +106,17 @@ func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 		err = tx.purge(cmd.GetPurge(), res)
 	case pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD:
 		err = tx.requeueDead(cmd.GetRequeueDead(), res)
+	case pb.CommandType_COMMAND_TYPE_BATCH:
+		err = tx.batch(cmd.GetBatch(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
-		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
+		return fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%v: %w", cmd.GetType(), err)
+		return fmt.Errorf("%v: %w", cmd.GetType(), err)
 	}
-	return res, nil
+	return nil
 }
 
 // finish writes the touched catalog records, in key order, and the
@@ -225,7 +247,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState) error {
 
 // nextSeq is a pending position behind every existing one: the log index in
 // the high bits and the position within the entry in the low 16.
-func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(pos) }
+func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(tx.base+pos) }
 
 // requeue puts a running task back after a failed attempt (nack or reap):
 // attempts+1, then dead-letter at max attempts, delayed when delay > 0, or

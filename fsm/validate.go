@@ -147,6 +147,8 @@ func Validate(cmd *pb.Command, lim Limits) error {
 			return err
 		}
 		return checkCount("limit", int(r.GetLimit()), 1, MaxBatch)
+	case pb.CommandType_COMMAND_TYPE_BATCH:
+		return validateBatch(cmd.GetBatch())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -177,6 +179,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetPurge() != nil
 	case pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD:
 		ok = cmd.GetRequeueDead() != nil
+	case pb.CommandType_COMMAND_TYPE_BATCH:
+		ok = cmd.GetBatch() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

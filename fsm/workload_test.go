@@ -108,6 +108,26 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 		}
 		return &raft.Log{Index: w.index, Term: 1 + w.index/1000, Type: typ, Data: []byte("cfg")}
 	}
+	if w.pct(8) {
+		return entry(t, w.index, w.batch(t, f, now))
+	}
+	return entry(t, w.index, w.command(t, f, now))
+}
+
+// batch is what a leader coalescing its callers proposes: a few client
+// commands in one entry, some of them stale or invalid.
+func (w *workload) batch(t testing.TB, f *FSM, now int64) *pb.Command {
+	b := &pb.BatchCmd{}
+	for len(b.Commands) < 2+w.rng.IntN(5) {
+		if c := w.command(t, f, 0); Batchable(c.GetType()) {
+			b.Commands = append(b.Commands, c)
+		}
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Now: now, Body: &pb.Command_Batch{Batch: b}}
+}
+
+// command makes one command of the mix.
+func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 	var cmd *pb.Command
 	switch n := w.rng.IntN(100); {
 	case n < 22:
@@ -176,7 +196,7 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 		r := w.ref()
 		cmd = heartbeatCmd(now, &pb.HeartbeatItem{TaskId: r.id, Fence: r.fence})
 	}
-	return entry(t, w.index, cmd)
+	return cmd
 }
 
 // invalid is a command Validate refuses.
@@ -205,6 +225,9 @@ func (w *workload) observe(out interface{}) {
 	res, ok := out.(*pb.CommandResult)
 	if !ok || res == nil {
 		return
+	}
+	for _, sub := range res.GetResults() {
+		w.observe(sub)
 	}
 	for _, task := range res.GetTasks() {
 		w.claims = append(w.claims, claimRef{task.GetId(), task.GetFence()})

@@ -57,7 +57,7 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 		wake, release := s.hub.watchQueue(ref)
 		ready, next := s.claimable(ref)
 		if ready {
-			res, err := s.propose(ctx, cmd)
+			res, err := s.proposeClient(ctx, cmd)
 			if err != nil {
 				release()
 				return nil, err

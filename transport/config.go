@@ -58,6 +58,8 @@ const (
 	DefaultHeartbeatWindow   = 2 * time.Millisecond
 	DefaultHeartbeatMaxItems = fsm.MaxBatch
 	DefaultHealthInterval    = time.Second
+	DefaultCoalesceMax       = 512
+	DefaultCoalesceInflight  = 4
 	DefaultListLimit         = 100
 )
 
@@ -110,6 +112,20 @@ type Config struct {
 	// Heartbeat command may carry.
 	HeartbeatMaxItems int
 
+	// CoalesceMax bounds the client commands (Enqueue, Claim, Submit,
+	// Nack, Cancel) the leader folds into one Batch entry. Default 512:
+	// one entry then carries every caller of a busy node's round trip,
+	// and a Batch stays far below fsm.MaxBatchCommands. 1 turns
+	// coalescing off: each command is an entry of its own.
+	CoalesceMax int
+
+	// CoalesceInflight is how many entries of client commands the leader
+	// keeps in flight before it starts to coalesce: below it a command is
+	// proposed at once, alone. Default 4. Fewer slots make larger
+	// batches (less Raft and FSM work per command) at the cost of waiting
+	// for a slot; more slots lean on Raft's own batching of appends.
+	CoalesceInflight int
+
 	// HealthInterval is how often the Queue service's health status is
 	// recomputed from whether a leader is known. Default 1 s.
 	HealthInterval time.Duration
@@ -150,6 +166,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeartbeatMaxItems <= 0 || c.HeartbeatMaxItems > fsm.MaxBatch {
 		c.HeartbeatMaxItems = DefaultHeartbeatMaxItems
+	}
+	if c.CoalesceMax <= 0 || c.CoalesceMax > fsm.MaxBatchCommands {
+		c.CoalesceMax = min(DefaultCoalesceMax, fsm.MaxBatchCommands)
+	}
+	if c.CoalesceInflight <= 0 {
+		c.CoalesceInflight = DefaultCoalesceInflight
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = DefaultHealthInterval

@@ -19,7 +19,8 @@
 // queue's next delayed task becomes visible; WaitResult wakes when its task
 // finishes. Concurrent Heartbeats on the leader are folded by a batcher
 // goroutine into one Heartbeat command; each caller gets its own items'
-// results.
+// results. The other client commands (Enqueue, Claim, Submit, Nack,
+// Cancel) go through the coalescer: group commit into fsm Batch entries.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by
 // the server's unary interceptor, which also puts the leader's address in
@@ -65,6 +66,16 @@
 //     extended; each batch's proposal may run until the latest deadline of
 //     its callers. A caller's bad item fails that caller only, because
 //     items are validated before they join a batch.
+//   - The coalescer never waits to fill a batch: a command is proposed at
+//     once, alone, while fewer than CoalesceInflight entries are in flight;
+//     only while all are in flight do commands queue, and the next free
+//     slot takes all of them (up to CoalesceMax, 4 MiB and 65,536 task
+//     positions) in one Batch. A lone caller's latency is unchanged, and
+//     under load Raft, the log and the FSM do their per-entry work once
+//     for many callers. Each caller is validated before it joins and gets
+//     its own result, so one caller's stale fence fails it alone; a
+//     whole-entry failure (not leader, leadership lost) reaches each caller
+//     as it would have alone, and each retries or forwards on its own.
 //   - Cluster changes (TransferLeadership, AddServer, RemoveServer) are
 //     forwarded like writes, so an operator can point the CLI at any node.
 //     Status always answers locally.

@@ -16,6 +16,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec // method
 	forwarded *prometheus.CounterVec   // method
 	hbBatch   prometheus.Histogram
+	coBatch   prometheus.Histogram
 	waiters   prometheus.Gauge
 }
 
@@ -39,6 +40,11 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 			Help:    "Heartbeat items per proposed Heartbeat command.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 6),
 		}),
+		coBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "coalesced_commands",
+			Help:    "Client commands per proposed entry: 1 when proposed alone, more in a Batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 6),
+		}),
 		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "docket", Subsystem: "transport", Name: "waiters",
 			Help: "Long-poll Claim and WaitResult calls currently waiting.",
@@ -47,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.rpcs, m.latency, m.forwarded, m.hbBatch, m.waiters} {
+	for _, c := range []prometheus.Collector{m.rpcs, m.latency, m.forwarded, m.hbBatch, m.coBatch, m.waiters} {
 		if err := reg.Register(c); err != nil {
 			// A second Server on one registry: its metrics stay local.
 			log.Warn("transport metric not registered", "err", err)

@@ -43,7 +43,7 @@ func write[Resp proto.Message](s *Server, ctx context.Context, method string, re
 		return zero, err
 	}
 	return onLeader(s, ctx, method, req, out, func(ctx context.Context) (Resp, error) {
-		res, err := s.propose(ctx, cmd)
+		res, err := s.proposeClient(ctx, cmd)
 		if err != nil {
 			var zero Resp
 			return zero, err

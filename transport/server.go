@@ -32,6 +32,7 @@ type Server struct {
 	health  *health.Server
 	hub     *hub
 	hb      *batcher
+	co      *coalescer
 	fwd     *forwarder
 	metrics *metrics
 
@@ -66,6 +67,7 @@ func NewServer(node Node, cfg Config) *Server {
 		cancel:  cancel,
 	}
 	s.hb = newBatcher(s)
+	s.co = newCoalescer(s)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
@@ -85,8 +87,9 @@ func NewServer(node Node, cfg Config) *Server {
 	s.setQueueHealth()
 
 	node.FSM().SetObserver(s.hub.observe)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.hb.run()
+	go s.co.run()
 	go s.watchHealth()
 	return s
 }

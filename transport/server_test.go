@@ -33,7 +33,9 @@ type fakeNode struct {
 
 	leader     atomic.Bool
 	leaderAddr atomic.Pointer[string]
-	failNext   atomic.Pointer[error] // the next Propose fails with it
+	failNext   atomic.Pointer[error]         // the next Propose fails with it
+	hold       atomic.Pointer[chan struct{}] // Propose waits until it is closed
+	held       atomic.Int32                  // Proposes waiting on hold
 	removed    atomic.Pointer[string]
 }
 
@@ -67,6 +69,11 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 	}
 	if e := n.failNext.Swap(nil); e != nil {
 		return nil, *e
+	}
+	if h := n.hold.Load(); h != nil {
+		n.held.Add(1)
+		<-*h
+		n.held.Add(-1)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -43,6 +43,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often the leader purges finished tasks past retention")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
+	fs.IntVar(&o.api.CoalesceMax, "coalesce-max", transport.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
+	fs.IntVar(&o.api.CoalesceInflight, "coalesce-inflight", transport.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
@@ -51,6 +53,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
+	api                                            transport.Config
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -74,12 +77,13 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	return serve(ctx, *cfg, log)
+	o.api.Logger = log
+	return serve(ctx, *cfg, o.api, log)
 }
 
 // serve runs one node until ctx ends, then stops it gracefully: the API
 // stops taking work, leadership moves, Raft shuts down, stores close.
-func serve(ctx context.Context, cfg cluster.Config, log *slog.Logger) error {
+func serve(ctx context.Context, cfg cluster.Config, api transport.Config, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
@@ -89,7 +93,7 @@ func serve(ctx context.Context, cfg cluster.Config, log *slog.Logger) error {
 	if err != nil {
 		return errors.Join(err, lis.Close())
 	}
-	srv := transport.NewServer(node, transport.Config{Logger: log})
+	srv := transport.NewServer(node, api)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	log.Info("serving", "id", cfg.ID, "grpc", cfg.GRPCAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)

@@ -41,6 +41,7 @@ const (
 	CommandType_COMMAND_TYPE_PROMOTE_DELAYED CommandType = 8
 	CommandType_COMMAND_TYPE_PURGE           CommandType = 9
 	CommandType_COMMAND_TYPE_REQUEUE_DEAD    CommandType = 10
+	CommandType_COMMAND_TYPE_BATCH           CommandType = 11
 )
 
 // Enum value maps for CommandType.
@@ -57,6 +58,7 @@ var (
 		8:  "COMMAND_TYPE_PROMOTE_DELAYED",
 		9:  "COMMAND_TYPE_PURGE",
 		10: "COMMAND_TYPE_REQUEUE_DEAD",
+		11: "COMMAND_TYPE_BATCH",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":     0,
@@ -70,6 +72,7 @@ var (
 		"COMMAND_TYPE_PROMOTE_DELAYED": 8,
 		"COMMAND_TYPE_PURGE":           9,
 		"COMMAND_TYPE_REQUEUE_DEAD":    10,
+		"COMMAND_TYPE_BATCH":           11,
 	}
 )
 
@@ -179,6 +182,7 @@ type Command struct {
 	//	*Command_PromoteDelayed
 	//	*Command_Purge
 	//	*Command_RequeueDead
+	//	*Command_Batch
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -325,6 +329,15 @@ func (x *Command) GetRequeueDead() *RequeueDeadCmd {
 	return nil
 }
 
+func (x *Command) GetBatch() *BatchCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -369,6 +382,10 @@ type Command_RequeueDead struct {
 	RequeueDead *RequeueDeadCmd `protobuf:"bytes,19,opt,name=requeue_dead,json=requeueDead,proto3,oneof"`
 }
 
+type Command_Batch struct {
+	Batch *BatchCmd `protobuf:"bytes,20,opt,name=batch,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -389,6 +406,59 @@ func (*Command_Purge) isCommand_Body() {}
 
 func (*Command_RequeueDead) isCommand_Body() {}
 
+func (*Command_Batch) isCommand_Body() {}
+
+// BatchCmd carries the commands of many callers that the leader coalesced
+// into one log entry. Each runs as if it were an entry of its own, in
+// order, under the batch's time and index (a Claim's fence is the batch's
+// index), and gets its own CommandResult: one caller's rejected command
+// does not touch the others. Only client commands may be batched: Enqueue,
+// Claim, Heartbeat, Submit, Nack and Cancel; the sub-commands' own now is
+// ignored.
+type BatchCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commands      []*Command             `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCmd) Reset() {
+	*x = BatchCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCmd) ProtoMessage() {}
+
+func (x *BatchCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCmd.ProtoReflect.Descriptor instead.
+func (*BatchCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BatchCmd) GetCommands() []*Command {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
 // NewTask is one task to enqueue.
 type NewTask struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -408,7 +478,7 @@ type NewTask struct {
 
 func (x *NewTask) Reset() {
 	*x = NewTask{}
-	mi := &file_docketv1_command_proto_msgTypes[1]
+	mi := &file_docketv1_command_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +490,7 @@ func (x *NewTask) String() string {
 func (*NewTask) ProtoMessage() {}
 
 func (x *NewTask) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[1]
+	mi := &file_docketv1_command_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +503,7 @@ func (x *NewTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewTask.ProtoReflect.Descriptor instead.
 func (*NewTask) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{1}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NewTask) GetQueue() string {
@@ -508,7 +578,7 @@ type EnqueueCmd struct {
 
 func (x *EnqueueCmd) Reset() {
 	*x = EnqueueCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[2]
+	mi := &file_docketv1_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +590,7 @@ func (x *EnqueueCmd) String() string {
 func (*EnqueueCmd) ProtoMessage() {}
 
 func (x *EnqueueCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[2]
+	mi := &file_docketv1_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +603,7 @@ func (x *EnqueueCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueCmd.ProtoReflect.Descriptor instead.
 func (*EnqueueCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{2}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnqueueCmd) GetTasks() []*NewTask {
@@ -556,7 +626,7 @@ type ClaimCmd struct {
 
 func (x *ClaimCmd) Reset() {
 	*x = ClaimCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[3]
+	mi := &file_docketv1_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +638,7 @@ func (x *ClaimCmd) String() string {
 func (*ClaimCmd) ProtoMessage() {}
 
 func (x *ClaimCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[3]
+	mi := &file_docketv1_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +651,7 @@ func (x *ClaimCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimCmd.ProtoReflect.Descriptor instead.
 func (*ClaimCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{3}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClaimCmd) GetQueue() string {
@@ -633,7 +703,7 @@ type HeartbeatItem struct {
 
 func (x *HeartbeatItem) Reset() {
 	*x = HeartbeatItem{}
-	mi := &file_docketv1_command_proto_msgTypes[4]
+	mi := &file_docketv1_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +715,7 @@ func (x *HeartbeatItem) String() string {
 func (*HeartbeatItem) ProtoMessage() {}
 
 func (x *HeartbeatItem) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[4]
+	mi := &file_docketv1_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +728,7 @@ func (x *HeartbeatItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatItem.ProtoReflect.Descriptor instead.
 func (*HeartbeatItem) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{4}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HeartbeatItem) GetTaskId() string {
@@ -705,7 +775,7 @@ type HeartbeatCmd struct {
 
 func (x *HeartbeatCmd) Reset() {
 	*x = HeartbeatCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[5]
+	mi := &file_docketv1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +787,7 @@ func (x *HeartbeatCmd) String() string {
 func (*HeartbeatCmd) ProtoMessage() {}
 
 func (x *HeartbeatCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[5]
+	mi := &file_docketv1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +800,7 @@ func (x *HeartbeatCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatCmd.ProtoReflect.Descriptor instead.
 func (*HeartbeatCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{5}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatCmd) GetItems() []*HeartbeatItem {
@@ -753,7 +823,7 @@ type SubmitCmd struct {
 
 func (x *SubmitCmd) Reset() {
 	*x = SubmitCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[6]
+	mi := &file_docketv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +835,7 @@ func (x *SubmitCmd) String() string {
 func (*SubmitCmd) ProtoMessage() {}
 
 func (x *SubmitCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[6]
+	mi := &file_docketv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +848,7 @@ func (x *SubmitCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitCmd.ProtoReflect.Descriptor instead.
 func (*SubmitCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{6}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitCmd) GetTaskId() string {
@@ -828,7 +898,7 @@ type NackCmd struct {
 
 func (x *NackCmd) Reset() {
 	*x = NackCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[7]
+	mi := &file_docketv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +910,7 @@ func (x *NackCmd) String() string {
 func (*NackCmd) ProtoMessage() {}
 
 func (x *NackCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[7]
+	mi := &file_docketv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +923,7 @@ func (x *NackCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackCmd.ProtoReflect.Descriptor instead.
 func (*NackCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{7}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NackCmd) GetTaskId() string {
@@ -893,7 +963,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[8]
+	mi := &file_docketv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +975,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[8]
+	mi := &file_docketv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +988,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{8}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelCmd) GetTaskId() string {
@@ -938,7 +1008,7 @@ type ReapItem struct {
 
 func (x *ReapItem) Reset() {
 	*x = ReapItem{}
-	mi := &file_docketv1_command_proto_msgTypes[9]
+	mi := &file_docketv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1020,7 @@ func (x *ReapItem) String() string {
 func (*ReapItem) ProtoMessage() {}
 
 func (x *ReapItem) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[9]
+	mi := &file_docketv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1033,7 @@ func (x *ReapItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReapItem.ProtoReflect.Descriptor instead.
 func (*ReapItem) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{9}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReapItem) GetTaskId() string {
@@ -991,7 +1061,7 @@ type ReapCmd struct {
 
 func (x *ReapCmd) Reset() {
 	*x = ReapCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[10]
+	mi := &file_docketv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1073,7 @@ func (x *ReapCmd) String() string {
 func (*ReapCmd) ProtoMessage() {}
 
 func (x *ReapCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[10]
+	mi := &file_docketv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1086,7 @@ func (x *ReapCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReapCmd.ProtoReflect.Descriptor instead.
 func (*ReapCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{10}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReapCmd) GetItems() []*ReapItem {
@@ -1035,7 +1105,7 @@ type PromoteDelayedCmd struct {
 
 func (x *PromoteDelayedCmd) Reset() {
 	*x = PromoteDelayedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[11]
+	mi := &file_docketv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1117,7 @@ func (x *PromoteDelayedCmd) String() string {
 func (*PromoteDelayedCmd) ProtoMessage() {}
 
 func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[11]
+	mi := &file_docketv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1130,7 @@ func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteDelayedCmd.ProtoReflect.Descriptor instead.
 func (*PromoteDelayedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{11}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PromoteDelayedCmd) GetLimit() uint32 {
@@ -1079,7 +1149,7 @@ type PurgeCmd struct {
 
 func (x *PurgeCmd) Reset() {
 	*x = PurgeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[12]
+	mi := &file_docketv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1161,7 @@ func (x *PurgeCmd) String() string {
 func (*PurgeCmd) ProtoMessage() {}
 
 func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[12]
+	mi := &file_docketv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1174,7 @@ func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCmd.ProtoReflect.Descriptor instead.
 func (*PurgeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{12}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PurgeCmd) GetLimit() uint32 {
@@ -1128,7 +1198,7 @@ type RequeueDeadCmd struct {
 
 func (x *RequeueDeadCmd) Reset() {
 	*x = RequeueDeadCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[13]
+	mi := &file_docketv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1210,7 @@ func (x *RequeueDeadCmd) String() string {
 func (*RequeueDeadCmd) ProtoMessage() {}
 
 func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[13]
+	mi := &file_docketv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1223,7 @@ func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadCmd.ProtoReflect.Descriptor instead.
 func (*RequeueDeadCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{13}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RequeueDeadCmd) GetTaskId() string {
@@ -1197,7 +1267,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1279,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1292,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -1270,14 +1340,15 @@ type CommandResult struct {
 	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // log index of the entry
 	Now           int64                  `protobuf:"varint,5,opt,name=now,proto3" json:"now,omitempty"`     // effective time the FSM applied
 	Items         []*ItemResult          `protobuf:"bytes,6,rep,name=items,proto3" json:"items,omitempty"`
-	Tasks         []*Task                `protobuf:"bytes,7,rep,name=tasks,proto3" json:"tasks,omitempty"` // claimed tasks, for Claim
+	Tasks         []*Task                `protobuf:"bytes,7,rep,name=tasks,proto3" json:"tasks,omitempty"`     // claimed tasks, for Claim
+	Results       []*CommandResult       `protobuf:"bytes,8,rep,name=results,proto3" json:"results,omitempty"` // one per command, for Batch
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1360,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1373,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -1354,11 +1425,18 @@ func (x *CommandResult) GetTasks() []*Task {
 	return nil
 }
 
+func (x *CommandResult) GetResults() []*CommandResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xd2\x04\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xff\x04\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -1372,8 +1450,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x04reap\x18\x10 \x01(\v2\x12.docket.v1.ReapCmdH\x00R\x04reap\x12G\n" +
 	"\x0fpromote_delayed\x18\x11 \x01(\v2\x1c.docket.v1.PromoteDelayedCmdH\x00R\x0epromoteDelayed\x12+\n" +
 	"\x05purge\x18\x12 \x01(\v2\x13.docket.v1.PurgeCmdH\x00R\x05purge\x12>\n" +
-	"\frequeue_dead\x18\x13 \x01(\v2\x19.docket.v1.RequeueDeadCmdH\x00R\vrequeueDeadB\x06\n" +
-	"\x04body\"\x8e\x02\n" +
+	"\frequeue_dead\x18\x13 \x01(\v2\x19.docket.v1.RequeueDeadCmdH\x00R\vrequeueDead\x12+\n" +
+	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batchB\x06\n" +
+	"\x04body\":\n" +
+	"\bBatchCmd\x12.\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -1434,7 +1515,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12*\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x14\n" +
-	"\x05fence\x18\x05 \x01(\x04R\x05fence\"\xff\x01\n" +
+	"\x05fence\x18\x05 \x01(\x04R\x05fence\"\xb3\x02\n" +
 	"\rCommandResult\x12.\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\terrorCode\x12\x1f\n" +
@@ -1444,7 +1525,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x10\n" +
 	"\x03now\x18\x05 \x01(\x03R\x03now\x12+\n" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
-	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks*\xb2\x02\n" +
+	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
+	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\xca\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -1457,7 +1539,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x1cCOMMAND_TYPE_PROMOTE_DELAYED\x10\b\x12\x16\n" +
 	"\x12COMMAND_TYPE_PURGE\x10\t\x12\x1d\n" +
 	"\x19COMMAND_TYPE_REQUEUE_DEAD\x10\n" +
-	"*\x99\x01\n" +
+	"\x12\x16\n" +
+	"\x12COMMAND_TYPE_BATCH\x10\v*\x99\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -1480,56 +1563,60 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),          // 0: docket.v1.CommandType
 	(Code)(0),                 // 1: docket.v1.Code
 	(*Command)(nil),           // 2: docket.v1.Command
-	(*NewTask)(nil),           // 3: docket.v1.NewTask
-	(*EnqueueCmd)(nil),        // 4: docket.v1.EnqueueCmd
-	(*ClaimCmd)(nil),          // 5: docket.v1.ClaimCmd
-	(*HeartbeatItem)(nil),     // 6: docket.v1.HeartbeatItem
-	(*HeartbeatCmd)(nil),      // 7: docket.v1.HeartbeatCmd
-	(*SubmitCmd)(nil),         // 8: docket.v1.SubmitCmd
-	(*NackCmd)(nil),           // 9: docket.v1.NackCmd
-	(*CancelCmd)(nil),         // 10: docket.v1.CancelCmd
-	(*ReapItem)(nil),          // 11: docket.v1.ReapItem
-	(*ReapCmd)(nil),           // 12: docket.v1.ReapCmd
-	(*PromoteDelayedCmd)(nil), // 13: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),          // 14: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),    // 15: docket.v1.RequeueDeadCmd
-	(*ItemResult)(nil),        // 16: docket.v1.ItemResult
-	(*CommandResult)(nil),     // 17: docket.v1.CommandResult
-	(Outcome)(0),              // 18: docket.v1.Outcome
-	(TaskState)(0),            // 19: docket.v1.TaskState
-	(*Task)(nil),              // 20: docket.v1.Task
+	(*BatchCmd)(nil),          // 3: docket.v1.BatchCmd
+	(*NewTask)(nil),           // 4: docket.v1.NewTask
+	(*EnqueueCmd)(nil),        // 5: docket.v1.EnqueueCmd
+	(*ClaimCmd)(nil),          // 6: docket.v1.ClaimCmd
+	(*HeartbeatItem)(nil),     // 7: docket.v1.HeartbeatItem
+	(*HeartbeatCmd)(nil),      // 8: docket.v1.HeartbeatCmd
+	(*SubmitCmd)(nil),         // 9: docket.v1.SubmitCmd
+	(*NackCmd)(nil),           // 10: docket.v1.NackCmd
+	(*CancelCmd)(nil),         // 11: docket.v1.CancelCmd
+	(*ReapItem)(nil),          // 12: docket.v1.ReapItem
+	(*ReapCmd)(nil),           // 13: docket.v1.ReapCmd
+	(*PromoteDelayedCmd)(nil), // 14: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),          // 15: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),    // 16: docket.v1.RequeueDeadCmd
+	(*ItemResult)(nil),        // 17: docket.v1.ItemResult
+	(*CommandResult)(nil),     // 18: docket.v1.CommandResult
+	(Outcome)(0),              // 19: docket.v1.Outcome
+	(TaskState)(0),            // 20: docket.v1.TaskState
+	(*Task)(nil),              // 21: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
-	4,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
-	5,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
-	7,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
-	8,  // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
-	9,  // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
-	10, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
-	12, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	13, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	14, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	15, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
-	3,  // 11: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 12: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	18, // 13: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	11, // 14: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	1,  // 15: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	19, // 16: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 17: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	16, // 18: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	20, // 19: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	5,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
+	6,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
+	8,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
+	9,  // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
+	10, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
+	11, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
+	13, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
+	14, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	15, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	16, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
+	2,  // 12: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 13: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	7,  // 14: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	19, // 15: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	12, // 16: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	1,  // 17: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	20, // 18: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 19: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	17, // 20: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	21, // 21: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	18, // 22: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -1549,6 +1636,7 @@ func file_docketv1_command_proto_init() {
 		(*Command_PromoteDelayed)(nil),
 		(*Command_Purge)(nil),
 		(*Command_RequeueDead)(nil),
+		(*Command_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1556,7 +1644,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

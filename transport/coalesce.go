@@ -1,0 +1,191 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// coalescer folds the client commands (Enqueue, Claim, Submit, Nack,
+// Cancel) of concurrent callers into Batch entries on the leader: group
+// commit. It never waits to fill a batch. A command is proposed at once
+// while fewer than Config.CoalesceInflight entries are in flight, alone
+// and unwrapped, so a lone caller pays nothing; only while all of them
+// are in flight do later commands queue up, and the next free slot takes
+// every one of them in one entry. Under load that turns hundreds of
+// callers' Raft entries, futures, log writes and per-entry FSM work into
+// a few, without a timer in the path.
+type coalescer struct {
+	s     *Server
+	calls chan *coCall
+	sem   chan struct{}
+}
+
+type coCall struct {
+	ctx   context.Context
+	cmd   *pb.Command
+	size  int          // encoded bytes of cmd
+	reply chan coReply // buffered: the flush never blocks on a caller
+}
+
+type coReply struct {
+	res *pb.CommandResult
+	err error
+}
+
+// maxBatchBytes bounds the encoded commands of one Batch entry, so a
+// coalesced entry stays the size of a large single request. A command
+// larger than this goes alone.
+const maxBatchBytes = 4 << 20
+
+func newCoalescer(s *Server) *coalescer {
+	return &coalescer{
+		s:     s,
+		calls: make(chan *coCall, 4096),
+		sem:   make(chan struct{}, s.cfg.CoalesceInflight),
+	}
+}
+
+// proposeClient runs a client command on this node, the leader, through
+// the coalescer. A rejection of the command becomes its error, as with
+// propose.
+func (s *Server) proposeClient(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if s.cfg.CoalesceMax <= 1 || !fsm.Batchable(cmd.GetType()) {
+		return s.propose(ctx, cmd)
+	}
+	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1)}
+	select {
+	case s.co.calls <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errShutdown
+	}
+	select {
+	case r := <-c.reply:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if err := fsm.ResultError(r.res); err != nil {
+			return nil, err
+		}
+		return r.res, nil
+	case <-ctx.Done():
+		// Like an abandoned Propose: the command may still apply.
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errShutdown
+	}
+}
+
+func (co *coalescer) run() {
+	defer co.s.wg.Done()
+	maxCmds := co.s.cfg.CoalesceMax
+	var carry *coCall // a call that did not fit the last batch
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-co.calls:
+			case <-co.s.ctx.Done():
+				return
+			}
+		}
+		// Wait for a slot before collecting: the calls that arrive
+		// meanwhile are what the next entry carries.
+		select {
+		case co.sem <- struct{}{}:
+		case <-co.s.ctx.Done():
+			return // the callers see the server's end themselves
+		}
+		batch := []*coCall{first}
+		positions, size := fsm.Positions(first.cmd), first.size
+	collect:
+		for len(batch) < maxCmds {
+			select {
+			case c := <-co.calls:
+				p := fsm.Positions(c.cmd)
+				if positions+p > maxEntryPositions || size+c.size > maxBatchBytes {
+					carry = c
+					break collect
+				}
+				batch = append(batch, c)
+				positions, size = positions+p, size+c.size
+			default:
+				break collect
+			}
+		}
+		co.flush(batch)
+	}
+}
+
+// maxEntryPositions is the task positions one entry has room for (see
+// fsm.Positions).
+const maxEntryPositions = 1 << 16
+
+// flush proposes the live calls of batch as one entry, in the background,
+// and hands each caller its own result. It holds a slot of co.sem until
+// the entry is applied.
+func (co *coalescer) flush(batch []*coCall) {
+	live := batch[:0]
+	var deadline time.Time
+	unbounded := false
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			continue // the caller is gone and told; do not run its command
+		}
+		live = append(live, c)
+		if d, ok := c.ctx.Deadline(); !ok {
+			unbounded = true
+		} else if d.After(deadline) {
+			deadline = d
+		}
+	}
+	if len(live) == 0 {
+		<-co.sem
+		return
+	}
+	co.s.metrics.coBatch.Observe(float64(len(live)))
+	co.s.wg.Add(1)
+	go func() {
+		defer co.s.wg.Done()
+		defer func() { <-co.sem }()
+		// The entry serves every caller: it may run until the last of
+		// their deadlines, or the node's own apply timeout.
+		ctx, cancel := co.s.ctx, context.CancelFunc(func() {})
+		if !unbounded {
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		defer cancel()
+		if len(live) == 1 {
+			res, err := co.s.node.Propose(ctx, live[0].cmd)
+			live[0].reply <- coReply{res, err}
+			return
+		}
+		cmds := make([]*pb.Command, len(live))
+		for i, c := range live {
+			cmds[i] = c.cmd
+		}
+		res, err := co.s.node.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
+			Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
+		if err == nil {
+			err = fsm.ResultError(res)
+		}
+		if err == nil && len(res.GetResults()) != len(live) {
+			err = fmt.Errorf("fsm answered %d results for a batch of %d", len(res.GetResults()), len(live))
+		}
+		for i, c := range live {
+			r := coReply{err: err}
+			if err == nil {
+				r.res = res.GetResults()[i]
+			}
+			c.reply <- r
+		}
+	}()
+}
