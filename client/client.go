@@ -36,6 +36,7 @@ type config struct {
 	retryBase        time.Duration
 	retryMax         time.Duration
 	discoveryTimeout time.Duration
+	enqueueInflight  int
 }
 
 // WithLogger sets the logger. The default is slog.Default(). Retries and
@@ -89,6 +90,8 @@ type Client struct {
 	// leader at once send one round of Status calls, not one each.
 	discoverSem chan struct{}
 
+	enq *enqueuer // shares Enqueue RPCs; nil when coalescing is off
+
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by gRPC address, created lazily, closed only by Close
 	addrs  []string                    // known node addresses: seeds first, then learned
@@ -113,6 +116,7 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		retryBase:        DefaultRetryBase,
 		retryMax:         DefaultRetryMax,
 		discoveryTimeout: DefaultDiscoveryTimeout,
+		enqueueInflight:  DefaultEnqueueInflight,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -142,6 +146,9 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 	for attempt := 0; ; attempt++ {
 		_, err := c.discover(ctx)
 		if err == nil {
+			if cfg.enqueueInflight > 0 {
+				c.enq = newEnqueuer(c, cfg.enqueueInflight)
+			}
 			return c, nil
 		}
 		// A failure that says why (refused, unreachable) beats the
@@ -169,6 +176,15 @@ func newClientError(addrs []string, cause, ctxErr error) error {
 
 // Close closes every connection. Calls in flight fail with ErrClosed.
 func (c *Client) Close() error {
+	err := c.closeConns()
+	if c.enq != nil {
+		// After the connections: the shared RPCs then end at once.
+		c.enq.close()
+	}
+	return err
+}
+
+func (c *Client) closeConns() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

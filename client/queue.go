@@ -64,6 +64,27 @@ func (c *Client) Enqueue(ctx context.Context, tasks ...*docketv1.NewTask) ([]*do
 			minted[i] = true
 		}
 	}
+	var items []*docketv1.ItemResult
+	var err error
+	if c.enq != nil {
+		items, err = c.enq.do(ctx, tasks)
+	} else {
+		items, err = c.enqueueRPC(ctx, tasks)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		if minted[i] && it.GetCode() == docketv1.Code_CODE_DUPLICATE {
+			it.Code = docketv1.Code_CODE_OK
+		}
+	}
+	return items, nil
+}
+
+// enqueueRPC sends one Enqueue request, with the client's retries, and
+// returns one result per task.
+func (c *Client) enqueueRPC(ctx context.Context, tasks []*docketv1.NewTask) ([]*docketv1.ItemResult, error) {
 	req := &docketv1.EnqueueRequest{Tasks: tasks}
 	var resp *docketv1.EnqueueResponse
 	_, err := c.invoke(ctx, opEnqueue, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
@@ -76,11 +97,6 @@ func (c *Client) Enqueue(ctx context.Context, tasks ...*docketv1.NewTask) ([]*do
 	}
 	if len(resp.GetItems()) != len(tasks) {
 		return nil, fmt.Errorf("Enqueue: server answered %d items for %d tasks", len(resp.GetItems()), len(tasks))
-	}
-	for i, it := range resp.GetItems() {
-		if minted[i] && it.GetCode() == docketv1.Code_CODE_DUPLICATE {
-			it.Code = docketv1.Code_CODE_OK
-		}
 	}
 	return resp.GetItems(), nil
 }
