@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/dockethq/docket/fsm"
@@ -53,11 +55,18 @@ func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.Cla
 func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration) (*pb.ClaimResponse, error) {
 	deadline := time.Now().Add(waitBudget(ctx, wait))
 	ref := fsm.QueueRef{Queue: cmd.GetClaim().GetQueue(), Tenant: cmd.GetClaim().GetTenant()}
+	want := int(cmd.GetClaim().GetMaxTasks())
 	for {
 		wake, release := s.hub.watchQueue(ref)
-		ready, next := s.claimable(ref)
-		if ready {
+		n, next := s.admit(ref, want)
+		if n > 0 {
 			res, err := s.proposeClient(ctx, cmd)
+			s.gate.release(ref, n)
+			// Waiters held back by this claim's reservation may now have
+			// room: the claim has applied, so the counts include it.
+			if more, _ := s.admit(ref, 0); more > 0 {
+				s.hub.kick(ref)
+			}
 			if err != nil {
 				release()
 				return nil, err
@@ -67,7 +76,7 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 				return &pb.ClaimResponse{Tasks: res.GetTasks()}, nil
 			}
 			// Others took them first; wait for more.
-			_, next = s.claimable(ref)
+			_, next = s.admit(ref, 0)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -88,30 +97,78 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 	}
 }
 
-// claimable looks at the local replica: whether ref has pending tasks or a
-// delayed one already due, and when its next delayed task becomes visible
-// (0 when none). On a read error it answers ready, so the Claim command
-// decides.
-func (s *Server) claimable(ref fsm.QueueRef) (ready bool, nextVisible int64) {
+// admit decides whether a waiting Claim for up to want tasks of ref
+// proposes now, and reserves what it may take. Without it every waiter of
+// a queue proposed a Claim on each enqueue, and all but a few were empty
+// claims applied on every replica. Pending tasks not yet reserved by
+// claims in flight are shared out; a delayed task that is due (which the
+// claim itself promotes) admits every waiter, since the count of due tasks
+// is not at hand. It returns the reservation (0: wait) and when the next
+// delayed task becomes visible. want 0 reserves nothing and answers 1 when
+// some pending task is unreserved.
+func (s *Server) admit(ref fsm.QueueRef, want int) (int, int64) {
+	pending, due, next := s.claimable(ref)
+	if due {
+		return s.gate.reserve(ref, want, math.MaxInt), 0
+	}
+	return s.gate.reserve(ref, want, pending), next
+}
+
+// claimable looks at the local replica: how many tasks of ref are pending,
+// whether a delayed one is already due, and when the next delayed task
+// becomes visible (0 when none). On a read error it answers due, so the
+// Claim command decides.
+func (s *Server) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
 	f := s.node.FSM()
 	// One catalog read: Stats would also seek every priority's head to
 	// find the oldest pending task, which a claim does not need.
-	pending, delayed, err := f.Counts(ref.Queue, ref.Tenant)
+	p, delayed, err := f.Counts(ref.Queue, ref.Tenant)
 	if err != nil {
-		return true, 0
+		return 0, true, 0
 	}
-	if pending > 0 {
-		return true, 0
-	}
-	if delayed == 0 {
-		return false, 0
+	if p > 0 || delayed == 0 {
+		return int(p), false, 0
 	}
 	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)
 	if err != nil || len(head) == 0 {
-		return true, 0
+		return 0, true, 0
 	}
 	vis := head[0].GetVisibleAt()
-	return vis <= s.node.Now().UnixNano(), vis
+	return 0, vis <= s.node.Now().UnixNano(), vis
+}
+
+// claimGate holds the tasks that claims in flight have reserved, per queue.
+type claimGate struct {
+	mu       sync.Mutex
+	reserved map[fsm.QueueRef]int
+}
+
+func newClaimGate() *claimGate { return &claimGate{reserved: map[fsm.QueueRef]int{}} }
+
+// reserve takes up to want of the avail tasks of ref that no claim in
+// flight has reserved. want 0 reserves nothing and answers 1 when some
+// are left.
+func (g *claimGate) reserve(ref fsm.QueueRef, want, avail int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	free := avail - g.reserved[ref]
+	if free <= 0 {
+		return 0
+	}
+	if want == 0 {
+		return 1
+	}
+	n := min(want, free)
+	g.reserved[ref] += n
+	return n
+}
+
+func (g *claimGate) release(ref fsm.QueueRef, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reserved[ref] -= n; g.reserved[ref] <= 0 {
+		delete(g.reserved, ref)
+	}
 }
 
 // waitBudget shortens a wait to end before the caller's deadline, leaving a

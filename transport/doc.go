@@ -50,9 +50,14 @@
 //     replica is the freshest, and its observer sees every enqueue first.
 //   - A waiting Claim proposes only when the leader's replica shows a task
 //     it could take, so idle workers cost no Raft entries. All waiters of a
-//     queue wake on one enqueue and race for it; the losers' empty Claims
-//     are entries. Waking one waiter per task would need counting tasks the
-//     FSM does not report.
+//     queue wake on one enqueue, but only as many propose as there are
+//     pending tasks not reserved by claims in flight (claimGate); the rest
+//     wait again. Before the gate, 256 waiting workers turned each enqueue
+//     into 256 Claims, nearly all empty, applied on every replica. A claim
+//     that finishes wakes the others if unreserved tasks remain, so a
+//     reservation never strands a task. Waking only as many waiters as
+//     there are tasks would save the wake-ups too; it needs per-waiter
+//     signals in the hub.
 //   - Stats and ListDead are linearizable: their requests cannot say stale
 //     is acceptable, and counts that go back in time when an operator asks
 //     another node mislead. They need a leader.

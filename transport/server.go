@@ -33,6 +33,7 @@ type Server struct {
 	hub     *hub
 	hb      *batcher
 	co      *coalescer
+	gate    *claimGate
 	fwd     *forwarder
 	metrics *metrics
 
@@ -68,6 +69,7 @@ func NewServer(node Node, cfg Config) *Server {
 	}
 	s.hb = newBatcher(s)
 	s.co = newCoalescer(s)
+	s.gate = newClaimGate()
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),

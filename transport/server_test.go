@@ -30,6 +30,7 @@ type fakeNode struct {
 	mu       sync.Mutex // one apply at a time, like Raft's apply goroutine
 	index    uint64
 	proposed map[pb.CommandType]int
+	batched  map[pb.CommandType]int // commands inside Batch entries
 
 	leader     atomic.Bool
 	leaderAddr atomic.Pointer[string]
@@ -46,7 +47,7 @@ func newFakeNode(t *testing.T, leader bool) *fakeNode {
 		t.Fatalf("open fsm: %v", err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	n := &fakeNode{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}}
+	n := &fakeNode{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
 	n.leader.Store(leader)
 	n.setLeaderAddr("")
 	return n
@@ -59,6 +60,13 @@ func (n *fakeNode) count(t pb.CommandType) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proposed[t]
+}
+
+// runs counts t's commands, alone or inside a Batch.
+func (n *fakeNode) runs(t pb.CommandType) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proposed[t] + n.batched[t]
 }
 
 func (n *fakeNode) notLeader() error { return &notLeaderError{LeaderGRPC: n.LeaderGRPCAddr()} }
@@ -90,6 +98,9 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 	defer n.mu.Unlock()
 	n.index++
 	n.proposed[cmd.GetType()]++
+	for _, sub := range cmd.GetBatch().GetCommands() {
+		n.batched[sub.GetType()]++
+	}
 	res, _ := n.fsm.Apply(&raft.Log{Index: n.index, Term: 1, Type: raft.LogCommand, Data: data}).(*pb.CommandResult)
 	return res, nil
 }

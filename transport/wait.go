@@ -81,6 +81,16 @@ func (h *hub) observe(ev fsm.Event) {
 	}
 }
 
+// kick wakes the Claims waiting on ref, as an event naming it would.
+func (h *hub) kick(ref fsm.QueueRef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sig := h.queues[ref]; sig != nil {
+		close(sig.ch)
+		delete(h.queues, ref)
+	}
+}
+
 // waiting is how many keys have waiters, for tests and the gauge.
 func (h *hub) waiting() (queues, tasks int) {
 	h.mu.Lock()

@@ -2,8 +2,11 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -158,4 +161,54 @@ func Test_LongPollEndsBeforeCallerDeadline(t *testing.T) {
 	if err != nil || len(resp.GetTasks()) != 0 {
 		t.Fatalf("claim with a short deadline: %v, %v; want an empty answer", resp, err)
 	}
+}
+
+// Test_WaitingClaimsProposeOnlyForWhatIsPending: twenty workers wait on
+// an empty queue; each enqueue wakes them all, but only as many Claims are
+// proposed as there are tasks, not one per waiter.
+func Test_WaitingClaimsProposeOnlyForWhatIsPending(t *testing.T) {
+	ts := mustLeader(t, Config{})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	const waiters = 20
+	answers := make(chan claimAnswer, waiters)
+	for i := range waiters {
+		go func() {
+			resp, err := ts.q.Claim(ctx, &pb.ClaimRequest{Queue: "q", WorkerId: fmt.Sprint("w", i), WaitNs: longWait})
+			answers <- claimAnswer{resp: resp, err: err}
+		}()
+	}
+	eventually(t, "every claim to wait", func() bool { return gauge(t, ts) == waiters })
+
+	got := 0
+	for _, batch := range []int{1, 5} {
+		tasks := make([]*pb.NewTask, batch)
+		for i := range tasks {
+			tasks[i] = &pb.NewTask{Queue: "q"}
+		}
+		mustEnqueue(t, ts.q, tasks...)
+		for range batch {
+			a := waitFor(t, answers)
+			if a.err != nil || len(a.resp.GetTasks()) != 1 {
+				t.Fatalf("claim: %v, %d tasks; want one task", a.err, len(a.resp.GetTasks()))
+			}
+			got++
+		}
+		// The others go back to waiting.
+		eventually(t, "the rest to wait again", func() bool {
+			return gauge(t, ts) == waiters-got
+		})
+	}
+	if n := ts.node.runs(pb.CommandType_COMMAND_TYPE_CLAIM); n != got {
+		t.Fatalf("%d Claim commands for %d tasks and %d waiters, want one per task", n, got, waiters)
+	}
+}
+
+// gauge reads the server's waiters gauge.
+func gauge(t *testing.T, ts *testServer) int {
+	var m dto.Metric
+	if err := ts.srv.metrics.waiters.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return int(m.GetGauge().GetValue())
 }
