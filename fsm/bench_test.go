@@ -1,13 +1,17 @@
 package fsm
 
 import (
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
 )
 
 // Benchmarks apply pre-encoded entries (encoding is the leader's cost) to
@@ -149,4 +153,128 @@ func BenchmarkClaim_Backlog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkApplyBatch_EnqueueKeyed: enqueues with random 32-hex-digit
+// idempotency keys, as the Go client mints them, against a keyspace that
+// already holds 250,000 such tasks. keys=new is what every replica pays
+// for production traffic: each lookup misses. keys=seen re-sends keys that
+// exist and is answered DUPLICATE. The keyspace is built once, off the
+// clock, and every run starts from a Pebble checkpoint of it, so runs of
+// any length see the same keyspace.
+func BenchmarkApplyBatch_EnqueueKeyed(b *testing.B) {
+	const existing = 250_000
+	var tmpl *keyedTemplate
+	parent := b // owns the template: a sub-benchmark's cleanups run after each of its runs
+	for _, c := range []struct {
+		keys  string
+		batch int
+	}{{"new", 1}, {"new", 64}, {"seen", 64}} {
+		b.Run(fmt.Sprintf("existing=%d/keys=%s/batch=%d", existing, c.keys, c.batch), func(b *testing.B) {
+			if testing.Short() {
+				b.Skip("building the 250k keyspace takes seconds; skipped under -short")
+			}
+			if tmpl == nil {
+				tmpl = newKeyedTemplate(parent, existing)
+			}
+			l := tmpl.clone(b)
+			rng := rand.New(rand.NewPCG(uint64(b.N), 7))
+			logs := make([]*raft.Log, b.N)
+			for i := range logs {
+				task := nt("bench", "t", uint32(i%10))
+				if c.keys == "new" {
+					task.IdempotencyKey = randomKey(rng)
+				} else {
+					task.IdempotencyKey = tmpl.keys[rng.IntN(len(tmpl.keys))]
+				}
+				logs[i] = l.entry(b, enqueueCmd(at(time.Duration(i)), task))
+			}
+			want := pb.Code_CODE_OK
+			if c.keys == "seen" {
+				want = pb.Code_CODE_DUPLICATE
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < len(logs); i += c.batch {
+				for _, out := range l.f.ApplyBatch(logs[i:min(i+c.batch, len(logs))]) {
+					if got := out.(*pb.CommandResult).GetItems()[0].GetCode(); got != want {
+						b.Fatalf("enqueue: %v, want %v", got, want)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+// keyedTemplate is an FSM holding tasks with random idempotency keys, and
+// those keys.
+type keyedTemplate struct {
+	l    *benchLog
+	keys []string
+}
+
+func newKeyedTemplate(b testing.TB, n int) *keyedTemplate {
+	t := &keyedTemplate{l: newBenchLog(b), keys: make([]string, 0, n)}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for len(t.keys) < n {
+		tasks := make([]*pb.NewTask, min(n-len(t.keys), MaxBatch))
+		for i := range tasks {
+			tasks[i] = nt("bench", "t", uint32(i%10))
+			tasks[i].IdempotencyKey = randomKey(rng)
+			t.keys = append(t.keys, tasks[i].IdempotencyKey)
+		}
+		res := t.l.f.Apply(t.l.entry(b, enqueueCmd(at(0), tasks...))).(*pb.CommandResult)
+		if len(res.GetItems()) != len(tasks) {
+			b.Fatalf("template enqueue: %v", res.GetErrorDetail())
+		}
+	}
+	return t
+}
+
+// clone opens a copy of the template's keyspace, continuing its log.
+func (t *keyedTemplate) clone(b testing.TB) *benchLog {
+	dir := b.TempDir()
+	if err := t.l.f.db.Checkpoint(filepath.Join(dir, dbDir)); err != nil {
+		b.Fatal(err)
+	}
+	f, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = f.Close() })
+	return &benchLog{f: f, index: t.l.index}
+}
+
+func randomKey(rng *rand.Rand) string {
+	var k [16]byte
+	for i := range k {
+		k[i] = byte(rng.Uint32())
+	}
+	return hex.EncodeToString(k[:])
+}
+
+// BenchmarkIdemFilter_Build: the scan of the i/ range that Open and
+// Restore pay to build the idempotency filter, over a keyspace of 1M
+// tasks with random keys. One op is one build; it reports the table's size.
+func BenchmarkIdemFilter_Build(b *testing.B) {
+	if testing.Short() {
+		b.Skip("building the 1M keyspace takes seconds; skipped under -short")
+	}
+	const keys = 1_000_000
+	tmpl := newKeyedTemplate(b, keys)
+	idem := newIdemFilter(DefaultIdemFilterBytes, tmpl.l.f.log)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := idem.build(storage.Wrap(tmpl.l.f.db)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if idem.live != keys {
+		b.Fatalf("built over %d keys, want %d", idem.live, keys)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/key")
+	b.ReportMetric(float64(idem.bytes())/keys, "table-B/key")
 }

@@ -111,10 +111,11 @@ func wantIndexKeys(task *pb.Task) []string {
 // each task sits in exactly the indexes of its state and no index key is
 // left over; the catalog counters equal a full recount and Stats reports
 // them; head hints are lower bounds; idempotency keys and tasks point at
-// each other; the metadata matches AppliedIndex and Now. It returns the
-// recount.
+// each other, and the idempotency filter counts exactly those keys; the
+// metadata matches AppliedIndex and Now. It returns the recount.
 func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	t.Helper()
+	checkIdemFilter(t, f)
 	ks := readKeyspace(t, f)
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }

@@ -25,6 +25,10 @@ type Options struct {
 	// FS is the filesystem Pebble writes to; nil means the OS disk. Tests
 	// pass vfs.NewCrashableMem() to drop unsynced writes.
 	FS vfs.FS
+	// IdemFilterBytes bounds the idempotency-key filter (idem.go); 0 means
+	// DefaultIdemFilterBytes and a negative value turns it off. It changes
+	// only speed, never state, so replicas may differ in it.
+	IdemFilterBytes int
 }
 
 // QueueRef names one queue of one tenant.
@@ -47,8 +51,9 @@ type FSM struct {
 	opts Options
 	log  *slog.Logger
 
-	mu sync.RWMutex // guards db against the swap in Restore
-	db *pebble.DB
+	mu   sync.RWMutex // guards db and idem against the swap in Restore
+	db   *pebble.DB
+	idem *idemFilter // nil when Options turned it off
 
 	snapMu sync.Mutex
 	snaps  map[*fsmSnapshot]struct{} // open snapshots of db
@@ -84,6 +89,9 @@ func Open(dir string, opts Options) (*FSM, error) {
 		return nil, err
 	}
 	if err := f.loadMeta(db); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	if f.idem, err = f.openIdem(db); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	f.db = db
@@ -205,7 +213,7 @@ func (f *FSM) Close() error {
 	}
 	f.closeSnapshots()
 	err := f.db.Close()
-	f.db = nil
+	f.db, f.idem = nil, nil
 	if err != nil {
 		return fmt.Errorf("close fsm: %w", err)
 	}
@@ -242,10 +250,14 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
 	f.mu.RLock()
-	db := f.db
+	db, idem := f.db, f.idem
 	f.mu.RUnlock()
 	b := db.NewIndexedBatch()
 	tx := newTxn(b, f.now.Load())
+	if idem != nil {
+		idem.begin()
+		tx.r = &idemReader{Reader: tx.r, filter: idem}
+	}
 	applied := f.applied.Load()
 	for i, l := range logs {
 		if l.Index <= applied {
@@ -277,6 +289,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if err := b.Close(); err != nil {
 		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
+	}
+	if idem != nil {
+		idem.committed(storage.Wrap(db))
 	}
 	f.applied.Store(applied)
 	f.now.Store(tx.now)

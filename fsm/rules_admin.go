@@ -87,9 +87,9 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		}
 		if key := t.GetIdempotencyKey(); key != "" {
 			ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
-			owner, err := storage.GetString(tx.r, ik)
+			owner, err := tx.getIdem(ik)
 			if err == nil && owner == t.GetId() {
-				if err := tx.b.Delete(ik, nil); err != nil {
+				if err := tx.deleteIdem(ik); err != nil {
 					return err
 				}
 			}

@@ -34,10 +34,14 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 	for pos, nt := range c.GetTasks() {
 		q, tn := nt.GetQueue(), nt.GetTenant()
 		key := nt.GetIdempotencyKey()
+		var ik []byte
+		replaced := false // the key exists but its task is gone
 		if key != "" {
-			id, err := storage.GetString(tx.r, storage.IdemKey(q, tn, key))
+			ik = storage.IdemKey(q, tn, key)
+			id, err := tx.getIdem(ik)
 			switch {
 			case err == nil:
+				replaced = true
 				if t, ok, err := tx.getTask(id); err != nil {
 					return err
 				} else if ok {
@@ -78,8 +82,8 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			return err
 		}
 		if key != "" {
-			if err := tx.b.Set(storage.IdemKey(q, tn, key), []byte(t.Id), nil); err != nil {
-				return fmt.Errorf("idempotency key: %w", err)
+			if err := tx.setIdem(ik, t.Id, replaced); err != nil {
+				return err
 			}
 		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.Id, t, ""))

@@ -161,6 +161,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.loadMeta(db); err != nil {
 		return errors.Join(fmt.Errorf("restore: %w", err), db.Close())
 	}
+	if f.idem, err = f.openIdem(db); err != nil {
+		return errors.Join(fmt.Errorf("restore: %w", err), db.Close())
+	}
 	f.db = db
 	if got := f.applied.Load(); got != applied {
 		return fmt.Errorf("restore: header says index %d, keyspace says %d", applied, got)

@@ -158,6 +158,9 @@ func WakeKey(visibleAt int64, id string) []byte { return timeIndexKey(prefixWake
 // ExpireKey is e/<expire_at>/<id>.
 func ExpireKey(expireAt int64, id string) []byte { return timeIndexKey(prefixExpire, expireAt, id) }
 
+// IdemPrefix bounds a scan over every idempotency key.
+func IdemPrefix() []byte { return prefixIdem }
+
 // IdemKey is i/<queue>/<tenant>/<key>.
 func IdemKey(queue, tenant, key string) []byte {
 	k := make([]byte, 0, len(prefixIdem)+len(queue)+len(tenant)+len(key)+2)
