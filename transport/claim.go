@@ -58,60 +58,65 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 	want := int(cmd.GetClaim().GetMaxTasks())
 	for {
 		wake, release := s.hub.watchQueue(ref)
-		n, next := s.admit(ref, want)
-		if n > 0 {
+		if n, next := s.admit(ref, want); n > 0 {
+			release() // not a waiter while it proposes
 			res, err := s.proposeClient(ctx, cmd)
 			s.gate.release(ref, n)
 			// Waiters held back by this claim's reservation may now have
 			// room: the claim has applied, so the counts include it.
-			if more, _ := s.admit(ref, 0); more > 0 {
-				s.hub.kick(ref)
-			}
+			s.hub.wakeQueue(ref)
 			if err != nil {
-				release()
 				return nil, err
 			}
 			if len(res.GetTasks()) > 0 {
-				release()
 				return &pb.ClaimResponse{Tasks: res.GetTasks()}, nil
 			}
-			// Others took them first; wait for more.
-			_, next = s.admit(ref, 0)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
+			if time.Until(deadline) <= 0 {
+				return &pb.ClaimResponse{}, nil
+			}
+			continue // others took them first: look again, then wait
+		} else if left := time.Until(deadline); left > 0 {
+			if next > 0 {
+				left = min(left, max(time.Duration(next-s.node.Now().UnixNano()), minRetry))
+			}
+			err := s.sleep(ctx, wake, left)
 			release()
-			return &pb.ClaimResponse{}, nil
+			if err == nil && !s.draining() {
+				continue
+			}
+			// A wake-up this waiter will not use goes to the next one.
+			s.hub.wakeQueue(ref)
+			if err != nil {
+				return nil, err
+			}
 		}
-		if next > 0 {
-			left = min(left, max(time.Duration(next-s.node.Now().UnixNano()), minRetry))
-		}
-		err := s.sleep(ctx, wake, left)
 		release()
-		if err != nil {
-			return nil, err
-		}
-		if s.draining() {
-			return &pb.ClaimResponse{}, nil
-		}
+		return &pb.ClaimResponse{}, nil
 	}
 }
 
 // admit decides whether a waiting Claim for up to want tasks of ref
 // proposes now, and reserves what it may take. Without it every waiter of
 // a queue proposed a Claim on each enqueue, and all but a few were empty
-// claims applied on every replica. Pending tasks not yet reserved by
-// claims in flight are shared out; a delayed task that is due (which the
-// claim itself promotes) admits every waiter, since the count of due tasks
-// is not at hand. It returns the reservation (0: wait) and when the next
-// delayed task becomes visible. want 0 reserves nothing and answers 1 when
-// some pending task is unreserved.
+// claims applied on every replica. It returns the reservation (0: wait)
+// and when the next delayed task becomes visible (0: none).
 func (s *Server) admit(ref fsm.QueueRef, want int) (int, int64) {
 	pending, due, next := s.claimable(ref)
 	if due {
-		return s.gate.reserve(ref, want, math.MaxInt), 0
+		pending = math.MaxInt
 	}
 	return s.gate.reserve(ref, want, pending), next
+}
+
+// avail is how many Claims of ref may propose now: pending tasks not
+// reserved by claims in flight, or every waiter when a delayed task is due
+// (a claim promotes it itself, and the count of due tasks is not at hand).
+func (s *Server) avail(ref fsm.QueueRef) int {
+	pending, due, _ := s.claimable(ref)
+	if due {
+		return math.MaxInt
+	}
+	return s.gate.free(ref, pending)
 }
 
 // claimable looks at the local replica: how many tasks of ref are pending,
@@ -146,21 +151,23 @@ type claimGate struct {
 func newClaimGate() *claimGate { return &claimGate{reserved: map[fsm.QueueRef]int{}} }
 
 // reserve takes up to want of the avail tasks of ref that no claim in
-// flight has reserved. want 0 reserves nothing and answers 1 when some
-// are left.
+// flight has reserved.
 func (g *claimGate) reserve(ref fsm.QueueRef, want, avail int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	free := avail - g.reserved[ref]
-	if free <= 0 {
+	n := min(want, avail-g.reserved[ref])
+	if n <= 0 {
 		return 0
 	}
-	if want == 0 {
-		return 1
-	}
-	n := min(want, free)
 	g.reserved[ref] += n
 	return n
+}
+
+// free is how many of the avail tasks of ref no claim has reserved.
+func (g *claimGate) free(ref fsm.QueueRef, avail int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(avail-g.reserved[ref], 0)
 }
 
 func (g *claimGate) release(ref fsm.QueueRef, n int) {

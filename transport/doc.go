@@ -49,15 +49,14 @@
 //   - The long poll runs on the leader, forwarded whole. The leader's
 //     replica is the freshest, and its observer sees every enqueue first.
 //   - A waiting Claim proposes only when the leader's replica shows a task
-//     it could take, so idle workers cost no Raft entries. All waiters of a
-//     queue wake on one enqueue, but only as many propose as there are
-//     pending tasks not reserved by claims in flight (claimGate); the rest
-//     wait again. Before the gate, 256 waiting workers turned each enqueue
-//     into 256 Claims, nearly all empty, applied on every replica. A claim
-//     that finishes wakes the others if unreserved tasks remain, so a
-//     reservation never strands a task. Waking only as many waiters as
-//     there are tasks would save the wake-ups too; it needs per-waiter
-//     signals in the hub.
+//     it could take, so idle workers cost no Raft entries. An event wakes
+//     only as many of a queue's waiters, oldest first, as there are pending
+//     tasks not reserved by claims in flight (claimGate), and only those
+//     propose. Before, 256 waiting workers turned each enqueue into 256
+//     wake-ups and 256 Claims, nearly all empty, applied on every replica.
+//     A claim that finishes, and a woken waiter that leaves without
+//     claiming, wake the next ones if unreserved tasks remain, so no task
+//     is stranded by a reservation or a lost wake-up.
 //   - Stats and ListDead are linearizable: their requests cannot say stale
 //     is acceptable, and counts that go back in time when an operator asks
 //     another node mislead. They need a leader.

@@ -60,7 +60,6 @@ func NewServer(node Node, cfg Config) *Server {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "transport"),
 		health:  health.NewServer(),
-		hub:     newHub(),
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		drain:   make(chan struct{}),
@@ -70,6 +69,7 @@ func NewServer(node Node, cfg Config) *Server {
 	s.hb = newBatcher(s)
 	s.co = newCoalescer(s)
 	s.gate = newClaimGate()
+	s.hub = newHub(s.avail)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
