@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Defaults for the options below.
@@ -36,7 +38,7 @@ type config struct {
 	retryBase        time.Duration
 	retryMax         time.Duration
 	discoveryTimeout time.Duration
-	enqueueInflight  int
+	shareInflight    int
 }
 
 // WithLogger sets the logger. The default is slog.Default(). Retries and
@@ -90,7 +92,10 @@ type Client struct {
 	// leader at once send one round of Status calls, not one each.
 	discoverSem chan struct{}
 
-	enq *enqueuer // shares Enqueue RPCs; nil when coalescing is off
+	// enq and sub share Enqueue and Submit RPCs between concurrent
+	// callers; nil when sharing is off.
+	enq *sharer[*docketv1.NewTask, *docketv1.ItemResult]
+	sub *sharer[*docketv1.SubmitRequest, submitResult]
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by gRPC address, created lazily, closed only by Close
@@ -116,7 +121,7 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		retryBase:        DefaultRetryBase,
 		retryMax:         DefaultRetryMax,
 		discoveryTimeout: DefaultDiscoveryTimeout,
-		enqueueInflight:  DefaultEnqueueInflight,
+		shareInflight:    DefaultShareInflight,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -146,8 +151,9 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 	for attempt := 0; ; attempt++ {
 		_, err := c.discover(ctx)
 		if err == nil {
-			if cfg.enqueueInflight > 0 {
-				c.enq = newEnqueuer(c, cfg.enqueueInflight)
+			if n := cfg.shareInflight; n > 0 {
+				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], c.enqueueRPC, c.enqueueRPC)
+				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], c.submitEach, c.submitBatchRPC)
 			}
 			return c, nil
 		}
@@ -180,6 +186,7 @@ func (c *Client) Close() error {
 	if c.enq != nil {
 		// After the connections: the shared RPCs then end at once.
 		c.enq.close()
+		c.sub.close()
 	}
 	return err
 }

@@ -8,53 +8,58 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
-// DefaultEnqueueInflight is how many Enqueue RPCs a Client keeps in flight
-// before concurrent Enqueue calls start to share RPCs.
-const DefaultEnqueueInflight = 8
+// DefaultShareInflight is how many Enqueue (or Submit) RPCs a Client keeps
+// in flight before concurrent calls start to share RPCs.
+const DefaultShareInflight = 8
 
-// Bounds of one shared Enqueue RPC: the server's tasks-per-command limit
+// Bounds of one shared RPC: the server's items-per-call limit
 // (fsm.MaxBatch) and half its default 8 MiB request limit.
 const (
-	maxSharedTasks = 1000
+	maxSharedItems = 1000
 	maxSharedBytes = 4 << 20
 )
 
-// WithEnqueueCoalescing sets how many Enqueue RPCs the client keeps in
-// flight before concurrent Enqueue calls share one RPC; 0 turns sharing
-// off. Default DefaultEnqueueInflight.
+// WithSharedRPCs sets how many Enqueue RPCs, and separately how many
+// Submit RPCs, the client keeps in flight before concurrent calls share
+// one RPC; 0 turns sharing off. Default DefaultShareInflight.
 //
 // Below the limit every call is sent at once on its own, so a lone caller
 // waits for nothing. While the limit is reached, calls queue, and the next
-// free slot sends all of them as one request (up to 1,000 tasks and
-// 4 MiB): group commit, the way Kafka producers batch without their
-// linger. Each caller still gets exactly its own results. If the server
-// refuses a shared request as invalid or too large, each caller's tasks are
-// sent again on their own, so one caller's bad task fails that caller
-// only; the idempotency keys make this safe.
-func WithEnqueueCoalescing(inflight int) Option {
-	return func(c *config) { c.enqueueInflight = inflight }
+// free slot sends all of them as one request (up to 1,000 items and
+// 4 MiB): group commit, the way Kafka producers batch but without a
+// linger. Concurrent Enqueues share an Enqueue RPC; concurrent Submits a
+// SubmitBatch RPC. Each caller still gets exactly its own results. If the
+// server refuses a shared request as invalid or too large, each caller's
+// items are sent again on their own, so one caller's bad item fails that
+// caller only; idempotency keys and fences make this safe.
+func WithSharedRPCs(inflight int) Option {
+	return func(c *config) { c.shareInflight = inflight }
 }
 
-// enqueuer shares Enqueue RPCs between concurrent callers.
-type enqueuer struct {
-	c     *Client
-	calls chan *enqCall
-	sem   chan struct{}
-	ctx   context.Context // ends when the Client closes
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+// sharer lets concurrent calls of one kind share RPCs. Each call carries
+// items of type T and gets one R per item.
+type sharer[T, R any] struct {
+	op     string
+	size   func(T) int
+	alone  func(context.Context, []T) ([]R, error) // one caller's RPC
+	shared func(context.Context, []T) ([]R, error) // many callers' RPC
+	calls  chan *shareCall[T, R]
+	sem    chan struct{}
+	ctx    context.Context // ends when the Client closes
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-type enqCall struct {
+type shareCall[T, R any] struct {
 	ctx   context.Context
-	tasks []*docketv1.NewTask
+	items []T
 	size  int
-	reply chan enqReply // buffered: a flush never blocks on a caller
+	reply chan shareReply[R] // buffered: a send never blocks on a caller
 	// alone is set when the call is sent on its own, with the caller's
 	// context: its answer then comes as soon as that context ends, and
 	// the caller takes it, so that it sees exactly what an unshared call
@@ -62,101 +67,103 @@ type enqCall struct {
 	alone atomic.Bool
 }
 
-type enqReply struct {
-	items []*docketv1.ItemResult
-	err   error
+type shareReply[R any] struct {
+	out []R
+	err error
 }
 
-func newEnqueuer(c *Client, inflight int) *enqueuer {
+func newSharer[T, R any](op string, inflight int, size func(T) int,
+	alone, shared func(context.Context, []T) ([]R, error)) *sharer[T, R] {
 	ctx, stop := context.WithCancel(context.Background())
-	e := &enqueuer{c: c, calls: make(chan *enqCall, 4096), sem: make(chan struct{}, inflight), ctx: ctx, stop: stop}
-	e.wg.Add(1)
-	go e.run()
-	return e
+	s := &sharer[T, R]{op: op, size: size, alone: alone, shared: shared,
+		calls: make(chan *shareCall[T, R], 4096), sem: make(chan struct{}, inflight), ctx: ctx, stop: stop}
+	s.wg.Add(1)
+	go s.run()
+	return s
 }
 
 // close stops the loop and waits for the RPCs in flight.
-func (e *enqueuer) close() {
-	e.stop()
-	e.wg.Wait()
+func (s *sharer[T, R]) close() {
+	s.stop()
+	s.wg.Wait()
 }
 
-// do sends tasks, alone or sharing an RPC, and returns their results.
-func (e *enqueuer) do(ctx context.Context, tasks []*docketv1.NewTask) ([]*docketv1.ItemResult, error) {
+// do sends items, alone or sharing an RPC, and returns their results.
+func (s *sharer[T, R]) do(ctx context.Context, items []T) ([]R, error) {
 	size := 0
-	for _, t := range tasks {
-		size += proto.Size(t)
+	for _, it := range items {
+		size += s.size(it)
 	}
-	call := &enqCall{ctx: ctx, tasks: tasks, size: size, reply: make(chan enqReply, 1)}
+	call := &shareCall[T, R]{ctx: ctx, items: items, size: size, reply: make(chan shareReply[R], 1)}
 	select {
-	case e.calls <- call:
+	case s.calls <- call:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w", opEnqueue.name, ctx.Err())
-	case <-e.ctx.Done():
-		return nil, fmt.Errorf("%s: %w", opEnqueue.name, ErrClosed)
+		return nil, fmt.Errorf("%s: %w", s.op, ctx.Err())
+	case <-s.ctx.Done():
+		return nil, fmt.Errorf("%s: %w", s.op, ErrClosed)
 	}
 	select {
 	case r := <-call.reply:
-		return r.items, r.err
+		return r.out, r.err
 	case <-ctx.Done():
 		if call.alone.Load() {
 			r := <-call.reply
-			return r.items, r.err
+			return r.out, r.err
 		}
-		// The shared RPC may still enqueue these tasks.
-		return nil, fmt.Errorf("%s: %w: %w", opEnqueue.name, ErrOutcomeUnknown, ctx.Err())
+		// The shared RPC may still apply these items.
+		return nil, fmt.Errorf("%s: %w: %w", s.op, ErrOutcomeUnknown, ctx.Err())
 	}
 }
 
-func (e *enqueuer) run() {
-	defer e.wg.Done()
-	var carry *enqCall // a call that did not fit the last request
+func (s *sharer[T, R]) run() {
+	defer s.wg.Done()
+	var carry *shareCall[T, R] // a call that did not fit the last request
 	for {
 		first := carry
 		carry = nil
 		if first == nil {
 			select {
-			case first = <-e.calls:
-			case <-e.ctx.Done():
-				e.drain()
+			case first = <-s.calls:
+			case <-s.ctx.Done():
+				s.drain()
 				return
 			}
 		}
 		// Wait for a slot before collecting: what arrives meanwhile is
 		// what the next request carries.
 		select {
-		case e.sem <- struct{}{}:
-		case <-e.ctx.Done():
-			first.reply <- enqReply{err: fmt.Errorf("%s: %w", opEnqueue.name, ErrClosed)}
-			e.drain()
+		case s.sem <- struct{}{}:
+		case <-s.ctx.Done():
+			first.reply <- shareReply[R]{err: fmt.Errorf("%s: %w", s.op, ErrClosed)}
+			s.drain()
 			return
 		}
-		batch, n, size := []*enqCall{first}, len(first.tasks), first.size
+		batch, n, size := []*shareCall[T, R]{first}, len(first.items), first.size
 	collect:
 		for {
 			select {
-			case call := <-e.calls:
-				if n+len(call.tasks) > maxSharedTasks || size+call.size > maxSharedBytes {
+			case call := <-s.calls:
+				if n+len(call.items) > maxSharedItems || size+call.size > maxSharedBytes {
 					carry = call
 					break collect
 				}
 				batch = append(batch, call)
-				n, size = n+len(call.tasks), size+call.size
+				n, size = n+len(call.items), size+call.size
 			default:
 				break collect
 			}
 		}
-		e.wg.Add(1)
-		go e.send(batch)
+		s.wg.Add(1)
+		go s.send(batch)
 	}
 }
 
 // drain answers the calls still queued when the Client closes.
-func (e *enqueuer) drain() {
+func (s *sharer[T, R]) drain() {
 	for {
 		select {
-		case call := <-e.calls:
-			call.reply <- enqReply{err: fmt.Errorf("%s: %w", opEnqueue.name, ErrClosed)}
+		case call := <-s.calls:
+			call.reply <- shareReply[R]{err: fmt.Errorf("%s: %w", s.op, ErrClosed)}
 		default:
 			return
 		}
@@ -164,20 +171,20 @@ func (e *enqueuer) drain() {
 }
 
 // send makes one RPC for the live calls of batch and hands each caller its
-// results. It holds a slot of e.sem until the answers are out.
-func (e *enqueuer) send(batch []*enqCall) {
-	defer e.wg.Done()
-	defer func() { <-e.sem }()
+// results. It holds a slot of s.sem until the answers are out.
+func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
+	defer s.wg.Done()
+	defer func() { <-s.sem }()
 	live := batch[:0]
 	var deadline time.Time
 	unbounded := false
-	var tasks []*docketv1.NewTask
+	var items []T
 	for _, call := range batch {
 		if call.ctx.Err() != nil {
 			continue // the caller has gone with an error: send nothing
 		}
 		live = append(live, call)
-		tasks = append(tasks, call.tasks...)
+		items = append(items, call.items...)
 		if d, ok := call.ctx.Deadline(); !ok {
 			unbounded = true
 		} else if d.After(deadline) {
@@ -189,39 +196,46 @@ func (e *enqueuer) send(batch []*enqCall) {
 		return
 	case 1:
 		live[0].alone.Store(true)
-		items, err := e.c.enqueueRPC(live[0].ctx, live[0].tasks)
-		live[0].reply <- enqReply{items, err}
+		out, err := s.alone(live[0].ctx, live[0].items)
+		live[0].reply <- shareReply[R]{out, err}
 		return
 	}
 	// The request serves every caller: it may run until the last of their
 	// deadlines, and ends early only when the Client closes.
-	ctx, cancel := e.ctx, context.CancelFunc(func() {})
+	ctx, cancel := s.ctx, context.CancelFunc(func() {})
 	if !unbounded {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
-	items, err := e.c.enqueueRPC(ctx, tasks)
-	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) {
-		// Nothing was enqueued: let each caller's own tasks answer.
+	out, err := s.shared(ctx, items)
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) || status.Code(err) == codes.Unimplemented {
+		// Nothing was applied (or the server predates SubmitBatch): let
+		// each caller's own items answer.
 		var wg sync.WaitGroup
 		for _, call := range live {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				items, err := e.c.enqueueRPC(call.ctx, call.tasks)
-				call.reply <- enqReply{items, err}
+				out, err := s.alone(call.ctx, call.items)
+				call.reply <- shareReply[R]{out, err}
 			}()
 		}
 		wg.Wait()
 		return
 	}
+	if err == nil && len(out) != len(items) {
+		err = fmt.Errorf("%s: server answered %d results for %d items", s.op, len(out), len(items))
+	}
 	off := 0
 	for _, call := range live {
-		r := enqReply{err: err}
+		r := shareReply[R]{err: err}
 		if err == nil {
-			r.items = items[off : off+len(call.tasks)]
+			r.out = out[off : off+len(call.items)]
 		}
-		off += len(call.tasks)
+		off += len(call.items)
 		call.reply <- r
 	}
 }
+
+// sizeOf is the encoded size of one item, for the 4 MiB bound.
+func sizeOf[T proto.Message](m T) int { return proto.Size(m) }

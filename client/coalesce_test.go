@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Test_ConcurrentEnqueuesShareRPCs holds the client's only Enqueue slot,
@@ -27,7 +29,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 			fc := newFakeCluster(t, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithEnqueueCoalescing(1))
+			cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +99,7 @@ func Test_EnqueueCoalescingOff(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithEnqueueCoalescing(0))
+	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +117,73 @@ func Test_EnqueueCoalescingOff(t *testing.T) {
 	wg.Wait()
 	if cl.enq != nil || fc.count(0, "Enqueue") != 20 {
 		t.Fatalf("%d Enqueue RPCs for 20 calls with coalescing off, want 20", fc.count(0, "Enqueue"))
+	}
+}
+
+// Test_ConcurrentSubmitsShareOneBatch: Submits queued behind a busy slot
+// go as one SubmitBatch, and each caller gets its own answer.
+func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 10
+	for i := range n + 1 {
+		mustEnqueue(t, cl, "q", fmt.Sprint(i))
+	}
+	tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "q", MaxTasks: n + 1, LeaseNs: int64(time.Minute)})
+	if err != nil || len(tasks) != n+1 {
+		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
+	}
+	hold := make(chan struct{})
+	var held atomic.Int32
+	fc.setHooks(func(method string) error {
+		if method == "Submit" && held.Add(1) == 1 {
+			<-hold
+		}
+		return nil
+	}, nil)
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	submit := func(tk *docketv1.Task, fence uint64) error {
+		_, err := cl.Submit(ctx, &docketv1.SubmitRequest{TaskId: tk.GetId(), Fence: fence, Outcome: docketv1.Outcome_OUTCOME_COMPLETED})
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := submit(tasks[n], tasks[n].GetFence()); err != nil {
+			t.Errorf("first submit: %v", err)
+		}
+	}()
+	waitFor(t, 5*time.Second, "the first submit to hold the slot", func() bool { return held.Load() == 1 })
+	errs := make([]error, n)
+	for i := range n {
+		fence := tasks[i].GetFence()
+		if i == 3 {
+			fence++ // this caller's lease is gone
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = submit(tasks[i], fence) }()
+	}
+	waitFor(t, 5*time.Second, "every submit to queue", func() bool { return len(cl.sub.calls) == n-1 })
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if i == 3 {
+			if !errors.Is(err, ErrStaleFence) {
+				t.Fatalf("stale submit: %v, want ErrStaleFence", err)
+			}
+		} else if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+	}
+	if s, b := fc.count(0, "Submit"), fc.count(0, "SubmitBatch"); s != 1 || b != 1 {
+		t.Fatalf("%d Submit and %d SubmitBatch RPCs, want 1 and 1", s, b)
 	}
 }

@@ -38,17 +38,17 @@
 // context error, so errors.Is works for either. Without a deadline on ctx a
 // call retries until ctx is cancelled.
 //
-// # Shared Enqueue RPCs
+// # Shared RPCs
 //
-// Concurrent Enqueue calls of one Client share RPCs once
-// DefaultEnqueueInflight of them are in flight (WithEnqueueCoalescing):
-// group commit without a linger, so a lone caller is sent at once and a
-// busy producer process makes a few large requests instead of thousands of
-// small ones (per-call gRPC work on both ends was half the cost of a
-// single-task enqueue; BENCHMARKS.md). Each caller gets its own results. A
-// caller whose ctx ends while its tasks ride a shared RPC gets
-// ErrOutcomeUnknown: the tasks may still be enqueued, and a retry with the
-// same *NewTask values (keys already set) cannot duplicate them.
+// Concurrent Enqueue calls of one Client share Enqueue RPCs, and
+// concurrent Submits share SubmitBatch RPCs, once DefaultShareInflight of
+// them are in flight (WithSharedRPCs): group commit without a linger, so a
+// lone caller is sent at once and a busy process makes a few large
+// requests instead of thousands of small ones (per-call gRPC work on both
+// ends was half the cost of a single-task enqueue; BENCHMARKS.md). Each
+// caller gets its own results. A caller whose ctx ends while its items
+// ride a shared RPC gets ErrOutcomeUnknown: they may still apply, and a
+// retry cannot apply them twice (idempotency keys, fences).
 //
 // # Workers
 //

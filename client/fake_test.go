@@ -399,9 +399,34 @@ func (q *fakeQueue) Heartbeat(_ context.Context, req *docketv1.HeartbeatRequest)
 }
 
 func (q *fakeQueue) Submit(_ context.Context, req *docketv1.SubmitRequest) (*docketv1.SubmitResponse, error) {
+	q.fc.mu.Lock()
+	defer q.fc.mu.Unlock()
+	return q.submitLocked(req)
+}
+
+// SubmitBatch answers each item as Submit would, as an item code.
+func (q *fakeQueue) SubmitBatch(_ context.Context, req *docketv1.SubmitBatchRequest) (*docketv1.SubmitBatchResponse, error) {
+	q.fc.mu.Lock()
+	defer q.fc.mu.Unlock()
+	resp := &docketv1.SubmitBatchResponse{}
+	for _, it := range req.GetItems() {
+		r, err := q.submitLocked(it)
+		code := docketv1.Code_CODE_OK
+		switch {
+		case status.Code(err) == codes.NotFound:
+			code = docketv1.Code_CODE_NOT_FOUND
+		case err != nil:
+			code = docketv1.Code_CODE_STALE_FENCE
+		case r.GetAlreadyDone():
+			code = docketv1.Code_CODE_ALREADY_DONE
+		}
+		resp.Items = append(resp.Items, &docketv1.ItemResult{Code: code, TaskId: it.GetTaskId()})
+	}
+	return resp, nil
+}
+
+func (q *fakeQueue) submitLocked(req *docketv1.SubmitRequest) (*docketv1.SubmitResponse, error) {
 	fc := q.fc
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
 	fc.submits = append(fc.submits, proto.Clone(req).(*docketv1.SubmitRequest))
 	t, ok := fc.tasks[req.GetTaskId()]
 	switch {

@@ -28,6 +28,7 @@ var (
 	opClaim       = op{name: "Claim", repeatable: true}
 	opHeartbeat   = op{name: "Heartbeat", repeatable: true}
 	opSubmit      = op{name: "Submit", repeatable: true}
+	opSubmitBatch = op{name: "SubmitBatch", repeatable: true}
 	opNack        = op{name: "Nack"}
 	opCancel      = op{name: "Cancel", repeatable: true}
 	opGetTask     = op{name: "GetTask", repeatable: true}
@@ -222,8 +223,50 @@ func (c *Client) Heartbeat(ctx context.Context, items ...*docketv1.HeartbeatItem
 // either way. ErrStaleFence means the lease was lost and the Submit was not
 // accepted.
 func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alreadyDone bool, err error) {
+	if c.sub == nil {
+		return c.submitOne(ctx, req)
+	}
+	out, err := c.sub.do(ctx, []*docketv1.SubmitRequest{req})
+	if err != nil {
+		return false, err
+	}
+	return out[0].alreadyDone, out[0].err
+}
+
+// SubmitBatch reports many tasks in one call and returns one result per
+// item, in order: CODE_OK, CODE_ALREADY_DONE, or a code that ItemError
+// maps (ErrStaleFence, ErrNotFound, ErrWrongState). An invalid item fails
+// the whole call with ErrInvalidArgument. Like Submit it is retried after
+// ErrOutcomeUnknown: each item is fenced.
+func (c *Client) SubmitBatch(ctx context.Context, reqs ...*docketv1.SubmitRequest) ([]*docketv1.ItemResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	var resp *docketv1.SubmitBatchResponse
+	_, err := c.invoke(ctx, opSubmitBatch, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).SubmitBatch(ctx, &docketv1.SubmitBatchRequest{Items: reqs}, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetItems()) != len(reqs) {
+		return nil, fmt.Errorf("SubmitBatch: server answered %d items for %d", len(resp.GetItems()), len(reqs))
+	}
+	return resp.GetItems(), nil
+}
+
+// submitResult is one shared Submit's answer.
+type submitResult struct {
+	alreadyDone bool
+	err         error
+}
+
+// submitOne sends one Submit RPC, with the client's retries.
+func (c *Client) submitOne(ctx context.Context, req *docketv1.SubmitRequest) (bool, error) {
 	var resp *docketv1.SubmitResponse
-	_, err = c.invoke(ctx, opSubmit, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	_, err := c.invoke(ctx, opSubmit, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		r, err := docketv1.NewQueueClient(cc).Submit(ctx, req, opts...)
 		resp = r
 		return err
@@ -232,6 +275,37 @@ func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alrea
 		return false, err
 	}
 	return resp.GetAlreadyDone(), nil
+}
+
+// submitEach sends each request as a Submit of its own: what a caller
+// whose Submit shares nothing gets.
+func (c *Client) submitEach(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
+	out := make([]submitResult, len(reqs))
+	for i, req := range reqs {
+		done, err := c.submitOne(ctx, req)
+		if err != nil && len(reqs) == 1 {
+			return nil, err
+		}
+		out[i] = submitResult{done, err}
+	}
+	return out, nil
+}
+
+// submitBatchRPC sends many callers' Submits as one SubmitBatch and turns
+// each item's answer into what its own Submit would have returned.
+func (c *Client) submitBatchRPC(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
+	items, err := c.SubmitBatch(ctx, reqs...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]submitResult, len(items))
+	for i, it := range items {
+		out[i].alreadyDone = it.GetCode() == docketv1.Code_CODE_ALREADY_DONE
+		if err := ItemError(it); err != nil {
+			out[i].err = fmt.Errorf("%s: %w", opSubmit.name, err)
+		}
+	}
+	return out, nil
 }
 
 // Nack gives a claimed task back for another attempt after req.DelayNs and

@@ -115,3 +115,38 @@ func Test_CoalescingOff(t *testing.T) {
 		t.Fatalf("%d batches and %d enqueue entries, want 0 and 20", b, e)
 	}
 }
+
+// Test_SubmitBatch: each item of one call answers as its own Submit would.
+func Test_SubmitBatch(t *testing.T) {
+	ts := mustLeader(t, Config{})
+	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"}, &pb.NewTask{Queue: "q"})
+	tasks := mustClaim(t, ts.q, "q", 2)
+	ok := func(tk *pb.Task, fence uint64) *pb.SubmitRequest {
+		return &pb.SubmitRequest{TaskId: tk.GetId(), Fence: fence, Outcome: pb.Outcome_OUTCOME_COMPLETED}
+	}
+	resp, err := ts.q.SubmitBatch(testCtx(t), &pb.SubmitBatchRequest{Items: []*pb.SubmitRequest{
+		ok(tasks[0], tasks[0].GetFence()),
+		ok(tasks[0], tasks[0].GetFence()),
+		ok(tasks[1], tasks[1].GetFence()+1),
+		ok(&pb.Task{Id: "nope"}, 1),
+	}})
+	if err != nil {
+		t.Fatalf("submit batch: %v", err)
+	}
+	want := []pb.Code{pb.Code_CODE_OK, pb.Code_CODE_ALREADY_DONE, pb.Code_CODE_STALE_FENCE, pb.Code_CODE_NOT_FOUND}
+	if len(resp.GetItems()) != len(want) {
+		t.Fatalf("%d items, want %d", len(resp.GetItems()), len(want))
+	}
+	for i, it := range resp.GetItems() {
+		if it.GetCode() != want[i] {
+			t.Fatalf("item %d: %v, want %v", i, it.GetCode(), want[i])
+		}
+	}
+	if got := ts.node.count(pb.CommandType_COMMAND_TYPE_BATCH); got != 1 {
+		t.Fatalf("%d Batch entries for one SubmitBatch, want 1", got)
+	}
+	_, err = ts.q.SubmitBatch(testCtx(t), &pb.SubmitBatchRequest{Items: []*pb.SubmitRequest{ok(tasks[1], tasks[1].GetFence()), {Fence: 1}}})
+	wantErr(t, err, codes.InvalidArgument, "", "items[1].task_id")
+	_, err = ts.q.SubmitBatch(testCtx(t), &pb.SubmitBatchRequest{})
+	wantErr(t, err, codes.InvalidArgument, "", "items")
+}

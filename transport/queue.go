@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -90,12 +91,15 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 		})
 }
 
-func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
+func submitCmd(req *pb.SubmitRequest) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
 		TaskId: req.GetTaskId(), Fence: req.GetFence(), Outcome: req.GetOutcome(),
 		Result: req.GetResult(), Error: req.GetError(),
 	}}}
-	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, cmd,
+}
+
+func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
+	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, submitCmd(req),
 		func(res *pb.CommandResult) (*pb.SubmitResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -108,6 +112,45 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 				return nil, err
 			}
 			return &pb.SubmitResponse{}, nil
+		})
+}
+
+// SubmitBatch proposes one Batch entry of Submits: the items share a Raft
+// entry and an RPC, and each keeps its own answer.
+func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchRequest) (*pb.SubmitBatchResponse, error) {
+	items := req.GetItems()
+	if n := len(items); n == 0 || n > fsm.MaxBatch {
+		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, fsm.MaxBatch))
+	}
+	cmds := make([]*pb.Command, len(items))
+	for i, it := range items {
+		cmds[i] = submitCmd(it)
+		if err := fsm.Validate(cmds[i], q.s.node.Limits()); err != nil {
+			var fe *fsm.FieldError
+			if errors.As(err, &fe) {
+				return nil, &fsm.FieldError{Field: fmt.Sprintf("items[%d].%s", i, fe.Field), Reason: fe.Reason}
+			}
+			return nil, err
+		}
+	}
+	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}}
+	return write(q.s, ctx, pb.Queue_SubmitBatch_FullMethodName, req, &pb.SubmitBatchResponse{}, cmd,
+		func(res *pb.CommandResult) (*pb.SubmitBatchResponse, error) {
+			if len(res.GetResults()) != len(items) {
+				return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), len(items))
+			}
+			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, len(items))}
+			for i, r := range res.GetResults() {
+				if err := fsm.ResultError(r); err != nil {
+					return nil, err // validated above: the FSM disagrees with the edge
+				}
+				it, err := oneItem(r)
+				if err != nil {
+					return nil, err
+				}
+				out.Items[i] = it
+			}
+			return out, nil
 		})
 }
 

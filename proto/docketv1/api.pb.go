@@ -451,6 +451,94 @@ func (x *SubmitResponse) GetAlreadyDone() bool {
 	return false
 }
 
+type SubmitBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*SubmitRequest       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitBatchRequest) Reset() {
+	*x = SubmitBatchRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitBatchRequest) ProtoMessage() {}
+
+func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitBatchRequest.ProtoReflect.Descriptor instead.
+func (*SubmitBatchRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SubmitBatchRequest) GetItems() []*SubmitRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type SubmitBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ItemResult          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitBatchResponse) Reset() {
+	*x = SubmitBatchResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitBatchResponse) ProtoMessage() {}
+
+func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
+func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubmitBatchResponse) GetItems() []*ItemResult {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type NackRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -463,7 +551,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[8]
+	mi := &file_docketv1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +563,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[8]
+	mi := &file_docketv1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +576,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{8}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NackRequest) GetTaskId() string {
@@ -528,7 +616,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[9]
+	mi := &file_docketv1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +628,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[9]
+	mi := &file_docketv1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +641,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{9}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NackResponse) GetState() TaskState {
@@ -572,7 +660,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[10]
+	mi := &file_docketv1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +672,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[10]
+	mi := &file_docketv1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +685,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{10}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelRequest) GetTaskId() string {
@@ -615,7 +703,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[11]
+	mi := &file_docketv1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +715,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[11]
+	mi := &file_docketv1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +728,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{11}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
 }
 
 type GetTaskRequest struct {
@@ -654,7 +742,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[12]
+	mi := &file_docketv1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +754,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[12]
+	mi := &file_docketv1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +767,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{12}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -705,7 +793,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[13]
+	mi := &file_docketv1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +805,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[13]
+	mi := &file_docketv1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +818,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -750,7 +838,7 @@ type WaitResultRequest struct {
 
 func (x *WaitResultRequest) Reset() {
 	*x = WaitResultRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[14]
+	mi := &file_docketv1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +850,7 @@ func (x *WaitResultRequest) String() string {
 func (*WaitResultRequest) ProtoMessage() {}
 
 func (x *WaitResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[14]
+	mi := &file_docketv1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +863,7 @@ func (x *WaitResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResultRequest.ProtoReflect.Descriptor instead.
 func (*WaitResultRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitResultRequest) GetTaskId() string {
@@ -802,7 +890,7 @@ type WaitResultResponse struct {
 
 func (x *WaitResultResponse) Reset() {
 	*x = WaitResultResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[15]
+	mi := &file_docketv1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +902,7 @@ func (x *WaitResultResponse) String() string {
 func (*WaitResultResponse) ProtoMessage() {}
 
 func (x *WaitResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[15]
+	mi := &file_docketv1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +915,7 @@ func (x *WaitResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResultResponse.ProtoReflect.Descriptor instead.
 func (*WaitResultResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitResultResponse) GetTask() *Task {
@@ -854,7 +942,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[16]
+	mi := &file_docketv1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +954,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[16]
+	mi := &file_docketv1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +967,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{16}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -905,7 +993,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[17]
+	mi := &file_docketv1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1005,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[17]
+	mi := &file_docketv1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1018,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{17}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsResponse) GetQueues() []*QueueStats {
@@ -952,7 +1040,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[18]
+	mi := &file_docketv1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1052,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[18]
+	mi := &file_docketv1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1065,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{18}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -1018,7 +1106,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[19]
+	mi := &file_docketv1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1118,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[19]
+	mi := &file_docketv1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1131,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{19}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -1072,7 +1160,7 @@ type RequeueDeadRequest struct {
 
 func (x *RequeueDeadRequest) Reset() {
 	*x = RequeueDeadRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[20]
+	mi := &file_docketv1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1172,7 @@ func (x *RequeueDeadRequest) String() string {
 func (*RequeueDeadRequest) ProtoMessage() {}
 
 func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[20]
+	mi := &file_docketv1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1185,7 @@ func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{20}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RequeueDeadRequest) GetTaskId() string {
@@ -1137,7 +1225,7 @@ type RequeueDeadResponse struct {
 
 func (x *RequeueDeadResponse) Reset() {
 	*x = RequeueDeadResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[21]
+	mi := &file_docketv1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1237,7 @@ func (x *RequeueDeadResponse) String() string {
 func (*RequeueDeadResponse) ProtoMessage() {}
 
 func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[21]
+	mi := &file_docketv1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1250,7 @@ func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{21}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RequeueDeadResponse) GetItems() []*ItemResult {
@@ -1185,7 +1273,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[22]
+	mi := &file_docketv1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1285,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[22]
+	mi := &file_docketv1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1298,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{22}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Server) GetId() string {
@@ -1259,7 +1347,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[23]
+	mi := &file_docketv1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1359,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[23]
+	mi := &file_docketv1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1372,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{23}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -1314,7 +1402,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1414,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1427,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1435,7 +1523,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1535,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1548,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -1479,7 +1567,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1579,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1592,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -1526,7 +1614,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1626,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1639,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -1590,7 +1678,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1690,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1703,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
 }
 
 type RemoveServerRequest struct {
@@ -1627,7 +1715,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1727,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1740,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1670,7 +1758,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1770,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1783,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -1727,7 +1815,11 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\"3\n" +
 	"\x0eSubmitResponse\x12!\n" +
-	"\falready_done\x18\x01 \x01(\bR\valreadyDone\"o\n" +
+	"\falready_done\x18\x01 \x01(\bR\valreadyDone\"D\n" +
+	"\x12SubmitBatchRequest\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.SubmitRequestR\x05items\"B\n" +
+	"\x13SubmitBatchResponse\x12+\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"o\n" +
 	"\vNackRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
@@ -1805,12 +1897,13 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x11AddServerResponse\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse2\xe0\x05\n" +
+	"\x14RemoveServerResponse2\xae\x06\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.docket.v1.HeartbeatRequest\x1a\x1c.docket.v1.HeartbeatResponse\x12=\n" +
-	"\x06Submit\x12\x18.docket.v1.SubmitRequest\x1a\x19.docket.v1.SubmitResponse\x127\n" +
+	"\x06Submit\x12\x18.docket.v1.SubmitRequest\x1a\x19.docket.v1.SubmitResponse\x12L\n" +
+	"\vSubmitBatch\x12\x1d.docket.v1.SubmitBatchRequest\x1a\x1e.docket.v1.SubmitBatchResponse\x127\n" +
 	"\x04Nack\x12\x16.docket.v1.NackRequest\x1a\x17.docket.v1.NackResponse\x12=\n" +
 	"\x06Cancel\x12\x18.docket.v1.CancelRequest\x1a\x19.docket.v1.CancelResponse\x12@\n" +
 	"\aGetTask\x12\x19.docket.v1.GetTaskRequest\x1a\x1a.docket.v1.GetTaskResponse\x12I\n" +
@@ -1837,7 +1930,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -1847,86 +1940,92 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),          // 5: docket.v1.HeartbeatResponse
 	(*SubmitRequest)(nil),              // 6: docket.v1.SubmitRequest
 	(*SubmitResponse)(nil),             // 7: docket.v1.SubmitResponse
-	(*NackRequest)(nil),                // 8: docket.v1.NackRequest
-	(*NackResponse)(nil),               // 9: docket.v1.NackResponse
-	(*CancelRequest)(nil),              // 10: docket.v1.CancelRequest
-	(*CancelResponse)(nil),             // 11: docket.v1.CancelResponse
-	(*GetTaskRequest)(nil),             // 12: docket.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),            // 13: docket.v1.GetTaskResponse
-	(*WaitResultRequest)(nil),          // 14: docket.v1.WaitResultRequest
-	(*WaitResultResponse)(nil),         // 15: docket.v1.WaitResultResponse
-	(*StatsRequest)(nil),               // 16: docket.v1.StatsRequest
-	(*StatsResponse)(nil),              // 17: docket.v1.StatsResponse
-	(*ListDeadRequest)(nil),            // 18: docket.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),           // 19: docket.v1.ListDeadResponse
-	(*RequeueDeadRequest)(nil),         // 20: docket.v1.RequeueDeadRequest
-	(*RequeueDeadResponse)(nil),        // 21: docket.v1.RequeueDeadResponse
-	(*Server)(nil),                     // 22: docket.v1.Server
-	(*StatusRequest)(nil),              // 23: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 24: docket.v1.StatusResponse
-	(*TransferLeadershipRequest)(nil),  // 25: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 26: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 27: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 28: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 29: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 30: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 31: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 32: docket.v1.ItemResult
-	(*Task)(nil),                       // 33: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 34: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 35: docket.v1.Outcome
-	(TaskState)(0),                     // 36: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 37: docket.v1.QueueStats
+	(*SubmitBatchRequest)(nil),         // 8: docket.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil),        // 9: docket.v1.SubmitBatchResponse
+	(*NackRequest)(nil),                // 10: docket.v1.NackRequest
+	(*NackResponse)(nil),               // 11: docket.v1.NackResponse
+	(*CancelRequest)(nil),              // 12: docket.v1.CancelRequest
+	(*CancelResponse)(nil),             // 13: docket.v1.CancelResponse
+	(*GetTaskRequest)(nil),             // 14: docket.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),            // 15: docket.v1.GetTaskResponse
+	(*WaitResultRequest)(nil),          // 16: docket.v1.WaitResultRequest
+	(*WaitResultResponse)(nil),         // 17: docket.v1.WaitResultResponse
+	(*StatsRequest)(nil),               // 18: docket.v1.StatsRequest
+	(*StatsResponse)(nil),              // 19: docket.v1.StatsResponse
+	(*ListDeadRequest)(nil),            // 20: docket.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),           // 21: docket.v1.ListDeadResponse
+	(*RequeueDeadRequest)(nil),         // 22: docket.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
+	(*Server)(nil),                     // 24: docket.v1.Server
+	(*StatusRequest)(nil),              // 25: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 26: docket.v1.StatusResponse
+	(*TransferLeadershipRequest)(nil),  // 27: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 28: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 29: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 30: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 31: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 32: docket.v1.RemoveServerResponse
+	(*NewTask)(nil),                    // 33: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 34: docket.v1.ItemResult
+	(*Task)(nil),                       // 35: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 36: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 37: docket.v1.Outcome
+	(TaskState)(0),                     // 38: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 39: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	31, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	32, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	33, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	34, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	32, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	35, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
-	36, // 6: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	33, // 7: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	33, // 8: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	37, // 9: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	33, // 10: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	32, // 11: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	22, // 12: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	0,  // 13: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 14: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 15: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 16: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 17: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	10, // 18: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	12, // 19: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	14, // 20: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	16, // 21: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	18, // 22: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	20, // 23: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	23, // 24: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	25, // 25: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	27, // 26: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	29, // 27: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	1,  // 28: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 29: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 30: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 31: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 32: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	11, // 33: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	13, // 34: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	15, // 35: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	17, // 36: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	19, // 37: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	21, // 38: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	24, // 39: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	26, // 40: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	28, // 41: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	30, // 42: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	28, // [28:43] is the sub-list for method output_type
-	13, // [13:28] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	33, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	34, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	35, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	36, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	34, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	37, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
+	34, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	38, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	35, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	35, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	39, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	35, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	34, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	24, // 14: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	0,  // 15: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 16: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 17: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 18: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 19: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 20: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 21: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 22: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 23: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 24: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 25: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 26: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	25, // 27: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	27, // 28: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	29, // 29: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	31, // 30: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	1,  // 31: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 32: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 33: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 34: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 35: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 36: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 37: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 38: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 39: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 40: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 41: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 42: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	26, // 43: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	28, // 44: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	30, // 45: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	32, // 46: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	31, // [31:47] is the sub-list for method output_type
+	15, // [15:31] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -1942,7 +2041,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

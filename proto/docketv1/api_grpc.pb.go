@@ -26,6 +26,7 @@ const (
 	Queue_Claim_FullMethodName       = "/docket.v1.Queue/Claim"
 	Queue_Heartbeat_FullMethodName   = "/docket.v1.Queue/Heartbeat"
 	Queue_Submit_FullMethodName      = "/docket.v1.Queue/Submit"
+	Queue_SubmitBatch_FullMethodName = "/docket.v1.Queue/SubmitBatch"
 	Queue_Nack_FullMethodName        = "/docket.v1.Queue/Nack"
 	Queue_Cancel_FullMethodName      = "/docket.v1.Queue/Cancel"
 	Queue_GetTask_FullMethodName     = "/docket.v1.Queue/GetTask"
@@ -45,6 +46,10 @@ type QueueClient interface {
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
+	// SubmitBatch reports up to 1,000 tasks in one call. Each item is a
+	// Submit of its own, with its own answer: OK, ALREADY_DONE, STALE_FENCE,
+	// NOT_FOUND or WRONG_STATE. An invalid item fails the whole call.
+	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
@@ -97,6 +102,16 @@ func (c *queueClient) Submit(ctx context.Context, in *SubmitRequest, opts ...grp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitResponse)
 	err := c.cc.Invoke(ctx, Queue_Submit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitBatchResponse)
+	err := c.cc.Invoke(ctx, Queue_SubmitBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +198,10 @@ type QueueServer interface {
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
+	// SubmitBatch reports up to 1,000 tasks in one call. Each item is a
+	// Submit of its own, with its own answer: OK, ALREADY_DONE, STALE_FENCE,
+	// NOT_FOUND or WRONG_STATE. An invalid item fails the whole call.
+	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
@@ -212,6 +231,9 @@ func (UnimplementedQueueServer) Heartbeat(context.Context, *HeartbeatRequest) (*
 }
 func (UnimplementedQueueServer) Submit(context.Context, *SubmitRequest) (*SubmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Submit not implemented")
+}
+func (UnimplementedQueueServer) SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitBatch not implemented")
 }
 func (UnimplementedQueueServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
@@ -323,6 +345,24 @@ func _Queue_Submit_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(QueueServer).Submit(ctx, req.(*SubmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_SubmitBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).SubmitBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_SubmitBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).SubmitBatch(ctx, req.(*SubmitBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -475,6 +515,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Submit",
 			Handler:    _Queue_Submit_Handler,
+		},
+		{
+			MethodName: "SubmitBatch",
+			Handler:    _Queue_SubmitBatch_Handler,
 		},
 		{
 			MethodName: "Nack",
