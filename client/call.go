@@ -70,7 +70,7 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			// answer may be paused or cut off while the others elected a
 			// new leader: forget it too, or every later call would wait on
 			// it until it came back.
-			hung := errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)
+			hung := errors.Is(err, context.DeadlineExceeded) && deadlinePassed(ctx)
 			if !moved && (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) || hung) {
 				// The node we called is not a leader we can use: a hint
 				// that points elsewhere was followed above; otherwise
@@ -152,6 +152,15 @@ func giveUp(o op, attempts int, err, lastErr error) error {
 		return fmt.Errorf("%s: %w (gave up after %d attempts: %w)", o.name, lastErr, attempts, err)
 	}
 	return fmt.Errorf("%s: %w", o.name, err)
+}
+
+// deadlinePassed reports whether ctx's deadline is behind us. It reads the
+// clock rather than ctx.Err(): at the deadline the server resets the stream
+// and gRPC reports DeadlineExceeded by the same clock, which may be before
+// ctx's own timer has fired.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 func isContextErr(err error) bool {
