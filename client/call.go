@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
@@ -121,14 +122,25 @@ func (c *Client) usable(r *round, addr string) bool {
 	return addr != "" && !r.tried[addr] && !c.unreachable(addr)
 }
 
-// untried reports whether a known node has not failed this round yet.
+// untried reports whether a known node is left to try in this round: one
+// that has not failed yet and that the client can connect to. A node in
+// TRANSIENT_FAILURE would fail the attempt without sending it; gRPC keeps
+// reconnecting in the background and the node counts again once it is
+// back.
 func (c *Client) untried(r *round) bool {
-	for _, a := range c.Addrs() {
-		if !r.tried[a] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.addrs {
+		if c.triableLocked(r, a) {
 			return true
 		}
 	}
 	return false
+}
+
+func (c *Client) triableLocked(r *round, addr string) bool {
+	cc := c.conns[addr]
+	return !r.tried[addr] && cc != nil && cc.GetState() != connectivity.TransientFailure
 }
 
 // retryable reports whether err may be retried for operation o.
@@ -212,13 +224,13 @@ func (c *Client) target(ctx context.Context, o op, r *round) (string, *grpc.Clie
 		return "", nil, ErrClosed
 	}
 	// Round-robin from the shared cursor, so that concurrent callers
-	// spread over the nodes; the first untried one takes the attempt.
-	// invoke starts a new round before every node was tried, so the
-	// fallback below only keeps this total.
+	// spread over the nodes; the first node left to try takes the
+	// attempt. If none is (every node unreachable at a round's start),
+	// any will do: the attempt fails at once and the round ends.
 	n := len(c.addrs)
 	for i := range n {
 		addr := c.addrs[(c.next+i)%n]
-		if !r.tried[addr] {
+		if c.triableLocked(r, addr) {
 			c.next += i + 1
 			return addr, c.conns[addr], nil
 		}

@@ -18,16 +18,17 @@
 // When no node knows a leader, attempts go round-robin over the known
 // nodes, which forward or answer with a hint.
 //
-// Retries go in rounds: each known node is tried at most once per round,
-// without sleeping, and only a round in which every node failed ends in a
-// backoff sleep. A killed leader's port refuses connections at once, so the
-// next attempt asks the others right away. Within a round, a hint or a
-// Status answer naming a node that already failed in it, or one whose
-// connection is in TRANSIENT_FAILURE, is not followed: right after the
-// leader dies its followers still name it until their heartbeat timeout.
-// Calls are not WaitForReady, so a connection in gRPC's reconnect backoff
-// fails them at once instead of holding them; that backoff is capped at
-// 1 s, so a node that comes back is reachable within a second.
+// Retries go in rounds: each known node the client can connect to is tried
+// at most once per round, without sleeping, and only a round in which every
+// one failed ends in a backoff sleep. A killed leader's port refuses
+// connections at once, so the next attempt asks the others right away.
+// Within a round, a hint or a Status answer naming a node that already
+// failed in it, or one whose connection is in TRANSIENT_FAILURE, is not
+// followed: right after the leader dies its followers still name it until
+// their heartbeat timeout. Calls are not WaitForReady, so a connection in
+// gRPC's reconnect backoff fails them at once instead of holding them; that
+// backoff is capped at 1 s, so a node that comes back is reachable within a
+// second.
 //
 // # Retries by error class
 //
