@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
@@ -18,11 +19,6 @@ import (
 // LeaderMetadataKey is the header or trailer in which every node names the
 // leader's gRPC address, when it knows it.
 const LeaderMetadataKey = "docket-leader"
-
-// maxRedirects bounds the retries that follow a fresh leader hint without a
-// backoff sleep. Two nodes that point at each other (a stale view during an
-// election) then fall back to backoff instead of spinning.
-const maxRedirects = 3
 
 // op describes one RPC for the retry loop.
 type op struct {
@@ -43,11 +39,20 @@ type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOpt
 // invoke sends call to the leader and retries it by error class until it
 // succeeds, fails for good, or ctx ends. It returns the number of attempts
 // made and an error mapped to the package's sentinels.
+//
+// Retries go in rounds. Within a round every known node is tried at most
+// once, at once: when the leader dies its port refuses connections while
+// the other nodes can already name (or, once elected, be) the new leader,
+// and a backoff sleep before asking them would only add to the outage.
+// Only after every node failed the call does the loop sleep a full-jitter
+// backoff and start a new round, so a cluster without a leader sees at most
+// one attempt per node per backoff from each caller.
 func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 	var lastErr error // the last retryable error, reported if ctx ends
-	redirects, sleeps := 0, 0
+	r := newRound()
+	sleeps := 0
 	for attempt := 1; ; attempt++ {
-		addr, cc, err := c.target(ctx, o)
+		addr, cc, err := c.target(ctx, o, r)
 		if err == nil {
 			var hdr, tr metadata.MD
 			err = mapError(call(ctx, cc, grpc.Header(&hdr), grpc.Trailer(&tr)))
@@ -55,7 +60,7 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			if hint == "" {
 				hint = errorLeaderHint(err)
 			}
-			moved := c.followHint(addr, hint)
+			moved := c.followHint(addr, hint, r)
 			if err == nil {
 				return attempt, nil
 			}
@@ -66,7 +71,7 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			// answer may be paused or cut off while the others elected a
 			// new leader: forget it too, or every later call would wait on
 			// it until it came back.
-			hung := errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)
+			hung := errors.Is(err, context.DeadlineExceeded) && deadlinePassed(ctx)
 			if !moved && (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) || hung) {
 				// The node we called is not a leader we can use: a hint
 				// that points elsewhere was followed above; otherwise
@@ -78,8 +83,8 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			}
 			c.log.Debug("retrying", "op", o.name, "attempt", attempt, "addr", addr, "err", err)
 			lastErr = err
-			if moved && redirects < maxRedirects {
-				redirects++
+			r.tried[addr] = true
+			if c.untried(r) {
 				continue
 			}
 		} else {
@@ -92,7 +97,50 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 			return attempt, giveUp(o, attempt, serr, lastErr)
 		}
 		sleeps++
+		r = newRound()
 	}
+}
+
+// round is what one retry round of a call has learned.
+type round struct {
+	// tried holds the nodes that failed the call in this round. A leader
+	// hint or a Status answer that names one of them is a stale view (a
+	// follower that has not yet noticed its leader died) and is not
+	// followed again in this round.
+	tried map[string]bool
+	// discovered is set once this round asked every node for Status: if
+	// that named no usable leader, asking again before the nodes were
+	// tried would only repeat it.
+	discovered bool
+}
+
+func newRound() *round { return &round{tried: make(map[string]bool)} }
+
+// usable reports whether addr may be sent this round's next attempt as
+// the leader: not tried in this round, and not known to be unreachable.
+func (c *Client) usable(r *round, addr string) bool {
+	return addr != "" && !r.tried[addr] && !c.unreachable(addr)
+}
+
+// untried reports whether a known node is left to try in this round: one
+// that has not failed yet and that the client can connect to. A node in
+// TRANSIENT_FAILURE would fail the attempt without sending it; gRPC keeps
+// reconnecting in the background and the node counts again once it is
+// back.
+func (c *Client) untried(r *round) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.addrs {
+		if c.triableLocked(r, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) triableLocked(r *round, addr string) bool {
+	cc := c.conns[addr]
+	return !r.tried[addr] && cc != nil && cc.GetState() != connectivity.TransientFailure
 }
 
 // retryable reports whether err may be retried for operation o.
@@ -118,6 +166,15 @@ func giveUp(o op, attempts int, err, lastErr error) error {
 	return fmt.Errorf("%s: %w", o.name, err)
 }
 
+// deadlinePassed reports whether ctx's deadline is behind us. It reads the
+// clock rather than ctx.Err(): at the deadline the server resets the stream
+// and gRPC reports DeadlineExceeded by the same clock, which may be before
+// ctx's own timer has fired.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 func isContextErr(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
@@ -129,9 +186,10 @@ func (c *Client) isClosed() bool {
 }
 
 // target picks the node for the next attempt: the cached leader, else the
-// leader found by discovery, else the next known node in turn (a follower
-// forwards the call or answers with a leader hint).
-func (c *Client) target(ctx context.Context, o op) (string, *grpc.ClientConn, error) {
+// leader found by discovery (once per round), else the next node not yet
+// tried in this round (a follower forwards the call or answers with a
+// leader hint).
+func (c *Client) target(ctx context.Context, o op, r *round) (string, *grpc.ClientConn, error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, err
 	}
@@ -140,14 +198,15 @@ func (c *Client) target(ctx context.Context, o op) (string, *grpc.ClientConn, er
 		c.mu.Unlock()
 		return "", nil, ErrClosed
 	}
-	if c.leader != "" {
+	if c.leader != "" && !r.tried[c.leader] {
 		addr, cc := c.leader, c.conns[c.leader]
 		c.mu.Unlock()
 		return addr, cc, nil
 	}
 	c.mu.Unlock()
-	if !o.anyNode {
-		leader, err := c.discover(ctx)
+	if !o.anyNode && !r.discovered {
+		r.discovered = true
+		leader, err := c.discover(ctx, r)
 		if leader != "" {
 			cc, cerr := c.conn(leader)
 			return leader, cc, cerr
@@ -164,15 +223,30 @@ func (c *Client) target(ctx context.Context, o op) (string, *grpc.ClientConn, er
 	if c.closed {
 		return "", nil, ErrClosed
 	}
-	addr := c.addrs[c.next%len(c.addrs)]
+	// Round-robin from the shared cursor, so that concurrent callers
+	// spread over the nodes; the first node left to try takes the
+	// attempt. If none is (every node unreachable at a round's start),
+	// any will do: the attempt fails at once and the round ends.
+	n := len(c.addrs)
+	for i := range n {
+		addr := c.addrs[(c.next+i)%n]
+		if c.triableLocked(r, addr) {
+			c.next += i + 1
+			return addr, c.conns[addr], nil
+		}
+	}
+	addr := c.addrs[c.next%n]
 	c.next++
 	return addr, c.conns[addr], nil
 }
 
 // followHint caches the leader a node named. It reports whether the next
-// attempt should go to a different node than addr, the one just called.
-func (c *Client) followHint(addr, hint string) bool {
-	if hint == "" {
+// attempt should go to a different node than addr, the one just called. A
+// hint naming a node that failed this round, or that the client cannot
+// connect to, is ignored: right after a leader dies its followers still
+// name it, and following them would only fail again.
+func (c *Client) followHint(addr, hint string, r *round) bool {
+	if hint == "" || (hint != addr && !c.usable(r, hint)) {
 		return false
 	}
 	c.setLeader(hint)
@@ -191,10 +265,14 @@ func leaderHint(hdr, tr metadata.MD) string {
 }
 
 // discover asks every known node for Cluster.Status in parallel and caches
-// the first leader named. It learns the other nodes from the answers. It
-// returns ("", nil) when some node answered but none knows a leader, and an
-// error when no node answered at all.
-func (c *Client) discover(ctx context.Context) (string, error) {
+// the first leader named that r allows (nil allows any reachable node). It
+// learns the other nodes from the answers. It returns ("", nil) when some
+// node answered but none named a usable leader, and an error when no node
+// answered at all.
+func (c *Client) discover(ctx context.Context, r *round) (string, error) {
+	if r == nil {
+		r = newRound()
+	}
 	select {
 	case c.discoverSem <- struct{}{}:
 	case <-ctx.Done():
@@ -202,7 +280,7 @@ func (c *Client) discover(ctx context.Context) (string, error) {
 	}
 	defer func() { <-c.discoverSem }()
 	// Another caller may have found the leader while this one waited.
-	if l := c.Leader(); l != "" {
+	if l := c.Leader(); c.usable(r, l) {
 		return l, nil
 	}
 
@@ -242,7 +320,7 @@ func (c *Client) discover(ctx context.Context) (string, error) {
 		}
 		answered++
 		c.learnStatus(a.resp)
-		if l := leaderOf(a.addr, a.resp, a.hint); l != "" {
+		if l := leaderOf(a.addr, a.resp, a.hint); c.usable(r, l) {
 			c.setLeader(l)
 			return l, nil
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
@@ -28,6 +30,24 @@ const (
 	// that one black-holed node cannot eat a caller's whole deadline.
 	DefaultDiscoveryTimeout = 2 * time.Second
 )
+
+// reconnect is how a connection to a node that went away is retried.
+// gRPC's default waits 1 s and grows to 120 s, and while it waits every
+// call on that connection fails at once: a node that was down for a few
+// minutes and then won an election could stay out of this client's reach
+// for up to two more. Capping the wait at 1 s costs one refused connect
+// per second per dead node. MinConnectTimeout is gRPC's default, spelled
+// out because left zero here the connect deadline would shrink to the
+// backoff (100 ms), too short for a slow handshake.
+var reconnect = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   time.Second,
+	},
+	MinConnectTimeout: 20 * time.Second,
+}
 
 // Option configures a Client.
 type Option func(*config)
@@ -149,7 +169,7 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		_, err := c.discover(ctx)
+		_, err := c.discover(ctx, nil)
 		if err == nil {
 			if n := cfg.shareInflight; n > 0 {
 				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], c.enqueueRPC, c.enqueueRPC)
@@ -245,6 +265,7 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 		// 64 KiB) so batched calls do not wait on HTTP/2 flow control.
 		grpc.WithInitialWindowSize(1 << 20),
 		grpc.WithInitialConnWindowSize(8 << 20),
+		grpc.WithConnectParams(reconnect),
 	}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -255,6 +276,16 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 		c.addrs = append(c.addrs, addr)
 	}
 	return cc, nil
+}
+
+// unreachable reports whether the client's last attempt to connect to
+// addr failed and none has succeeded since. Calls on such a connection fail
+// at once (they are not WaitForReady), so it is no use as a leader.
+func (c *Client) unreachable(addr string) bool {
+	c.mu.Lock()
+	cc := c.conns[addr]
+	c.mu.Unlock()
+	return cc != nil && cc.GetState() == connectivity.TransientFailure
 }
 
 // learnAddr records a node address (from Status.servers or a leader hint).

@@ -18,6 +18,18 @@
 // When no node knows a leader, attempts go round-robin over the known
 // nodes, which forward or answer with a hint.
 //
+// Retries go in rounds: each known node the client can connect to is tried
+// at most once per round, without sleeping, and only a round in which every
+// one failed ends in a backoff sleep. A killed leader's port refuses
+// connections at once, so the next attempt asks the others right away.
+// Within a round, a hint or a Status answer naming a node that already
+// failed in it, or one whose connection is in TRANSIENT_FAILURE, is not
+// followed: right after the leader dies its followers still name it until
+// their heartbeat timeout. Calls are not WaitForReady, so a connection in
+// gRPC's reconnect backoff fails them at once instead of holding them; that
+// backoff is capped at 1 s, so a node that comes back is reachable within a
+// second.
+//
 // # Retries by error class
 //
 // One function maps every gRPC status to one of the sentinel errors, once,
@@ -75,8 +87,14 @@
 //     ctx more time.
 //   - A leader hint is trusted without a Status round trip: it saves a call
 //     on every leader change, and a stale hint costs one failed attempt.
-//     Redirects without backoff are capped so two confused nodes cannot
-//     make the client spin.
+//     Two confused nodes cannot make the client spin: a round tries each
+//     node once, then sleeps.
+//   - The backoff between rounds grows per call (full jitter, 50 ms
+//     doubling to 2 s), and a caller asleep in it does not learn that
+//     another caller found the new leader. With many concurrent callers
+//     one of them finds it soon after the election; a lone caller may
+//     sleep up to its current cap past it. Waking sleepers on a confirmed
+//     leader would fix that; it is not done yet.
 //   - Connections are never closed before Close, even for nodes that left:
 //     closing a connection under a call in flight would fail it with
 //     Canceled, and an idle connection costs little. A long-lived client in

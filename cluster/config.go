@@ -42,20 +42,41 @@ type Config struct {
 	Join []string
 
 	// HeartbeatTimeout is how long a follower waits without contact from
-	// the leader before it starts an election. Default 500ms (raft's is 1s):
-	// on a LAN a round trip is well under 1ms, and this bounds failover at
-	// roughly HeartbeatTimeout..2*HeartbeatTimeout plus one election round.
-	// Much lower and an fsync stall on a loaded 2-core box triggers
-	// needless elections.
+	// the leader before it starts an election. Default 300ms (raft's is
+	// 1s), because it is most of what a leader crash costs. Raft checks
+	// every random HeartbeatTimeout..2*HeartbeatTimeout, so a follower
+	// notices a dead leader 1x to 3x this after the crash; and a follower
+	// refuses (pre-)votes while it still knows a leader, so the election
+	// waits for the second of two survivors to notice, or, if that one has
+	// the shorter log, for the first one's next election round. With 500ms
+	// the first write after a kill -9 of the leader took 0.6-2.4s (worst of
+	// ten trials 1.6-2.4s in four runs), missing the 1.5s target; with
+	// 300ms 0.35-1.4s (worst of ten 0.9-1.4s in nine runs; BENCHMARKS.md).
+	//
+	// Lower risks needless elections when a loaded box delays heartbeats
+	// (sent every HeartbeatTimeout/10; with pre-vote one slow follower
+	// cannot depose the leader, both must time out). At 300ms there were
+	// none on the shared 2-core VM with fsync on: the term stayed 2 across
+	// `docket bench --workload enqueue --duration 30s` at -c 64 (twice)
+	// and -c 256 (load average up to 7.3), with no "heartbeat timeout
+	// reached" in any node's log after the first election (2026-11-22).
+	// On slower disks or busier hosts raise it with --heartbeat-timeout.
 	HeartbeatTimeout time.Duration
 
-	// ElectionTimeout is how long a candidate waits for votes. Default
-	// 500ms, matching HeartbeatTimeout as raft requires (>=).
+	// ElectionTimeout is how long a candidate waits for votes before a new
+	// round (randomized up to twice this). Default 300ms, matching
+	// HeartbeatTimeout, the least raft accepts: a round that fails because
+	// the other survivor still had a leader or a longer log is retried
+	// soon.
 	ElectionTimeout time.Duration
 
 	// LeaderLeaseTimeout is how long a leader stays leader without hearing
 	// from a quorum. Default 250ms: it must be below HeartbeatTimeout so an
-	// isolated leader steps down before a new one can be elected.
+	// isolated leader steps down (raft checks when the oldest contact
+	// expires, so about 260ms after its last one) before a new one can be
+	// elected (300ms at the earliest). It was not lowered with
+	// HeartbeatTimeout: less would let a loaded box's scheduling delays
+	// make a healthy leader step down.
 	LeaderLeaseTimeout time.Duration
 
 	// CommitTimeout is how long the leader waits before sending an
@@ -124,8 +145,8 @@ type Config struct {
 // DefaultConfig returns a Config with every tunable set to its default.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatTimeout:   500 * time.Millisecond,
-		ElectionTimeout:    500 * time.Millisecond,
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      10 * time.Millisecond,
 		MaxAppendEntries:   512,

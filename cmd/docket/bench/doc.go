@@ -6,7 +6,8 @@
 // Workloads: enqueue (single or --batch), drain (claim and submit a filled
 // queue), cycle (producers and workers at once), heartbeat (N leases held
 // and extended), failover (SIGKILL the leader under load, time to the first
-// acknowledged write, --trials times), requeue (a worker dies holding
+// acknowledged write and to the first Status that shows a new leader,
+// --trials times), requeue (a worker dies holding
 // leases: time until each task is claimed again), backlog (claim latency
 // at N pending tasks against a near-empty queue, RSS per node, restart of
 // a node holding the backlog) and ceiling (the raft ceiling alone).
