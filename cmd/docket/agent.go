@@ -13,6 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/transport"
 )
@@ -47,7 +51,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.IntVar(&o.api.CoalesceInflight, "coalesce-inflight", transport.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
 	return &c, o
 }
 
@@ -70,14 +74,18 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Logger = log
 	cfg.GRPCAddr = o.grpcAddr
 	cfg.Join = splitList(o.join)
+	o.api.Logger = log
 	if o.debugAddr != "" {
-		stop, err := serveDebug(o.debugAddr, log)
+		// Metrics are registered only when something serves them.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		o.api.Registerer = reg
+		_, stop, err := serveDebug(o.debugAddr, reg, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	o.api.Logger = log
 	return serve(ctx, *cfg, o.api, log)
 }
 
@@ -136,12 +144,13 @@ func splitList(s string) []string {
 
 // serveDebug serves net/http/pprof on addr until the returned func is
 // called. `docket bench` and operators use it to see what bounds a node.
-func serveDebug(addr string, log *slog.Logger) (func(), error) {
+func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("debug listen %s: %w", addr, err)
+		return "", nil, fmt.Errorf("debug listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -154,5 +163,5 @@ func serveDebug(addr string, log *slog.Logger) (func(), error) {
 		}
 	}()
 	log.Info("debug server", "addr", lis.Addr().String())
-	return func() { _ = hs.Close() }, nil // closing at exit; nothing to report
+	return lis.Addr().String(), func() { _ = hs.Close() }, nil // closing at exit; nothing to report
 }
