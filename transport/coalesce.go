@@ -134,18 +134,13 @@ const maxEntryPositions = 1 << 16
 // the entry is applied.
 func (co *coalescer) flush(batch []*coCall) {
 	live := batch[:0]
-	var deadline time.Time
-	unbounded := false
+	var until latest
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			continue // the caller is gone and told; do not run its command
 		}
 		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
+		until.add(c.ctx)
 	}
 	if len(live) == 0 {
 		<-co.sem
@@ -156,12 +151,7 @@ func (co *coalescer) flush(batch []*coCall) {
 	go func() {
 		defer co.s.wg.Done()
 		defer func() { <-co.sem }()
-		// The entry serves every caller: it may run until the last of
-		// their deadlines, or the node's own apply timeout.
-		ctx, cancel := co.s.ctx, context.CancelFunc(func() {})
-		if !unbounded {
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-		}
+		ctx, cancel := until.context(co.s.ctx)
 		defer cancel()
 		if len(live) == 1 {
 			res, err := co.s.node.Propose(ctx, live[0].cmd)
@@ -188,4 +178,28 @@ func (co *coalescer) flush(batch []*coCall) {
 			c.reply <- r
 		}
 	}()
+}
+
+// latest is the latest deadline of the callers one proposal serves.
+type latest struct {
+	deadline  time.Time
+	unbounded bool // a caller has no deadline
+}
+
+func (l *latest) add(ctx context.Context) {
+	if d, ok := ctx.Deadline(); !ok {
+		l.unbounded = true
+	} else if d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+// context is the proposal's: it may run until the last of its callers'
+// deadlines (or, unbounded, the node's own apply timeout), and ends with
+// parent, the server.
+func (l latest) context(parent context.Context) (context.Context, context.CancelFunc) {
+	if l.unbounded {
+		return parent, func() {}
+	}
+	return context.WithDeadline(parent, l.deadline)
 }

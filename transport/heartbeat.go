@@ -133,19 +133,14 @@ func (b *batcher) run() {
 func (b *batcher) flush(batch []*hbCall) {
 	live := batch[:0]
 	var items []*pb.HeartbeatItem
-	var deadline time.Time
-	unbounded := false
+	var until latest
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			continue // the caller gave up: do not extend its leases
 		}
 		live = append(live, c)
 		items = append(items, c.items...)
-		if d, ok := c.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
+		until.add(c.ctx)
 	}
 	if len(live) == 0 {
 		return
@@ -160,12 +155,7 @@ func (b *batcher) flush(batch []*hbCall) {
 	go func() {
 		defer b.s.wg.Done()
 		defer func() { <-b.sem }()
-		// The command serves every caller: it may run until the last of
-		// their deadlines, or the node's own apply timeout.
-		ctx, cancel := b.s.ctx, context.CancelFunc(func() {})
-		if !unbounded {
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-		}
+		ctx, cancel := until.context(b.s.ctx)
 		defer cancel()
 		res, err := b.s.propose(ctx, heartbeatCmd(items))
 		if err == nil && len(res.GetItems()) != len(items) {
