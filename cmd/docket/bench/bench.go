@@ -43,6 +43,7 @@ type Config struct {
 	Keep        bool
 	CPUProfile  string // write the bench process's own CPU profile here
 	Queue       string
+	SharedRPCs  int      // client.WithSharedRPCs
 	AgentArgs   []string // extra `docket agent` flags for the local cluster
 }
 
@@ -124,6 +125,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the local cluster's data dir and logs")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this process's (the load generator's) CPU profile of the measured workload to this file")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
+	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -146,8 +148,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("--%s %d must be at least 1", name, v))
 		}
 	}
-	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 {
-		errs = append(errs, errors.New("--payload, --count must be >= 0 and --duration, --lease > 0"))
+	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 || c.SharedRPCs < 0 {
+		errs = append(errs, errors.New("--payload, --count, --shared-rpcs must be >= 0 and --duration, --lease > 0"))
 	}
 	if c.Addr != "" && (c.Workload == "failover" || c.Workload == "backlog") {
 		errs = append(errs, fmt.Errorf("--workload %s kills and restarts nodes: it needs the local cluster, not --addr", c.Workload))
@@ -162,7 +164,7 @@ func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
-		"lease": c.Lease.String(), "agent_args": c.AgentArgs}
+		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs}
 }
 
 func loadavg() string {
@@ -247,7 +249,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 func (r *runner) client(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.NewWithOptions(ctx, r.addrs, client.WithLogger(slog.Default()))
+	c, err := client.NewWithOptions(ctx, r.addrs, client.WithLogger(slog.Default()), client.WithSharedRPCs(r.cfg.SharedRPCs))
 	if err != nil {
 		return nil, fmt.Errorf("connect %v: %w", r.addrs, err)
 	}
