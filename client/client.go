@@ -23,9 +23,13 @@ const (
 	// DefaultRetryBase is the first backoff cap. 50 ms lets a retry land
 	// right after a typical Raft election on a LAN without hammering nodes.
 	DefaultRetryBase = 50 * time.Millisecond
-	// DefaultRetryMax caps the backoff: an election rarely takes longer
-	// than a second or two, and callers should not wait much past it.
-	DefaultRetryMax = 2 * time.Second
+	// DefaultRetryMax caps the backoff. An election takes 0.3-1.3 s with
+	// the default 300 ms Raft timeouts, and a caller asleep in a long
+	// backoff when it ends waits past it: with a 2 s cap the client's
+	// share of a failover reached 0.6 s once concurrent calls shared a few
+	// RPCs (BENCHMARKS.md). 500 ms bounds that share, at two rounds of
+	// probing a second per waiting call while there is no leader.
+	DefaultRetryMax = 500 * time.Millisecond
 	// DefaultDiscoveryTimeout bounds one Status call during discovery, so
 	// that one black-holed node cannot eat a caller's whole deadline.
 	DefaultDiscoveryTimeout = 2 * time.Second

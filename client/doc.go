@@ -90,11 +90,12 @@
 //     Two confused nodes cannot make the client spin: a round tries each
 //     node once, then sleeps.
 //   - The backoff between rounds grows per call (full jitter, 50 ms
-//     doubling to 2 s), and a caller asleep in it does not learn that
-//     another caller found the new leader. With many concurrent callers
-//     one of them finds it soon after the election; a lone caller may
-//     sleep up to its current cap past it. Waking sleepers on a confirmed
-//     leader would fix that; it is not done yet.
+//     doubling to 500 ms), and a caller asleep in it does not learn that
+//     another caller found the new leader, so it may sleep up to 500 ms
+//     past an election. The cap was 2 s until shared RPCs made a busy
+//     client look like one or two callers to the cluster: a failover's
+//     client share then reached 0.6 s. Waking sleepers on a confirmed
+//     leader would remove the rest; it is not done yet.
 //   - Connections are never closed before Close, even for nodes that left:
 //     closing a connection under a call in flight would fail it with
 //     Canceled, and an idle connection costs little. A long-lived client in
