@@ -177,7 +177,7 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		if err == nil {
 			if n := cfg.shareInflight; n > 0 {
 				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], c.enqueueRPC, c.enqueueRPC)
-				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], c.submitEach, c.submitBatchRPC)
+				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], c.submitAlone, c.submitBatchRPC)
 			}
 			return c, nil
 		}

@@ -277,18 +277,14 @@ func (c *Client) submitOne(ctx context.Context, req *docketv1.SubmitRequest) (bo
 	return resp.GetAlreadyDone(), nil
 }
 
-// submitEach sends each request as a Submit of its own: what a caller
-// whose Submit shares nothing gets.
-func (c *Client) submitEach(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
-	out := make([]submitResult, len(reqs))
-	for i, req := range reqs {
-		done, err := c.submitOne(ctx, req)
-		if err != nil && len(reqs) == 1 {
-			return nil, err
-		}
-		out[i] = submitResult{done, err}
+// submitAlone sends a caller's Submit on its own: what a Submit that
+// shares nothing gets. A Submit call carries exactly one request.
+func (c *Client) submitAlone(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
+	done, err := c.submitOne(ctx, reqs[0])
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return []submitResult{{alreadyDone: done}}, nil
 }
 
 // submitBatchRPC sends many callers' Submits as one SubmitBatch and turns

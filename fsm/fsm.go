@@ -84,18 +84,28 @@ func Open(dir string, opts Options) (*FSM, error) {
 	if err := f.recoverSwap(); err != nil {
 		return nil, err
 	}
-	db, err := f.openDB(f.path(dbDir))
-	if err != nil {
+	if err := f.openKeyspace(); err != nil {
 		return nil, err
 	}
+	return f, nil
+}
+
+// openKeyspace opens the Pebble directory and loads what the FSM keeps in
+// memory from it: the applied index, the time and the idempotency filter.
+// On error nothing stays open.
+func (f *FSM) openKeyspace() error {
+	db, err := f.openDB(f.path(dbDir))
+	if err != nil {
+		return err
+	}
 	if err := f.loadMeta(db); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return errors.Join(err, db.Close())
 	}
 	if f.idem, err = f.openIdem(db); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return errors.Join(err, db.Close())
 	}
 	f.db = db
-	return f, nil
+	return nil
 }
 
 const (
@@ -256,7 +266,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	tx := newTxn(b, f.now.Load())
 	if idem != nil {
 		idem.begin()
-		tx.r = &idemReader{Reader: tx.r, filter: idem}
+		tx.idem = idem
 	}
 	applied := f.applied.Load()
 	for i, l := range logs {

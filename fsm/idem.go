@@ -292,26 +292,10 @@ func (f *idemFilter) delete(fp uint32) bool {
 // bytes is the table's size.
 func (f *idemFilter) bytes() int { return len(f.slots) * idemSlotBytes }
 
-// idemReader is the Reader of an apply batch with the filter riding along:
-// it reads like the batch, and getIdem, setIdem and deleteIdem find the
-// filter on it. (txn itself is being reworked in parallel; the filter can
-// move into a txn field once that lands.)
-type idemReader struct {
-	storage.Reader
-	filter *idemFilter
-}
-
-func (tx *txn) idemFilter() *idemFilter {
-	if r, ok := tx.r.(*idemReader); ok {
-		return r.filter
-	}
-	return nil
-}
-
 // getIdem reads the id of the task that idempotency key ik points at, or
 // storage.ErrNotFound.
 func (tx *txn) getIdem(ik []byte) (string, error) {
-	if f := tx.idemFilter(); f != nil && !f.mayContain(idemFingerprint(ik)) {
+	if f := tx.idem; f != nil && !f.mayContain(idemFingerprint(ik)) {
 		return "", storage.ErrNotFound
 	}
 	return storage.GetString(tx.r, ik)
@@ -323,7 +307,7 @@ func (tx *txn) setIdem(ik []byte, id string, replaced bool) error {
 	if err := tx.b.Set(ik, []byte(id), nil); err != nil {
 		return fmt.Errorf("idempotency key: %w", err)
 	}
-	if f := tx.idemFilter(); f != nil && !replaced {
+	if f := tx.idem; f != nil && !replaced {
 		f.add(idemFingerprint(ik))
 	}
 	return nil
@@ -334,7 +318,7 @@ func (tx *txn) deleteIdem(ik []byte) error {
 	if err := tx.b.Delete(ik, nil); err != nil {
 		return fmt.Errorf("idempotency key: %w", err)
 	}
-	if f := tx.idemFilter(); f != nil {
+	if f := tx.idem; f != nil {
 		f.removeAtCommit(idemFingerprint(ik))
 	}
 	return nil

@@ -154,17 +154,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.recoverSwap(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	db, err = f.openDB(f.path(dbDir))
-	if err != nil {
+	if err := f.openKeyspace(); err != nil {
 		return fmt.Errorf("restore: reopen: %w", err)
 	}
-	if err := f.loadMeta(db); err != nil {
-		return errors.Join(fmt.Errorf("restore: %w", err), db.Close())
-	}
-	if f.idem, err = f.openIdem(db); err != nil {
-		return errors.Join(fmt.Errorf("restore: %w", err), db.Close())
-	}
-	f.db = db
 	if got := f.applied.Load(); got != applied {
 		return fmt.Errorf("restore: header says index %d, keyspace says %d", applied, got)
 	}
