@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.0
 FUZZTIME  ?= 5s
 
-.PHONY: all build test test-short fuzz-smoke fuzz bench lint proto run clean
+.PHONY: all build test test-system test-short fuzz-smoke fuzz bench lint proto run clean
 
 all: build
 
@@ -19,6 +19,12 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz-smoke
+
+# test-system: the slow system tests (floods, attacks, 5-node and leader-kill
+# runs against built binaries). They carry the `system` build tag so that
+# `make test` stays under ten minutes on two cores; CI runs both.
+test-system:
+	$(GO) test -race -count=1 -tags system -timeout 40m -run 'System' ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
