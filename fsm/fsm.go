@@ -354,6 +354,27 @@ func (f *FSM) GetTask(id string) (*pb.Task, error) {
 	return t, err
 }
 
+// GetTaskAt is GetTask together with the applied index the answer reflects,
+// both read from one Pebble snapshot, so that answers of different replicas
+// at the same index can be compared (the harness's read checker does).
+// ErrNotFound, with the index, when absent.
+func (f *FSM) GetTaskAt(id string) (*pb.Task, uint64, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	applied, err := storage.GetUint64(r, storage.KeyApplied)
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: applied index: %w", id, err)
+	}
+	t, err := storage.GetTask(r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, applied, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	return t, applied, err
+}
+
 // Stats reports per-queue counters from the local replica.
 func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
 	r, release, err := f.view()

@@ -210,11 +210,11 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 	}
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
 		func() (*pb.GetTaskResponse, error) {
-			t, err := q.s.node.FSM().GetTask(req.GetTaskId())
+			t, applied, err := q.s.node.FSM().GetTaskAt(req.GetTaskId())
 			if err != nil {
 				return nil, err
 			}
-			return &pb.GetTaskResponse{Task: t}, nil
+			return &pb.GetTaskResponse{Task: t, AppliedIndex: applied}, nil
 		})
 }
 

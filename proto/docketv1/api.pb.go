@@ -785,8 +785,12 @@ func (x *GetTaskRequest) GetAllowStale() bool {
 }
 
 type GetTaskResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Task  *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// applied_index is the serving replica's applied index at the read: the
+	// task is as that replica's state machine held it after applying that
+	// entry, so two answers at one index can be compared.
+	AppliedIndex  uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +830,13 @@ func (x *GetTaskResponse) GetTask() *Task {
 		return x.Task
 	}
 	return nil
+}
+
+func (x *GetTaskResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
 }
 
 type WaitResultRequest struct {
@@ -1833,9 +1844,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vallow_stale\x18\x02 \x01(\bR\n" +
-	"allowStale\"6\n" +
+	"allowStale\"[\n" +
 	"\x0fGetTaskResponse\x12#\n" +
-	"\x04task\x18\x01 \x01(\v2\x0f.docket.v1.TaskR\x04task\"E\n" +
+	"\x04task\x18\x01 \x01(\v2\x0f.docket.v1.TaskR\x04task\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"E\n" +
 	"\x11WaitResultRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
 	"\await_ns\x18\x02 \x01(\x03R\x06waitNs\"M\n" +
