@@ -40,7 +40,7 @@ func (noopSnap) Release()                          {}
 // TCP round trip on loopback between idle processes took 48-112 us at p50,
 // and 8-10 us between goroutines of one process. The same NewBareRaft servers
 // in three processes (leader and caller in one) measured p50 1.01-1.12 ms
-// at c=1 against 0.83-0.93 ms in one, in the same session (2026-11-22).
+// at c=1 against 0.83-0.93 ms in one, in the same sitting (2026-11-22).
 // A latency ratio against this ceiling therefore includes about 0.2 ms
 // that no change to Docket's code can remove.
 func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) {
