@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/dockethq/docket/cluster/connlimit"
 )
 
 // raftParts are the pieces of Raft that a Node and a BareRaft build the same
@@ -41,21 +43,51 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 }
 
 // openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)
-// advertises what was bound.
+// advertises what was bound. Inbound connections are limited to
+// cfg.RaftMaxConns (limitedStream), so a flood of connections to the Raft
+// port cannot take the descriptors the stores need.
 func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
 	}
+	lis, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("raft listen %s: %w", cfg.RaftAddr, err)
+	}
 	var advertise net.Addr = addr
 	if addr.Port == 0 {
-		advertise = nil
+		advertise = lis.Addr()
 	}
-	if p.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 5, 10*time.Second, newHCLog(log, "raft")); err != nil {
-		return fmt.Errorf("raft transport: %w", err)
+	if a, ok := advertise.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		return errors.Join(fmt.Errorf("raft address %s: not advertisable, bind a specific address", cfg.RaftAddr), lis.Close())
 	}
+	stream := &limitedStream{Listener: connlimit.New(lis, cfg.RaftMaxConns, "raft", log), advertise: advertise}
+	p.transport = raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftIOTimeout, newHCLog(log, "raft"))
 	return nil
 }
+
+// Raft's NetworkTransport settings, as raft.NewTCPTransport was given them.
+const (
+	raftMaxPool   = 5 // pooled outgoing connections per peer
+	raftIOTimeout = 10 * time.Second
+)
+
+// limitedStream is raft.TCPStreamLayer over a connlimit.Listener.
+type limitedStream struct {
+	*connlimit.Listener
+	advertise net.Addr
+}
+
+// Dial opens an outgoing Raft connection. Outgoing connections are not
+// counted: there are at most raftMaxPool per peer (plus a pipeline and a
+// snapshot), and they come out of the file descriptors' reserve.
+func (s *limitedStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+// Addr is the address other servers reach this one at.
+func (s *limitedStream) Addr() net.Addr { return s.advertise }
 
 // raftConfig is the raft.Config every Docket server runs with.
 func raftConfig(cfg Config, log *slog.Logger, notify chan bool) *raft.Config {

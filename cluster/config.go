@@ -139,6 +139,21 @@ type Config struct {
 	// Limits are the edge's value limits (payload size).
 	Limits fsm.Limits
 
+	// RaftMaxConns bounds the inbound connections Raft's listener holds
+	// open at once; past it a connection is closed at accept
+	// (cluster/connlimit). Default 128. Each peer opens at most a pool of
+	// 5 (raftMaxPool), a pipeline, a heartbeat and a snapshot connection,
+	// about 8, so 128 serves 16 servers; more would only help a flood of
+	// connections to the Raft port take the descriptors the stores need
+	// (issue 9). `docket agent` lowers it when the file limit is small.
+	RaftMaxConns int
+
+	// MaxOpenFiles bounds the files Pebble keeps open (its table cache;
+	// Pebble's MaxOpenFiles). Default 1000, Pebble's own default. `docket
+	// agent` sets it to two thirds of its file descriptor reserve, so the
+	// SSTs Pebble opens always have room however many connections arrive.
+	MaxOpenFiles int
+
 	// ClockOffset shifts this node's clock. Only the chaos harness sets it
 	// (docket agent --test-clock-offset), to show that leases survive skew.
 	ClockOffset time.Duration
@@ -165,6 +180,8 @@ func DefaultConfig() Config {
 		PurgeInterval:      5 * time.Second,
 		ApplyTimeout:       10 * time.Second,
 		Limits:             fsm.DefaultLimits(),
+		RaftMaxConns:       128,
+		MaxOpenFiles:       1000,
 	}
 }
 
@@ -197,6 +214,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LogCacheSize == 0 {
 		c.LogCacheSize = d.LogCacheSize
+	}
+	if c.RaftMaxConns == 0 {
+		c.RaftMaxConns = d.RaftMaxConns
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = d.MaxOpenFiles
 	}
 	if c.Limits.MaxPayload == 0 {
 		c.Limits = d.Limits

@@ -28,6 +28,17 @@
 //     an fsync.
 //   - Shutdown transfers leadership but does not leave the configuration: a
 //     rolling restart keeps quorum size stable.
+//   - Raft's listener is bounded: NetworkTransport runs over limitedStream,
+//     a TCP StreamLayer whose listener (connlimit) closes inbound
+//     connections past RaftMaxConns at accept, so a flood of connections to
+//     the Raft port cannot take the descriptors Pebble and raft.db need
+//     (issue 9). The price: while such a flood holds every slot, a peer
+//     that needs a new connection is refused too and replication to this
+//     node stalls until it ends; mutual TLS on Raft (DESIGN.md) is what
+//     keeps outsiders off the port. Outgoing connections are not counted;
+//     `docket agent` keeps them inside its descriptor reserve. memberlist
+//     is not in the tree yet: when gossip arrives, its TCP listener needs
+//     the same wrapping and its UDP packets a rate bound.
 //   - NewBareRaft (bare.go) builds Raft from a Config exactly as New does
 //     (same raft.Config, stores, LogCache, transport) over a caller's FSM,
 //     so `docket bench` measures the Raft ceiling with the node's own

@@ -68,7 +68,7 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log, MaxOpenFiles: cfg.MaxOpenFiles}); err != nil {
 		return nil, err
 	}
 	var parts raftParts

@@ -29,6 +29,10 @@ type Options struct {
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
 	// only speed, never state, so replicas may differ in it.
 	IdemFilterBytes int
+	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
+	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
+	// node sets it inside its file descriptor reserve.
+	MaxOpenFiles int
 }
 
 // QueueRef names one queue of one tenant.
@@ -188,6 +192,7 @@ func (f *FSM) openDB(path string) (*pebble.DB, error) {
 		Logger:             pebbleLogger{f.log},
 		Cache:              cache,
 		MemTableSize:       memTableBytes,
+		MaxOpenFiles:       f.opts.MaxOpenFiles,
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)

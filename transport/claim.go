@@ -46,6 +46,13 @@ func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.Cla
 		return nil, err
 	}
 	wait := min(time.Duration(req.GetWaitNs()), s.cfg.MaxClaimWait)
+	if wait > 0 {
+		release, err := s.polls.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	return onLeader(s, ctx, pb.Queue_Claim_FullMethodName, req, &pb.ClaimResponse{},
 		func(ctx context.Context) (*pb.ClaimResponse, error) {
 			return s.claim(ctx, cmd, wait)
@@ -228,6 +235,13 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 		return nil, fieldError("wait_ns", "negative")
 	}
 	wait := min(time.Duration(req.GetWaitNs()), s.cfg.MaxResultWait)
+	if wait > 0 {
+		release, err := s.polls.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	return onLeader(s, ctx, pb.Queue_WaitResult_FullMethodName, req, &pb.WaitResultResponse{},
 		func(ctx context.Context) (*pb.WaitResultResponse, error) {
 			if err := s.node.ReadBarrier(ctx); err != nil {

@@ -61,6 +61,15 @@ const (
 	DefaultCoalesceMax       = 512
 	DefaultCoalesceInflight  = 4
 	DefaultListLimit         = 100
+
+	DefaultMaxConcurrentStreams = 2048
+	DefaultMaxLongPolls         = 8192
+	DefaultMaxLongPollsPerConn  = 1024
+	DefaultKeepaliveMinTime     = 5 * time.Second
+	DefaultKeepaliveTime        = time.Minute
+	DefaultKeepaliveTimeout     = 20 * time.Second
+	DefaultMaxConnectionIdle    = 5 * time.Minute
+	DefaultHandshakeTimeout     = 10 * time.Second
 )
 
 // HTTP/2 flow-control windows of the server and of forwarding, per stream
@@ -126,6 +135,72 @@ type Config struct {
 	// for a slot; more slots lean on Raft's own batching of appends.
 	CoalesceInflight int
 
+	// MaxConcurrentStreams bounds the calls in flight on one connection
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). Default 2048. A client
+	// past it waits for a stream to end (gRPC queues the call) rather
+	// than being refused. It is twice MaxLongPollsPerConn, so that long
+	// polls never hold every stream of a connection and short calls
+	// always get through; and large, because one connection carries
+	// every caller of a client process, and a follower forwards all its
+	// clients' calls to the leader over one connection.
+	MaxConcurrentStreams uint32
+
+	// MaxLongPolls bounds the long polls (Claim with a wait, WaitResult
+	// with a wait) waiting at once on this node, forwarded ones included.
+	// Default 8192: each costs a goroutine, a timer and a stream, some
+	// tens of KiB at most, so the bound holds them under a few hundred
+	// MiB; one worker waits in one Claim. Past it a long poll is refused
+	// at once with Unavailable, reason OVERLOADED (nothing was done; the
+	// Go client retries with backoff). A Claim or WaitResult without a
+	// wait is not a long poll and is not counted.
+	MaxLongPolls int
+
+	// MaxLongPollsPerConn bounds the long polls waiting at once on one
+	// client connection. Default 1024, so one client cannot hold the
+	// whole of MaxLongPolls. Calls a follower forwarded are exempt: they
+	// share the follower's one connection to the leader and were already
+	// counted, per connection, on the follower; MaxLongPolls still
+	// bounds them.
+	MaxLongPollsPerConn int
+
+	// KeepaliveMinTime is the shortest interval between a client's
+	// keepalive pings that the server tolerates
+	// (keepalive.EnforcementPolicy.MinTime), with or without calls in
+	// flight (PermitWithoutStream). Default 5 s: half the 10 s at which
+	// the Go client pings by default, so its pings never count as
+	// strikes even when timers run early; a client that pings more often
+	// is sent GOAWAY (too_many_pings) after two strikes. gRPC's default,
+	// 5 min without streams refused, would cut off clients that keep an
+	// idle connection warm.
+	KeepaliveMinTime time.Duration
+
+	// KeepaliveTime is how long a connection may be silent before the
+	// server pings the client; KeepaliveTimeout is how long it then waits
+	// for the ack before it closes the connection. Defaults 1 min and
+	// 20 s: a peer that vanished (host down, cable cut, no FIN) gives its
+	// connection slot back within about 80 s instead of gRPC's 2 h.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+
+	// MaxConnectionIdle closes a connection that has had no call in
+	// flight for this long (GOAWAY, then close). Default 5 min: idle
+	// connections are the cheapest way to hold connection slots, and a
+	// Go client that meets GOAWAY reconnects on its next call. Long polls
+	// keep a connection busy, so waiting workers are not cut off.
+	MaxConnectionIdle time.Duration
+
+	// MaxConnectionAge, when set, closes any connection this old, after
+	// MaxConnectionAgeGrace for calls in flight to end. Default off:
+	// clients follow the leader, not a balancer, so spreading them anew
+	// gains nothing, and the other bounds already cap what one
+	// connection holds. The grace defaults to MaxClaimWait + 10 s, so a
+	// long poll in progress is answered.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+
+	// HandshakeTimeout bounds how long a new connection may take to send
+	// the HTTP/2 preface (and finish TLS), so a connection that never
+	// speaks gives its slot back. Default 10 s (gRPC's is 120 s).
+	HandshakeTimeout time.Duration
+
 	// HealthInterval is how often the Queue service's health status is
 	// recomputed from whether a leader is known. Default 1 s.
 	HealthInterval time.Duration
@@ -136,8 +211,8 @@ type Config struct {
 	ForwardDialOptions []grpc.DialOption
 
 	// ServerOptions are appended to the gRPC server's options (TLS
-	// credentials, keepalive). The message size limit is set by the
-	// server itself.
+	// credentials), after the server's own, so they win. The message size
+	// limit, keepalive and stream bounds come from the fields above.
 	ServerOptions []grpc.ServerOption
 
 	// Registerer, when set, receives the server's Prometheus metrics
@@ -172,6 +247,33 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CoalesceInflight <= 0 {
 		c.CoalesceInflight = DefaultCoalesceInflight
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.MaxLongPolls <= 0 {
+		c.MaxLongPolls = DefaultMaxLongPolls
+	}
+	if c.MaxLongPollsPerConn <= 0 {
+		c.MaxLongPollsPerConn = DefaultMaxLongPollsPerConn
+	}
+	if c.KeepaliveMinTime <= 0 {
+		c.KeepaliveMinTime = DefaultKeepaliveMinTime
+	}
+	if c.KeepaliveTime <= 0 {
+		c.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if c.KeepaliveTimeout <= 0 {
+		c.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if c.MaxConnectionIdle <= 0 {
+		c.MaxConnectionIdle = DefaultMaxConnectionIdle
+	}
+	if c.MaxConnectionAgeGrace <= 0 {
+		c.MaxConnectionAgeGrace = c.MaxClaimWait + 10*time.Second
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = DefaultHealthInterval

@@ -36,6 +36,7 @@
 //	cluster.ErrLeadershipLost  Unavailable, reason LEADERSHIP_LOST (outcome unknown)
 //	cluster.ErrNotLeader       Unavailable, reason NOT_LEADER (+ docket-leader)
 //	cluster.ErrShutdown        Unavailable, reason SHUTTING_DOWN
+//	ErrOverloaded              Unavailable, reason OVERLOADED (nothing done; retry later)
 //	context deadline, cancel   DeadlineExceeded, Canceled
 //	anything else              Internal (logged)
 //
@@ -83,6 +84,27 @@
 //   - Cluster changes (TransferLeadership, AddServer, RemoveServer) are
 //     forwarded like writes, so an operator can point the CLI at any node.
 //     Status always answers locally.
+//   - Bounded resources per connection and per node (limits.go; numbers
+//     in Config): at most MaxConcurrentStreams calls in flight on a
+//     connection (gRPC queues the rest), MaxLongPollsPerConn long polls on
+//     one connection and MaxLongPolls on the node. Keepalive is enforced:
+//     client pings are allowed every KeepaliveMinTime (5 s), streams or
+//     not, so the Go client's 10 s pings keep an idle connection up; the
+//     server pings a silent peer after 1 min and drops it 20 s later; a
+//     connection without calls for MaxConnectionIdle (5 min) is closed.
+//     The connection count itself is bounded below gRPC, by the listener
+//     `docket agent` wraps (cluster/connlimit).
+//   - A long poll past its bound is refused at once with Unavailable,
+//     reason OVERLOADED, not ResourceExhausted: the Go client already
+//     retries Unavailable with backoff, and ResourceExhausted is our
+//     answer for an oversize field, which must not be retried. A refusal
+//     beats queueing the poll: the caller learns at once and may try
+//     another node (a follower forwards it).
+//   - Long polls are counted by the peer address of their connection, on
+//     entry, rather than by a stats handler that would run on every call.
+//     A call a follower forwarded counts in the leader's total only: all of
+//     a follower's forwarded calls share one connection, and the follower
+//     counted them per connection already.
 //   - Health: the overall service and docket.v1.Cluster are SERVING while
 //     the process runs; docket.v1.Queue is NOT_SERVING while no leader is
 //     known (checked every HealthInterval); all turn NOT_SERVING when Stop

@@ -39,6 +39,10 @@ const (
 	ReasonNotLeader = "NOT_LEADER"
 	// ReasonShuttingDown: Unavailable, nothing was done.
 	ReasonShuttingDown = "SHUTTING_DOWN"
+	// ReasonOverloaded: Unavailable, a bound on what callers may hold at
+	// once on this node was reached (ErrOverloaded). Nothing was done;
+	// retry after a backoff.
+	ReasonOverloaded = "OVERLOADED"
 )
 
 // The cluster errors this package branches on. This block is the only
@@ -96,6 +100,8 @@ func toStatus(err error) error {
 			md = map[string]string{"leader": l}
 		}
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotLeader, md))
+	case errors.Is(err, ErrOverloaded):
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonOverloaded, nil))
 	case errors.Is(err, errShutdown):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonShuttingDown, nil))
 	case errors.Is(err, context.DeadlineExceeded):

@@ -36,6 +36,7 @@ type Server struct {
 	gate    *claimGate
 	fwd     *forwarder
 	metrics *metrics
+	polls   *pollLimiter
 
 	// drain is closed when Stop begins: long polls return at once so that
 	// GracefulStop does not wait out their timers.
@@ -69,6 +70,7 @@ func NewServer(node Node, cfg Config) *Server {
 	s.hb = newBatcher(s)
 	s.co = newCoalescer(s)
 	s.gate = newClaimGate()
+	s.polls = newPollLimiter(cfg.MaxLongPolls, cfg.MaxLongPollsPerConn)
 	s.hub = newHub(s.avail)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
@@ -77,7 +79,8 @@ func NewServer(node Node, cfg Config) *Server {
 		// connection carries every caller of a process (see WindowSize).
 		grpc.InitialWindowSize(WindowSize),
 		grpc.InitialConnWindowSize(ConnWindowSize),
-	}, cfg.ServerOptions...)
+	}, cfg.serverLimits()...)
+	opts = append(opts, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterQueueServer(s.grpc, &queueService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/transport"
 )
 
@@ -49,6 +51,18 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
 	fs.IntVar(&o.api.CoalesceMax, "coalesce-max", transport.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
 	fs.IntVar(&o.api.CoalesceInflight, "coalesce-inflight", transport.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
+	fs.IntVar(&o.fdReserve, "fd-reserve", 0, "file descriptors kept from connections for Pebble, raft.db, snapshots and outgoing connections (0: 1536, or half the file limit when less)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "client API connections held at once; past it a connection is closed at accept (0: all the file limit leaves after the reserve and Raft)")
+	fs.IntVar(&o.raftMaxConns, "raft-max-conns", 0, "inbound Raft connections held at once (0: 128, or a quarter of what the reserve leaves when less)")
+	fs.Func("max-streams-per-conn", fmt.Sprintf("calls in flight on one client connection; more wait (default %d)", transport.DefaultMaxConcurrentStreams), func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		o.api.MaxConcurrentStreams = uint32(n)
+		return err
+	})
+	fs.IntVar(&o.api.MaxLongPolls, "max-long-polls", transport.DefaultMaxLongPolls, "long polls (Claim or WaitResult with a wait) waiting at once on this node; past it Unavailable/OVERLOADED")
+	fs.IntVar(&o.api.MaxLongPollsPerConn, "max-long-polls-per-conn", transport.DefaultMaxLongPollsPerConn, "long polls waiting at once on one client connection")
+	fs.DurationVar(&o.api.MaxConnectionIdle, "max-conn-idle", transport.DefaultMaxConnectionIdle, "close a client connection with no call in flight for this long")
+	fs.DurationVar(&o.api.MaxConnectionAge, "max-conn-age", 0, "close any client connection this old, after a grace for calls in flight (0: never)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
@@ -58,6 +72,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
 	api                                            transport.Config
+	fdReserve, maxConns, raftMaxConns              int
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -75,6 +90,13 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.GRPCAddr = o.grpcAddr
 	cfg.Join = splitList(o.join)
 	o.api.Logger = log
+	plan, err := planFDs(o.fdReserve, o.raftMaxConns, o.maxConns)
+	if err != nil {
+		return err
+	}
+	log.Info("file descriptors", "limit", plan.Limit, "reserve", plan.Reserve, "pebble_files", plan.PebbleFiles,
+		"raft_conns", plan.RaftConns, "grpc_conns", plan.GRPCConns)
+	cfg.RaftMaxConns, cfg.MaxOpenFiles = plan.RaftConns, plan.PebbleFiles
 	if o.debugAddr != "" {
 		// Metrics are registered only when something serves them.
 		reg := prometheus.NewRegistry()
@@ -86,17 +108,22 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	return serve(ctx, *cfg, o.api, log)
+	return serve(ctx, *cfg, o.api, plan.GRPCConns, log)
 }
 
 // serve runs one node until ctx ends, then stops it gracefully: the API
-// stops taking work, leadership moves, Raft shuts down, stores close.
-func serve(ctx context.Context, cfg cluster.Config, api transport.Config, log *slog.Logger) error {
-	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+// stops taking work, leadership moves, Raft shuts down, stores close. The
+// API holds at most maxConns connections at once (fdPlan).
+func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxConns int, log *slog.Logger) error {
+	raw, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
 	}
+	lis := connlimit.New(raw, maxConns, "grpc", log)
 	cfg.GRPCAddr = lis.Addr().String()
+	if api.Registerer != nil {
+		registerListener(api.Registerer, lis)
+	}
 	node, err := cluster.New(cfg)
 	if err != nil {
 		return errors.Join(err, lis.Close())
@@ -145,10 +172,12 @@ func splitList(s string) []string {
 // serveDebug serves net/http/pprof on addr until the returned func is
 // called. `docket bench` and operators use it to see what bounds a node.
 func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
-	lis, err := net.Listen("tcp", addr)
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("debug listen %s: %w", addr, err)
 	}
+	// Its connections come out of the descriptor reserve (fdPlan).
+	lis := connlimit.New(raw, debugMaxConns, "debug", log)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -164,4 +193,16 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string
 	}()
 	log.Info("debug server", "addr", lis.Addr().String())
 	return lis.Addr().String(), func() { _ = hs.Close() }, nil // closing at exit; nothing to report
+}
+
+// registerListener exports a listener's open connections and refusals.
+func registerListener(reg prometheus.Registerer, l *connlimit.Listener) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "docket_grpc_connections",
+			Help: "Client API connections open now."}, func() float64 { return float64(l.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "docket_grpc_connections_limit",
+			Help: "Client API connections held at most (fd plan)."}, func() float64 { return float64(l.Limit()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "docket_grpc_connections_refused_total",
+			Help: "Client API connections closed at accept because the limit was reached."}, func() float64 { return float64(l.Refused()) }),
+	)
 }
