@@ -116,6 +116,7 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
 	c := commonFlags(fs)
 	d := fs.Duration("duration", 80*time.Second, "fault time per scenario")
+	only := fs.Bool("preflight-only", false, "check the tools, root and each fault, then stop (make runs it before taking the heavy lock)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -134,6 +135,10 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	}
 	if err := jepsen.Preflight(ctx, all); err != nil {
 		return false, err
+	}
+	if *only {
+		fmt.Println("jepsen smoke: preflight passed")
+		return false, nil
 	}
 	failed := false
 	var dirs []string
