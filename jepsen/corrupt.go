@@ -21,19 +21,21 @@ const (
 )
 
 // corruptCandidates lists, per kind, the files of a node's data directory
-// that the corruption fault may damage. Pebble keeps its files in fsm/.
+// that the corruption fault may damage. Pebble keeps its files in fsm/db/
+// (fsm.Open's layout).
 func corruptCandidates(dataDir string) map[string][]string {
 	out := map[string][]string{}
 	if fi, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil && fi.Size() > 0 {
 		out[KindRaftDB] = []string{filepath.Join(dataDir, "raft.db")}
 	}
-	ents, _ := os.ReadDir(filepath.Join(dataDir, "fsm"))
+	pebbleDir := filepath.Join(dataDir, "fsm", "db")
+	ents, _ := os.ReadDir(pebbleDir)
 	for _, e := range ents {
 		fi, err := e.Info()
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() < 16 {
 			continue
 		}
-		p := filepath.Join(dataDir, "fsm", e.Name())
+		p := filepath.Join(pebbleDir, e.Name())
 		switch {
 		case strings.HasPrefix(e.Name(), "MANIFEST-"):
 			out[KindManifest] = append(out[KindManifest], p)
@@ -46,8 +48,10 @@ func corruptCandidates(dataDir string) map[string][]string {
 	return out
 }
 
-// flipBytes inverts width bytes at each of regions random offsets of path
-// and syncs it. Inverting (not randomising) guarantees every byte changes.
+// flipBytes inverts width bytes at each of regions random, non-overlapping
+// offsets of path (fewer if the file is small) and syncs it. Inverting (not
+// randomising) guarantees every byte changes; overlapping regions would
+// invert some bytes back.
 func flipBytes(path string, r *rand.Rand, regions, width int) ([]int64, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -64,8 +68,19 @@ func flipBytes(path string, r *rand.Rand, regions, width int) ([]int64, error) {
 	}
 	offs := make([]int64, 0, regions)
 	buf := make([]byte, width)
-	for range regions {
+	overlaps := func(off int64) bool {
+		for _, o := range offs {
+			if off < o+int64(width) && o < off+int64(width) {
+				return true
+			}
+		}
+		return false
+	}
+	for try := 0; len(offs) < regions && try < 100*regions; try++ {
 		off := r.Int64N(size - int64(width) + 1)
+		if overlaps(off) {
+			continue
+		}
 		if _, err := f.ReadAt(buf, off); err != nil {
 			return offs, fmt.Errorf("corrupt %s: %w", path, err)
 		}

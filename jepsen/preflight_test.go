@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/transport"
 )
 
@@ -84,5 +86,45 @@ func TestPreflightNeedsRootAfterTools(t *testing.T) {
 func TestAppliedIndexHeaderMatchesTransport(t *testing.T) {
 	if appliedIndexHeader != transport.AppliedIndexHeader {
 		t.Fatalf("%q != %q", appliedIndexHeader, transport.AppliedIndexHeader)
+	}
+}
+
+// The corruption fault must find Pebble's files where a node keeps them
+// (data/fsm/db): a real FSM's directory, not a guess.
+func TestCorruptCandidatesFindPebbleFiles(t *testing.T) {
+	dir := t.TempDir()
+	f, err := fsm.Open(filepath.Join(dir, "fsm"), fsm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "raft.db"), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An idle FSM has an empty WAL and no table yet: stand-ins by name.
+	for _, n := range []string{"000009.log", "000010.sst"} {
+		if err := os.WriteFile(filepath.Join(dir, "fsm", "db", n), make([]byte, 64), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := corruptCandidates(dir)
+	for _, k := range []string{KindRaftDB, KindManifest, KindWAL, KindSST} {
+		if len(c[k]) == 0 {
+			t.Fatalf("no %s found: %v", k, c)
+		}
+	}
+	p := c[KindManifest][0]
+	before, _ := os.ReadFile(p)
+	offs, err := flipBytes(p, rand.New(rand.NewPCG(1, 2)), 2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(p)
+	for _, o := range offs {
+		if before[o] == after[o] || before[o+7] != ^after[o+7] {
+			t.Fatalf("bytes at %d not inverted", o)
+		}
 	}
 }
