@@ -365,7 +365,7 @@ func CheckAll(h *History) ([]Result, []Recovery) {
 	rec, recs := CheckRecovery(h)
 	return []Result{
 		CheckLost(h), CheckUnexpected(h), CheckDoubleSubmit(h), CheckStaleAccepted(h),
-		CheckFences(h), CheckLeaseLost(h), CheckSplitBrain(h), rec, CheckAvailability(h), CheckLinearizable(h, 30*time.Second),
+		CheckFences(h), CheckLeaseLost(h), CheckSplitBrain(h), rec, CheckAvailability(h), CheckLinearizable(h, 30*time.Second), CheckReads(h),
 	}, recs
 }
 

@@ -64,7 +64,14 @@ func healthy() *hb {
 	b.submit(3200, "w1", "t2", 120, OK, "")
 	b.add(3300, "w2", FWrite, Fail, Event{Task: "t2", Fence: 110})
 	b.submit(3400, "w2", "t2", 110, Fail, ErrStale)
+	b.read(3500, "n1", "t1", 9, "DONE")
+	b.read(3500, "n2", "t1", 9, "DONE")
 	return b
+}
+
+// read records a stale read of task from node at applied index.
+func (b *hb) read(t int64, node, task string, applied uint64, answer string) {
+	b.add(t, "r-"+node, FRead, OK, Event{Task: task, Node: node, Applied: applied, Key: answer})
 }
 
 func TestHealthyHistoryPasses(t *testing.T) {

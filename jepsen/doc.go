@@ -42,8 +42,42 @@
 // stale-accepted, fences, lease-lost-while-heartbeating, split-brain,
 // recovery (heal to the next acknowledged write), availability (no stretch
 // without an acknowledged write longer than MaxUnavailable while a majority
-// is healthy), and a per-task porcupine model (TaskModel). Their unit
+// is healthy), a per-task porcupine model (TaskModel), replica-reads (no
+// node serves a read that differs from the majority's at the same applied
+// index), and coverage (the run did what it claims: below). Their unit
 // tests feed them doctored histories.
+//
+// # A run that did not test fails
+//
+// Preflight checks, before anything starts, every command the named faults
+// need (FaultTools) and names the Debian package of each missing one; only
+// then does it check for root, so a non-root user without iptables is told
+// about iptables. As root it tries each fault's commands once in a
+// throwaway namespace (the statistic match, a loop mount). A fault whose
+// apply fails during the run is recorded with its command and error, stops
+// the nemesis, and fails the run. The coverage checker fails a scenario
+// unless each named fault held at least MinWindows times (smoke 1; long run
+// LongMinWindows = 5), each operation type succeeded a minimum number of
+// times, and operations were acknowledged inside fault windows (20 in all,
+// and at least one inside some window of each fault), so a stalled workload
+// cannot pass. results.json (fault_stats) and index.html count each
+// fault's windows, hold time, failed applications and ops inside.
+//
+// # Corruption and replica reads
+//
+// corrupt-disk stops a random node (a minority), inverts 8 bytes at 4
+// random offsets (16 in raft.db, mostly free pages) of one file chosen at
+// random among raft.db, Pebble's MANIFEST, an SST and the WAL, and
+// restarts it; the window records the file and offsets. After the hold the
+// node gets 20 s to serve; if it exited or stayed NOT_SERVING it is wiped
+// (data directory emptied, restarted: it rejoins through --join and catches
+// up from a snapshot), the documented repair. The window's outcome says
+// which: served, repaired itself, refused and wiped, or stuck and wiped.
+// A reader issues stale GetTasks (allow_stale) of acknowledged tasks to
+// every node at once every 100 ms, and after the drain reads every task
+// from every node; each answer records the node, the applied index (from
+// the response, or from the docket-applied-index header of a NotFound) and
+// the task's state, fence, attempts and a digest of the whole record.
 //
 // # Decisions and trade-offs
 //
@@ -80,6 +114,16 @@
 //   - Producers must not outrun the workers by more than the drain can make
 //     up; the long run uses more workers, slower producers and a 15-minute
 //     drain bound.
+//   - Corruption is injected while the node is stopped, never under a
+//     running process: the fault is disk rot found at restart, not a torn
+//     write. A node that starts and serves is not assumed healthy: the
+//     replica-reads, lost and final-hash checkers judge what it serves.
+//   - The replica-reads checker compares only answers at one applied
+//     index; during the run such pairs are rare (writes never stop), so the
+//     read-back after the drain, when every node sits at one index, does
+//     most of the comparing. It fails when nothing was compared.
+//   - The harness does not import transport (it would pull in the whole
+//     server): it repeats the header name, and a test checks they agree.
 //   - Unknown outcomes are info events that may take effect at any later
 //     time, as in Jepsen; an acknowledged enqueue counts as delivered when
 //     any claim returned it.

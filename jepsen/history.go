@@ -36,6 +36,7 @@ const (
 	FFinal     = "final" // node statuses after the drain
 	FNemesis   = "nemesis"
 	FPhase     = "phase" // workload phase changes: run, drain, done
+	FRead      = "read"  // a stale GetTask of one node: Node, Applied, Key = the answer
 )
 
 // Error classes in Event.Err that checkers rely on.
@@ -59,6 +60,14 @@ type Event struct {
 	Done  bool   `json:"already_done,omitempty"`
 	Err   string `json:"err,omitempty"`
 	Fault string `json:"fault,omitempty"`
+	// Node and Applied: for FRead, the node asked and the applied index it
+	// answered at.
+	Node    string `json:"node,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+	// Detail: for a fault window, what exactly was done (the corrupted
+	// file and offsets) and, on its Stop, how it ended (the corrupt node's
+	// outcome); on a Fail nemesis event, the command and its error.
+	Detail string `json:"detail,omitempty"`
 	// Nodes: for FNemesis the nodes a fault hit; for FFinal each node's status.
 	Nodes []NodeState `json:"nodes,omitempty"`
 }
@@ -86,6 +95,8 @@ type Op struct {
 	Lease    int64
 	Done     bool
 	Err      string
+	Node     string // FRead: the node asked
+	Applied  uint64 // FRead: the applied index of the answer
 }
 
 // Fault is one nemesis window.
@@ -94,15 +105,29 @@ type Fault struct {
 	Nodes []string `json:"nodes,omitempty"`
 	Start int64    `json:"start"`
 	End   int64    `json:"end"` // math.MaxInt64 when never healed
+	// Detail says what the fault did (file and offsets for a corruption);
+	// Outcome how it ended (for a corruption: did the node refuse, serve,
+	// or need a wipe).
+	Detail  string `json:"detail,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// FaultError is a fault that failed to apply: the run's verdict is fail.
+type FaultError struct {
+	Name string `json:"name"`
+	T    int64  `json:"t"`
+	Err  string `json:"err"` // the command and its error
 }
 
 // History is a parsed history.
 type History struct {
 	Ops    []Op
 	Faults []Fault
-	Final  []NodeState
-	Begin  int64 // first event time
-	End    int64 // last event time
+	// FaultErrors are the faults that failed to apply.
+	FaultErrors []FaultError
+	Final       []NodeState
+	Begin       int64 // first event time
+	End         int64 // last event time
 	// DrainAt is when the workload entered its drain phase (0 if never).
 	DrainAt int64
 	// DrainNote says why the drain ended early, if it did.
@@ -230,10 +255,13 @@ func Parse(evs []Event) *History {
 				names = append(names, n.ID)
 			}
 			openFault[e.Fault] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{Name: e.Fault, Nodes: names, Start: e.T, End: math.MaxInt64})
+			h.Faults = append(h.Faults, Fault{Name: e.Fault, Nodes: names, Start: e.T, End: math.MaxInt64, Detail: e.Detail})
+		case e.F == FNemesis && e.Type == Fail:
+			h.FaultErrors = append(h.FaultErrors, FaultError{Name: e.Fault, T: e.T, Err: e.Err})
 		case e.F == FNemesis && e.Type == Stop:
 			if i, ok := openFault[e.Fault]; ok {
 				h.Faults[i].End = e.T
+				h.Faults[i].Outcome = e.Detail
 				delete(openFault, e.Fault)
 			}
 		case e.F == FFinal:
@@ -248,7 +276,7 @@ func Parse(evs []Event) *History {
 		case e.Type == Invoke:
 			open[key{e.Proc, e.Op}] = len(h.Ops)
 			h.Ops = append(h.Ops, Op{Proc: e.Proc, F: e.F, Type: Info, Invoke: e.T, Complete: math.MaxInt64,
-				Task: e.Task, Key: e.Key, Fence: e.Fence, Lease: e.Lease})
+				Task: e.Task, Key: e.Key, Fence: e.Fence, Lease: e.Lease, Node: e.Node})
 		case e.Type == OK || e.Type == Fail || e.Type == Info:
 			i, ok := open[key{e.Proc, e.Op}]
 			if !ok {
@@ -265,6 +293,9 @@ func Parse(evs []Event) *History {
 			}
 			if e.Fence != 0 {
 				op.Fence = e.Fence
+			}
+			if e.Applied != 0 {
+				op.Applied = e.Applied
 			}
 			if e.Type == Info {
 				op.Complete = math.MaxInt64 // unknown: may take effect any time later

@@ -22,13 +22,35 @@ const (
 	FaultLoss     = "packet-loss"
 	FaultClock    = "clock-offset"
 	FaultLostData = "lost-unfsynced-writes"
+	FaultCorrupt  = "corrupt-disk"
 )
 
 // AllFaults is every fault the nemesis knows.
-var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData}
+var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData, FaultCorrupt}
+
+// Window is what one applied fault hit.
+type Window struct {
+	Nodes  []string // node ids
+	Detail string   // what exactly was done, for the report
+}
+
+// healFunc undoes one fault; outcome, if any, says how the fault ended
+// (the corruption fault's verdict on the node).
+type healFunc func(context.Context) (outcome string, err error)
+
+// Injector applies and heals faults. The cluster's injector is the real
+// one; a test gives one whose apply fails, which must fail the run.
+type Injector interface {
+	// Apply applies fault name. On error the fault may be half applied:
+	// the nemesis heals everything.
+	Apply(ctx context.Context, name string) (Window, healFunc, error)
+	HealAll(ctx context.Context)
+}
 
 // Nemesis injects one fault at a time and heals it.
 type Nemesis struct {
+	// Inject applies the faults; nil means the cluster's real injector.
+	Inject  Injector
 	C       *Cluster
 	Rec     *Recorder
 	Rand    *rand.Rand
@@ -58,12 +80,15 @@ func (m *Nemesis) target(ctx context.Context) int {
 }
 
 // Run injects faults until ctx ends or until, which it does not overrun
-// by more than a heal.
-func (m *Nemesis) Run(ctx context.Context, until time.Time) {
+// by more than a heal. A fault that fails to apply ends it: the failure is
+// recorded (a nemesis fail event with the command and its error), which
+// fails the run, and everything is healed. It returns that failure.
+func (m *Nemesis) Run(ctx context.Context, until time.Time) error {
+	inj := m.injector()
 	for i := 0; i < 10_000 && ctx.Err() == nil; i++ {
 		wait := m.between(m.Quiet/2, m.Quiet)
 		if time.Now().Add(wait + m.HoldMin).After(until) {
-			return
+			return nil
 		}
 		sleepCtx(ctx, wait)
 		// Shuffled rounds, not independent draws: every fault of the
@@ -74,27 +99,52 @@ func (m *Nemesis) Run(ctx context.Context, until time.Time) {
 		name := m.Faults[i%len(m.Faults)]
 		hold := min(m.between(m.HoldMin, m.HoldMax), time.Until(until))
 		t0 := Now() // the window starts when the fault starts to be applied
-		nodes, heal, err := m.apply(ctx, name)
+		win, heal, err := inj.Apply(ctx, name)
 		if err != nil {
-			m.log.Warn("fault not applied", "fault", name, "err", err)
-			m.HealAll(context.Background())
-			continue
+			m.Rec.Record(Event{Proc: "nemesis", Type: Fail, F: FNemesis, Fault: name, Err: err.Error()})
+			m.log.Error("fault not applied: the run fails", "fault", name, "err", err)
+			inj.HealAll(context.Background())
+			return fmt.Errorf("fault %s not applied: %w", name, err)
 		}
 		var ns []NodeState
-		for _, n := range nodes {
-			ns = append(ns, NodeState{ID: m.C.Nodes[n-1].ID})
+		for _, id := range win.Nodes {
+			ns = append(ns, NodeState{ID: id})
 		}
-		m.Rec.Record(Event{T: t0, Proc: "nemesis", Type: Start, F: FNemesis, Fault: name, Nodes: ns})
-		m.log.Info("fault", "name", name, "nodes", nodes, "hold", hold.Round(time.Millisecond))
+		m.Rec.Record(Event{T: t0, Proc: "nemesis", Type: Start, F: FNemesis, Fault: name, Nodes: ns, Detail: win.Detail})
+		m.log.Info("fault", "name", name, "nodes", win.Nodes, "hold", hold.Round(time.Millisecond), "detail", win.Detail)
 		sleepCtx(ctx, hold)
-		if err := heal(context.Background()); err != nil {
+		outcome, err := heal(context.Background())
+		if err != nil {
 			m.log.Warn("heal failed; healing all", "fault", name, "err", err)
-			m.HealAll(context.Background())
+			outcome = strings.TrimSpace(outcome + " heal failed: " + err.Error())
+			inj.HealAll(context.Background())
 		}
-		m.Rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: name})
-		m.log.Info("healed", "name", name)
+		m.Rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: name, Detail: outcome})
+		m.log.Info("healed", "name", name, "outcome", outcome)
 	}
+	return nil
 }
+
+func (m *Nemesis) injector() Injector {
+	if m.Inject != nil {
+		return m.Inject
+	}
+	return clusterInjector{m}
+}
+
+// clusterInjector is the real injector: namespaces, iptables, signals.
+type clusterInjector struct{ m *Nemesis }
+
+func (ci clusterInjector) Apply(ctx context.Context, name string) (Window, healFunc, error) {
+	nodes, heal, detail, err := ci.m.apply(ctx, name)
+	w := Window{Detail: detail}
+	for _, n := range nodes {
+		w.Nodes = append(w.Nodes, ci.m.C.Nodes[n-1].ID)
+	}
+	return w, heal, err
+}
+
+func (ci clusterInjector) HealAll(ctx context.Context) { ci.m.HealAll(ctx) }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
@@ -103,15 +153,26 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-type healFunc func(context.Context) error
+// plain adapts a heal without an outcome.
+func plain(f func(context.Context) error) healFunc {
+	return func(ctx context.Context) (string, error) { return "", f(ctx) }
+}
 
-func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, error) {
+func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, string, error) {
+	if name == FaultCorrupt {
+		return m.corrupt(ctx)
+	}
+	nodes, heal, err := m.applyOther(ctx, name)
+	return nodes, heal, "", err
+}
+
+func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc, error) {
 	c, n := m.C, len(m.C.Nodes)
 	perm := m.Rand.Perm(n)
 	for i := range perm {
 		perm[i]++
 	}
-	netHeal := func(ctx context.Context) error { return c.Net.Heal(ctx) }
+	netHeal := plain(func(ctx context.Context) error { return c.Net.Heal(ctx) })
 	cut := func(a, b []int) error {
 		for _, i := range a {
 			for _, j := range b {
@@ -177,20 +238,20 @@ func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, erro
 		if err := c.Kill(x); err != nil {
 			return nil, nil, err
 		}
-		return []int{x.I}, func(context.Context) error { return c.Start(x) }, nil
+		return []int{x.I}, plain(func(context.Context) error { return c.Start(x) }), nil
 	case FaultPause:
 		x := c.Nodes[m.target(ctx)-1]
 		if err := x.signal(syscall.SIGSTOP); err != nil {
 			return nil, nil, err
 		}
-		return []int{x.I}, func(context.Context) error { return x.signal(syscall.SIGCONT) }, nil
+		return []int{x.I}, plain(func(context.Context) error { return x.signal(syscall.SIGCONT) }), nil
 	case FaultClock:
 		x := c.Nodes[m.target(ctx)-1]
 		off := time.Duration(1+m.Rand.IntN(8)) * time.Second
 		if m.Rand.IntN(2) == 0 {
 			off = -off
 		}
-		heal := func(context.Context) error { return c.restartWithOffset(x, 0) }
+		heal := plain(func(context.Context) error { return c.restartWithOffset(x, 0) })
 		if err := c.restartWithOffset(x, off); err != nil {
 			return nil, heal, err
 		}
@@ -204,7 +265,7 @@ func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, erro
 		return []int{x.I}, heal, nil
 	case FaultLostData:
 		x := c.Nodes[m.target(ctx)-1]
-		return []int{x.I}, func(ctx context.Context) error { return c.Start(x) }, c.LoseUnsynced(ctx, x)
+		return []int{x.I}, plain(func(ctx context.Context) error { return c.Start(x) }), c.LoseUnsynced(ctx, x)
 	}
 	return nil, nil, fmt.Errorf("unknown fault %q", name)
 }

@@ -28,6 +28,10 @@ type Summary struct {
 	WorstRecS float64        `json:"worst_recovery_s"`
 	FaultSecs float64        `json:"fault_time_s"` // total time some fault was active
 	Final     []NodeState    `json:"final_nodes"`
+	// FaultStats counts, per fault, the windows applied and healed, the
+	// total time they held, and failed applications.
+	FaultStats []FaultStat `json:"fault_stats"`
+	Coverage   Coverage    `json:"coverage"`
 }
 
 // Report merges the event files into history.jsonl, runs the checkers and
@@ -67,7 +71,12 @@ func Report(cfg RunConfig, files []string) (*RunResult, error) {
 // WriteResults checks h and writes results.json and index.html.
 func WriteResults(cfg RunConfig, h *History) (*RunResult, error) {
 	rs, recs := CheckAll(h)
-	s := Summary{Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
+	cov := cfg.Coverage
+	if cov.Faults == nil {
+		cov = DefaultCoverage(cfg.Faults, SmokeMinWindows)
+	}
+	rs = append(rs, CheckCoverage(h, cov))
+	s := Summary{FaultStats: faultStats(h, cov.Faults), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
 		Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
 	for _, o := range h.Ops {
 		s.OpsByType[o.F+":"+o.Type]++
@@ -107,10 +116,13 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{"sec": func
 <table><tr><th>checker</th><th>verdict</th><th>checked</th><th>note / violations</th></tr>
 {{range .S.Results}}<tr class="{{.Verdict}}"><td>{{.Name}}</td><td>{{.Verdict}}</td><td>{{.Checked}}</td><td>{{.Note}}{{range .Violations}}<pre>{{.}}</pre>{{end}}</td></tr>
 {{end}}</table>
+<h2>Faults</h2><table><tr><th>fault</th><th>windows</th><th>held s</th><th>failed to apply</th><th>ok ops inside</th><th>outcomes</th></tr>
+{{range .S.FaultStats}}<tr class="{{if or .Failed (lt .Windows $.S.Coverage.MinWindows)}}fail{{else}}pass{{end}}"><td>{{.Name}}</td><td>{{.Windows}}</td><td>{{printf "%.1f" .HeldS}}</td><td>{{.Failed}}</td><td>{{.OpsInWin}}</td><td>{{range .Outcomes}}{{.}}<br>{{end}}</td></tr>
+{{end}}</table><p>required: each named fault held at least {{.S.Coverage.MinWindows}} times; minimum ok operations {{.S.Coverage.MinOps}}; {{.S.Coverage.MinOpsInFaults}} acknowledged inside fault windows.</p>
 <h2>Throughput (ok operations per second)</h2>{{.Thru}}
 <h2>Latency (ms, log scale; green ok, red fail, orange info)</h2>{{.Lat}}
-<h2>Fault windows</h2><table><tr><th>fault</th><th>nodes</th><th>start s</th><th>end s</th></tr>
-{{range .S.Windows}}<tr><td>{{.Name}}</td><td>{{.Nodes}}</td><td>{{printf "%.1f" (sec .Start)}}</td><td>{{printf "%.1f" (sec .End)}}</td></tr>{{end}}</table>
+<h2>Fault windows</h2><table><tr><th>fault</th><th>nodes</th><th>start s</th><th>end s</th><th>detail</th><th>outcome</th></tr>
+{{range .S.Windows}}<tr><td>{{.Name}}</td><td>{{.Nodes}}</td><td>{{printf "%.1f" (sec .Start)}}</td><td>{{printf "%.1f" (sec .End)}}</td><td>{{.Detail}}</td><td>{{.Outcome}}</td></tr>{{end}}</table>
 <p>Files: <a href="history.jsonl">history.jsonl</a>, <a href="results.json">results.json</a>, logs/.</p></body></html>`))
 
 const plotW, plotH, padL, padB = 1000.0, 260.0, 50.0, 25.0

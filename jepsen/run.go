@@ -38,6 +38,9 @@ type RunConfig struct {
 	// can make up.
 	EnqueueEvery time.Duration
 	DrainTimeout time.Duration
+	// Coverage is what the run must have done to pass (zero: the smoke's,
+	// DefaultCoverage(Faults, SmokeMinWindows)).
+	Coverage Coverage
 }
 
 // RunResult is what a run found.
@@ -54,8 +57,8 @@ type RunResult struct {
 // namespaces and processes are removed on every exit path, signals
 // included.
 func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("jepsen: needs root (network namespaces and iptables)")
+	if err := Preflight(ctx, cfg.Faults); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.ReportDir, 0o755); err != nil {
 		return nil, fmt.Errorf("report dir: %w", err)
@@ -137,7 +140,10 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	// The workload first waits for a leader; give it a few seconds so the
 	// first fault does not hit a cluster that is still forming.
 	sleepCtx(ctx, 5*time.Second)
-	nem.Run(ctx, wlStart.Add(cfg.Duration))
+	if err := nem.Run(ctx, wlStart.Add(cfg.Duration)); err != nil {
+		// Recorded in the history: the coverage checker fails the run.
+		log.Error("nemesis stopped", "err", err)
+	}
 	rec.Record(Event{Proc: "nemesis", Type: Start, F: FNemesis, Fault: "final-heal"})
 	nem.HealAll(context.Background())
 	rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: "final-heal"})

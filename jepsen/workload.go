@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/dockethq/docket/client"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
@@ -64,6 +68,10 @@ type workload struct {
 	draining atomic.Bool
 	lastTask atomic.Int64 // Now() of the last claimed task
 	log      *slog.Logger
+
+	knownMu sync.Mutex
+	known   []string // acknowledged task ids, read back by the readers
+	conns   []*grpc.ClientConn
 }
 
 // classify maps a client error to a completion type and an error class.
@@ -99,6 +107,14 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	}
 	defer cl.Close()
 	w := &workload{cfg: cfg, rec: rec, cl: cl, reg: &Register{top: map[string]uint64{}}, log: log}
+	for _, a := range cfg.Nodes {
+		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("workload: dial %s: %w", a, err)
+		}
+		defer cc.Close()
+		w.conns = append(w.conns, cc)
+	}
 	if err := w.waitLeader(ctx, 60*time.Second); err != nil {
 		return err
 	}
@@ -118,6 +134,8 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 		work.Add(1)
 		go func() { defer work.Done(); w.worker(allCtx, i) }()
 	}
+	prod.Add(1)
+	go func() { defer prod.Done(); w.reader(mainCtx) }()
 	<-mainCtx.Done()
 	prod.Wait()
 	w.waitHealed(allCtx)
@@ -132,6 +150,7 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	}
 	rec.Record(done)
 	w.final(ctx)
+	w.readAll(ctx)
 	return nil
 }
 
@@ -175,6 +194,9 @@ func (w *workload) producer(ctx context.Context, i int) {
 			cancel()
 			if err == nil {
 				w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FEnqueue, Key: key, Task: id})
+				w.knownMu.Lock()
+				w.known = append(w.known, id)
+				w.knownMu.Unlock()
 				break
 			}
 			typ, cls := classify(err)
@@ -369,4 +391,27 @@ func LeaderID(ctx context.Context, nodes []string) (string, error) {
 		}
 	}
 	return best, nil
+}
+
+// NodeHealth asks one node for its gRPC health: SERVING only when both the
+// server ("") and the Queue service say so.
+func NodeHealth(ctx context.Context, addr string) (string, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", fmt.Errorf("health %s: %w", addr, err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	for _, svc := range []string{"", docketv1.Queue_ServiceDesc.ServiceName} {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		res, err := hc.Check(c, &healthpb.HealthCheckRequest{Service: svc})
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("health %s: %w", addr, err)
+		}
+		if res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return res.GetStatus().String(), nil
+		}
+	}
+	return healthpb.HealthCheckResponse_SERVING.String(), nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/fsm"
@@ -204,6 +207,10 @@ func (q *queueService) RequeueDead(ctx context.Context, req *pb.RequeueDeadReque
 
 // GetTask is linearizable unless allow_stale: then any node answers from
 // its replica, which may lag.
+// AppliedIndexHeader is the header metadata key in which GetTask sends the
+// applied index its answer was read at, NotFound answers included.
+const AppliedIndexHeader = "docket-applied-index"
+
 func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb.GetTaskResponse, error) {
 	if req.GetTaskId() == "" {
 		return nil, fieldError("task_id", "required")
@@ -211,6 +218,10 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
 		func() (*pb.GetTaskResponse, error) {
 			t, applied, err := q.s.node.FSM().GetTaskAt(req.GetTaskId())
+			// The applied index also travels as header metadata, so that a
+			// NotFound answer says which state it was read from too. A
+			// forwarded read's header is lost; only stale reads need it.
+			_ = grpc.SetHeader(ctx, metadata.Pairs(AppliedIndexHeader, strconv.FormatUint(applied, 10)))
 			if err != nil {
 				return nil, err
 			}

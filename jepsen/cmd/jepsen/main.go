@@ -2,7 +2,7 @@
 // network namespaces, drives a workload, injects faults and checks the
 // history. See package github.com/dockethq/docket/jepsen.
 //
-//	jepsen smoke  [--bin bin/docket] [--out DIR]        three 3-node scenarios, ~90 s each
+//	jepsen smoke  [--bin bin/docket] [--out DIR]        four 3-node scenarios, ~90 s each
 //	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N]
 //	jepsen check  DIR                                  re-check DIR/history.jsonl
 //
@@ -45,6 +45,8 @@ func main() {
 		err = workload(ctx, os.Args[2:], log)
 	case "leader":
 		err = leader(ctx, os.Args[2:])
+	case "health":
+		err = health(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -108,11 +110,13 @@ func report(log *slog.Logger, res *jepsen.RunResult) {
 	fmt.Printf("report: %s/index.html (%d operations, valid=%v)\n", res.Dir, res.Ops, !res.Failed)
 }
 
-// smoke runs the three CI scenarios on 3 nodes.
+// smoke runs the four CI scenarios on 3 nodes, after one preflight of
+// every fault they name: a missing tool fails before the first scenario.
 func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
 	c := commonFlags(fs)
 	d := fs.Duration("duration", 80*time.Second, "fault time per scenario")
+	only := fs.Bool("preflight-only", false, "check the tools, root and each fault, then stop (make runs it before taking the heavy lock)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -123,6 +127,18 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 		{"partition-kill", []string{jepsen.FaultHalves, jepsen.FaultKill}},
 		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}},
 		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}},
+		{"corrupt", []string{jepsen.FaultCorrupt}},
+	}
+	var all []string
+	for _, s := range scenarios {
+		all = append(all, s.faults...)
+	}
+	if err := jepsen.Preflight(ctx, all); err != nil {
+		return false, err
+	}
+	if *only {
+		fmt.Println("jepsen smoke: preflight passed")
+		return false, nil
 	}
 	failed := false
 	var dirs []string
@@ -166,6 +182,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		return false, err
 	}
 	cfg.Quiet = 6 * time.Second // more of the run under a fault
+	cfg.Coverage = jepsen.DefaultCoverage(fl, jepsen.LongMinWindows)
 	// Five nodes commit more slowly: more workers, slower producers, and a
 	// drain long enough for any backlog a 45-minute run leaves.
 	cfg.Workers, cfg.EnqueueEvery, cfg.DrainTimeout = 8, 300*time.Millisecond, 15*time.Minute
@@ -190,7 +207,7 @@ func check(args []string) (bool, error) {
 		var s jepsen.Summary // keep what the run recorded about itself
 		if json.Unmarshal(b, &s) == nil && s.Scenario != "" {
 			d, _ := time.ParseDuration(s.Duration)
-			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration = s.Scenario, s.Seed, s.Nodes, s.Faults, d
+			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration, cfg.Coverage = s.Scenario, s.Seed, s.Nodes, s.Faults, d, s.Coverage
 		}
 	}
 	res, err := jepsen.WriteResults(cfg, h)
@@ -242,5 +259,19 @@ func leader(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Println(id)
+	return nil
+}
+
+func health(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	addr := fs.String("addr", "", "the node's gRPC address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := jepsen.NodeHealth(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Println(st)
 	return nil
 }

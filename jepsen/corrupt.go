@@ -1,0 +1,211 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Corruption targets: the kinds of file the corrupt-disk fault damages.
+const (
+	KindRaftDB   = "raft.db"  // the Raft log and stable store (bbolt)
+	KindManifest = "manifest" // Pebble's MANIFEST
+	KindSST      = "sst"      // a Pebble table
+	KindWAL      = "wal"      // Pebble's write-ahead log
+)
+
+// corruptCandidates lists, per kind, the files of a node's data directory
+// that the corruption fault may damage. Pebble keeps its files in fsm/db/
+// (fsm.Open's layout).
+func corruptCandidates(dataDir string) map[string][]string {
+	out := map[string][]string{}
+	if fi, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil && fi.Size() > 0 {
+		out[KindRaftDB] = []string{filepath.Join(dataDir, "raft.db")}
+	}
+	pebbleDir := filepath.Join(dataDir, "fsm", "db")
+	ents, _ := os.ReadDir(pebbleDir)
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() < 16 {
+			continue
+		}
+		p := filepath.Join(pebbleDir, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), "MANIFEST-"):
+			out[KindManifest] = append(out[KindManifest], p)
+		case strings.HasSuffix(e.Name(), ".sst"):
+			out[KindSST] = append(out[KindSST], p)
+		case strings.HasSuffix(e.Name(), ".log"):
+			out[KindWAL] = append(out[KindWAL], p)
+		}
+	}
+	return out
+}
+
+// flipBytes inverts width bytes at each of regions random, non-overlapping
+// offsets of path (fewer if the file is small) and syncs it. Inverting (not
+// randomising) guarantees every byte changes; overlapping regions would
+// invert some bytes back.
+func flipBytes(path string, r *rand.Rand, regions, width int) ([]int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("corrupt: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("corrupt: %w", err)
+	}
+	size := fi.Size()
+	if size < int64(width) {
+		return nil, fmt.Errorf("corrupt %s: only %d bytes", path, size)
+	}
+	offs := make([]int64, 0, regions)
+	buf := make([]byte, width)
+	overlaps := func(off int64) bool {
+		for _, o := range offs {
+			if off < o+int64(width) && o < off+int64(width) {
+				return true
+			}
+		}
+		return false
+	}
+	for try := 0; len(offs) < regions && try < 100*regions; try++ {
+		off := r.Int64N(size - int64(width) + 1)
+		if overlaps(off) {
+			continue
+		}
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return offs, fmt.Errorf("corrupt %s: %w", path, err)
+		}
+		for i := range buf {
+			buf[i] ^= 0xff
+		}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return offs, fmt.Errorf("corrupt %s: %w", path, err)
+		}
+		offs = append(offs, off)
+	}
+	sort.Slice(offs, func(a, b int) bool { return offs[a] < offs[b] })
+	if err := f.Sync(); err != nil {
+		return offs, fmt.Errorf("corrupt %s: %w", path, err)
+	}
+	return offs, nil
+}
+
+// Corruption outcomes, recorded on the window's stop event.
+const (
+	OutcomeServing  = "started and serving"
+	OutcomeRepaired = "not serving at first, then serving (repaired itself)"
+	OutcomeRefused  = "refused to start (exited); wiped and rejoined"
+	OutcomeStuck    = "stayed NOT_SERVING; wiped and rejoined"
+)
+
+// corruptSettle is how long a corrupted node gets, after the window, to
+// serve again before it is wiped.
+const corruptSettle = 20 * time.Second
+
+// corrupt stops one node (a minority of any cluster), flips bytes in one of
+// its raft.db, Pebble MANIFEST, an SST or the WAL, and restarts it. The
+// heal waits for it to serve; a node that exited or stays NOT_SERVING is
+// repaired the documented way: its data directory is wiped and it
+// restarts empty, rejoins through --join and catches up from the leader's
+// snapshot and log.
+func (m *Nemesis) corrupt(ctx context.Context) ([]int, healFunc, string, error) {
+	c := m.C
+	x := c.Nodes[m.Rand.IntN(len(c.Nodes))]
+	c.Stop(x, 5*time.Second)
+	cands := corruptCandidates(x.DataDir)
+	kinds := make([]string, 0, len(cands))
+	for k := range cands {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	restart := plain(func(context.Context) error { return c.Start(x) })
+	if len(kinds) == 0 {
+		return []int{x.I}, restart, "", fmt.Errorf("corrupt %s: no raft.db or Pebble file in %s", x.ID, x.DataDir)
+	}
+	kind := kinds[m.Rand.IntN(len(kinds))]
+	files := cands[kind]
+	file := files[m.Rand.IntN(len(files))]
+	regions, width := 4, 8
+	if kind == KindRaftDB { // mostly free pages: more flips to hit live data
+		regions = 16
+	}
+	offs, err := flipBytes(file, m.Rand, regions, width)
+	rel, _ := filepath.Rel(x.DataDir, file)
+	detail := fmt.Sprintf("%s: %s %s, %d bytes inverted at offsets %v", x.ID, kind, rel, width, offs)
+	if err != nil {
+		return []int{x.I}, restart, detail, err
+	}
+	if err := c.Start(x); err != nil {
+		return []int{x.I}, restart, detail, err
+	}
+	heal := func(ctx context.Context) (string, error) { return m.settleCorrupt(ctx, x) }
+	return []int{x.I}, heal, detail, nil
+}
+
+// settleCorrupt decides what became of a corrupted node and repairs it
+// when it refused or stays NOT_SERVING.
+func (m *Nemesis) settleCorrupt(ctx context.Context, x *Node) (string, error) {
+	c := m.C
+	sawNotServing := false
+	end := time.Now().Add(corruptSettle)
+	outcome := OutcomeStuck
+	for time.Now().Before(end) {
+		if !x.Running() {
+			outcome = OutcomeRefused
+			break
+		}
+		if c.Health(ctx, m.Self, x) == "SERVING" {
+			if sawNotServing {
+				return OutcomeRepaired, nil
+			}
+			return OutcomeServing, nil
+		}
+		sawNotServing = true
+		sleepCtx(ctx, time.Second)
+	}
+	m.log.Warn("corrupted node does not serve: wiping it", "node", x.ID, "outcome", outcome)
+	return outcome, c.Wipe(ctx, x)
+}
+
+// Wipe stops node x, empties its data directory and starts it again: it
+// rejoins through its --join addresses and catches up from a snapshot.
+// This is the documented repair of a node whose disk is corrupt.
+func (c *Cluster) Wipe(ctx context.Context, x *Node) error {
+	c.Stop(x, 5*time.Second)
+	ents, err := os.ReadDir(x.DataDir)
+	if err != nil {
+		return fmt.Errorf("wipe %s: %w", x.ID, err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(x.DataDir, e.Name())); err != nil {
+			return fmt.Errorf("wipe %s: %w", x.ID, err)
+		}
+	}
+	if lf, err := os.OpenFile(x.LogPath, os.O_APPEND|os.O_WRONLY, 0); err == nil {
+		fmt.Fprintf(lf, "=== harness: wiped %s's data dir at %s\n", x.ID, time.Now().UTC().Format(time.RFC3339Nano))
+		lf.Close()
+	}
+	return c.Start(x)
+}
+
+// Health asks node x, from the control namespace, for its gRPC health
+// (SERVING, NOT_SERVING, or an error text).
+func (c *Cluster) Health(ctx context.Context, self string, x *Node) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addr := fmt.Sprintf("%s:%d", nodeIP(x.I), grpcPort)
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", c.Net.CtlNS(), self, "health", "--addr", addr).Output()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
+}
