@@ -57,6 +57,15 @@
 //     A Batch validates only its shape; a bad command in it is answered
 //     INVALID_ARGUMENT alone. A command type unknown to this build inside a
 //     Batch stops the node, like one outside.
+//   - A Claim's answer has a byte budget, AnswerBudget (4 MiB), a constant
+//     of the FSM so that every replica takes the same tasks: the claim
+//     stops before the task that would pass it and always takes one. A
+//     Claim inside a Batch has its own budget, so callers sharing an entry
+//     do not share a budget. Before, max_tasks alone bounded it: 425 tasks
+//     of 1 MiB made one answer of 425 MiB that no client could receive,
+//     and all 425 stayed RUNNING under a lease nobody held. MaxTaskBytes
+//     bounds one record, so the largest answer of any RPC is known
+//     (transport.MaxAnswerBytes has the arithmetic).
 //   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
 //     Pebble snapshot, so an apply between the steps cannot make them fail.
 //   - Idempotency-key lookups ask an in-memory filter (idem.go) before

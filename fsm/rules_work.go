@@ -116,7 +116,11 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		}
 	}
 	want := int(c.GetMaxTasks())
-	for p := int(MaxPriority); p >= 0 && want > 0 && m.Pending > 0; p-- {
+	// The answer's byte budget is per claim, so each caller of a Batch has
+	// its own; a claim that reaches it stops, and the rest stays pending.
+	var bud budget
+	full := false
+	for p := int(MaxPriority); p >= 0 && want > 0 && !full && m.Pending > 0; p-- {
 		if m.Head[p] == storage.Drained {
 			continue
 		}
@@ -144,6 +148,10 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			}
 			if !ok {
 				return fmt.Errorf("pending index points at missing task %s", h.id)
+			}
+			if !bud.take(answerBytes(t) + claimOverhead + len(c.GetWorkerId())) {
+				full, drained = true, false // this task and the ones behind it stay
+				break
 			}
 			err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 				t.Fence = tx.index
