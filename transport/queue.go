@@ -224,11 +224,14 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.StatsResponse, error) {
 	return read(q.s, ctx, pb.Queue_Stats_FullMethodName, req, &pb.StatsResponse{}, false,
 		func() (*pb.StatsResponse, error) {
-			st, err := q.s.node.FSM().Stats(req.GetQueue(), req.GetTenant())
+			st, next, err := q.s.node.FSM().StatsPage(req.GetQueue(), req.GetTenant(), req.GetCursor())
+			if errors.Is(err, storage.ErrBadCursor) {
+				return nil, fieldError("cursor", "not a cursor of this listing")
+			}
 			if err != nil {
 				return nil, err
 			}
-			return &pb.StatsResponse{Queues: st}, nil
+			return &pb.StatsResponse{Queues: st, NextCursor: next}, nil
 		})
 }
 
