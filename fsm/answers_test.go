@@ -106,3 +106,36 @@ func Test_MaxTaskBytesBoundsALargestTask(t *testing.T) {
 		t.Fatalf("largest task is %d bytes > MaxTaskBytes %d", n, MaxTaskBytes)
 	}
 }
+
+func releaseCmd(now int64, items ...*pb.ReapItem) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE, Now: now,
+		Body: &pb.Command_Release{Release: &pb.ReleaseCmd{Items: items}}}
+}
+
+// A released task goes back to the head of its queue with no attempt
+// counted; a release with a stale fence, or of a task reaped and claimed
+// again since, changes nothing.
+func Test_ReleaseRequeuesWithoutAttempt(t *testing.T) {
+	h := newHarness(t)
+	ids := h.enqueue(at(0), nt("q", "acme", 0), nt("q", "acme", 0))
+	first := h.claimOne(at(1), "q", "acme")
+	if first.GetId() != ids[0] {
+		t.Fatalf("claimed %s first, want %s", first.GetId(), ids[0])
+	}
+	h.one(releaseCmd(at(2), &pb.ReapItem{TaskId: first.GetId(), Fence: first.GetFence() + 1}), pb.Code_CODE_STALE_FENCE)
+	h.one(releaseCmd(at(2), &pb.ReapItem{TaskId: first.GetId(), Fence: first.GetFence()}), pb.Code_CODE_OK)
+	got := h.task(first.GetId())
+	if got.GetState() != pb.TaskState_TASK_STATE_PENDING || got.GetAttempts() != 0 || got.GetWorkerId() != "" {
+		t.Fatalf("released task: %v", got)
+	}
+	// It is the head again, before the task enqueued after it.
+	again := h.claimOne(at(3), "q", "acme")
+	if again.GetId() != ids[0] || again.GetFence() <= first.GetFence() {
+		t.Fatalf("claim after release took %s fence %d; want %s with a fence above %d", again.GetId(), again.GetFence(), ids[0], first.GetFence())
+	}
+	// The old fence cannot release the new claim, nor submit.
+	h.one(releaseCmd(at(4), &pb.ReapItem{TaskId: first.GetId(), Fence: first.GetFence()}), pb.Code_CODE_STALE_FENCE)
+	h.one(completeCmd(at(4), first.GetId(), first.GetFence()), pb.Code_CODE_STALE_FENCE)
+	h.one(releaseCmd(at(4), &pb.ReapItem{TaskId: "nope", Fence: 1}), pb.Code_CODE_NOT_FOUND)
+	checkKeyspace(t, h.f)
+}

@@ -66,6 +66,14 @@
 //     and all 425 stayed RUNNING under a lease nobody held. MaxTaskBytes
 //     bounds one record, so the largest answer of any RPC is known
 //     (transport.MaxAnswerBytes has the arithmetic).
+//   - Release (leader-proposed, with (id, fence) pairs) is the way back
+//     for tasks whose claim answer never reached its caller: a task still
+//     running under exactly that fence returns to pending at its old seq,
+//     so it is the head again, with no attempt counted. A reap of the same
+//     task counts one, because there a worker may have had it. Release is
+//     a new command type; the cluster has no version gate yet, so a node
+//     of an older build that meets one stops (DecodeCommand) rather than
+//     diverge: upgrade every node before a leader of this build serves.
 //   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
 //     Pebble snapshot, so an apply between the steps cannot make them fail.
 //   - Idempotency-key lookups ask an in-memory filter (idem.go) before

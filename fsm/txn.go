@@ -111,6 +111,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.requeueDead(cmd.GetRequeueDead(), res)
 	case pb.CommandType_COMMAND_TYPE_BATCH:
 		err = tx.batch(cmd.GetBatch(), res)
+	case pb.CommandType_COMMAND_TYPE_RELEASE:
+		err = tx.release(cmd.GetRelease(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.

@@ -192,6 +192,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		cmd = cancelCmd(now, w.anyID())
 	case n < 95:
 		cmd = w.invalid(now)
+	case n < 97:
+		r := w.ref() // a claim whose answer was lost: mostly still running
+		cmd = releaseCmd(now, &pb.ReapItem{TaskId: r.id, Fence: r.fence})
 	default:
 		r := w.ref()
 		cmd = heartbeatCmd(now, &pb.HeartbeatItem{TaskId: r.id, Fence: r.fence})
