@@ -78,7 +78,19 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if t.VisibleAt > tx.now {
 			t.State = pb.TaskState_TASK_STATE_DELAYED
 		}
-		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED); err != nil {
+		if lim := c.GetLimits(); lim != nil {
+			why, err := tx.overLimit(tn, lim, int(taskBytes(t)))
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				// Refused, not failed: nothing is stored, the idempotency
+				// key stays free, and the same item may be sent again.
+				res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_RESOURCE_EXHAUSTED, Detail: why})
+				continue
+			}
+		}
+		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED, 0); err != nil {
 			return err
 		}
 		if key != "" {

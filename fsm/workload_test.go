@@ -136,6 +136,10 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 			tasks[i] = w.newTask()
 		}
 		cmd = enqueueCmd(now, tasks...)
+		if w.pct(30) {
+			// A leader with tenant limits: tight enough to refuse some.
+			StampTenantLimits(cmd, uint64(20+w.rng.IntN(60)), uint64(4000+w.rng.IntN(8000)))
+		}
 	case n < 42:
 		q := w.queue()
 		cmd = claimCmd(now, q.Queue, q.Tenant, fmt.Sprintf("w%d", w.rng.IntN(5)),

@@ -33,6 +33,8 @@
 //	fsm.ErrNotFound            NotFound
 //	fsm.ErrStaleFence          FailedPrecondition, reason STALE_FENCE
 //	fsm.ErrWrongState          FailedPrecondition, reason WRONG_STATE
+//	fsm.ErrTenantLimit         ResourceExhausted, reason TENANT_LIMIT
+//	                           (an Enqueue whose every item the FSM refused)
 //	cluster.ErrLeadershipLost  Unavailable, reason LEADERSHIP_LOST (outcome unknown)
 //	cluster.ErrNotLeader       Unavailable, reason NOT_LEADER (+ docket-leader)
 //	cluster.ErrShutdown        Unavailable, reason SHUTTING_DOWN

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -148,4 +153,25 @@ func Test_ClientReceiveLimitMatchesServer(t *testing.T) {
 	if client.MaxReceiveBytes != transport.MaxAnswerBytes {
 		t.Fatalf("client.MaxReceiveBytes %d != transport.MaxAnswerBytes %d", client.MaxReceiveBytes, transport.MaxAnswerBytes)
 	}
+}
+
+// Issue 9: per-tenant limits. A tenant at its limit is refused with
+// ResourceExhausted (client.ErrTenantLimit), without touching other
+// tenants, and every replica holds the same counters.
+func Test_TenantLimitRefusesAtTheEdge(t *testing.T) {
+	nodes := startCluster(t, 3, func(c *cluster.Config) { c.TenantMaxTasks = 3 })
+	c := mustClient(t, addrsOf(nodes)...)
+	for i := 0; i < 3; i++ {
+		if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("acme")); err != nil {
+			t.Fatalf("enqueue %d: %v", i, err)
+		}
+	}
+	_, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("acme"))
+	if !errors.Is(err, client.ErrTenantLimit) || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("enqueue past the limit: %v (code %v)", err, status.Code(err))
+	}
+	if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("beta")); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	}
+	waitConverged(t, nodes)
 }
