@@ -101,8 +101,9 @@
 //     Where the leader cannot know, the lease expires and the reaper
 //     counts an attempt, as before: an answer lost after gRPC wrote it to
 //     the connection, a client that refuses it (a receive limit smaller
-//     than MaxAnswerBytes), a claim forwarded by a follower whose own
-//     caller left (the leader's answer reached the follower), a Release
+//     than MaxAnswerBytes), a forwarded claim whose caller left after the
+//     leader's answer reached the follower (earlier, the follower cancels
+//     the forwarded call and the leader releases), a Release
 //     that fails (leadership lost). Charging no attempt at reap time for
 //     tasks never heartbeated was rejected: a poison task that crashes
 //     workers before their first heartbeat would then never dead-letter.
