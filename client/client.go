@@ -35,6 +35,13 @@ const (
 	DefaultDiscoveryTimeout = 2 * time.Second
 )
 
+// MaxReceiveBytes is the client's receive limit: the largest answer a
+// Docket server can send (transport.MaxAnswerBytes, where the arithmetic
+// is written down), so that no answer the server produced is refused here.
+// A claim refused on receipt would leave its tasks RUNNING under a lease
+// nobody holds, and burn an attempt when the lease is reaped.
+const MaxReceiveBytes = 49 << 20
+
 // reconnect is how a connection to a node that went away is retried.
 // gRPC's default waits 1 s and grows to 120 s, and while it waits every
 // call on that connection fails at once: a node that was down for a few
@@ -270,6 +277,9 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 		grpc.WithInitialWindowSize(1 << 20),
 		grpc.WithInitialConnWindowSize(8 << 20),
 		grpc.WithConnectParams(reconnect),
+		// gRPC's default 4 MiB receive limit refused a Claim of a few
+		// 1 MB tasks after the server had claimed them.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReceiveBytes)),
 	}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {

@@ -44,7 +44,9 @@
 //     Cancel (a retry that finds the task cancelled reports success), and
 //     reads. Nack, RequeueDead and TransferLeadership return it.
 //   - ErrInvalidArgument, ErrNotFound, ErrStaleFence, ErrWrongState,
-//     ErrTooLarge: answers, never retried.
+//     ErrTooLarge, ErrTenantLimit: answers, never retried. ErrTenantLimit
+//     may succeed later, once the tenant's tasks are purged; how long that
+//     takes is the caller's business, not a retry loop's.
 //
 // When ctx ends during retries the error wraps both the last answer and the
 // context error, so errors.Is works for either. Without a deadline on ctx a

@@ -38,6 +38,13 @@ var (
 	// limit (gRPC ResourceExhausted).
 	ErrTooLarge = errors.New("docket: too large")
 
+	// ErrTenantLimit means the task would take its tenant past the
+	// cluster's limit on stored tasks or bytes (gRPC ResourceExhausted,
+	// reason TENANT_LIMIT; an item's CODE_RESOURCE_EXHAUSTED). Nothing
+	// was stored. The client does not retry it: retry later, once the
+	// tenant's tasks have finished and been purged.
+	ErrTenantLimit = errors.New("docket: tenant limit reached")
+
 	// ErrNoLeader means no leader could be reached before the caller's
 	// deadline: none is elected, or the nodes that know it are unreachable.
 	// The request was most likely not applied, but a connection that broke
@@ -61,6 +68,7 @@ const (
 	reasonLeadershipLost = "LEADERSHIP_LOST"
 	reasonStaleFence     = "STALE_FENCE"
 	reasonWrongState     = "WRONG_STATE"
+	reasonTenantLimit    = "TENANT_LIMIT"
 )
 
 // rpcError is a server answer mapped to a sentinel. It keeps the gRPC status
@@ -117,8 +125,12 @@ func mapError(err error) error {
 		e.kind = ErrInvalidArgument
 		e.field = badField(st)
 	case codes.ResourceExhausted:
-		e.kind = ErrTooLarge
-		e.field = badField(st)
+		if reason == reasonTenantLimit {
+			e.kind = ErrTenantLimit
+		} else {
+			e.kind = ErrTooLarge
+			e.field = badField(st)
+		}
 	case codes.FailedPrecondition:
 		switch reason {
 		case reasonStaleFence:
@@ -196,6 +208,8 @@ func ItemError(it *docketv1.ItemResult) error {
 		kind = ErrInvalidArgument
 	case docketv1.Code_CODE_WRONG_STATE:
 		kind = ErrWrongState
+	case docketv1.Code_CODE_RESOURCE_EXHAUSTED:
+		kind = ErrTenantLimit
 	default:
 		return fmt.Errorf("docket: task %s: unknown item code %v: %s", it.GetTaskId(), it.GetCode(), it.GetDetail())
 	}

@@ -392,18 +392,28 @@ func (c *Client) WaitResult(ctx context.Context, taskID string) (*docketv1.Task,
 }
 
 // Stats counts tasks by state for a queue and tenant; empty means all.
+// The server answers at most 4 MiB of queues at a time; Stats follows its
+// cursor until every matching queue is listed (each page is read at its
+// own moment, so counts of different pages may be of different times).
 func (c *Client) Stats(ctx context.Context, queue, tenant string) ([]*docketv1.QueueStats, error) {
 	req := &docketv1.StatsRequest{Queue: queue, Tenant: tenant}
-	var resp *docketv1.StatsResponse
-	_, err := c.invoke(ctx, opStats, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		r, err := docketv1.NewQueueClient(cc).Stats(ctx, req, opts...)
-		resp = r
-		return err
-	})
-	if err != nil {
-		return nil, err
+	var out []*docketv1.QueueStats
+	for {
+		var resp *docketv1.StatsResponse
+		_, err := c.invoke(ctx, opStats, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+			r, err := docketv1.NewQueueClient(cc).Stats(ctx, req, opts...)
+			resp = r
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.GetQueues()...)
+		if resp.GetNextCursor() == "" || resp.GetNextCursor() == req.Cursor {
+			return out, nil
+		}
+		req.Cursor = resp.GetNextCursor()
 	}
-	return resp.GetQueues(), nil
 }
 
 // ListDead pages through the dead letters of a queue and tenant; pass the

@@ -154,6 +154,26 @@ type Config struct {
 	// SSTs Pebble opens always have room however many connections arrive.
 	MaxOpenFiles int
 
+	// TenantMaxTasks bounds the tasks one tenant may store, in every state
+	// until purged (finished tasks count until their retention ends).
+	// Default 0: no limit. Past it an Enqueue item is refused with
+	// RESOURCE_EXHAUSTED (gRPC ResourceExhausted when every item of the
+	// call is): retry once the tenant's tasks finish and are purged. The
+	// leader stamps its value into each Enqueue, and the FSM enforces the
+	// stamped one, so after a leader change the new leader's limits apply.
+	// Keep it equal on every node. No default because the right value
+	// depends on the disk and the number of tenants: set it, with
+	// TenantMaxBytes, so that no one tenant can fill the disk for all
+	// (issue 9).
+	TenantMaxTasks uint64
+
+	// TenantMaxBytes bounds the encoded bytes of one tenant's stored task
+	// records (payload, result, progress and about 100 bytes of fields
+	// each), like TenantMaxTasks. Default 0: no limit. Pebble's own
+	// overhead (indexes, write amplification, snapshots) comes on top, so
+	// leave the disk well over TenantMaxBytes times the tenants.
+	TenantMaxBytes uint64
+
 	// ClockOffset shifts this node's clock. Only the chaos harness sets it
 	// (docket agent --test-clock-offset), to show that leases survive skew.
 	ClockOffset time.Duration

@@ -62,6 +62,7 @@ func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult,
 		return nil, n.notLeader()
 	}
 	cmd.Now = n.clock.Now().UnixNano()
+	fsm.StampTenantLimits(cmd, n.cfg.TenantMaxTasks, n.cfg.TenantMaxBytes)
 	if err := fsm.Validate(cmd, n.cfg.Limits); err != nil {
 		return nil, err
 	}

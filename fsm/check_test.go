@@ -21,6 +21,7 @@ type keyspace struct {
 	index   map[string]bool   // every index key: q/, w/, l/, e/
 	idem    map[string]string // i/ key -> task id
 	catalog map[QueueRef]storage.QueueMeta
+	tenants map[string]storage.TenantUsage
 	applied uint64
 	now     uint64
 }
@@ -33,7 +34,7 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	}
 	defer release()
 	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
-		catalog: map[QueueRef]storage.QueueMeta{}}
+		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}}
 	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
 		switch {
 		case bytes.HasPrefix(k, []byte("t/")):
@@ -63,6 +64,12 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 				return err
 			}
 			ks.catalog[QueueRef{q, tn}] = m
+		case bytes.HasPrefix(k, storage.TenantPrefix()):
+			u, err := storage.UnmarshalTenantUsage(v)
+			if err != nil {
+				return err
+			}
+			ks.tenants[string(k[len(storage.TenantPrefix()):])] = u
 		case bytes.Equal(k, storage.KeyApplied), bytes.Equal(k, storage.KeyNow):
 			if len(v) != 8 {
 				return fmt.Errorf("%q: %d bytes", k, len(v))
@@ -112,7 +119,8 @@ func wantIndexKeys(task *pb.Task) []string {
 // left over; the catalog counters equal a full recount and Stats reports
 // them; head hints are lower bounds; idempotency keys and tasks point at
 // each other, and the idempotency filter counts exactly those keys; the
-// metadata matches AppliedIndex and Now. It returns the recount.
+// metadata matches AppliedIndex and Now; each tenant's usage record
+// equals a recount of its tasks and their bytes. It returns the recount.
 func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	t.Helper()
 	checkIdemFilter(t, f)
@@ -122,7 +130,11 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 
 	owner := map[string]string{}
 	recount := map[QueueRef]storage.QueueMeta{}
+	usage := map[string]storage.TenantUsage{}
 	for id, task := range ks.tasks {
+		u := usage[task.GetTenant()]
+		u.Add(1, int64(proto.Size(task)))
+		usage[task.GetTenant()] = u
 		for _, k := range wantIndexKeys(task) {
 			if other, dup := owner[k]; dup {
 				fail("index key %q claimed by %s and %s", k, other, id)
@@ -178,6 +190,16 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 		want.Head = got.Head
 		if got != want {
 			fail("catalog %v: counters %+v, recount %+v", ref, got, want)
+		}
+	}
+	for tn, want := range usage {
+		if got := ks.tenants[tn]; got != want {
+			fail("tenant %s usage %+v, recount %+v", tn, got, want)
+		}
+	}
+	for tn, got := range ks.tenants {
+		if _, ok := usage[tn]; !ok && got != (storage.TenantUsage{}) {
+			fail("tenant %s without tasks has usage %+v", tn, got)
 		}
 	}
 	for ref := range recount {

@@ -20,6 +20,10 @@ var (
 	// ErrWrongState means the command does not apply in the task's state,
 	// e.g. cancelling a running task.
 	ErrWrongState = errors.New("wrong task state")
+	// ErrTenantLimit means an enqueued task would take its tenant past a
+	// limit on stored tasks or bytes (see TenantLimits); nothing was
+	// stored. Retry later, once the tenant's tasks finish and are purged.
+	ErrTenantLimit = errors.New("tenant limit reached")
 	// ErrUnknownCommand means a log entry holds a command type this build
 	// does not know. Applying it would diverge, so the node stops.
 	ErrUnknownCommand = errors.New("unknown command type")
@@ -84,6 +88,8 @@ func CodeError(c pb.Code, field, detail string) error {
 		return wrapDetail(ErrStaleFence, detail)
 	case pb.Code_CODE_WRONG_STATE:
 		return wrapDetail(ErrWrongState, detail)
+	case pb.Code_CODE_RESOURCE_EXHAUSTED:
+		return wrapDetail(ErrTenantLimit, detail)
 	default:
 		return fmt.Errorf("code %v: %s", c, detail)
 	}

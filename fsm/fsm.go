@@ -390,15 +390,27 @@ func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
 	return storage.Stats(r, queue, tenant)
 }
 
+// StatsPage is Stats from after cursor, within AnswerBudget bytes (at
+// least one queue), with the cursor of the next page ("" at the end).
+func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
+	return storage.StatsPage(r, queue, tenant, cursor, AnswerBudget)
+}
+
 // ListTasks lists a queue's tasks in one state (pending, delayed, running or
-// dead) from the local replica.
+// dead) from the local replica: up to limit tasks within AnswerBudget
+// bytes (at least one), and the cursor of the next page.
 func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
 	r, release, err := f.view()
 	if err != nil {
 		return nil, "", err
 	}
 	defer release()
-	return storage.ListTasks(r, queue, tenant, state, cursor, limit)
+	return storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget)
 }
 
 // ExpiredLeases lists (task, fence) pairs whose lease ended at or before

@@ -85,6 +85,9 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		if err := tx.b.Delete(storage.TaskKey(t.GetId()), nil); err != nil {
 			return err
 		}
+		if err := tx.countTenant(t.GetTenant(), -1, -taskBytes(t)); err != nil {
+			return err
+		}
 		if key := t.GetIdempotencyKey(); key != "" {
 			ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
 			owner, err := tx.getIdem(ik)

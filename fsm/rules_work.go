@@ -78,7 +78,19 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if t.VisibleAt > tx.now {
 			t.State = pb.TaskState_TASK_STATE_DELAYED
 		}
-		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED); err != nil {
+		if lim := c.GetLimits(); lim != nil {
+			why, err := tx.overLimit(tn, lim, int(taskBytes(t)))
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				// Refused, not failed: nothing is stored, the idempotency
+				// key stays free, and the same item may be sent again.
+				res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_RESOURCE_EXHAUSTED, Detail: why})
+				continue
+			}
+		}
+		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED, 0); err != nil {
 			return err
 		}
 		if key != "" {
@@ -116,7 +128,11 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		}
 	}
 	want := int(c.GetMaxTasks())
-	for p := int(MaxPriority); p >= 0 && want > 0 && m.Pending > 0; p-- {
+	// The answer's byte budget is per claim, so each caller of a Batch has
+	// its own; a claim that reaches it stops, and the rest stays pending.
+	var bud budget
+	full := false
+	for p := int(MaxPriority); p >= 0 && want > 0 && !full && m.Pending > 0; p-- {
 		if m.Head[p] == storage.Drained {
 			continue
 		}
@@ -144,6 +160,10 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			}
 			if !ok {
 				return fmt.Errorf("pending index points at missing task %s", h.id)
+			}
+			if !bud.take(answerBytes(t) + claimOverhead + len(c.GetWorkerId())) {
+				full, drained = true, false // this task and the ones behind it stay
+				break
 			}
 			err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 				t.Fence = tx.index

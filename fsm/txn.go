@@ -27,6 +27,7 @@ type txn struct {
 	idem *idemFilter
 
 	metas     map[string]*metaEntry
+	tenants   map[string]*tenantEntry
 	pendingEv map[string]bool
 	ev        Event
 }
@@ -48,6 +49,7 @@ func newTxn(b *pebble.Batch, now int64) *txn {
 		r:         storage.Wrap(b),
 		now:       now,
 		metas:     map[string]*metaEntry{},
+		tenants:   map[string]*tenantEntry{},
 		pendingEv: map[string]bool{},
 	}
 }
@@ -111,6 +113,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.requeueDead(cmd.GetRequeueDead(), res)
 	case pb.CommandType_COMMAND_TYPE_BATCH:
 		err = tx.batch(cmd.GetBatch(), res)
+	case pb.CommandType_COMMAND_TYPE_RELEASE:
+		err = tx.release(cmd.GetRelease(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
@@ -137,6 +141,18 @@ func (tx *txn) finish(applied uint64) error {
 		}
 		if err := storage.PutQueueMeta(tx.b, e.queue, e.tenant, &e.m); err != nil {
 			return fmt.Errorf("catalog %s: %w", k, err)
+		}
+	}
+	tenants := make([]string, 0, len(tx.tenants))
+	for tn, e := range tx.tenants {
+		if e.dirty {
+			tenants = append(tenants, tn)
+		}
+	}
+	sort.Strings(tenants)
+	for _, tn := range tenants {
+		if err := storage.PutTenantUsage(tx.b, tn, &tx.tenants[tn].u); err != nil {
+			return fmt.Errorf("tenant %s usage: %w", tn, err)
 		}
 	}
 	if err := storage.SetUint64(tx.b, storage.KeyApplied, applied); err != nil {
@@ -199,6 +215,7 @@ func indexKeys(t *pb.Task) [][]byte {
 // in step. A task is therefore never in two indexes at once.
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
+	before := taskBytes(t)
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("move %s: %w", t.GetId(), err)
@@ -208,17 +225,26 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 		mutate(t)
 	}
 	t.State = to
-	return tx.write(t, from)
+	return tx.write(t, from, before)
 }
 
-// write stores a task that is new (from UNSPECIFIED) or moved.
-func (tx *txn) write(t *pb.Task, from pb.TaskState) error {
+// write stores a task that is new (from UNSPECIFIED) or moved; before is
+// the bytes of its record before the move (0 when new), for its tenant's
+// usage.
+func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	for _, k := range indexKeys(t) {
 		if err := storage.SetIndex(tx.b, k); err != nil {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
 	}
 	if err := storage.PutTask(tx.b, t); err != nil {
+		return err
+	}
+	var added int64
+	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
+		added = 1
+	}
+	if err := tx.countTenant(t.GetTenant(), added, taskBytes(t)-before); err != nil {
 		return err
 	}
 	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)

@@ -131,6 +131,16 @@ func Validate(cmd *pb.Command, lim Limits) error {
 				return inItem("items", i, err)
 			}
 		}
+	case pb.CommandType_COMMAND_TYPE_RELEASE:
+		items := cmd.GetRelease().GetItems()
+		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+			return err
+		}
+		for i, it := range items {
+			if err := checkTaskRef("", it.GetTaskId(), it.GetFence()); err != nil {
+				return inItem("items", i, err)
+			}
+		}
 	case pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED:
 		return checkCount("limit", int(cmd.GetPromoteDelayed().GetLimit()), 1, MaxScanLimit)
 	case pb.CommandType_COMMAND_TYPE_PURGE:
@@ -181,6 +191,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetRequeueDead() != nil
 	case pb.CommandType_COMMAND_TYPE_BATCH:
 		ok = cmd.GetBatch() != nil
+	case pb.CommandType_COMMAND_TYPE_RELEASE:
+		ok = cmd.GetRelease() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

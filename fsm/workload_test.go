@@ -136,6 +136,10 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 			tasks[i] = w.newTask()
 		}
 		cmd = enqueueCmd(now, tasks...)
+		if w.pct(30) {
+			// A leader with tenant limits: tight enough to refuse some.
+			StampTenantLimits(cmd, uint64(20+w.rng.IntN(60)), uint64(4000+w.rng.IntN(8000)))
+		}
 	case n < 42:
 		q := w.queue()
 		cmd = claimCmd(now, q.Queue, q.Tenant, fmt.Sprintf("w%d", w.rng.IntN(5)),
@@ -192,6 +196,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		cmd = cancelCmd(now, w.anyID())
 	case n < 95:
 		cmd = w.invalid(now)
+	case n < 97:
+		r := w.ref() // a claim whose answer was lost: mostly still running
+		cmd = releaseCmd(now, &pb.ReapItem{TaskId: r.id, Fence: r.fence})
 	default:
 		r := w.ref()
 		cmd = heartbeatCmd(now, &pb.HeartbeatItem{TaskId: r.id, Fence: r.fence})

@@ -15,6 +15,7 @@
 //	e/<expire_at>/<id>                      retention of finished tasks
 //	i/<queue>/<tenant>/<key>                idempotency key -> task id
 //	c/<queue>/<tenant>                      queue catalog: counters and head hints
+//	u/<tenant>                              tenant usage: stored tasks and their bytes
 //	m/applied, m/now                        FSM metadata
 //
 // Queue and tenant names never contain '/', which keeps every prefix unique.
@@ -35,6 +36,15 @@
 //     of the range; without it a claim on a drained LSM range is O(deleted).
 //     The hint Drained marks a priority with no pending task, which a claim
 //     then skips without a seek; it is lowered when a task arrives.
+//   - The tenant usage record u/<tenant> (version byte, tasks, bytes; 17
+//     bytes) counts the tenant's task records in every state until purged
+//     and their encoded bytes, for the per-tenant limits the FSM enforces.
+//     The change is additive: a keyspace from an older build has no u/
+//     keys, and its tasks are not counted until they are purged (the
+//     counters clamp at zero instead of wrapping), so a limit is at first
+//     lenient, never wrongly strict, and the same on every replica. The
+//     counters are part of the snapshot and the keyspace hash like every
+//     key.
 //   - Idempotency keys live as long as their task: Purge deletes both. The
 //     dedupe window is therefore the task's life plus its retention.
 package storage

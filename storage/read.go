@@ -5,15 +5,33 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Stats returns the counters of every queue and tenant matching the filter
 // (empty matches all), with the enqueue time of the oldest pending head.
 func Stats(r Reader, queue, tenant string) ([]*pb.QueueStats, error) {
+	out, _, err := StatsPage(r, queue, tenant, "", 0)
+	return out, err
+}
+
+// StatsPage is Stats from after cursor (a next cursor it returned for the
+// same filter), stopping before the entry that would take the page past
+// maxBytes (at least one entry; <= 0: no bound). next is empty at the end.
+func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.QueueStats, next string, err error) {
 	prefix := CatalogPrefix(queue)
-	var out []*pb.QueueStats
-	err := Scan(r, prefix, PrefixEnd(prefix), 0, func(k, v []byte) error {
+	lower := prefix
+	if cursor != "" {
+		if !bytes.HasPrefix([]byte(cursor), prefix) {
+			return nil, "", fmt.Errorf("stats %s: %w", queue, ErrBadCursor)
+		}
+		lower = append([]byte(cursor), 0)
+	}
+	used := 0
+	var last []byte
+	err = Scan(r, lower, PrefixEnd(prefix), 0, func(k, v []byte) error {
 		q, t, err := ParseCatalogKey(k)
 		if err != nil {
 			return err
@@ -25,27 +43,37 @@ func Stats(r Reader, queue, tenant string) ([]*pb.QueueStats, error) {
 		if err != nil {
 			return fmt.Errorf("stats %s/%s: %w", q, t, err)
 		}
-		out = append(out, &pb.QueueStats{
+		s := &pb.QueueStats{
 			Queue: q, Tenant: t,
 			Pending: m.Pending, Delayed: m.Delayed, Running: m.Running,
 			Dead: m.Dead, Completed: m.Finished,
-		})
+			OldestPendingAt: -1, // counted at its largest: set below
+		}
+		n := proto.Size(s) + listFraming
+		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {
+			next = string(last)
+			return ErrStop
+		}
+		used += n
+		out = append(out, s)
+		last = append(last[:0], k...)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		return nil, "", fmt.Errorf("stats: %w", err)
 	}
 	for _, s := range out {
+		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue
 		}
 		oldest, err := oldestPending(r, s.Queue, s.Tenant)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		s.OldestPendingAt = oldest
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // oldestPending is the earliest created_at among the heads of each priority:
@@ -97,7 +125,10 @@ var ErrBadCursor = errors.New("bad list cursor")
 // ListTasks lists one queue's tasks in a state, in index order, starting
 // after cursor (a key returned as next). It returns the next cursor, empty
 // at the end. Terminal states other than dead have no per-queue index.
-func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
+// The page stops at limit tasks, or before the task that would take the
+// encoded tasks past maxBytes (each counted with 5 bytes of framing); it
+// always holds one task when one is left. maxBytes <= 0 means no bound.
+func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string, limit, maxBytes int) ([]*pb.Task, string, error) {
 	var prefix []byte
 	switch state {
 	case pb.TaskState_TASK_STATE_PENDING:
@@ -125,37 +156,46 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	if limit <= 0 {
 		limit = 100
 	}
-	var ids []string
+	var tasks []*pb.Task
 	var last []byte
+	used := 0
+	full := false // stopped by limit or maxBytes, not by the end
 	err := Scan(r, lower, PrefixEnd(prefix), limit+1, func(k, _ []byte) error {
-		if len(ids) == limit {
+		if len(tasks) == limit {
+			full = true
 			return ErrStop
 		}
 		id, err := idFromIndexKey(k, len(prefix), state)
 		if err != nil {
 			return err
 		}
-		ids = append(ids, id)
+		t, err := GetTask(r, id)
+		if err != nil {
+			return err
+		}
+		n := proto.Size(t) + listFraming
+		if maxBytes > 0 && len(tasks) > 0 && used+n > maxBytes {
+			full = true
+			return ErrStop
+		}
+		used += n
+		tasks = append(tasks, t)
 		last = append(last[:0], k...)
 		return nil
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s/%s %s: %w", queue, tenant, state, err)
 	}
-	tasks := make([]*pb.Task, 0, len(ids))
-	for _, id := range ids {
-		t, err := GetTask(r, id)
-		if err != nil {
-			return nil, "", err
-		}
-		tasks = append(tasks, t)
-	}
 	next := ""
-	if len(ids) == limit {
+	if full {
 		next = string(last)
 	}
 	return tasks, next, nil
 }
+
+// listFraming is the tag and length prefix of one element of a repeated
+// message field: 1 byte of tag, at most 4 of length.
+const listFraming = 5
 
 func idFromIndexKey(k []byte, prefixLen int, state pb.TaskState) (string, error) {
 	switch state {

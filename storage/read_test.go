@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -53,7 +55,7 @@ func Test_ListTasksPaging(t *testing.T) {
 					if pages > len(c.want)+1 {
 						t.Fatalf("limit %d: cursor never ended", limit)
 					}
-					tasks, next, err := ListTasks(Wrap(db), "q", "acme", c.state, cursor, limit)
+					tasks, next, err := ListTasks(Wrap(db), "q", "acme", c.state, cursor, limit, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -79,12 +81,12 @@ func Test_ListTasksPaging(t *testing.T) {
 // tasks.
 func Test_ListTasksRefusesForeignCursor(t *testing.T) {
 	db := fixture(t)
-	_, acmeCursor, err := ListTasks(Wrap(db), "q", "acme", pb.TaskState_TASK_STATE_RUNNING, "", 1)
+	_, acmeCursor, err := ListTasks(Wrap(db), "q", "acme", pb.TaskState_TASK_STATE_RUNNING, "", 1, 0)
 	if err != nil || acmeCursor == "" {
 		t.Fatalf("first page: cursor %q, %v", acmeCursor, err)
 	}
 	for _, cursor := range []string{acmeCursor, "a", "q/q/", string(RunningPrefix("q", "acme"))} {
-		tasks, _, err := ListTasks(Wrap(db), "q", "beta", pb.TaskState_TASK_STATE_RUNNING, cursor, 100)
+		tasks, _, err := ListTasks(Wrap(db), "q", "beta", pb.TaskState_TASK_STATE_RUNNING, cursor, 100, 0)
 		for _, task := range tasks {
 			if task.GetTenant() != "beta" {
 				t.Errorf("cursor %q: listing of tenant beta returned %s of tenant %s", cursor, task.GetId(), task.GetTenant())
@@ -98,7 +100,7 @@ func Test_ListTasksRefusesForeignCursor(t *testing.T) {
 
 func Test_ListTasksTerminalStateHasNoIndex(t *testing.T) {
 	db := fixture(t)
-	if _, _, err := ListTasks(Wrap(db), "q", "acme", pb.TaskState_TASK_STATE_COMPLETED, "", 10); err == nil {
+	if _, _, err := ListTasks(Wrap(db), "q", "acme", pb.TaskState_TASK_STATE_COMPLETED, "", 10, 0); err == nil {
 		t.Fatal("listing completed tasks succeeded; they have no per-queue index")
 	}
 }
@@ -238,5 +240,55 @@ func Test_TypedReads(t *testing.T) {
 	}
 	if _, err := GetTask(r, "bad"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("GetTask of garbage = %v, want a decode error", err)
+	}
+}
+
+// Issue 9: a Stats answer grew with the number of queues, without bound.
+// A page stops at maxBytes (at least one entry), and the cursor lists each
+// queue once.
+func Test_StatsPagesStopAtBudget(t *testing.T) {
+	db := mustOpenDB(t)
+	const n = 300
+	b := db.NewBatch()
+	for i := 0; i < n; i++ {
+		q := fmt.Sprintf("%s-%04d", strings.Repeat("q", 100), i)
+		if err := PutQueueMeta(b, q, "acme", &QueueMeta{Dead: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 4 << 10
+	seen := map[string]bool{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > n {
+			t.Fatal("cursor never ended")
+		}
+		out, next, err := StatsPage(Wrap(db), "", "", cursor, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size := proto.Size(&pb.StatsResponse{Queues: out}); len(out) > 1 && size > budget {
+			t.Fatalf("page of %d queues is %d bytes > %d", len(out), size, budget)
+		}
+		for _, s := range out {
+			if seen[s.GetQueue()] {
+				t.Fatalf("queue %s listed twice", s.GetQueue())
+			}
+			seen[s.GetQueue()] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != n {
+		t.Fatalf("listed %d of %d queues", len(seen), n)
+	}
+	all, err := Stats(Wrap(db), "", "")
+	if err != nil || len(all) != n {
+		t.Fatalf("unbounded Stats: %d queues, %v", len(all), err)
 	}
 }

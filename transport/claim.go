@@ -4,7 +4,10 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/stats"
 
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -67,7 +70,7 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 		wake, release := s.hub.watchQueue(ref)
 		if n, next := s.admit(ref, want); n > 0 {
 			release() // not a waiter while it proposes
-			res, err := s.proposeClient(ctx, cmd)
+			res, err := s.proposeClientOrphan(ctx, cmd, s.undelivered)
 			s.gate.release(ref, n)
 			// Waiters held back by this claim's reservation may now have
 			// room: the claim has applied, so the counts include it.
@@ -76,6 +79,13 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 				return nil, err
 			}
 			if len(res.GetTasks()) > 0 {
+				if err := ctx.Err(); err != nil {
+					s.undelivered(res) // the caller left as the claim applied
+					return nil, err
+				}
+				if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok {
+					slot.res.Store(res) // for claimWatch, if the send fails
+				}
 				return &pb.ClaimResponse{Tasks: res.GetTasks()}, nil
 			}
 			if time.Until(deadline) <= 0 {
@@ -281,3 +291,84 @@ func finished(st pb.TaskState) bool {
 	}
 	return false
 }
+
+// undelivered takes the result of a Claim whose caller is gone: its tasks
+// are RUNNING under a lease nobody holds. It counts them and proposes a
+// Release in the background, which puts each back to pending without an
+// attempt while the claim's fence still holds (fsm release). Without it
+// each such task waited out its lease and was charged an attempt when
+// reaped: a slow claim of large tasks dead-lettered them.
+func (s *Server) undelivered(res *pb.CommandResult) {
+	tasks := res.GetTasks()
+	if len(tasks) == 0 {
+		return
+	}
+	s.metrics.undelivered.Add(float64(len(tasks)))
+	items := make([]*pb.ReapItem, len(tasks))
+	for i, t := range tasks {
+		items[i] = &pb.ReapItem{TaskId: t.GetId(), Fence: t.GetFence()}
+	}
+	s.wg.Add(1) // callers hold a count of s.wg themselves, or run before Stop
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, releaseTimeout)
+		defer cancel()
+		res, err := s.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE,
+			Body: &pb.Command_Release{Release: &pb.ReleaseCmd{Items: items}}})
+		if err != nil {
+			// Not applied, or unknown: the leases expire and the reaper
+			// requeues the tasks, with an attempt counted.
+			s.log.Warn("releasing undelivered claimed tasks failed; their leases will expire",
+				"tasks", len(items), "err", err)
+			return
+		}
+		released := 0
+		for _, it := range res.GetItems() {
+			if it.GetCode() == pb.Code_CODE_OK {
+				released++
+			}
+		}
+		s.metrics.released.Add(float64(released))
+		s.log.Info("released undelivered claimed tasks", "tasks", len(items), "released", released)
+	}()
+}
+
+// releaseTimeout bounds the proposal of a Release. Past it the leases
+// expire instead, which is where the tasks went before releases existed.
+const releaseTimeout = 10 * time.Second
+
+// claimWatch is a gRPC stats handler that sees the end of each Claim: when
+// the handler answered tasks but gRPC could not send the answer (the
+// caller reset the stream, the connection broke), they are undelivered.
+// An answer lost after it was written to the connection is not seen; its
+// leases expire and the reaper counts an attempt, as before.
+type claimWatch struct{ s *Server }
+
+type claimSlotKey struct{}
+
+// claimSlot carries a Claim's answer from the handler to claimWatch.
+type claimSlot struct {
+	res atomic.Pointer[pb.CommandResult]
+}
+
+func (w claimWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if info.FullMethodName != pb.Queue_Claim_FullMethodName {
+		return ctx
+	}
+	return context.WithValue(ctx, claimSlotKey{}, &claimSlot{})
+}
+
+func (w claimWatch) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	end, ok := st.(*stats.End)
+	if !ok || end.Error == nil {
+		return
+	}
+	if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok {
+		if res := slot.res.Swap(nil); res != nil {
+			w.s.undelivered(res)
+		}
+	}
+}
+
+func (claimWatch) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (claimWatch) HandleConn(context.Context, stats.ConnStats)                       {}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -31,7 +32,34 @@ type coCall struct {
 	cmd   *pb.Command
 	size  int          // encoded bytes of cmd
 	reply chan coReply // buffered: the flush never blocks on a caller
+	// orphan, when set, gets the result of a command whose caller left
+	// before it was ready; the proposal then waits for the outcome
+	// instead of ending at the callers' deadlines.
+	orphan func(*pb.CommandResult)
+	state  atomic.Int32 // callWaiting, then callTaken or callLeft
 }
+
+const (
+	callWaiting int32 = iota
+	callTaken         // the result went to the caller
+	callLeft          // the caller left first
+)
+
+// deliver hands r to the caller, or to orphan when the caller has left.
+func (c *coCall) deliver(r coReply) {
+	if c.state.CompareAndSwap(callWaiting, callTaken) {
+		c.reply <- r
+		return
+	}
+	if c.orphan != nil && r.err == nil && r.res != nil {
+		c.orphan(r.res)
+	}
+}
+
+// leave is the caller giving up at ctx's end. It reports false when the
+// result was already handed over: the caller must then take it from
+// reply, where it is.
+func (c *coCall) leave() bool { return c.state.CompareAndSwap(callWaiting, callLeft) }
 
 type coReply struct {
 	res *pb.CommandResult
@@ -55,32 +83,57 @@ func newCoalescer(s *Server) *coalescer {
 // the coalescer. A rejection of the command becomes its error, as with
 // propose.
 func (s *Server) proposeClient(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	if s.cfg.CoalesceMax <= 1 || !fsm.Batchable(cmd.GetType()) {
+	return s.proposeClientOrphan(ctx, cmd, nil)
+}
+
+// proposeClientOrphan is proposeClient whose result, when ctx ends before
+// it is ready, goes to orphan (see coCall.orphan) instead of being lost.
+// A result that arrives together with the end of ctx is returned: the
+// caller sees ctx.Err() and decides.
+func (s *Server) proposeClientOrphan(ctx context.Context, cmd *pb.Command, orphan func(*pb.CommandResult)) (*pb.CommandResult, error) {
+	alone := s.cfg.CoalesceMax <= 1 || !fsm.Batchable(cmd.GetType())
+	if alone && orphan == nil {
 		return s.propose(ctx, cmd)
 	}
-	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1)}
-	select {
-	case s.co.calls <- c:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.ctx.Done():
-		return nil, errShutdown
-	}
-	select {
-	case r := <-c.reply:
-		if r.err != nil {
-			return nil, r.err
+	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1), orphan: orphan}
+	if alone {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			res, err := s.node.Propose(s.ctx, cmd) // bounded by Raft, not the caller
+			c.deliver(coReply{res, err})
+		}()
+	} else {
+		select {
+		case s.co.calls <- c:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.ctx.Done():
+			return nil, errShutdown
 		}
-		if err := fsm.ResultError(r.res); err != nil {
-			return nil, err
-		}
-		return r.res, nil
-	case <-ctx.Done():
-		// Like an abandoned Propose: the command may still apply.
-		return nil, ctx.Err()
-	case <-s.ctx.Done():
-		return nil, errShutdown
 	}
+	var r coReply
+	select {
+	case r = <-c.reply:
+	case <-ctx.Done():
+		if c.leave() {
+			// Like an abandoned Propose: the command may still apply.
+			return nil, ctx.Err()
+		}
+		r = <-c.reply
+	case <-s.ctx.Done():
+		if c.leave() {
+			return nil, errShutdown
+		}
+		r = <-c.reply
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := fsm.ResultError(r.res); err != nil {
+		return nil, err
+	}
+	return r.res, nil
 }
 
 func (co *coalescer) run() {
@@ -141,6 +194,10 @@ func (co *coalescer) flush(batch []*coCall) {
 		}
 		live = append(live, c)
 		until.add(c.ctx)
+		if c.orphan != nil {
+			// Its result must be known even after its caller left.
+			until.unbounded = true
+		}
 	}
 	if len(live) == 0 {
 		<-co.sem
@@ -155,7 +212,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		defer cancel()
 		if len(live) == 1 {
 			res, err := co.s.node.Propose(ctx, live[0].cmd)
-			live[0].reply <- coReply{res, err}
+			live[0].deliver(coReply{res, err})
 			return
 		}
 		cmds := make([]*pb.Command, len(live))
@@ -175,7 +232,7 @@ func (co *coalescer) flush(batch []*coCall) {
 			if err == nil {
 				r.res = res.GetResults()[i]
 			}
-			c.reply <- r
+			c.deliver(r)
 		}
 	}()
 }

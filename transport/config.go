@@ -72,6 +72,29 @@ const (
 	DefaultHandshakeTimeout     = 10 * time.Second
 )
 
+// MaxAnswerBytes is the largest answer any RPC of the server can send, and
+// the server's send limit. The client's receive limit
+// (client.MaxReceiveBytes) is the same number; a test keeps them equal.
+// The arithmetic, with fsm's constants:
+//
+//	one task record        fsm.MaxTaskBytes = 3 x 16 MiB (payload, progress,
+//	                       result at fsm.PayloadCeiling) + 64 KiB (last_error)
+//	                       + 2 KiB (the rest)                  = 48 MiB + 66 KiB
+//	GetTask, WaitResult    one task + 5 (tag, length) + 11 (applied_index or
+//	                       done)                               < 48 MiB + 67 KiB
+//	Claim, ListDead        tasks within fsm.AnswerBudget (4 MiB), or one task
+//	                       larger than it alone, + a cursor   < 48 MiB + 67 KiB
+//	Stats                  at most fsm.AnswerBudget of queues + a cursor
+//	Enqueue, Heartbeat,    at most fsm.MaxBatch (1,000) items of a few hundred
+//	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB
+//	RequeueDead
+//	Cluster.Status         a few hundred bytes per server
+//
+// 49 MiB covers the largest with 900 KiB to spare. Only an operator who
+// raises --max-payload to the 16 MiB ceiling can make answers that large;
+// at the default 1 MiB limit one task is at most 3 MiB + 66 KiB.
+const MaxAnswerBytes = 49 << 20
+
 // HTTP/2 flow-control windows of the server and of forwarding, per stream
 // and per connection. gRPC's default starts at 64 KiB and grows by BDP
 // estimation; fixed windows this size never stall a LAN connection that

@@ -33,6 +33,8 @@
 //	fsm.ErrNotFound            NotFound
 //	fsm.ErrStaleFence          FailedPrecondition, reason STALE_FENCE
 //	fsm.ErrWrongState          FailedPrecondition, reason WRONG_STATE
+//	fsm.ErrTenantLimit         ResourceExhausted, reason TENANT_LIMIT
+//	                           (an Enqueue whose every item the FSM refused)
 //	cluster.ErrLeadershipLost  Unavailable, reason LEADERSHIP_LOST (outcome unknown)
 //	cluster.ErrNotLeader       Unavailable, reason NOT_LEADER (+ docket-leader)
 //	cluster.ErrShutdown        Unavailable, reason SHUTTING_DOWN
@@ -81,6 +83,33 @@
 //     its own result, so one caller's stale fence fails it alone; a
 //     whole-entry failure (not leader, leadership lost) reaches each caller
 //     as it would have alone, and each retries or forwards on its own.
+//   - Answers are bounded by the FSM (fsm.AnswerBudget per Claim, per
+//     ListDead and Stats page; one task at most fsm.MaxTaskBytes), so the
+//     largest answer of any RPC is a number, MaxAnswerBytes (49 MiB; the
+//     arithmetic is at its declaration). The server's send limit and the
+//     Go client's receive limit are that number. The server's receive
+//     limit (MaxRecvMsgSize, 8 MiB) bounds requests, not answers.
+//   - An undelivered claim is released, not reaped. When the leader knows
+//     a Claim's answer did not reach its caller (the caller's ctx ended
+//     before or as the claim applied, or gRPC failed to send the answer:
+//     claimWatch), it counts the tasks
+//     (docket_transport_claim_undelivered_tasks_total, leader-local) and
+//     proposes a Release of their (id, fence) pairs: the FSM puts each
+//     task still running under exactly that fence back at its old place,
+//     without counting an attempt. This is safe because the fence is the
+//     claim's log index and only the lost answer carried it: no worker
+//     can hold the lease, and a Submit with that fence would be stale.
+//     Where the leader cannot know, the lease expires and the reaper
+//     counts an attempt, as before: an answer lost after gRPC wrote it to
+//     the connection, a client that refuses it (a receive limit smaller
+//     than MaxAnswerBytes), a forwarded claim whose caller left after the
+//     leader's answer reached the follower (earlier, the follower cancels
+//     the forwarded call and the leader releases), a Release
+//     that fails (leadership lost). Charging no attempt at reap time for
+//     tasks never heartbeated was rejected: a poison task that crashes
+//     workers before their first heartbeat would then never dead-letter.
+//     A Claim whose result is owed to a release waits for its entry's
+//     outcome (bounded by Raft), not for its caller's deadline.
 //   - Cluster changes (TransferLeadership, AddServer, RemoveServer) are
 //     forwarded like writes, so an operator can point the CLI at any node.
 //     Status always answers locally.

@@ -31,6 +31,9 @@ const (
 	// ReasonWrongState: FailedPrecondition, the task's state does not
 	// allow the operation.
 	ReasonWrongState = "WRONG_STATE"
+	// ReasonTenantLimit: ResourceExhausted, every task of an Enqueue
+	// would take its tenant past a limit; nothing was stored. Retry later.
+	ReasonTenantLimit = "TENANT_LIMIT"
 	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
 	ReasonLeadershipLost = "LEADERSHIP_LOST"
 	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
@@ -92,6 +95,8 @@ func toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonStaleFence, nil))
 	case errors.Is(err, fsm.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonWrongState, nil))
+	case errors.Is(err, fsm.ErrTenantLimit):
+		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonLeadershipLost, nil))
 	case errors.Is(err, errNotLeader):

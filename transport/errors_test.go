@@ -136,3 +136,12 @@ func Test_NoLeaderIsUnavailable(t *testing.T) {
 	_, err = ts.q.GetTask(testCtx(t), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
 	wantErr(t, err, codes.NotFound, "", "")
 }
+
+// MaxAnswerBytes holds the largest answer the FSM can make: one task of
+// fsm.MaxTaskBytes with its envelope, or fsm.AnswerBudget of tasks.
+func Test_MaxAnswerBytesCoversLargestAnswer(t *testing.T) {
+	const envelope = 1 << 10 // tags, lengths, applied_index, a cursor
+	if fsm.MaxTaskBytes+envelope > MaxAnswerBytes || fsm.AnswerBudget+envelope > MaxAnswerBytes {
+		t.Fatalf("MaxAnswerBytes %d < task %d or budget %d + %d", MaxAnswerBytes, fsm.MaxTaskBytes, fsm.AnswerBudget, envelope)
+	}
+}

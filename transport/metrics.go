@@ -18,6 +18,10 @@ type metrics struct {
 	hbBatch   prometheus.Histogram
 	coBatch   prometheus.Histogram
 	waiters   prometheus.Gauge
+	// undelivered and released count the tasks of claims whose answer
+	// never reached the caller, and those put back without an attempt.
+	undelivered prometheus.Counter
+	released    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
@@ -49,11 +53,21 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 			Namespace: "docket", Subsystem: "transport", Name: "waiters",
 			Help: "Long-poll Claim and WaitResult calls currently waiting.",
 		}),
+		undelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "claim_undelivered_tasks_total",
+			Help: "Tasks claimed for a Claim whose caller was gone before the answer could be sent. " +
+				"Leader-local: counted by the node that served the Claim, and reset by its restart.",
+		}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "transport", Name: "claim_released_tasks_total",
+			Help: "Undelivered claimed tasks this leader put back to pending without counting an attempt. " +
+				"Leader-local. The difference from claim_undelivered_tasks_total was reaped at lease expiry instead.",
+		}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.rpcs, m.latency, m.forwarded, m.hbBatch, m.coBatch, m.waiters} {
+	for _, c := range []prometheus.Collector{m.rpcs, m.latency, m.forwarded, m.hbBatch, m.coBatch, m.waiters, m.undelivered, m.released} {
 		if err := reg.Register(c); err != nil {
 			// A second Server on one registry: its metrics stay local.
 			log.Warn("transport metric not registered", "err", err)

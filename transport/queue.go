@@ -90,7 +90,19 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: req.GetTasks()}}}
 	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, cmd,
 		func(res *pb.CommandResult) (*pb.EnqueueResponse, error) {
-			return &pb.EnqueueResponse{Items: res.GetItems()}, nil
+			// A call the FSM refused whole for tenant limits fails
+			// ResourceExhausted, so that a caller that reads only the
+			// status sees it; a partial refusal is told per item.
+			items := res.GetItems()
+			for _, it := range items {
+				if it.GetCode() != pb.Code_CODE_RESOURCE_EXHAUSTED {
+					return &pb.EnqueueResponse{Items: items}, nil
+				}
+			}
+			if len(items) > 0 {
+				return nil, fsm.ItemError(items[0])
+			}
+			return &pb.EnqueueResponse{Items: items}, nil
 		})
 }
 
@@ -235,11 +247,14 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.StatsResponse, error) {
 	return read(q.s, ctx, pb.Queue_Stats_FullMethodName, req, &pb.StatsResponse{}, false,
 		func() (*pb.StatsResponse, error) {
-			st, err := q.s.node.FSM().Stats(req.GetQueue(), req.GetTenant())
+			st, next, err := q.s.node.FSM().StatsPage(req.GetQueue(), req.GetTenant(), req.GetCursor())
+			if errors.Is(err, storage.ErrBadCursor) {
+				return nil, fieldError("cursor", "not a cursor of this listing")
+			}
 			if err != nil {
 				return nil, err
 			}
-			return &pb.StatsResponse{Queues: st}, nil
+			return &pb.StatsResponse{Queues: st, NextCursor: next}, nil
 		})
 }
 

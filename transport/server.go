@@ -74,6 +74,12 @@ func NewServer(node Node, cfg Config) *Server {
 	s.hub = newHub(s.avail)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		// Answers are bounded by the FSM (MaxAnswerBytes); this makes an
+		// answer that somehow passed the bound fail here, loudly, rather
+		// than at a client that cannot receive it.
+		grpc.MaxSendMsgSize(MaxAnswerBytes),
+		// A Claim answer gRPC could not send releases its tasks.
+		grpc.StatsHandler(claimWatch{s}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		// HTTP/2 flow-control windows sized for a LAN: one client
 		// connection carries every caller of a process (see WindowSize).

@@ -38,6 +38,9 @@ type fakeNode struct {
 	hold       atomic.Pointer[chan struct{}] // Propose waits until it is closed
 	held       atomic.Int32                  // Proposes waiting on hold
 	removed    atomic.Pointer[string]
+	// applyLate applies a command whose ctx ended while it was held, and
+	// then answers the ctx error: what a Raft entry already appended does.
+	applyLate atomic.Bool
 }
 
 func newFakeNode(t *testing.T, leader bool) *fakeNode {
@@ -83,8 +86,9 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 		<-*h
 		n.held.Add(-1)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	late := ctx.Err()
+	if late != nil && !n.applyLate.Load() {
+		return nil, late
 	}
 	cmd.Now = n.Now().UnixNano()
 	if err := fsm.Validate(cmd, n.limits); err != nil {
@@ -102,6 +106,9 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 		n.batched[sub.GetType()]++
 	}
 	res, _ := n.fsm.Apply(&raft.Log{Index: n.index, Term: 1, Type: raft.LogCommand, Data: data}).(*pb.CommandResult)
+	if late != nil {
+		return nil, late // applied, but the answer is lost, as with Raft
+	}
 	return res, nil
 }
 

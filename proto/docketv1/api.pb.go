@@ -944,9 +944,11 @@ func (x *WaitResultResponse) GetDone() bool {
 }
 
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: every queue
-	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: every tenant
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: every queue
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: every tenant
+	// cursor continues a listing from a previous answer's next_cursor.
+	Cursor        string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -995,9 +997,19 @@ func (x *StatsRequest) GetTenant() string {
 	return ""
 }
 
+func (x *StatsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type StatsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queues        []*QueueStats          `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queues []*QueueStats          `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	// next_cursor is set when the answer stopped at its byte budget (4 MiB)
+	// and more queues follow; pass it as cursor to get them.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1037,6 +1049,13 @@ func (x *StatsResponse) GetQueues() []*QueueStats {
 		return x.Queues
 	}
 	return nil
+}
+
+func (x *StatsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type ListDeadRequest struct {
@@ -1853,12 +1872,15 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\await_ns\x18\x02 \x01(\x03R\x06waitNs\"M\n" +
 	"\x12WaitResultResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.docket.v1.TaskR\x04task\x12\x12\n" +
-	"\x04done\x18\x02 \x01(\bR\x04done\"<\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done\"T\n" +
 	"\fStatsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06tenant\x18\x02 \x01(\tR\x06tenant\">\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\"_\n" +
 	"\rStatsResponse\x12-\n" +
-	"\x06queues\x18\x01 \x03(\v2\x15.docket.v1.QueueStatsR\x06queues\"m\n" +
+	"\x06queues\x18\x01 \x03(\v2\x15.docket.v1.QueueStatsR\x06queues\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"m\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +

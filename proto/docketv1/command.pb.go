@@ -42,6 +42,9 @@ const (
 	CommandType_COMMAND_TYPE_PURGE           CommandType = 9
 	CommandType_COMMAND_TYPE_REQUEUE_DEAD    CommandType = 10
 	CommandType_COMMAND_TYPE_BATCH           CommandType = 11
+	// Numbered apart from the sequence so that types added on other lines
+	// of work do not collide.
+	CommandType_COMMAND_TYPE_RELEASE CommandType = 20
 )
 
 // Enum value maps for CommandType.
@@ -59,6 +62,7 @@ var (
 		9:  "COMMAND_TYPE_PURGE",
 		10: "COMMAND_TYPE_REQUEUE_DEAD",
 		11: "COMMAND_TYPE_BATCH",
+		20: "COMMAND_TYPE_RELEASE",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":     0,
@@ -73,6 +77,7 @@ var (
 		"COMMAND_TYPE_PURGE":           9,
 		"COMMAND_TYPE_REQUEUE_DEAD":    10,
 		"COMMAND_TYPE_BATCH":           11,
+		"COMMAND_TYPE_RELEASE":         20,
 	}
 )
 
@@ -108,13 +113,14 @@ func (CommandType) EnumDescriptor() ([]byte, []int) {
 type Code int32
 
 const (
-	Code_CODE_OK               Code = 0
-	Code_CODE_NOT_FOUND        Code = 1
-	Code_CODE_STALE_FENCE      Code = 2 // not running under exactly that fence
-	Code_CODE_ALREADY_DONE     Code = 3 // repeated Submit with the winning fence
-	Code_CODE_INVALID_ARGUMENT Code = 4
-	Code_CODE_WRONG_STATE      Code = 5 // e.g. cancel of a running task
-	Code_CODE_DUPLICATE        Code = 6 // enqueue answered by an idempotency key
+	Code_CODE_OK                 Code = 0
+	Code_CODE_NOT_FOUND          Code = 1
+	Code_CODE_STALE_FENCE        Code = 2 // not running under exactly that fence
+	Code_CODE_ALREADY_DONE       Code = 3 // repeated Submit with the winning fence
+	Code_CODE_INVALID_ARGUMENT   Code = 4
+	Code_CODE_WRONG_STATE        Code = 5 // e.g. cancel of a running task
+	Code_CODE_DUPLICATE          Code = 6 // enqueue answered by an idempotency key
+	Code_CODE_RESOURCE_EXHAUSTED Code = 7 // over a tenant limit; retry once it has room
 )
 
 // Enum value maps for Code.
@@ -127,15 +133,17 @@ var (
 		4: "CODE_INVALID_ARGUMENT",
 		5: "CODE_WRONG_STATE",
 		6: "CODE_DUPLICATE",
+		7: "CODE_RESOURCE_EXHAUSTED",
 	}
 	Code_value = map[string]int32{
-		"CODE_OK":               0,
-		"CODE_NOT_FOUND":        1,
-		"CODE_STALE_FENCE":      2,
-		"CODE_ALREADY_DONE":     3,
-		"CODE_INVALID_ARGUMENT": 4,
-		"CODE_WRONG_STATE":      5,
-		"CODE_DUPLICATE":        6,
+		"CODE_OK":                 0,
+		"CODE_NOT_FOUND":          1,
+		"CODE_STALE_FENCE":        2,
+		"CODE_ALREADY_DONE":       3,
+		"CODE_INVALID_ARGUMENT":   4,
+		"CODE_WRONG_STATE":        5,
+		"CODE_DUPLICATE":          6,
+		"CODE_RESOURCE_EXHAUSTED": 7,
 	}
 )
 
@@ -183,6 +191,7 @@ type Command struct {
 	//	*Command_Purge
 	//	*Command_RequeueDead
 	//	*Command_Batch
+	//	*Command_Release
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -338,6 +347,15 @@ func (x *Command) GetBatch() *BatchCmd {
 	return nil
 }
 
+func (x *Command) GetRelease() *ReleaseCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -386,6 +404,10 @@ type Command_Batch struct {
 	Batch *BatchCmd `protobuf:"bytes,20,opt,name=batch,proto3,oneof"`
 }
 
+type Command_Release struct {
+	Release *ReleaseCmd `protobuf:"bytes,30,opt,name=release,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -407,6 +429,8 @@ func (*Command_Purge) isCommand_Body() {}
 func (*Command_RequeueDead) isCommand_Body() {}
 
 func (*Command_Batch) isCommand_Body() {}
+
+func (*Command_Release) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -570,8 +594,12 @@ func (x *NewTask) GetRetentionNs() int64 {
 }
 
 type EnqueueCmd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*NewTask             `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*NewTask             `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// limits are the leader's per-tenant limits, stamped by the leader like
+	// now: the FSM enforces these values, never a node's own configuration.
+	// Missing (an older leader) means no limit.
+	Limits        *TenantLimits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -613,6 +641,67 @@ func (x *EnqueueCmd) GetTasks() []*NewTask {
 	return nil
 }
 
+func (x *EnqueueCmd) GetLimits() *TenantLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// TenantLimits bound what one tenant may store: tasks in every state until
+// purged, and the encoded bytes of their records. 0 means no limit.
+type TenantLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxTasks      uint64                 `protobuf:"varint,1,opt,name=max_tasks,json=maxTasks,proto3" json:"max_tasks,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantLimits) Reset() {
+	*x = TenantLimits{}
+	mi := &file_docketv1_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantLimits) ProtoMessage() {}
+
+func (x *TenantLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
+func (*TenantLimits) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TenantLimits) GetMaxTasks() uint64 {
+	if x != nil {
+		return x.MaxTasks
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 type ClaimCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -626,7 +715,7 @@ type ClaimCmd struct {
 
 func (x *ClaimCmd) Reset() {
 	*x = ClaimCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[4]
+	mi := &file_docketv1_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +727,7 @@ func (x *ClaimCmd) String() string {
 func (*ClaimCmd) ProtoMessage() {}
 
 func (x *ClaimCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[4]
+	mi := &file_docketv1_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +740,7 @@ func (x *ClaimCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimCmd.ProtoReflect.Descriptor instead.
 func (*ClaimCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{4}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClaimCmd) GetQueue() string {
@@ -703,7 +792,7 @@ type HeartbeatItem struct {
 
 func (x *HeartbeatItem) Reset() {
 	*x = HeartbeatItem{}
-	mi := &file_docketv1_command_proto_msgTypes[5]
+	mi := &file_docketv1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +804,7 @@ func (x *HeartbeatItem) String() string {
 func (*HeartbeatItem) ProtoMessage() {}
 
 func (x *HeartbeatItem) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[5]
+	mi := &file_docketv1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +817,7 @@ func (x *HeartbeatItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatItem.ProtoReflect.Descriptor instead.
 func (*HeartbeatItem) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{5}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatItem) GetTaskId() string {
@@ -775,7 +864,7 @@ type HeartbeatCmd struct {
 
 func (x *HeartbeatCmd) Reset() {
 	*x = HeartbeatCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[6]
+	mi := &file_docketv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +876,7 @@ func (x *HeartbeatCmd) String() string {
 func (*HeartbeatCmd) ProtoMessage() {}
 
 func (x *HeartbeatCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[6]
+	mi := &file_docketv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +889,7 @@ func (x *HeartbeatCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatCmd.ProtoReflect.Descriptor instead.
 func (*HeartbeatCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{6}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatCmd) GetItems() []*HeartbeatItem {
@@ -823,7 +912,7 @@ type SubmitCmd struct {
 
 func (x *SubmitCmd) Reset() {
 	*x = SubmitCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[7]
+	mi := &file_docketv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +924,7 @@ func (x *SubmitCmd) String() string {
 func (*SubmitCmd) ProtoMessage() {}
 
 func (x *SubmitCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[7]
+	mi := &file_docketv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +937,7 @@ func (x *SubmitCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitCmd.ProtoReflect.Descriptor instead.
 func (*SubmitCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{7}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitCmd) GetTaskId() string {
@@ -898,7 +987,7 @@ type NackCmd struct {
 
 func (x *NackCmd) Reset() {
 	*x = NackCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[8]
+	mi := &file_docketv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +999,7 @@ func (x *NackCmd) String() string {
 func (*NackCmd) ProtoMessage() {}
 
 func (x *NackCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[8]
+	mi := &file_docketv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1012,7 @@ func (x *NackCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackCmd.ProtoReflect.Descriptor instead.
 func (*NackCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{8}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NackCmd) GetTaskId() string {
@@ -963,7 +1052,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[9]
+	mi := &file_docketv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1064,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[9]
+	mi := &file_docketv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1077,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{9}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelCmd) GetTaskId() string {
@@ -1008,7 +1097,7 @@ type ReapItem struct {
 
 func (x *ReapItem) Reset() {
 	*x = ReapItem{}
-	mi := &file_docketv1_command_proto_msgTypes[10]
+	mi := &file_docketv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1109,7 @@ func (x *ReapItem) String() string {
 func (*ReapItem) ProtoMessage() {}
 
 func (x *ReapItem) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[10]
+	mi := &file_docketv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1122,7 @@ func (x *ReapItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReapItem.ProtoReflect.Descriptor instead.
 func (*ReapItem) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{10}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReapItem) GetTaskId() string {
@@ -1061,7 +1150,7 @@ type ReapCmd struct {
 
 func (x *ReapCmd) Reset() {
 	*x = ReapCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[11]
+	mi := &file_docketv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1162,7 @@ func (x *ReapCmd) String() string {
 func (*ReapCmd) ProtoMessage() {}
 
 func (x *ReapCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[11]
+	mi := &file_docketv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,10 +1175,58 @@ func (x *ReapCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReapCmd.ProtoReflect.Descriptor instead.
 func (*ReapCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{11}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReapCmd) GetItems() []*ReapItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ReleaseCmd is proposed by the leader for tasks it claimed for a caller
+// that was gone before the answer could be sent. Each task still running
+// under exactly its fence goes back to pending at its old place, without
+// an attempt counted; any other is answered STALE_FENCE and left alone.
+type ReleaseCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReapItem            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseCmd) Reset() {
+	*x = ReleaseCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseCmd) ProtoMessage() {}
+
+func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
+func (*ReleaseCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReleaseCmd) GetItems() []*ReapItem {
 	if x != nil {
 		return x.Items
 	}
@@ -1105,7 +1242,7 @@ type PromoteDelayedCmd struct {
 
 func (x *PromoteDelayedCmd) Reset() {
 	*x = PromoteDelayedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[12]
+	mi := &file_docketv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1254,7 @@ func (x *PromoteDelayedCmd) String() string {
 func (*PromoteDelayedCmd) ProtoMessage() {}
 
 func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[12]
+	mi := &file_docketv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1267,7 @@ func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteDelayedCmd.ProtoReflect.Descriptor instead.
 func (*PromoteDelayedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{12}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PromoteDelayedCmd) GetLimit() uint32 {
@@ -1149,7 +1286,7 @@ type PurgeCmd struct {
 
 func (x *PurgeCmd) Reset() {
 	*x = PurgeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[13]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1298,7 @@ func (x *PurgeCmd) String() string {
 func (*PurgeCmd) ProtoMessage() {}
 
 func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[13]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1311,7 @@ func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCmd.ProtoReflect.Descriptor instead.
 func (*PurgeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{13}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PurgeCmd) GetLimit() uint32 {
@@ -1198,7 +1335,7 @@ type RequeueDeadCmd struct {
 
 func (x *RequeueDeadCmd) Reset() {
 	*x = RequeueDeadCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1347,7 @@ func (x *RequeueDeadCmd) String() string {
 func (*RequeueDeadCmd) ProtoMessage() {}
 
 func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1360,7 @@ func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadCmd.ProtoReflect.Descriptor instead.
 func (*RequeueDeadCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RequeueDeadCmd) GetTaskId() string {
@@ -1267,7 +1404,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1416,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1429,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -1348,7 +1485,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1497,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1510,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -1436,7 +1573,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xff\x04\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xb2\x05\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -1451,7 +1588,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0fpromote_delayed\x18\x11 \x01(\v2\x1c.docket.v1.PromoteDelayedCmdH\x00R\x0epromoteDelayed\x12+\n" +
 	"\x05purge\x18\x12 \x01(\v2\x13.docket.v1.PurgeCmdH\x00R\x05purge\x12>\n" +
 	"\frequeue_dead\x18\x13 \x01(\v2\x19.docket.v1.RequeueDeadCmdH\x00R\vrequeueDead\x12+\n" +
-	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batchB\x06\n" +
+	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batch\x121\n" +
+	"\arelease\x18\x1e \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\areleaseB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -1464,10 +1602,14 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"6\n" +
+	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\"\x8d\x01\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
+	"\x06limits\x18\x02 \x01(\v2\x17.docket.v1.TenantLimitsR\x06limits\"H\n" +
+	"\fTenantLimits\x12\x1b\n" +
+	"\tmax_tasks\x18\x01 \x01(\x04R\bmaxTasks\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"\x8d\x01\n" +
 	"\bClaimCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -1499,6 +1641,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\"4\n" +
 	"\aReapCmd\x12)\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\"7\n" +
+	"\n" +
+	"ReleaseCmd\x12)\n" +
 	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\")\n" +
 	"\x11PromoteDelayedCmd\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\" \n" +
@@ -1526,7 +1671,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x03now\x18\x05 \x01(\x03R\x03now\x12+\n" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
 	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
-	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\xca\x02\n" +
+	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\xe4\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -1540,7 +1685,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x12COMMAND_TYPE_PURGE\x10\t\x12\x1d\n" +
 	"\x19COMMAND_TYPE_REQUEUE_DEAD\x10\n" +
 	"\x12\x16\n" +
-	"\x12COMMAND_TYPE_BATCH\x10\v*\x99\x01\n" +
+	"\x12COMMAND_TYPE_BATCH\x10\v\x12\x18\n" +
+	"\x14COMMAND_TYPE_RELEASE\x10\x14*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -1548,7 +1694,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x11CODE_ALREADY_DONE\x10\x03\x12\x19\n" +
 	"\x15CODE_INVALID_ARGUMENT\x10\x04\x12\x14\n" +
 	"\x10CODE_WRONG_STATE\x10\x05\x12\x12\n" +
-	"\x0eCODE_DUPLICATE\x10\x06B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\aB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once
@@ -1563,7 +1710,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),          // 0: docket.v1.CommandType
 	(Code)(0),                 // 1: docket.v1.Code
@@ -1571,52 +1718,57 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*BatchCmd)(nil),          // 3: docket.v1.BatchCmd
 	(*NewTask)(nil),           // 4: docket.v1.NewTask
 	(*EnqueueCmd)(nil),        // 5: docket.v1.EnqueueCmd
-	(*ClaimCmd)(nil),          // 6: docket.v1.ClaimCmd
-	(*HeartbeatItem)(nil),     // 7: docket.v1.HeartbeatItem
-	(*HeartbeatCmd)(nil),      // 8: docket.v1.HeartbeatCmd
-	(*SubmitCmd)(nil),         // 9: docket.v1.SubmitCmd
-	(*NackCmd)(nil),           // 10: docket.v1.NackCmd
-	(*CancelCmd)(nil),         // 11: docket.v1.CancelCmd
-	(*ReapItem)(nil),          // 12: docket.v1.ReapItem
-	(*ReapCmd)(nil),           // 13: docket.v1.ReapCmd
-	(*PromoteDelayedCmd)(nil), // 14: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),          // 15: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),    // 16: docket.v1.RequeueDeadCmd
-	(*ItemResult)(nil),        // 17: docket.v1.ItemResult
-	(*CommandResult)(nil),     // 18: docket.v1.CommandResult
-	(Outcome)(0),              // 19: docket.v1.Outcome
-	(TaskState)(0),            // 20: docket.v1.TaskState
-	(*Task)(nil),              // 21: docket.v1.Task
+	(*TenantLimits)(nil),      // 6: docket.v1.TenantLimits
+	(*ClaimCmd)(nil),          // 7: docket.v1.ClaimCmd
+	(*HeartbeatItem)(nil),     // 8: docket.v1.HeartbeatItem
+	(*HeartbeatCmd)(nil),      // 9: docket.v1.HeartbeatCmd
+	(*SubmitCmd)(nil),         // 10: docket.v1.SubmitCmd
+	(*NackCmd)(nil),           // 11: docket.v1.NackCmd
+	(*CancelCmd)(nil),         // 12: docket.v1.CancelCmd
+	(*ReapItem)(nil),          // 13: docket.v1.ReapItem
+	(*ReapCmd)(nil),           // 14: docket.v1.ReapCmd
+	(*ReleaseCmd)(nil),        // 15: docket.v1.ReleaseCmd
+	(*PromoteDelayedCmd)(nil), // 16: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),          // 17: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),    // 18: docket.v1.RequeueDeadCmd
+	(*ItemResult)(nil),        // 19: docket.v1.ItemResult
+	(*CommandResult)(nil),     // 20: docket.v1.CommandResult
+	(Outcome)(0),              // 21: docket.v1.Outcome
+	(TaskState)(0),            // 22: docket.v1.TaskState
+	(*Task)(nil),              // 23: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
 	5,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
-	6,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
-	8,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
-	9,  // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
-	10, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
-	11, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
-	13, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	14, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	15, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	16, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	7,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
+	9,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
+	10, // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
+	11, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
+	12, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
+	14, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
+	16, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	17, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	18, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
 	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	2,  // 12: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 13: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	7,  // 14: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	19, // 15: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	12, // 16: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	1,  // 17: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	20, // 18: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 19: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	17, // 20: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	21, // 21: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	18, // 22: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	15, // 12: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
+	2,  // 13: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 14: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 15: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 16: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	21, // 17: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 18: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 19: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	1,  // 20: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	22, // 21: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 22: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	19, // 23: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	23, // 24: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	20, // 25: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -1637,6 +1789,7 @@ func file_docketv1_command_proto_init() {
 		(*Command_Purge)(nil),
 		(*Command_RequeueDead)(nil),
 		(*Command_Batch)(nil),
+		(*Command_Release)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1644,7 +1797,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
