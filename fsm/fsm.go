@@ -29,6 +29,14 @@ type Options struct {
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
 	// only speed, never state, so replicas may differ in it.
 	IdemFilterBytes int
+	// OnDiskEvent, when set, receives Pebble's background errors and write
+	// stalls (events.go) instead of Pebble logging each one. It is called
+	// on Pebble's goroutines and must not block.
+	OnDiskEvent func(DiskEvent)
+	// MemTableBytes overrides the largest memtable (memTableBytes); 0 keeps
+	// it. Writes stall once two memtables wait for a flush, so tests set it
+	// small to reach a stall with a few MiB instead of 64.
+	MemTableBytes int
 }
 
 // QueueRef names one queue of one tenant.
@@ -180,14 +188,19 @@ const (
 )
 
 func (f *FSM) openDB(path string) (*pebble.DB, error) {
-	cache := pebble.NewCache(blockCacheBytes + 2*memTableBytes)
+	memBytes := uint64(memTableBytes)
+	if f.opts.MemTableBytes > 0 {
+		memBytes = uint64(f.opts.MemTableBytes)
+	}
+	cache := pebble.NewCache(blockCacheBytes + 2*int64(memBytes))
 	defer cache.Unref() // the DB holds its own reference
 	o := &pebble.Options{
 		FS:                 f.opts.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{f.log},
 		Cache:              cache,
-		MemTableSize:       memTableBytes,
+		MemTableSize:       memBytes,
+		EventListener:      diskEventListener(f.opts.OnDiskEvent),
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
