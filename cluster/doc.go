@@ -32,4 +32,34 @@
 //     (same raft.Config, stores, LogCache, transport) over a caller's FSM,
 //     so `docket bench` measures the Raft ceiling with the node's own
 //     wiring rather than a copy that could drift from it.
+//
+// # Disk full and stuck apply (health.go)
+//
+//   - HealthProblems is what transport's health reports: the node answers
+//     NOT_SERVING while (a) its last Raft log append failed (until one
+//     succeeds), (b) Pebble reported a background error (until a flush or
+//     compaction succeeds with no error for 1 s after it, or 30 s pass
+//     without one), (c) Pebble has stalled writes for longer than
+//     ApplyLagBound, or (d) an entry this node knows to be committed has
+//     waited longer than ApplyLagBound (default 5 s) to be applied. (d) is
+//     time, not entries: a count bound would flag a healthy node under a
+//     burst and miss one stuck with a short backlog. A node replaying or
+//     restoring far behind also trips it, which is honest: its local reads
+//     are stale. Pebble's DiskSlow is logged, not a health problem: slow is
+//     not broken, and a write that never finishes shows up as (c) or (d).
+//   - A full disk makes Pebble fail every flush and retry at once (tens of
+//     thousands of times a second), and then stall Commit, so the apply
+//     goroutine blocks rather than panics. Each failure is logged when it
+//     starts, every 30 s while it lasts (with a repeat count) and when it
+//     ends; Pebble's own logging of each background error is replaced.
+//   - A leader whose log append fails steps down (raft's dispatchLogs
+//     answers the append's futures with the error and becomes follower).
+//     The logGuard above the LogCache tags that error ErrLogWrite, because
+//     the LogCache flattens the disk's error to text. Propose answers it as
+//     ErrLeadershipLost (Unavailable, LEADERSHIP_LOST), not not-leader: the
+//     entries were never sent to a follower, but a BoltDB commit that
+//     failed in its final fsync may have reached the disk, and a node that
+//     restarts with that entry could still be elected and commit it. So the
+//     outcome is unknown; the client retries the calls that are safe to
+//     repeat, as after any lost leadership.
 package cluster

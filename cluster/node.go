@@ -31,7 +31,8 @@ type Node struct {
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 
-	peers *peerBook
+	peers  *peerBook
+	health *health
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -57,7 +58,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	log := cfg.Logger.With("node", cfg.ID)
-	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}}
+	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}, health: newHealth(log, cfg.ApplyLagBound)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -68,12 +69,17 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
+	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent}
+	if cfg.fsmOptions != nil {
+		cfg.fsmOptions(&fopts)
+	}
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
+	n.health.logs = parts.guard
 	if err != nil {
 		return nil, err
 	}
@@ -95,9 +101,10 @@ func New(cfg Config) (*Node, error) {
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.followLeadership(notify)
 	go n.discover()
+	go n.watchApply()
 	if err := n.bootstrapIfAlone(); err != nil {
 		n.cancel()
 		n.wg.Wait()
