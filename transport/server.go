@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// problems is the node's last HealthProblems, joined; the health
+	// watcher logs when it changes.
+	problems string
 }
 
 // NewServer builds a server over node. It registers the services on a new
@@ -174,11 +179,30 @@ func (s *Server) watchHealth() {
 	}
 }
 
+// setQueueHealth sets the Queue service's health from whether a leader is
+// known, and both the Queue service's and the node's ("") from the node's
+// own problems: a node that cannot write or apply must not be chosen by a
+// load balancer. The Cluster service stays SERVING, so an operator can
+// still reach Status. Called from NewServer and then only by watchHealth.
 func (s *Server) setQueueHealth() {
+	problems := s.node.HealthProblems()
+	if joined := strings.Join(problems, "; "); joined != s.problems {
+		if joined != "" {
+			s.log.Error("node not serving", "problems", problems)
+		} else {
+			s.log.Info("node serving again", "was", s.problems)
+		}
+		s.problems = joined
+	}
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if s.node.IsLeader() || s.node.LeaderGRPCAddr() != "" {
+	if len(problems) == 0 && (s.node.IsLeader() || s.node.LeaderGRPCAddr() != "") {
 		st = healthpb.HealthCheckResponse_SERVING
+	}
+	node := healthpb.HealthCheckResponse_SERVING
+	if len(problems) > 0 {
+		node = healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	// After Shutdown (Stop) the health server ignores updates.
 	s.health.SetServingStatus(pb.Queue_ServiceDesc.ServiceName, st)
+	s.health.SetServingStatus("", node)
 }

@@ -38,6 +38,7 @@ type fakeNode struct {
 	hold       atomic.Pointer[chan struct{}] // Propose waits until it is closed
 	held       atomic.Int32                  // Proposes waiting on hold
 	removed    atomic.Pointer[string]
+	problems   atomic.Pointer[[]string] // HealthProblems' answer
 }
 
 func newFakeNode(t *testing.T, leader bool) *fakeNode {
@@ -110,6 +111,13 @@ func (n *fakeNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
 func (n *fakeNode) FSM() *fsm.FSM          { return n.fsm }
 func (n *fakeNode) Limits() fsm.Limits     { return n.limits }
 func (n *fakeNode) Now() time.Time         { return time.Now() }
+
+func (n *fakeNode) HealthProblems() []string {
+	if p := n.problems.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (n *fakeNode) ReadBarrier(context.Context) error {
 	if !n.IsLeader() {
