@@ -62,4 +62,12 @@
 //     restarts with that entry could still be elected and commit it. So the
 //     outcome is unknown; the client retries the calls that are safe to
 //     repeat, as after any lost leadership.
+//   - The ballast (Config.BallastBytes, ballast.go) is for the operator:
+//     the node creates it at start when missing and the disk has room for
+//     it twice over, and never deletes it itself. Deleting it on ENOSPC
+//     would delay the same stop by a few seconds of writes, turn health
+//     back to SERVING over a disk that is still filling, and leave the
+//     operator nothing to free when the node stops again. Whoever fixes
+//     the cause (grows the volume, purges a tenant) deletes it to get the
+//     node going, and the next start recreates it once there is room.
 package cluster

@@ -58,6 +58,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	log := cfg.Logger.With("node", cfg.ID)
+	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
 	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}, health: newHealth(log, cfg.ApplyLagBound)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
