@@ -224,3 +224,123 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the old leader healthy again", func() bool { return len(l.HealthProblems()) == 0 })
 }
+
+// A leader whose Pebble is full stalls its apply, so no Propose on it can
+// finish, while its heartbeats keep the others from electing. Without help
+// the cluster takes no write until the disk is freed; the node must hand
+// leadership over and say NOT_SERVING.
+func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
+	full := &diskFull{}
+	nodes := mustClusterWith(t, 3, func(c *Config) {
+		c.ApplyLagBound = 300 * time.Millisecond
+		if c.ID == "n1" {
+			c.fsmOptions = func(o *fsm.Options) {
+				o.FS = errorfs.Wrap(vfs.Default, full)
+				o.MemTableBytes = 1 << 20
+			}
+		}
+	})
+	t.Cleanup(func() { full.on.Store(false) })
+	n1 := nodes[0]
+	full.on.Store(true)
+	payload := strings.Repeat("x", 64<<10)
+	stalled := false
+	for i := 0; i < 64 && !stalled; i++ { // 4 MiB: twice what n1 holds before it stalls
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := n1.Propose(ctx, enqueueCmd("jobs", payload))
+		cancel()
+		stalled = err != nil
+	}
+	if !stalled {
+		t.Fatalf("n1 applied 4 MiB with every flush failing")
+	}
+	var nl *Node
+	waitFor(t, 10*time.Second, "another node leads", func() bool {
+		for _, n := range nodes[1:] {
+			if n.IsLeader() {
+				nl = n
+				return true
+			}
+		}
+		return false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
+	}
+	if !hasProblem(n1, "apply stuck") {
+		t.Errorf("n1 health %q; want apply stuck", n1.HealthProblems())
+	}
+	full.on.Store(false)
+	waitFor(t, 10*time.Second, "n1 healthy again", func() bool { return len(n1.HealthProblems()) == 0 })
+}
+
+// Under steady load the stalled leader's apply queue fills and Raft's main
+// loop blocks on it, so a leadership transfer cannot even start: the node
+// must shut its Raft down so that the others elect.
+func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
+	full := &diskFull{}
+	nodes := mustClusterWith(t, 3, func(c *Config) {
+		c.ApplyLagBound = time.Second
+		// One entry per apply batch: Raft's apply queue (128 batches) then
+		// fills well within the bound.
+		c.MaxAppendEntries = 1
+		if c.ID == "n1" {
+			c.fsmOptions = func(o *fsm.Options) {
+				o.FS = errorfs.Wrap(vfs.Default, full)
+				o.MemTableBytes = 1 << 20
+			}
+		}
+	})
+	t.Cleanup(func() { full.on.Store(false) })
+	n1 := nodes[0]
+	full.on.Store(true)
+	// 16 proposers keep n1 busy (bounded in count and time) until another
+	// node leads.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	payload := strings.Repeat("x", 16<<10)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				_, err := n1.Propose(ctx, enqueueCmd("jobs", payload))
+				cancel()
+				if err != nil && !n1.IsLeader() {
+					return
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	var nl *Node
+	waitFor(t, 15*time.Second, "another node leads", func() bool {
+		for _, n := range nodes[1:] {
+			if n.IsLeader() {
+				nl = n
+				return true
+			}
+		}
+		return false
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("%d proposals to n1; n1 problems %q", sent.Load(), n1.HealthProblems())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
+	}
+	if len(n1.HealthProblems()) == 0 {
+		t.Errorf("n1 healthy while its apply is stuck")
+	}
+}

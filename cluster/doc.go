@@ -62,6 +62,21 @@
 //     restarts with that entry could still be elected and commit it. So the
 //     outcome is unknown; the client retries the calls that are safe to
 //     repeat, as after any lost leadership.
+//   - A leader whose apply is stuck (its Pebble cannot flush) answers no
+//     Propose, yet Raft keeps it leader: its heartbeats go on, and once
+//     its apply queue (128 batches) is full its main loop blocks, so the
+//     cluster takes no write until that disk is freed. When apply stays
+//     stuck for ApplyLagBound, the leader asks Raft to transfer
+//     leadership; if that fails and apply made no progress meanwhile, it
+//     shuts its Raft down (not waiting: that waits for the apply) so the
+//     others elect, and stays NOT_SERVING until restarted. A lone voter
+//     stays up: no one else could lead, and it recovers by itself once
+//     there is space. A node replaying a long log after an election makes
+//     progress, so it is not shut down.
+//   - On a real disk Pebble panics when a WAL append fails (its
+//     commitWrite), so a node whose Pebble fills may stop rather than
+//     stall, depending on whether the WAL or a flush meets the full disk
+//     first. Either way the ballast is the way back.
 //   - The ballast (Config.BallastBytes, ballast.go) is for the operator:
 //     the node creates it at start when missing and the disk has room for
 //     it twice over, and never deletes it itself. Deleting it on ENOSPC

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,6 +148,7 @@ type health struct {
 	stallWhy   string
 
 	applyStuck atomic.Pointer[string]
+	halted     atomic.Pointer[string] // set once Raft was shut down for good
 }
 
 func newHealth(log *slog.Logger, bound time.Duration) *health {
@@ -202,6 +204,9 @@ func (h *health) problems(now time.Time) []string {
 	}
 	h.mu.Unlock()
 	if p := h.applyStuck.Load(); p != nil {
+		add(*p)
+	}
+	if p := h.halted.Load(); p != nil {
 		add(*p)
 	}
 	return ps
@@ -266,5 +271,50 @@ func (n *Node) checkApply(w *applyWatch, now time.Time) {
 			w.target, n.cfg.ApplyLagBound, applied, n.raft.CommitIndex())
 		n.health.applyStuck.Store(&msg)
 		n.log.Error("apply stuck", "waiting_for", w.target, "applied", applied, "bound", n.cfg.ApplyLagBound)
+		if n.IsLeader() {
+			n.wg.Add(1)
+			go n.leaveStuckLeadership(w.target, applied)
+		}
+	}
+}
+
+// leaveStuckLeadership moves leadership away from this node because its
+// apply is stuck (a full disk stalls Pebble). A leader that cannot apply
+// answers no Propose, and Raft keeps it leader: its replication goroutines
+// still send heartbeats, and once its apply queue is full its main loop
+// blocks, so it can neither commit nor notice anything. It first asks Raft
+// to transfer leadership. If that fails and apply made no progress
+// meanwhile, it shuts Raft down, without waiting (the shutdown waits for
+// the stuck apply): the heartbeats stop and the others elect. The node
+// then stays down, NOT_SERVING, until it is restarted (doc.go).
+func (n *Node) leaveStuckLeadership(target, applied uint64) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyLagBound)
+	err := waitFuture(ctx, n.raft.LeadershipTransfer())
+	cancel()
+	switch {
+	case n.ctx.Err() != nil:
+		return
+	case err == nil || !n.IsLeader():
+		n.log.Warn("apply stuck: leadership handed over", "transfer_err", err)
+		return
+	case n.fsm.AppliedIndex() != applied || n.appliedThrough(target):
+		n.log.Warn("apply stuck: leadership transfer failed, but apply is moving; staying leader", "err", err)
+		return
+	case n.voterCount() < 2:
+		// Alone, no one else could lead; a Raft that stays up recovers
+		// by itself once the disk has space.
+		n.log.Error("apply stuck on the only voter: staying leader", "err", err)
+		return
+	}
+	msg := fmt.Sprintf("raft shut down: apply stuck at index %d while leading and leadership transfer failed (%v); restart the node once its disk has space", applied, err)
+	n.health.halted.Store(&msg)
+	n.log.Error("apply stuck: shutting Raft down so that another node can lead", "applied", applied, "transfer_err", err)
+	n.shutdownRaft() // not waited for: it waits for the stuck apply
+	// Raft may not tell NotifyCh while shutting down; stop the leader
+	// loops, which could only fail from now on.
+	select {
+	case n.notify <- false:
+	default:
 	}
 }

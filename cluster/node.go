@@ -33,6 +33,7 @@ type Node struct {
 
 	peers  *peerBook
 	health *health
+	notify chan bool // Raft's NotifyCh, which followLeadership reads
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -45,6 +46,9 @@ type Node struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	raftDownOnce sync.Once
+	raftDown     raft.Future // Raft's shutdown, started once (shutdownRaft)
 }
 
 // New opens the node's stores, applies the boot rule, starts Raft and the
@@ -99,6 +103,7 @@ func New(cfg Config) (*Node, error) {
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
 	notify := make(chan bool, 16)
+	n.notify = notify
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -206,12 +211,20 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
-		err := n.raft.Shutdown().Error()
+		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		n.shutdownErr = errors.Join(err, n.closeStores())
 		n.log.Info("node stopped", "err", n.shutdownErr)
 	})
 	return n.shutdownErr
+}
+
+// shutdownRaft starts Raft's shutdown once and returns its future, so that
+// stop waits for a shutdown leaveStuckLeadership started, rather than
+// closing the stores under an apply that is still running.
+func (n *Node) shutdownRaft() raft.Future {
+	n.raftDownOnce.Do(func() { n.raftDown = n.raft.Shutdown() })
+	return n.raftDown
 }
 
 func (n *Node) closeStores() error {
