@@ -200,7 +200,7 @@ func (h *health) problems(now time.Time) []string {
 	add(h.pebble.problem())
 	h.mu.Lock()
 	if !h.stallSince.IsZero() && now.Sub(h.stallSince) > h.bound {
-		add(fmt.Sprintf("pebble write stall for %v: %s", now.Sub(h.stallSince).Round(time.Millisecond), h.stallWhy))
+		add(fmt.Sprintf("pebble write stall since %s: %s", h.stallSince.UTC().Format(time.RFC3339), h.stallWhy))
 	}
 	h.mu.Unlock()
 	if p := h.applyStuck.Load(); p != nil {

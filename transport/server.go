@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,9 +49,10 @@ type Server struct {
 	stopOnce sync.Once
 	stopErr  error
 
-	// problems is the node's last HealthProblems, joined; the health
-	// watcher logs when it changes.
-	problems string
+	// notServing is whether the node reported problems at the last
+	// health check; the watcher logs when it flips, not on every check,
+	// since the problems' text changes as they go on.
+	notServing bool
 }
 
 // NewServer builds a server over node. It registers the services on a new
@@ -186,13 +186,13 @@ func (s *Server) watchHealth() {
 // still reach Status. Called from NewServer and then only by watchHealth.
 func (s *Server) setQueueHealth() {
 	problems := s.node.HealthProblems()
-	if joined := strings.Join(problems, "; "); joined != s.problems {
-		if joined != "" {
+	if bad := len(problems) > 0; bad != s.notServing {
+		if bad {
 			s.log.Error("node not serving", "problems", problems)
 		} else {
-			s.log.Info("node serving again", "was", s.problems)
+			s.log.Info("node serving again")
 		}
-		s.problems = joined
+		s.notServing = bad
 	}
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if len(problems) == 0 && (s.node.IsLeader() || s.node.LeaderGRPCAddr() != "") {
