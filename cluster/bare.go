@@ -33,8 +33,8 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 		return fmt.Errorf("raft store: %w", err)
 	}
 	var logs raft.LogStore = p.store
-	if cfg.wrapLogStore != nil {
-		logs = cfg.wrapLogStore(logs)
+	if cfg.WrapLogStore != nil {
+		logs = cfg.WrapLogStore(logs)
 	}
 	cache, err := raft.NewLogCache(cfg.LogCacheSize, logs)
 	if err != nil {

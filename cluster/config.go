@@ -158,12 +158,15 @@ type Config struct {
 	// defaults to 64 MiB (--ballast-size).
 	BallastBytes int64
 
-	// wrapLogStore and fsmOptions are fault-injection seams for this
-	// package's tests: the first wraps the BoltDB log store (below the
-	// LogCache, where a real disk error comes from), the second edits the
-	// FSM's options (its filesystem).
-	wrapLogStore func(raft.LogStore) raft.LogStore
-	fsmOptions   func(*fsm.Options)
+	// WrapLogStore, when set, wraps the BoltDB log store (below the
+	// LogCache, where a real disk error comes from). It is a
+	// fault-injection seam for tests, which fail appends on demand; leave
+	// it nil.
+	WrapLogStore func(raft.LogStore) raft.LogStore
+
+	// fsmOptions edits the FSM's options (its filesystem) in this
+	// package's fault-injection tests.
+	fsmOptions func(*fsm.Options)
 
 	// Limits are the edge's value limits (payload size).
 	Limits fsm.Limits

@@ -176,7 +176,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	logs := map[string]*failingLogs{}
 	nodes := mustClusterWith(t, 3, func(c *Config) {
 		id := c.ID
-		c.wrapLogStore = func(s raft.LogStore) raft.LogStore {
+		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
 			f := &failingLogs{LogStore: s}
 			mu.Lock()
 			logs[id] = f
