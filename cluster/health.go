@@ -123,6 +123,13 @@ func newLogGuard(s raft.LogStore, log *slog.Logger) *logGuard {
 
 func (g *logGuard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
+// IsMonotonic passes the wrapped store's answer on (raft.MonotonicLogStore),
+// so the guard changes nothing about how Raft treats the log.
+func (g *logGuard) IsMonotonic() bool {
+	m, ok := g.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (g *logGuard) StoreLogs(logs []*raft.Log) error {
 	if err := g.LogStore.StoreLogs(logs); err != nil {
 		g.failing.fail(time.Now(), err.Error())
