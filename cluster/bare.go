@@ -20,7 +20,8 @@ import (
 // over it, the snapshot store and the TCP transport.
 type raftParts struct {
 	store     *raftboltdb.BoltStore
-	logs      raft.LogStore
+	logs      raft.LogStore // guard over the LogCache over store
+	guard     *logGuard
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 }
@@ -33,9 +34,16 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	if p.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
 		return fmt.Errorf("raft store: %w", err)
 	}
-	if p.logs, err = raft.NewLogCache(cfg.LogCacheSize, p.store); err != nil {
+	var logs raft.LogStore = p.store
+	if cfg.WrapLogStore != nil {
+		logs = cfg.WrapLogStore(logs)
+	}
+	cache, err := raft.NewLogCache(cfg.LogCacheSize, logs)
+	if err != nil {
 		return fmt.Errorf("log cache: %w", err)
 	}
+	p.guard = newLogGuard(cache, log.With("component", "raftlog"))
+	p.logs = p.guard
 	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLog(log, "raft")); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}

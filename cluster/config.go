@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -136,6 +138,36 @@ type Config struct {
 	// deadline. Default 10s.
 	ApplyTimeout time.Duration
 
+	// ApplyLagBound is how long an entry this node knows to be committed
+	// may stay unapplied before health says NOT_SERVING ("apply stuck").
+	// Default 5s: the FSM applies a batch in milliseconds, so an entry
+	// still waiting after seconds means Pebble is stalled (a full disk
+	// fails every flush and then blocks Commit), or the node is replaying
+	// or restoring so far behind that its local reads are not worth
+	// serving. The same bound applies to a Pebble write stall. Raising it
+	// hides a stuck node longer; lowering it lets a burst on a slow disk
+	// flap health.
+	ApplyLagBound time.Duration
+
+	// BallastBytes is the size of the ballast file (DataDir/BALLAST)
+	// created at start when missing and the disk has room for it twice
+	// over. Deleting it frees that much space on a full disk so the node
+	// can flush, catch up and take the commands that free space; the node
+	// never deletes it itself (doc.go). 0 means no ballast, the library
+	// default, so embedded and test nodes do not write it; docket agent
+	// defaults to 64 MiB (--ballast-size).
+	BallastBytes int64
+
+	// WrapLogStore, when set, wraps the BoltDB log store (below the
+	// LogCache, where a real disk error comes from). It is a
+	// fault-injection seam for tests, which fail appends on demand; leave
+	// it nil.
+	WrapLogStore func(raft.LogStore) raft.LogStore
+
+	// fsmOptions edits the FSM's options (its filesystem) in this
+	// package's fault-injection tests.
+	fsmOptions func(*fsm.Options)
+
 	// Limits are the edge's value limits (payload size).
 	Limits fsm.Limits
 
@@ -199,6 +231,7 @@ func DefaultConfig() Config {
 		PromoteInterval:    250 * time.Millisecond,
 		PurgeInterval:      5 * time.Second,
 		ApplyTimeout:       10 * time.Second,
+		ApplyLagBound:      5 * time.Second,
 		Limits:             fsm.DefaultLimits(),
 		RaftMaxConns:       128,
 		MaxOpenFiles:       1000,
@@ -223,6 +256,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.PromoteInterval, d.PromoteInterval)
 	setDur(&c.PurgeInterval, d.PurgeInterval)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
+	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}

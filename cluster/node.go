@@ -31,7 +31,9 @@ type Node struct {
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 
-	peers *peerBook
+	peers  *peerBook
+	health *health
+	notify chan bool // Raft's NotifyCh, which followLeadership reads
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -44,6 +46,9 @@ type Node struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	raftDownOnce sync.Once
+	raftDown     raft.Future // Raft's shutdown, started once (shutdownRaft)
 }
 
 // New opens the node's stores, applies the boot rule, starts Raft and the
@@ -57,7 +62,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	log := cfg.Logger.With("node", cfg.ID)
-	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}}
+	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
+	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}, health: newHealth(log, cfg.ApplyLagBound)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -68,12 +74,17 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log, MaxOpenFiles: cfg.MaxOpenFiles}); err != nil {
+	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles}
+	if cfg.fsmOptions != nil {
+		cfg.fsmOptions(&fopts)
+	}
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
+	n.health.logs = parts.guard
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +103,14 @@ func New(cfg Config) (*Node, error) {
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
 	notify := make(chan bool, 16)
+	n.notify = notify
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.followLeadership(notify)
 	go n.discover()
+	go n.watchApply()
 	if err := n.bootstrapIfAlone(); err != nil {
 		n.cancel()
 		n.wg.Wait()
@@ -198,12 +211,20 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
-		err := n.raft.Shutdown().Error()
+		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		n.shutdownErr = errors.Join(err, n.closeStores())
 		n.log.Info("node stopped", "err", n.shutdownErr)
 	})
 	return n.shutdownErr
+}
+
+// shutdownRaft starts Raft's shutdown once and returns its future, so that
+// stop waits for a shutdown leaveStuckLeadership started, rather than
+// closing the stores under an apply that is still running.
+func (n *Node) shutdownRaft() raft.Future {
+	n.raftDownOnce.Do(func() { n.raftDown = n.raft.Shutdown() })
+	return n.raftDown
 }
 
 func (n *Node) closeStores() error {

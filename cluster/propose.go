@@ -56,7 +56,8 @@ func (n *Node) notLeader() error {
 //
 // Errors: *fsm.FieldError for a bad value (nothing proposed),
 // *NotLeaderError (nothing proposed), ErrLeadershipLost and context errors
-// (outcome unknown), ErrShutdown.
+// (outcome unknown; ErrLeadershipLost also wraps ErrLogWrite when this
+// leader could not append), ErrShutdown.
 func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
@@ -103,6 +104,13 @@ func (n *Node) mapRaftErr(err error) error {
 		return n.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
+	case errors.Is(err, ErrLogWrite):
+		// The leader could not append and stepped down (raft's
+		// dispatchLogs). The entry was never sent to a follower, but a
+		// failed BoltDB commit may have reached the disk anyway, and a
+		// node that restarts with it could still lead and commit it: the
+		// outcome is unknown, not "nothing proposed" (doc.go).
+		return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown
 	case errors.Is(err, raft.ErrEnqueueTimeout):

@@ -125,4 +125,9 @@
 //     keys the filter switches itself off, so lookups cost what they did
 //     before it, and a scan rebuilds it once the keys fit in half the
 //     table.
+//   - Pebble's background errors, write stalls and slow-disk reports go to
+//     Options.OnDiskEvent (events.go) without a time: the FSM has no
+//     clock, so the node stamps them and decides what they mean for
+//     health. A full disk blocks Commit in a write stall rather than
+//     failing it; a WAL write that fails still panics the apply.
 package fsm

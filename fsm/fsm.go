@@ -33,6 +33,14 @@ type Options struct {
 	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
 	// node sets it inside its file descriptor reserve.
 	MaxOpenFiles int
+	// OnDiskEvent, when set, receives Pebble's background errors and write
+	// stalls (events.go) instead of Pebble logging each one. It is called
+	// on Pebble's goroutines and must not block.
+	OnDiskEvent func(DiskEvent)
+	// MemTableBytes overrides the largest memtable (memTableBytes); 0 keeps
+	// it. Writes stall once two memtables wait for a flush, so tests set it
+	// small to reach a stall with a few MiB instead of 64.
+	MemTableBytes int
 }
 
 // QueueRef names one queue of one tenant.
@@ -184,15 +192,20 @@ const (
 )
 
 func (f *FSM) openDB(path string) (*pebble.DB, error) {
-	cache := pebble.NewCache(blockCacheBytes + 2*memTableBytes)
+	memBytes := uint64(memTableBytes)
+	if f.opts.MemTableBytes > 0 {
+		memBytes = uint64(f.opts.MemTableBytes)
+	}
+	cache := pebble.NewCache(blockCacheBytes + 2*int64(memBytes))
 	defer cache.Unref() // the DB holds its own reference
 	o := &pebble.Options{
 		FS:                 f.opts.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{f.log},
 		Cache:              cache,
-		MemTableSize:       memTableBytes,
+		MemTableSize:       memBytes,
 		MaxOpenFiles:       f.opts.MaxOpenFiles,
+		EventListener:      diskEventListener(f.opts.OnDiskEvent),
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -168,4 +169,37 @@ func Test_MessageLimitAndMetrics(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("rpcs_total %v, want %v", got, want)
 	}
+}
+
+// A node that reports a problem (it cannot write its log, Pebble fails,
+// apply is stuck) says NOT_SERVING for the node and the Queue service,
+// and SERVING again once the problem is gone. The Cluster service stays
+// up so that an operator can still ask it for its status.
+func Test_HealthFollowsNodeProblems(t *testing.T) {
+	ts := mustLeader(t, Config{HealthInterval: 10 * time.Millisecond})
+	ctx := testCtx(t)
+	hc := healthpb.NewHealthClient(ts.cc)
+	waitHealth := func(service string, want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+			if err == nil && resp.GetStatus() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health %q: %v, %v; want %v", service, resp.GetStatus(), err, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	problems := []string{"apply stuck: index 7 committed more than 5s ago is not applied"}
+	ts.node.problems.Store(&problems)
+	waitHealth("", healthpb.HealthCheckResponse_NOT_SERVING)
+	waitHealth("docket.v1.Queue", healthpb.HealthCheckResponse_NOT_SERVING)
+	waitHealth("docket.v1.Cluster", healthpb.HealthCheckResponse_SERVING)
+
+	ts.node.problems.Store(nil)
+	waitHealth("", healthpb.HealthCheckResponse_SERVING)
+	waitHealth("docket.v1.Queue", healthpb.HealthCheckResponse_SERVING)
 }

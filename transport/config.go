@@ -28,6 +28,9 @@ type Node interface {
 	LeaderGRPCAddr() string
 	// FSM is the local replica, for reads and for the apply observer.
 	FSM() *fsm.FSM
+	// HealthProblems lists why the node cannot serve (its log cannot be
+	// written, its store fails, apply is stuck); empty when it can.
+	HealthProblems() []string
 	// ReadBarrier makes a following local read linearizable; on a
 	// follower it returns a not-leader error.
 	ReadBarrier(ctx context.Context) error
@@ -224,8 +227,8 @@ type Config struct {
 	// speaks gives its slot back. Default 10 s (gRPC's is 120 s).
 	HandshakeTimeout time.Duration
 
-	// HealthInterval is how often the Queue service's health status is
-	// recomputed from whether a leader is known. Default 1 s.
+	// HealthInterval is how often health is recomputed from whether a
+	// leader is known and the node's HealthProblems. Default 1 s.
 	HealthInterval time.Duration
 
 	// ForwardDialOptions are used to dial the leader when forwarding.

@@ -134,8 +134,11 @@
 //     A call a follower forwarded counts in the leader's total only: all of
 //     a follower's forwarded calls share one connection, and the follower
 //     counted them per connection already.
-//   - Health: the overall service and docket.v1.Cluster are SERVING while
-//     the process runs; docket.v1.Queue is NOT_SERVING while no leader is
-//     known (checked every HealthInterval); all turn NOT_SERVING when Stop
-//     begins.
+//   - Health: docket.v1.Cluster is SERVING while the process runs; the
+//     overall service too, unless the node reports HealthProblems (its log
+//     cannot be written, Pebble fails, apply is stuck), which make both it
+//     and docket.v1.Queue NOT_SERVING: a node that cannot write or apply
+//     is not live in any useful sense. docket.v1.Queue is also NOT_SERVING
+//     while no leader is known (checked every HealthInterval). All turn
+//     NOT_SERVING when Stop begins.
 package transport

@@ -29,6 +29,7 @@ func Test_ToStatus(t *testing.T) {
 		{"stale fence", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_STALE_FENCE, TaskId: "x"}), codes.FailedPrecondition, ReasonStaleFence, ""},
 		{"wrong state", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_WRONG_STATE, TaskId: "x"}), codes.FailedPrecondition, ReasonWrongState, ""},
 		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, ReasonLeadershipLost, ""},
+		{"log write failed", fmt.Errorf("%w: %w: no space left on device", cluster.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, ReasonLeadershipLost, ""},
 		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, ReasonNotLeader, ""},
 		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, ReasonNotLeader, ""},
 		{"shutdown", cluster.ErrShutdown, codes.Unavailable, ReasonShuttingDown, ""},

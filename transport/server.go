@@ -49,6 +49,11 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// notServing is whether the node reported problems at the last
+	// health check; the watcher logs when it flips, not on every check,
+	// since the problems' text changes as they go on.
+	notServing bool
 }
 
 // NewServer builds a server over node. It registers the services on a new
@@ -183,11 +188,30 @@ func (s *Server) watchHealth() {
 	}
 }
 
+// setQueueHealth sets the Queue service's health from whether a leader is
+// known, and both the Queue service's and the node's ("") from the node's
+// own problems: a node that cannot write or apply must not be chosen by a
+// load balancer. The Cluster service stays SERVING, so an operator can
+// still reach Status. Called from NewServer and then only by watchHealth.
 func (s *Server) setQueueHealth() {
+	problems := s.node.HealthProblems()
+	if bad := len(problems) > 0; bad != s.notServing {
+		if bad {
+			s.log.Error("node not serving", "problems", problems)
+		} else {
+			s.log.Info("node serving again")
+		}
+		s.notServing = bad
+	}
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if s.node.IsLeader() || s.node.LeaderGRPCAddr() != "" {
+	if len(problems) == 0 && (s.node.IsLeader() || s.node.LeaderGRPCAddr() != "") {
 		st = healthpb.HealthCheckResponse_SERVING
+	}
+	node := healthpb.HealthCheckResponse_SERVING
+	if len(problems) > 0 {
+		node = healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	// After Shutdown (Stop) the health server ignores updates.
 	s.health.SetServingStatus(pb.Queue_ServiceDesc.ServiceName, st)
+	s.health.SetServingStatus("", node)
 }

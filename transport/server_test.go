@@ -41,6 +41,7 @@ type fakeNode struct {
 	// applyLate applies a command whose ctx ended while it was held, and
 	// then answers the ctx error: what a Raft entry already appended does.
 	applyLate atomic.Bool
+	problems  atomic.Pointer[[]string] // HealthProblems' answer
 }
 
 func newFakeNode(t *testing.T, leader bool) *fakeNode {
@@ -117,6 +118,13 @@ func (n *fakeNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
 func (n *fakeNode) FSM() *fsm.FSM          { return n.fsm }
 func (n *fakeNode) Limits() fsm.Limits     { return n.limits }
 func (n *fakeNode) Now() time.Time         { return time.Now() }
+
+func (n *fakeNode) HealthProblems() []string {
+	if p := n.problems.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (n *fakeNode) ReadBarrier(context.Context) error {
 	if !n.IsLeader() {

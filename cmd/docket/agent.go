@@ -47,6 +47,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.ReapGrace, "reap-grace", c.ReapGrace, "a new leader waits this long before its first reap (>= a worker heartbeat interval)")
 	fs.DurationVar(&c.PromoteInterval, "promote-interval", c.PromoteInterval, "how often the leader makes due delayed tasks pending")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often the leader purges finished tasks past retention")
+	fs.DurationVar(&c.ApplyLagBound, "apply-lag-bound", c.ApplyLagBound, "health says NOT_SERVING when a committed entry waits longer than this to be applied, or Pebble stalls writes this long")
+	fs.Int64Var(&c.BallastBytes, "ballast-size", DefaultBallastBytes, "bytes of the data dir's BALLAST file, created at start when missing and the disk has twice that free; delete it to free space on a full disk (0: none)")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.Uint64Var(&c.TenantMaxTasks, "tenant-max-tasks", c.TenantMaxTasks, "tasks one tenant may store until purged, finished ones included; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
@@ -70,6 +72,11 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
 	return &c, o
 }
+
+// DefaultBallastBytes is docket agent's ballast: enough for Pebble to
+// flush its memtables (2 x 32 MiB) and the node to catch up once an
+// operator deletes it, small beside any real volume.
+const DefaultBallastBytes = 64 << 20
 
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string

@@ -1,0 +1,91 @@
+//go:build system
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mustTmpfs mounts a tmpfs of size bytes on a new directory and unmounts it
+// at cleanup. It needs root (CI and the dev VM run tests as root).
+func mustTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// A follower on a real full disk (a 24 MiB tmpfs): its Raft log fills
+// first (BoltDB grows by doubling), so it says NOT_SERVING for the log,
+// logs the failure a few times rather than per append, and once the
+// operator deletes the ballast it catches up and serves again. The leader
+// and the other follower carry on meanwhile.
+//
+// Pebble filling first is covered in-process (Test_FollowerDiskFull...):
+// on a real disk Pebble panics when a WAL append fails (db.go commitWrite),
+// which would end this test binary, not just the node.
+func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
+	disk := mustTmpfs(t, 24<<20)
+	lines := newLineCounter()
+	nodes := mustClusterWith(t, 3, func(c *Config) {
+		c.ApplyLagBound = time.Second
+		if c.ID == "n3" {
+			c.DataDir = disk
+			c.BallastBytes = 4 << 20
+			c.Logger = slog.New(lines)
+		}
+	})
+	l, n3 := nodes[0], nodes[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	payload := strings.Repeat("x", 64<<10)
+	start := time.Now()
+	i := 0
+	for ; i < 600 && !hasProblem(n3, ""); i++ {
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+			t.Fatalf("propose %d: %v", i, err)
+		}
+	}
+	t.Logf("after %d proposals (%v): n3 problems %q", i, time.Since(start), n3.HealthProblems())
+	if !hasProblem(n3, "raft log write failed") {
+		t.Fatalf("n3 problems %q after %d proposals of 64 KiB on a 24 MiB disk; want a raft log problem", n3.HealthProblems(), i)
+	}
+	// The leader keeps writing through the other follower for 5 s while
+	// n3's appends fail; n3 must not log each failed append.
+	for j := 0; j < 5000 && time.Since(start) < 5*time.Second; j++ {
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", "small")); err != nil {
+			t.Fatalf("propose with n3 full: %v", err)
+		}
+	}
+	if got := lines.noSpace.Load(); got > 40 {
+		t.Errorf("n3 logged %d lines about no space; want at most 40", got)
+	}
+	t.Logf("n3 log lines %d (no space %d)", lines.all.Load(), lines.noSpace.Load())
+	if err := os.Remove(filepath.Join(disk, BallastFile)); err != nil {
+		t.Fatalf("delete ballast: %v", err)
+	}
+	waitFor(t, 20*time.Second, "n3 catches up after the ballast is deleted", func() bool {
+		return n3.FSM().AppliedIndex() >= l.FSM().AppliedIndex() && len(n3.HealthProblems()) == 0
+	})
+}
