@@ -10,26 +10,27 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // raftParts are the pieces of Raft that a Node and a BareRaft build the same
 // way from a Config: the fsync'd BoltDB log and stable store, the LogCache
 // over it, the snapshot store and the TCP transport.
 type raftParts struct {
-	store     *raftboltdb.BoltStore
+	store     *checkedStore
 	logs      raft.LogStore
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 }
 
 // openRaftStores opens the log, stable and snapshot stores under
-// cfg.DataDir. The log store fsyncs every append (NoSync stays false): an
-// acknowledged write is on disk on a majority.
+// cfg.DataDir and reads the whole log through its checksums, so a damaged
+// raft.db stops the start with ErrRaftStoreCorrupt. The log store fsyncs
+// every append (NoSync stays false): an acknowledged write is on disk on a
+// majority.
 func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	var err error
-	if p.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
-		return fmt.Errorf("raft store: %w", err)
+	if p.store, err = openCheckedStore(filepath.Join(cfg.DataDir, "raft.db"), log); err != nil {
+		return err
 	}
 	if p.logs, err = raft.NewLogCache(cfg.LogCacheSize, p.store); err != nil {
 		return fmt.Errorf("log cache: %w", err)
@@ -37,7 +38,15 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLog(log, "raft")); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	return nil
+	metas, err := p.snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	var snapIndex uint64
+	if len(metas) > 0 {
+		snapIndex = metas[0].Index
+	}
+	return p.store.verifyLog(snapIndex)
 }
 
 // openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)

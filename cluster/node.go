@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dockethq/docket/fsm"
 )
@@ -25,13 +24,15 @@ type Node struct {
 	clock Clock
 
 	fsm       *fsm.FSM
-	store     *raftboltdb.BoltStore
+	store     *checkedStore
 	logs      raft.LogStore // the LogCache over store
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 
 	peers *peerBook
+
+	logFault *logFault // damage found in the log while running (logfault.go)
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -57,7 +58,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	log := cfg.Logger.With("node", cfg.ID)
-	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}}
+	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}, logFault: newLogFault()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -68,7 +69,7 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log, OnLogFault: n.logFault.set}); err != nil {
 		return nil, err
 	}
 	var parts raftParts
@@ -92,12 +93,14 @@ func New(cfg Config) (*Node, error) {
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
 	notify := make(chan bool, 16)
+	n.store.onFault = n.logFault.set
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.followLeadership(notify)
 	go n.discover()
+	go n.watchLogFault()
 	if err := n.bootstrapIfAlone(); err != nil {
 		n.cancel()
 		n.wg.Wait()
