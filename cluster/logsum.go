@@ -304,8 +304,9 @@ func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
 	sealed := make([]*raft.Log, len(logs))
 	slab := make([]byte, extBytes)
 	for i, l := range logs {
-		ext := slab[: logSumLen+len(l.Extensions) : logSumLen+len(l.Extensions)]
-		slab = slab[len(ext):]
+		n := logSumLen + len(l.Extensions)
+		ext := slab[:n:n]
+		slab = slab[n:]
 		copy(ext, logSumMagic)
 		binary.BigEndian.PutUint32(ext[len(logSumMagic):], entrySum(l, l.Extensions))
 		copy(ext[logSumLen:], l.Extensions)
