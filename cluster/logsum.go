@@ -74,7 +74,14 @@ var (
 // values are sealed, and its entries up to the current last index stay
 // readable unchecked (see cluster/doc.go).
 func openCheckedStore(path string, log *slog.Logger) (*checkedStore, error) {
-	b, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	return openCheckedStoreWith(raftboltdb.Options{Path: path}, log)
+}
+
+// openCheckedStoreWith is openCheckedStore with BoltDB's options; the
+// benchmark turns fsync off with them to see the checksums' own cost.
+func openCheckedStoreWith(opts raftboltdb.Options, log *slog.Logger) (*checkedStore, error) {
+	path := opts.Path
+	b, err := raftboltdb.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("raft store %s: %w", path, err)
 	}
