@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -325,4 +326,45 @@ func copyTo(t *testing.T, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A proposal damaged in the leader's memory after its checksum was taken
+// is refused by the leader's own log store: it fails, is never stored nor
+// replicated, and the cluster carries on.
+func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
+	nodes := mustCluster(t, 3)
+	l := leaderOf(t, nodes)
+	data, err := fsm.EncodeCommand(enqueueCmd("jobs", "damaged-in-memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := fsm.CommandExtension(data)
+	data[bytes.Index(data, []byte("damaged"))] ^= 0x20
+	// Raft flattens the store's error into its text.
+	if err := l.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {
+		t.Fatalf("damaged proposal: %v, want %q", err, fsm.ErrChecksum)
+	}
+	l = leaderOf(t, nodes)
+	proposeOK(t, l, "after")
+	last := l.FSM().AppliedIndex()
+	waitFor(t, 5*time.Second, "every node to apply", func() bool {
+		for _, n := range nodes {
+			if n.FSM().AppliedIndex() < last {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if err := n.LogFault(); err != nil {
+			t.Fatalf("%s: LogFault %v", n.ID(), err)
+		}
+		st, err := n.FSM().Stats("jobs", "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 1 || st[0].GetPending() != 1 {
+			t.Fatalf("%s: stats %v, want 1 pending (only the intact proposal)", n.ID(), st)
+		}
+	}
 }
