@@ -191,8 +191,9 @@ func (s *checkedStore) checkStable() error {
 
 // verifyLog reads every entry once, before Raft starts, so a damaged one
 // stops the start with an error instead of Raft's panic in its
-// configuration scan or apply. The log must run without a gap from at most
-// snapIndex+1, and no entry may be of a term beyond the current term.
+// configuration scan or apply. The log must start at or below snapIndex+1
+// and run without a gap after snapIndex, and no entry may be of a term
+// beyond the current term.
 func (s *checkedStore) verifyLog(snapIndex uint64) (err error) {
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -212,9 +213,18 @@ func (s *checkedStore) verifyLog(snapIndex uint64) (err error) {
 	}
 	var l raft.Log
 	for i := first; i <= last; i++ {
-		if err := s.GetLog(i, &l); errors.Is(err, raft.ErrLogNotFound) {
-			return s.corrupt("entry %d missing from a log of %d-%d", i, first, last)
-		} else if err != nil {
+		err := s.GetLog(i, &l)
+		if errors.Is(err, raft.ErrLogNotFound) && i <= snapIndex {
+			// A follower that installed a snapshot keeps its older entries
+			// until a later compaction: the log may jump to the entries
+			// after the snapshot, which Raft never reads below.
+			i = snapIndex
+			continue
+		}
+		if errors.Is(err, raft.ErrLogNotFound) {
+			return s.corrupt("entry %d missing from a log of %d-%d (snapshot at %d)", i, first, last, snapIndex)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -114,3 +114,26 @@ func Test_LogSum_AdoptsRaftDBWithoutChecksums(t *testing.T) {
 		t.Fatalf("verifyLog with an unsealed entry 3: %v", err)
 	}
 }
+
+// A follower that installed a snapshot may keep entries from before it,
+// with a gap up to the entries after it; only a gap after the snapshot is
+// damage.
+func Test_LogSum_VerifyLogAllowsAGapBelowTheSnapshot(t *testing.T) {
+	s := mustCheckedStore(t, filepath.Join(t.TempDir(), "raft.db"))
+	if err := s.SetUint64(keyCurrentTerm, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint64{1, 2, 3, 10, 11, 12} {
+		if err := s.StoreLogs([]*raft.Log{cmdLog(i, "x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		snap uint64
+		ok   bool
+	}{{9, true}, {3, false}, {10, true}, {0, false}} {
+		if err := s.verifyLog(c.snap); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrRaftStoreCorrupt)) {
+			t.Errorf("snapshot at %d: %v", c.snap, err)
+		}
+	}
+}
