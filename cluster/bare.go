@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dockethq/docket/cluster/connlimit"
 )
@@ -19,7 +18,7 @@ import (
 // way from a Config: the fsync'd BoltDB log and stable store, the LogCache
 // over it, the snapshot store and the TCP transport.
 type raftParts struct {
-	store     *raftboltdb.BoltStore
+	store     *checkedStore // checksums over raft.db
 	logs      raft.LogStore // guard over the LogCache over store
 	guard     *logGuard
 	snaps     *raft.FileSnapshotStore
@@ -27,12 +26,14 @@ type raftParts struct {
 }
 
 // openRaftStores opens the log, stable and snapshot stores under
-// cfg.DataDir. The log store fsyncs every append (NoSync stays false): an
-// acknowledged write is on disk on a majority.
+// cfg.DataDir and reads the whole log through its checksums, so a damaged
+// raft.db stops the start with ErrRaftStoreCorrupt. The log store fsyncs
+// every append (NoSync stays false): an acknowledged write is on disk on a
+// majority.
 func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	var err error
-	if p.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")}); err != nil {
-		return fmt.Errorf("raft store: %w", err)
+	if p.store, err = openCheckedStore(filepath.Join(cfg.DataDir, "raft.db"), log); err != nil {
+		return err
 	}
 	var logs raft.LogStore = p.store
 	if cfg.WrapLogStore != nil {
@@ -47,7 +48,15 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLog(log, "raft")); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	return nil
+	metas, err := p.snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	var snapIndex uint64
+	if len(metas) > 0 {
+		snapIndex = metas[0].Index
+	}
+	return p.store.verifyLog(snapIndex)
 }
 
 // openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)

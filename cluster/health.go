@@ -224,9 +224,15 @@ func (h *health) problems(now time.Time) []string {
 // (until a flush or compaction succeeds and no error follows for
 // pebbleQuiet, or pebbleErrorWindow passes without one), Pebble
 // has stalled writes for longer than ApplyLagBound, or an entry committed
-// longer than ApplyLagBound ago is not applied. transport turns a
-// non-empty answer into NOT_SERVING.
-func (n *Node) HealthProblems() []string { return n.health.problems(time.Now()) }
+// longer than ApplyLagBound ago is not applied, or its log holds a damaged
+// entry (LogFault). transport turns a non-empty answer into NOT_SERVING.
+func (n *Node) HealthProblems() []string {
+	ps := n.health.problems(time.Now())
+	if err := n.LogFault(); err != nil {
+		ps = append(ps, "raft log damaged: "+err.Error())
+	}
+	return ps
+}
 
 // applyWatch is the apply watcher's state: the commit index it waits to
 // see applied, and since when.

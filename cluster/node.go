@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dockethq/docket/fsm"
 )
@@ -25,7 +24,7 @@ type Node struct {
 	clock Clock
 
 	fsm       *fsm.FSM
-	store     *raftboltdb.BoltStore
+	store     *checkedStore
 	logs      raft.LogStore // the LogCache over store
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
@@ -34,6 +33,8 @@ type Node struct {
 	peers  *peerBook
 	health *health
 	notify chan bool // Raft's NotifyCh, which followLeadership reads
+
+	logFault *logFault // damage found in the log while running (logfault.go)
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -63,7 +64,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	log := cfg.Logger.With("node", cfg.ID)
 	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
-	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}, health: newHealth(log, cfg.ApplyLagBound)}
+	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset},
+		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -74,7 +76,7 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles}
+	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set}
 	if cfg.fsmOptions != nil {
 		cfg.fsmOptions(&fopts)
 	}
@@ -104,13 +106,15 @@ func New(cfg Config) (*Node, error) {
 
 	notify := make(chan bool, 16)
 	n.notify = notify
+	n.store.onFault = n.logFault.set
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.followLeadership(notify)
 	go n.discover()
 	go n.watchApply()
+	go n.watchLogFault()
 	if err := n.bootstrapIfAlone(); err != nil {
 		n.cancel()
 		n.wg.Wait()

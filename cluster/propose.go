@@ -78,7 +78,9 @@ func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult,
 	if timeout <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	f := n.raft.Apply(data, timeout)
+	// The checksum travels with the entry (Extensions), so every store and
+	// every apply, here and on each follower, can check the bytes it got.
+	f := n.raft.ApplyLog(raft.Log{Data: data, Extensions: fsm.CommandExtension(data)}, timeout)
 	// The future always resolves (at the latest when Raft shuts down), so
 	// this goroutine ends; the caller may stop waiting earlier.
 	done := make(chan error, 1)
@@ -90,6 +92,9 @@ func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult,
 		}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("propose %v: %w", cmd.GetType(), ctx.Err())
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, fmt.Errorf("propose %v: %w", cmd.GetType(), err)
 	}
 	res, ok := f.Response().(*pb.CommandResult)
 	if !ok {

@@ -25,6 +25,16 @@
 //
 // # Decisions and trade-offs
 //
+//   - Each command entry carries its proposer's CRC-32C of Data in
+//     raft.Log.Extensions (checksum.go). ApplyBatch checks every entry of a
+//     batch before applying any: the entries before a damaged one apply, the
+//     damaged one and all later never do. The FSM then records LogFault,
+//     answers every later entry with it and refuses snapshots, because
+//     Raft would label a snapshot with an index the keyspace never reached.
+//     It does not panic, unlike an undecodable entry, so the node can stay
+//     up and report NOT_SERVING while cluster shuts its Raft down. A command
+//     without Extensions (an older leader's, during a rolling upgrade)
+//     applies unchecked.
 //   - Pebble writes use NoSync: the fsync'd Raft log is the durable source,
 //     and entries above the stored applied index are replayed on boot.
 //   - A claim promotes the queue's due delayed tasks itself, so a delayed

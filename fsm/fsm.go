@@ -25,6 +25,10 @@ type Options struct {
 	// FS is the filesystem Pebble writes to; nil means the OS disk. Tests
 	// pass vfs.NewCrashableMem() to drop unsynced writes.
 	FS vfs.FS
+	// OnLogFault, when set, is called once, on the apply goroutine, when
+	// ApplyBatch meets an entry that fails its proposer's checksum (see
+	// LogFault). It must not block.
+	OnLogFault func(error)
 	// IdemFilterBytes bounds the idempotency-key filter (idem.go); 0 means
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
 	// only speed, never state, so replicas may differ in it.
@@ -73,6 +77,8 @@ type FSM struct {
 	applied  atomic.Uint64
 	now      atomic.Int64
 	observer atomic.Pointer[func(Event)]
+
+	logFault atomic.Pointer[error] // set once; then nothing more applies
 }
 
 var (
@@ -275,8 +281,58 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // the applied index are skipped: claims and attempt counters are not
 // idempotent. A Pebble write error or an undecodable entry panics: going on
 // would leave this replica different from the others.
+//
+// Every command's proposer checksum is checked before any entry of the
+// batch applies. The entries before a damaged one apply; the damaged one and
+// everything after it do not, now or ever: their results are the error, the
+// FSM records it (LogFault) and refuses snapshots, since Raft would label
+// one with an index the keyspace never reached.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
+	if err := f.LogFault(); err != nil {
+		for i := range results {
+			results[i] = err
+		}
+		return results
+	}
+	for i, l := range logs {
+		if err := VerifyCommand(l); err != nil {
+			f.applyBatch(logs[:i], results[:i])
+			for j := i; j < len(logs); j++ {
+				results[j] = err
+			}
+			f.setLogFault(err)
+			return results
+		}
+	}
+	f.applyBatch(logs, results)
+	return results
+}
+
+// LogFault is the checksum failure that stopped this FSM applying, or nil.
+// It wraps ErrChecksum.
+func (f *FSM) LogFault() error {
+	if p := f.logFault.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (f *FSM) setLogFault(err error) {
+	if !f.logFault.CompareAndSwap(nil, &err) {
+		return
+	}
+	f.log.Error("log entry failed its proposer's checksum: this replica applies nothing more until it is repaired",
+		"err", err, "applied", f.applied.Load())
+	if f.opts.OnLogFault != nil {
+		f.opts.OnLogFault(err)
+	}
+}
+
+func (f *FSM) applyBatch(logs []*raft.Log, results []interface{}) {
+	if len(logs) == 0 {
+		return
+	}
 	f.mu.RLock()
 	db, idem := f.db, f.idem
 	f.mu.RUnlock()
@@ -307,7 +363,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if applied == f.applied.Load() {
 		_ = b.Close() // nothing new; closing an empty batch cannot fail usefully
-		return results
+		return
 	}
 	if err := tx.finish(applied); err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
@@ -327,7 +383,6 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
-	return results
 }
 
 // reader returns a Reader over the current DB and a release func.

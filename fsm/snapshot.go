@@ -24,6 +24,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.db == nil {
 		return nil, errors.New("snapshot: fsm closed")
 	}
+	if err := f.LogFault(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
 	s := &fsmSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load()}
 	f.snapMu.Lock()
 	f.snaps[s] = struct{}{}

@@ -1,0 +1,370 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// flipInFile XORs mask into every occurrence of needle in the file, in
+// place (the inode stays, as under a running BoltDB), at needle offset off.
+// Every copy is hit, the live page's and any stale page's, so the live one
+// surely changes. It returns how many copies it changed.
+func flipInFile(t *testing.T, path string, needle []byte, off int, mask []byte) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for i := 0; ; {
+		j := bytes.Index(data[i:], needle)
+		if j < 0 {
+			break
+		}
+		at := i + j + off
+		b := make([]byte, len(mask))
+		copy(b, data[at:at+len(mask)])
+		for k := range b {
+			b[k] ^= mask[k]
+		}
+		if _, err := f.WriteAt(b, int64(at)); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		i = i + j + 1
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("%q not found in %s", needle, path)
+	}
+	return n
+}
+
+func proposeOK(t *testing.T, n *Node, payload string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := n.Propose(ctx, enqueueCmd("jobs", payload))
+	if err != nil {
+		t.Fatalf("propose: %v", err)
+	}
+	if len(res.GetItems()) != 1 || res.GetItems()[0].GetCode() != pb.Code_CODE_OK {
+		t.Fatalf("propose: %v", res)
+	}
+	return res.GetItems()[0].GetTaskId()
+}
+
+// An entry damaged on the leader's disk, after it left the leader's log
+// cache, must not reach a follower that catches up from that disk: the
+// leader refuses to read it, reports the fault and gives up leading, and
+// the follower gets the good copy from the next leader.
+func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
+	var nodes []*Node
+	for i := 1; i <= 3; i++ {
+		c := testConfig(t, fmt.Sprintf("n%d", i), 0)
+		if i == 1 {
+			c.BootstrapExpect = 1
+		}
+		c.LogCacheSize = 1 // the damaged entry must be read from disk
+		n := mustNode(t, c)
+		if i == 1 {
+			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false); err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			cancel()
+		}
+		nodes = append(nodes, n)
+	}
+	l, lag := nodes[0], nodes[2]
+	lagCfg := lag.cfg
+	if err := lag.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	payload := "logsum-payload-" + fmt.Sprint(rand.Uint64())
+	id := proposeOK(t, l, payload)
+	for i := 0; i < 4; i++ { // push the entry out of the leader's log cache
+		proposeOK(t, l, "filler")
+	}
+	flipInFile(t, filepath.Join(l.cfg.DataDir, "raft.db"), []byte(payload), 0, []byte{0x20})
+
+	lag = mustNode(t, lagCfg)
+	waitFor(t, 15*time.Second, "the lagging follower to apply the entry", func() bool {
+		_, err := lag.FSM().GetTask(id)
+		return err == nil
+	})
+	task, err := lag.FSM().GetTask(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(task.GetPayload()); got != payload {
+		t.Fatalf("lagging follower applied a damaged entry: payload %q, want %q", got, payload)
+	}
+	fault := l.LogFault()
+	if !errors.Is(fault, ErrRaftStoreCorrupt) || !strings.Contains(fault.Error(), "raft.db") {
+		t.Fatalf("leader's LogFault = %v, want ErrRaftStoreCorrupt naming raft.db", fault)
+	}
+	if l.IsLeader() {
+		t.Fatal("the node with the damaged entry still leads")
+	}
+}
+
+// A damaged entry in a stopped node's raft.db is found when it starts: New
+// refuses with an error naming the file and the entry.
+func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	n := mustNode(t, cfg)
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	payload := "logsum-boot-" + fmt.Sprint(rand.Uint64())
+	proposeOK(t, n, payload)
+	if err := n.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cfg.DataDir, "raft.db")
+	flipInFile(t, path, []byte(payload), 3, []byte{0x01})
+	cfg.RaftAddr = n.cfg.RaftAddr
+	n2, err := New(cfg)
+	if err == nil {
+		_ = n2.Shutdown(context.Background())
+		t.Fatal("New started a node whose raft.db holds a damaged entry")
+	}
+	if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, path)
+	}
+}
+
+// Damage to the stable store's term or vote makes New refuse, naming the
+// file: a node that forgot its term or vote could vote twice in a term.
+func Test_LogSum_StableStoreDamageRefusedAtStart(t *testing.T) {
+	for _, key := range []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"} {
+		t.Run(key, func(t *testing.T) {
+			cfg := testConfig(t, "n1", 1)
+			n := mustNode(t, cfg)
+			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+			proposeOK(t, n, "x")
+			if err := n.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(cfg.DataDir, "raft.db")
+			// The value follows its key in a bolt leaf; the term's high
+			// byte and the candidate's first byte both change the value.
+			flipInFile(t, path, []byte(key), len(key), []byte{0x01})
+			cfg.RaftAddr = n.cfg.RaftAddr
+			n2, err := New(cfg)
+			if err == nil {
+				_ = n2.Shutdown(context.Background())
+				t.Fatalf("New started with a damaged %s", key)
+			}
+			if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, path)
+			}
+		})
+	}
+}
+
+// storeImage is everything a raft.db answers: the log and the stable values.
+type storeImage struct {
+	first, last uint64
+	logs        map[uint64]raft.Log
+	stable      map[string]string
+}
+
+var stableKeys = []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"}
+
+// readStore opens path as a node does and reads it whole. Per entry and
+// per stable key it records either the value or that reading failed. A
+// panic or memory fault in BoltDB counts as a failure at open.
+func readStore(path string) (img storeImage, openErr error, readErrs int) {
+	defer func() {
+		if r := recover(); r != nil {
+			openErr = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	s, err := openCheckedStore(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return img, err, 0
+	}
+	defer s.Close()
+	if err := s.verifyLog(0); err != nil {
+		return img, err, 0
+	}
+	img.logs, img.stable = map[uint64]raft.Log{}, map[string]string{}
+	if img.first, err = s.FirstIndex(); err != nil {
+		return img, err, 0
+	}
+	if img.last, err = s.LastIndex(); err != nil {
+		return img, err, 0
+	}
+	for i := img.first; i <= img.last && i < img.first+100000; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			readErrs++
+			continue
+		}
+		img.logs[i] = l
+	}
+	for _, k := range stableKeys {
+		v, err := s.Get([]byte(k))
+		if err != nil && err.Error() != "not found" {
+			readErrs++
+			continue
+		}
+		img.stable[k] = string(v)
+	}
+	return img, nil, readErrs
+}
+
+func sameLog(a, b raft.Log) bool {
+	return a.Index == b.Index && a.Term == b.Term && a.Type == b.Type &&
+		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Extensions, b.Extensions) &&
+		a.AppendedAt.Equal(b.AppendedAt)
+}
+
+// 40 random 8-byte flips over the written bytes of a raft.db copy: each is
+// found at open or read, or it changed nothing that is read back.
+func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	n := mustNode(t, cfg)
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	for i := 0; i < 120; i++ {
+		proposeOK(t, n, strings.Repeat(fmt.Sprintf("task %d ", i), 1+i%40))
+	}
+	if err := n.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pristine, err := os.ReadFile(filepath.Join(cfg.DataDir, "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	truth, err, errs := readStore(copyTo(t, dir, "truth.db", pristine))
+	if err != nil || errs != 0 {
+		t.Fatalf("pristine copy: %v, %d read errors", err, errs)
+	}
+	var written []int // flips land on written bytes: zeroes are mostly never-used space
+	for i, b := range pristine {
+		if b != 0 && i+8 <= len(pristine) {
+			written = append(written, i)
+		}
+	}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0))
+	t.Logf("seed %d, raft.db %d bytes, %d written, %d entries", seed, len(pristine), len(written), len(truth.logs))
+	var atOpen, atRead, harmless int
+	for k := 0; k < 40; k++ {
+		img := bytes.Clone(pristine)
+		off := written[rng.IntN(len(written))]
+		for j := 0; j < 8; j++ {
+			img[off+j] ^= byte(1 + rng.IntN(255))
+		}
+		got, openErr, readErrs := readStore(copyTo(t, dir, fmt.Sprintf("flip%d.db", k), img))
+		switch {
+		case openErr != nil:
+			atOpen++
+			continue
+		}
+		for i, want := range truth.logs {
+			if l, ok := got.logs[i]; ok && !sameLog(l, want) {
+				t.Errorf("flip %d at offset %d: entry %d read back changed without an error", k, off, i)
+			}
+		}
+		for i := range got.logs {
+			if _, ok := truth.logs[i]; !ok {
+				t.Errorf("flip %d at offset %d: entry %d appeared", k, off, i)
+			}
+		}
+		for key, v := range got.stable {
+			if v != truth.stable[key] {
+				t.Errorf("flip %d at offset %d: %s read back %q, was %q", k, off, key, v, truth.stable[key])
+			}
+		}
+		if readErrs > 0 {
+			atRead++
+		} else {
+			if got.first != truth.first || got.last != truth.last {
+				t.Errorf("flip %d at offset %d: log range %d-%d, was %d-%d", k, off, got.first, got.last, truth.first, truth.last)
+			}
+			harmless++
+		}
+	}
+	t.Logf("40 flips: %d refused at open, %d failed on read, %d changed nothing read back", atOpen, atRead, harmless)
+	if atOpen+atRead == 0 {
+		t.Fatal("no flip was detected: the test hit nothing that matters")
+	}
+}
+
+func copyTo(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A proposal damaged in the leader's memory after its checksum was taken
+// is refused by the leader's own log store: it fails, is never stored nor
+// replicated, and the cluster carries on.
+func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
+	nodes := mustCluster(t, 3)
+	l := leaderOf(t, nodes)
+	data, err := fsm.EncodeCommand(enqueueCmd("jobs", "damaged-in-memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := fsm.CommandExtension(data)
+	data[bytes.Index(data, []byte("damaged"))] ^= 0x20
+	// Raft flattens the store's error into its text.
+	if err := l.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {
+		t.Fatalf("damaged proposal: %v, want %q", err, fsm.ErrChecksum)
+	}
+	l = leaderOf(t, nodes)
+	proposeOK(t, l, "after")
+	last := l.FSM().AppliedIndex()
+	waitFor(t, 5*time.Second, "every node to apply", func() bool {
+		for _, n := range nodes {
+			if n.FSM().AppliedIndex() < last {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if err := n.LogFault(); err != nil {
+			t.Fatalf("%s: LogFault %v", n.ID(), err)
+		}
+		st, err := n.FSM().Stats("jobs", "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 1 || st[0].GetPending() != 1 {
+			t.Fatalf("%s: stats %v, want 1 pending (only the intact proposal)", n.ID(), st)
+		}
+	}
+}
