@@ -132,6 +132,9 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 	if l.IsLeader() {
 		t.Fatal("the node with the damaged entry still leads")
 	}
+	if ps := l.HealthProblems(); len(ps) == 0 || !strings.Contains(strings.Join(ps, "; "), "raft log damaged") {
+		t.Fatalf("leader's HealthProblems = %q, want the damaged log among them", ps)
+	}
 }
 
 // A damaged entry in a stopped node's raft.db is found when it starts: New
