@@ -61,6 +61,7 @@ type FSM struct {
 	applied  atomic.Uint64
 	now      atomic.Int64
 	observer atomic.Pointer[func(Event)]
+	checkObs atomic.Pointer[func(CheckEvent)]
 }
 
 var (
@@ -257,8 +258,23 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // the applied index are skipped: claims and attempt counters are not
 // idempotent. A Pebble write error or an undecodable entry panics: going on
 // would leave this replica different from the others.
+//
+// A Check entry ends its Pebble batch: the batch is committed through the
+// Check's index and the check's snapshot taken right then, so every replica
+// hashes the keyspace at exactly that index however Raft grouped the
+// entries. The keyspace does not depend on the grouping (txn.go), so the
+// extra commit changes nothing else.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
+	for done := 0; done < len(logs); {
+		done += f.applySegment(logs[done:], results[done:])
+	}
+	return results
+}
+
+// applySegment applies logs up to and including the first Check entry in
+// one Pebble batch, fills results and returns how many entries it took.
+func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
 	db, idem := f.db, f.idem
 	f.mu.RUnlock()
@@ -269,6 +285,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		tx.idem = idem
 	}
 	applied := f.applied.Load()
+	n, check := len(logs), uint64(0)
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue
@@ -286,10 +303,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			panic(fmt.Sprintf("docket fsm: apply index %d (%v): %v", l.Index, cmd.GetType(), err))
 		}
 		results[i] = res
+		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_CHECK && res.GetErrorCode() == pb.Code_CODE_OK {
+			n, check = i+1, l.Index
+			break
+		}
 	}
 	if applied == f.applied.Load() {
 		_ = b.Close() // nothing new; closing an empty batch cannot fail usefully
-		return results
+		return n
 	}
 	if err := tx.finish(applied); err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
@@ -309,7 +330,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
-	return results
+	f.emitChecks(tx.checks, check)
+	return n
 }
 
 // reader returns a Reader over the current DB and a release func.
