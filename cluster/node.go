@@ -32,6 +32,7 @@ type Node struct {
 	raft      *raft.Raft
 
 	peers *peerBook
+	check *checker
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -56,6 +57,9 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := checkMarker(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node", cfg.ID)
 	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -68,7 +72,7 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log}); err != nil {
+	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fsm.Options{Logger: log, MemTableBytes: cfg.PebbleMemTableBytes}); err != nil {
 		return nil, err
 	}
 	var parts raftParts
@@ -77,6 +81,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	restarted, err := raft.HasExistingState(n.logs, n.store, n.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("read raft state: %w", err)
+	}
+	n.check = newChecker(n, restarted)
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
@@ -91,6 +100,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
+	n.fsm.SetCheckObserver(n.check.observe)
 	notify := make(chan bool, 16)
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)

@@ -29,6 +29,10 @@ type Options struct {
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
 	// only speed, never state, so replicas may differ in it.
 	IdemFilterBytes int
+	// MemTableBytes is the largest Pebble memtable; 0 means memTableBytes.
+	// Tests lower it to make Pebble flush, and write MANIFEST edits, often.
+	// Like the filter it changes only speed, never state.
+	MemTableBytes int
 }
 
 // QueueRef names one queue of one tenant.
@@ -181,14 +185,18 @@ const (
 )
 
 func (f *FSM) openDB(path string) (*pebble.DB, error) {
-	cache := pebble.NewCache(blockCacheBytes + 2*memTableBytes)
+	mem := memTableBytes
+	if f.opts.MemTableBytes > 0 {
+		mem = f.opts.MemTableBytes
+	}
+	cache := pebble.NewCache(blockCacheBytes + 2*int64(mem))
 	defer cache.Unref() // the DB holds its own reference
 	o := &pebble.Options{
 		FS:                 f.opts.FS,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{f.log},
 		Cache:              cache,
-		MemTableSize:       memTableBytes,
+		MemTableSize:       uint64(mem),
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)

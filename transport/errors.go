@@ -39,6 +39,10 @@ const (
 	ReasonNotLeader = "NOT_LEADER"
 	// ReasonShuttingDown: Unavailable, nothing was done.
 	ReasonShuttingDown = "SHUTTING_DOWN"
+	// ReasonNotServing: Unavailable, nothing was done: this node's
+	// keyspace diverged from the majority's or awaits a consistency check
+	// after a restart. Retry on another node.
+	ReasonNotServing = "NOT_SERVING"
 )
 
 // The cluster errors this package branches on. This block is the only
@@ -47,6 +51,8 @@ var (
 	errNotLeader      = cluster.ErrNotLeader
 	errLeadershipLost = cluster.ErrLeadershipLost
 	errShutdown       = cluster.ErrShutdown
+	errDiverged       = cluster.ErrDiverged
+	errAwaitingCheck  = cluster.ErrAwaitingCheck
 )
 
 // notLeaderError is not-leader with a hint of where the leader is.
@@ -98,6 +104,8 @@ func toStatus(err error) error {
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotLeader, md))
 	case errors.Is(err, errShutdown):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonShuttingDown, nil))
+	case errors.Is(err, errDiverged), errors.Is(err, errAwaitingCheck):
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotServing, nil))
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

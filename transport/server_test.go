@@ -38,6 +38,7 @@ type fakeNode struct {
 	hold       atomic.Pointer[chan struct{}] // Propose waits until it is closed
 	held       atomic.Int32                  // Proposes waiting on hold
 	removed    atomic.Pointer[string]
+	checkErr   atomic.Pointer[error] // what CheckErr answers; nil means serving
 }
 
 func newFakeNode(t *testing.T, leader bool) *fakeNode {
@@ -105,11 +106,18 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 	return res, nil
 }
 
-func (n *fakeNode) IsLeader() bool         { return n.leader.Load() }
-func (n *fakeNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
-func (n *fakeNode) FSM() *fsm.FSM          { return n.fsm }
-func (n *fakeNode) Limits() fsm.Limits     { return n.limits }
-func (n *fakeNode) Now() time.Time         { return time.Now() }
+func (n *fakeNode) CheckErr() error {
+	if p := n.checkErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+func (n *fakeNode) CheckHash(uint64) string { return "" }
+func (n *fakeNode) IsLeader() bool          { return n.leader.Load() }
+func (n *fakeNode) LeaderGRPCAddr() string  { return *n.leaderAddr.Load() }
+func (n *fakeNode) FSM() *fsm.FSM           { return n.fsm }
+func (n *fakeNode) Limits() fsm.Limits      { return n.limits }
+func (n *fakeNode) Now() time.Time          { return time.Now() }
 
 func (n *fakeNode) ReadBarrier(context.Context) error {
 	if !n.IsLeader() {
