@@ -45,6 +45,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.ReapGrace, "reap-grace", c.ReapGrace, "a new leader waits this long before its first reap (>= a worker heartbeat interval)")
 	fs.DurationVar(&c.PromoteInterval, "promote-interval", c.PromoteInterval, "how often the leader makes due delayed tasks pending")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often the leader purges finished tasks past retention")
+	fs.DurationVar(&c.CheckInterval, "check-interval", c.CheckInterval, "how often the leader checks that every voter's keyspace hash agrees; a node that differs stops serving (negative: off, and restarted nodes stay NOT_SERVING)")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "how long the leader waits for the voters' hashes of one consistency check")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
 	fs.IntVar(&o.api.CoalesceMax, "coalesce-max", transport.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
