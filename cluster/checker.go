@@ -46,6 +46,14 @@ const divergedMarker = "DIVERGED"
 // recorded within one check of its Check, so a few suffice.
 const keptHashes = 8
 
+// checkRetry is how soon the leader tries again when a check could not
+// start (a voter not yet known to apply Check entries, or no leadership).
+const checkRetry = time.Second
+
+// errChecksUnsupported means a voter has not shown that its build applies
+// Check entries; proposing one would stop it (unknown command type).
+var errChecksUnsupported = errors.New("not every voter is known to support consistency checks")
+
 // checkPoll is how often the leader re-asks voters that have not reported
 // their hash yet.
 const checkPoll = 50 * time.Millisecond
@@ -274,17 +282,27 @@ func (n *Node) checkLoop(ctx context.Context) {
 	if n.cfg.CheckInterval < 0 {
 		return
 	}
-	t := time.NewTicker(n.cfg.CheckInterval)
-	defer t.Stop()
 	for {
-		if err := n.checkOnce(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) {
+		wait := n.cfg.CheckInterval
+		err := n.checkOnce(ctx)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, errChecksUnsupported):
+			n.log.Debug("consistency check postponed", "err", err)
+			wait = min(wait, checkRetry)
+		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShutdown):
+		default:
 			n.log.Warn("consistency check failed to run", "err", err)
+			wait = min(wait, checkRetry)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		case <-n.check.wake:
+			t.Stop()
 		}
 	}
 }
@@ -293,6 +311,11 @@ func (n *Node) checkLoop(ctx context.Context) {
 // records the majority's hash with a CheckResult. Without a majority (too
 // few voters answered, or they disagree) nothing is recorded.
 func (n *Node) checkOnce(ctx context.Context) error {
+	for _, id := range n.voterIDs() {
+		if p, _ := n.peers.get(id); id != n.cfg.ID && !p.Checks {
+			return fmt.Errorf("%w: %s", errChecksUnsupported, id)
+		}
+	}
 	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{}}})
 	if err != nil {
 		return fmt.Errorf("propose check: %w", err)

@@ -74,6 +74,12 @@
 //     that lost tasks says NotFound for acknowledged work. A new leader
 //     checks first thing, so a full-cluster restart is unavailable for
 //     about one hash of the keyspace.
+//   - New command types (Check, CheckResult) are proposed only once every
+//     voter has answered a Status with a consistency section, remembered
+//     in peers.json: an older build would stop on the unknown type. This is
+//     not yet the log-latched feature switch DESIGN.md asks for; a voter
+//     added later with an older build is only protected if it is seen
+//     before the next check.
 //   - The leader waits at most CheckTimeout for hashes and records nothing
 //     without a majority, so too few live voters, or voters that all
 //     disagree, stop nobody (the error is logged).

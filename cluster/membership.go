@@ -85,7 +85,7 @@ func (n *Node) discover() {
 			if st.GetConsistency().GetStatus() == checkAwaiting && n.IsLeader() {
 				n.check.poke() // a restarted voter serves nothing until a check passes on it
 			}
-			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr()}) || changed
+			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr(), Checks: st.GetConsistency() != nil}) || changed
 			for _, s := range st.GetServers() {
 				changed = n.peers.put(Peer{ID: s.GetId(), RaftAddr: s.GetRaftAddr(), GRPCAddr: s.GetGrpcAddr()}) || changed
 			}
