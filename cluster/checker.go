@@ -257,6 +257,8 @@ func (n *Node) leaveRaft() {
 		cancel()
 		if err != nil {
 			n.log.Warn("diverged leader: leadership transfer failed; shutting Raft down anyway", "err", err)
+		} else {
+			n.log.Info("diverged leader: leadership transferred")
 		}
 	}
 	if err := n.raft.Shutdown().Error(); err != nil {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ import (
 // that matters.
 func checkTune(c *cluster.Config) {
 	c.CheckInterval = 300 * time.Millisecond
-	c.CheckTimeout = 5 * time.Second
+	c.CheckTimeout = 2 * time.Second
 	c.PebbleMemTableBytes = 64 << 10
 }
 
@@ -286,6 +288,11 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 	}
 	bad, other, last := nodes[0], nodes[1], nodes[2]
 	writeStray(t, bad)
+	logs := &logBuffer{}
+	bad.tune = func(c *cluster.Config) {
+		checkTune(c)
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
 	bad.start(nil)
 	other.start(nil)
 	// Two voters of three that disagree: no majority, no verdict.
@@ -297,7 +304,9 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, bad.id+" to lead", bad.node.IsLeader)
-	time.Sleep(3 * checkTuneInterval) // let several checks run without a majority
+	waitFor(t, 20*time.Second, bad.id+" to finish a check without a majority", func() bool {
+		return logs.has("consistency check: voters disagree") || logs.has("too few voters reported a hash")
+	})
 	for _, n := range []*sysNode{bad, other} {
 		if errors.Is(n.node.CheckErr(), cluster.ErrDiverged) {
 			t.Fatalf("%s diverged without a majority verdict", n.id)
@@ -306,8 +315,29 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 	// The third voter returns: two agree, and the leader is the odd one.
 	last.start(nil)
 	waitDiverged(t, bad)
+	if !logs.has("diverged leader: leadership transferred") {
+		t.Fatalf("%s did not hand leadership over before it stopped:\n%s", bad.id, logs.String())
+	}
 	waitFor(t, 10*time.Second, "a healthy leader", func() bool { return other.node.IsLeader() || last.node.IsLeader() })
 	mustHaveAll(t, []*sysNode{other, last}, ids)
 }
 
-const checkTuneInterval = 300 * time.Millisecond
+// logBuffer collects a node's log for assertions.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
