@@ -46,6 +46,11 @@ const divergedMarker = "DIVERGED"
 // recorded within one check of its Check, so a few suffice.
 const keptHashes = 8
 
+// checkPokeGap is the least time between a check and one that a voter
+// awaiting a check asked for: a node that takes longer than that to hash
+// must not make the leader check back to back.
+const checkPokeGap = 5 * time.Second
+
 // checkRetry is how soon the leader tries again when a check could not
 // start (a voter not yet known to apply Check entries, or no leadership).
 const checkRetry = time.Second
@@ -286,6 +291,7 @@ func (n *Node) checkLoop(ctx context.Context) {
 	}
 	for {
 		wait := n.cfg.CheckInterval
+		started := time.Now()
 		err := n.checkOnce(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil:
@@ -305,6 +311,9 @@ func (n *Node) checkLoop(ctx context.Context) {
 		case <-t.C:
 		case <-n.check.wake:
 			t.Stop()
+			if !sleepCtx(ctx, time.Until(started.Add(min(checkPokeGap, n.cfg.CheckInterval)))) {
+				return
+			}
 		}
 	}
 }

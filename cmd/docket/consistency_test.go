@@ -341,3 +341,18 @@ func (l *logBuffer) String() string {
 }
 
 func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
+
+// With the default one-minute interval a restarted follower does not wait
+// a minute: the leader sees it awaiting a check in its discovery poll and
+// runs one soon.
+func Test_RestartedFollowerAsksForACheck(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	enqueueMany(t, nodes, "poke", 5)
+	waitConverged(t, nodes)
+	f := followers(nodes, waitLeader(t, nodes))[0]
+	f.stop()
+	f.start(nil)
+	start := time.Now()
+	waitFor(t, 20*time.Second, f.id+" to pass a check", func() bool { return f.node.CheckErr() == nil })
+	t.Logf("restarted follower serving after %v", time.Since(start).Round(time.Millisecond))
+}
