@@ -134,6 +134,27 @@ type Config struct {
 	// retention. Default 5s.
 	PurgeInterval time.Duration
 
+	// CheckInterval is how often the leader runs a consistency check: it
+	// proposes a Check entry, every voter hashes its keyspace at exactly
+	// that index (from a Pebble snapshot, off the apply goroutine), and the
+	// leader records the majority's hash; a node that differs stops serving
+	// and shuts its Raft down (checker.go). Default 1m: a hash reads every
+	// key, about a second per GB, so a minute keeps it a small share of
+	// the disk and CPU while bounding how long silent damage goes
+	// unnoticed. A new leader checks at once, and a voter that restarted
+	// asks for one (it serves nothing until a check passes on it). Negative
+	// turns the checks off, which leaves restarted nodes NOT_SERVING.
+	CheckInterval time.Duration
+
+	// CheckTimeout bounds how long the leader waits for the voters' hashes
+	// of one check. Default 30s, room for hashing a large keyspace.
+	CheckTimeout time.Duration
+
+	// PebbleMemTableBytes is the FSM's largest Pebble memtable; 0 keeps
+	// the fsm package's default (32 MiB). Tests lower it so that Pebble
+	// flushes, and edits its MANIFEST, after a few KiB of writes.
+	PebbleMemTableBytes int
+
 	// ApplyTimeout bounds a Propose when the caller's context has no
 	// deadline. Default 10s.
 	ApplyTimeout time.Duration
@@ -232,6 +253,8 @@ func DefaultConfig() Config {
 		PurgeInterval:      5 * time.Second,
 		ApplyTimeout:       10 * time.Second,
 		ApplyLagBound:      5 * time.Second,
+		CheckInterval:      time.Minute,
+		CheckTimeout:       30 * time.Second,
 		Limits:             fsm.DefaultLimits(),
 		RaftMaxConns:       128,
 		MaxOpenFiles:       1000,
@@ -257,6 +280,8 @@ func (c Config) withDefaults() Config {
 	setDur(&c.PurgeInterval, d.PurgeInterval)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
+	setDur(&c.CheckInterval, d.CheckInterval)
+	setDur(&c.CheckTimeout, d.CheckTimeout)
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}

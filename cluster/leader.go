@@ -60,8 +60,8 @@ func (n *Node) followLeadership(notify <-chan bool) {
 }
 
 // leaderLoop catches up with a Barrier, waits out
-// the reap grace period, then runs the reaper, the delayed mover and the
-// retention purge until ctx ends.
+// the reap grace period, then runs the reaper, the delayed mover, the
+// retention purge and the consistency checks until ctx ends.
 func (n *Node) leaderLoop(ctx context.Context) {
 	n.log.Info("leader loops starting")
 	// Everything committed by earlier leaders is applied locally once the
@@ -93,7 +93,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 					return
 				case <-t.C:
 				}
-				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) {
+				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) {
 					n.log.Warn("leader task failed", "task", name, "err", err)
 				}
 			}
@@ -107,6 +107,11 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.checkLoop(ctx)
+	}()
 	wg.Wait()
 }
 

@@ -82,7 +82,10 @@ func (n *Node) discover() {
 		statuses := n.pollPeers(conns)
 		changed := false
 		for _, st := range statuses {
-			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr()}) || changed
+			if st.GetConsistency().GetStatus() == checkAwaiting && n.IsLeader() {
+				n.check.poke() // a restarted voter serves nothing until a check passes on it
+			}
+			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr(), Checks: st.GetConsistency() != nil}) || changed
 			for _, s := range st.GetServers() {
 				changed = n.peers.put(Peer{ID: s.GetId(), RaftAddr: s.GetRaftAddr(), GRPCAddr: s.GetGrpcAddr()}) || changed
 			}
@@ -225,6 +228,7 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 		FsmAppliedIndex: n.fsm.AppliedIndex(),
 		RaftAddr:        n.cfg.RaftAddr,
 		GrpcAddr:        n.cfg.GRPCAddr,
+		Consistency:     n.check.status(),
 	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {

@@ -35,6 +35,7 @@ type Node struct {
 	notify chan bool // Raft's NotifyCh, which followLeadership reads
 
 	logFault *logFault // damage found in the log while running (logfault.go)
+	check    *checker
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -62,6 +63,9 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := checkMarker(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node", cfg.ID)
 	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
 	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset},
@@ -76,7 +80,8 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set}
+	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
+		MemTableBytes: cfg.PebbleMemTableBytes}
 	if cfg.fsmOptions != nil {
 		cfg.fsmOptions(&fopts)
 	}
@@ -90,6 +95,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	restarted, err := raft.HasExistingState(n.logs, n.store, n.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("read raft state: %w", err)
+	}
+	n.check = newChecker(n, restarted)
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
@@ -104,6 +114,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
+	n.fsm.SetCheckObserver(n.check.observe)
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.onFault = n.logFault.set

@@ -15,6 +15,10 @@ type Peer struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	GRPCAddr string `json:"grpc_addr"`
+	// Checks is set once the server answered a Status with a consistency
+	// section: its build applies Check entries. It is never unset, since a
+	// downgrade below the check is not supported.
+	Checks bool `json:"checks,omitempty"`
 }
 
 // peerBook maps server ids to peers. It is persisted in the data dir so a
@@ -60,6 +64,7 @@ func (b *peerBook) put(p Peer) bool {
 	if p.GRPCAddr == "" {
 		p.GRPCAddr = old.GRPCAddr
 	}
+	p.Checks = p.Checks || old.Checks
 	if p == old {
 		return false
 	}

@@ -42,6 +42,6 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 }
 
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_BATCH ||
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_CHECK_RESULT ||
 		t == pb.CommandType_COMMAND_TYPE_RELEASE
 }

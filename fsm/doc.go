@@ -35,6 +35,13 @@
 //     up and report NOT_SERVING while cluster shuts its Raft down. A command
 //     without Extensions (an older leader's, during a rolling upgrade)
 //     applies unchecked.
+//   - A Check entry (consistency check, cluster/checker.go) ends its apply
+//     batch: the batch commits at the Check's index and a registered Pebble
+//     snapshot of that state goes to the check observer, which hashes it on
+//     its own goroutine. One extra batch commit per check is the whole cost
+//     on the apply goroutine. A CheckResult changes nothing; it is accepted
+//     (and reported to the observer) only for an earlier index. The hash
+//     covers every key: nothing in the keyspace may legitimately differ.
 //   - Pebble writes use NoSync: the fsync'd Raft log is the durable source,
 //     and entries above the stored applied index are replayed on boot.
 //   - A claim promotes the queue's due delayed tasks itself, so a delayed

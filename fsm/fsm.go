@@ -79,6 +79,7 @@ type FSM struct {
 	observer atomic.Pointer[func(Event)]
 
 	logFault atomic.Pointer[error] // set once; then nothing more applies
+	checkObs atomic.Pointer[func(CheckEvent)]
 }
 
 var (
@@ -287,6 +288,12 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // everything after it do not, now or ever: their results are the error, the
 // FSM records it (LogFault) and refuses snapshots, since Raft would label
 // one with an index the keyspace never reached.
+//
+// A Check entry ends its Pebble batch: the batch is committed through the
+// Check's index and the check's snapshot taken right then, so every replica
+// hashes the keyspace at exactly that index however Raft grouped the
+// entries. The keyspace does not depend on the grouping (txn.go), so the
+// extra commit changes nothing else.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
 	if err := f.LogFault(); err != nil {
@@ -295,17 +302,22 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return results
 	}
+	good, bad := len(logs), error(nil)
 	for i, l := range logs {
 		if err := VerifyCommand(l); err != nil {
-			f.applyBatch(logs[:i], results[:i])
-			for j := i; j < len(logs); j++ {
-				results[j] = err
-			}
-			f.setLogFault(err)
-			return results
+			good, bad = i, err
+			break
 		}
 	}
-	f.applyBatch(logs, results)
+	for done := 0; done < good; {
+		done += f.applySegment(logs[done:good], results[done:good])
+	}
+	if bad != nil {
+		for j := good; j < len(logs); j++ {
+			results[j] = bad
+		}
+		f.setLogFault(bad)
+	}
 	return results
 }
 
@@ -329,10 +341,9 @@ func (f *FSM) setLogFault(err error) {
 	}
 }
 
-func (f *FSM) applyBatch(logs []*raft.Log, results []interface{}) {
-	if len(logs) == 0 {
-		return
-	}
+// applySegment applies logs up to and including the first Check entry in
+// one Pebble batch, fills results and returns how many entries it took.
+func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
 	db, idem := f.db, f.idem
 	f.mu.RUnlock()
@@ -343,6 +354,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, results []interface{}) {
 		tx.idem = idem
 	}
 	applied := f.applied.Load()
+	n, check := len(logs), uint64(0)
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue
@@ -360,10 +372,14 @@ func (f *FSM) applyBatch(logs []*raft.Log, results []interface{}) {
 			panic(fmt.Sprintf("docket fsm: apply index %d (%v): %v", l.Index, cmd.GetType(), err))
 		}
 		results[i] = res
+		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_CHECK && res.GetErrorCode() == pb.Code_CODE_OK {
+			n, check = i+1, l.Index
+			break
+		}
 	}
 	if applied == f.applied.Load() {
 		_ = b.Close() // nothing new; closing an empty batch cannot fail usefully
-		return
+		return n
 	}
 	if err := tx.finish(applied); err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
@@ -383,6 +399,8 @@ func (f *FSM) applyBatch(logs []*raft.Log, results []interface{}) {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
+	f.emitChecks(tx.checks, check)
+	return n
 }
 
 // reader returns a Reader over the current DB and a release func.

@@ -1,9 +1,6 @@
 package fsm
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -56,15 +53,8 @@ type fsmSnapshot struct {
 
 // Persist streams every key behind the versioned header.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	s.f.mu.RLock()
-	defer s.f.mu.RUnlock()
-	s.f.snapMu.Lock()
-	snap := s.snap
-	s.f.snapMu.Unlock()
-	if snap == nil {
-		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, errSnapshotReplaced), sink.Cancel())
-	}
-	if err := writeSnapshot(sink, storage.Wrap(snap), s.applied); err != nil {
+	err := s.read(func(r storage.Reader) error { return writeSnapshot(sink, r, s.applied) })
+	if err != nil {
 		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, err), sink.Cancel())
 	}
 	return sink.Close()
@@ -268,28 +258,4 @@ func (f *FSM) recoverSwap() error {
 		}
 	}
 	return errors.Join(fs.RemoveAll(tmp), fs.RemoveAll(old))
-}
-
-// Hash is a SHA-256 over every key and value in order: two replicas that
-// applied the same log have the same hash.
-func (f *FSM) Hash() (string, error) {
-	r, release, err := f.reader()
-	if err != nil {
-		return "", err
-	}
-	defer release()
-	h := sha256.New()
-	var lenBuf [8]byte
-	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
-		binary.BigEndian.PutUint32(lenBuf[:4], uint32(len(k)))
-		binary.BigEndian.PutUint32(lenBuf[4:], uint32(len(v)))
-		h.Write(lenBuf[:])
-		h.Write(k)
-		h.Write(v)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("hash: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

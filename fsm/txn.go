@@ -30,6 +30,7 @@ type txn struct {
 	tenants   map[string]*tenantEntry
 	pendingEv map[string]bool
 	ev        Event
+	checks    []CheckEvent // accepted CheckResult entries, in log order
 }
 
 type metaEntry struct {
@@ -115,6 +116,10 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.batch(cmd.GetBatch(), res)
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		err = tx.release(cmd.GetRelease(), res)
+	case pb.CommandType_COMMAND_TYPE_CHECK:
+		// Nothing to write: ApplyBatch hands out the snapshot (check.go).
+	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
+		tx.checkResult(cmd.GetCheckResult(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.

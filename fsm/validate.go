@@ -159,6 +159,10 @@ func Validate(cmd *pb.Command, lim Limits) error {
 		return checkCount("limit", int(r.GetLimit()), 1, MaxBatch)
 	case pb.CommandType_COMMAND_TYPE_BATCH:
 		return validateBatch(cmd.GetBatch())
+	case pb.CommandType_COMMAND_TYPE_CHECK:
+		return nil
+	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
+		return validateCheckResult(cmd.GetCheckResult())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -193,6 +197,10 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetBatch() != nil
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		ok = cmd.GetRelease() != nil
+	case pb.CommandType_COMMAND_TYPE_CHECK:
+		ok = cmd.GetCheck() != nil
+	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
+		ok = cmd.GetCheckResult() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

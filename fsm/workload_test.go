@@ -196,9 +196,19 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		cmd = cancelCmd(now, w.anyID())
 	case n < 95:
 		cmd = w.invalid(now)
-	case n < 97:
+	case n < 96:
 		r := w.ref() // a claim whose answer was lost: mostly still running
 		cmd = releaseCmd(now, &pb.ReapItem{TaskId: r.id, Fence: r.fence})
+	case n < 97:
+		// A Check ends its apply batch (fsm.go); the keyspace must not
+		// depend on where batches end.
+		cmd = &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Now: now, Body: &pb.Command_Check{Check: &pb.CheckCmd{}}}
+	case n < 98:
+		// Its check index may lie ahead of the entry: rejected the same way
+		// on every replica.
+		cmd = &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK_RESULT, Now: now, Body: &pb.Command_CheckResult{CheckResult: &pb.CheckResultCmd{
+			CheckIndex: 1 + uint64(w.rng.IntN(int(w.index)+2)), Hash: fmt.Sprintf("%064x", w.rng.Uint64()), Agreeing: 2, Voters: 3,
+		}}}
 	default:
 		r := w.ref()
 		cmd = heartbeatCmd(now, &pb.HeartbeatItem{TaskId: r.id, Fence: r.fence})

@@ -14,7 +14,11 @@ type clusterService struct {
 }
 
 func (c *clusterService) Status(_ context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
-	return c.s.node.StatusWithHash(req.GetWithHash())
+	st, err := c.s.node.StatusWithHash(req.GetWithHash())
+	if i := req.GetCheckIndex(); i != 0 && st != nil {
+		st.CheckHash = c.s.node.CheckHash(i)
+	}
+	return st, err
 }
 
 func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {

@@ -13,6 +13,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -202,4 +203,41 @@ func Test_HealthFollowsNodeProblems(t *testing.T) {
 	ts.node.problems.Store(nil)
 	waitHealth("", healthpb.HealthCheckResponse_SERVING)
 	waitHealth("docket.v1.Queue", healthpb.HealthCheckResponse_SERVING)
+}
+
+// A node the consistency checks do not let serve (diverged, or awaiting a
+// check after a restart) says NOT_SERVING overall and for the Queue
+// service, refuses Queue calls with Unavailable and NOT_SERVING, and still
+// answers Cluster.Status for operators and the leader's check.
+func Test_UncheckedNodeRefusesQueueButAnswersStatus(t *testing.T) {
+	ts := mustLeader(t, Config{HealthInterval: 10 * time.Millisecond})
+	ctx := testCtx(t)
+	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", Payload: []byte("p")})
+	for _, cause := range []error{cluster.ErrAwaitingCheck, fmt.Errorf("%w: hash differs", cluster.ErrDiverged)} {
+		ts.node.checkErr.Store(&cause)
+		for _, service := range []string{"", "docket.v1.Queue"} {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				resp, err := healthpb.NewHealthClient(ts.cc).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+				if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v: health %q: %v %v, want NOT_SERVING", cause, service, resp, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		_, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"})
+		if code, reason, _ := details(err); code != codes.Unavailable || reason != ReasonNotServing {
+			t.Fatalf("%v: stats: %v, want Unavailable %s", cause, err, ReasonNotServing)
+		}
+		if _, err := ts.c.Status(ctx, &pb.StatusRequest{}); err != nil {
+			t.Fatalf("%v: status: %v", cause, err)
+		}
+	}
+	ts.node.checkErr.Store(nil)
+	if _, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"}); err != nil {
+		t.Fatalf("serving again: %v", err)
+	}
 }

@@ -47,6 +47,13 @@ type Node interface {
 	Limits() fsm.Limits
 	// Now is the node's clock: the time the leader stamps into commands.
 	Now() time.Time
+	// CheckErr is nil when the consistency checks let this node serve;
+	// otherwise it is diverged or awaiting a check, and the API refuses
+	// everything but the Cluster service with Unavailable.
+	CheckErr() error
+	// CheckHash is this node's keyspace hash at a consistency check index,
+	// "" when not (yet) known; the leader collects them through Status.
+	CheckHash(index uint64) string
 }
 
 // DefaultTenant is the tenant of a request that names none.

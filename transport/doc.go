@@ -44,6 +44,12 @@
 //
 // # Decisions and trade-offs
 //
+//   - While the node's consistency checks do not let it serve (diverged,
+//     or awaiting a check after a restart; cluster.Node.CheckErr), every
+//     Queue call is refused with Unavailable and reason NOT_SERVING, before
+//     the handler runs, and health says NOT_SERVING overall. The Cluster
+//     service, health and reflection stay open: operators and the leader's
+//     check read Status from such a node.
 //   - Forwarding, not redirecting: a client that reaches any node gets an
 //     answer, at the cost of one extra hop through a follower. The hint in
 //     docket-leader lets a client go straight to the leader next time.

@@ -46,6 +46,11 @@ const (
 	// once on this node was reached (ErrOverloaded). Nothing was done;
 	// retry after a backoff.
 	ReasonOverloaded = "OVERLOADED"
+
+	// ReasonNotServing: Unavailable, nothing was done: this node's
+	// keyspace diverged from the majority's or awaits a consistency check
+	// after a restart. Retry on another node.
+	ReasonNotServing = "NOT_SERVING"
 )
 
 // The cluster errors this package branches on. This block is the only
@@ -54,6 +59,8 @@ var (
 	errNotLeader      = cluster.ErrNotLeader
 	errLeadershipLost = cluster.ErrLeadershipLost
 	errShutdown       = cluster.ErrShutdown
+	errDiverged       = cluster.ErrDiverged
+	errAwaitingCheck  = cluster.ErrAwaitingCheck
 )
 
 // notLeaderError is not-leader with a hint of where the leader is.
@@ -109,6 +116,8 @@ func toStatus(err error) error {
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonOverloaded, nil))
 	case errors.Is(err, errShutdown):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonShuttingDown, nil))
+	case errors.Is(err, errDiverged), errors.Is(err, errAwaitingCheck):
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotServing, nil))
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,7 +152,11 @@ func (s *Server) Stop(ctx context.Context) error {
 // puts the leader's address in the header and trailer of every answer.
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	resp, err := handler(ctx, req)
+	var resp any
+	err := s.refuseUnchecked(info.FullMethod)
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
 	leader := leaderHintOf(err)
 	if leader == "" {
 		leader = s.node.LeaderGRPCAddr()
@@ -207,11 +212,26 @@ func (s *Server) setQueueHealth() {
 	if len(problems) == 0 && (s.node.IsLeader() || s.node.LeaderGRPCAddr() != "") {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
+	// A node that diverged, or awaits a consistency check after a restart,
+	// is NOT_SERVING as a whole, not only for the Queue service; so is one
+	// that reports problems (log writes, Pebble, stuck apply).
 	node := healthpb.HealthCheckResponse_SERVING
-	if len(problems) > 0 {
-		node = healthpb.HealthCheckResponse_NOT_SERVING
+	if len(problems) > 0 || s.node.CheckErr() != nil {
+		st, node = healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	// After Shutdown (Stop) the health server ignores updates.
 	s.health.SetServingStatus(pb.Queue_ServiceDesc.ServiceName, st)
 	s.health.SetServingStatus("", node)
+}
+
+// refuseUnchecked refuses the Queue service's calls while the consistency
+// checks do not let this node serve: its keyspace may be damaged, so even a
+// stale read or a forwarded write's answer could be wrong. The Cluster
+// service stays open (operators and the leader's check need Status), and
+// so do health and reflection.
+func (s *Server) refuseUnchecked(method string) error {
+	if !strings.HasPrefix(method, "/"+pb.Queue_ServiceDesc.ServiceName+"/") {
+		return nil
+	}
+	return s.node.CheckErr()
 }

@@ -42,6 +42,7 @@ type fakeNode struct {
 	// then answers the ctx error: what a Raft entry already appended does.
 	applyLate atomic.Bool
 	problems  atomic.Pointer[[]string] // HealthProblems' answer
+	checkErr  atomic.Pointer[error]    // what CheckErr answers; nil means serving
 }
 
 func newFakeNode(t *testing.T, leader bool) *fakeNode {
@@ -113,11 +114,18 @@ func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandRes
 	return res, nil
 }
 
-func (n *fakeNode) IsLeader() bool         { return n.leader.Load() }
-func (n *fakeNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
-func (n *fakeNode) FSM() *fsm.FSM          { return n.fsm }
-func (n *fakeNode) Limits() fsm.Limits     { return n.limits }
-func (n *fakeNode) Now() time.Time         { return time.Now() }
+func (n *fakeNode) CheckErr() error {
+	if p := n.checkErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+func (n *fakeNode) CheckHash(uint64) string { return "" }
+func (n *fakeNode) IsLeader() bool          { return n.leader.Load() }
+func (n *fakeNode) LeaderGRPCAddr() string  { return *n.leaderAddr.Load() }
+func (n *fakeNode) FSM() *fsm.FSM           { return n.fsm }
+func (n *fakeNode) Limits() fsm.Limits      { return n.limits }
+func (n *fakeNode) Now() time.Time          { return time.Now() }
 
 func (n *fakeNode) HealthProblems() []string {
 	if p := n.problems.Load(); p != nil {

@@ -49,6 +49,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often the leader purges finished tasks past retention")
 	fs.DurationVar(&c.ApplyLagBound, "apply-lag-bound", c.ApplyLagBound, "health says NOT_SERVING when a committed entry waits longer than this to be applied, or Pebble stalls writes this long")
 	fs.Int64Var(&c.BallastBytes, "ballast-size", DefaultBallastBytes, "bytes of the data dir's BALLAST file, created at start when missing and the disk has twice that free; delete it to free space on a full disk (0: none)")
+	fs.DurationVar(&c.CheckInterval, "check-interval", c.CheckInterval, "how often the leader checks that every voter's keyspace hash agrees; a node that differs stops serving (negative: off, and restarted nodes stay NOT_SERVING)")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "how long the leader waits for the voters' hashes of one consistency check")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.Uint64Var(&c.TenantMaxTasks, "tenant-max-tasks", c.TenantMaxTasks, "tasks one tenant may store until purged, finished ones included; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")

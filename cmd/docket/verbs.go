@@ -420,5 +420,12 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %s\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(), s.GetSuffrage())
 		}
+		if cs := st.GetConsistency(); cs != nil {
+			fmt.Fprintf(w, "consistency (%s): %s  last check at %d  majority %.12s  own %.12s\n",
+				st.GetNodeId(), cs.GetStatus(), cs.GetIndex(), cs.GetMajorityHash(), cs.GetOwnHash())
+			if cs.GetDetail() != "" {
+				fmt.Fprintf(w, "  %s\n", cs.GetDetail())
+			}
+		}
 	}, st)
 }

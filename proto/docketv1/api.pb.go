@@ -1370,7 +1370,10 @@ type StatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// with_hash asks for the keyspace hash, which reads every key: off for
 	// discovery polls, on for convergence checks.
-	WithHash      bool `protobuf:"varint,1,opt,name=with_hash,json=withHash,proto3" json:"with_hash,omitempty"`
+	WithHash bool `protobuf:"varint,1,opt,name=with_hash,json=withHash,proto3" json:"with_hash,omitempty"`
+	// check_index asks for this node's keyspace hash at a consistency check
+	// (the leader collects them); the answer is check_hash.
+	CheckIndex    uint64 `protobuf:"varint,2,opt,name=check_index,json=checkIndex,proto3" json:"check_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1412,6 +1415,13 @@ func (x *StatusRequest) GetWithHash() bool {
 	return false
 }
 
+func (x *StatusRequest) GetCheckIndex() uint64 {
+	if x != nil {
+		return x.CheckIndex
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	NodeId          string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1426,8 +1436,12 @@ type StatusResponse struct {
 	FsmAppliedIndex uint64                 `protobuf:"varint,10,opt,name=fsm_applied_index,json=fsmAppliedIndex,proto3" json:"fsm_applied_index,omitempty"`
 	RaftAddr        string                 `protobuf:"bytes,11,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // this node's advertised Raft address
 	GrpcAddr        string                 `protobuf:"bytes,12,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"` // this node's advertised gRPC address
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// check_hash is this node's keyspace hash at request.check_index; empty
+	// while it is being computed or when this node did not apply that check.
+	CheckHash     string            `protobuf:"bytes,13,opt,name=check_hash,json=checkHash,proto3" json:"check_hash,omitempty"`
+	Consistency   *ConsistencyCheck `protobuf:"bytes,14,opt,name=consistency,proto3" json:"consistency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1544,6 +1558,101 @@ func (x *StatusResponse) GetGrpcAddr() string {
 	return ""
 }
 
+func (x *StatusResponse) GetCheckHash() string {
+	if x != nil {
+		return x.CheckHash
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetConsistency() *ConsistencyCheck {
+	if x != nil {
+		return x.Consistency
+	}
+	return nil
+}
+
+// ConsistencyCheck is what a node knows of the consistency checks: whether
+// it may serve, and the last check result it applied.
+type ConsistencyCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status: "ok" (the last check this node took part in matched the
+	// majority), "awaiting" (restarted, no check passed on it yet),
+	// "diverged" (its hash differed: it stopped serving and shut Raft down).
+	Status        string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`                                  // check index of the last result applied
+	MajorityHash  string `protobuf:"bytes,3,opt,name=majority_hash,json=majorityHash,proto3" json:"majority_hash,omitempty"` // the hash the majority recorded
+	OwnHash       string `protobuf:"bytes,4,opt,name=own_hash,json=ownHash,proto3" json:"own_hash,omitempty"`                // this node's hash at index; empty if unknown
+	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`                                 // human readable, e.g. why it diverged
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsistencyCheck) Reset() {
+	*x = ConsistencyCheck{}
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsistencyCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsistencyCheck) ProtoMessage() {}
+
+func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
+func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ConsistencyCheck) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ConsistencyCheck) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ConsistencyCheck) GetMajorityHash() string {
+	if x != nil {
+		return x.MajorityHash
+	}
+	return ""
+}
+
+func (x *ConsistencyCheck) GetOwnHash() string {
+	if x != nil {
+		return x.OwnHash
+	}
+	return ""
+}
+
+func (x *ConsistencyCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 type TransferLeadershipRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ToId          string                 `protobuf:"bytes,1,opt,name=to_id,json=toId,proto3" json:"to_id,omitempty"`
@@ -1553,7 +1662,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1674,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1687,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -1597,7 +1706,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1718,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1731,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -1644,7 +1753,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1765,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1778,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -1708,7 +1817,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1829,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1842,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 type RemoveServerRequest struct {
@@ -1745,7 +1854,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1866,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1879,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1788,7 +1897,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1909,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1922,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -1902,9 +2011,11 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\bR\x06leader\",\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\"M\n" +
 	"\rStatusRequest\x12\x1b\n" +
-	"\twith_hash\x18\x01 \x01(\bR\bwithHash\"\x9a\x03\n" +
+	"\twith_hash\x18\x01 \x01(\bR\bwithHash\x12\x1f\n" +
+	"\vcheck_index\x18\x02 \x01(\x04R\n" +
+	"checkIndex\"\xf8\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1918,7 +2029,16 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x11fsm_applied_index\x18\n" +
 	" \x01(\x04R\x0ffsmAppliedIndex\x12\x1b\n" +
 	"\traft_addr\x18\v \x01(\tR\braftAddr\x12\x1b\n" +
-	"\tgrpc_addr\x18\f \x01(\tR\bgrpcAddr\"0\n" +
+	"\tgrpc_addr\x18\f \x01(\tR\bgrpcAddr\x12\x1d\n" +
+	"\n" +
+	"check_hash\x18\r \x01(\tR\tcheckHash\x12=\n" +
+	"\vconsistency\x18\x0e \x01(\v2\x1b.docket.v1.ConsistencyCheckR\vconsistency\"\x98\x01\n" +
+	"\x10ConsistencyCheck\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +
+	"\rmajority_hash\x18\x03 \x01(\tR\fmajorityHash\x12\x19\n" +
+	"\bown_hash\x18\x04 \x01(\tR\aownHash\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"0\n" +
 	"\x19TransferLeadershipRequest\x12\x13\n" +
 	"\x05to_id\x18\x01 \x01(\tR\x04toId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
@@ -1964,7 +2084,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -1993,73 +2113,75 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*Server)(nil),                     // 24: docket.v1.Server
 	(*StatusRequest)(nil),              // 25: docket.v1.StatusRequest
 	(*StatusResponse)(nil),             // 26: docket.v1.StatusResponse
-	(*TransferLeadershipRequest)(nil),  // 27: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 28: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 29: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 30: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 31: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 32: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 33: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 34: docket.v1.ItemResult
-	(*Task)(nil),                       // 35: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 36: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 37: docket.v1.Outcome
-	(TaskState)(0),                     // 38: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 39: docket.v1.QueueStats
+	(*ConsistencyCheck)(nil),           // 27: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 28: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 29: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 30: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 31: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 32: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 33: docket.v1.RemoveServerResponse
+	(*NewTask)(nil),                    // 34: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 35: docket.v1.ItemResult
+	(*Task)(nil),                       // 36: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 37: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 38: docket.v1.Outcome
+	(TaskState)(0),                     // 39: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 40: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	33, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	34, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	35, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	36, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	34, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	37, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	34, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	35, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	36, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	37, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	35, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	38, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	34, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	38, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	35, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	35, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	39, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	35, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	34, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	35, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	39, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	36, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	36, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	40, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	36, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	35, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
 	24, // 14: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	0,  // 15: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 16: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 17: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 18: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 19: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 20: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 21: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 22: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 23: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 24: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 25: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 26: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	25, // 27: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	27, // 28: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	29, // 29: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	31, // 30: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	1,  // 31: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 32: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 33: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 34: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 35: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 36: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 37: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 38: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 39: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 40: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 41: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 42: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	26, // 43: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	28, // 44: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	30, // 45: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	32, // 46: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	31, // [31:47] is the sub-list for method output_type
-	15, // [15:31] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	27, // 15: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 16: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 17: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 18: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 19: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 20: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 21: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 22: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 23: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 24: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 25: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 26: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 27: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	25, // 28: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	28, // 29: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	30, // 30: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	32, // 31: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	1,  // 32: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 33: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 34: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 35: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 36: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 37: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 38: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 39: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 40: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 41: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 42: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 43: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	26, // 44: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	29, // 45: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	31, // 46: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	33, // 47: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	32, // [32:48] is the sub-list for method output_type
+	16, // [16:32] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -2075,7 +2197,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

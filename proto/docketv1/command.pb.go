@@ -42,6 +42,8 @@ const (
 	CommandType_COMMAND_TYPE_PURGE           CommandType = 9
 	CommandType_COMMAND_TYPE_REQUEUE_DEAD    CommandType = 10
 	CommandType_COMMAND_TYPE_BATCH           CommandType = 11
+	CommandType_COMMAND_TYPE_CHECK           CommandType = 12
+	CommandType_COMMAND_TYPE_CHECK_RESULT    CommandType = 13
 	// Numbered apart from the sequence so that types added on other lines
 	// of work do not collide.
 	CommandType_COMMAND_TYPE_RELEASE CommandType = 20
@@ -62,6 +64,8 @@ var (
 		9:  "COMMAND_TYPE_PURGE",
 		10: "COMMAND_TYPE_REQUEUE_DEAD",
 		11: "COMMAND_TYPE_BATCH",
+		12: "COMMAND_TYPE_CHECK",
+		13: "COMMAND_TYPE_CHECK_RESULT",
 		20: "COMMAND_TYPE_RELEASE",
 	}
 	CommandType_value = map[string]int32{
@@ -77,6 +81,8 @@ var (
 		"COMMAND_TYPE_PURGE":           9,
 		"COMMAND_TYPE_REQUEUE_DEAD":    10,
 		"COMMAND_TYPE_BATCH":           11,
+		"COMMAND_TYPE_CHECK":           12,
+		"COMMAND_TYPE_CHECK_RESULT":    13,
 		"COMMAND_TYPE_RELEASE":         20,
 	}
 )
@@ -191,6 +197,8 @@ type Command struct {
 	//	*Command_Purge
 	//	*Command_RequeueDead
 	//	*Command_Batch
+	//	*Command_Check
+	//	*Command_CheckResult
 	//	*Command_Release
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -347,6 +355,24 @@ func (x *Command) GetBatch() *BatchCmd {
 	return nil
 }
 
+func (x *Command) GetCheck() *CheckCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Check); ok {
+			return x.Check
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCheckResult() *CheckResultCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CheckResult); ok {
+			return x.CheckResult
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRelease() *ReleaseCmd {
 	if x != nil {
 		if x, ok := x.Body.(*Command_Release); ok {
@@ -404,6 +430,14 @@ type Command_Batch struct {
 	Batch *BatchCmd `protobuf:"bytes,20,opt,name=batch,proto3,oneof"`
 }
 
+type Command_Check struct {
+	Check *CheckCmd `protobuf:"bytes,21,opt,name=check,proto3,oneof"`
+}
+
+type Command_CheckResult struct {
+	CheckResult *CheckResultCmd `protobuf:"bytes,22,opt,name=check_result,json=checkResult,proto3,oneof"`
+}
+
 type Command_Release struct {
 	Release *ReleaseCmd `protobuf:"bytes,30,opt,name=release,proto3,oneof"`
 }
@@ -429,6 +463,10 @@ func (*Command_Purge) isCommand_Body() {}
 func (*Command_RequeueDead) isCommand_Body() {}
 
 func (*Command_Batch) isCommand_Body() {}
+
+func (*Command_Check) isCommand_Body() {}
+
+func (*Command_CheckResult) isCommand_Body() {}
 
 func (*Command_Release) isCommand_Body() {}
 
@@ -1391,6 +1429,117 @@ func (x *RequeueDeadCmd) GetLimit() uint32 {
 	return 0
 }
 
+// CheckCmd starts a consistency check: its own log index is the check
+// index. Every replica hashes its keyspace as it stands right after
+// applying this entry; the command changes nothing but the applied index
+// and time. Proposed only by the leader, never inside a Batch.
+type CheckCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckCmd) Reset() {
+	*x = CheckCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckCmd) ProtoMessage() {}
+
+func (x *CheckCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckCmd.ProtoReflect.Descriptor instead.
+func (*CheckCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
+}
+
+// CheckResultCmd records the hash a majority of voters reported for the
+// keyspace at check_index. A replica whose own hash at check_index differs
+// stops serving (cluster/checker.go); the keyspace does not change.
+type CheckResultCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CheckIndex    uint64                 `protobuf:"varint,1,opt,name=check_index,json=checkIndex,proto3" json:"check_index,omitempty"`
+	Hash          string                 `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`          // hex SHA-256, as fsm.FSM.Hash
+	Agreeing      uint32                 `protobuf:"varint,3,opt,name=agreeing,proto3" json:"agreeing,omitempty"` // voters that reported this hash
+	Voters        uint32                 `protobuf:"varint,4,opt,name=voters,proto3" json:"voters,omitempty"`     // voters in the configuration when it was decided
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResultCmd) Reset() {
+	*x = CheckResultCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResultCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResultCmd) ProtoMessage() {}
+
+func (x *CheckResultCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResultCmd.ProtoReflect.Descriptor instead.
+func (*CheckResultCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CheckResultCmd) GetCheckIndex() uint64 {
+	if x != nil {
+		return x.CheckIndex
+	}
+	return 0
+}
+
+func (x *CheckResultCmd) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *CheckResultCmd) GetAgreeing() uint32 {
+	if x != nil {
+		return x.Agreeing
+	}
+	return 0
+}
+
+func (x *CheckResultCmd) GetVoters() uint32 {
+	if x != nil {
+		return x.Voters
+	}
+	return 0
+}
+
 type ItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=docket.v1.Code" json:"code,omitempty"`
@@ -1404,7 +1553,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1565,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1578,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -1485,7 +1634,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1646,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1659,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -1573,7 +1722,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xb2\x05\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\x9f\x06\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -1588,7 +1737,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0fpromote_delayed\x18\x11 \x01(\v2\x1c.docket.v1.PromoteDelayedCmdH\x00R\x0epromoteDelayed\x12+\n" +
 	"\x05purge\x18\x12 \x01(\v2\x13.docket.v1.PurgeCmdH\x00R\x05purge\x12>\n" +
 	"\frequeue_dead\x18\x13 \x01(\v2\x19.docket.v1.RequeueDeadCmdH\x00R\vrequeueDead\x12+\n" +
-	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batch\x121\n" +
+	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batch\x12+\n" +
+	"\x05check\x18\x15 \x01(\v2\x13.docket.v1.CheckCmdH\x00R\x05check\x12>\n" +
+	"\fcheck_result\x18\x16 \x01(\v2\x19.docket.v1.CheckResultCmdH\x00R\vcheckResult\x121\n" +
 	"\arelease\x18\x1e \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\areleaseB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
@@ -1653,7 +1804,15 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xa4\x01\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\n" +
+	"\n" +
+	"\bCheckCmd\"y\n" +
+	"\x0eCheckResultCmd\x12\x1f\n" +
+	"\vcheck_index\x18\x01 \x01(\x04R\n" +
+	"checkIndex\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\x12\x1a\n" +
+	"\bagreeing\x18\x03 \x01(\rR\bagreeing\x12\x16\n" +
+	"\x06voters\x18\x04 \x01(\rR\x06voters\"\xa4\x01\n" +
 	"\n" +
 	"ItemResult\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\x04code\x12\x17\n" +
@@ -1671,7 +1830,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x03now\x18\x05 \x01(\x03R\x03now\x12+\n" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
 	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
-	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\xe4\x02\n" +
+	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\x9b\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -1685,7 +1844,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x12COMMAND_TYPE_PURGE\x10\t\x12\x1d\n" +
 	"\x19COMMAND_TYPE_REQUEUE_DEAD\x10\n" +
 	"\x12\x16\n" +
-	"\x12COMMAND_TYPE_BATCH\x10\v\x12\x18\n" +
+	"\x12COMMAND_TYPE_BATCH\x10\v\x12\x16\n" +
+	"\x12COMMAND_TYPE_CHECK\x10\f\x12\x1d\n" +
+	"\x19COMMAND_TYPE_CHECK_RESULT\x10\r\x12\x18\n" +
 	"\x14COMMAND_TYPE_RELEASE\x10\x14*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
@@ -1710,7 +1871,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),          // 0: docket.v1.CommandType
 	(Code)(0),                 // 1: docket.v1.Code
@@ -1731,11 +1892,13 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*PromoteDelayedCmd)(nil), // 16: docket.v1.PromoteDelayedCmd
 	(*PurgeCmd)(nil),          // 17: docket.v1.PurgeCmd
 	(*RequeueDeadCmd)(nil),    // 18: docket.v1.RequeueDeadCmd
-	(*ItemResult)(nil),        // 19: docket.v1.ItemResult
-	(*CommandResult)(nil),     // 20: docket.v1.CommandResult
-	(Outcome)(0),              // 21: docket.v1.Outcome
-	(TaskState)(0),            // 22: docket.v1.TaskState
-	(*Task)(nil),              // 23: docket.v1.Task
+	(*CheckCmd)(nil),          // 19: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),    // 20: docket.v1.CheckResultCmd
+	(*ItemResult)(nil),        // 21: docket.v1.ItemResult
+	(*CommandResult)(nil),     // 22: docket.v1.CommandResult
+	(Outcome)(0),              // 23: docket.v1.Outcome
+	(TaskState)(0),            // 24: docket.v1.TaskState
+	(*Task)(nil),              // 25: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -1750,25 +1913,27 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	17, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
 	18, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
 	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	15, // 12: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	2,  // 13: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 14: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 15: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 16: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	21, // 17: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 18: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 19: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	1,  // 20: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	22, // 21: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 22: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	19, // 23: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	23, // 24: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	20, // 25: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	19, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
+	20, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
+	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
+	2,  // 15: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 16: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 17: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 18: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	23, // 19: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 20: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 21: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	1,  // 22: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	24, // 23: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 24: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	21, // 25: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	25, // 26: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	22, // 27: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -1789,6 +1954,8 @@ func file_docketv1_command_proto_init() {
 		(*Command_Purge)(nil),
 		(*Command_RequeueDead)(nil),
 		(*Command_Batch)(nil),
+		(*Command_Check)(nil),
+		(*Command_CheckResult)(nil),
 		(*Command_Release)(nil),
 	}
 	type x struct{}
@@ -1797,7 +1964,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,471 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+var (
+	// ErrDiverged means this node's keyspace differed from the hash a
+	// majority of voters recorded at a consistency check. The node serves
+	// nothing, its Raft is shut down so it can never lead or vote, and it
+	// refuses to start again until its data dir is wiped (doc.go, Repair).
+	ErrDiverged = errors.New("keyspace diverged from the majority")
+	// ErrAwaitingCheck means this node started from existing data and no
+	// consistency check has passed on it yet: its keyspace may be damaged
+	// (a corrupt Pebble MANIFEST opens without error), so it serves nothing
+	// until one does.
+	ErrAwaitingCheck = errors.New("awaiting a consistency check")
+)
+
+// Check states, as StatusResponse.consistency.status shows them.
+const (
+	checkOK       = "ok"
+	checkAwaiting = "awaiting"
+	checkDiverged = "diverged"
+)
+
+// divergedMarker is the file in the data dir that keeps a diverged node
+// from starting again until an operator wipes the dir.
+const divergedMarker = "DIVERGED"
+
+// keptHashes bounds how many own hashes a node remembers: a result is
+// recorded within one check of its Check, so a few suffice.
+const keptHashes = 8
+
+// checkPokeGap is the least time between a check and one that a voter
+// awaiting a check asked for: a node that takes longer than that to hash
+// must not make the leader check back to back.
+const checkPokeGap = 5 * time.Second
+
+// checkRetry is how soon the leader tries again when a check could not
+// start (a voter not yet known to apply Check entries, or no leadership).
+const checkRetry = time.Second
+
+// errChecksUnsupported means a voter has not shown that its build applies
+// Check entries; proposing one would stop it (unknown command type).
+var errChecksUnsupported = errors.New("not every voter is known to support consistency checks")
+
+// checkPoll is how often the leader re-asks voters that have not reported
+// their hash yet.
+const checkPoll = 50 * time.Millisecond
+
+// checker is the node's side of the consistency check: it hashes the
+// snapshots the FSM hands out at Check entries, compares them with the
+// CheckResult entries, and turns a mismatch into a stop.
+type checker struct {
+	n *Node
+
+	mu      sync.Mutex
+	state   string
+	detail  string
+	hashes  map[uint64]*ownHash
+	results map[uint64]*pb.CheckResultCmd // results waiting for their own hash
+	last    *pb.CheckResultCmd            // last result applied
+	lastOwn string                        // own hash at last.CheckIndex, "" if unknown
+	hashing bool                          // one hash at a time
+
+	wake chan struct{} // asks the leader's check loop for a check now
+}
+
+type ownHash struct {
+	done chan struct{} // closed when hash and err are set
+	hash string
+	err  error
+}
+
+func newChecker(n *Node, restarted bool) *checker {
+	c := &checker{n: n, state: checkOK, hashes: map[uint64]*ownHash{}, results: map[uint64]*pb.CheckResultCmd{}, wake: make(chan struct{}, 1)}
+	if restarted {
+		c.state, c.detail = checkAwaiting, "started from existing data; no check has passed on it yet"
+	}
+	return c
+}
+
+// err is nil when the node may serve.
+func (c *checker) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case checkAwaiting:
+		return ErrAwaitingCheck
+	case checkDiverged:
+		return fmt.Errorf("%w: %s", ErrDiverged, c.detail)
+	}
+	return nil
+}
+
+// observe receives the FSM's check entries on the apply goroutine; it
+// only records and starts goroutines.
+func (c *checker) observe(ev fsm.CheckEvent) {
+	if ev.View != nil {
+		c.startHash(ev.Index, ev.View)
+		return
+	}
+	res := ev.Result
+	c.mu.Lock()
+	c.last, c.lastOwn = res, ""
+	h := c.hashes[res.GetCheckIndex()]
+	if h == nil {
+		c.mu.Unlock()
+		return // not hashed here (restored from a snapshot, restarted, or busy): nothing to compare
+	}
+	select {
+	case <-h.done:
+		c.mu.Unlock()
+		c.compare(res, h)
+	default:
+		c.results[res.GetCheckIndex()] = res
+		c.mu.Unlock()
+	}
+}
+
+// startHash hashes view on its own goroutine. A check that arrives while
+// the previous hash still runs is skipped: this node then simply has no
+// hash for it, and the next check covers it.
+func (c *checker) startHash(index uint64, view *fsm.CheckView) {
+	c.mu.Lock()
+	if c.hashing || c.state == checkDiverged {
+		c.mu.Unlock()
+		view.Release()
+		return
+	}
+	c.hashing = true
+	h := &ownHash{done: make(chan struct{})}
+	c.hashes[index] = h
+	for i := range c.hashes {
+		if i+keptHashes <= index {
+			delete(c.hashes, i)
+			delete(c.results, i)
+		}
+	}
+	c.mu.Unlock()
+	// Raft's apply goroutine, the only caller, ends before stop waits on
+	// wg, so this Add never races the Wait.
+	c.n.wg.Add(1)
+	go func() {
+		defer c.n.wg.Done()
+		hash, err := view.Hash()
+		view.Release()
+		c.mu.Lock()
+		h.hash, h.err = hash, err
+		c.hashing = false
+		close(h.done)
+		res := c.results[index]
+		delete(c.results, index)
+		c.mu.Unlock()
+		if err != nil {
+			c.n.log.Warn("consistency check: hashing failed", "check_index", index, "err", err)
+		}
+		if res != nil {
+			c.compare(res, h)
+		}
+	}()
+}
+
+// hashAt returns this node's hash at a check index, "" when unknown or
+// still being computed.
+func (c *checker) hashAt(index uint64) string {
+	c.mu.Lock()
+	h := c.hashes[index]
+	c.mu.Unlock()
+	if h == nil {
+		return ""
+	}
+	select {
+	case <-h.done:
+		return h.hash
+	default:
+		return ""
+	}
+}
+
+// compare acts on a recorded result against this node's own hash.
+func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
+	if h.err != nil {
+		return // could not hash: neither pass nor fail on it
+	}
+	c.mu.Lock()
+	if c.last == res {
+		c.lastOwn = h.hash
+	}
+	if h.hash == res.GetHash() {
+		if c.state == checkAwaiting {
+			c.n.log.Info("consistency check passed: serving", "check_index", res.GetCheckIndex())
+			c.state, c.detail = checkOK, ""
+		}
+		c.mu.Unlock()
+		return
+	}
+	if c.state == checkDiverged {
+		c.mu.Unlock()
+		return
+	}
+	c.state = checkDiverged
+	c.detail = fmt.Sprintf("at check index %d this node's keyspace hash is %s, the majority's (%d of %d voters) is %s",
+		res.GetCheckIndex(), h.hash, res.GetAgreeing(), res.GetVoters(), res.GetHash())
+	detail := c.detail
+	c.mu.Unlock()
+	c.n.log.Error("CONSISTENCY CHECK FAILED: this node's keyspace diverged from the majority; it stops serving and shuts Raft down. "+
+		"Repair: stop it, wipe its data dir and let it rejoin (cluster/doc.go)",
+		"check_index", res.GetCheckIndex(), "own_hash", h.hash, "majority_hash", res.GetHash())
+	if err := writeMarker(c.n.cfg.DataDir, detail); err != nil {
+		c.n.log.Error("writing the diverged marker failed", "err", err)
+	}
+	c.n.wg.Add(1)
+	go func() {
+		defer c.n.wg.Done()
+		c.n.leaveRaft()
+	}()
+}
+
+// status is the consistency part of StatusResponse.
+func (c *checker) status() *pb.ConsistencyCheck {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := &pb.ConsistencyCheck{Status: c.state, Detail: c.detail}
+	if c.last != nil {
+		cs.Index, cs.MajorityHash, cs.OwnHash = c.last.GetCheckIndex(), c.last.GetHash(), c.lastOwn
+	}
+	return cs
+}
+
+// poke asks the leader's check loop for a check soon (a voter reports it
+// is awaiting one). It never blocks.
+func (c *checker) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// leaveRaft takes a diverged node out of the cluster's life: a leader first
+// hands leadership over, then Raft shuts down, so this node neither leads
+// nor votes again. Its stores stay open so Status can still explain why.
+func (n *Node) leaveRaft() {
+	if n.IsLeader() && n.voterCount() > 1 {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
+		err := waitFuture(ctx, n.raft.LeadershipTransfer())
+		cancel()
+		if err != nil {
+			n.log.Warn("diverged leader: leadership transfer failed; shutting Raft down anyway", "err", err)
+		} else {
+			n.log.Info("diverged leader: leadership transferred")
+		}
+	}
+	if err := n.raft.Shutdown().Error(); err != nil {
+		n.log.Error("diverged node: raft shutdown", "err", err)
+	}
+	n.log.Error("diverged node: Raft is shut down; waiting for repair")
+}
+
+// CheckErr is nil when this node may serve: nil, ErrAwaitingCheck after a
+// restart until a consistency check passes on it, or an error wrapping
+// ErrDiverged once a check found its keyspace different from the majority's.
+func (n *Node) CheckErr() error { return n.check.err() }
+
+// CheckHash is this node's keyspace hash at a consistency check index,
+// "" while it is being computed or when this node did not hash it.
+func (n *Node) CheckHash(index uint64) string { return n.check.hashAt(index) }
+
+// checkLoop runs the leader's consistency checks: one as soon as it leads
+// (a node that just restarted may lead and must not serve from an unchecked
+// keyspace for long), then every CheckInterval, and sooner when a voter
+// reports it awaits one.
+func (n *Node) checkLoop(ctx context.Context) {
+	if n.cfg.CheckInterval < 0 {
+		return
+	}
+	for {
+		wait := n.cfg.CheckInterval
+		started := time.Now()
+		err := n.checkOnce(ctx)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, errChecksUnsupported):
+			n.log.Debug("consistency check postponed", "err", err)
+			wait = min(wait, checkRetry)
+		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShutdown):
+		default:
+			n.log.Warn("consistency check failed to run", "err", err)
+			wait = min(wait, checkRetry)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-n.check.wake:
+			t.Stop()
+			if !sleepCtx(ctx, time.Until(started.Add(min(checkPokeGap, n.cfg.CheckInterval)))) {
+				return
+			}
+		}
+	}
+}
+
+// checkOnce proposes a Check, collects the voters' hashes at its index and
+// records the majority's hash with a CheckResult. Without a majority (too
+// few voters answered, or they disagree) nothing is recorded.
+func (n *Node) checkOnce(ctx context.Context) error {
+	for _, id := range n.voterIDs() {
+		if p, _ := n.peers.get(id); id != n.cfg.ID && !p.Checks {
+			return fmt.Errorf("%w: %s", errChecksUnsupported, id)
+		}
+	}
+	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{}}})
+	if err != nil {
+		return fmt.Errorf("propose check: %w", err)
+	}
+	index := res.GetIndex()
+	voters := n.voterIDs()
+	need := len(voters)/2 + 1
+	hashes := n.collectHashes(ctx, index, voters, need)
+	counts := map[string]int{}
+	for _, h := range hashes {
+		counts[h]++
+	}
+	var majority string
+	for h, c := range counts {
+		if c >= need {
+			majority = h
+		}
+	}
+	if majority == "" {
+		if len(hashes) >= need {
+			n.log.Error("consistency check: voters disagree and no majority agrees; nothing recorded", "check_index", index, "hashes", hashes)
+		} else {
+			n.log.Warn("consistency check: too few voters reported a hash", "check_index", index, "reported", len(hashes), "need", need)
+		}
+		return nil
+	}
+	var dissent []string
+	for id, h := range hashes {
+		if h != majority {
+			dissent = append(dissent, id)
+		}
+	}
+	sort.Strings(dissent)
+	if len(dissent) > 0 {
+		n.log.Error("consistency check: voters differ from the majority", "check_index", index, "diverged", dissent)
+	}
+	_, err = n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK_RESULT, Body: &pb.Command_CheckResult{CheckResult: &pb.CheckResultCmd{
+		CheckIndex: index, Hash: majority, Agreeing: uint32(counts[majority]), Voters: uint32(len(voters)),
+	}}})
+	if err != nil {
+		return fmt.Errorf("propose check result at %d: %w", index, err)
+	}
+	return nil
+}
+
+// collectHashes asks every voter for its hash at index until a majority
+// agrees, all answered, or CheckTimeout passes. It returns hashes by voter
+// id. A voter that had not answered still compares its own hash when it
+// applies the result.
+func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string, need int) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CheckTimeout)
+	defer cancel()
+	got := map[string]string{}
+	conns := map[string]*grpc.ClientConn{}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close() // best effort; the check is over
+		}
+	}()
+	for {
+		counts := map[string]int{}
+		for _, id := range voters {
+			if _, ok := got[id]; !ok {
+				if h := n.peerHash(ctx, conns, id, index); h != "" {
+					got[id] = h
+				}
+			}
+		}
+		for _, h := range got {
+			counts[h]++
+			if counts[h] >= need {
+				return got
+			}
+		}
+		if len(got) == len(voters) {
+			return got
+		}
+		if !sleepCtx(ctx, checkPoll) {
+			return got
+		}
+	}
+}
+
+// peerHash is one voter's hash at index, "" when it has none yet or cannot
+// be reached.
+func (n *Node) peerHash(ctx context.Context, conns map[string]*grpc.ClientConn, id string, index uint64) string {
+	if id == n.cfg.ID {
+		return n.check.hashAt(index)
+	}
+	p, _ := n.peers.get(id)
+	if p.GRPCAddr == "" {
+		return ""
+	}
+	c, ok := conns[p.GRPCAddr]
+	if !ok {
+		var err error
+		if c, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return ""
+		}
+		conns[p.GRPCAddr] = c
+	}
+	rctx, cancel := context.WithTimeout(ctx, statusRPC)
+	defer cancel()
+	st, err := pb.NewClusterClient(c).Status(rctx, &pb.StatusRequest{CheckIndex: index})
+	if err != nil || st.GetNodeId() != id {
+		return ""
+	}
+	return st.GetCheckHash()
+}
+
+// voterIDs lists the voters of the latest configuration.
+func (n *Node) voterIDs() []string {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			ids = append(ids, string(s.ID))
+		}
+	}
+	return ids
+}
+
+// writeMarker records in the data dir that the node diverged.
+func writeMarker(dir, detail string) error {
+	return os.WriteFile(filepath.Join(dir, divergedMarker), []byte(detail+"\n"), 0o644)
+}
+
+// checkMarker refuses to start a node that diverged and was not repaired.
+func checkMarker(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, divergedMarker))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", divergedMarker, err)
+	}
+	return fmt.Errorf("%w: %s(%s). Wipe the data dir %s and let the node rejoin (see cluster docs)",
+		ErrDiverged, b, filepath.Join(dir, divergedMarker), dir)
+}

@@ -1,0 +1,156 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// CheckEvent is a consistency-check entry the FSM applied (see
+// cluster/checker.go for the protocol). Exactly one of View and Result is
+// set.
+type CheckEvent struct {
+	// Index is the log index of the entry.
+	Index uint64
+	// View is, for a Check entry, the keyspace exactly as it stood right
+	// after the entry was applied. The receiver owns it and must Release it.
+	View *CheckView
+	// Result is, for an accepted CheckResult entry, the hash the majority
+	// recorded for the keyspace at Result.CheckIndex.
+	Result *pb.CheckResultCmd
+}
+
+// SetCheckObserver registers fn to receive consistency-check entries as
+// they apply, on Raft's apply goroutine: it must not block, so hashing a
+// View belongs on another goroutine. Without an observer no snapshot is
+// taken. nil removes it.
+func (f *FSM) SetCheckObserver(fn func(CheckEvent)) {
+	if fn == nil {
+		f.checkObs.Store(nil)
+		return
+	}
+	f.checkObs.Store(&fn)
+}
+
+// emitChecks hands the batch's CheckResult entries, then the snapshot of a
+// Check entry that ended the batch (check > 0), to the check observer.
+// Both come after the batch committed, in log order: a CheckResult always
+// precedes the Check that ends its batch.
+func (f *FSM) emitChecks(results []CheckEvent, check uint64) {
+	fnp := f.checkObs.Load()
+	if fnp == nil {
+		return
+	}
+	for _, ev := range results {
+		(*fnp)(ev)
+	}
+	if check == 0 {
+		return
+	}
+	s, err := f.Snapshot()
+	if err != nil {
+		return // closed under us: the node is stopping and checks nothing
+	}
+	(*fnp)(CheckEvent{Index: check, View: &CheckView{s: s.(*fsmSnapshot)}})
+}
+
+// checkResult accepts a CheckResult whose check index lies before its own
+// entry; any other is rejected, the same way on every replica.
+func (tx *txn) checkResult(c *pb.CheckResultCmd, res *pb.CommandResult) {
+	if c.GetCheckIndex() >= tx.index {
+		res.ErrorCode, res.ErrorField = pb.Code_CODE_INVALID_ARGUMENT, "check_index"
+		res.ErrorDetail = fmt.Sprintf("%d is not before this entry (%d)", c.GetCheckIndex(), tx.index)
+		return
+	}
+	tx.checks = append(tx.checks, CheckEvent{Index: tx.index, Result: c})
+}
+
+// validateCheckResult checks the shape of a CheckResult: a check index and
+// a hash as Hash writes it.
+func validateCheckResult(c *pb.CheckResultCmd) error {
+	if c.GetCheckIndex() == 0 {
+		return fieldErr("check_index", "required")
+	}
+	if h := c.GetHash(); len(h) != 2*sha256.Size {
+		return fieldErr("hash", "want %d hex digits, got %d", 2*sha256.Size, len(h))
+	} else if _, err := hex.DecodeString(h); err != nil {
+		return fieldErr("hash", "not hex: %v", err)
+	}
+	if c.GetAgreeing() > c.GetVoters() {
+		return fieldErr("agreeing", "%d agreeing of %d voters", c.GetAgreeing(), c.GetVoters())
+	}
+	return nil
+}
+
+// CheckView is a Pebble snapshot of the keyspace at a Check entry's index.
+// It is registered like a Raft snapshot, so a Restore or Close that comes
+// first closes it and Hash then fails instead of reading a closed database.
+type CheckView struct{ s *fsmSnapshot }
+
+// Index is the applied index the view was taken at.
+func (v *CheckView) Index() uint64 { return v.s.applied }
+
+// Hash is the keyspace hash of the view, as FSM.Hash would have answered
+// at Index. It reads every key; call it off the apply goroutine.
+func (v *CheckView) Hash() (string, error) {
+	var h string
+	err := v.s.read(func(r storage.Reader) error {
+		var err error
+		h, err = hashKeyspace(r)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("check hash at %d: %w", v.s.applied, err)
+	}
+	return h, nil
+}
+
+// Release frees the snapshot. It is safe to call more than once.
+func (v *CheckView) Release() { v.s.Release() }
+
+// read runs fn over the snapshot while the keyspace cannot be swapped.
+func (s *fsmSnapshot) read(fn func(storage.Reader) error) error {
+	s.f.mu.RLock()
+	defer s.f.mu.RUnlock()
+	s.f.snapMu.Lock()
+	snap := s.snap
+	s.f.snapMu.Unlock()
+	if snap == nil {
+		return errSnapshotReplaced
+	}
+	return fn(storage.Wrap(snap))
+}
+
+// Hash is a SHA-256 over every key and value in order: two replicas that
+// applied the same log have the same hash.
+func (f *FSM) Hash() (string, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return hashKeyspace(r)
+}
+
+// hashKeyspace hashes every key of r, nothing excluded: a replica must
+// agree with the others on all of it, metadata included.
+func hashKeyspace(r storage.Reader) (string, error) {
+	h := sha256.New()
+	var lenBuf [8]byte
+	err := storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
+		binary.BigEndian.PutUint32(lenBuf[:4], uint32(len(k)))
+		binary.BigEndian.PutUint32(lenBuf[4:], uint32(len(v)))
+		h.Write(lenBuf[:])
+		h.Write(k)
+		h.Write(v)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
