@@ -44,9 +44,7 @@ const (
 	CommandType_COMMAND_TYPE_BATCH           CommandType = 11
 	CommandType_COMMAND_TYPE_CHECK           CommandType = 12
 	CommandType_COMMAND_TYPE_CHECK_RESULT    CommandType = 13
-	// Numbered apart from the sequence so that types added on other lines
-	// of work do not collide.
-	CommandType_COMMAND_TYPE_RELEASE CommandType = 20
+	CommandType_COMMAND_TYPE_RELEASE         CommandType = 14
 )
 
 // Enum value maps for CommandType.
@@ -66,7 +64,7 @@ var (
 		11: "COMMAND_TYPE_BATCH",
 		12: "COMMAND_TYPE_CHECK",
 		13: "COMMAND_TYPE_CHECK_RESULT",
-		20: "COMMAND_TYPE_RELEASE",
+		14: "COMMAND_TYPE_RELEASE",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":     0,
@@ -83,7 +81,7 @@ var (
 		"COMMAND_TYPE_BATCH":           11,
 		"COMMAND_TYPE_CHECK":           12,
 		"COMMAND_TYPE_CHECK_RESULT":    13,
-		"COMMAND_TYPE_RELEASE":         20,
+		"COMMAND_TYPE_RELEASE":         14,
 	}
 )
 
@@ -439,7 +437,7 @@ type Command_CheckResult struct {
 }
 
 type Command_Release struct {
-	Release *ReleaseCmd `protobuf:"bytes,30,opt,name=release,proto3,oneof"`
+	Release *ReleaseCmd `protobuf:"bytes,23,opt,name=release,proto3,oneof"`
 }
 
 func (*Command_Enqueue) isCommand_Body() {}
@@ -1740,7 +1738,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batch\x12+\n" +
 	"\x05check\x18\x15 \x01(\v2\x13.docket.v1.CheckCmdH\x00R\x05check\x12>\n" +
 	"\fcheck_result\x18\x16 \x01(\v2\x19.docket.v1.CheckResultCmdH\x00R\vcheckResult\x121\n" +
-	"\arelease\x18\x1e \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\areleaseB\x06\n" +
+	"\arelease\x18\x17 \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\areleaseB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -1847,7 +1845,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x12COMMAND_TYPE_BATCH\x10\v\x12\x16\n" +
 	"\x12COMMAND_TYPE_CHECK\x10\f\x12\x1d\n" +
 	"\x19COMMAND_TYPE_CHECK_RESULT\x10\r\x12\x18\n" +
-	"\x14COMMAND_TYPE_RELEASE\x10\x14*\xb6\x01\n" +
+	"\x14COMMAND_TYPE_RELEASE\x10\x0e*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
