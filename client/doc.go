@@ -116,6 +116,10 @@
 //     succeeded late may have extended a lease that the handler was already
 //     told to drop. Stopping early is safe; working past the server's
 //     deadline is not.
+//   - A stale-fence error carries no server text, and stale items lose
+//     their fence and state (hideStale): servers of this release send
+//     neither, older ones named the task's current fence, and a worker
+//     that retried with it would defeat fencing.
 //   - After a lease loss the server reported, the handler's outcome is
 //     dropped; after a loss by the local clock only, the Worker still tries
 //     to report it, since the fence makes a late report safe and it may

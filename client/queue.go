@@ -214,6 +214,7 @@ func (c *Client) Heartbeat(ctx context.Context, items ...*docketv1.HeartbeatItem
 	if len(resp.GetItems()) != len(items) {
 		return nil, fmt.Errorf("Heartbeat: server answered %d items for %d", len(resp.GetItems()), len(items))
 	}
+	hideStale(resp.GetItems())
 	return resp.GetItems(), nil
 }
 
@@ -254,6 +255,7 @@ func (c *Client) SubmitBatch(ctx context.Context, reqs ...*docketv1.SubmitReques
 	if len(resp.GetItems()) != len(reqs) {
 		return nil, fmt.Errorf("SubmitBatch: server answered %d items for %d", len(resp.GetItems()), len(reqs))
 	}
+	hideStale(resp.GetItems())
 	return resp.GetItems(), nil
 }
 

@@ -57,6 +57,12 @@
 //     A Batch validates only its shape; a bad command in it is answered
 //     INVALID_ARGUMENT alone. A command type unknown to this build inside a
 //     Batch stops the node, like one outside.
+//   - A refusal carries no fence (item): a fence is shown only to the
+//     worker holding the claim, and a STALE_FENCE answer also hides the
+//     task's state and current fence from its detail. A stale writer
+//     learns only that it is stale; one that retried with a fence it was
+//     told would defeat fencing. Answers are not stored, so this changes
+//     no keyspace.
 //   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
 //     Pebble snapshot, so an apply between the steps cannot make them fail.
 //   - Idempotency-key lookups ask an in-memory filter (idem.go) before

@@ -296,9 +296,13 @@ func (tx *txn) running(id string, fence uint64) (*pb.Task, pb.Code, error) {
 	return t, pb.Code_CODE_OK, nil
 }
 
+// staleDetail explains a refusal to the caller without naming the task's
+// current fence or state: a stale writer may learn only that it is stale,
+// or a careless one could retry with the fence it was told and defeat
+// fencing (see item).
 func staleDetail(t *pb.Task, fence uint64) string {
 	if t == nil {
 		return "no such task"
 	}
-	return fmt.Sprintf("fence %d; task is %s under fence %d", fence, t.GetState(), t.GetFence())
+	return fmt.Sprintf("fence %d is not the task's current claim", fence)
 }

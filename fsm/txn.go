@@ -293,10 +293,22 @@ func (tx *txn) finishTask(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) er
 	})
 }
 
+// item is one answer of a command. A fence is shown only to the worker
+// holding the claim, so only an accepted answer (OK, or ALREADY_DONE for
+// the Submit that won) carries the task's fence: there it is the caller's
+// own, a stale one, or none. A refusal or a DUPLICATE may concern a task
+// running under someone else's claim, and a careless worker retrying with
+// a fence it was told would defeat fencing. A STALE_FENCE answer carries
+// no state either: a stale writer learns only that it is stale.
 func item(code pb.Code, id string, t *pb.Task, detail string) *pb.ItemResult {
 	it := &pb.ItemResult{Code: code, TaskId: id, Detail: detail}
-	if t != nil {
+	if t == nil {
+		return it
+	}
+	if code != pb.Code_CODE_STALE_FENCE {
 		it.State = t.GetState()
+	}
+	if code == pb.Code_CODE_OK || code == pb.Code_CODE_ALREADY_DONE {
 		it.Fence = t.GetFence()
 	}
 	return it
