@@ -62,7 +62,7 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			IdempotencyKey: key,
 			RetentionNs:    nt.GetRetentionNs(),
 			CreatedAt:      tx.now,
-			VisibleAt:      tx.now + nt.GetDelayNs(),
+			VisibleAt:      addTime(tx.now, nt.GetDelayNs()),
 			Seq:            tx.nextSeq(pos),
 		}
 		if t.MaxAttempts == 0 {
@@ -149,7 +149,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 				t.Fence = tx.index
 				t.WorkerId = c.GetWorkerId()
 				t.LeaseNs = c.GetLeaseNs()
-				t.LeaseUntil = tx.now + c.GetLeaseNs()
+				t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
 				t.ClaimedAt = tx.now
 				t.Claims++
 			})
@@ -190,7 +190,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if lease == 0 {
 			lease = t.GetLeaseNs()
 		}
-		until := max(t.GetLeaseUntil(), tx.now+lease)
+		until := max(t.GetLeaseUntil(), addTime(tx.now, lease))
 		err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 			t.LeaseNs = lease
 			t.LeaseUntil = until

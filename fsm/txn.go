@@ -72,8 +72,10 @@ func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 }
 
 // reject fills res with the reason when cmd is invalid.
+// Times are judged at the time the command runs: max(last now, cmd.now),
+// which for a Batch's commands is the batch's.
 func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
-	err := Validate(cmd, fsmLimits)
+	err := validateAt(cmd, fsmLimits, max(tx.now, cmd.GetNow()))
 	if err == nil {
 		return false, nil
 	}
@@ -271,7 +273,7 @@ func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string) error {
 	case delay > 0:
 		return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
 			mutate(t)
-			t.VisibleAt = tx.now + delay
+			t.VisibleAt = addTime(tx.now, delay)
 		})
 	default:
 		return tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
@@ -289,7 +291,7 @@ func (tx *txn) finishTask(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) er
 			mutate(t)
 		}
 		t.FinishedAt = tx.now
-		t.ExpireAt = tx.now + t.GetRetentionNs()
+		t.ExpireAt = addTime(tx.now, t.GetRetentionNs())
 	})
 }
 
