@@ -36,6 +36,7 @@ type Server struct {
 	gate    *claimGate
 	fwd     *forwarder
 	metrics *metrics
+	codec   *requestCodec
 
 	// drain is closed when Stop begins: long polls return at once so that
 	// GracefulStop does not wait out their timers.
@@ -62,6 +63,7 @@ func NewServer(node Node, cfg Config) *Server {
 		health:  health.NewServer(),
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
+		codec:   newRequestCodec(),
 		drain:   make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -73,6 +75,9 @@ func NewServer(node Node, cfg Config) *Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		// A request that does not decode is InvalidArgument (codec.go).
+		grpc.ForceServerCodecV2(s.codec),
+		grpc.ChainStreamInterceptor(s.codec.streamInterceptor),
 		// HTTP/2 flow-control windows sized for a LAN: one client
 		// connection carries every caller of a process (see WindowSize).
 		grpc.InitialWindowSize(WindowSize),
@@ -137,7 +142,11 @@ func (s *Server) Stop(ctx context.Context) error {
 // puts the leader's address in the header and trailer of every answer.
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	resp, err := handler(ctx, req)
+	err := s.codec.take(req)
+	var resp any
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
 	leader := leaderHintOf(err)
 	if leader == "" {
 		leader = s.node.LeaderGRPCAddr()
