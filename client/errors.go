@@ -44,9 +44,10 @@ var (
 	// mid-call leaves it as unknown as ErrOutcomeUnknown does.
 	ErrNoLeader = errors.New("docket: no leader reachable")
 
-	// ErrOutcomeUnknown means the leader lost its leadership while the
-	// request was being applied: it may or may not have taken effect (the
-	// server's LEADERSHIP_LOST). The client retries it itself for operations
+	// ErrOutcomeUnknown means the request may or may not have taken
+	// effect: the leader lost its leadership while applying it (the
+	// server's LEADERSHIP_LOST), or an attempt got no answer within its
+	// budget (WithAttemptTimeout). The client retries it itself for operations
 	// that are safe to repeat; it returns it for the others (Nack,
 	// RequeueDead, TransferLeadership), and the caller decides.
 	ErrOutcomeUnknown = errors.New("docket: outcome unknown")

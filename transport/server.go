@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -82,6 +83,10 @@ func NewServer(node Node, cfg Config) *Server {
 		// connection carries every caller of a process (see WindowSize).
 		grpc.InitialWindowSize(WindowSize),
 		grpc.InitialConnWindowSize(ConnWindowSize),
+		// Permit the Go client's keepalive pings (every 10 s, also on idle
+		// connections; client.DefaultKeepaliveTime). gRPC's default policy
+		// (5 min, not without streams) answers them with GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterQueueServer(s.grpc, &queueService{s: s})
