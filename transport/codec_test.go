@@ -39,8 +39,8 @@ func Test_UndecodableRequestIsInvalidArgument(t *testing.T) {
 	ctx := testCtx(t)
 
 	badQueue := field(nil, 1, field(nil, 1, []byte{0xff})) // EnqueueRequest{tasks: [{queue: "\xff"}]}
-	badClaim := field(nil, 1, []byte("q\xff"))              // ClaimRequest{queue: "q\xff"}
-	truncated := []byte{0x0a, 0x05, 0x01}                   // a field longer than the message
+	badClaim := field(nil, 1, []byte("q\xff"))             // ClaimRequest{queue: "q\xff"}
+	truncated := []byte{0x0a, 0x05, 0x01}                  // a field longer than the message
 	cases := []struct {
 		name   string
 		cc     *grpc.ClientConn
