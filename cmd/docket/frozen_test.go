@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type freezeProxy struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	wg    sync.WaitGroup
+	moved atomic.Int64 // bytes forwarded, both ways
 }
 
 func newFreezeProxy(t *testing.T, target string) *freezeProxy {
@@ -102,6 +104,7 @@ func (p *freezeProxy) pipe(src, dst net.Conn) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			p.moved.Add(int64(n))
 		}
 		if err != nil {
 			if err != io.EOF {
