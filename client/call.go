@@ -48,6 +48,19 @@ type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOpt
 // backoff and start a new round, so a cluster without a leader sees at most
 // one attempt per node per backoff from each caller.
 func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
+	return c.invokeWait(ctx, o, nil, call)
+}
+
+// invokeWait is invoke for a long-poll: before each attempt wait tells, from
+// the caller's ctx, how long the server may hold it, and that attempt's
+// time budget is the wait plus the attempt timeout.
+//
+// An attempt that has no answer within its budget, while ctx lives on, is
+// abandoned: the node may be paused, cut off or overloaded. It may still
+// apply the request, so the attempt ends in ErrOutcomeUnknown, and only a
+// repeatable op is retried (on another node first: the round marks it
+// tried, and the client forgets it as leader).
+func (c *Client) invokeWait(ctx context.Context, o op, wait func(context.Context) time.Duration, call rpcFunc) (int, error) {
 	var lastErr error // the last retryable error, reported if ctx ends
 	r := newRound()
 	sleeps := 0
@@ -55,7 +68,15 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 		addr, cc, err := c.target(ctx, o, r)
 		if err == nil {
 			var hdr, tr metadata.MD
-			err = mapError(call(ctx, cc, grpc.Header(&hdr), grpc.Trailer(&tr)))
+			actx, cancel, budget := c.attemptCtx(ctx, wait)
+			err = mapError(call(actx, cc, grpc.Header(&hdr), grpc.Trailer(&tr)))
+			cancel()
+			if budget > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !deadlinePassed(ctx) {
+				// Not the caller's deadline: this attempt's. %v, not %w:
+				// the caller's deadline has not passed, and errors.Is must
+				// not say it has.
+				err = fmt.Errorf("%w: %s gave no answer within %v (attempt timeout): %v", ErrOutcomeUnknown, addr, budget, err)
+			}
 			hint := leaderHint(hdr, tr)
 			if hint == "" {
 				hint = errorLeaderHint(err)
@@ -99,6 +120,24 @@ func (c *Client) invoke(ctx context.Context, o op, call rpcFunc) (int, error) {
 		sleeps++
 		r = newRound()
 	}
+}
+
+// attemptCtx bounds one attempt: the attempt timeout, plus the long-poll's
+// wait when there is one, within ctx. budget is 0 when attempts are not
+// bounded (WithAttemptTimeout(0)).
+func (c *Client) attemptCtx(ctx context.Context, wait func(context.Context) time.Duration) (context.Context, context.CancelFunc, time.Duration) {
+	budget := c.cfg.attemptTimeout
+	if wait != nil {
+		w := wait(ctx)
+		if budget > 0 {
+			budget += w
+		}
+	}
+	if budget <= 0 {
+		return ctx, func() {}, 0
+	}
+	actx, cancel := context.WithTimeout(ctx, budget)
+	return actx, cancel, budget
 }
 
 // round is what one retry round of a call has learned.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
@@ -33,6 +34,41 @@ const (
 	// DefaultDiscoveryTimeout bounds one Status call during discovery, so
 	// that one black-holed node cannot eat a caller's whole deadline.
 	DefaultDiscoveryTimeout = 2 * time.Second
+
+	// DefaultAttemptTimeout bounds one attempt of a call (a long-poll's
+	// attempt gets its wait on top). Without it a leader frozen by
+	// SIGSTOP, or cut off without a reset, held every call until the
+	// caller's deadline (5 s in the failure report), although the others
+	// elected a new leader in about 0.6 s. With it a frozen leader costs
+	// a call about max(election, 2 s) plus one attempt elsewhere. Why 2 s:
+	// it is about 10 times the worst p99 measured on the shared 2-core box
+	// (claim p99 207 ms, enqueue batch-100 p99 112 ms; BENCHMARKS.md), so a
+	// busy but healthy leader is not abandoned, and it is below both an
+	// election plus a retry round and the default 5 s caller deadlines of
+	// the CLI. An abandoned attempt's outcome is unknown
+	// (ErrOutcomeUnknown): repeatable calls retry it (idempotency keys,
+	// fences), the others return it. Each abandoned write that is retried
+	// is sent twice, so on a cluster that is slow rather than frozen a
+	// shorter timeout adds load when there is least room for it.
+	DefaultAttemptTimeout = 2 * time.Second
+
+	// DefaultKeepaliveTime is how long a connection may be silent before
+	// the client pings the node, and DefaultKeepaliveTimeout how long it
+	// then waits for the ack before it closes the connection. The attempt
+	// timeout bounds unary calls; keepalive is what notices a frozen node
+	// under a long-poll (up to 30 s of silence) and on an idle connection,
+	// which then turns TRANSIENT_FAILURE and is skipped by retry rounds
+	// instead of costing an attempt. 10 s is the least gRPC-Go allows (it
+	// raises smaller values); 5 s without a ping ack means the process
+	// is not running: acks are sent by the HTTP/2 reader, not by
+	// handlers, so a loaded server still answers them. A long-poll on a
+	// frozen leader thus ends within about 15 s instead of its wait plus
+	// the attempt timeout. The server must permit pings this often
+	// without streams (transport sets MinTime 5 s, PermitWithoutStream);
+	// a server that does not answers GOAWAY "too_many_pings" and gRPC
+	// doubles the interval.
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 5 * time.Second
 )
 
 // MaxReceiveBytes is the client's receive limit: the largest answer a
@@ -69,6 +105,8 @@ type config struct {
 	retryBase        time.Duration
 	retryMax         time.Duration
 	discoveryTimeout time.Duration
+	attemptTimeout   time.Duration
+	keepalive        keepalive.ClientParameters
 	shareInflight    int
 }
 
@@ -112,6 +150,28 @@ func WithDiscoveryTimeout(d time.Duration) Option {
 	}
 }
 
+// WithAttemptTimeout bounds each attempt of a call to one node; a
+// long-poll's attempt (Claim, WaitResult) gets its wait on top. An attempt
+// without an answer in time ends in ErrOutcomeUnknown: calls that are safe
+// to repeat go on to another node, the others (Nack, RequeueDead,
+// TransferLeadership) return it. 0 turns the bound off, so an attempt runs
+// until the caller's ctx ends. Default DefaultAttemptTimeout.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *config) { c.attemptTimeout = max(d, 0) }
+}
+
+// WithKeepalive sets the gRPC keepalive of every connection: after
+// interval without a frame from the node the client pings it, and closes
+// the connection if no ack comes within timeout (gRPC raises an interval
+// under 10 s to 10 s). Pings are sent on idle connections too. An interval
+// of 0 turns keepalive off. Defaults DefaultKeepaliveTime and
+// DefaultKeepaliveTimeout. A keepalive set through WithDialOptions wins.
+func WithKeepalive(interval, timeout time.Duration) Option {
+	return func(c *config) {
+		c.keepalive = keepalive.ClientParameters{Time: max(interval, 0), Timeout: max(timeout, 0), PermitWithoutStream: true}
+	}
+}
+
 // Client talks to a Docket cluster. It finds the leader, sends every call
 // to it, follows it when it moves, and retries by error class. It is safe
 // for concurrent use; make one per process and Close it when done.
@@ -152,7 +212,11 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		retryBase:        DefaultRetryBase,
 		retryMax:         DefaultRetryMax,
 		discoveryTimeout: DefaultDiscoveryTimeout,
-		shareInflight:    DefaultShareInflight,
+		attemptTimeout:   DefaultAttemptTimeout,
+		keepalive: keepalive.ClientParameters{
+			Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout, PermitWithoutStream: true,
+		},
+		shareInflight: DefaultShareInflight,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -269,7 +333,7 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	opts := append([]grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// One connection per node carries every caller of this Client:
 		// fixed 1 MiB stream and 8 MiB connection windows (gRPC starts at
@@ -280,7 +344,11 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 		// gRPC's default 4 MiB receive limit refused a Claim of a few
 		// 1 MB tasks after the server had claimed them.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReceiveBytes)),
-	}, c.cfg.dialOpts...)
+	}
+	if c.cfg.keepalive.Time > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(c.cfg.keepalive))
+	}
+	opts = append(opts, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -591,5 +592,34 @@ func Test_DeadLeaderNamedByStaleFollowersIsNotFollowed(t *testing.T) {
 	}
 	if got := c.Leader(); got != fc.addr(1) {
 		t.Fatalf("leader = %q, want %q", got, fc.addr(1))
+	}
+}
+
+// Test_StaleFenceHidesCurrentFence: against a server that still names the
+// task's current fence in a stale answer (an older release), the client's
+// errors and items do not pass it on.
+func Test_StaleFenceHidesCurrentFence(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	c := mustClient(t, fc.addr(0))
+	leak := func(string) error {
+		st, _ := status.New(codes.FailedPrecondition, "task t1: stale fence: fence 1; task is RUNNING under fence 4242").
+			WithDetails(&errdetails.ErrorInfo{Reason: reasonStaleFence, Domain: errorDomain})
+		return st.Err()
+	}
+	fc.setHooks(leak, nil)
+	_, err := c.Nack(ctxTimeout(t, time.Second), &docketv1.NackRequest{TaskId: "t1", Fence: 1})
+	if !errors.Is(err, ErrStaleFence) || strings.Contains(err.Error(), "4242") {
+		t.Fatalf("Nack error = %v: want ErrStaleFence without the current fence", err)
+	}
+	fc.setHooks(nil, nil)
+
+	old := &docketv1.ItemResult{Code: docketv1.Code_CODE_STALE_FENCE, TaskId: "t1", Fence: 4242,
+		State: docketv1.TaskState_TASK_STATE_RUNNING, Detail: "fence 1; task is RUNNING under fence 4242"}
+	if err := ItemError(old); !errors.Is(err, ErrStaleFence) || strings.Contains(err.Error(), "4242") {
+		t.Fatalf("ItemError = %v: want ErrStaleFence without the current fence", err)
+	}
+	hideStale([]*docketv1.ItemResult{old})
+	if old.GetFence() != 0 || old.GetState() != docketv1.TaskState_TASK_STATE_UNSPECIFIED || old.GetDetail() != "" {
+		t.Fatalf("stale item after hideStale: %v", old)
 	}
 }

@@ -37,7 +37,8 @@
 //
 //   - ErrNoLeader (Unavailable, connection failures): retried with
 //     full-jitter exponential backoff until the caller's ctx ends.
-//   - ErrOutcomeUnknown (Unavailable with reason LEADERSHIP_LOST): retried
+//   - ErrOutcomeUnknown (Unavailable with reason LEADERSHIP_LOST, or an
+//     attempt with no answer within its budget): retried
 //     only for calls that are safe to repeat: Enqueue (it always carries an
 //     idempotency key, minted before the first attempt), Claim (a lost
 //     reply leaves a lease to expire), Heartbeat and Submit (fenced),
@@ -103,9 +104,20 @@
 //     Canceled, and an idle connection costs little. A long-lived client in
 //     a cluster whose addresses churn keeps one idle connection per address
 //     it ever saw.
-//   - There is no per-attempt timeout: a long-poll may rightly take 30 s.
-//     A black-holed leader therefore holds an attempt until the transport
-//     notices (configure keepalive through WithDialOptions) or ctx ends.
+//   - Every attempt has a time budget (WithAttemptTimeout, 2 s by
+//     default; a long-poll's attempt gets its wait on top), and every
+//     connection keepalive pings (WithKeepalive, 10 s, ack within 5 s).
+//     Without them a leader frozen by SIGSTOP held calls until the
+//     caller's deadline, though the others elected a new leader in 0.6 s;
+//     now it costs about max(election, attempt timeout) plus one attempt
+//     elsewhere. An abandoned attempt may still apply, so it ends in
+//     ErrOutcomeUnknown and follows the rules above: repeatable calls go
+//     on (idempotency keys, fences), Nack, RequeueDead and
+//     TransferLeadership return it. The price: a cluster that is slow
+//     rather than frozen sees abandoned writes sent again. Keepalive
+//     covers what the budget does not: a long-poll on a frozen node ends
+//     in about 15 s rather than its wait plus 2 s, and an idle
+//     connection to one turns TRANSIENT_FAILURE, so rounds skip it.
 //     Discovery, which must not wait on one node, has its own timeout.
 //   - Enqueue writes the minted idempotency key into the caller's NewTask.
 //     That makes a caller's own retry with the same values idempotent too,
@@ -118,6 +130,10 @@
 //     succeeded late may have extended a lease that the handler was already
 //     told to drop. Stopping early is safe; working past the server's
 //     deadline is not.
+//   - A stale-fence error carries no server text, and stale items lose
+//     their fence and state (hideStale): servers of this release send
+//     neither, older ones named the task's current fence, and a worker
+//     that retried with it would defeat fencing.
 //   - After a lease loss the server reported, the handler's outcome is
 //     dropped; after a loss by the local clock only, the Worker still tries
 //     to report it, since the fence makes a late report safe and it may

@@ -51,9 +51,10 @@ var (
 	// mid-call leaves it as unknown as ErrOutcomeUnknown does.
 	ErrNoLeader = errors.New("docket: no leader reachable")
 
-	// ErrOutcomeUnknown means the leader lost its leadership while the
-	// request was being applied: it may or may not have taken effect (the
-	// server's LEADERSHIP_LOST). The client retries it itself for operations
+	// ErrOutcomeUnknown means the request may or may not have taken
+	// effect: the leader lost its leadership while applying it (the
+	// server's LEADERSHIP_LOST), or an attempt got no answer within its
+	// budget (WithAttemptTimeout). The client retries it itself for operations
 	// that are safe to repeat; it returns it for the others (Nack,
 	// RequeueDead, TransferLeadership), and the caller decides.
 	ErrOutcomeUnknown = errors.New("docket: outcome unknown")
@@ -89,7 +90,10 @@ func (e *rpcError) Error() string {
 	if e.field != "" {
 		fmt.Fprintf(&b, ": field %s", e.field)
 	}
-	if msg := e.st.Message(); msg != "" {
+	// A stale writer learns only that it is stale: an older server's
+	// message names the task's current fence, and a careless caller that
+	// retried with it would defeat fencing.
+	if msg := e.st.Message(); msg != "" && e.kind != ErrStaleFence {
 		b.WriteString(": ")
 		b.WriteString(msg)
 	}
@@ -213,8 +217,20 @@ func ItemError(it *docketv1.ItemResult) error {
 	default:
 		return fmt.Errorf("docket: task %s: unknown item code %v: %s", it.GetTaskId(), it.GetCode(), it.GetDetail())
 	}
-	if it.GetDetail() == "" {
+	if it.GetDetail() == "" || kind == ErrStaleFence {
+		// No detail for a stale fence: see rpcError.Error.
 		return fmt.Errorf("%w: task %s", kind, it.GetTaskId())
 	}
 	return fmt.Errorf("%w: task %s: %s", kind, it.GetTaskId(), it.GetDetail())
+}
+
+// hideStale clears what an older server's STALE_FENCE items tell beyond
+// the code (the task's current fence and state): a stale writer must learn
+// only that it is stale. Servers from this release send neither.
+func hideStale(items []*docketv1.ItemResult) {
+	for _, it := range items {
+		if it.GetCode() == docketv1.Code_CODE_STALE_FENCE {
+			it.Fence, it.State, it.Detail = 0, docketv1.TaskState_TASK_STATE_UNSPECIFIED, ""
+		}
+	}
 }

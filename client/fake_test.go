@@ -49,6 +49,9 @@ type fakeCluster struct {
 	// ErrorInfo of a NOT_LEADER answer, not in the metadata.
 	hintInErrorOnly bool
 	changed         chan struct{} // closed and replaced on every change
+	// frozen nodes take every call and answer none, as a process stopped
+	// with SIGSTOP does (its kernel still accepts connections).
+	frozen map[int]bool
 	// before runs on the leader before the handler; a non-nil error is the
 	// answer. after runs after a successful handler and replaces its answer,
 	// to simulate a reply lost after the command was applied.
@@ -71,6 +74,7 @@ func newFakeCluster(t testing.TB, n int) *fakeCluster {
 		keys:    make(map[string]string),
 		staleHB: make(map[string]bool),
 		changed: make(chan struct{}),
+		frozen:  make(map[int]bool),
 	}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -113,6 +117,15 @@ func (fc *fakeCluster) setLeader(i int) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	fc.leader = i
+}
+
+// freeze makes node i take calls and answer none, and moves leadership
+// to newLeader, as the others would elect one.
+func (fc *fakeCluster) freeze(i, newLeader int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.frozen[i] = true
+	fc.leader = newLeader
 }
 
 // stopNode makes a node unreachable: its listener closes, so dials fail.
@@ -173,8 +186,13 @@ func (n *fakeNode) intercept(ctx context.Context, req any, info *grpc.UnaryServe
 	fc.calls[n.idx][method]++
 	before, after := fc.before, fc.after
 	errorOnly := fc.hintInErrorOnly && !isLeader
+	frozen := fc.frozen[n.idx]
 	fc.mu.Unlock()
 
+	if frozen {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	if errorOnly {
 		st, err := status.New(codes.Unavailable, "not the leader").WithDetails(&errdetails.ErrorInfo{
 			Reason: "NOT_LEADER", Domain: errorDomain, Metadata: map[string]string{"leader": leaderAddr},

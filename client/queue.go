@@ -164,14 +164,19 @@ func (c *Client) Claim(ctx context.Context, req *docketv1.ClaimRequest) ([]*dock
 		return nil, fmt.Errorf("Claim: %w: nil request", ErrInvalidArgument)
 	}
 	var resp *docketv1.ClaimResponse
-	_, err := c.invoke(ctx, opClaim, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	var wait time.Duration // this attempt's, set from the caller's ctx before it
+	waitFor := func(ctx context.Context) time.Duration {
+		wait = clampWait(ctx, time.Duration(req.GetWaitNs()))
+		return wait
+	}
+	_, err := c.invokeWait(ctx, opClaim, waitFor, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		r, err := docketv1.NewQueueClient(cc).Claim(ctx, &docketv1.ClaimRequest{
 			Queue:    req.GetQueue(),
 			Tenant:   req.GetTenant(),
 			WorkerId: req.GetWorkerId(),
 			LeaseNs:  req.GetLeaseNs(),
 			MaxTasks: req.GetMaxTasks(),
-			WaitNs:   int64(clampWait(ctx, time.Duration(req.GetWaitNs()))),
+			WaitNs:   int64(wait),
 		}, opts...)
 		resp = r
 		return err
@@ -214,6 +219,7 @@ func (c *Client) Heartbeat(ctx context.Context, items ...*docketv1.HeartbeatItem
 	if len(resp.GetItems()) != len(items) {
 		return nil, fmt.Errorf("Heartbeat: server answered %d items for %d", len(resp.GetItems()), len(items))
 	}
+	hideStale(resp.GetItems())
 	return resp.GetItems(), nil
 }
 
@@ -254,6 +260,7 @@ func (c *Client) SubmitBatch(ctx context.Context, reqs ...*docketv1.SubmitReques
 	if len(resp.GetItems()) != len(reqs) {
 		return nil, fmt.Errorf("SubmitBatch: server answered %d items for %d", len(resp.GetItems()), len(reqs))
 	}
+	hideStale(resp.GetItems())
 	return resp.GetItems(), nil
 }
 
@@ -371,8 +378,11 @@ func (c *Client) WaitResult(ctx context.Context, taskID string) (*docketv1.Task,
 		}
 		var resp *docketv1.WaitResultResponse
 		var waited time.Duration
-		_, err := c.invoke(ctx, opWaitResult, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		waitFor := func(ctx context.Context) time.Duration {
 			waited = clampWait(ctx, MaxWait)
+			return waited
+		}
+		_, err := c.invokeWait(ctx, opWaitResult, waitFor, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 			r, err := docketv1.NewQueueClient(cc).WaitResult(ctx, &docketv1.WaitResultRequest{TaskId: taskID, WaitNs: int64(waited)}, opts...)
 			resp = r
 			return err

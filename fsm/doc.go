@@ -109,6 +109,22 @@
 //     safe with limits on: a node of an older build ignores the stamped
 //     field and would store what the others refuse; set limits only once
 //     every node runs this build.
+//   - A refusal carries no fence (item): a fence is shown only to the
+//     worker holding the claim, and a STALE_FENCE answer also hides the
+//     task's state and current fence from its detail. A stale writer
+//     learns only that it is stale; one that retried with a fence it was
+//     told would defeat fencing. Answers are not stored, so this changes
+//     no keyspace.
+//   - Time is bounded so that no stored time wraps: Validate refuses a
+//     now past MaxTime (2200-01-01), every duration has its cap, and
+//     run_at may be at most MaxDelay ahead, like delay_ns. The FSM judges
+//     run_at at the time the command runs (a Batch's commands at the
+//     batch's), and adds durations with addTime, which saturates rather
+//     than wraps for a time inherited from an older keyspace. A tighter
+//     check at apply is a change to what apply writes: a mixed-version
+//     cluster whose old leader accepted such a run_at would diverge on it.
+//     It needs hostile input during an upgrade, and the rolling-upgrade
+//     latch (DESIGN.md) does not exist yet to gate it.
 //   - Reads of more than one step (ListTasks, ExpiredLeases, Stats) use a
 //     Pebble snapshot, so an apply between the steps cannot make them fail.
 //   - Idempotency-key lookups ask an in-memory filter (idem.go) before

@@ -62,7 +62,7 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			IdempotencyKey: key,
 			RetentionNs:    nt.GetRetentionNs(),
 			CreatedAt:      tx.now,
-			VisibleAt:      tx.now + nt.GetDelayNs(),
+			VisibleAt:      addTime(tx.now, nt.GetDelayNs()),
 			Seq:            tx.nextSeq(pos),
 		}
 		if t.MaxAttempts == 0 {
@@ -169,7 +169,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 				t.Fence = tx.index
 				t.WorkerId = c.GetWorkerId()
 				t.LeaseNs = c.GetLeaseNs()
-				t.LeaseUntil = tx.now + c.GetLeaseNs()
+				t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
 				t.ClaimedAt = tx.now
 				t.Claims++
 			})
@@ -210,7 +210,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if lease == 0 {
 			lease = t.GetLeaseNs()
 		}
-		until := max(t.GetLeaseUntil(), tx.now+lease)
+		until := max(t.GetLeaseUntil(), addTime(tx.now, lease))
 		err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 			t.LeaseNs = lease
 			t.LeaseUntil = until
@@ -316,9 +316,13 @@ func (tx *txn) running(id string, fence uint64) (*pb.Task, pb.Code, error) {
 	return t, pb.Code_CODE_OK, nil
 }
 
+// staleDetail explains a refusal to the caller without naming the task's
+// current fence or state: a stale writer may learn only that it is stale,
+// or a careless one could retry with the fence it was told and defeat
+// fencing (see item).
 func staleDetail(t *pb.Task, fence uint64) string {
 	if t == nil {
 		return "no such task"
 	}
-	return fmt.Sprintf("fence %d; task is %s under fence %d", fence, t.GetState(), t.GetFence())
+	return fmt.Sprintf("fence %d is not the task's current claim", fence)
 }

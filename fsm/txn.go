@@ -75,8 +75,10 @@ func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 }
 
 // reject fills res with the reason when cmd is invalid.
+// Times are judged at the time the command runs: max(last now, cmd.now),
+// which for a Batch's commands is the batch's.
 func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
-	err := Validate(cmd, fsmLimits)
+	err := validateAt(cmd, fsmLimits, max(tx.now, cmd.GetNow()))
 	if err == nil {
 		return false, nil
 	}
@@ -302,7 +304,7 @@ func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string) error {
 	case delay > 0:
 		return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
 			mutate(t)
-			t.VisibleAt = tx.now + delay
+			t.VisibleAt = addTime(tx.now, delay)
 		})
 	default:
 		return tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
@@ -320,14 +322,26 @@ func (tx *txn) finishTask(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) er
 			mutate(t)
 		}
 		t.FinishedAt = tx.now
-		t.ExpireAt = tx.now + t.GetRetentionNs()
+		t.ExpireAt = addTime(tx.now, t.GetRetentionNs())
 	})
 }
 
+// item is one answer of a command. A fence is shown only to the worker
+// holding the claim, so only an accepted answer (OK, or ALREADY_DONE for
+// the Submit that won) carries the task's fence: there it is the caller's
+// own, a stale one, or none. A refusal or a DUPLICATE may concern a task
+// running under someone else's claim, and a careless worker retrying with
+// a fence it was told would defeat fencing. A STALE_FENCE answer carries
+// no state either: a stale writer learns only that it is stale.
 func item(code pb.Code, id string, t *pb.Task, detail string) *pb.ItemResult {
 	it := &pb.ItemResult{Code: code, TaskId: id, Detail: detail}
-	if t != nil {
+	if t == nil {
+		return it
+	}
+	if code != pb.Code_CODE_STALE_FENCE {
 		it.State = t.GetState()
+	}
+	if code == pb.Code_CODE_OK || code == pb.Code_CODE_ALREADY_DONE {
 		it.Fence = t.GetFence()
 	}
 	return it

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -35,6 +36,14 @@ const (
 	DefaultRetention = 24 * time.Hour
 )
 
+// MaxTime is the latest time a command may carry: 2200-01-01 UTC, in Unix
+// nanoseconds. The FSM adds at most one bounded duration (MaxDelay,
+// MaxLease, MaxRetention) to its time, so every time it stores stays more
+// than 60 years short of the int64 limit (2262-04-11), where now + duration
+// would wrap to a negative time. A fixed date, not a distance from that
+// limit, so that the bound reads plainly in an error.
+const MaxTime int64 = 7_258_118_400 * int64(time.Second)
+
 // Limits are the edge's configurable bounds.
 type Limits struct {
 	MaxPayload int // bytes of payload, result or progress; <= PayloadCeiling
@@ -65,9 +74,25 @@ func IsTooLarge(err error) bool {
 
 // Validate checks every value of cmd against lim. It returns nil or a
 // *FieldError naming the first bad field. It is pure and deterministic.
+//
+// Times are judged against cmd.now: a run_at may be at most MaxDelay ahead
+// of it, like a delay. A command not yet stamped (now 0: at the edge,
+// before the leader stamps it, or a command inside a Batch) is held only to
+// the absolute bound, MaxTime + MaxDelay; the leader's Propose and the FSM
+// judge it again at the time it runs.
 func Validate(cmd *pb.Command, lim Limits) error {
+	return validateAt(cmd, lim, cmd.GetNow())
+}
+
+// validateAt is Validate with run_at judged against at, the time the
+// command runs at. The FSM passes its own time, which a Batch's commands
+// share and which never runs backwards.
+func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 	if cmd.GetNow() < 0 {
 		return fieldErr("now", "negative")
+	}
+	if cmd.GetNow() > MaxTime {
+		return fieldErr("now", "%d is past %d (2200-01-01)", cmd.GetNow(), MaxTime)
 	}
 	if err := checkBody(cmd); err != nil {
 		return err
@@ -75,7 +100,7 @@ func Validate(cmd *pb.Command, lim Limits) error {
 	maxP := lim.maxPayload()
 	switch cmd.GetType() {
 	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
-		return validateEnqueue(cmd.GetEnqueue(), maxP)
+		return validateEnqueue(cmd.GetEnqueue(), maxP, at)
 	case pb.CommandType_COMMAND_TYPE_CLAIM:
 		c := cmd.GetClaim()
 		if err := checkQueue("", c.GetQueue(), c.GetTenant()); err != nil {
@@ -210,13 +235,13 @@ func checkBody(cmd *pb.Command) error {
 	return nil
 }
 
-func validateEnqueue(e *pb.EnqueueCmd, maxP int) error {
+func validateEnqueue(e *pb.EnqueueCmd, maxP int, at int64) error {
 	tasks := e.GetTasks()
 	if err := checkCount("tasks", len(tasks), 1, MaxBatch); err != nil {
 		return err
 	}
 	for i, t := range tasks {
-		if err := validateNewTask(t, maxP); err != nil {
+		if err := validateNewTask(t, maxP, at); err != nil {
 			return inItem("tasks", i, err)
 		}
 	}
@@ -227,7 +252,7 @@ func validateEnqueue(e *pb.EnqueueCmd, maxP int) error {
 // "tasks[i]." for every valid item cost a few percent of an enqueue
 // (BenchmarkApplyBatch_Enqueue).
 
-func validateNewTask(t *pb.NewTask, maxP int) error {
+func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 	if err := checkQueue("", t.GetQueue(), t.GetTenant()); err != nil {
 		return err
 	}
@@ -237,8 +262,8 @@ func validateNewTask(t *pb.NewTask, maxP int) error {
 	if t.GetPriority() > MaxPriority {
 		return fieldErr("priority", "%d not in 0..%d", t.GetPriority(), MaxPriority)
 	}
-	if t.GetRunAt() < 0 {
-		return fieldErr("run_at", "negative")
+	if err := checkRunAt(t.GetRunAt(), at); err != nil {
+		return err
 	}
 	if err := checkDuration("delay_ns", t.GetDelayNs(), MaxDelay); err != nil {
 		return err
@@ -333,4 +358,33 @@ func checkDuration(field string, ns int64, max time.Duration) error {
 		return fieldErr(field, "%v not in 0..%v", time.Duration(ns), max)
 	}
 	return nil
+}
+
+// checkRunAt bounds run_at like delay_ns: at most MaxDelay after at, the
+// time the command runs at, or after MaxTime when that is not known yet
+// (at is 0). 0 means "not set".
+func checkRunAt(runAt, at int64) error {
+	if runAt < 0 {
+		return fieldErr("run_at", "negative")
+	}
+	limit := MaxTime + int64(MaxDelay)
+	if at > 0 {
+		limit = min(limit, addTime(at, int64(MaxDelay)))
+	}
+	if runAt > limit {
+		return fieldErr("run_at", "%d is more than %v after now (%d)", runAt, MaxDelay, at)
+	}
+	return nil
+}
+
+// addTime is t + d for a time and a non-negative duration, saturating at
+// the int64 limit instead of wrapping to a negative time. Validate keeps
+// every time the FSM computes far below it; this guards a time inherited
+// from a keyspace written before those bounds existed, the same way on
+// every replica.
+func addTime(t, d int64) int64 {
+	if d > 0 && t > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return t + d
 }

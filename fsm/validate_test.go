@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,12 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 		{"payload over ceiling", enq(func(n *pb.NewTask) { n.Payload = huge }), "tasks[1].payload", true, false},
 		{"priority 10", enq(func(n *pb.NewTask) { n.Priority = MaxPriority + 1 }), "tasks[1].priority", false, false},
 		{"negative run_at", enq(func(n *pb.NewTask) { n.RunAt = -1 }), "tasks[1].run_at", false, false},
+		{"run_at past the longest delay", enq(func(n *pb.NewTask) { n.RunAt = at(time.Minute) + int64(MaxDelay) + 1 }), "tasks[1].run_at", false, false},
+		{"run_at 230 years ahead", enq(func(n *pb.NewTask) { n.RunAt = at(time.Minute) + 230*int64(365*24*time.Hour) }), "tasks[1].run_at", false, false},
+		{"now past MaxTime", &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE, Now: MaxTime + 1,
+			Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{Limit: 1}}}, "now", false, false},
+		{"now near 2262 with a delay", &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: math.MaxInt64 - int64(time.Hour),
+			Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "t", DelayNs: int64(MaxDelay)}}}}}, "now", false, false},
 		{"negative delay", enq(func(n *pb.NewTask) { n.DelayNs = -1 }), "tasks[1].delay_ns", false, false},
 		{"delay too long", enq(func(n *pb.NewTask) { n.DelayNs = int64(MaxDelay) + 1 }), "tasks[1].delay_ns", false, false},
 		{"max_attempts too big", enq(func(n *pb.NewTask) { n.MaxAttempts = MaxAttemptsLimit + 1 }), "tasks[1].max_attempts", false, false},
@@ -248,5 +255,76 @@ func Test_TaskIDFormat(t *testing.T) {
 	}
 	if !(TaskID(9, 999) < TaskID(10, 0) && TaskID(10, 0) < TaskID(10, 1)) {
 		t.Error("ids do not sort by creation")
+	}
+}
+
+// Test_TimeBounds: every time the FSM computes (visible_at, lease_until,
+// expire_at) stays in range at the latest now it accepts, run_at is judged
+// against the time a command runs at (a Batch's for its commands, which
+// carry no time of their own), and the FSM saturates rather than wraps a
+// time it inherits from an older keyspace.
+func Test_TimeBounds(t *testing.T) {
+	if got := time.Unix(0, MaxTime).UTC(); got != time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) {
+		t.Fatalf("MaxTime is %v", got)
+	}
+	for _, d := range []time.Duration{MaxDelay, MaxLease, MaxRetention} {
+		if MaxTime > math.MaxInt64-int64(d) {
+			t.Fatalf("MaxTime + %v overflows", d)
+		}
+	}
+
+	h := newHarness(t)
+	last := MaxTime
+	task := nt("q", "t", 0)
+	task.RetentionNs = int64(MaxRetention)
+	h.enqueue(last, task)
+	far := nt("q", "t", 0)
+	far.DelayNs = int64(MaxDelay)
+	farID := h.enqueue(last, far)[0]
+	if got := h.task(farID).GetVisibleAt(); got != MaxTime+int64(MaxDelay) {
+		t.Fatalf("visible_at %d, want %d", got, MaxTime+int64(MaxDelay))
+	}
+	c := h.claimOne(last, "q", "t")
+	if c.GetLeaseUntil() != MaxTime+int64(lease) {
+		t.Fatalf("lease_until %d", c.GetLeaseUntil())
+	}
+	h.one(completeCmd(last, c.GetId(), c.GetFence()), pb.Code_CODE_OK)
+	if got := h.task(c.GetId()).GetExpireAt(); got != MaxTime+int64(MaxRetention) {
+		t.Fatalf("expire_at %d, want %d", got, MaxTime+int64(MaxRetention))
+	}
+
+	// run_at up to the longest delay ahead of the time the command runs.
+	ok := nt("q", "t", 0)
+	ok.RunAt = at(time.Minute) + int64(MaxDelay)
+	if err := Validate(enqueueCmd(at(time.Minute), ok), DefaultLimits()); err != nil {
+		t.Fatalf("run_at at the bound: %v", err)
+	}
+	// Unstamped (at the edge, before the leader stamps it): only the
+	// absolute bound applies.
+	unstamped := enqueueCmd(0, ok)
+	if err := Validate(unstamped, DefaultLimits()); err != nil {
+		t.Fatalf("unstamped run_at: %v", err)
+	}
+	beyond := nt("q", "t", 0)
+	beyond.RunAt = MaxTime + int64(MaxDelay) + 1
+	if err := Validate(enqueueCmd(0, beyond), DefaultLimits()); err == nil {
+		t.Fatal("unstamped run_at past MaxTime+MaxDelay accepted")
+	}
+
+	// In a Batch, each command is judged at the batch's time.
+	b := newHarness(t)
+	edge, late := nt("q", "t", 0), nt("q", "t", 0)
+	edge.RunAt = at(0) + int64(MaxDelay)
+	late.RunAt = at(0) + int64(MaxDelay) + 1
+	batch := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Now: at(0), Body: &pb.Command_Batch{Batch: &pb.BatchCmd{
+		Commands: []*pb.Command{enqueueCmd(0, edge), enqueueCmd(0, late)}}}}
+	res := b.apply(batch)
+	if r := res.GetResults(); len(r) != 2 || r[0].GetErrorCode() != pb.Code_CODE_OK ||
+		r[1].GetErrorCode() != pb.Code_CODE_INVALID_ARGUMENT || r[1].GetErrorField() != "tasks[0].run_at" {
+		t.Fatalf("batch results %v", r)
+	}
+
+	if addTime(math.MaxInt64-5, 10) != math.MaxInt64 || addTime(5, 10) != 15 || addTime(-5, 3) != -2 {
+		t.Fatal("addTime does not saturate")
 	}
 }

@@ -28,6 +28,7 @@
 // ErrorInfo reasons (domain docket.dev) and metadata keys are the API the
 // Go client branches on:
 //
+//	request does not decode    InvalidArgument (invalid UTF-8, bad wire bytes)
 //	*fsm.FieldError            InvalidArgument + BadRequest naming the field
 //	  oversize (fsm.IsTooLarge) ResourceExhausted + BadRequest
 //	fsm.ErrNotFound            NotFound
@@ -119,6 +120,14 @@
 //   - Cluster changes (TransferLeadership, AddServer, RemoveServer) are
 //     forwarded like writes, so an operator can point the CLI at any node.
 //     Status always answers locally.
+//   - A request that does not decode (a string field with invalid UTF-8,
+//     truncated bytes) is the caller's fault, but gRPC decodes before any
+//     interceptor and calls every codec error Internal. The server's codec
+//     (codec.go) records the failure against the message instead, and the
+//     first interceptor, unary or a stream's RecvMsg, answers
+//     InvalidArgument before a handler sees it. Carrying text fields as
+//     bytes and checking UTF-8 in Validate would change every Go type that
+//     holds a queue, tenant or id; the codec changes nothing else.
 //   - Bounded resources per connection and per node (limits.go; numbers
 //     in Config): at most MaxConcurrentStreams calls in flight on a
 //     connection (gRPC queues the rest), MaxLongPollsPerConn long polls on

@@ -85,7 +85,10 @@ func toStatus(err error) error {
 	}
 	var grpcErr interface{ GRPCStatus() *status.Status }
 	var fe *fsm.FieldError
+	var de *decodeError
 	switch {
+	case errors.As(err, &de):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &grpcErr):
 		return grpcErr.GRPCStatus().Err()
 	case errors.As(err, &fe):

@@ -38,6 +38,7 @@ type Server struct {
 	fwd     *forwarder
 	metrics *metrics
 	polls   *pollLimiter
+	codec   *requestCodec
 
 	// drain is closed when Stop begins: long polls return at once so that
 	// GracefulStop does not wait out their timers.
@@ -69,6 +70,7 @@ func NewServer(node Node, cfg Config) *Server {
 		health:  health.NewServer(),
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
+		codec:   newRequestCodec(),
 		drain:   make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -87,6 +89,9 @@ func NewServer(node Node, cfg Config) *Server {
 		// A Claim answer gRPC could not send releases its tasks.
 		grpc.StatsHandler(claimWatch{s}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		// A request that does not decode is InvalidArgument (codec.go).
+		grpc.ForceServerCodecV2(s.codec),
+		grpc.ChainStreamInterceptor(s.codec.streamInterceptor),
 		// HTTP/2 flow-control windows sized for a LAN: one client
 		// connection carries every caller of a process (see WindowSize).
 		grpc.InitialWindowSize(WindowSize),
@@ -153,7 +158,10 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	var resp any
-	err := s.refuseUnchecked(info.FullMethod)
+	err := s.codec.take(req)
+	if err == nil {
+		err = s.refuseUnchecked(info.FullMethod)
+	}
 	if err == nil {
 		resp, err = handler(ctx, req)
 	}
