@@ -18,10 +18,15 @@ import (
 // at cleanup. It needs root (CI and the dev VM run tests as root).
 func mustTmpfs(t *testing.T, size int64) string {
 	t.Helper()
+	return mustTmpfsAt(t, filepath.Join(t.TempDir(), "tmpfs"), size)
+}
+
+// mustTmpfsAt is mustTmpfs on dir, which it creates.
+func mustTmpfsAt(t *testing.T, dir string, size int64) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
-	dir := filepath.Join(t.TempDir(), "tmpfs")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +52,10 @@ func mustTmpfs(t *testing.T, size int64) string {
 // which would end this test binary, not just the node.
 func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	disk := mustTmpfs(t, 24<<20)
+	// Pebble gets a roomy disk of its own, so that raft.db is what fills:
+	// on a shared one the race between raft.db and Pebble's WAL decides
+	// which fills first, and a full WAL panics inside Pebble (see above).
+	mustTmpfsAt(t, filepath.Join(disk, "fsm"), 512<<20)
 	lines := newLineCounter()
 	nodes := mustClusterWith(t, 3, func(c *Config) {
 		c.ApplyLagBound = time.Second
