@@ -204,9 +204,15 @@ func addrsOf(nodes []*sysNode) []string {
 
 func mustClient(t *testing.T, addrs ...string) *client.Client {
 	t.Helper()
+	return mustClientWith(t, addrs)
+}
+
+// mustClientWith is mustClient with client options.
+func mustClientWith(t *testing.T, addrs []string, opts ...client.Option) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, addrs...)
+	c, err := client.NewWithOptions(ctx, addrs, opts...)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
