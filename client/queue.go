@@ -39,6 +39,7 @@ var (
 	opRequeueDead = op{name: "RequeueDead"}
 	opStatus      = op{name: "Status", repeatable: true}
 	opTransfer    = op{name: "TransferLeadership"}
+	opRemove      = op{name: "RemoveServer"}
 )
 
 // Enqueue adds tasks and returns one result per task, in order. A result
@@ -510,6 +511,20 @@ func (c *Client) TransferLeadership(ctx context.Context, toID string) (string, e
 	}
 	c.forgetLeader(addr)
 	return resp.GetLeaderId(), nil
+}
+
+// RemoveServer takes a server out of the Raft configuration, on the
+// leader: how an operator retires a dead node, or removes a damaged one
+// before wiping its data dir and starting it again with --join (a wiped
+// voter that came back under its old id without this has forgotten its
+// vote). It is not retried on an unknown outcome: a second call for the
+// same id would fail with the server unknown.
+func (c *Client) RemoveServer(ctx context.Context, id string) error {
+	_, err := c.invoke(ctx, opRemove, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		_, err := docketv1.NewClusterClient(cc).RemoveServer(ctx, &docketv1.RemoveServerRequest{Id: id}, opts...)
+		return err
+	})
+	return err
 }
 
 // newKey returns a random 128-bit idempotency key in hex.

@@ -90,8 +90,8 @@
 //  2. Stop the node and move its whole data dir away (keep it for a
 //     post-mortem of the disk). The node refuses to start while DIVERGED
 //     is there.
-//  3. Remove it from the configuration (Cluster.RemoveServer on the
-//     leader), then start it with an empty data dir and --join, as for a
+//  3. Remove it from the configuration (`docket cluster remove ID`,
+//     Cluster.RemoveServer on the leader), then start it with an empty data dir and --join, as for a
 //     damaged log above: a wiped voter that came back under its old id
 //     without the removal has forgotten its vote and could vote twice in
 //     one term. The leader sends it a snapshot and the log; it serves once

@@ -60,10 +60,18 @@ func Test_CLITour(t *testing.T) {
 	if s := docket(t, addrs, "dlq", "list", "jobs"); s != "" {
 		t.Fatalf("dlq list printed %q for an empty dead-letter queue", s)
 	}
+	// The repair procedure's first step (README, "Corruption").
+	victim := nodes[2].id
+	if s := docket(t, addrs, "cluster", "remove", victim); strings.TrimSpace(s) != "removed "+victim {
+		t.Fatalf("cluster remove printed %q", s)
+	}
+	if s := docket(t, addrs, "cluster", "status"); strings.Count(s, "voter") != 2 || strings.Contains(s, " "+victim+" ") {
+		t.Fatalf("cluster status after removing %s printed %q", victim, s)
+	}
 }
 
 func Test_CLIUsageErrors(t *testing.T) {
-	cases := [][]string{{}, {"nope"}, {"submit", "id"}, {"submit", "id", "notanumber"}, {"dlq"}, {"cluster", "reboot"}}
+	cases := [][]string{{}, {"nope"}, {"submit", "id"}, {"submit", "id", "notanumber"}, {"dlq"}, {"cluster", "reboot"}, {"cluster", "remove"}}
 	for _, args := range cases {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), args, &out, &errb)

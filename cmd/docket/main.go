@@ -28,6 +28,7 @@ Usage:
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
+  docket cluster remove ID       take a server out of the configuration
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
 

@@ -381,13 +381,13 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 }
 
 func (v *verb) cluster(ctx context.Context, args []string) error {
-	const what = "status | cluster transfer [ID]"
+	const what = "status | cluster transfer [ID] | cluster remove ID"
 	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
 	}
 	sub, pos := pos[0], pos[1:]
-	if (sub != "status" && sub != "transfer") || (sub == "status" && len(pos) > 0) {
+	if (sub != "status" && sub != "transfer" && sub != "remove") || (sub == "status" && len(pos) > 0) || (sub == "remove" && len(pos) != 1) {
 		return fmt.Errorf("%w: docket cluster %s", errUsage, what)
 	}
 	c, ctx, done, err := v.connect(ctx)
@@ -395,6 +395,12 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
+	if sub == "remove" {
+		if err := c.RemoveServer(ctx, pos[0]); err != nil {
+			return err
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintf(w, "removed %s\n", pos[0]) }, &pb.RemoveServerResponse{})
+	}
 	if sub == "transfer" {
 		to := ""
 		if len(pos) == 1 {
