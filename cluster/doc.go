@@ -38,7 +38,7 @@
 //     failing its proposer's checksum at apply logs an Error with the file
 //     and index and sets Node.LogFault. The node then hands leadership over
 //     if it leads and shuts its Raft down: it neither leads, votes nor
-//     replicates; the gRPC health should read LogFault and answer
+//     replicates; HealthProblems includes it, so the gRPC health answers
 //     NOT_SERVING. The others carry on with their good copies.
 //   - Raft itself panics when GetLog fails in its apply path on a follower
 //     (processLogs) and in NewRaft's configuration scan; the start-up scan
