@@ -118,11 +118,16 @@ func (s *Server) claim(ctx context.Context, cmd *pb.Command, wait time.Duration)
 // claims applied on every replica. It returns the reservation (0: wait)
 // and when the next delayed task becomes visible (0: none).
 func (s *Server) admit(ref fsm.QueueRef, want int) (int, int64) {
-	pending, due, next := s.claimable(ref)
-	if due {
-		pending = math.MaxInt
-	}
-	return s.gate.reserve(ref, want, pending), next
+	var next int64
+	n := s.gate.reserve(ref, want, func() int {
+		pending, due, nv := s.claimable(ref)
+		next = nv
+		if due {
+			return math.MaxInt
+		}
+		return pending
+	})
+	return n, next
 }
 
 // avail is how many Claims of ref may propose now: pending tasks not
@@ -167,12 +172,15 @@ type claimGate struct {
 
 func newClaimGate() *claimGate { return &claimGate{reserved: map[fsm.QueueRef]int{}} }
 
-// reserve takes up to want of the avail tasks of ref that no claim in
-// flight has reserved.
-func (g *claimGate) reserve(ref fsm.QueueRef, want, avail int) int {
+// reserve takes up to want of the tasks of ref that avail reports and no
+// claim in flight has reserved. avail reads the replica under the gate's
+// lock: read outside it, a claim could apply and release its reservation
+// between the read and the reservation, and the stale count would let a
+// second claim propose for the same task.
+func (g *claimGate) reserve(ref fsm.QueueRef, want int, avail func() int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := min(want, avail-g.reserved[ref])
+	n := min(want, avail()-g.reserved[ref])
 	if n <= 0 {
 		return 0
 	}
