@@ -1,0 +1,23 @@
+package cluster
+
+import "github.com/dockethq/docket/fsm"
+
+// The outcomes of a command that callers above cluster branch on. They are
+// the FSM's own values, named here so that the API layer (transport) needs
+// no import of fsm: cluster is the only door to the state machine.
+var (
+	// ErrNotFound: no such task.
+	ErrNotFound = fsm.ErrNotFound
+	// ErrStaleFence: the caller's fence is not the task's current claim.
+	ErrStaleFence = fsm.ErrStaleFence
+	// ErrWrongState: the task is not in a state the command applies to.
+	ErrWrongState = fsm.ErrWrongState
+	// ErrTenantLimit: the tenant's task or byte limit refused the command.
+	ErrTenantLimit = fsm.ErrTenantLimit
+)
+
+// FieldError is a request value that the rules refuse, naming its field.
+type FieldError = fsm.FieldError
+
+// QueueRef names one queue of one tenant.
+type QueueRef = fsm.QueueRef
