@@ -14,6 +14,10 @@ import (
 // Config configures one node. Zero values take the defaults in
 // DefaultConfig; each field says why its default is what it is.
 type Config struct {
+	// Service tunes the node's write and read paths (group commit, the
+	// default lease); its Logger defaults to the node's.
+	Service ServiceConfig
+
 	// ID is this server's Raft id. It must be unique in the cluster and
 	// stable across restarts: Raft's configuration names servers by it.
 	ID string
@@ -305,6 +309,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Service.Logger == nil {
+		c.Service.Logger = c.Logger
 	}
 	return c
 }

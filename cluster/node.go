@@ -19,6 +19,10 @@ import (
 // Node is one Docket server: Raft, its stores, the FSM, the leader-only
 // loops and peer discovery. It is safe for concurrent use.
 type Node struct {
+	// Service is the node's write and read paths for the API layer:
+	// group commit, long polls, reads at a chosen consistency.
+	*Service
+
 	cfg   Config
 	log   *slog.Logger
 	clock Clock
@@ -75,6 +79,9 @@ func New(cfg Config) (*Node, error) {
 	defer func() {
 		if !ok {
 			n.cancel()
+			if n.Service != nil {
+				n.Service.close()
+			}
 			n.closeStores()
 		}
 	}()
@@ -88,6 +95,7 @@ func New(cfg Config) (*Node, error) {
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
+	n.Service = newService(n, cfg.Service)
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
@@ -226,6 +234,7 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
+		n.Service.close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		n.shutdownErr = errors.Join(err, n.closeStores())

@@ -49,24 +49,23 @@ func (n *Node) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderGRPC: addr}
 }
 
-// Propose stamps cmd with the leader's time, checks its values, replicates
-// it and returns the FSM's answer. It returns once the entry is committed on
-// a quorum (each log fsync'd) and applied here. Many concurrent Proposes
-// share one log append and fsync (BatchApplyCh).
+// apply stamps cmd with the leader's time and the tenant limits,
+// replicates it as one Raft entry and returns the FSM's answer. It returns
+// once the entry is committed on a quorum (each log fsync'd) and applied
+// here. Many concurrent applies share one log append and fsync
+// (BatchApplyCh). It does not validate: the Service checked the request
+// where it arrived, and the FSM judges every command again in apply, where
+// a bad value is a rejected result like any other.
 //
-// Errors: *fsm.FieldError for a bad value (nothing proposed),
-// *NotLeaderError (nothing proposed), ErrLeadershipLost and context errors
-// (outcome unknown; ErrLeadershipLost also wraps ErrLogWrite when this
-// leader could not append), ErrShutdown.
-func (n *Node) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+// Errors: *NotLeaderError (nothing proposed), ErrLeadershipLost and context
+// errors (outcome unknown; ErrLeadershipLost also wraps ErrLogWrite when
+// this leader could not append), ErrShutdown.
+func (n *Node) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
 	cmd.Now = n.clock.Now().UnixNano()
 	fsm.StampTenantLimits(cmd, n.cfg.TenantMaxTasks, n.cfg.TenantMaxBytes)
-	if err := fsm.Validate(cmd, n.cfg.Limits); err != nil {
-		return nil, err
-	}
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
 		return nil, err

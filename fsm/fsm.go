@@ -51,11 +51,18 @@ type Options struct {
 type QueueRef struct{ Queue, Tenant string }
 
 // Event tells an observer what an applied batch changed that a waiter may
-// care about. It carries no state: waiters re-read the FSM.
+// care about. It carries the pending counts the batch already holds, so
+// the observer, on Raft's apply goroutine, never reads Pebble.
 type Event struct {
-	Index    uint64     // last index applied
-	Pending  []QueueRef // queues that gained claimable tasks
-	Finished []string   // ids of tasks that reached a terminal state
+	Index    uint64       // last index applied
+	Pending  []QueueCount // queues that gained claimable tasks
+	Finished []string     // ids of tasks that reached a terminal state
+}
+
+// QueueCount is a queue's pending count at the end of an applied batch.
+type QueueCount struct {
+	QueueRef
+	Pending uint64
 }
 
 // FSM is Docket's replicated state machine over one Pebble database. It

@@ -161,7 +161,7 @@ func Test_ObserverEvents(t *testing.T) {
 	if len(events) != 2 {
 		t.Fatalf("%d events, want 2 (enqueue, submit): %+v", len(events), events)
 	}
-	if e := events[0]; len(e.Pending) != 2 || e.Pending[0] != (QueueRef{"q", "a"}) || e.Pending[1] != (QueueRef{"q", "b"}) || e.Index != 1 {
+	if e := events[0]; len(e.Pending) != 2 || e.Pending[0] != (QueueCount{QueueRef{"q", "a"}, 2}) || e.Pending[1] != (QueueCount{QueueRef{"q", "b"}, 1}) || e.Index != 1 {
 		t.Fatalf("enqueue event %+v", e)
 	}
 	if e := events[1]; len(e.Finished) != 1 || e.Finished[0] != c.GetId() {

@@ -136,6 +136,12 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 // finish writes the touched catalog records, in key order, and the
 // metadata of the batch.
 func (tx *txn) finish(applied uint64) error {
+	for i := range tx.ev.Pending {
+		c := &tx.ev.Pending[i]
+		if e := tx.metas[c.Queue+"/"+c.Tenant]; e != nil {
+			c.Pending = e.m.Pending
+		}
+	}
 	keys := make([]string, 0, len(tx.metas))
 	for k := range tx.metas {
 		keys = append(keys, k)
@@ -272,7 +278,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		k := t.GetQueue() + "/" + t.GetTenant()
 		if !tx.pendingEv[k] {
 			tx.pendingEv[k] = true
-			tx.ev.Pending = append(tx.ev.Pending, QueueRef{Queue: t.GetQueue(), Tenant: t.GetTenant()})
+			tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: QueueRef{Queue: t.GetQueue(), Tenant: t.GetTenant()}})
 		}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED,
 		pb.TaskState_TASK_STATE_CANCELLED, pb.TaskState_TASK_STATE_DEAD:

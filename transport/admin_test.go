@@ -136,7 +136,7 @@ func Test_CancelAndEnqueueDefaults(t *testing.T) {
 		}
 	}
 	got, err := ts.q.GetTask(ctx, &pb.GetTaskRequest{TaskId: id})
-	if err != nil || got.GetTask().GetState() != pb.TaskState_TASK_STATE_CANCELLED || got.GetTask().GetTenant() != DefaultTenant {
+	if err != nil || got.GetTask().GetState() != pb.TaskState_TASK_STATE_CANCELLED || got.GetTask().GetTenant() != "default" {
 		t.Fatalf("task after cancel: %v, %v", got, err)
 	}
 }
@@ -195,12 +195,12 @@ func Test_HealthFollowsNodeProblems(t *testing.T) {
 		}
 	}
 	problems := []string{"apply stuck: index 7 committed more than 5s ago is not applied"}
-	ts.node.problems.Store(&problems)
+	ts.node.SetProblems(problems)
 	waitHealth("", healthpb.HealthCheckResponse_NOT_SERVING)
 	waitHealth("docket.v1.Queue", healthpb.HealthCheckResponse_NOT_SERVING)
 	waitHealth("docket.v1.Cluster", healthpb.HealthCheckResponse_SERVING)
 
-	ts.node.problems.Store(nil)
+	ts.node.SetProblems(nil)
 	waitHealth("", healthpb.HealthCheckResponse_SERVING)
 	waitHealth("docket.v1.Queue", healthpb.HealthCheckResponse_SERVING)
 }
@@ -214,7 +214,7 @@ func Test_UncheckedNodeRefusesQueueButAnswersStatus(t *testing.T) {
 	ctx := testCtx(t)
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", Payload: []byte("p")})
 	for _, cause := range []error{cluster.ErrAwaitingCheck, fmt.Errorf("%w: hash differs", cluster.ErrDiverged)} {
-		ts.node.checkErr.Store(&cause)
+		ts.node.SetCheckErr(cause)
 		for _, service := range []string{"", "docket.v1.Queue"} {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
@@ -236,7 +236,7 @@ func Test_UncheckedNodeRefusesQueueButAnswersStatus(t *testing.T) {
 			t.Fatalf("%v: status: %v", cause, err)
 		}
 	}
-	ts.node.checkErr.Store(nil)
+	ts.node.SetCheckErr(nil)
 	if _, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"}); err != nil {
 		t.Fatalf("serving again: %v", err)
 	}

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -64,11 +64,11 @@ func Test_ListDeadPagesStayWithinBudget(t *testing.T) {
 // an attempt, and counts them.
 func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 	for _, coalesce := range []int{0, 1} {
-		ts := mustLeader(t, Config{CoalesceMax: coalesce})
+		reg := prometheus.NewRegistry()
+		ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceMax: coalesce, Registerer: reg})
 		ids := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})
-		ts.node.applyLate.Store(true)
-		hold := make(chan struct{})
-		ts.node.hold.Store(&hold)
+		ts.node.ApplyLate(true)
+		release := ts.node.Hold()
 		dl := time.Now().Add(200 * time.Millisecond)
 		ctx, cancel := context.WithDeadline(context.Background(), dl)
 		_, err := ts.q.Claim(ctx, &pb.ClaimRequest{Queue: "q", WorkerId: "gone", MaxTasks: 1})
@@ -80,8 +80,7 @@ func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 		// than the caller's: let it pass too, so the claim applies after
 		// the handler's ctx ended.
 		eventually(t, "the server's deadline", func() bool { return time.Now().After(dl.Add(100 * time.Millisecond)) })
-		ts.node.hold.Store(nil)
-		close(hold) // the claim applies now, after its caller left
+		release() // the claim applies now, after its caller left
 		eventually(t, "the undelivered claim to be released", func() bool {
 			task, err := ts.node.FSM().GetTask(ids[0])
 			return err == nil && task.GetState() == pb.TaskState_TASK_STATE_PENDING && task.GetClaims() == 1
@@ -90,7 +89,7 @@ func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 		if task.GetAttempts() != 0 {
 			t.Fatalf("released task has %d attempts, want 0", task.GetAttempts())
 		}
-		if n := counterValue(t, ts.srv.metrics.undelivered); n != 1 {
+		if n := metricValue(t, reg, "docket_cluster_claim_undelivered_tasks_total"); n != 1 {
 			t.Fatalf("undelivered counter %v, want 1", n)
 		}
 		// The next worker gets it at once.
@@ -100,11 +99,23 @@ func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 	}
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+// metricValue reads a counter or gauge without labels from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
+	fams, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	for _, f := range fams {
+		if f.GetName() != name || len(f.GetMetric()) != 1 {
+			continue
+		}
+		m := f.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -14,16 +15,14 @@ import (
 // share one Batch entry while each gets exactly its own answer, a stale
 // Submit failing alone.
 func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
-	ts := mustLeader(t, Config{CoalesceInflight: 1})
+	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceInflight: 1})
 	claimed := func() []*pb.Task {
 		mustEnqueue(t, ts.q, &pb.NewTask{Queue: "work"}, &pb.NewTask{Queue: "work"})
 		return mustClaim(t, ts.q, "work", 2)
 	}()
-	before := ts.node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE)
+	before := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE)
 
-	hold := make(chan struct{})
-	ts.node.hold.Store(&hold)
-	release := sync.OnceFunc(func() { ts.node.hold.Store(nil); close(hold) })
+	release := ts.node.Hold()
 	t.Cleanup(release) // before the server's Stop, which waits for the held proposal
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -33,7 +32,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 		defer wg.Done()
 		_, firstErr = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	}()
-	eventually(t, "the first enqueue to hold the slot", func() bool { return ts.node.held.Load() == 1 })
+	eventually(t, "the first enqueue to hold the slot", func() bool { return ts.node.Held() == 1 })
 
 	const plain = 16
 	enq := make([]*pb.EnqueueResponse, plain+2) // then two with one key
@@ -62,7 +61,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 			Outcome: pb.Outcome_OUTCOME_COMPLETED})
 	}()
 	// The coalescer has taken one of them and waits for the slot with it.
-	eventually(t, "every caller to queue behind the slot", func() bool { return len(ts.srv.co.calls) == len(enq)+2-1 })
+	eventually(t, "every caller to queue behind the slot", func() bool { return ts.node.QueuedCommands() == len(enq)+2-1 })
 	release()
 	wg.Wait()
 
@@ -88,17 +87,17 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 		t.Fatalf("same key answered %v %s and %v %s, want one OK and one DUPLICATE of one task",
 			a.GetCode(), a.GetTaskId(), b.GetCode(), b.GetTaskId())
 	}
-	if got := ts.node.count(pb.CommandType_COMMAND_TYPE_BATCH); got != 1 {
+	if got := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_BATCH); got != 1 {
 		t.Fatalf("%d Batch entries, want the queued callers in one", got)
 	}
-	if got := ts.node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE) - before; got != 1 {
+	if got := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE) - before; got != 1 {
 		t.Fatalf("%d Enqueue entries besides the batch, want only the first caller's", got)
 	}
 }
 
 // Test_CoalescingOff: CoalesceMax 1 proposes every command alone.
 func Test_CoalescingOff(t *testing.T) {
-	ts := mustLeader(t, Config{CoalesceMax: 1})
+	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceMax: 1})
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for range 20 {
@@ -111,7 +110,7 @@ func Test_CoalescingOff(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if b, e := ts.node.count(pb.CommandType_COMMAND_TYPE_BATCH), ts.node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE); b != 0 || e != 20 {
+	if b, e := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_BATCH), ts.node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE); b != 0 || e != 20 {
 		t.Fatalf("%d batches and %d enqueue entries, want 0 and 20", b, e)
 	}
 }
@@ -142,7 +141,7 @@ func Test_SubmitBatch(t *testing.T) {
 			t.Fatalf("item %d: %v, want %v", i, it.GetCode(), want[i])
 		}
 	}
-	if got := ts.node.count(pb.CommandType_COMMAND_TYPE_BATCH); got != 1 {
+	if got := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_BATCH); got != 1 {
 		t.Fatalf("%d Batch entries for one SubmitBatch, want 1", got)
 	}
 	_, err = ts.q.SubmitBatch(testCtx(t), &pb.SubmitBatchRequest{Items: []*pb.SubmitRequest{ok(tasks[1], tasks[1].GetFence()), {Fence: 1}}})

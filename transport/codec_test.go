@@ -62,7 +62,7 @@ func Test_UndecodableRequestIsInvalidArgument(t *testing.T) {
 			}
 		})
 	}
-	if n := leader.node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
+	if n := leader.node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
 		t.Fatalf("%d enqueues proposed for undecodable requests", n)
 	}
 

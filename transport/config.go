@@ -9,31 +9,43 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Node is what the server needs from a cluster member. *cluster.Node
-// implements it; tests use a one-node fake over a real FSM.
+// Node is what the server needs from a cluster member: *cluster.Node, or
+// a *cluster.MemNode in tests. Its write and read paths are those of
+// cluster.Service, which both embed; the rest is the member's own.
 type Node interface {
-	// Propose stamps, validates, replicates and applies cmd on the leader
-	// and returns the FSM's answer. Errors: *fsm.FieldError, not-leader
-	// (nothing proposed), leadership-lost (outcome unknown), shutdown and
-	// context errors.
+	// Check validates a command on the node that received its request.
+	Check(cmd *pb.Command) error
+	// ClaimCommand fills a Claim request's defaults and builds its command.
+	ClaimCommand(req *pb.ClaimRequest) *pb.Command
+	// Propose runs a command on the leader through group commit and
+	// returns the FSM's answer. Errors: not-leader (nothing proposed),
+	// leadership-lost (outcome unknown), shutdown and context errors.
 	Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
+	// Claim runs a long-poll Claim on the leader (cluster.Service.Claim).
+	Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error)
+	// ReleaseTasks puts back claimed tasks whose answer was not delivered.
+	ReleaseTasks(tasks []*pb.Task)
+	// WaitResult waits on the leader for a task to finish.
+	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
+	// GetTask, Stats and ListDead read at the consistency asked for.
+	GetTask(ctx context.Context, id string, c cluster.Consistency) (*pb.Task, uint64, error)
+	Stats(ctx context.Context, queue, tenant, cursor string, c cluster.Consistency) ([]*pb.QueueStats, string, error)
+	ListDead(ctx context.Context, req *pb.ListDeadRequest, c cluster.Consistency) ([]*pb.Task, string, error)
+	// Drain ends the node's long polls at once; a stopping server calls it.
+	Drain()
+
 	// IsLeader reports whether this node currently leads.
 	IsLeader() bool
 	// LeaderGRPCAddr is the leader's advertised gRPC address, "" when no
 	// leader is known. On the leader it is its own address.
 	LeaderGRPCAddr() string
-	// FSM is the local replica, for reads and for the apply observer.
-	FSM() *fsm.FSM
 	// HealthProblems lists why the node cannot serve (its log cannot be
 	// written, its store fails, apply is stuck); empty when it can.
 	HealthProblems() []string
-	// ReadBarrier makes a following local read linearizable; on a
-	// follower it returns a not-leader error.
-	ReadBarrier(ctx context.Context) error
 	// Status describes the node and the cluster as this node sees them.
 	StatusWithHash(withHash bool) (*pb.StatusResponse, error)
 	// TransferLeadership hands leadership to toID (any voter when empty)
@@ -43,10 +55,6 @@ type Node interface {
 	AddServer(ctx context.Context, id, raftAddr, grpcAddr string, nonvoter bool) error
 	// RemoveServer removes a server from the Raft configuration.
 	RemoveServer(ctx context.Context, id string) error
-	// Limits are the edge bounds commands are validated with.
-	Limits() fsm.Limits
-	// Now is the node's clock: the time the leader stamps into commands.
-	Now() time.Time
 	// CheckErr is nil when the consistency checks let this node serve;
 	// otherwise it is diverged or awaiting a check, and the API refuses
 	// everything but the Cluster service with Unavailable.
@@ -56,21 +64,17 @@ type Node interface {
 	CheckHash(index uint64) string
 }
 
-// DefaultTenant is the tenant of a request that names none.
-const DefaultTenant = "default"
+var (
+	_ Node = (*cluster.Node)(nil)
+	_ Node = (*cluster.MemNode)(nil)
+)
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxRecvMsgSize    = 8 << 20
-	DefaultMaxClaimWait      = 30 * time.Second
-	DefaultMaxResultWait     = 30 * time.Second
-	DefaultLease             = 30 * time.Second
-	DefaultHeartbeatWindow   = 2 * time.Millisecond
-	DefaultHeartbeatMaxItems = fsm.MaxBatch
-	DefaultHealthInterval    = time.Second
-	DefaultCoalesceMax       = 512
-	DefaultCoalesceInflight  = 4
-	DefaultListLimit         = 100
+	DefaultMaxRecvMsgSize = 8 << 20
+	DefaultMaxClaimWait   = 30 * time.Second
+	DefaultMaxResultWait  = 30 * time.Second
+	DefaultHealthInterval = time.Second
 
 	DefaultMaxConcurrentStreams = 2048
 	DefaultMaxLongPolls         = 8192
@@ -138,35 +142,6 @@ type Config struct {
 	// MaxResultWait caps WaitResult's wait_ns. Default 30 s; a client that
 	// wants to wait longer calls again.
 	MaxResultWait time.Duration
-
-	// DefaultLease is the lease of a Claim that gives no lease_ns.
-	// Default 30 s.
-	DefaultLease time.Duration
-
-	// HeartbeatWindow is how long the heartbeat batcher waits, after the
-	// first heartbeat of a batch arrives, for others to share its Raft
-	// entry. Default 2 ms: invisible against leases of seconds, and
-	// enough to fold thousands of workers' heartbeats into a few entries.
-	HeartbeatWindow time.Duration
-
-	// HeartbeatMaxItems flushes a batch early once it holds this many
-	// items. Default and ceiling fsm.MaxBatch (1000), the most one
-	// Heartbeat command may carry.
-	HeartbeatMaxItems int
-
-	// CoalesceMax bounds the client commands (Enqueue, Claim, Submit,
-	// Nack, Cancel) the leader folds into one Batch entry. Default 512:
-	// one entry then carries every caller of a busy node's round trip,
-	// and a Batch stays far below fsm.MaxBatchCommands. 1 turns
-	// coalescing off: each command is an entry of its own.
-	CoalesceMax int
-
-	// CoalesceInflight is how many entries of client commands the leader
-	// keeps in flight before it starts to coalesce: below it a command is
-	// proposed at once, alone. Default 4. Fewer slots make larger
-	// batches (less Raft and FSM work per command) at the cost of waiting
-	// for a slot; more slots lean on Raft's own batching of appends.
-	CoalesceInflight int
 
 	// MaxConcurrentStreams bounds the calls in flight on one connection
 	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). Default 2048. A client
@@ -265,21 +240,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxResultWait <= 0 {
 		c.MaxResultWait = DefaultMaxResultWait
-	}
-	if c.DefaultLease <= 0 {
-		c.DefaultLease = DefaultLease
-	}
-	if c.HeartbeatWindow <= 0 {
-		c.HeartbeatWindow = DefaultHeartbeatWindow
-	}
-	if c.HeartbeatMaxItems <= 0 || c.HeartbeatMaxItems > fsm.MaxBatch {
-		c.HeartbeatMaxItems = DefaultHeartbeatMaxItems
-	}
-	if c.CoalesceMax <= 0 || c.CoalesceMax > fsm.MaxBatchCommands {
-		c.CoalesceMax = min(DefaultCoalesceMax, fsm.MaxBatchCommands)
-	}
-	if c.CoalesceInflight <= 0 {
-		c.CoalesceInflight = DefaultCoalesceInflight
 	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/fsm"
 )
 
 // Metadata keys and error reasons clients rely on. They are part of the
@@ -84,7 +83,7 @@ func toStatus(err error) error {
 		return nil
 	}
 	var grpcErr interface{ GRPCStatus() *status.Status }
-	var fe *fsm.FieldError
+	var fe *cluster.FieldError
 	var de *decodeError
 	switch {
 	case errors.As(err, &de):
@@ -93,19 +92,19 @@ func toStatus(err error) error {
 		return grpcErr.GRPCStatus().Err()
 	case errors.As(err, &fe):
 		code := codes.InvalidArgument
-		if fsm.IsTooLarge(fe) {
+		if cluster.IsTooLarge(fe) {
 			code = codes.ResourceExhausted
 		}
 		return withDetail(code, err.Error(), &errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}},
 		})
-	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
+	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, fsm.ErrStaleFence):
+	case errors.Is(err, cluster.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonStaleFence, nil))
-	case errors.Is(err, fsm.ErrWrongState):
+	case errors.Is(err, cluster.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonWrongState, nil))
-	case errors.Is(err, fsm.ErrTenantLimit):
+	case errors.Is(err, cluster.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonLeadershipLost, nil))
@@ -142,4 +141,4 @@ func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error 
 }
 
 // fieldError is a transport-level bad value, mapped like the FSM's own.
-func fieldError(field, reason string) error { return &fsm.FieldError{Field: field, Reason: reason} }
+func fieldError(field, reason string) error { return &cluster.FieldError{Field: field, Reason: reason} }

@@ -62,8 +62,8 @@ func Test_ToStatus(t *testing.T) {
 }
 
 func Test_ErrorsOverGRPC(t *testing.T) {
-	node := newFakeNode(t, true)
-	node.limits = fsm.Limits{MaxPayload: 1024}
+	node := newMemNode(t, true, cluster.ServiceConfig{})
+	node.SetLimits(fsm.Limits{MaxPayload: 1024})
 	ts := mustServe(t, node, "", Config{})
 	ctx := testCtx(t)
 
@@ -78,10 +78,10 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 	// An oversize payload is ResourceExhausted, and nothing is stored.
 	_, err = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Payload: make([]byte, 2048)}}})
 	wantErr(t, err, codes.ResourceExhausted, "", "tasks[0].payload")
-	if n := node.count(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
+	if n := node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
 		t.Fatalf("%d enqueue commands proposed for a refused request", n)
 	}
-	if st, _ := node.fsm.Stats("", ""); len(st) != 0 {
+	if st, _ := node.FSM().Stats("", ""); len(st) != 0 {
 		t.Fatalf("stats after refused enqueue: %v", st)
 	}
 
@@ -121,7 +121,7 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 		{context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{errBoom, codes.Internal, ""},
 	} {
-		node.fail(c.err)
+		node.Fail(c.err)
 		_, err = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 		wantErr(t, err, c.code, c.reason, "")
 	}

@@ -29,8 +29,8 @@ func Test_ForwardFromFollower(t *testing.T) {
 			t.Fatalf("%s %s = %v, want [%s]", name, LeaderMetadataKey, got, leader.addr)
 		}
 	}
-	if got, err := leader.node.fsm.GetTask(id); err != nil || got.GetTenant() != DefaultTenant {
-		t.Fatalf("leader's task %v, err %v; want tenant %q", got, err, DefaultTenant)
+	if got, err := leader.node.FSM().GetTask(id); err != nil || got.GetTenant() != "default" {
+		t.Fatalf("leader's task %v, err %v; want tenant %q", got, err, "default")
 	}
 
 	// The fake does not replicate: the follower's own replica lacks the
@@ -56,7 +56,7 @@ func Test_ForwardFromFollower(t *testing.T) {
 	if err != nil || wr.GetDone() || wr.GetTask().GetState() != pb.TaskState_TASK_STATE_RUNNING {
 		t.Fatalf("wait result via follower: %v, %v", wr, err)
 	}
-	if n := leader.node.count(pb.CommandType_COMMAND_TYPE_HEARTBEAT); n != 1 {
+	if n := leader.node.Proposed(pb.CommandType_COMMAND_TYPE_HEARTBEAT); n != 1 {
 		t.Fatalf("%d heartbeat commands, want 1", n)
 	}
 
@@ -65,7 +65,7 @@ func Test_ForwardFromFollower(t *testing.T) {
 	if err != nil || tl.GetLeaderId() != "to-n3" {
 		t.Fatalf("transfer via follower: %v, %v", tl, err)
 	}
-	if _, err := follower.c.RemoveServer(ctx, &pb.RemoveServerRequest{Id: "n9"}); err != nil || *leader.node.removed.Load() != "n9" {
+	if _, err := follower.c.RemoveServer(ctx, &pb.RemoveServerRequest{Id: "n9"}); err != nil || leader.node.Removed() != "n9" {
 		t.Fatalf("remove server via follower: %v", err)
 	}
 	st, err := follower.c.Status(ctx, &pb.StatusRequest{})
@@ -79,7 +79,7 @@ func Test_ForwardFromFollower(t *testing.T) {
 func Test_ForwardedAtMostOnce(t *testing.T) {
 	a := mustFollower(t, "", Config{})
 	b := mustFollower(t, a.addr, Config{})
-	a.node.setLeaderAddr(b.addr)
+	a.node.SetLeaderAddr(b.addr)
 
 	var tr metadata.MD
 	_, err := a.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}, grpc.Trailer(&tr))
@@ -94,13 +94,13 @@ func Test_ForwardedAtMostOnce(t *testing.T) {
 func Test_ForwardWhenLeadershipMoves(t *testing.T) {
 	leader := mustLeader(t, Config{})
 	deposed := mustLeader(t, Config{})
-	deposed.node.fail(&notLeaderError{LeaderID: "n1", LeaderGRPC: leader.addr})
+	deposed.node.Fail(&notLeaderError{LeaderID: "n1", LeaderGRPC: leader.addr})
 
 	resp, err := deposed.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	if err != nil {
 		t.Fatalf("enqueue on a deposed leader: %v", err)
 	}
-	if _, err := leader.node.fsm.GetTask(resp.GetItems()[0].GetTaskId()); err != nil {
+	if _, err := leader.node.FSM().GetTask(resp.GetItems()[0].GetTaskId()); err != nil {
 		t.Fatalf("task not on the new leader: %v", err)
 	}
 }

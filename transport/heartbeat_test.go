@@ -7,13 +7,15 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
+// Test_HeartbeatsCoalesce: heartbeats that arrive while the leader's one
+// proposal slot is busy share the next entry, and each caller gets its own
+// items' answers.
 func Test_HeartbeatsCoalesce(t *testing.T) {
-	// A wide window makes the test independent of scheduling: calls that
-	// start together share a command.
-	ts := mustLeader(t, Config{HeartbeatWindow: 100 * time.Millisecond})
+	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceInflight: 1})
 	const n = 40
 	tasks := make([]*pb.NewTask, n)
 	for i := range tasks {
@@ -23,6 +25,17 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 	claimed := mustClaim(t, ts.q, "q", n)
 
 	ctx := testCtx(t)
+	release := ts.node.Hold()
+	t.Cleanup(release)
+	var first sync.WaitGroup
+	first.Add(1)
+	go func() { // holds the slot, so the heartbeats queue behind it
+		defer first.Done()
+		if _, err := ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "other"}}}); err != nil {
+			t.Errorf("enqueue: %v", err)
+		}
+	}()
+	eventually(t, "the enqueue to hold the slot", func() bool { return ts.node.Held() == 1 })
 	results := make([]*pb.HeartbeatResponse, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -39,7 +52,10 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 			}})
 		}()
 	}
+	eventually(t, "the heartbeats to queue", func() bool { return ts.node.QueuedCommands() >= n-1 })
+	release()
 	wg.Wait()
+	first.Wait()
 
 	for i, task := range claimed {
 		if errs[i] != nil {
@@ -57,26 +73,24 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 			t.Fatalf("heartbeat %d: code %v, want %v", i, items[0].GetCode(), want)
 		}
 	}
-	cmds := ts.node.count(pb.CommandType_COMMAND_TYPE_HEARTBEAT)
-	if cmds == 0 || cmds >= n {
-		t.Fatalf("%d concurrent heartbeats made %d commands", n, cmds)
+	entries := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_HEARTBEAT) + ts.node.Proposed(pb.CommandType_COMMAND_TYPE_BATCH)
+	if runs := ts.node.Runs(pb.CommandType_COMMAND_TYPE_HEARTBEAT); runs != n || entries > 2 {
+		t.Fatalf("%d concurrent heartbeats ran as %d commands in %d entries, want %d in at most 2", n, runs, entries, n)
 	}
-	t.Logf("%d heartbeats in %d commands", n, cmds)
-	got, err := ts.node.fsm.GetTask(claimed[1].GetId())
+	got, err := ts.node.FSM().GetTask(claimed[1].GetId())
 	if err != nil || got.GetLeaseNs() != int64(time.Minute) {
 		t.Fatalf("lease not extended: %v, %v", got, err)
 	}
 }
 
-func Test_HeartbeatBatchSplitsAtMaxItems(t *testing.T) {
-	ts := mustLeader(t, Config{HeartbeatWindow: time.Hour, HeartbeatMaxItems: 3})
+func Test_HeartbeatItemsBounded(t *testing.T) {
+	ts := mustLeader(t, Config{})
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"}, &pb.NewTask{Queue: "q"}, &pb.NewTask{Queue: "q"})
 	claimed := mustClaim(t, ts.q, "q", 3)
 	items := make([]*pb.HeartbeatItem, len(claimed))
 	for i, task := range claimed {
 		items[i] = &pb.HeartbeatItem{TaskId: task.GetId(), Fence: task.GetFence()}
 	}
-	// A full batch flushes at once instead of waiting out the window.
 	resp, err := ts.q.Heartbeat(testCtx(t), &pb.HeartbeatRequest{Items: items})
 	if err != nil || len(resp.GetItems()) != 3 {
 		t.Fatalf("heartbeat: %v, %v", resp, err)

@@ -2,52 +2,58 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
-	"github.com/dockethq/docket/storage"
 )
 
-// queueService implements docket.v1.Queue. Writes build a Command,
-// validate it here (so a follower refuses a bad request without a hop),
-// and run on the leader; reads are linearizable unless the caller allows a
-// stale local read.
+// queueService implements docket.v1.Queue. Writes build a Command (cluster
+// fills the request's defaults), check it here (so a follower refuses a bad
+// request without a hop), and run on the leader; reads are linearizable
+// unless the caller allows a stale local read.
 type queueService struct {
 	pb.UnimplementedQueueServer
 	s *Server
 }
 
-// propose runs cmd on this node, the leader. A whole-command rejection
-// becomes its error.
+// check validates cmd on the node that received the request. A forwarded
+// request was checked by the follower that forwarded it.
+func (s *Server) check(ctx context.Context, cmd *pb.Command) error {
+	if isForwarded(ctx) {
+		return nil
+	}
+	return s.node.Check(cmd)
+}
+
+// propose runs cmd on this node, the leader, through the node's group
+// commit. A whole-command rejection becomes its error.
 func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	res, err := s.node.Propose(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	if err := fsm.ResultError(res); err != nil {
+	if err := cluster.ResultError(res); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// write validates cmd and proposes it on the leader (forwarding req there
+// write checks cmd and proposes it on the leader (forwarding req there
 // from a follower); answer turns the FSM's result into the response.
 func write[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
 	cmd *pb.Command, answer func(*pb.CommandResult) (Resp, error)) (Resp, error) {
-	if err := fsm.Validate(cmd, s.node.Limits()); err != nil {
+	if err := s.check(ctx, cmd); err != nil {
 		var zero Resp
 		return zero, err
 	}
 	return onLeader(s, ctx, method, req, out, func(ctx context.Context) (Resp, error) {
-		res, err := s.proposeClient(ctx, cmd)
+		res, err := s.propose(ctx, cmd)
 		if err != nil {
 			var zero Resp
 			return zero, err
@@ -56,19 +62,15 @@ func write[Resp proto.Message](s *Server, ctx context.Context, method string, re
 	})
 }
 
-// read runs fn after a read barrier on the leader (forwarding req there
-// from a follower), or locally at once when stale is allowed.
+// read runs fn on the leader, forwarding req there from a follower, at
+// linearizable consistency; or locally at once when stale is allowed.
 func read[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
-	stale bool, fn func() (Resp, error)) (Resp, error) {
+	stale bool, fn func(cluster.Consistency) (Resp, error)) (Resp, error) {
 	if stale {
-		return fn()
+		return fn(cluster.Stale)
 	}
-	return onLeader(s, ctx, method, req, out, func(ctx context.Context) (Resp, error) {
-		if err := s.node.ReadBarrier(ctx); err != nil {
-			var zero Resp
-			return zero, err
-		}
-		return fn()
+	return onLeader(s, ctx, method, req, out, func(context.Context) (Resp, error) {
+		return fn(cluster.Linearizable)
 	})
 }
 
@@ -81,14 +83,7 @@ func oneItem(res *pb.CommandResult) (*pb.ItemResult, error) {
 }
 
 func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb.EnqueueResponse, error) {
-	for _, t := range req.GetTasks() {
-		if t != nil && t.Tenant == "" {
-			t.Tenant = DefaultTenant
-		}
-	}
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
-		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: req.GetTasks()}}}
-	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, cluster.EnqueueCommand(req),
 		func(res *pb.CommandResult) (*pb.EnqueueResponse, error) {
 			// A call the FSM refused whole for tenant limits fails
 			// ResourceExhausted, so that a caller that reads only the
@@ -100,21 +95,27 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 				}
 			}
 			if len(items) > 0 {
-				return nil, fsm.ItemError(items[0])
+				return nil, cluster.ItemError(items[0])
 			}
 			return &pb.EnqueueResponse{Items: items}, nil
 		})
 }
 
-func submitCmd(req *pb.SubmitRequest) *pb.Command {
-	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
-		TaskId: req.GetTaskId(), Fence: req.GetFence(), Outcome: req.GetOutcome(),
-		Result: req.GetResult(), Error: req.GetError(),
-	}}}
+// Heartbeat extends leases. On the leader, concurrent Heartbeats share
+// Raft entries through the node's group commit; each caller gets the
+// results of its own items, in its order.
+func (q *queueService) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	return write(q.s, ctx, pb.Queue_Heartbeat_FullMethodName, req, &pb.HeartbeatResponse{}, cluster.HeartbeatCommand(req.GetItems()),
+		func(res *pb.CommandResult) (*pb.HeartbeatResponse, error) {
+			if len(res.GetItems()) != len(req.GetItems()) {
+				return nil, fmt.Errorf("fsm answered %d items for %d heartbeats", len(res.GetItems()), len(req.GetItems()))
+			}
+			return &pb.HeartbeatResponse{Items: res.GetItems()}, nil
+		})
 }
 
 func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
-	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, submitCmd(req),
+	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, cluster.SubmitCommand(req),
 		func(res *pb.CommandResult) (*pb.SubmitResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -123,7 +124,7 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 			if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 				return &pb.SubmitResponse{AlreadyDone: true}, nil
 			}
-			if err := fsm.ItemError(it); err != nil {
+			if err := cluster.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.SubmitResponse{}, nil
@@ -133,31 +134,20 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 // SubmitBatch proposes one Batch entry of Submits: the items share a Raft
 // entry and an RPC, and each keeps its own answer.
 func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchRequest) (*pb.SubmitBatchResponse, error) {
-	items := req.GetItems()
-	if n := len(items); n == 0 || n > fsm.MaxBatch {
-		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, fsm.MaxBatch))
+	cmd, err := cluster.SubmitBatchCommand(req)
+	if err != nil {
+		return nil, err
 	}
-	cmds := make([]*pb.Command, len(items))
-	for i, it := range items {
-		cmds[i] = submitCmd(it)
-		if err := fsm.Validate(cmds[i], q.s.node.Limits()); err != nil {
-			var fe *fsm.FieldError
-			if errors.As(err, &fe) {
-				return nil, &fsm.FieldError{Field: fmt.Sprintf("items[%d].%s", i, fe.Field), Reason: fe.Reason}
-			}
-			return nil, err
-		}
-	}
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}}
+	n := len(req.GetItems())
 	return write(q.s, ctx, pb.Queue_SubmitBatch_FullMethodName, req, &pb.SubmitBatchResponse{}, cmd,
 		func(res *pb.CommandResult) (*pb.SubmitBatchResponse, error) {
-			if len(res.GetResults()) != len(items) {
-				return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), len(items))
+			if len(res.GetResults()) != n {
+				return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), n)
 			}
-			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, len(items))}
+			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
 			for i, r := range res.GetResults() {
-				if err := fsm.ResultError(r); err != nil {
-					return nil, err // validated above: the FSM disagrees with the edge
+				if err := cluster.ResultError(r); err != nil {
+					return nil, err // checked above: the FSM disagrees with the edge
 				}
 				it, err := oneItem(r)
 				if err != nil {
@@ -170,16 +160,13 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 }
 
 func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackResponse, error) {
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{
-		TaskId: req.GetTaskId(), Fence: req.GetFence(), DelayNs: req.GetDelayNs(), Reason: req.GetReason(),
-	}}}
-	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{}, cluster.NackCommand(req),
 		func(res *pb.CommandResult) (*pb.NackResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
 				return nil, err
 			}
-			if err := fsm.ItemError(it); err != nil {
+			if err := cluster.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.NackResponse{State: it.GetState()}, nil
@@ -189,15 +176,13 @@ func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackR
 // Cancel of a task already cancelled is a success (the FSM answers
 // ALREADY_DONE); of a running or finished task it is WRONG_STATE.
 func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CANCEL,
-		Body: &pb.Command_Cancel{Cancel: &pb.CancelCmd{TaskId: req.GetTaskId()}}}
-	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, cluster.CancelCommand(req),
 		func(res *pb.CommandResult) (*pb.CancelResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
 				return nil, err
 			}
-			if err := fsm.ItemError(it); err != nil {
+			if err := cluster.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.CancelResponse{}, nil
@@ -205,35 +190,31 @@ func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.C
 }
 
 func (q *queueService) RequeueDead(ctx context.Context, req *pb.RequeueDeadRequest) (*pb.RequeueDeadResponse, error) {
-	if req.GetTaskId() == "" && req.GetTenant() == "" {
-		req.Tenant = DefaultTenant
-	}
-	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD, Body: &pb.Command_RequeueDead{RequeueDead: &pb.RequeueDeadCmd{
-		TaskId: req.GetTaskId(), Queue: req.GetQueue(), Tenant: req.GetTenant(), Limit: req.GetLimit(),
-	}}}
-	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{}, cluster.RequeueDeadCommand(req),
 		func(res *pb.CommandResult) (*pb.RequeueDeadResponse, error) {
 			return &pb.RequeueDeadResponse{Items: res.GetItems()}, nil
 		})
 }
 
-// GetTask is linearizable unless allow_stale: then any node answers from
-// its replica, which may lag.
 // AppliedIndexHeader is the header metadata key in which GetTask sends the
 // applied index its answer was read at, NotFound answers included.
 const AppliedIndexHeader = "docket-applied-index"
 
+// GetTask is linearizable unless allow_stale: then any node answers from
+// its replica, which may lag.
 func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb.GetTaskResponse, error) {
 	if req.GetTaskId() == "" {
 		return nil, fieldError("task_id", "required")
 	}
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
-		func() (*pb.GetTaskResponse, error) {
-			t, applied, err := q.s.node.FSM().GetTaskAt(req.GetTaskId())
+		func(c cluster.Consistency) (*pb.GetTaskResponse, error) {
+			t, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
 			// The applied index also travels as header metadata, so that a
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
-			_ = grpc.SetHeader(ctx, metadata.Pairs(AppliedIndexHeader, strconv.FormatUint(applied, 10)))
+			if applied > 0 || err == nil {
+				_ = grpc.SetHeader(ctx, metadata.Pairs(AppliedIndexHeader, strconv.FormatUint(applied, 10)))
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -246,11 +227,8 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 // see them go back in time by asking another node.
 func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.StatsResponse, error) {
 	return read(q.s, ctx, pb.Queue_Stats_FullMethodName, req, &pb.StatsResponse{}, false,
-		func() (*pb.StatsResponse, error) {
-			st, next, err := q.s.node.FSM().StatsPage(req.GetQueue(), req.GetTenant(), req.GetCursor())
-			if errors.Is(err, storage.ErrBadCursor) {
-				return nil, fieldError("cursor", "not a cursor of this listing")
-			}
+		func(c cluster.Consistency) (*pb.StatsResponse, error) {
+			st, next, err := q.s.node.Stats(ctx, req.GetQueue(), req.GetTenant(), req.GetCursor(), c)
 			if err != nil {
 				return nil, err
 			}
@@ -259,32 +237,14 @@ func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.Sta
 }
 
 // ListDead pages through a queue's dead letters, oldest id first. It is
-// linearizable, like Stats. limit defaults to 100 and is capped at
-// fsm.MaxBatch, what one RequeueDead may replay.
+// linearizable, like Stats.
 func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*pb.ListDeadResponse, error) {
-	queue, tenant := req.GetQueue(), req.GetTenant()
-	if tenant == "" {
-		tenant = DefaultTenant
+	if err := cluster.CheckListDead(req); err != nil {
+		return nil, err
 	}
-	if queue == "" {
-		return nil, fieldError("queue", "required")
-	}
-	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
-		return nil, fieldError("queue", "queue and tenant may not contain '/'")
-	}
-	// A cursor is a key of this queue's dead-letter range; anything else
-	// would make the scan start in another queue's keys.
-	if c := req.GetCursor(); c != "" && !strings.HasPrefix(c, string(storage.DeadPrefix(queue, tenant))) {
-		return nil, fieldError("cursor", "not a cursor of this queue")
-	}
-	limit := int(req.GetLimit())
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, fsm.MaxBatch)
 	return read(q.s, ctx, pb.Queue_ListDead_FullMethodName, req, &pb.ListDeadResponse{}, false,
-		func() (*pb.ListDeadResponse, error) {
-			tasks, next, err := q.s.node.FSM().ListTasks(queue, tenant, pb.TaskState_TASK_STATE_DEAD, req.GetCursor(), limit)
+		func(c cluster.Consistency) (*pb.ListDeadResponse, error) {
+			tasks, next, err := q.s.node.ListDead(ctx, req, c)
 			if err != nil {
 				return nil, err
 			}

@@ -23,28 +23,19 @@ import (
 // Server is Docket's gRPC server: the Queue and Cluster services, the gRPC
 // health service and server reflection, over one Node.
 //
-// NewServer starts background goroutines (the heartbeat batcher and the
-// health watcher) and registers the FSM observer; Stop ends them all.
+// NewServer starts the health watcher; Stop ends it.
 type Server struct {
 	node    Node
 	cfg     Config
 	log     *slog.Logger
 	grpc    *grpc.Server
 	health  *health.Server
-	hub     *hub
-	hb      *batcher
-	co      *coalescer
-	gate    *claimGate
 	fwd     *forwarder
 	metrics *metrics
 	polls   *pollLimiter
 	codec   *requestCodec
 
-	// drain is closed when Stop begins: long polls return at once so that
-	// GracefulStop does not wait out their timers.
-	drain chan struct{}
-	// ctx ends once gRPC has stopped; background goroutines and in-flight
-	// heartbeat proposals end with it.
+	// ctx ends once gRPC has stopped; the health watcher ends with it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -71,15 +62,10 @@ func NewServer(node Node, cfg Config) *Server {
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
-		drain:   make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
-	s.hb = newBatcher(s)
-	s.co = newCoalescer(s)
-	s.gate = newClaimGate()
 	s.polls = newPollLimiter(cfg.MaxLongPolls, cfg.MaxLongPollsPerConn)
-	s.hub = newHub(s.avail)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// Answers are bounded by the FSM (MaxAnswerBytes); this makes an
@@ -108,10 +94,7 @@ func NewServer(node Node, cfg Config) *Server {
 	s.health.SetServingStatus(pb.Cluster_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.setQueueHealth()
 
-	node.FSM().SetObserver(s.hub.observe)
-	s.wg.Add(3)
-	go s.hb.run()
-	go s.co.run()
+	s.wg.Add(1)
 	go s.watchHealth()
 	return s
 }
@@ -129,14 +112,14 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
-// Stop ends the server: health turns NOT_SERVING, long polls return, gRPC
-// stops gracefully (in-flight calls finish) until ctx ends and then hard,
-// the background goroutines end, the FSM observer is removed and the
-// forwarding connections close. It is safe to call more than once.
+// Stop ends the server: health turns NOT_SERVING, the node's long polls
+// return (Node.Drain), gRPC stops gracefully (in-flight calls finish) until
+// ctx ends and then hard, the health watcher ends and the forwarding
+// connections close. It is safe to call more than once.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
-		close(s.drain)
+		s.node.Drain()
 		done := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(done) }()
 		select {
@@ -147,7 +130,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		s.cancel()
 		s.wg.Wait()
-		s.node.FSM().SetObserver(nil)
 		s.stopErr = s.fwd.close()
 	})
 	return s.stopErr

@@ -4,185 +4,40 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// fakeNode is a one-node "Raft" over a real FSM: Propose applies at once
-// with increasing indexes. As a follower it refuses writes and names a
-// leader address, so two fakes over real gRPC test forwarding.
-type fakeNode struct {
-	fsm    *fsm.FSM
-	limits fsm.Limits
-
-	mu       sync.Mutex // one apply at a time, like Raft's apply goroutine
-	index    uint64
-	proposed map[pb.CommandType]int
-	batched  map[pb.CommandType]int // commands inside Batch entries
-
-	leader     atomic.Bool
-	leaderAddr atomic.Pointer[string]
-	failNext   atomic.Pointer[error]         // the next Propose fails with it
-	hold       atomic.Pointer[chan struct{}] // Propose waits until it is closed
-	held       atomic.Int32                  // Proposes waiting on hold
-	removed    atomic.Pointer[string]
-	// applyLate applies a command whose ctx ended while it was held, and
-	// then answers the ctx error: what a Raft entry already appended does.
-	applyLate atomic.Bool
-	problems  atomic.Pointer[[]string] // HealthProblems' answer
-	checkErr  atomic.Pointer[error]    // what CheckErr answers; nil means serving
-}
-
-func newFakeNode(t *testing.T, leader bool) *fakeNode {
+// newMemNode is a one-node cluster member over a real FSM (see
+// cluster.MemNode): the production Service, with Raft replaced by an
+// apply on the caller's goroutine.
+func newMemNode(t *testing.T, leader bool, scfg cluster.ServiceConfig) *cluster.MemNode {
 	t.Helper()
-	f, err := fsm.Open(t.TempDir(), fsm.Options{})
+	n, err := cluster.NewMemNode(t.TempDir(), leader, scfg)
 	if err != nil {
-		t.Fatalf("open fsm: %v", err)
+		t.Fatalf("mem node: %v", err)
 	}
-	t.Cleanup(func() { _ = f.Close() })
-	n := &fakeNode{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
-	n.leader.Store(leader)
-	n.setLeaderAddr("")
-	return n
-}
-
-func (n *fakeNode) setLeaderAddr(a string) { n.leaderAddr.Store(&a) }
-func (n *fakeNode) fail(err error)         { n.failNext.Store(&err) }
-
-func (n *fakeNode) count(t pb.CommandType) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.proposed[t]
-}
-
-// runs counts t's commands, alone or inside a Batch.
-func (n *fakeNode) runs(t pb.CommandType) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.proposed[t] + n.batched[t]
-}
-
-func (n *fakeNode) notLeader() error { return &notLeaderError{LeaderGRPC: n.LeaderGRPCAddr()} }
-
-func (n *fakeNode) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	if !n.IsLeader() {
-		return nil, n.notLeader()
-	}
-	if e := n.failNext.Swap(nil); e != nil {
-		return nil, *e
-	}
-	if h := n.hold.Load(); h != nil {
-		n.held.Add(1)
-		<-*h
-		n.held.Add(-1)
-	}
-	late := ctx.Err()
-	if late != nil && !n.applyLate.Load() {
-		return nil, late
-	}
-	cmd.Now = n.Now().UnixNano()
-	if err := fsm.Validate(cmd, n.limits); err != nil {
-		return nil, err
-	}
-	data, err := fsm.EncodeCommand(cmd)
-	if err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.index++
-	n.proposed[cmd.GetType()]++
-	for _, sub := range cmd.GetBatch().GetCommands() {
-		n.batched[sub.GetType()]++
-	}
-	res, _ := n.fsm.Apply(&raft.Log{Index: n.index, Term: 1, Type: raft.LogCommand, Data: data}).(*pb.CommandResult)
-	if late != nil {
-		return nil, late // applied, but the answer is lost, as with Raft
-	}
-	return res, nil
-}
-
-func (n *fakeNode) CheckErr() error {
-	if p := n.checkErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-func (n *fakeNode) CheckHash(uint64) string { return "" }
-func (n *fakeNode) IsLeader() bool          { return n.leader.Load() }
-func (n *fakeNode) LeaderGRPCAddr() string  { return *n.leaderAddr.Load() }
-func (n *fakeNode) FSM() *fsm.FSM           { return n.fsm }
-func (n *fakeNode) Limits() fsm.Limits      { return n.limits }
-func (n *fakeNode) Now() time.Time          { return time.Now() }
-
-func (n *fakeNode) HealthProblems() []string {
-	if p := n.problems.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-func (n *fakeNode) ReadBarrier(context.Context) error {
-	if !n.IsLeader() {
-		return n.notLeader()
-	}
-	return nil
-}
-
-func (n *fakeNode) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
-	st := &pb.StatusResponse{NodeId: "fake", State: "Follower", LeaderGrpcAddr: n.LeaderGRPCAddr(),
-		FsmAppliedIndex: n.fsm.AppliedIndex()}
-	if n.IsLeader() {
-		st.State = "Leader"
-	}
-	if withHash {
-		h, err := n.fsm.Hash()
-		if err != nil {
-			return nil, err
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("close mem node: %v", err)
 		}
-		st.KeyspaceHash = h
-	}
-	return st, nil
-}
-
-func (n *fakeNode) TransferLeadership(_ context.Context, toID string) (string, error) {
-	if !n.IsLeader() {
-		return "", n.notLeader()
-	}
-	return "to-" + toID, nil
-}
-
-func (n *fakeNode) AddServer(context.Context, string, string, string, bool) error {
-	if !n.IsLeader() {
-		return n.notLeader()
-	}
-	return nil
-}
-
-func (n *fakeNode) RemoveServer(_ context.Context, id string) error {
-	if !n.IsLeader() {
-		return n.notLeader()
-	}
-	n.removed.Store(&id)
-	return nil
+	})
+	return n
 }
 
 // testServer is a Server on a loopback listener with a client to it.
 type testServer struct {
 	srv  *Server
-	node *fakeNode
+	node *cluster.MemNode
 	addr string
 	cc   *grpc.ClientConn
 	q    pb.QueueClient
@@ -191,7 +46,7 @@ type testServer struct {
 
 // mustServe serves node on 127.0.0.1:0. A leader's LeaderGRPCAddr is its
 // own address; a follower's is leaderAddr.
-func mustServe(t *testing.T, node *fakeNode, leaderAddr string, cfg Config) *testServer {
+func mustServe(t *testing.T, node *cluster.MemNode, leaderAddr string, cfg Config) *testServer {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -201,7 +56,7 @@ func mustServe(t *testing.T, node *fakeNode, leaderAddr string, cfg Config) *tes
 	if node.IsLeader() {
 		leaderAddr = addr
 	}
-	node.setLeaderAddr(leaderAddr)
+	node.SetLeaderAddr(leaderAddr)
 	srv := NewServer(node, cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
@@ -224,11 +79,16 @@ func mustServe(t *testing.T, node *fakeNode, leaderAddr string, cfg Config) *tes
 }
 
 func mustLeader(t *testing.T, cfg Config) *testServer {
-	return mustServe(t, newFakeNode(t, true), "", cfg)
+	return mustServe(t, newMemNode(t, true, cluster.ServiceConfig{}), "", cfg)
+}
+
+// mustLeaderWith is mustLeader with the node's service tuned.
+func mustLeaderWith(t *testing.T, cfg Config, scfg cluster.ServiceConfig) *testServer {
+	return mustServe(t, newMemNode(t, true, scfg), "", cfg)
 }
 
 func mustFollower(t *testing.T, leaderAddr string, cfg Config) *testServer {
-	return mustServe(t, newFakeNode(t, false), leaderAddr, cfg)
+	return mustServe(t, newMemNode(t, false, cluster.ServiceConfig{}), leaderAddr, cfg)
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -46,7 +44,7 @@ func waitFor[T any](t *testing.T, ch <-chan T) T {
 func Test_ClaimLongPollWakesOnEnqueue(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	eventually(t, "the claim to wait", func() bool { n, _ := ts.srv.hub.waiting(); return n == 1 })
+	eventually(t, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
 	// Another queue's task does not satisfy it.
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "other"})
 	id := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})[0]
@@ -59,7 +57,7 @@ func Test_ClaimLongPollWakesOnEnqueue(t *testing.T) {
 		t.Fatalf("claim took %v", a.took)
 	}
 	// An idle waiting worker costs one Claim command: the one that won.
-	if n := ts.node.count(pb.CommandType_COMMAND_TYPE_CLAIM); n != 1 {
+	if n := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_CLAIM); n != 1 {
 		t.Fatalf("%d claim commands, want 1", n)
 	}
 }
@@ -86,7 +84,7 @@ func Test_ClaimWaitRunsOut(t *testing.T) {
 	if a.took < 50*time.Millisecond {
 		t.Fatalf("claim returned after %v, before MaxClaimWait", a.took)
 	}
-	if n := ts.node.count(pb.CommandType_COMMAND_TYPE_CLAIM); n != 0 {
+	if n := ts.node.Proposed(pb.CommandType_COMMAND_TYPE_CLAIM); n != 0 {
 		t.Fatalf("%d claim commands for an empty queue", n)
 	}
 }
@@ -94,7 +92,7 @@ func Test_ClaimWaitRunsOut(t *testing.T) {
 func Test_StopEndsLongPolls(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	eventually(t, "the claim to wait", func() bool { n, _ := ts.srv.hub.waiting(); return n == 1 })
+	eventually(t, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -125,7 +123,7 @@ func Test_WaitResultWakesOnSubmit(t *testing.T) {
 		resp, err := ts.q.WaitResult(ctx, &pb.WaitResultRequest{TaskId: task.GetId(), WaitNs: longWait})
 		ch <- answer{resp, err}
 	}()
-	eventually(t, "the wait to start", func() bool { _, n := ts.srv.hub.waiting(); return n == 1 })
+	eventually(t, "the wait to start", func() bool { _, n, _ := ts.node.Waiting(); return n == 1 })
 	_, err := ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(),
 		Outcome: pb.Outcome_OUTCOME_COMPLETED, Result: []byte("42")})
 	if err != nil {
@@ -136,7 +134,7 @@ func Test_WaitResultWakesOnSubmit(t *testing.T) {
 		string(a.resp.GetTask().GetResult()) != "42" {
 		t.Fatalf("wait result: %v, %v", a.resp, a.err)
 	}
-	if q, tk := ts.srv.hub.waiting(); q+tk != 0 {
+	if q, tk, _ := ts.node.Waiting(); q+tk != 0 {
 		t.Fatalf("hub still holds %d queue and %d task signals", q, tk)
 	}
 
@@ -199,16 +197,14 @@ func Test_WaitingClaimsProposeOnlyForWhatIsPending(t *testing.T) {
 			return gauge(t, ts) == waiters-got
 		})
 	}
-	if n := ts.node.runs(pb.CommandType_COMMAND_TYPE_CLAIM); n != got {
+	if n := ts.node.Runs(pb.CommandType_COMMAND_TYPE_CLAIM); n != got {
 		t.Fatalf("%d Claim commands for %d tasks and %d waiters, want one per task", n, got, waiters)
 	}
 }
 
-// gauge reads the server's waiters gauge.
+// gauge is how many long polls wait on the node.
 func gauge(t *testing.T, ts *testServer) int {
-	var m dto.Metric
-	if err := ts.srv.metrics.waiters.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return int(m.GetGauge().GetValue())
+	t.Helper()
+	_, _, n := ts.node.Waiting()
+	return n
 }

@@ -1,4 +1,4 @@
-package transport
+package cluster
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// coalescer folds the client commands (Enqueue, Claim, Submit, Nack,
-// Cancel) of concurrent callers into Batch entries on the leader: group
-// commit. It never waits to fill a batch. A command is proposed at once
-// while fewer than Config.CoalesceInflight entries are in flight, alone
+// coalescer folds the client commands (Enqueue, Claim, Heartbeat,
+// Submit, Nack, Cancel) of concurrent callers into Batch entries on the
+// leader: group commit. It never waits to fill a batch. A command is proposed at once
+// while fewer than ServiceConfig.CoalesceInflight entries are in flight, alone
 // and unwrapped, so a lone caller pays nothing; only while all of them
 // are in flight do later commands queue up, and the next free slot takes
 // every one of them in one entry. Under load that turns hundreds of
 // callers' Raft entries, futures, log writes and per-entry FSM work into
 // a few, without a timer in the path.
 type coalescer struct {
-	s     *Server
+	s     *Service
 	calls chan *coCall
 	sem   chan struct{}
 }
@@ -71,7 +71,7 @@ type coReply struct {
 // larger than this goes alone.
 const maxBatchBytes = 4 << 20
 
-func newCoalescer(s *Server) *coalescer {
+func newCoalescer(s *Service) *coalescer {
 	return &coalescer{
 		s:     s,
 		calls: make(chan *coCall, 4096),
@@ -79,37 +79,40 @@ func newCoalescer(s *Server) *coalescer {
 	}
 }
 
-// proposeClient runs a client command on this node, the leader, through
-// the coalescer. A rejection of the command becomes its error, as with
-// propose.
-func (s *Server) proposeClient(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	return s.proposeClientOrphan(ctx, cmd, nil)
+// Propose runs cmd on this node, the leader, and returns the FSM's answer;
+// a whole-command rejection is the answer's error code, not an error.
+// Concurrent client commands share Batch entries (group commit); a command
+// is proposed at once, alone, while few are in flight, so a lone caller
+// pays nothing. Errors: *NotLeaderError (nothing proposed),
+// ErrLeadershipLost and context errors (outcome unknown), ErrShutdown.
+func (s *Service) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	return s.ProposeOrphan(ctx, cmd, nil)
 }
 
-// proposeClientOrphan is proposeClient whose result, when ctx ends before
-// it is ready, goes to orphan (see coCall.orphan) instead of being lost.
-// A result that arrives together with the end of ctx is returned: the
-// caller sees ctx.Err() and decides.
-func (s *Server) proposeClientOrphan(ctx context.Context, cmd *pb.Command, orphan func(*pb.CommandResult)) (*pb.CommandResult, error) {
+// ProposeOrphan is Propose whose result, when ctx ends before it is ready,
+// goes to orphan (see coCall.orphan) instead of being lost. A result that
+// arrives together with the end of ctx is returned: the caller sees
+// ctx.Err() and decides.
+func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan func(*pb.CommandResult)) (*pb.CommandResult, error) {
 	alone := s.cfg.CoalesceMax <= 1 || !fsm.Batchable(cmd.GetType())
 	if alone && orphan == nil {
-		return s.propose(ctx, cmd)
+		return s.r.apply(ctx, cmd)
 	}
 	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1), orphan: orphan}
 	if alone {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			res, err := s.node.Propose(s.ctx, cmd) // bounded by Raft, not the caller
+		if !s.spawn(func() {
+			res, err := s.r.apply(s.ctx, cmd) // bounded by Raft, not the caller
 			c.deliver(coReply{res, err})
-		}()
+		}) {
+			return nil, ErrShutdown
+		}
 	} else {
 		select {
 		case s.co.calls <- c:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.ctx.Done():
-			return nil, errShutdown
+			return nil, ErrShutdown
 		}
 	}
 	var r coReply
@@ -117,23 +120,17 @@ func (s *Server) proposeClientOrphan(ctx context.Context, cmd *pb.Command, orpha
 	case r = <-c.reply:
 	case <-ctx.Done():
 		if c.leave() {
-			// Like an abandoned Propose: the command may still apply.
+			// Like an abandoned proposal: the command may still apply.
 			return nil, ctx.Err()
 		}
 		r = <-c.reply
 	case <-s.ctx.Done():
 		if c.leave() {
-			return nil, errShutdown
+			return nil, ErrShutdown
 		}
 		r = <-c.reply
 	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	if err := fsm.ResultError(r.res); err != nil {
-		return nil, err
-	}
-	return r.res, nil
+	return r.res, r.err
 }
 
 func (co *coalescer) run() {
@@ -211,7 +208,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		ctx, cancel := until.context(co.s.ctx)
 		defer cancel()
 		if len(live) == 1 {
-			res, err := co.s.node.Propose(ctx, live[0].cmd)
+			res, err := co.s.r.apply(ctx, live[0].cmd)
 			live[0].deliver(coReply{res, err})
 			return
 		}
@@ -219,7 +216,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		for i, c := range live {
 			cmds[i] = c.cmd
 		}
-		res, err := co.s.node.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
+		res, err := co.s.r.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
 			Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 		if err == nil {
 			err = fsm.ResultError(res)

@@ -1,30 +1,34 @@
-package transport
+package cluster
 
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dockethq/docket/fsm"
 )
 
-// hub fans the FSM's one observer out to the RPCs waiting on it: long-poll
+// hub fans the FSM's one observer out to the calls waiting on it: long-poll
 // Claims wait per queue and tenant, WaitResults per task.
 //
 // A task's waiters share one signal, a channel closed (and dropped from
 // the map) when an event names the task. A queue's waiters each have their
 // own signal, in arrival order, and an event or kick wakes only as many of
-// them as avail says can claim, oldest first: waking every waiter of a
-// queue for each enqueue cost 256 wake-ups and catalog reads per applied
-// batch in the cycle benchmark. A waiter takes its signal before it looks
-// at the FSM, so an event applied between its look and its wait still
-// wakes it.
+// them as can claim, oldest first: waking every waiter of a queue for each
+// enqueue cost 256 wake-ups and catalog reads per applied batch in the
+// cycle benchmark. A waiter takes its signal before it looks at the FSM,
+// so an event applied between its look and its wait still wakes it.
+//
+// How many can claim is the queue's pending count less the tasks that
+// claims in flight reserved (claimGate). On the apply goroutine the count
+// comes with the FSM's Event, so the observer never reads Pebble; a
+// claimer that wakes its successors reads the catalog itself.
 type hub struct {
 	mu     sync.Mutex
 	queues map[fsm.QueueRef]*list.List // of *queueWaiter
 	tasks  map[string]*signal
-	// avail is how many waiters of ref may claim now (Server.avail). It
-	// reads the FSM, so it is called without mu.
-	avail func(fsm.QueueRef) int
+	gate   *claimGate
+	asleep atomic.Int64 // calls inside Service.sleep
 }
 
 type signal struct {
@@ -37,8 +41,8 @@ type queueWaiter struct {
 	woken bool // set under hub.mu when taken off the list and signalled
 }
 
-func newHub(avail func(fsm.QueueRef) int) *hub {
-	return &hub{queues: map[fsm.QueueRef]*list.List{}, tasks: map[string]*signal{}, avail: avail}
+func newHub(gate *claimGate) *hub {
+	return &hub{queues: map[fsm.QueueRef]*list.List{}, tasks: map[string]*signal{}, gate: gate}
 }
 
 // watchQueue returns a channel closed when this waiter of ref may claim,
@@ -69,15 +73,17 @@ func (h *hub) watchQueue(ref fsm.QueueRef) (<-chan struct{}, func()) {
 	}
 }
 
-// wakeQueue wakes the oldest waiters of ref, as many as may claim now.
-func (h *hub) wakeQueue(ref fsm.QueueRef) {
+// hasWaiters reports whether anyone waits on ref, so that a caller can
+// skip reading the catalog for a queue nobody waits on.
+func (h *hub) hasWaiters(ref fsm.QueueRef) bool {
 	h.mu.Lock()
-	_, waiting := h.queues[ref]
-	h.mu.Unlock()
-	if !waiting {
-		return
-	}
-	n := h.avail(ref)
+	defer h.mu.Unlock()
+	_, ok := h.queues[ref]
+	return ok
+}
+
+// wakeQueue wakes the oldest n waiters of ref.
+func (h *hub) wakeQueue(ref fsm.QueueRef, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := h.queues[ref]
@@ -114,12 +120,14 @@ func (h *hub) watchTask(id string) (<-chan struct{}, func()) {
 	}
 }
 
-// observe is the FSM observer. It runs on Raft's apply goroutine: it
-// closes channels under a short lock, and for each queue with waiters
-// reads one catalog record to know how many to wake.
+// observe is the FSM observer. It runs on Raft's apply goroutine: it wakes
+// waiters from the event's own counts, closing channels under short locks,
+// and reads nothing from Pebble (Test_ObserverReadsNoPebble).
 func (h *hub) observe(ev fsm.Event) {
-	for _, ref := range ev.Pending {
-		h.wakeQueue(ref)
+	for _, c := range ev.Pending {
+		if h.hasWaiters(c.QueueRef) {
+			h.wakeQueue(c.QueueRef, h.gate.free(c.QueueRef, int(min(c.Pending, uint64(maxInt)))))
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -131,9 +139,14 @@ func (h *hub) observe(ev fsm.Event) {
 	}
 }
 
-// waiting is how many keys have waiters, for tests and the gauge.
+const maxInt = int(^uint(0) >> 1)
+
+// waiting is how many keys have waiters.
 func (h *hub) waiting() (queues, tasks int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.queues), len(h.tasks)
 }
+
+// sleepers is how many calls wait right now.
+func (h *hub) sleepers() int { return int(h.asleep.Load()) }

@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// minRetry keeps a wait for a delayed task that is already due (by the
+// node's clock, not yet by the FSM's) from spinning.
+const minRetry = time.Millisecond
+
+// Claim runs a Claim command on this node, the leader, waiting up to wait
+// for a task, and answering empty before ctx's deadline rather than miss
+// it. The caller checked and normalised cmd (ClaimCommand).
+//
+// The wait is driven by the FSM, not a timer: the claimer watches its
+// queue, and wakes when an applied batch makes a task of it pending, or
+// when the queue's next delayed task becomes visible. It proposes a Claim
+// only when the leader's replica shows something to claim, so an idle
+// worker's poll costs no Raft entry.
+//
+// Tasks claimed after ctx ended are released here (Release); the API layer
+// releases those it then fails to deliver (ReleaseTasks).
+func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error) {
+	deadline := time.Now().Add(waitBudget(ctx, wait))
+	ref := fsm.QueueRef{Queue: cmd.GetClaim().GetQueue(), Tenant: cmd.GetClaim().GetTenant()}
+	want := int(cmd.GetClaim().GetMaxTasks())
+	for {
+		wake, release := s.hub.watchQueue(ref)
+		if n, next := s.admit(ref, want); n > 0 {
+			release() // not a waiter while it proposes
+			res, err := s.ProposeOrphan(ctx, cmd, s.Release)
+			s.gate.release(ref, n)
+			// Waiters held back by this claim's reservation may now have
+			// room: the claim has applied, so the counts include it.
+			s.wakeQueue(ref)
+			if err == nil {
+				err = fsm.ResultError(res)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(res.GetTasks()) > 0 {
+				if err := ctx.Err(); err != nil {
+					s.Release(res) // the caller left as the claim applied
+					return nil, err
+				}
+				return res.GetTasks(), nil
+			}
+			if time.Until(deadline) <= 0 {
+				return nil, nil
+			}
+			continue // others took them first: look again, then wait
+		} else if left := time.Until(deadline); left > 0 {
+			if next > 0 {
+				left = min(left, max(time.Duration(next-s.r.Now().UnixNano()), minRetry))
+			}
+			err := s.sleep(ctx, wake, left)
+			release()
+			if err == nil && !s.draining() {
+				continue
+			}
+			// A wake-up this waiter will not use goes to the next one.
+			s.wakeQueue(ref)
+			if err != nil {
+				return nil, err
+			}
+		}
+		release()
+		return nil, nil
+	}
+}
+
+// wakeQueue wakes as many waiters of ref as may claim now, reading the
+// catalog only when someone waits.
+func (s *Service) wakeQueue(ref fsm.QueueRef) {
+	if s.hub.hasWaiters(ref) {
+		s.hub.wakeQueue(ref, s.avail(ref))
+	}
+}
+
+// admit decides whether a waiting Claim for up to want tasks of ref
+// proposes now, and reserves what it may take. Without it every waiter of
+// a queue proposed a Claim on each enqueue, and all but a few were empty
+// claims applied on every replica. It returns the reservation (0: wait)
+// and when the next delayed task becomes visible (0: none).
+func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64) {
+	var next int64
+	n := s.gate.reserve(ref, want, func() int {
+		pending, due, nv := s.claimable(ref)
+		next = nv
+		if due {
+			return math.MaxInt
+		}
+		return pending
+	})
+	return n, next
+}
+
+// avail is how many Claims of ref may propose now: pending tasks not
+// reserved by claims in flight, or every waiter when a delayed task is due
+// (a claim promotes it itself, and the count of due tasks is not at hand).
+func (s *Service) avail(ref fsm.QueueRef) int {
+	pending, due, _ := s.claimable(ref)
+	if due {
+		return math.MaxInt
+	}
+	return s.gate.free(ref, pending)
+}
+
+// claimable looks at the local replica: how many tasks of ref are pending,
+// whether a delayed one is already due, and when the next delayed task
+// becomes visible (0 when none). On a read error it answers due, so the
+// Claim command decides.
+func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
+	f := s.r.FSM()
+	// One catalog read: Stats would also seek every priority's head to
+	// find the oldest pending task, which a claim does not need.
+	p, delayed, err := f.Counts(ref.Queue, ref.Tenant)
+	if err != nil {
+		return 0, true, 0
+	}
+	if p > 0 || delayed == 0 {
+		return int(p), false, 0
+	}
+	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)
+	if err != nil || len(head) == 0 {
+		return 0, true, 0
+	}
+	vis := head[0].GetVisibleAt()
+	return 0, vis <= s.r.Now().UnixNano(), vis
+}
+
+// claimGate holds the tasks that claims in flight have reserved, per queue.
+type claimGate struct {
+	mu       sync.Mutex
+	reserved map[fsm.QueueRef]int
+}
+
+func newClaimGate() *claimGate { return &claimGate{reserved: map[fsm.QueueRef]int{}} }
+
+// reserve takes up to want of the tasks of ref that avail reports and no
+// claim in flight has reserved. avail reads the replica under the gate's
+// lock: read outside it, a claim could apply and release its reservation
+// between the read and the reservation, and the stale count would let a
+// second claim propose for the same task.
+func (g *claimGate) reserve(ref fsm.QueueRef, want int, avail func() int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := min(want, avail()-g.reserved[ref])
+	if n <= 0 {
+		return 0
+	}
+	g.reserved[ref] += n
+	return n
+}
+
+// free is how many of the avail tasks of ref no claim has reserved.
+func (g *claimGate) free(ref fsm.QueueRef, avail int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(avail-g.reserved[ref], 0)
+}
+
+func (g *claimGate) release(ref fsm.QueueRef, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reserved[ref] -= n; g.reserved[ref] <= 0 {
+		delete(g.reserved, ref)
+	}
+}
+
+// waitBudget shortens a wait to end before the caller's deadline, leaving a
+// tenth of the time left (at most a second) for the answer to travel: an
+// empty answer is more use to a caller than DeadlineExceeded.
+func waitBudget(ctx context.Context, wait time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		wait = min(wait, left-min(left/10, time.Second))
+	}
+	return max(wait, 0)
+}
+
+// sleep waits for wake, d, ctx or Drain. Only ctx is an error.
+func (s *Service) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	s.metrics.waiters.Inc()
+	s.hub.asleep.Add(1)
+	defer func() {
+		s.metrics.waiters.Dec()
+		s.hub.asleep.Add(-1)
+	}()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-s.drain:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// WaitResult waits up to wait for task id to end: completed, failed,
+// cancelled or dead. It runs on the leader after a read barrier, so a task
+// acknowledged anywhere is found, then waits on the leader's replica for
+// the FSM to report the task finished. done is false when the wait ran out
+// (or the service began to drain) first.
+func (s *Service) WaitResult(ctx context.Context, id string, wait time.Duration) (t *pb.Task, done bool, err error) {
+	if err := s.r.ReadBarrier(ctx); err != nil {
+		return nil, false, err
+	}
+	deadline := time.Now().Add(waitBudget(ctx, wait))
+	for {
+		wake, release := s.hub.watchTask(id)
+		t, err := s.r.FSM().GetTask(id)
+		if err != nil {
+			release()
+			return nil, false, err
+		}
+		left := time.Until(deadline)
+		if finished(t.GetState()) || left <= 0 || s.draining() {
+			release()
+			return t, finished(t.GetState()), nil
+		}
+		err = s.sleep(ctx, wake, left)
+		release()
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+func finished(st pb.TaskState) bool {
+	switch st {
+	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED,
+		pb.TaskState_TASK_STATE_CANCELLED, pb.TaskState_TASK_STATE_DEAD:
+		return true
+	}
+	return false
+}
+
+// Release takes the result of a Claim whose caller is gone: its tasks are
+// RUNNING under a lease nobody holds. It counts them and proposes a
+// Release in the background, which puts each back to pending without an
+// attempt while the claim's fence still holds (fsm release). Without it
+// each such task waited out its lease and was charged an attempt when
+// reaped: a slow claim of large tasks dead-lettered them.
+func (s *Service) Release(res *pb.CommandResult) { s.ReleaseTasks(res.GetTasks()) }
+
+// ReleaseTasks is Release for claimed tasks the API layer could not
+// deliver.
+func (s *Service) ReleaseTasks(tasks []*pb.Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	s.metrics.undelivered.Add(float64(len(tasks)))
+	items := make([]*pb.ReapItem, len(tasks))
+	for i, t := range tasks {
+		items[i] = &pb.ReapItem{TaskId: t.GetId(), Fence: t.GetFence()}
+	}
+	started := s.spawn(func() {
+		ctx, cancel := context.WithTimeout(s.ctx, releaseTimeout)
+		defer cancel()
+		res, err := s.r.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE,
+			Body: &pb.Command_Release{Release: &pb.ReleaseCmd{Items: items}}})
+		if err == nil {
+			err = fsm.ResultError(res)
+		}
+		if err != nil {
+			// Not applied, or unknown: the leases expire and the reaper
+			// requeues the tasks, with an attempt counted.
+			s.log.Warn("releasing undelivered claimed tasks failed; their leases will expire",
+				"tasks", len(items), "err", err)
+			return
+		}
+		released := 0
+		for _, it := range res.GetItems() {
+			if it.GetCode() == pb.Code_CODE_OK {
+				released++
+			}
+		}
+		s.metrics.released.Add(float64(released))
+		s.log.Info("released undelivered claimed tasks", "tasks", len(items), "released", released)
+	})
+	if !started {
+		// Closing: the leases expire and the reaper requeues the tasks.
+		s.log.Warn("not releasing undelivered claimed tasks while closing; their leases will expire", "tasks", len(items))
+	}
+}
+
+// releaseTimeout bounds the proposal of a Release. Past it the leases
+// expire instead, which is where the tasks went before releases existed.
+const releaseTimeout = 10 * time.Second

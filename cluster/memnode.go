@@ -1,0 +1,259 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// MemNode is a one-node stand-in for a Node over a real FSM, for tests of
+// the layers above cluster: a proposal applies at once, with increasing
+// indexes, on the caller's goroutine. It has the same Service as a Node,
+// so group commit, long polls and reads run the production code; only
+// Raft is replaced. As a follower it refuses writes and names a leader
+// address, so two MemNodes behind real gRPC servers test forwarding. Its
+// knobs (Fail, Hold, ApplyLate, SetProblems, SetCheckErr) make the
+// outcomes a real cluster gives under faults. hashicorp/raft ships its
+// in-memory transport and stores for the same reason.
+type MemNode struct {
+	*Service
+
+	fsm    *fsm.FSM
+	limits fsm.Limits
+
+	mu       sync.Mutex // one apply at a time, like Raft's apply goroutine
+	index    uint64
+	proposed map[pb.CommandType]int
+	batched  map[pb.CommandType]int // commands inside Batch entries
+
+	leader     atomic.Bool
+	leaderAddr atomic.Pointer[string]
+	failNext   atomic.Pointer[error]
+	hold       atomic.Pointer[chan struct{}]
+	held       atomic.Int32
+	removed    atomic.Pointer[string]
+	applyLate  atomic.Bool
+	problems   atomic.Pointer[[]string]
+	checkErr   atomic.Pointer[error]
+}
+
+// NewMemNode opens an FSM under dir and serves it as a leader or a
+// follower. Close closes both.
+func NewMemNode(dir string, leader bool, cfg ServiceConfig) (*MemNode, error) {
+	f, err := fsm.Open(dir, fsm.Options{})
+	if err != nil {
+		return nil, err
+	}
+	n := &MemNode{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
+	n.leader.Store(leader)
+	n.SetLeaderAddr("")
+	n.Service = newService(n, cfg)
+	return n, nil
+}
+
+// Close stops the service and closes the FSM.
+func (n *MemNode) Close() error {
+	n.Service.close()
+	return n.fsm.Close()
+}
+
+// SetLimits sets the edge bounds requests are checked with.
+func (n *MemNode) SetLimits(l fsm.Limits) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.limits = l
+}
+
+// SetLeader makes the node lead, or follow.
+func (n *MemNode) SetLeader(v bool) { n.leader.Store(v) }
+
+// SetLeaderAddr sets the gRPC address the node names as the leader's.
+func (n *MemNode) SetLeaderAddr(a string) { n.leaderAddr.Store(&a) }
+
+// Fail makes the next proposal fail with err, nothing applied.
+func (n *MemNode) Fail(err error) { n.failNext.Store(&err) }
+
+// Hold makes proposals wait until the returned release is called.
+func (n *MemNode) Hold() (release func()) {
+	ch := make(chan struct{})
+	n.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.hold.Store(nil)
+			close(ch)
+		})
+	}
+}
+
+// Held is how many proposals wait on Hold.
+func (n *MemNode) Held() int { return int(n.held.Load()) }
+
+// ApplyLate makes a proposal whose ctx ended while it was held apply
+// anyway and answer the ctx error: what a Raft entry already appended does.
+func (n *MemNode) ApplyLate(v bool) { n.applyLate.Store(v) }
+
+// SetProblems sets what HealthProblems answers.
+func (n *MemNode) SetProblems(p []string) { n.problems.Store(&p) }
+
+// SetCheckErr sets what CheckErr answers; nil means serving.
+func (n *MemNode) SetCheckErr(err error) {
+	if err == nil {
+		n.checkErr.Store(nil)
+		return
+	}
+	n.checkErr.Store(&err)
+}
+
+// Proposed counts the entries of type t proposed.
+func (n *MemNode) Proposed(t pb.CommandType) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proposed[t]
+}
+
+// Runs counts the commands of type t, alone or inside a Batch entry.
+func (n *MemNode) Runs(t pb.CommandType) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proposed[t] + n.batched[t]
+}
+
+// Removed is the id of the last RemoveServer.
+func (n *MemNode) Removed() string {
+	if p := n.removed.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (n *MemNode) notLeader() error { return &NotLeaderError{LeaderGRPC: n.LeaderGRPCAddr()} }
+
+func (n *MemNode) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if !n.IsLeader() {
+		return nil, n.notLeader()
+	}
+	if e := n.failNext.Swap(nil); e != nil {
+		return nil, *e
+	}
+	if h := n.hold.Load(); h != nil {
+		n.held.Add(1)
+		<-*h
+		n.held.Add(-1)
+	}
+	late := ctx.Err()
+	if late != nil && !n.applyLate.Load() {
+		return nil, late
+	}
+	cmd.Now = n.Now().UnixNano()
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.index++
+	n.proposed[cmd.GetType()]++
+	for _, sub := range cmd.GetBatch().GetCommands() {
+		n.batched[sub.GetType()]++
+	}
+	res, _ := n.fsm.Apply(&raft.Log{Index: n.index, Term: 1, Type: raft.LogCommand, Data: data}).(*pb.CommandResult)
+	if late != nil {
+		return nil, late // applied, but the answer is lost, as with Raft
+	}
+	return res, nil
+}
+
+// CheckErr is what SetCheckErr set.
+func (n *MemNode) CheckErr() error {
+	if p := n.checkErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// CheckHash knows no checks.
+func (n *MemNode) CheckHash(uint64) string { return "" }
+
+// IsLeader reports what SetLeader set.
+func (n *MemNode) IsLeader() bool { return n.leader.Load() }
+
+// LeaderGRPCAddr is what SetLeaderAddr set.
+func (n *MemNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
+
+// FSM is the node's replica.
+func (n *MemNode) FSM() *fsm.FSM { return n.fsm }
+
+// Limits are fsm.DefaultLimits, or what SetLimits set.
+func (n *MemNode) Limits() fsm.Limits {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.limits
+}
+
+// Now is the wall clock.
+func (n *MemNode) Now() time.Time { return time.Now() }
+
+// HealthProblems is what SetProblems set.
+func (n *MemNode) HealthProblems() []string {
+	if p := n.problems.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// ReadBarrier succeeds on a leader, whose FSM is always current.
+func (n *MemNode) ReadBarrier(context.Context) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	return nil
+}
+
+// StatusWithHash describes the node.
+func (n *MemNode) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
+	st := &pb.StatusResponse{NodeId: "mem", State: "Follower", LeaderGrpcAddr: n.LeaderGRPCAddr(),
+		FsmAppliedIndex: n.fsm.AppliedIndex()}
+	if n.IsLeader() {
+		st.State = "Leader"
+	}
+	if withHash {
+		h, err := n.fsm.Hash()
+		if err != nil {
+			return nil, err
+		}
+		st.KeyspaceHash = h
+	}
+	return st, nil
+}
+
+// TransferLeadership answers "to-<id>" on a leader.
+func (n *MemNode) TransferLeadership(_ context.Context, toID string) (string, error) {
+	if !n.IsLeader() {
+		return "", n.notLeader()
+	}
+	return "to-" + toID, nil
+}
+
+// AddServer succeeds on a leader and changes nothing.
+func (n *MemNode) AddServer(context.Context, string, string, string, bool) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	return nil
+}
+
+// RemoveServer records id (Removed) on a leader.
+func (n *MemNode) RemoveServer(_ context.Context, id string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	n.removed.Store(&id)
+	return nil
+}

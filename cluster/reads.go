@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// Consistency is what a read promises about the state it sees.
+type Consistency int
+
+const (
+	// Linearizable reads see every write acknowledged before they began:
+	// the leader confirms it still leads with a quorum and waits until
+	// its replica has applied that far (ReadBarrier). On a follower the
+	// read fails with *NotLeaderError; the API layer forwards it first.
+	Linearizable Consistency = iota
+	// Stale reads answer from this node's replica at once. They may lag
+	// the leader, and never go back in time on one node.
+	Stale
+)
+
+func (s *Service) readAt(ctx context.Context, c Consistency) error {
+	if c == Stale {
+		return nil
+	}
+	return s.r.ReadBarrier(ctx)
+}
+
+// GetTask reads one task and the applied index the answer reflects, both
+// from one Pebble snapshot; ErrNotFound (with the index) when absent.
+func (s *Service) GetTask(ctx context.Context, id string, c Consistency) (*pb.Task, uint64, error) {
+	if id == "" {
+		return nil, 0, &FieldError{Field: "task_id", Reason: "required"}
+	}
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, 0, err
+	}
+	return s.r.FSM().GetTaskAt(id)
+}
+
+// Stats pages through the per-queue counts of queue and tenant (all when
+// empty) from after cursor, and returns the next page's cursor.
+func (s *Service) Stats(ctx context.Context, queue, tenant, cursor string, c Consistency) ([]*pb.QueueStats, string, error) {
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, "", err
+	}
+	st, next, err := s.r.FSM().StatsPage(queue, tenant, cursor)
+	if errors.Is(err, storage.ErrBadCursor) {
+		return nil, "", &FieldError{Field: "cursor", Reason: "not a cursor of this listing"}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("stats: %w", err)
+	}
+	return st, next, nil
+}
+
+// CheckListDead fills a ListDead request's default tenant and checks its
+// names and cursor, so the node that receives it refuses a bad one.
+func CheckListDead(req *pb.ListDeadRequest) error {
+	if req.GetTenant() == "" {
+		req.Tenant = defaultTenant
+	}
+	queue, tenant := req.GetQueue(), req.GetTenant()
+	if queue == "" {
+		return &FieldError{Field: "queue", Reason: "required"}
+	}
+	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
+		return &FieldError{Field: "queue", Reason: "queue and tenant may not contain '/'"}
+	}
+	// A cursor is a key of this queue's dead-letter range; anything else
+	// would make the scan start in another queue's keys.
+	if c := req.GetCursor(); c != "" && !strings.HasPrefix(c, string(storage.DeadPrefix(queue, tenant))) {
+		return &FieldError{Field: "cursor", Reason: "not a cursor of this queue"}
+	}
+	return nil
+}
+
+// ListDead pages through a queue's dead letters, oldest id first: up to
+// req.limit (default 100, at most MaxBatch, what one RequeueDead replays).
+func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consistency) ([]*pb.Task, string, error) {
+	if err := CheckListDead(req); err != nil {
+		return nil, "", err
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	limit = min(limit, MaxBatch)
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, "", err
+	}
+	tasks, next, err := s.r.FSM().ListTasks(req.GetQueue(), req.GetTenant(), pb.TaskState_TASK_STATE_DEAD, req.GetCursor(), limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list dead: %w", err)
+	}
+	return tasks, next, nil
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Request defaults, applied once, on the node that receives a request.
+const (
+	defaultTenant    = "default"
+	defaultMaxTasks  = 1
+	defaultListLimit = 100
+)
+
+// MaxBatch is the most tasks or items one request may carry.
+const MaxBatch = fsm.MaxBatch
+
+// Check validates cmd against the node's limits. The API layer calls it
+// once, on the node that received the request, so a bad value costs no hop
+// and names its field; a forwarded request was checked by the follower.
+// The FSM judges every command again in apply: that check is the rule.
+func (s *Service) Check(cmd *pb.Command) error {
+	if cmd.GetType() != pb.CommandType_COMMAND_TYPE_BATCH {
+		return fsm.Validate(cmd, s.r.Limits())
+	}
+	// A Batch's own check is its shape; each command is checked on its
+	// own, and a bad one is named by its place.
+	if err := fsm.Validate(cmd, s.r.Limits()); err != nil {
+		return err
+	}
+	for i, sub := range cmd.GetBatch().GetCommands() {
+		if err := fsm.Validate(sub, s.r.Limits()); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return &FieldError{Field: fmt.Sprintf("items[%d].%s", i, fe.Field), Reason: fe.Reason}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// EnqueueCommand builds the Enqueue of req; a task without a tenant is the
+// default tenant's.
+func EnqueueCommand(req *pb.EnqueueRequest) *pb.Command {
+	for _, t := range req.GetTasks() {
+		if t != nil && t.Tenant == "" {
+			t.Tenant = defaultTenant
+		}
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: req.GetTasks()}}}
+}
+
+// ClaimCommand fills req's defaults (tenant, one task, the service's
+// default lease) and builds its Claim.
+func (s *Service) ClaimCommand(req *pb.ClaimRequest) *pb.Command {
+	if req.GetTenant() == "" {
+		req.Tenant = defaultTenant
+	}
+	if req.GetMaxTasks() == 0 {
+		req.MaxTasks = defaultMaxTasks
+	}
+	if req.GetLeaseNs() == 0 {
+		req.LeaseNs = int64(s.cfg.DefaultLease)
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CLAIM, Body: &pb.Command_Claim{Claim: &pb.ClaimCmd{
+		Queue: req.GetQueue(), Tenant: req.GetTenant(), WorkerId: req.GetWorkerId(),
+		LeaseNs: req.GetLeaseNs(), MaxTasks: req.GetMaxTasks(),
+	}}}
+}
+
+// HeartbeatCommand builds the Heartbeat of items.
+func HeartbeatCommand(items []*pb.HeartbeatItem) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_HEARTBEAT,
+		Body: &pb.Command_Heartbeat{Heartbeat: &pb.HeartbeatCmd{Items: items}}}
+}
+
+// SubmitCommand builds the Submit of req.
+func SubmitCommand(req *pb.SubmitRequest) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
+		TaskId: req.GetTaskId(), Fence: req.GetFence(), Outcome: req.GetOutcome(),
+		Result: req.GetResult(), Error: req.GetError(),
+	}}}
+}
+
+// SubmitBatchCommand builds one Batch entry of req's Submits: they share a
+// Raft entry and each keeps its own answer.
+func SubmitBatchCommand(req *pb.SubmitBatchRequest) (*pb.Command, error) {
+	items := req.GetItems()
+	if n := len(items); n == 0 || n > MaxBatch {
+		return nil, &FieldError{Field: "items", Reason: fmt.Sprintf("%d not in 1..%d", n, MaxBatch)}
+	}
+	cmds := make([]*pb.Command, len(items))
+	for i, it := range items {
+		cmds[i] = SubmitCommand(it)
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}}, nil
+}
+
+// NackCommand builds the Nack of req.
+func NackCommand(req *pb.NackRequest) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{
+		TaskId: req.GetTaskId(), Fence: req.GetFence(), DelayNs: req.GetDelayNs(), Reason: req.GetReason(),
+	}}}
+}
+
+// CancelCommand builds the Cancel of req.
+func CancelCommand(req *pb.CancelRequest) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CANCEL,
+		Body: &pb.Command_Cancel{Cancel: &pb.CancelCmd{TaskId: req.GetTaskId()}}}
+}
+
+// RequeueDeadCommand builds the RequeueDead of req; without a task id or
+// a tenant it is the default tenant's.
+func RequeueDeadCommand(req *pb.RequeueDeadRequest) *pb.Command {
+	if req.GetTaskId() == "" && req.GetTenant() == "" {
+		req.Tenant = defaultTenant
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD, Body: &pb.Command_RequeueDead{RequeueDead: &pb.RequeueDeadCmd{
+		TaskId: req.GetTaskId(), Queue: req.GetQueue(), Tenant: req.GetTenant(), Limit: req.GetLimit(),
+	}}}
+}
+
+// ResultError is a command result's whole-command rejection as an error
+// (a *FieldError for an invalid value), or nil.
+func ResultError(r *pb.CommandResult) error { return fsm.ResultError(r) }
+
+// ItemError is one item's refusal as an error (ErrNotFound, ErrStaleFence,
+// ErrWrongState, ErrTenantLimit…), or nil for an accepted item.
+func ItemError(it *pb.ItemResult) error { return fsm.ItemError(it) }

@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// replica is what a Service needs from the Raft member under it: a Node,
+// or a MemNode in tests of the layers above.
+type replica interface {
+	// apply stamps cmd (time, tenant limits) and replicates it as one Raft
+	// entry on the leader, returning the FSM's answer. It does not
+	// validate: the Service validated cmd where the request arrived, and
+	// the FSM judges it again in apply.
+	apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
+	IsLeader() bool
+	ReadBarrier(ctx context.Context) error
+	FSM() *fsm.FSM
+	Limits() fsm.Limits
+	Now() time.Time
+}
+
+// Defaults of ServiceConfig fields left zero.
+const (
+	DefaultCoalesceMax      = 512
+	DefaultCoalesceInflight = 4
+)
+
+// ServiceConfig tunes a node's Service. The zero value is usable.
+type ServiceConfig struct {
+	// Logger receives the service's messages; nil discards them.
+	Logger *slog.Logger
+
+	// DefaultLease is the lease of a Claim that gives no lease_ns.
+	// Default 30 s.
+	DefaultLease time.Duration
+
+	// CoalesceMax bounds the client commands (Enqueue, Claim, Heartbeat,
+	// Submit, Nack, Cancel) the leader folds into one Batch entry.
+	// Default 512: one entry then carries every caller of a busy node's
+	// round trip, and a Batch stays far below fsm.MaxBatchCommands. 1
+	// turns coalescing off: each command is an entry of its own.
+	CoalesceMax int
+
+	// CoalesceInflight is how many entries of client commands the leader
+	// keeps in flight before it starts to coalesce: below it a command is
+	// proposed at once, alone. Default 4. Fewer slots make larger
+	// batches (less Raft and FSM work per command) at the cost of waiting
+	// for a slot; more slots lean on Raft's own batching of appends.
+	CoalesceInflight int
+
+	// Registerer, when set, receives the service's Prometheus metrics
+	// (docket_cluster_*). nil keeps them unregistered.
+	Registerer prometheus.Registerer
+}
+
+func (c ServiceConfig) withDefaults() ServiceConfig {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DefaultLease <= 0 {
+		c.DefaultLease = defaultLease
+	}
+	if c.CoalesceMax <= 0 || c.CoalesceMax > fsm.MaxBatchCommands {
+		c.CoalesceMax = min(DefaultCoalesceMax, fsm.MaxBatchCommands)
+	}
+	if c.CoalesceInflight <= 0 {
+		c.CoalesceInflight = DefaultCoalesceInflight
+	}
+	return c
+}
+
+// Service is a cluster member's write and read paths, the part of it the
+// API layer calls: request checks, group commit, long-poll Claims and
+// WaitResults over the FSM's events, and reads at a chosen consistency.
+// A Node has one, embedded; so has a MemNode.
+//
+// It owns the FSM's observer slot, a coalescer goroutine and the
+// goroutines that propose on behalf of callers who left; Close ends them.
+type Service struct {
+	r       replica
+	cfg     ServiceConfig
+	log     *slog.Logger
+	metrics *serviceMetrics
+
+	co   *coalescer
+	hub  *hub
+	gate *claimGate
+
+	// drain is closed by Drain: long polls return at once and new ones
+	// do not wait, so a stopping server does not wait out their timers.
+	drain     chan struct{}
+	drainOnce sync.Once
+
+	ctx    context.Context // ends with close; bounds proposals for callers who left
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex // orders spawn's wg.Add before close's wg.Wait
+	closed bool
+
+	closeOnce sync.Once
+}
+
+func newService(r replica, cfg ServiceConfig) *Service {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{
+		r:       r,
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "service"),
+		metrics: newServiceMetrics(cfg.Registerer, cfg.Logger),
+		gate:    newClaimGate(),
+		drain:   make(chan struct{}),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	s.hub = newHub(s.gate)
+	s.co = newCoalescer(s)
+	r.FSM().SetObserver(s.hub.observe)
+	s.wg.Add(1)
+	go s.co.run()
+	return s
+}
+
+// Drain ends every long poll at once with an empty answer, and makes later
+// ones answer without waiting. A server calls it as it begins to stop.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+func (s *Service) draining() bool {
+	select {
+	case <-s.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// close drains, stops the coalescer and waits for every proposal the
+// service started. Callers still waiting get ErrShutdown.
+func (s *Service) close() {
+	s.closeOnce.Do(func() {
+		s.Drain()
+		s.r.FSM().SetObserver(nil)
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.cancel()
+		s.wg.Wait()
+	})
+}
+
+// spawn runs fn on a goroutine that close waits for, unless the service
+// is closing; it reports whether fn was started.
+func (s *Service) spawn(fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Limits are the edge bounds requests are validated with.
+func (s *Service) Limits() fsm.Limits { return s.r.Limits() }
+
+// Waiting reports how many queues and tasks have long polls waiting on this
+// node, and how many long polls wait.
+func (s *Service) Waiting() (queues, tasks, waiters int) {
+	q, t := s.hub.waiting()
+	return q, t, s.hub.sleepers()
+}
+
+// defaultLease is a Claim's lease when neither the request nor the
+// ServiceConfig names one.
+const defaultLease = 30 * time.Second
+
+// QueuedCommands is how many client commands wait for a proposal slot
+// (ServiceConfig.CoalesceInflight) to share the next Batch entry.
+func (s *Service) QueuedCommands() int { return len(s.co.calls) }
