@@ -16,6 +16,103 @@
 // memberlist gossip replaces), and the peer book maps Raft ids to gRPC
 // addresses for leader hints.
 //
+// # The write and read paths (service.go)
+//
+// A Node embeds a Service: what the API layer (transport) calls, so that
+// transport needs neither fsm nor storage. It owns request defaults and
+// checks (requests.go), group commit (groupcommit.go), long-poll Claims and
+// WaitResults (claim.go, waiters.go, over the FSM's one observer slot) and
+// reads at a chosen Consistency (reads.go). It sits over a replica: the
+// Node's Raft (propose.go's apply), or a MemNode's apply-at-once in tests
+// of the layers above, so those tests run this code, not a copy of it.
+//
+// One Claim, from the CLI to Pebble and back, with the file of each hop:
+//
+//  1. cmd/docket/verbs.go: `docket claim` calls client.Claim.
+//  2. client/queue.go, client/call.go: the call, with retries by error
+//     class, to a node's gRPC port.
+//  3. transport/server.go: the unary interceptor (refuses while the node is
+//     unchecked, maps errors once on the way out).
+//  4. transport/claim.go: the handler; cluster/requests.go fills the
+//     defaults and Service.Check validates, once, on this node; the long
+//     poll takes a slot (transport/limits.go).
+//  5. transport/forward.go: onLeader runs it here, or re-issues it on the
+//     leader (from step 3 there, not checked again).
+//  6. cluster/claim.go: Service.Claim watches the queue (waiters.go),
+//     reads the catalog count (fsm/counts.go, storage/meta.go) and
+//     reserves what it may take (claimGate); with nothing to take it
+//     sleeps until an applied batch's Event wakes it.
+//  7. cluster/groupcommit.go: ProposeOrphan joins concurrent commands
+//     into one Batch entry (coalescer goroutine, then a flush goroutine).
+//  8. cluster/propose.go: Node.apply stamps time and tenant limits,
+//     encodes with the proposer's checksum (fsm/codec.go, fsm/checksum.go)
+//     and hands it to raft.ApplyLog; a goroutine waits on the future so
+//     the caller's ctx can end the wait.
+//  9. Raft replicates and commits, then calls fsm/fsm.go ApplyBatch on
+//     every node: checksum, txn.go, rules_batch.go and rules_work.go claim,
+//     storage's keys and typed writes, one Pebble batch; the observer gets
+//     the Event with the pending counts (no Pebble read).
+//  10. Back up: the future's answer to the flush, its slice to the caller,
+//     the tasks to transport/claim.go, which answers and, if gRPC fails
+//     to send it, releases them (claimWatch, Service.ReleaseTasks).
+//
+// That is 6 packages and about 22 files (before the seam moved, about 25
+// files: the data went transport → fsm → cluster → fsm → transport); 3
+// goroutine hand-offs besides Raft's own (coalescer, flush, future wait),
+// as before.
+//
+// Decisions for the Service:
+//
+//   - Group commit without a timer: a command is proposed at once, alone,
+//     while fewer than CoalesceInflight (4) entries are in flight; only
+//     while all are in flight do commands queue, and the next free slot
+//     takes all of them (up to CoalesceMax, 4 MiB and 65,536 task
+//     positions) in one Batch. A lone caller's latency is unchanged, and
+//     under load Raft, the log and the FSM do their per-entry work once for
+//     many callers. Each caller gets its own result, so one caller's stale
+//     fence fails it alone; a whole-entry failure (not leader, leadership
+//     lost) reaches each caller as it would have alone. Heartbeats are
+//     batchable commands like the others: the separate heartbeat batcher
+//     and its 2 ms window are gone.
+//   - Requests are checked once, where they arrive: a follower refuses a
+//     bad one without a hop, naming the caller's field path
+//     (tasks[3].queue, items[1].fence). A forwarded request is not checked
+//     again on the leader, and apply does not check before proposing: the
+//     FSM judges every command in apply, and that check is the rule
+//     (deterministic on every node). A bad value that gets past the edge
+//     is a rejected result, not a corrupt state.
+//   - A waiting Claim proposes only when the leader's replica shows a task
+//     it could take, so idle workers cost no Raft entries. An event wakes
+//     only as many of a queue's waiters, oldest first, as there are pending
+//     tasks not reserved by claims in flight (claimGate), and only those
+//     propose; the count read and the reservation happen under one lock.
+//     A claim that finishes, and a woken waiter that leaves without
+//     claiming, wake the next ones if unreserved tasks remain.
+//   - The observer runs on Raft's apply goroutine and reads no Pebble: the
+//     FSM's Event carries each queue's pending count at the end of the
+//     batch (Test_ObserverReadsNoPebble). A claimer that wakes its
+//     successors reads the catalog itself, on its own goroutine.
+//   - WaitResult starts with a read barrier on the leader, so a task
+//     acknowledged anywhere is found; then it waits on that replica. DEAD
+//     counts as finished, though RequeueDead may revive the task.
+//   - An undelivered claim is released, not reaped: when the leader knows
+//     a Claim's answer did not reach its caller (ctx ended before or as
+//     the claim applied; transport saw gRPC fail to send it), it counts
+//     the tasks (docket_cluster_claim_undelivered_tasks_total,
+//     leader-local) and proposes a Release of their (id, fence) pairs: the
+//     FSM puts each task still running under exactly that fence back at
+//     its old place, without counting an attempt. Safe because the fence
+//     is the claim's log index and only the lost answer carried it. Where
+//     the leader cannot know, the lease expires and the reaper counts an
+//     attempt. Charging no attempt at reap time for tasks never
+//     heartbeated was rejected: a poison task that crashes workers before
+//     their first heartbeat would never dead-letter. A Claim whose result
+//     is owed to a release waits for its entry's outcome (bounded by
+//     Raft), not for its caller's deadline.
+//   - Drain (called by a stopping server) ends every long poll with an
+//     empty answer at once; close (Node shutdown) also waits for the
+//     proposals the Service started for callers who left.
+//
 // Log integrity (logsum.go, logfault.go): raft.db is read and written
 // through checkedStore, which sits under raft.NewLogCache and over BoltDB.
 // Every stored entry carries a CRC-32C over its index, term, type, append
@@ -139,8 +236,9 @@
 //     divergence across replicas.
 //   - Timeouts are tuned for a LAN (Config documents each): a leader crash
 //     is followed by a new leader in roughly 0.5-1.5 s.
-//   - Propose waits for the FSM's answer; BatchApplyCh lets concurrent
-//     proposals share one append and fsync, which is the throughput lever.
+//   - A proposal waits for the FSM's answer; BatchApplyCh lets concurrent
+//     proposals share one append and fsync, and the Service's group commit
+//     lets them share one entry: the two throughput levers.
 //   - A new leader runs a Barrier, then waits ReapGrace before reaping, so a
 //     worker whose heartbeat was lost in the failover can retry it.
 //   - ReadBarrier uses VerifyLeader plus waiting for the apply index instead
