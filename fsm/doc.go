@@ -17,6 +17,23 @@
 // cmd.now). Ids come from the entry index and position. The fencing token of
 // a claim is the index of its entry.
 //
+// # What fsm owns, and what storage owns
+//
+// fsm owns the rules and their dispatch (txn, rules_*, Validate), apply
+// (ApplyBatch, the applied index and now, the checksum and Check entries),
+// the snapshot's lifetime against Raft (Snapshot, Persist, when Restore may
+// close the database), the idempotency filter (idem.go: memory over the
+// keyspace, no I/O) and the read API over the live keyspace. storage owns
+// every key's encoding and the typed reads and writes, and all the I/O
+// around the keyspace: opening Pebble and its tuning (OpenDB), the
+// directory with its durable creation and the restore swap (Home), and
+// Pebble's event listener and logger. Options keeps its fields; the
+// Pebble ones pass through to storage.DBOptions, and DiskEvent is
+// storage's type under fsm's name.
+//
+// fsm's non-test files import no os, read no clock and start no goroutine;
+// cmd/docket's layout test (Test_LayoutFSMIsPure) checks it.
+//
 // A Batch entry carries client commands that the leader coalesced: each runs
 // as its own entry would, at the batch's index and time, in order, with its
 // own result. Each command gets its own range of task positions
@@ -66,8 +83,16 @@
 //     main loop, which may itself wait for a Restore. So Restore and Close
 //     wait only for a snapshot already streaming, close those not yet
 //     streaming, and let their Persist fail; Raft takes a new one.
-//   - Open syncs the parent directories it creates: a power loss right
-//     after the first boot must not lose the FSM directory.
+//   - Nothing in fsm exits the process. A fatal apply error (an
+//     undecodable entry, a Pebble write that fails) panics on the apply
+//     goroutine, and Pebble's own fatal errors panic with a
+//     *storage.FatalError; whoever runs the node decides what a panic
+//     means. Before, Pebble's Fatalf called os.Exit from inside fsm.
+//   - The I/O moved to storage without changing what it does: the same
+//     tuning, directory layout (db, restore, old, RESTORE-COMPLETE) and
+//     crash-safe swap, so a data directory of an older build opens as it
+//     did. The metamorphic, crash-recovery and restore tests, unchanged,
+//     are the proof.
 //   - A Batch's commands share one fence: every task claimed in the entry
 //     gets its index. Fences must increase per task, which they still do;
 //     two tasks with one fence were already possible with max_tasks > 1.
@@ -159,8 +184,8 @@
 //     before it, and a scan rebuilds it once the keys fit in half the
 //     table.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
-//     Options.OnDiskEvent (events.go) without a time: the FSM has no
-//     clock, so the node stamps them and decides what they mean for
+//     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
+//     no clock, so the node stamps them and decides what they mean for
 //     health. A full disk blocks Commit in a write stall rather than
 //     failing it; a WAL write that fails still panics the apply.
 package fsm

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
@@ -18,7 +15,8 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// Options configure an FSM.
+// Options configure an FSM. FS, MaxOpenFiles, MemTableBytes and
+// OnDiskEvent pass through to storage.DBOptions, which owns Pebble.
 type Options struct {
 	// Logger gets Pebble's messages and the FSM's own; nil discards.
 	Logger *slog.Logger
@@ -38,11 +36,11 @@ type Options struct {
 	// node sets it inside its file descriptor reserve.
 	MaxOpenFiles int
 	// OnDiskEvent, when set, receives Pebble's background errors and write
-	// stalls (events.go) instead of Pebble logging each one. It is called
-	// on Pebble's goroutines and must not block.
+	// stalls (storage/events.go) instead of Pebble logging each one. It is
+	// called on Pebble's goroutines and must not block.
 	OnDiskEvent func(DiskEvent)
-	// MemTableBytes overrides the largest memtable (memTableBytes); 0 keeps
-	// it. Writes stall once two memtables wait for a flush, so tests set it
+	// MemTableBytes overrides the largest memtable (storage's
+	// memTableBytes); 0 keeps it. Writes stall once two memtables wait for a flush, so tests set it
 	// small to reach a stall with a few MiB instead of 64.
 	MemTableBytes int
 }
@@ -70,7 +68,7 @@ type QueueCount struct {
 // Restore are called by Raft from one goroutine; the read methods may be
 // called from any goroutine.
 type FSM struct {
-	dir  string
+	home *storage.Home // the directory, Pebble's tuning and the restore swap
 	opts Options
 	log  *slog.Logger
 
@@ -94,33 +92,42 @@ var (
 	_ raft.BatchingFSM = (*FSM)(nil)
 )
 
-// Open opens (or creates) the FSM's Pebble database under dir, finishing a
-// restore that a crash interrupted.
+// Open opens (or creates) the FSM's keyspace under dir, finishing a
+// restore that a crash interrupted. The directory I/O and Pebble's tuning
+// are storage's (storage.Home); the FSM keeps only what it loads from the
+// keyspace.
 func Open(dir string, opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.FS == nil {
-		opts.FS = vfs.Default
+	f := &FSM{opts: opts, log: opts.Logger.With("component", "fsm"), snaps: map[*fsmSnapshot]struct{}{}}
+	home, err := storage.OpenHome(dir, f.dbOptions())
+	if err != nil {
+		return nil, fmt.Errorf("fsm: %w", err)
 	}
-	f := &FSM{dir: dir, opts: opts, log: opts.Logger.With("component", "fsm"), snaps: map[*fsmSnapshot]struct{}{}}
-	if err := mkdirSynced(opts.FS, dir); err != nil {
-		return nil, fmt.Errorf("fsm dir %s: %w", dir, err)
-	}
-	if err := f.recoverSwap(); err != nil {
-		return nil, err
-	}
+	f.home = home
 	if err := f.openKeyspace(); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// openKeyspace opens the Pebble directory and loads what the FSM keeps in
-// memory from it: the applied index, the time and the idempotency filter.
-// On error nothing stays open.
+// dbOptions passes the storage half of Options through.
+func (f *FSM) dbOptions() storage.DBOptions {
+	return storage.DBOptions{
+		Logger:        f.log,
+		FS:            f.opts.FS,
+		MaxOpenFiles:  f.opts.MaxOpenFiles,
+		MemTableBytes: f.opts.MemTableBytes,
+		OnDiskEvent:   f.opts.OnDiskEvent,
+	}
+}
+
+// openKeyspace opens the live Pebble database and loads what the FSM keeps
+// in memory from it: the applied index, the time and the idempotency
+// filter. On error nothing stays open.
 func (f *FSM) openKeyspace() error {
-	db, err := f.openDB(f.path(dbDir))
+	db, err := f.home.OpenLive()
 	if err != nil {
 		return err
 	}
@@ -132,103 +139,6 @@ func (f *FSM) openKeyspace() error {
 	}
 	f.db = db
 	return nil
-}
-
-const (
-	dbDir      = "db"
-	restoreDir = "restore"
-	oldDir     = "old"
-	doneMarker = "RESTORE-COMPLETE"
-)
-
-func (f *FSM) path(name string) string { return filepath.Join(f.dir, name) }
-
-// mkdirSynced creates dir and its missing parents, then syncs every parent
-// that gained an entry. Pebble syncs only the directory that holds its own,
-// so without this a power loss soon after the first boot could drop the
-// whole FSM directory although everything inside it was synced (found by
-// Test_CleanCloseSurvivesPowerLoss).
-func mkdirSynced(fs vfs.FS, dir string) error {
-	var parents []string
-	for p := dir; ; {
-		_, err := fs.Stat(p)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		parent := fs.PathDir(p)
-		if parent == p {
-			break
-		}
-		parents = append(parents, parent)
-		p = parent
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, p := range parents {
-		if err := syncDir(fs, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	if err := errors.Join(d.Sync(), d.Close()); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
-}
-
-// Pebble tuning, measured with the fsm benchmarks (bench_test.go). With
-// Pebble's defaults nothing was cached: Pebble charges its memtables to the
-// block cache, and two default memtables fill the default 8 MB cache. Every
-// Get then read and checksummed blocks from the files, and enqueue (whose
-// idempotency-key lookup is almost always a miss) ran at about 40k tasks/s
-// whatever the batch size.
-const (
-	// memTableBytes is the largest memtable; Pebble grows to it from 256 KB
-	// and keeps up to two (MemTableStopWritesThreshold) before stalling.
-	memTableBytes = 32 << 20
-	// blockCacheBytes is what the cache holds besides the memtables.
-	blockCacheBytes = 128 << 20
-	// bloomBitsPerKey makes a Get of an absent key (a new idempotency key)
-	// skip an sstable after one filter probe, with about 1% false positives.
-	bloomBitsPerKey = 10
-)
-
-func (f *FSM) openDB(path string) (*pebble.DB, error) {
-	memBytes := uint64(memTableBytes)
-	if f.opts.MemTableBytes > 0 {
-		memBytes = uint64(f.opts.MemTableBytes)
-	}
-	cache := pebble.NewCache(blockCacheBytes + 2*int64(memBytes))
-	defer cache.Unref() // the DB holds its own reference
-	o := &pebble.Options{
-		FS:                 f.opts.FS,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{f.log},
-		Cache:              cache,
-		MemTableSize:       memBytes,
-		MaxOpenFiles:       f.opts.MaxOpenFiles,
-		EventListener:      diskEventListener(f.opts.OnDiskEvent),
-	}
-	for i := range o.Levels {
-		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
-	}
-	db, err := pebble.Open(path, o)
-	if err != nil {
-		return nil, fmt.Errorf("open pebble %s: %w", path, err)
-	}
-	return db, nil
 }
 
 func (f *FSM) loadMeta(db *pebble.DB) error {
@@ -547,20 +457,4 @@ func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
 		return false, false, err
 	}
 	return len(d) > 0, len(e) > 0, nil
-}
-
-// pebbleLogger sends Pebble's printf-style messages to slog.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...interface{}) {
-	l.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
-}
-
-func (l pebbleLogger) Errorf(format string, args ...interface{}) {
-	l.log.Error(fmt.Sprintf(format, args...), "source", "pebble")
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
-	l.log.Error(fmt.Sprintf(format, args...), "source", "pebble", "fatal", true)
-	os.Exit(1)
 }

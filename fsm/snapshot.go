@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
@@ -96,41 +95,15 @@ func writeSnapshot(w io.Writer, r storage.Reader, applied uint64) error {
 	return sw.Close()
 }
 
-// Restore replaces the keyspace with a snapshot. It builds a fresh Pebble
-// directory and swaps it in only once the whole stream arrived with a good
-// checksum; a failed restore leaves the current state untouched.
+// Restore replaces the keyspace with a snapshot. storage builds a fresh
+// Pebble directory from the stream (Home.BuildRestore), and only once the
+// whole stream arrived with a good checksum does the FSM close its
+// database and let storage swap the new one in; a failed restore leaves
+// the current state untouched.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	fs := f.opts.FS
-	tmp := f.path(restoreDir)
-	if err := fs.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("restore: clear %s: %w", tmp, err)
-	}
-	db, err := f.openDB(tmp)
+	applied, err := f.home.BuildRestore(rc)
 	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	applied, err := loadSnapshot(db, rc)
-	if err == nil {
-		// Check the header against the keyspace before the swap, not after:
-		// once swapped in, a failed restore could no longer leave the current
-		// state untouched (found by Test_RestoreRejectsBadStreams).
-		var got uint64
-		got, err = storage.GetUint64(storage.Wrap(db), storage.KeyApplied)
-		if err == nil && got != applied {
-			err = fmt.Errorf("%w: header says index %d, keyspace says %d", storage.ErrBadSnapshot, applied, got)
-		}
-	}
-	if err == nil {
-		err = db.Flush()
-	}
-	if cerr := db.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return errors.Join(fmt.Errorf("restore: %w", err), fs.RemoveAll(tmp))
-	}
-	if err := f.markComplete(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 
@@ -144,7 +117,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("restore: close current: %w", err)
 		}
 	}
-	if err := f.recoverSwap(); err != nil {
+	if err := f.home.InstallRestore(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	if err := f.openKeyspace(); err != nil {
@@ -155,107 +128,4 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.log.Info("restored snapshot", "applied", applied)
 	return nil
-}
-
-func loadSnapshot(db *pebble.DB, r io.Reader) (uint64, error) {
-	const flushBytes = 4 << 20
-	b := db.NewBatch()
-	applied, err := storage.ReadSnapshot(r, func(k, v []byte) error {
-		if err := b.Set(k, v, nil); err != nil {
-			return err
-		}
-		if b.Len() < flushBytes {
-			return nil
-		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return err
-		}
-		b.Reset()
-		return nil
-	})
-	if err == nil {
-		err = b.Commit(pebble.NoSync)
-	}
-	return applied, errors.Join(err, b.Close())
-}
-
-// markComplete writes and syncs the marker that makes a restore directory
-// eligible to replace the live one.
-func (f *FSM) markComplete(dir string) error {
-	fs := f.opts.FS
-	mf, err := fs.Create(fs.PathJoin(dir, doneMarker), "")
-	if err != nil {
-		return fmt.Errorf("marker: %w", err)
-	}
-	if err := errors.Join(mf.Sync(), mf.Close()); err != nil {
-		return fmt.Errorf("marker: %w", err)
-	}
-	return nil
-}
-
-// recoverSwap moves a completed restore directory into place. It runs at
-// Open and inside Restore. The marker travels with the directory and is
-// removed last, so a crash at any step ends, on the next boot, with either
-// the old keyspace or the complete new one, never neither.
-func (f *FSM) recoverSwap() error {
-	fs := f.opts.FS
-	cur, tmp, old := f.path(dbDir), f.path(restoreDir), f.path(oldDir)
-	exists := func(p string) (bool, error) {
-		_, err := fs.Stat(p)
-		if err == nil {
-			return true, nil
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		return false, fmt.Errorf("stat %s: %w", p, err)
-	}
-	curDone, err := exists(fs.PathJoin(cur, doneMarker))
-	if err != nil {
-		return err
-	}
-	tmpDone, err := exists(fs.PathJoin(tmp, doneMarker))
-	if err != nil {
-		return err
-	}
-	if !curDone && tmpDone {
-		hasCur, err := exists(cur)
-		if err != nil {
-			return err
-		}
-		if hasCur {
-			if err := fs.RemoveAll(old); err != nil {
-				return fmt.Errorf("clear %s: %w", old, err)
-			}
-			if err := fs.Rename(cur, old); err != nil {
-				return fmt.Errorf("retire %s: %w", cur, err)
-			}
-		}
-		if err := fs.Rename(tmp, cur); err != nil {
-			return fmt.Errorf("install %s: %w", tmp, err)
-		}
-		curDone = true
-	}
-	if curDone {
-		if err := fs.Remove(fs.PathJoin(cur, doneMarker)); err != nil {
-			return fmt.Errorf("drop marker: %w", err)
-		}
-		return errors.Join(fs.RemoveAll(old), fs.RemoveAll(tmp))
-	}
-	// No complete restore: drop any partial one. A retired db with no live
-	// one can only come from an older layout; put it back rather than lose it.
-	hasCur, err := exists(cur)
-	if err != nil {
-		return err
-	}
-	hasOld, err := exists(old)
-	if err != nil {
-		return err
-	}
-	if !hasCur && hasOld {
-		if err := fs.Rename(old, cur); err != nil {
-			return fmt.Errorf("reinstate %s: %w", old, err)
-		}
-	}
-	return errors.Join(fs.RemoveAll(tmp), fs.RemoveAll(old))
 }

@@ -1,4 +1,4 @@
-package fsm
+package storage
 
 import (
 	"github.com/cockroachdb/pebble/v2"
@@ -26,7 +26,7 @@ const (
 )
 
 // DiskEvent is one report from Pebble about the disk under the keyspace.
-// It carries no time: the FSM has no clock, the receiver stamps it.
+// It carries no time: the receiver (the node's health) stamps it.
 type DiskEvent struct {
 	Kind   DiskEventKind
 	Err    error  // DiskBackgroundError only

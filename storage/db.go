@@ -1,0 +1,117 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DBOptions say how OpenDB opens and tunes a Pebble keyspace. They change
+// speed and resource use only, never what the keyspace holds, so replicas
+// may differ in them.
+type DBOptions struct {
+	// Logger gets Pebble's messages; nil discards them.
+	Logger *slog.Logger
+	// FS is the filesystem Pebble writes to; nil means the OS disk. Tests
+	// pass vfs.NewCrashableMem() to drop unsynced writes.
+	FS vfs.FS
+	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
+	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000.
+	MaxOpenFiles int
+	// MemTableBytes overrides the largest memtable (memTableBytes); 0 keeps
+	// it. Writes stall once two memtables wait for a flush, so tests set it
+	// small to reach a stall with a few MiB instead of 64.
+	MemTableBytes int
+	// OnDiskEvent, when set, receives Pebble's background errors and write
+	// stalls (events.go) instead of Pebble logging each one. It is called
+	// on Pebble's goroutines and must not block.
+	OnDiskEvent func(DiskEvent)
+}
+
+// withDefaults fills the nil fields.
+func (o DBOptions) withDefaults() DBOptions {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	return o
+}
+
+// Pebble tuning, measured with the fsm benchmarks (fsm/bench_test.go). With
+// Pebble's defaults nothing was cached: Pebble charges its memtables to the
+// block cache, and two default memtables fill the default 8 MB cache. Every
+// Get then read and checksummed blocks from the files, and enqueue (whose
+// idempotency-key lookup is almost always a miss) ran at about 40k tasks/s
+// whatever the batch size.
+const (
+	// memTableBytes is the largest memtable; Pebble grows to it from 256 KB
+	// and keeps up to two (MemTableStopWritesThreshold) before stalling.
+	memTableBytes = 32 << 20
+	// blockCacheBytes is what the cache holds besides the memtables.
+	blockCacheBytes = 128 << 20
+	// bloomBitsPerKey makes a Get of an absent key (a new idempotency key)
+	// skip an sstable after one filter probe, with about 1% false positives.
+	bloomBitsPerKey = 10
+)
+
+// OpenDB opens (or creates) the Pebble database at path with Docket's
+// tuning. Pebble's fatal errors panic with a *FatalError (pebbleLogger).
+func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
+	o = o.withDefaults()
+	memBytes := uint64(memTableBytes)
+	if o.MemTableBytes > 0 {
+		memBytes = uint64(o.MemTableBytes)
+	}
+	cache := pebble.NewCache(blockCacheBytes + 2*int64(memBytes))
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
+		FS:                 o.FS,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{o.Logger},
+		Cache:              cache,
+		MemTableSize:       memBytes,
+		MaxOpenFiles:       o.MaxOpenFiles,
+		EventListener:      diskEventListener(o.OnDiskEvent),
+	}
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	}
+	db, err := pebble.Open(path, po)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// FatalError is the panic value when Pebble reports an error it cannot go
+// on from (its Logger's Fatalf): an invariant broken or a write that must
+// not fail. Pebble expects Fatalf not to return, so it panics; the
+// process's owner decides what a panic means, and a recover above can
+// tell this one from others.
+type FatalError struct{ Msg string }
+
+func (e *FatalError) Error() string { return "pebble fatal: " + e.Msg }
+
+// pebbleLogger sends Pebble's printf-style messages to slog.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...interface{}) {
+	l.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+func (l pebbleLogger) Errorf(format string, args ...interface{}) {
+	l.log.Error(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+// Fatalf logs and panics rather than exiting: an os.Exit would skip every
+// deferred clean-up and hide the stack from the node's owner.
+func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
+	msg := fmt.Sprintf(format, args...)
+	l.log.Error(msg, "source", "pebble", "fatal", true)
+	panic(&FatalError{Msg: msg})
+}
