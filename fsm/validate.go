@@ -29,12 +29,11 @@ const (
 	// bytes. The configurable edge limit is clamped to it, so every replica
 	// agrees no matter how its node is configured.
 	PayloadCeiling = 16 << 20
-	// DefaultMaxAttempts applies when a task does not say.
-	DefaultMaxAttempts = 5
-	// DefaultRetention is how long a finished task (and its idempotency key)
-	// is kept when the task does not say.
-	DefaultRetention = 24 * time.Hour
 )
+
+// A task's max_attempts and retention_ns left 0 take pb.DefaultMaxAttempts
+// and pb.DefaultRetention (proto/docketv1/defaults.go), which the client
+// documents too.
 
 // MaxTime is the latest time a command may carry: 2200-01-01 UTC, in Unix
 // nanoseconds. The FSM adds at most one bounded duration (MaxDelay,
