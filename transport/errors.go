@@ -10,51 +10,35 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Metadata keys and error reasons clients rely on. They are part of the
-// API: the Go client branches on exactly these.
+// API, defined once in package docketv1 (reasons.go), which the Go client
+// reads too; these names keep the package's older spellings.
 const (
 	// LeaderMetadataKey names the leader's gRPC address in every response's
 	// header and trailer, when this node knows it.
-	LeaderMetadataKey = "docket-leader"
+	LeaderMetadataKey = pb.MetadataLeader
 	// ForwardedMetadataKey marks a request a follower forwarded; a
 	// forwarded request is never forwarded again.
-	ForwardedMetadataKey = "docket-forwarded"
+	ForwardedMetadataKey = pb.MetadataForwarded
 
 	// ErrorDomain is the domain of every errdetails.ErrorInfo we send.
-	ErrorDomain = "docket.dev"
-	// ReasonStaleFence: FailedPrecondition, the task is not running under
-	// that fence. The worker must stop acting on it.
-	ReasonStaleFence = "STALE_FENCE"
-	// ReasonWrongState: FailedPrecondition, the task's state does not
-	// allow the operation.
-	ReasonWrongState = "WRONG_STATE"
-	// ReasonTenantLimit: ResourceExhausted, every task of an Enqueue
-	// would take its tenant past a limit; nothing was stored. Retry later.
-	ReasonTenantLimit = "TENANT_LIMIT"
-	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
-	ReasonLeadershipLost = "LEADERSHIP_LOST"
-	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
-	// named in the docket-leader trailer (and the ErrorInfo's "leader"
-	// metadata) when known.
-	ReasonNotLeader = "NOT_LEADER"
-	// ReasonShuttingDown: Unavailable, nothing was done.
-	ReasonShuttingDown = "SHUTTING_DOWN"
-	// ReasonOverloaded: Unavailable, a bound on what callers may hold at
-	// once on this node was reached (ErrOverloaded). Nothing was done;
-	// retry after a backoff.
-	ReasonOverloaded = "OVERLOADED"
+	ErrorDomain = pb.ErrorDomain
 
-	// ReasonNotServing: Unavailable, nothing was done: this node's
-	// keyspace diverged from the majority's or awaits a consistency check
-	// after a restart. Retry on another node.
-	ReasonNotServing = "NOT_SERVING"
+	// The ErrorInfo reasons; docketv1 documents each one's meaning.
+	ReasonStaleFence     = pb.ReasonStaleFence
+	ReasonWrongState     = pb.ReasonWrongState
+	ReasonTenantLimit    = pb.ReasonTenantLimit
+	ReasonLeadershipLost = pb.ReasonLeadershipLost
+	ReasonNotLeader      = pb.ReasonNotLeader
+	ReasonShuttingDown   = pb.ReasonShuttingDown
+	ReasonOverloaded     = pb.ReasonOverloaded // for ErrOverloaded
+	ReasonNotServing     = pb.ReasonNotServing
 )
 
-// The cluster errors this package branches on. This block is the only
-// reference to package cluster.
+// The cluster errors this package branches on.
 var (
 	errNotLeader      = cluster.ErrNotLeader
 	errLeadershipLost = cluster.ErrLeadershipLost
@@ -76,15 +60,15 @@ func leaderHintOf(err error) string {
 }
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
-// return domain errors (fsm, cluster, context) and the server's unary
-// interceptor maps them here. A status that is already a gRPC status (the
+// return domain errors (cluster's own and its names for the FSM's
+// outcomes, context) and the server's unary interceptor maps them here. A status that is already a gRPC status (the
 // leader's answer to a forwarded call) passes through unchanged.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	var grpcErr interface{ GRPCStatus() *status.Status }
-	var fe *fsm.FieldError
+	var fe *cluster.FieldError
 	var de *decodeError
 	switch {
 	case errors.As(err, &de):
@@ -93,26 +77,26 @@ func toStatus(err error) error {
 		return grpcErr.GRPCStatus().Err()
 	case errors.As(err, &fe):
 		code := codes.InvalidArgument
-		if fsm.IsTooLarge(fe) {
+		if cluster.IsTooLarge(fe) {
 			code = codes.ResourceExhausted
 		}
 		return withDetail(code, err.Error(), &errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}},
 		})
-	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
+	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, fsm.ErrStaleFence):
+	case errors.Is(err, cluster.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonStaleFence, nil))
-	case errors.Is(err, fsm.ErrWrongState):
+	case errors.Is(err, cluster.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonWrongState, nil))
-	case errors.Is(err, fsm.ErrTenantLimit):
+	case errors.Is(err, cluster.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonLeadershipLost, nil))
 	case errors.Is(err, errNotLeader):
 		var md map[string]string
 		if l := leaderHintOf(err); l != "" {
-			md = map[string]string{"leader": l}
+			md = map[string]string{pb.ErrorInfoLeaderKey: l}
 		}
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotLeader, md))
 	case errors.Is(err, ErrOverloaded):
@@ -142,4 +126,4 @@ func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error 
 }
 
 // fieldError is a transport-level bad value, mapped like the FSM's own.
-func fieldError(field, reason string) error { return &fsm.FieldError{Field: field, Reason: reason} }
+func fieldError(field, reason string) error { return &cluster.FieldError{Field: field, Reason: reason} }

@@ -143,7 +143,7 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 		if err := fsm.Validate(cmds[i], q.s.node.Limits()); err != nil {
 			var fe *fsm.FieldError
 			if errors.As(err, &fe) {
-				return nil, &fsm.FieldError{Field: fmt.Sprintf("items[%d].%s", i, fe.Field), Reason: fe.Reason}
+				return nil, fe.InList("items", i) // keeps TooLarge
 			}
 			return nil, err
 		}
