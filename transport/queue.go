@@ -272,11 +272,6 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
 		return nil, fieldError("queue", "queue and tenant may not contain '/'")
 	}
-	// A cursor is a key of this queue's dead-letter range; anything else
-	// would make the scan start in another queue's keys.
-	if c := req.GetCursor(); c != "" && !strings.HasPrefix(c, string(storage.DeadPrefix(queue, tenant))) {
-		return nil, fieldError("cursor", "not a cursor of this queue")
-	}
 	limit := int(req.GetLimit())
 	if limit == 0 {
 		limit = DefaultListLimit
