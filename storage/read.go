@@ -154,7 +154,7 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 		lower = append(key, 0) // strictly after the cursor's key
 	}
 	if limit <= 0 {
-		limit = 100
+		limit = pb.DefaultListLimit
 	}
 	var tasks []*pb.Task
 	var last []byte
