@@ -21,6 +21,13 @@
 //     apply time, so they are rules of the state machine: changing one
 //     changes what apply writes, and needs the rolling-upgrade latch
 //     (DESIGN.md), like any change to apply.
+//   - A value over a size limit is ResourceExhausted with a BadRequest
+//     naming the field and no ErrorInfo reason; TENANT_LIMIT is the only
+//     ResourceExhausted with one. Inside the server the FSM's FieldError
+//     says so by type (CommandResult.error_too_large), never by its text.
+//   - List cursors (next_cursor) are opaque tokens, valid only for the
+//     listing that handed them out; any other is InvalidArgument naming
+//     "cursor". storage owns their format.
 package docketv1
 
 import "time"
