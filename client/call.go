@@ -17,8 +17,8 @@ import (
 )
 
 // LeaderMetadataKey is the header or trailer in which every node names the
-// leader's gRPC address, when it knows it.
-const LeaderMetadataKey = "docket-leader"
+// leader's gRPC address, when it knows it (docketv1.MetadataLeader).
+const LeaderMetadataKey = docketv1.MetadataLeader
 
 // op describes one RPC for the retry loop.
 type op struct {

@@ -603,7 +603,7 @@ func Test_StaleFenceHidesCurrentFence(t *testing.T) {
 	c := mustClient(t, fc.addr(0))
 	leak := func(string) error {
 		st, _ := status.New(codes.FailedPrecondition, "task t1: stale fence: fence 1; task is RUNNING under fence 4242").
-			WithDetails(&errdetails.ErrorInfo{Reason: reasonStaleFence, Domain: errorDomain})
+			WithDetails(&errdetails.ErrorInfo{Reason: docketv1.ReasonStaleFence, Domain: docketv1.ErrorDomain})
 		return st.Err()
 	}
 	fc.setHooks(leak, nil)

@@ -138,4 +138,10 @@
 //     dropped; after a loss by the local clock only, the Worker still tries
 //     to report it, since the fence makes a late report safe and it may
 //     still be accepted.
+//   - The words of the error contract (ErrorInfo domain and reasons, the
+//     metadata keys) and the request defaults (tenant, lease, list limit,
+//     long-poll cap) come from package docketv1 (reasons.go, defaults.go),
+//     which the server uses too; the client spells none of them. A test
+//     (Test_EveryServerReasonIsMapped) fails when docketv1 lists a reason
+//     the client has no sentinel for.
 package client

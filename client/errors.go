@@ -63,15 +63,6 @@ var (
 	ErrClosed = errors.New("docket: client closed")
 )
 
-// Reasons the server puts in an errdetails.ErrorInfo (domain docket.dev).
-const (
-	errorDomain          = "docket.dev"
-	reasonLeadershipLost = "LEADERSHIP_LOST"
-	reasonStaleFence     = "STALE_FENCE"
-	reasonWrongState     = "WRONG_STATE"
-	reasonTenantLimit    = "TENANT_LIMIT"
-)
-
 // rpcError is a server answer mapped to a sentinel. It keeps the gRPC status
 // so that status.Code(err) still sees the code the server sent.
 type rpcError struct {
@@ -129,7 +120,7 @@ func mapError(err error) error {
 		e.kind = ErrInvalidArgument
 		e.field = badField(st)
 	case codes.ResourceExhausted:
-		if reason == reasonTenantLimit {
+		if reason == docketv1.ReasonTenantLimit {
 			e.kind = ErrTenantLimit
 		} else {
 			e.kind = ErrTooLarge
@@ -137,13 +128,13 @@ func mapError(err error) error {
 		}
 	case codes.FailedPrecondition:
 		switch reason {
-		case reasonStaleFence:
+		case docketv1.ReasonStaleFence:
 			e.kind = ErrStaleFence
-		case reasonWrongState:
+		case docketv1.ReasonWrongState:
 			e.kind = ErrWrongState
 		}
 	case codes.Unavailable:
-		if reason == reasonLeadershipLost {
+		if reason == docketv1.ReasonLeadershipLost {
 			e.kind = ErrOutcomeUnknown
 		} else {
 			e.kind = ErrNoLeader
@@ -159,7 +150,7 @@ func mapError(err error) error {
 // errorInfo returns the Docket ErrorInfo of a status, or nil.
 func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && (info.GetDomain() == errorDomain || info.GetDomain() == "") {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && (info.GetDomain() == docketv1.ErrorDomain || info.GetDomain() == "") {
 			return info
 		}
 	}
@@ -176,7 +167,7 @@ func errorLeaderHint(err error) string {
 	if !ok || err == nil {
 		return ""
 	}
-	return errorInfo(st).GetMetadata()["leader"]
+	return errorInfo(st).GetMetadata()[docketv1.ErrorInfoLeaderKey]
 }
 
 // badField returns the first field a BadRequest detail names, or "".

@@ -195,7 +195,7 @@ func (n *fakeNode) intercept(ctx context.Context, req any, info *grpc.UnaryServe
 	}
 	if errorOnly {
 		st, err := status.New(codes.Unavailable, "not the leader").WithDetails(&errdetails.ErrorInfo{
-			Reason: "NOT_LEADER", Domain: errorDomain, Metadata: map[string]string{"leader": leaderAddr},
+			Reason: docketv1.ReasonNotLeader, Domain: docketv1.ErrorDomain, Metadata: map[string]string{docketv1.ErrorInfoLeaderKey: leaderAddr},
 		})
 		if err != nil {
 			panic(err)
@@ -234,12 +234,12 @@ func (n *fakeNode) intercept(ctx context.Context, req any, info *grpc.UnaryServe
 
 // Status errors as the real transport builds them.
 
-func errLeadershipLost() error { return withInfo(codes.Unavailable, reasonLeadershipLost) }
-func errStaleFence() error     { return withInfo(codes.FailedPrecondition, reasonStaleFence) }
-func errWrongState() error     { return withInfo(codes.FailedPrecondition, reasonWrongState) }
+func errLeadershipLost() error { return withInfo(codes.Unavailable, docketv1.ReasonLeadershipLost) }
+func errStaleFence() error     { return withInfo(codes.FailedPrecondition, docketv1.ReasonStaleFence) }
+func errWrongState() error     { return withInfo(codes.FailedPrecondition, docketv1.ReasonWrongState) }
 
 func withInfo(c codes.Code, reason string) error {
-	st, err := status.New(c, reason).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
+	st, err := status.New(c, reason).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: docketv1.ErrorDomain})
 	if err != nil {
 		panic(err)
 	}

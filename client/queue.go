@@ -14,8 +14,8 @@ import (
 )
 
 // MaxWait is the longest long-poll the server honours for Claim and
-// WaitResult.
-const MaxWait = 30 * time.Second
+// WaitResult by default (docketv1.MaxWait).
+const MaxWait = docketv1.MaxWait
 
 // The operations and how they may be retried. repeatable marks the ones
 // that are safe to send again after ErrOutcomeUnknown: Enqueue carries an
@@ -106,7 +106,7 @@ func (c *Client) enqueueRPC(ctx context.Context, tasks []*docketv1.NewTask) ([]*
 // TaskOption sets a field of a task for EnqueueOne.
 type TaskOption func(*docketv1.NewTask)
 
-// WithTenant sets the tenant; empty means "default".
+// WithTenant sets the tenant; empty means docketv1.DefaultTenant.
 func WithTenant(tenant string) TaskOption { return func(t *docketv1.NewTask) { t.Tenant = tenant } }
 
 // WithPriority sets the priority, 0..9; 9 is claimed first.

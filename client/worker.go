@@ -76,7 +76,8 @@ type WorkerConfig struct {
 	// Queue is the queue to claim from.
 	Queue string
 
-	// Tenant is the tenant to claim from; empty means "default".
+	// Tenant is the tenant to claim from; empty means the server's
+	// default tenant (docketv1.DefaultTenant, "default").
 	Tenant string
 
 	// WorkerID names this worker on claimed tasks (Task.worker_id), for
@@ -115,7 +116,8 @@ type WorkerConfig struct {
 
 // Defaults for WorkerConfig.
 const (
-	DefaultLease           = 30 * time.Second
+	// DefaultLease is the server's default lease too (docketv1.DefaultLease).
+	DefaultLease           = docketv1.DefaultLease
 	DefaultPollWait        = 10 * time.Second
 	DefaultShutdownTimeout = 20 * time.Second
 )

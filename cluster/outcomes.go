@@ -21,6 +21,3 @@ type FieldError = fsm.FieldError
 
 // QueueRef names one queue of one tenant.
 type QueueRef = fsm.QueueRef
-
-// IsTooLarge reports whether err is a FieldError for an oversize value.
-func IsTooLarge(err error) bool { return fsm.IsTooLarge(err) }

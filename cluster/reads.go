@@ -2,12 +2,10 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
-	"github.com/dockethq/docket/storage"
 )
 
 // Consistency is what a read promises about the state it sees.
@@ -49,10 +47,9 @@ func (s *Service) Stats(ctx context.Context, queue, tenant, cursor string, c Con
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, "", err
 	}
+	// A bad cursor is the FSM's FieldError on "cursor" (storage decodes
+	// it; fsm/cursor.go names the field).
 	st, next, err := s.r.FSM().StatsPage(queue, tenant, cursor)
-	if errors.Is(err, storage.ErrBadCursor) {
-		return nil, "", &FieldError{Field: "cursor", Reason: "not a cursor of this listing"}
-	}
 	if err != nil {
 		return nil, "", fmt.Errorf("stats: %w", err)
 	}
@@ -63,7 +60,7 @@ func (s *Service) Stats(ctx context.Context, queue, tenant, cursor string, c Con
 // names and cursor, so the node that receives it refuses a bad one.
 func CheckListDead(req *pb.ListDeadRequest) error {
 	if req.GetTenant() == "" {
-		req.Tenant = defaultTenant
+		req.Tenant = pb.DefaultTenant
 	}
 	queue, tenant := req.GetQueue(), req.GetTenant()
 	if queue == "" {
@@ -71,11 +68,6 @@ func CheckListDead(req *pb.ListDeadRequest) error {
 	}
 	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
 		return &FieldError{Field: "queue", Reason: "queue and tenant may not contain '/'"}
-	}
-	// A cursor is a key of this queue's dead-letter range; anything else
-	// would make the scan start in another queue's keys.
-	if c := req.GetCursor(); c != "" && !strings.HasPrefix(c, string(storage.DeadPrefix(queue, tenant))) {
-		return &FieldError{Field: "cursor", Reason: "not a cursor of this queue"}
 	}
 	return nil
 }
@@ -88,7 +80,7 @@ func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consi
 	}
 	limit := int(req.GetLimit())
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = pb.DefaultListLimit
 	}
 	limit = min(limit, MaxBatch)
 	if err := s.readAt(ctx, c); err != nil {

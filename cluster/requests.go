@@ -8,13 +8,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Request defaults, applied once, on the node that receives a request.
-const (
-	defaultTenant    = "default"
-	defaultMaxTasks  = 1
-	defaultListLimit = 100
-)
-
 // MaxBatch is the most tasks or items one request may carry.
 const MaxBatch = fsm.MaxBatch
 
@@ -35,7 +28,7 @@ func (s *Service) Check(cmd *pb.Command) error {
 		if err := fsm.Validate(sub, s.r.Limits()); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
-				return &FieldError{Field: fmt.Sprintf("items[%d].%s", i, fe.Field), Reason: fe.Reason}
+				return fe.InList("items", i) // keeps TooLarge
 			}
 			return err
 		}
@@ -48,7 +41,7 @@ func (s *Service) Check(cmd *pb.Command) error {
 func EnqueueCommand(req *pb.EnqueueRequest) *pb.Command {
 	for _, t := range req.GetTasks() {
 		if t != nil && t.Tenant == "" {
-			t.Tenant = defaultTenant
+			t.Tenant = pb.DefaultTenant
 		}
 	}
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
@@ -59,10 +52,10 @@ func EnqueueCommand(req *pb.EnqueueRequest) *pb.Command {
 // default lease) and builds its Claim.
 func (s *Service) ClaimCommand(req *pb.ClaimRequest) *pb.Command {
 	if req.GetTenant() == "" {
-		req.Tenant = defaultTenant
+		req.Tenant = pb.DefaultTenant
 	}
 	if req.GetMaxTasks() == 0 {
-		req.MaxTasks = defaultMaxTasks
+		req.MaxTasks = pb.DefaultMaxTasks
 	}
 	if req.GetLeaseNs() == 0 {
 		req.LeaseNs = int64(s.cfg.DefaultLease)
@@ -118,7 +111,7 @@ func CancelCommand(req *pb.CancelRequest) *pb.Command {
 // a tenant it is the default tenant's.
 func RequeueDeadCommand(req *pb.RequeueDeadRequest) *pb.Command {
 	if req.GetTaskId() == "" && req.GetTenant() == "" {
-		req.Tenant = defaultTenant
+		req.Tenant = pb.DefaultTenant
 	}
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_REQUEUE_DEAD, Body: &pb.Command_RequeueDead{RequeueDead: &pb.RequeueDeadCmd{
 		TaskId: req.GetTaskId(), Queue: req.GetQueue(), Tenant: req.GetTenant(), Limit: req.GetLimit(),

@@ -39,7 +39,7 @@ type ServiceConfig struct {
 	Logger *slog.Logger
 
 	// DefaultLease is the lease of a Claim that gives no lease_ns.
-	// Default 30 s.
+	// Default pb.DefaultLease (30 s).
 	DefaultLease time.Duration
 
 	// CoalesceMax bounds the client commands (Enqueue, Claim, Heartbeat,
@@ -66,7 +66,7 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.DefaultLease <= 0 {
-		c.DefaultLease = defaultLease
+		c.DefaultLease = pb.DefaultLease
 	}
 	if c.CoalesceMax <= 0 || c.CoalesceMax > fsm.MaxBatchCommands {
 		c.CoalesceMax = min(DefaultCoalesceMax, fsm.MaxBatchCommands)
@@ -181,10 +181,6 @@ func (s *Service) Waiting() (queues, tasks, waiters int) {
 	q, t := s.hub.waiting()
 	return q, t, s.hub.sleepers()
 }
-
-// defaultLease is a Claim's lease when neither the request nor the
-// ServiceConfig names one.
-const defaultLease = 30 * time.Second
 
 // QueuedCommands is how many client commands wait for a proposal slot
 // (ServiceConfig.CoalesceInflight) to share the next Batch entry.

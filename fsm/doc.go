@@ -73,6 +73,16 @@
 //   - The payload limit is configurable at the edge; the FSM re-checks with
 //     a fixed ceiling (PayloadCeiling) so replicas never disagree because of
 //     node configuration.
+//   - A bad value is a *FieldError naming its field; its Reason is text for
+//     people, and nothing branches on its words. "Too large" (payload,
+//     result, progress over the limit: ResourceExhausted on the wire) is
+//     the FieldError's TooLarge, set by the validator, kept by InList
+//     when the field is named inside a list, and carried by a
+//     CommandResult as error_too_large, so a rejection by the FSM itself
+//     keeps its type (ResultError rebuilds it). Answers are not stored, so
+//     the field changes no keyspace. A listing's bad cursor (storage's
+//     ErrBadCursor) becomes a FieldError on "cursor" at the read API
+//     (cursor.go), the one door to storage's reads that callers above use.
 //   - An indexed batch costs more per write than a plain one, but a claim
 //     later in the same apply batch must see an enqueue earlier in it.
 //   - A catalog record is written only when a command changed it, so a

@@ -35,7 +35,12 @@ var (
 // "tasks[3].queue".
 type FieldError struct {
 	Field  string
-	Reason string
+	Reason string // for people; nothing branches on its words
+	// TooLarge marks a byte field over its size limit (payload, result,
+	// progress): the API answers it ResourceExhausted, not InvalidArgument.
+	// Only the validator sets it; a CommandResult carries it as
+	// error_too_large, so an FSM rejection keeps it.
+	TooLarge bool
 }
 
 func (e *FieldError) Error() string {
@@ -45,8 +50,34 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalidArgument) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalidArgument }
 
+// InList is e as the field of item i of list: "tasks[3].queue". It keeps
+// every property of e but the field's name.
+func (e *FieldError) InList(list string, i int) *FieldError {
+	c := *e
+	c.Field = fmt.Sprintf("%s[%d].%s", list, i, e.Field)
+	return &c
+}
+
+// IsTooLarge reports whether err is, or wraps, a FieldError for a byte
+// field over its size limit.
+func IsTooLarge(err error) bool {
+	var fe *FieldError
+	return errors.As(err, &fe) && fe.TooLarge
+}
+
 func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// tooLarge is the FieldError of a byte field of n bytes over its limit.
+func tooLarge(field string, n, limit int) *FieldError {
+	return &FieldError{Field: field, Reason: fmt.Sprintf("too large: %d bytes > %d", n, limit), TooLarge: true}
+}
+
+// fillRejection writes a whole-command rejection for e into res.
+func (e *FieldError) fillRejection(res *pb.CommandResult) {
+	res.ErrorCode, res.ErrorField, res.ErrorDetail = pb.Code_CODE_INVALID_ARGUMENT, e.Field, e.Reason
+	res.ErrorTooLarge = e.TooLarge
 }
 
 // ResultError turns a whole-command rejection into an error, nil when the
@@ -57,6 +88,9 @@ func ResultError(r *pb.CommandResult) error {
 	}
 	if r.GetErrorCode() == pb.Code_CODE_OK {
 		return nil
+	}
+	if r.GetErrorCode() == pb.Code_CODE_INVALID_ARGUMENT {
+		return &FieldError{Field: r.GetErrorField(), Reason: r.GetErrorDetail(), TooLarge: r.GetErrorTooLarge()}
 	}
 	return CodeError(r.GetErrorCode(), r.GetErrorField(), r.GetErrorDetail())
 }
@@ -75,7 +109,9 @@ func ItemError(it *pb.ItemResult) error {
 	return err
 }
 
-// CodeError maps an FSM code to its sentinel error.
+// CodeError maps an FSM code to its sentinel error. CODE_INVALID_ARGUMENT
+// becomes a FieldError that is never TooLarge: the code alone cannot say
+// so; ResultError reads error_too_large too.
 func CodeError(c pb.Code, field, detail string) error {
 	switch c {
 	case pb.Code_CODE_OK, pb.Code_CODE_DUPLICATE, pb.Code_CODE_ALREADY_DONE:

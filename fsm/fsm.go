@@ -401,7 +401,7 @@ func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string,
 		return nil, "", err
 	}
 	defer release()
-	return storage.StatsPage(r, queue, tenant, cursor, AnswerBudget)
+	return pageErr(storage.StatsPage(r, queue, tenant, cursor, AnswerBudget))
 }
 
 // ListTasks lists a queue's tasks in one state (pending, delayed, running or
@@ -413,7 +413,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 		return nil, "", err
 	}
 	defer release()
-	return storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget)
+	return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
 }
 
 // ExpiredLeases lists (task, fence) pairs whose lease ended at or before

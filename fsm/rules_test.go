@@ -459,7 +459,7 @@ func Test_Cancel(t *testing.T) {
 			}
 			got := h.task(id)
 			if got.GetState() != pb.TaskState_TASK_STATE_CANCELLED || got.GetFinishedAt() != at(time.Minute) ||
-				got.GetExpireAt() != at(time.Minute)+int64(DefaultRetention) {
+				got.GetExpireAt() != at(time.Minute)+int64(pb.DefaultRetention) {
 				t.Fatalf("cancelled task: %v finished %d expire %d", got.GetState(), got.GetFinishedAt(), got.GetExpireAt())
 			}
 			if len(h.claim(at(2*time.Hour), "q", "t", 1)) != 0 {

@@ -66,10 +66,10 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			Seq:            tx.nextSeq(pos),
 		}
 		if t.MaxAttempts == 0 {
-			t.MaxAttempts = DefaultMaxAttempts
+			t.MaxAttempts = pb.DefaultMaxAttempts
 		}
 		if t.RetentionNs == 0 {
-			t.RetentionNs = int64(DefaultRetention)
+			t.RetentionNs = int64(pb.DefaultRetention)
 		}
 		if nt.GetRunAt() > 0 {
 			t.VisibleAt = nt.GetRunAt()

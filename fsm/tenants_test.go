@@ -50,8 +50,8 @@ func Test_TenantLimitRefusesEnqueue(t *testing.T) {
 	if got := codes(h.do(limitedEnqueue(at(3), 2, 0, keyed))); got[0] != pb.Code_CODE_RESOURCE_EXHAUSTED {
 		t.Fatalf("finished but unpurged tasks still count: got %v", got)
 	}
-	h.do(purgeCmd(at(3)+int64(DefaultRetention), 100))
-	if got := codes(h.do(limitedEnqueue(at(3)+int64(DefaultRetention), 2, 0, keyed))); got[0] != pb.Code_CODE_OK {
+	h.do(purgeCmd(at(3)+int64(pb.DefaultRetention), 100))
+	if got := codes(h.do(limitedEnqueue(at(3)+int64(pb.DefaultRetention), 2, 0, keyed))); got[0] != pb.Code_CODE_OK {
 		t.Fatalf("after purge: %v", got)
 	}
 	checkKeyspace(t, h.f)

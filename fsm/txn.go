@@ -86,7 +86,7 @@ func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
 	if !errors.As(err, &fe) {
 		return false, err
 	}
-	res.ErrorCode, res.ErrorField, res.ErrorDetail = pb.Code_CODE_INVALID_ARGUMENT, fe.Field, fe.Reason
+	fe.fillRejection(res)
 	return true, nil
 }
 

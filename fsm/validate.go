@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -29,12 +28,11 @@ const (
 	// bytes. The configurable edge limit is clamped to it, so every replica
 	// agrees no matter how its node is configured.
 	PayloadCeiling = 16 << 20
-	// DefaultMaxAttempts applies when a task does not say.
-	DefaultMaxAttempts = 5
-	// DefaultRetention is how long a finished task (and its idempotency key)
-	// is kept when the task does not say.
-	DefaultRetention = 24 * time.Hour
 )
+
+// A task's max_attempts and retention_ns left 0 take pb.DefaultMaxAttempts
+// and pb.DefaultRetention (proto/docketv1/defaults.go), which the client
+// documents too.
 
 // MaxTime is the latest time a command may carry: 2200-01-01 UTC, in Unix
 // nanoseconds. The FSM adds at most one bounded duration (MaxDelay,
@@ -61,16 +59,6 @@ func (l Limits) maxPayload() int {
 
 // fsmLimits are what the FSM re-checks with: the ceiling.
 var fsmLimits = Limits{MaxPayload: PayloadCeiling}
-
-// ErrTooLarge is a FieldError reason prefix for byte fields over the limit;
-// transport maps it to ResourceExhausted.
-const tooLargeReason = "too large"
-
-// IsTooLarge reports whether err is a FieldError for an oversize field.
-func IsTooLarge(err error) bool {
-	fe, ok := err.(*FieldError)
-	return ok && len(fe.Reason) >= len(tooLargeReason) && fe.Reason[:len(tooLargeReason)] == tooLargeReason
-}
 
 // Validate checks every value of cmd against lim. It returns nil or a
 // *FieldError naming the first bad field. It is pure and deterministic.
@@ -132,7 +120,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 			return fieldErr("outcome", "must be completed or failed, got %v", o)
 		}
 		if len(s.GetResult()) > maxP {
-			return fieldErr("result", "%s: %d bytes > %d", tooLargeReason, len(s.GetResult()), maxP)
+			return tooLarge("result", len(s.GetResult()), maxP)
 		}
 		return checkLen("error", s.GetError(), 0, MaxErrorLen)
 	case pb.CommandType_COMMAND_TYPE_NACK:
@@ -257,7 +245,7 @@ func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 		return err
 	}
 	if len(t.GetPayload()) > maxP {
-		return fieldErr("payload", "%s: %d bytes > %d", tooLargeReason, len(t.GetPayload()), maxP)
+		return tooLarge("payload", len(t.GetPayload()), maxP)
 	}
 	if t.GetPriority() > MaxPriority {
 		return fieldErr("priority", "%d not in 0..%d", t.GetPriority(), MaxPriority)
@@ -282,7 +270,7 @@ func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
 		return err
 	}
 	if len(it.GetProgress()) > maxP {
-		return fieldErr("progress", "%s: %d bytes > %d", tooLargeReason, len(it.GetProgress()), maxP)
+		return tooLarge("progress", len(it.GetProgress()), maxP)
 	}
 	return checkLease("lease_ns", it.GetLeaseNs(), true)
 }
@@ -290,7 +278,7 @@ func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
 // inItem names the field of item i of list: "tasks[3].queue".
 func inItem(list string, i int, err error) error {
 	if fe, ok := err.(*FieldError); ok {
-		return &FieldError{Field: fmt.Sprintf("%s[%d].%s", list, i, fe.Field), Reason: fe.Reason}
+		return fe.InList(list, i)
 	}
 	return err
 }

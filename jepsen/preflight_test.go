@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/dockethq/docket/fsm"
-	"github.com/dockethq/docket/transport"
 )
 
 // pathWithout builds a PATH directory holding links to the given commands
@@ -80,12 +79,6 @@ func TestPreflightNeedsRootAfterTools(t *testing.T) {
 	geteuid = func() int { return 1000 }
 	if err := Preflight(context.Background(), []string{FaultKill}); !errors.Is(err, ErrNeedsRoot) {
 		t.Fatalf("err %v", err)
-	}
-}
-
-func TestAppliedIndexHeaderMatchesTransport(t *testing.T) {
-	if appliedIndexHeader != transport.AppliedIndexHeader {
-		t.Fatalf("%q != %q", appliedIndexHeader, transport.AppliedIndexHeader)
 	}
 }
 

@@ -20,9 +20,9 @@ import (
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
-// appliedIndexHeader is transport.AppliedIndexHeader: the harness imports
-// only the client and the protos (a test checks the two agree).
-const appliedIndexHeader = "docket-applied-index"
+// appliedIndexHeader is the header in which GetTask names the applied index
+// it read at; the harness imports only the client and the protos.
+const appliedIndexHeader = docketv1.MetadataAppliedIndex
 
 // maxFinalReads bounds the reads of the final comparison, per node.
 const maxFinalReads = 3000

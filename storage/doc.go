@@ -79,4 +79,16 @@
 //     deferred clean-up. On one of Pebble's own goroutines the panic still
 //     ends the process, as the exit did, now with the stack.
 //   - The disk events carry no time; the node's health stamps them.
+//   - A listing's cursor (ListTasks, StatsPage) is opaque: base64url of a
+//     version byte (1) and the key of the last item listed (cursor.go).
+//     Decoding checks the version, that the key lies strictly inside the
+//     range being listed (same queue, tenant and state; for Stats, the
+//     same queue filter) and that it parses as a key of that range, so a
+//     cursor cannot move a scan into another tenant's keys; anything else
+//     is ErrBadCursor, which fsm answers as a FieldError on "cursor"
+//     (InvalidArgument). Not signed: a caller who forges a cursor of its
+//     own range only skips ahead in it. Before, the cursor was the raw
+//     key, which tied the API to the key layout and held binary seq bytes
+//     that a proto string field cannot carry. Raw-key cursors of older
+//     builds are refused: a listing that spans an upgrade starts again.
 package storage

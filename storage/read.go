@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -24,10 +22,11 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 	prefix := CatalogPrefix(queue)
 	lower := prefix
 	if cursor != "" {
-		if !bytes.HasPrefix([]byte(cursor), prefix) {
-			return nil, "", fmt.Errorf("stats %s: %w", queue, ErrBadCursor)
+		key, err := decodeCursor(cursor, prefix, func(k []byte) error { _, _, err := ParseCatalogKey(k); return err })
+		if err != nil {
+			return nil, "", fmt.Errorf("stats %s: %w", queue, err)
 		}
-		lower = append([]byte(cursor), 0)
+		lower = append(key, 0) // strictly after the cursor's key
 	}
 	used := 0
 	var last []byte
@@ -51,7 +50,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		}
 		n := proto.Size(s) + listFraming
 		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {
-			next = string(last)
+			next = encodeCursor(last)
 			return ErrStop
 		}
 		used += n
@@ -118,12 +117,9 @@ func FirstPending(r Reader, queue, tenant string, prio uint32, fromSeq uint64) (
 	return id, seq, ok, err
 }
 
-// ErrBadCursor means a ListTasks cursor was not returned by a listing of the
-// same queue, tenant and state.
-var ErrBadCursor = errors.New("bad list cursor")
-
 // ListTasks lists one queue's tasks in a state, in index order, starting
-// after cursor (a key returned as next). It returns the next cursor, empty
+// after cursor (a next cursor it returned for the same queue, tenant and
+// state; anything else is ErrBadCursor). It returns the next cursor, empty
 // at the end. Terminal states other than dead have no per-queue index.
 // The page stops at limit tasks, or before the task that would take the
 // encoded tasks past maxBytes (each counted with 5 bytes of framing); it
@@ -144,17 +140,21 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	}
 	lower := prefix
 	if cursor != "" {
-		// A cursor is a key this function returned for the same queue,
-		// tenant and state. Any other would move the scan's lower bound out
-		// of the prefix and list other tenants' keys (found by
-		// Test_ListTasksRefusesForeignCursor), so it is refused.
-		if !bytes.HasPrefix([]byte(cursor), prefix) {
-			return nil, "", fmt.Errorf("list %s/%s %s: %w", queue, tenant, state, ErrBadCursor)
+		// A cursor names a key of this very range. Any other would move
+		// the scan's lower bound out of the prefix and list other tenants'
+		// keys (found by Test_ListTasksRefusesForeignCursor), so it is
+		// refused.
+		key, err := decodeCursor(cursor, prefix, func(k []byte) error {
+			_, err := idFromIndexKey(k, len(prefix), state)
+			return err
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("list %s/%s %s: %w", queue, tenant, state, err)
 		}
-		lower = append([]byte(cursor), 0) // strictly after the cursor key
+		lower = append(key, 0) // strictly after the cursor's key
 	}
 	if limit <= 0 {
-		limit = 100
+		limit = pb.DefaultListLimit
 	}
 	var tasks []*pb.Task
 	var last []byte
@@ -188,7 +188,7 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	}
 	next := ""
 	if full {
-		next = string(last)
+		next = encodeCursor(last)
 	}
 	return tasks, next, nil
 }

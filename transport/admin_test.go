@@ -229,8 +229,8 @@ func Test_UncheckedNodeRefusesQueueButAnswersStatus(t *testing.T) {
 			}
 		}
 		_, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"})
-		if code, reason, _ := details(err); code != codes.Unavailable || reason != ReasonNotServing {
-			t.Fatalf("%v: stats: %v, want Unavailable %s", cause, err, ReasonNotServing)
+		if code, reason, _ := details(err); code != codes.Unavailable || reason != pb.ReasonNotServing {
+			t.Fatalf("%v: stats: %v, want Unavailable %s", cause, err, pb.ReasonNotServing)
 		}
 		if _, err := ts.c.Status(ctx, &pb.StatusRequest{}); err != nil {
 			t.Fatalf("%v: status: %v", cause, err)

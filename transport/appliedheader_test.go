@@ -24,13 +24,13 @@ func Test_GetTaskSendsAppliedIndexHeader(t *testing.T) {
 	}
 	header := func(md metadata.MD) uint64 {
 		t.Helper()
-		v := md.Get(AppliedIndexHeader)
+		v := md.Get(pb.MetadataAppliedIndex)
 		if len(v) != 1 {
-			t.Fatalf("header %s: %v", AppliedIndexHeader, md)
+			t.Fatalf("header %s: %v", pb.MetadataAppliedIndex, md)
 		}
 		n, err := strconv.ParseUint(v[0], 10, 64)
 		if err != nil {
-			t.Fatalf("header %s: %v", AppliedIndexHeader, err)
+			t.Fatalf("header %s: %v", pb.MetadataAppliedIndex, err)
 		}
 		return n
 	}

@@ -68,7 +68,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 	if firstErr != nil || goodErr != nil {
 		t.Fatalf("first enqueue: %v; good submit: %v", firstErr, goodErr)
 	}
-	wantErr(t, staleErr, codes.FailedPrecondition, ReasonStaleFence, "")
+	wantErr(t, staleErr, codes.FailedPrecondition, pb.ReasonStaleFence, "")
 	ids := map[string]bool{}
 	for i, r := range enq {
 		if enqErr[i] != nil {

@@ -72,8 +72,8 @@ var (
 // Defaults of Config fields left zero.
 const (
 	DefaultMaxRecvMsgSize = 8 << 20
-	DefaultMaxClaimWait   = 30 * time.Second
-	DefaultMaxResultWait  = 30 * time.Second
+	DefaultMaxClaimWait   = pb.MaxWait
+	DefaultMaxResultWait  = pb.MaxWait
 	DefaultHealthInterval = time.Second
 
 	DefaultMaxConcurrentStreams = 2048

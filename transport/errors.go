@@ -10,50 +10,10 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/dockethq/docket/cluster"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Metadata keys and error reasons clients rely on. They are part of the
-// API: the Go client branches on exactly these.
-const (
-	// LeaderMetadataKey names the leader's gRPC address in every response's
-	// header and trailer, when this node knows it.
-	LeaderMetadataKey = "docket-leader"
-	// ForwardedMetadataKey marks a request a follower forwarded; a
-	// forwarded request is never forwarded again.
-	ForwardedMetadataKey = "docket-forwarded"
-
-	// ErrorDomain is the domain of every errdetails.ErrorInfo we send.
-	ErrorDomain = "docket.dev"
-	// ReasonStaleFence: FailedPrecondition, the task is not running under
-	// that fence. The worker must stop acting on it.
-	ReasonStaleFence = "STALE_FENCE"
-	// ReasonWrongState: FailedPrecondition, the task's state does not
-	// allow the operation.
-	ReasonWrongState = "WRONG_STATE"
-	// ReasonTenantLimit: ResourceExhausted, every task of an Enqueue
-	// would take its tenant past a limit; nothing was stored. Retry later.
-	ReasonTenantLimit = "TENANT_LIMIT"
-	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
-	ReasonLeadershipLost = "LEADERSHIP_LOST"
-	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
-	// named in the docket-leader trailer (and the ErrorInfo's "leader"
-	// metadata) when known.
-	ReasonNotLeader = "NOT_LEADER"
-	// ReasonShuttingDown: Unavailable, nothing was done.
-	ReasonShuttingDown = "SHUTTING_DOWN"
-	// ReasonOverloaded: Unavailable, a bound on what callers may hold at
-	// once on this node was reached (ErrOverloaded). Nothing was done;
-	// retry after a backoff.
-	ReasonOverloaded = "OVERLOADED"
-
-	// ReasonNotServing: Unavailable, nothing was done: this node's
-	// keyspace diverged from the majority's or awaits a consistency check
-	// after a restart. Retry on another node.
-	ReasonNotServing = "NOT_SERVING"
-)
-
-// The cluster errors this package branches on. This block is the only
-// reference to package cluster.
+// The cluster errors this package branches on.
 var (
 	errNotLeader      = cluster.ErrNotLeader
 	errLeadershipLost = cluster.ErrLeadershipLost
@@ -75,8 +35,8 @@ func leaderHintOf(err error) string {
 }
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
-// return domain errors (fsm, cluster, context) and the server's unary
-// interceptor maps them here. A status that is already a gRPC status (the
+// return domain errors (cluster's own and its names for the FSM's
+// outcomes, context) and the server's unary interceptor maps them here. A status that is already a gRPC status (the
 // leader's answer to a forwarded call) passes through unchanged.
 func toStatus(err error) error {
 	if err == nil {
@@ -101,25 +61,25 @@ func toStatus(err error) error {
 	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrStaleFence):
-		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonStaleFence, nil))
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonStaleFence, nil))
 	case errors.Is(err, cluster.ErrWrongState):
-		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(ReasonWrongState, nil))
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
 	case errors.Is(err, cluster.ErrTenantLimit):
-		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(ReasonTenantLimit, nil))
+		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
-		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonLeadershipLost, nil))
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonLeadershipLost, nil))
 	case errors.Is(err, errNotLeader):
 		var md map[string]string
 		if l := leaderHintOf(err); l != "" {
-			md = map[string]string{"leader": l}
+			md = map[string]string{pb.ErrorInfoLeaderKey: l}
 		}
-		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotLeader, md))
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonNotLeader, md))
 	case errors.Is(err, ErrOverloaded):
-		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonOverloaded, nil))
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonOverloaded, nil))
 	case errors.Is(err, errShutdown):
-		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonShuttingDown, nil))
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonShuttingDown, nil))
 	case errors.Is(err, errDiverged), errors.Is(err, errAwaitingCheck):
-		return withDetail(codes.Unavailable, err.Error(), errorInfo(ReasonNotServing, nil))
+		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonNotServing, nil))
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
@@ -129,7 +89,7 @@ func toStatus(err error) error {
 }
 
 func errorInfo(reason string, md map[string]string) *errdetails.ErrorInfo {
-	return &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}
+	return &errdetails.ErrorInfo{Reason: reason, Domain: pb.ErrorDomain, Metadata: md}
 }
 
 func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error {

@@ -23,22 +23,32 @@ func Test_ToStatus(t *testing.T) {
 		field  string
 	}{
 		{"nil", nil, codes.OK, "", ""},
-		{"field", &fsm.FieldError{Field: "tasks[2].queue", Reason: "length 0 not in 1..128"}, codes.InvalidArgument, "", "tasks[2].queue"},
-		{"too large", fsm.CodeError(pb.Code_CODE_INVALID_ARGUMENT, "result", "too large: 9 bytes > 8"), codes.ResourceExhausted, "", "result"},
-		{"not found", fmt.Errorf("task x: %w", fsm.ErrNotFound), codes.NotFound, "", ""},
-		{"stale fence", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_STALE_FENCE, TaskId: "x"}), codes.FailedPrecondition, ReasonStaleFence, ""},
-		{"wrong state", fsm.ItemError(&pb.ItemResult{Code: pb.Code_CODE_WRONG_STATE, TaskId: "x"}), codes.FailedPrecondition, ReasonWrongState, ""},
-		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, ReasonLeadershipLost, ""},
-		{"log write failed", fmt.Errorf("%w: %w: no space left on device", cluster.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, ReasonLeadershipLost, ""},
-		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, ReasonNotLeader, ""},
-		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, ReasonNotLeader, ""},
-		{"shutdown", cluster.ErrShutdown, codes.Unavailable, ReasonShuttingDown, ""},
+		{"field", &cluster.FieldError{Field: "tasks[2].queue", Reason: "length 0 not in 1..128"}, codes.InvalidArgument, "", "tasks[2].queue"},
+		{"too large", &cluster.FieldError{Field: "result", Reason: "9 bytes > 8", TooLarge: true}, codes.ResourceExhausted, "", "result"},
+		{"too large, wrapped", fmt.Errorf("submit: %w", &cluster.FieldError{Field: "result", TooLarge: true}), codes.ResourceExhausted, "", "result"},
+		// The words of a reason are for people; only the type decides.
+		{"too large in words only", &cluster.FieldError{Field: "result", Reason: "too large: 9 bytes > 8"}, codes.InvalidArgument, "", "result"},
+		{"cursor", &cluster.FieldError{Field: "cursor", Reason: "not a cursor of this listing"}, codes.InvalidArgument, "", "cursor"},
+		{"not found", fmt.Errorf("task x: %w", cluster.ErrNotFound), codes.NotFound, "", ""},
+		{"stale fence", fmt.Errorf("task x: %w", cluster.ErrStaleFence), codes.FailedPrecondition, pb.ReasonStaleFence, ""},
+		{"wrong state", fmt.Errorf("task x: %w", cluster.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
+		{"tenant limit", fmt.Errorf("task x: %w", cluster.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
+		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
+		{"log write failed", fmt.Errorf("%w: %w: no space left on device", cluster.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
+		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},
+		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
+		{"shutdown", cluster.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},
+		{"overloaded", fmt.Errorf("claim: %w", ErrOverloaded), codes.Unavailable, pb.ReasonOverloaded, ""},
+		{"diverged", cluster.ErrDiverged, codes.Unavailable, pb.ReasonNotServing, ""},
+		{"awaiting check", cluster.ErrAwaitingCheck, codes.Unavailable, pb.ReasonNotServing, ""},
 		{"deadline", fmt.Errorf("propose: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "", ""},
 		{"canceled", context.Canceled, codes.Canceled, "", ""},
 		{"passthrough", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "", ""},
 		{"other", errBoom, codes.Internal, "", ""},
 	}
+	sent := map[string]bool{}
 	for _, c := range cases {
+		sent[c.reason] = c.reason != ""
 		t.Run(c.name, func(t *testing.T) {
 			err := toStatus(c.err)
 			if c.err == nil {
@@ -48,15 +58,25 @@ func Test_ToStatus(t *testing.T) {
 				return
 			}
 			wantErr(t, err, c.code, c.reason, c.field)
+			if code, ok := pb.ReasonCodes()[c.reason]; c.reason != "" && (!ok || code != c.code) {
+				t.Fatalf("reason %s sent with %v; docketv1.ReasonCodes has %v (listed: %v)", c.reason, c.code, code, ok)
+			}
 			for _, d := range status.Convert(err).Details() {
-				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() != ErrorDomain {
+				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() != pb.ErrorDomain {
 					t.Fatalf("domain %q", info.GetDomain())
 				}
 			}
 		})
 	}
+	// The client's test holds it to every reason of docketv1.ReasonCodes;
+	// this holds the server to sending each.
+	for reason := range pb.ReasonCodes() {
+		if !sent[reason] {
+			t.Errorf("no case sends reason %s", reason)
+		}
+	}
 	info := status.Convert(toStatus(&cluster.NotLeaderError{LeaderGRPC: "10.0.0.2:7000"})).Details()[0].(*errdetails.ErrorInfo)
-	if info.GetMetadata()["leader"] != "10.0.0.2:7000" {
+	if info.GetMetadata()[pb.ErrorInfoLeaderKey] != "10.0.0.2:7000" {
 		t.Fatalf("not-leader metadata %v", info.GetMetadata())
 	}
 }
@@ -78,6 +98,13 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 	// An oversize payload is ResourceExhausted, and nothing is stored.
 	_, err = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Payload: make([]byte, 2048)}}})
 	wantErr(t, err, codes.ResourceExhausted, "", "tasks[0].payload")
+	// So are an oversize progress and result, named inside their lists.
+	_, err = ts.q.Heartbeat(ctx, &pb.HeartbeatRequest{Items: []*pb.HeartbeatItem{{TaskId: "a", Fence: 1}, {TaskId: "b", Fence: 1, Progress: make([]byte, 2048)}}})
+	wantErr(t, err, codes.ResourceExhausted, "", "items[1].progress")
+	_, err = ts.q.SubmitBatch(ctx, &pb.SubmitBatchRequest{Items: []*pb.SubmitRequest{
+		{TaskId: "a", Fence: 1, Outcome: pb.Outcome_OUTCOME_COMPLETED},
+		{TaskId: "b", Fence: 1, Outcome: pb.Outcome_OUTCOME_COMPLETED, Result: make([]byte, 2048)}}})
+	wantErr(t, err, codes.ResourceExhausted, "", "items[1].result")
 	if n := node.Proposed(pb.CommandType_COMMAND_TYPE_ENQUEUE); n != 0 {
 		t.Fatalf("%d enqueue commands proposed for a refused request", n)
 	}
@@ -95,11 +122,11 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})
 	task := mustClaim(t, ts.q, "q", 1)[0]
 	_, err = ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence() + 1, Outcome: pb.Outcome_OUTCOME_COMPLETED})
-	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonStaleFence, "")
 	_, err = ts.q.Nack(ctx, &pb.NackRequest{TaskId: task.GetId(), Fence: task.GetFence() + 1})
-	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonStaleFence, "")
 	_, err = ts.q.Cancel(ctx, &pb.CancelRequest{TaskId: task.GetId()})
-	wantErr(t, err, codes.FailedPrecondition, ReasonWrongState, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonWrongState, "")
 
 	// Submit is a compare-and-set: repeating the winner is already_done.
 	req := &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED}
@@ -116,8 +143,8 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 		code   codes.Code
 		reason string
 	}{
-		{fmt.Errorf("%w: lost", cluster.ErrLeadershipLost), codes.Unavailable, ReasonLeadershipLost},
-		{cluster.ErrShutdown, codes.Unavailable, ReasonShuttingDown},
+		{fmt.Errorf("%w: lost", cluster.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost},
+		{cluster.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{errBoom, codes.Internal, ""},
 	} {
@@ -130,9 +157,9 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 func Test_NoLeaderIsUnavailable(t *testing.T) {
 	ts := mustFollower(t, "", Config{})
 	_, err := ts.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
-	wantErr(t, err, codes.Unavailable, ReasonNotLeader, "")
+	wantErr(t, err, codes.Unavailable, pb.ReasonNotLeader, "")
 	_, err = ts.q.Stats(testCtx(t), &pb.StatsRequest{})
-	wantErr(t, err, codes.Unavailable, ReasonNotLeader, "")
+	wantErr(t, err, codes.Unavailable, pb.ReasonNotLeader, "")
 	// A stale read needs no leader.
 	_, err = ts.q.GetTask(testCtx(t), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
 	wantErr(t, err, codes.NotFound, "", "")

@@ -65,11 +65,11 @@ func Test_StaleFenceAnswersHideTheCurrentFence(t *testing.T) {
 	}
 
 	_, err := ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: id, Fence: stale, Outcome: pb.Outcome_OUTCOME_COMPLETED})
-	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonStaleFence, "")
 	wantNoFence(t, "Submit", err, current)
 
 	_, err = ts.q.Nack(ctx, &pb.NackRequest{TaskId: id, Fence: stale})
-	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonStaleFence, "")
 	wantNoFence(t, "Nack", err, current)
 
 	hb, err := ts.q.Heartbeat(ctx, &pb.HeartbeatRequest{Items: []*pb.HeartbeatItem{{TaskId: id, Fence: stale}}})
@@ -92,7 +92,7 @@ func Test_StaleFenceAnswersHideTheCurrentFence(t *testing.T) {
 
 	// Callers who never held the claim learn no fence either.
 	_, err = ts.q.Cancel(ctx, &pb.CancelRequest{TaskId: id})
-	wantErr(t, err, codes.FailedPrecondition, ReasonWrongState, "")
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonWrongState, "")
 	wantNoFence(t, "Cancel", err, current)
 	dup, err := ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", IdempotencyKey: "k1"}}})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // forwarder keeps one client connection per leader address. Connections are
@@ -68,7 +70,7 @@ func (f *forwarder) close() error {
 // isForwarded reports whether a follower already forwarded this request.
 func isForwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(ForwardedMetadataKey)
+	v := md.Get(pb.MetadataForwarded)
 	return len(v) > 0 && v[0] == "1"
 }
 
@@ -103,7 +105,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 		return zero, err
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
-	fctx := metadata.AppendToOutgoingContext(ctx, ForwardedMetadataKey, "1")
+	fctx := metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1")
 	if err := cc.Invoke(fctx, method, req, out); err != nil {
 		s.log.Debug("forward failed", "method", method, "leader", hint, "err", err)
 		return zero, err

@@ -25,8 +25,8 @@ func Test_ForwardFromFollower(t *testing.T) {
 	}
 	id := resp.GetItems()[0].GetTaskId()
 	for name, md := range map[string]metadata.MD{"header": hdr, "trailer": tr} {
-		if got := md.Get(LeaderMetadataKey); len(got) != 1 || got[0] != leader.addr {
-			t.Fatalf("%s %s = %v, want [%s]", name, LeaderMetadataKey, got, leader.addr)
+		if got := md.Get(pb.MetadataLeader); len(got) != 1 || got[0] != leader.addr {
+			t.Fatalf("%s %s = %v, want [%s]", name, pb.MetadataLeader, got, leader.addr)
 		}
 	}
 	if got, err := leader.node.FSM().GetTask(id); err != nil || got.GetTenant() != "default" {
@@ -51,7 +51,7 @@ func Test_ForwardFromFollower(t *testing.T) {
 		t.Fatalf("heartbeat via follower: %v, %v", hb, err)
 	}
 	_, err = follower.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence() + 1, Outcome: pb.Outcome_OUTCOME_COMPLETED})
-	wantErr(t, err, codes.FailedPrecondition, ReasonStaleFence, "") // the leader's error, relayed as is
+	wantErr(t, err, codes.FailedPrecondition, pb.ReasonStaleFence, "") // the leader's error, relayed as is
 	wr, err := follower.q.WaitResult(ctx, &pb.WaitResultRequest{TaskId: task.GetId()})
 	if err != nil || wr.GetDone() || wr.GetTask().GetState() != pb.TaskState_TASK_STATE_RUNNING {
 		t.Fatalf("wait result via follower: %v, %v", wr, err)
@@ -83,9 +83,9 @@ func Test_ForwardedAtMostOnce(t *testing.T) {
 
 	var tr metadata.MD
 	_, err := a.q.Enqueue(testCtx(t), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}, grpc.Trailer(&tr))
-	wantErr(t, err, codes.Unavailable, ReasonNotLeader, "")
-	if got := tr.Get(LeaderMetadataKey); len(got) != 1 || got[0] != b.addr {
-		t.Fatalf("trailer %s = %v, want [%s]", LeaderMetadataKey, got, b.addr)
+	wantErr(t, err, codes.Unavailable, pb.ReasonNotLeader, "")
+	if got := tr.Get(pb.MetadataLeader); len(got) != 1 || got[0] != b.addr {
+		t.Fatalf("trailer %s = %v, want [%s]", pb.MetadataLeader, got, b.addr)
 	}
 }
 

@@ -30,7 +30,7 @@ func claimRefused(t *testing.T, q pb.QueueClient, queue string) {
 	defer cancel()
 	start := time.Now()
 	_, err := q.Claim(ctx, &pb.ClaimRequest{Queue: queue, WorkerId: "w", WaitNs: longWait})
-	wantErr(t, err, codes.Unavailable, ReasonOverloaded, "")
+	wantErr(t, err, codes.Unavailable, pb.ReasonOverloaded, "")
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("the refusal took %v", took)
 	}

@@ -196,10 +196,6 @@ func (q *queueService) RequeueDead(ctx context.Context, req *pb.RequeueDeadReque
 		})
 }
 
-// AppliedIndexHeader is the header metadata key in which GetTask sends the
-// applied index its answer was read at, NotFound answers included.
-const AppliedIndexHeader = "docket-applied-index"
-
 // GetTask is linearizable unless allow_stale: then any node answers from
 // its replica, which may lag.
 func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb.GetTaskResponse, error) {
@@ -213,7 +209,7 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
 			if applied > 0 || err == nil {
-				_ = grpc.SetHeader(ctx, metadata.Pairs(AppliedIndexHeader, strconv.FormatUint(applied, 10)))
+				_ = grpc.SetHeader(ctx, metadata.Pairs(pb.MetadataAppliedIndex, strconv.FormatUint(applied, 10)))
 			}
 			if err != nil {
 				return nil, err

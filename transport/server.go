@@ -152,7 +152,7 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 		leader = s.node.LeaderGRPCAddr()
 	}
 	if leader != "" {
-		md := metadata.Pairs(LeaderMetadataKey, leader)
+		md := metadata.Pairs(pb.MetadataLeader, leader)
 		// Both fail only for a stream whose header was already sent,
 		// which a unary call's interceptor never meets.
 		_ = grpc.SetHeader(ctx, md)

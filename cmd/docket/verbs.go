@@ -32,7 +32,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.addr, "addr", envOr("DOCKET_ADDR", defaultAddrs), "comma-separated node addresses (env DOCKET_ADDR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
-	fs.StringVar(&c.tenant, "tenant", "default", "tenant")
+	fs.StringVar(&c.tenant, "tenant", pb.DefaultTenant, "tenant")
 	return c
 }
 
@@ -128,7 +128,7 @@ func (v *verb) print(text func(io.Writer), msgs ...proto.Message) error {
 func (v *verb) enqueue(ctx context.Context, args []string) error {
 	prio := v.fs.Uint("priority", 0, "0..9, higher is claimed first")
 	delay := v.fs.Duration("delay", 0, "invisible for this long")
-	maxAttempts := v.fs.Uint("max-attempts", 0, "dead-letter after this many failed attempts (0: server default 5)")
+	maxAttempts := v.fs.Uint("max-attempts", 0, fmt.Sprintf("dead-letter after this many failed attempts (0: server default %d)", pb.DefaultMaxAttempts))
 	key := v.fs.String("key", "", "idempotency key (default: a fresh random key)")
 	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
 	if err != nil {
@@ -158,9 +158,9 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 }
 
 func (v *verb) claim(ctx context.Context, args []string) error {
-	n := v.fs.Uint("n", 1, "claim up to this many tasks")
-	lease := v.fs.Duration("lease", 30*time.Second, "lease length")
-	wait := v.fs.Duration("wait", 0, "wait up to this long for a task (at most 30s)")
+	n := v.fs.Uint("n", pb.DefaultMaxTasks, "claim up to this many tasks")
+	lease := v.fs.Duration("lease", pb.DefaultLease, "lease length")
+	wait := v.fs.Duration("wait", 0, fmt.Sprintf("wait up to this long for a task (at most %v by default)", pb.MaxWait))
 	worker := v.fs.String("worker", "docket-cli", "worker id")
 	pos, err := v.parse(args, 1, 1, "QUEUE")
 	if err != nil {
@@ -307,7 +307,7 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 	}
 	defer done()
 	tenant := v.c.tenant
-	if tenant == "default" && !flagSet(v.fs, "tenant") {
+	if tenant == pb.DefaultTenant && !flagSet(v.fs, "tenant") {
 		tenant = "" // every tenant unless asked
 	}
 	stats, err := c.Stats(ctx, queue, tenant)
@@ -334,7 +334,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 func (v *verb) dlq(ctx context.Context, args []string) error {
-	limit := v.fs.Uint("limit", 100, "at most this many tasks")
+	limit := v.fs.Uint("limit", pb.DefaultListLimit, "at most this many tasks")
 	id := v.fs.String("id", "", "requeue one task by id")
 	cursor := v.fs.String("cursor", "", "continue a list after this cursor")
 	const what = "list QUEUE | dlq requeue QUEUE | dlq requeue --id ID"

@@ -529,9 +529,9 @@ type NewTask struct {
 	// run_at (absolute, Unix ns) wins over delay_ns when both are set.
 	RunAt          int64  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	DelayNs        int64  `protobuf:"varint,6,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
-	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (fsm.DefaultMaxAttempts)
+	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (DefaultMaxAttempts, defaults.go)
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (fsm.DefaultRetention)
+	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1617,15 +1617,20 @@ func (x *ItemResult) GetFence() uint64 {
 // CommandResult is the FSM's answer to one log entry. When error_code is not
 // OK the whole command was rejected and nothing changed.
 type CommandResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorCode     Code                   `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=docket.v1.Code" json:"error_code,omitempty"`
-	ErrorField    string                 `protobuf:"bytes,2,opt,name=error_field,json=errorField,proto3" json:"error_field,omitempty"`
-	ErrorDetail   string                 `protobuf:"bytes,3,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
-	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // log index of the entry
-	Now           int64                  `protobuf:"varint,5,opt,name=now,proto3" json:"now,omitempty"`     // effective time the FSM applied
-	Items         []*ItemResult          `protobuf:"bytes,6,rep,name=items,proto3" json:"items,omitempty"`
-	Tasks         []*Task                `protobuf:"bytes,7,rep,name=tasks,proto3" json:"tasks,omitempty"`     // claimed tasks, for Claim
-	Results       []*CommandResult       `protobuf:"bytes,8,rep,name=results,proto3" json:"results,omitempty"` // one per command, for Batch
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode   Code                   `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=docket.v1.Code" json:"error_code,omitempty"`
+	ErrorField  string                 `protobuf:"bytes,2,opt,name=error_field,json=errorField,proto3" json:"error_field,omitempty"`
+	ErrorDetail string                 `protobuf:"bytes,3,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
+	Index       uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // log index of the entry
+	Now         int64                  `protobuf:"varint,5,opt,name=now,proto3" json:"now,omitempty"`     // effective time the FSM applied
+	Items       []*ItemResult          `protobuf:"bytes,6,rep,name=items,proto3" json:"items,omitempty"`
+	Tasks       []*Task                `protobuf:"bytes,7,rep,name=tasks,proto3" json:"tasks,omitempty"`     // claimed tasks, for Claim
+	Results     []*CommandResult       `protobuf:"bytes,8,rep,name=results,proto3" json:"results,omitempty"` // one per command, for Batch
+	// error_too_large qualifies CODE_INVALID_ARGUMENT: error_field is over a
+	// size limit (payload, result, progress), which the API answers
+	// ResourceExhausted. A result is never stored or sent between nodes, so
+	// an older node that ignores it only answers InvalidArgument instead.
+	ErrorTooLarge bool `protobuf:"varint,9,opt,name=error_too_large,json=errorTooLarge,proto3" json:"error_too_large,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1714,6 +1719,13 @@ func (x *CommandResult) GetResults() []*CommandResult {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *CommandResult) GetErrorTooLarge() bool {
+	if x != nil {
+		return x.ErrorTooLarge
+	}
+	return false
 }
 
 var File_docketv1_command_proto protoreflect.FileDescriptor
@@ -1817,7 +1829,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12*\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x14\n" +
-	"\x05fence\x18\x05 \x01(\x04R\x05fence\"\xb3\x02\n" +
+	"\x05fence\x18\x05 \x01(\x04R\x05fence\"\xdb\x02\n" +
 	"\rCommandResult\x12.\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\terrorCode\x12\x1f\n" +
@@ -1828,7 +1840,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x03now\x18\x05 \x01(\x03R\x03now\x12+\n" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
 	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
-	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults*\x9b\x03\n" +
+	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
+	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge*\x9b\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +

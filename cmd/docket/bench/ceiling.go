@@ -109,7 +109,7 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 func (r *runner) withKeys(ts []*pb.NewTask) []*pb.NewTask {
 	for i, t := range ts {
 		t.IdempotencyKey = fmt.Sprintf("%032x", i)
-		t.Tenant = "default"
+		t.Tenant = pb.DefaultTenant
 	}
 	return ts
 }

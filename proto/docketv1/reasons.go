@@ -1,0 +1,69 @@
+package docketv1
+
+import "google.golang.org/grpc/codes"
+
+// The error contract's words. An error the client can act on carries an
+// errdetails.ErrorInfo of domain ErrorDomain whose reason is one of the
+// Reason constants; a bad field carries an errdetails.BadRequest naming it
+// instead. The metadata keys travel in gRPC headers and trailers.
+const (
+	// ErrorDomain is the domain of every errdetails.ErrorInfo a server sends.
+	ErrorDomain = "docket.dev"
+
+	// ReasonStaleFence: FailedPrecondition, the task is not running under
+	// that fence. The worker must stop acting on it.
+	ReasonStaleFence = "STALE_FENCE"
+	// ReasonWrongState: FailedPrecondition, the task's state does not
+	// allow the operation.
+	ReasonWrongState = "WRONG_STATE"
+	// ReasonTenantLimit: ResourceExhausted, every task of an Enqueue would
+	// take its tenant past a limit; nothing was stored. Retry later.
+	// ResourceExhausted without a reason is a value over a size limit.
+	ReasonTenantLimit = "TENANT_LIMIT"
+	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
+	ReasonLeadershipLost = "LEADERSHIP_LOST"
+	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
+	// named in the MetadataLeader trailer (and the ErrorInfo's
+	// ErrorInfoLeaderKey metadata) when known.
+	ReasonNotLeader = "NOT_LEADER"
+	// ReasonShuttingDown: Unavailable, nothing was done.
+	ReasonShuttingDown = "SHUTTING_DOWN"
+	// ReasonOverloaded: Unavailable, a bound on what callers may hold at
+	// once on this node was reached. Nothing was done; retry after a
+	// backoff.
+	ReasonOverloaded = "OVERLOADED"
+	// ReasonNotServing: Unavailable, nothing was done: this node's keyspace
+	// diverged from the majority's or awaits a consistency check after a
+	// restart. Retry on another node.
+	ReasonNotServing = "NOT_SERVING"
+
+	// ErrorInfoLeaderKey is the ErrorInfo metadata key of a NOT_LEADER
+	// answer that names the leader's gRPC address.
+	ErrorInfoLeaderKey = "leader"
+
+	// MetadataLeader names the leader's gRPC address in every answer's
+	// header and trailer, when the node knows it.
+	MetadataLeader = "docket-leader"
+	// MetadataForwarded marks a request a follower forwarded to the
+	// leader; a forwarded request is never forwarded again.
+	MetadataForwarded = "docket-forwarded"
+	// MetadataAppliedIndex is the header in which GetTask sends the applied
+	// index its answer was read at, NotFound answers included.
+	MetadataAppliedIndex = "docket-applied-index"
+)
+
+// ReasonCodes maps every reason a server sends to the gRPC code it comes
+// with. It is the list both ends test against: the server sends no
+// reason missing here, and the client maps every one.
+func ReasonCodes() map[string]codes.Code {
+	return map[string]codes.Code{
+		ReasonStaleFence:     codes.FailedPrecondition,
+		ReasonWrongState:     codes.FailedPrecondition,
+		ReasonTenantLimit:    codes.ResourceExhausted,
+		ReasonLeadershipLost: codes.Unavailable,
+		ReasonNotLeader:      codes.Unavailable,
+		ReasonShuttingDown:   codes.Unavailable,
+		ReasonOverloaded:     codes.Unavailable,
+		ReasonNotServing:     codes.Unavailable,
+	}
+}
