@@ -80,14 +80,29 @@ func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
 		return errors.Join(fmt.Errorf("raft address %s: not advertisable, bind a specific address", cfg.RaftAddr), lis.Close())
 	}
 	stream := &limitedStream{Listener: connlimit.New(lis, cfg.RaftMaxConns, "raft", log), advertise: advertise}
-	p.transport = raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftIOTimeout, newHCLog(log, "raft"))
+	p.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: newHCLog(log, "raft"),
+		MaxRPCsInFlight: raftMaxRPCsInFlight,
+	})
 	return nil
 }
 
-// Raft's NetworkTransport settings, as raft.NewTCPTransport was given them.
+// Raft's NetworkTransport settings, as raft.NewTCPTransport was given them,
+// but without pipelined replication.
 const (
 	raftMaxPool   = 5 // pooled outgoing connections per peer
 	raftIOTimeout = 10 * time.Second
+	// raftMaxRPCsInFlight 1 turns raft's pipelined replication off. With
+	// its default of 2 the pipeline's channels are unbuffered, and a
+	// follower's failed append (Success=false) or a replication stop while
+	// a response is being decoded leaves the decoder blocked handing it on
+	// and the next send blocked handing over: the leader never replicates
+	// to that follower again while heartbeats keep it from an election,
+	// and the leader's Shutdown waits for that goroutine forever (a CI run
+	// hung 20 minutes in two tests; grafana/pyroscope#5518 traced the same
+	// deadlock). hashicorp/raft documents pipelining as of little benefit
+	// with batching (raft#541); BENCHMARKS.md has the before and after.
+	raftMaxRPCsInFlight = 1
 )
 
 // limitedStream is raft.TCPStreamLayer over a connlimit.Listener.

@@ -68,7 +68,13 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	// barrier returns, so scans below see the whole history.
 	for {
 		term := n.raft.CurrentTerm()
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		// A Barrier's future carries no shutdown channel: if Raft stops
+		// before the FSM applies it, it never resolves. Waiting on ctx too
+		// lets Shutdown end this loop (a CI run hung here for 20 minutes).
+		err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout))
+		if ctx.Err() != nil {
+			return
+		}
 		if err == nil {
 			n.readyTerm.Store(term)
 			break
