@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/storage"
 )
 
 // ErrLogWrite means this node could not write its Raft log (a full disk,
@@ -167,26 +167,26 @@ func newHealth(log *slog.Logger, bound time.Duration) *health {
 	}
 }
 
-// onDiskEvent receives Pebble's reports (fsm.Options.OnDiskEvent). It runs
+// onDiskEvent receives Pebble's reports (fsm.Options.OnDiskEvent, made by storage). It runs
 // on Pebble's goroutines and only records.
-func (h *health) onDiskEvent(ev fsm.DiskEvent) {
+func (h *health) onDiskEvent(ev storage.DiskEvent) {
 	now := time.Now()
 	switch ev.Kind {
-	case fsm.DiskBackgroundError:
+	case storage.DiskBackgroundError:
 		h.pebble.fail(now, ev.Detail)
-	case fsm.DiskJobDone:
+	case storage.DiskJobDone:
 		// The episode ends only when no error follows the success for a
 		// moment (expire): while flushes fail, a compaction that happens
 		// to succeed between them would otherwise open and close it over
 		// and over, and log each time.
 		h.pebble.succeeded()
-	case fsm.DiskSlow:
+	case storage.DiskSlow:
 		h.diskSlow.fail(now, ev.Detail)
-	case fsm.DiskWriteStallBegin:
+	case storage.DiskWriteStallBegin:
 		h.mu.Lock()
 		h.stallSince, h.stallWhy = now, ev.Detail
 		h.mu.Unlock()
-	case fsm.DiskWriteStallEnd:
+	case storage.DiskWriteStallEnd:
 		h.mu.Lock()
 		h.stallSince = time.Time{}
 		h.mu.Unlock()

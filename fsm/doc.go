@@ -28,8 +28,8 @@
 // around the keyspace: opening Pebble and its tuning (OpenDB), the
 // directory with its durable creation and the restore swap (Home), and
 // Pebble's event listener and logger. Options keeps its fields; the
-// Pebble ones pass through to storage.DBOptions, and DiskEvent is
-// storage's type under fsm's name.
+// Pebble ones pass through to storage.DBOptions, and OnDiskEvent gets
+// storage's DiskEvent.
 //
 // fsm's non-test files import no os, read no clock and start no goroutine;
 // cmd/docket's layout test (Test_LayoutFSMIsPure) checks it.

@@ -38,7 +38,7 @@ type Options struct {
 	// OnDiskEvent, when set, receives Pebble's background errors and write
 	// stalls (storage/events.go) instead of Pebble logging each one. It is
 	// called on Pebble's goroutines and must not block.
-	OnDiskEvent func(DiskEvent)
+	OnDiskEvent func(storage.DiskEvent)
 	// MemTableBytes overrides the largest memtable (storage's
 	// memTableBytes); 0 keeps it. Writes stall once two memtables wait for a flush, so tests set it
 	// small to reach a stall with a few MiB instead of 64.
