@@ -75,7 +75,12 @@ func Test_WorkerOneMegabytePayloadsAllComplete(t *testing.T) {
 
 	var handled atomic.Int32
 	w, err := client.NewWorker(c, client.WorkerConfig{
-		Queue: "big", Concurrency: 8, Lease: 2 * time.Second, PollWait: 500 * time.Millisecond,
+		// A lease of 10 s: with 2 s, a CI run under -race saw heartbeats
+		// and submits of 1 MB tasks time out and leases lapse, which is
+		// slowness, not the lost answers this test is about. A lost claim
+		// still shows: reaped after 10 s, it is claimed again within the
+		// 30 s below, and counted.
+		Queue: "big", Concurrency: 8, Lease: 10 * time.Second, PollWait: 500 * time.Millisecond,
 	}, func(ctx context.Context, task *client.Task) ([]byte, error) {
 		if len(task.Payload()) != size {
 			return nil, client.Permanent(fmt.Errorf("payload of %d bytes", len(task.Payload())))
