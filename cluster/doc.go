@@ -37,7 +37,7 @@
 //     defaults and Service.Check validates, once, on this node; the long
 //     poll takes a slot (transport/limits.go).
 //  5. transport/forward.go: onLeader runs it here, or re-issues it on the
-//     leader (from step 3 there, not checked again).
+//     leader (from step 3 there).
 //  6. cluster/claim.go: Service.Claim watches the queue (waiters.go),
 //     reads the catalog count (fsm/counts.go, storage/meta.go) and
 //     reserves what it may take (claimGate); with nothing to take it
@@ -74,13 +74,19 @@
 //     lost) reaches each caller as it would have alone. Heartbeats are
 //     batchable commands like the others: the separate heartbeat batcher
 //     and its 2 ms window are gone.
-//   - Requests are checked once, where they arrive: a follower refuses a
-//     bad one without a hop, naming the caller's field path
-//     (tasks[3].queue, items[1].fence). A forwarded request is not checked
-//     again on the leader, and apply does not check before proposing: the
-//     FSM judges every command in apply, and that check is the rule
-//     (deterministic on every node). A bad value that gets past the edge
-//     is a rejected result, not a corrupt state.
+//   - Requests are checked where they arrive, with times judged by that
+//     node's clock: a follower refuses a bad one without a hop, naming the
+//     caller's field path (tasks[3].queue, items[1].fence), and a run_at
+//     too far ahead costs no Raft entry. A forwarded request is checked
+//     again on the leader: the forwarded mark is a header any client can
+//     set until nodes prove who they are (mutual TLS), and a request that
+//     skipped the check would cost a replicated entry, or be stored past
+//     the leader's own limits, since the FSM holds only the ceiling. Apply
+//     does not check before proposing; the FSM judges every command in
+//     apply against the stamped time, and that check is the rule.
+//     Before, a Claim was validated up to four times (the receiving node,
+//     the leader after a forward, Propose, the FSM); now twice, three
+//     times when forwarded.
 //   - A waiting Claim proposes only when the leader's replica shows a task
 //     it could take, so idle workers cost no Raft entries. An event wakes
 //     only as many of a queue's waiters, oldest first, as there are pending
@@ -112,6 +118,11 @@
 //   - Drain (called by a stopping server) ends every long poll with an
 //     empty answer at once; close (Node shutdown) also waits for the
 //     proposals the Service started for callers who left.
+//   - Its metrics moved with it and are named for it:
+//     docket_cluster_coalesced_commands, _waiters,
+//     _claim_undelivered_tasks_total and _claim_released_tasks_total were
+//     docket_transport_*; docket_transport_heartbeat_batch_items is gone
+//     with the heartbeat batcher (heartbeats count in coalesced_commands).
 //
 // Log integrity (logsum.go, logfault.go): raft.db is read and written
 // through checkedStore, which sits under raft.NewLogCache and over BoltDB.

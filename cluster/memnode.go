@@ -57,7 +57,8 @@ func NewMemNode(dir string, leader bool, cfg ServiceConfig) (*MemNode, error) {
 	return n, nil
 }
 
-// Close stops the service and closes the FSM.
+// Close stops the service and closes the FSM. It waits for the proposals
+// in flight, so a Hold must be released first.
 func (n *MemNode) Close() error {
 	n.Service.close()
 	return n.fsm.Close()

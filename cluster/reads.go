@@ -57,7 +57,8 @@ func (s *Service) Stats(ctx context.Context, queue, tenant, cursor string, c Con
 }
 
 // CheckListDead fills a ListDead request's default tenant and checks its
-// names and cursor, so the node that receives it refuses a bad one.
+// names, so the node that receives it refuses a bad one. The cursor is
+// checked where it is decoded, against the range it pages (storage).
 func CheckListDead(req *pb.ListDeadRequest) error {
 	if req.GetTenant() == "" {
 		req.Tenant = pb.DefaultTenant

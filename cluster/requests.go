@@ -11,21 +11,25 @@ import (
 // MaxBatch is the most tasks or items one request may carry.
 const MaxBatch = fsm.MaxBatch
 
-// Check validates cmd against the node's limits. The API layer calls it
-// once, on the node that received the request, so a bad value costs no hop
-// and names its field; a forwarded request was checked by the follower.
-// The FSM judges every command again in apply: that check is the rule.
+// Check validates cmd against the node's limits, with times judged by
+// the node's clock. The API layer calls it on the node that received the
+// request, so a bad value costs no hop and names its field, and again on
+// the leader for a request a follower forwarded: the forwarded mark is a
+// header any client can set until nodes prove who they are, and apply
+// does not check before proposing. The FSM judges every command again in
+// apply, against the leader's stamped time: that check is the rule.
 func (s *Service) Check(cmd *pb.Command) error {
+	lim, now := s.r.Limits(), s.r.Now().UnixNano()
+	if err := fsm.ValidateAt(cmd, lim, now); err != nil {
+		return err
+	}
 	if cmd.GetType() != pb.CommandType_COMMAND_TYPE_BATCH {
-		return fsm.Validate(cmd, s.r.Limits())
+		return nil
 	}
 	// A Batch's own check is its shape; each command is checked on its
 	// own, and a bad one is named by its place.
-	if err := fsm.Validate(cmd, s.r.Limits()); err != nil {
-		return err
-	}
 	for i, sub := range cmd.GetBatch().GetCommands() {
-		if err := fsm.Validate(sub, s.r.Limits()); err != nil {
+		if err := fsm.ValidateAt(sub, lim, now); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
 				return fe.InList("items", i) // keeps TooLarge

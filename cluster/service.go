@@ -172,9 +172,6 @@ func (s *Service) spawn(fn func()) bool {
 	return true
 }
 
-// Limits are the edge bounds requests are validated with.
-func (s *Service) Limits() fsm.Limits { return s.r.Limits() }
-
 // Waiting reports how many queues and tasks have long polls waiting on this
 // node, and how many long polls wait.
 func (s *Service) Waiting() (queues, tasks, waiters int) {

@@ -2,24 +2,13 @@ package cluster
 
 import (
 	"context"
-	"sync/atomic"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// countingReplica counts the Service's uses of the replica's FSM: every
-// read of Pebble the Service makes goes through FSM().
-type countingReplica struct {
-	*MemNode
-	reads atomic.Int64
-}
-
-func (c *countingReplica) FSM() *fsm.FSM {
-	c.reads.Add(1)
-	return c.MemNode.FSM()
-}
 
 // Test_ObserverReadsNoPebble: an applied batch wakes the waiters it can
 // satisfy from the counts its Event carries. The observer runs on Raft's
@@ -31,10 +20,7 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	m.Service.close() // replaced by one over the counting replica
-	r := &countingReplica{MemNode: m}
-	s := newService(r, ServiceConfig{})
-	t.Cleanup(s.close)
+	s := m.Service
 
 	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
 	waiters := make([]<-chan struct{}, 3)
@@ -43,7 +29,7 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 		t.Cleanup(release)
 		waiters[i] = ch
 	}
-	before := r.reads.Load()
+	before := m.FSM().Reads()
 	// Applied here, on this goroutine, as Raft's apply goroutine would:
 	// the observer runs inside this call.
 	res, err := m.apply(context.Background(), &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
@@ -53,8 +39,8 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 	if err != nil || res.GetErrorCode() != pb.Code_CODE_OK {
 		t.Fatalf("enqueue: %v, %v", res, err)
 	}
-	if n := r.reads.Load() - before; n != 0 {
-		t.Fatalf("the observer read the FSM %d times while the batch applied, want 0", n)
+	if n := m.FSM().Reads() - before; n != 0 {
+		t.Fatalf("the observer read the keyspace %d times while the batch applied, want 0", n)
 	}
 	woken := 0
 	for _, ch := range waiters {
@@ -66,5 +52,80 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 	}
 	if woken != 2 {
 		t.Fatalf("%d waiters woken for 2 pending tasks, want 2", woken)
+	}
+}
+
+func mustMemNode(t *testing.T, leader bool) *MemNode {
+	t.Helper()
+	m, err := NewMemNode(t.TempDir(), leader, ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// Drain ends a waiting Claim at once with an empty answer, and later long
+// polls do not wait.
+func Test_DrainEndsLongPolls(t *testing.T) {
+	m := mustMemNode(t, true)
+	claim := &pb.ClaimRequest{Queue: "q", WorkerId: "w"}
+	cmd := m.ClaimCommand(claim)
+	type answer struct {
+		tasks []*pb.Task
+		err   error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		tasks, err := m.Claim(context.Background(), cmd, time.Minute)
+		ch <- answer{tasks, err}
+	}()
+	waitFor(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := m.Waiting(); return w == 1 })
+	m.Drain()
+	select {
+	case a := <-ch:
+		if a.err != nil || len(a.tasks) != 0 {
+			t.Fatalf("drained claim: %v, %v; want an empty answer", a.tasks, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the claim still waits after Drain")
+	}
+	start := time.Now()
+	if tasks, err := m.Claim(context.Background(), cmd, time.Minute); err != nil || len(tasks) != 0 || time.Since(start) > 5*time.Second {
+		t.Fatalf("claim after Drain: %v, %v after %v; want empty at once", tasks, err, time.Since(start))
+	}
+}
+
+// After close, proposals are refused with ErrShutdown, batched or alone,
+// and nothing is started that close would not wait for.
+func Test_ClosedServiceRefusesProposals(t *testing.T) {
+	m := mustMemNode(t, true)
+	m.Service.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	enq := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "t"}}}}}
+	if _, err := m.Propose(ctx, enq); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("batched proposal after close: %v; want ErrShutdown", err)
+	}
+	if _, err := m.ProposeOrphan(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE,
+		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{}}}, func(*pb.CommandResult) {}); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("lone proposal with an orphan after close: %v; want ErrShutdown", err)
+	}
+}
+
+// Reads say their consistency: a follower refuses a linearizable read
+// (the API layer forwards it) and answers a stale one from its replica.
+func Test_ReadsAtConsistency(t *testing.T) {
+	m := mustMemNode(t, false)
+	ctx := context.Background()
+	if _, _, err := m.GetTask(ctx, "x", Linearizable); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("linearizable read on a follower: %v; want not-leader", err)
+	}
+	if _, _, err := m.GetTask(ctx, "x", Stale); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("stale read on a follower: %v; want not found from its replica", err)
+	}
+	if _, _, err := m.Stats(ctx, "", "", "", Linearizable); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("linearizable stats on a follower: %v; want not-leader", err)
 	}
 }

@@ -85,6 +85,8 @@ type FSM struct {
 
 	logFault atomic.Pointer[error] // set once; then nothing more applies
 	checkObs atomic.Pointer[func(CheckEvent)]
+
+	reads atomic.Uint64 // read API calls that opened the keyspace (Reads)
 }
 
 var (
@@ -322,6 +324,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 
 // reader returns a Reader over the current DB and a release func.
 func (f *FSM) reader() (storage.Reader, func(), error) {
+	f.reads.Add(1)
 	f.mu.RLock()
 	if f.db == nil {
 		f.mu.RUnlock()
@@ -336,6 +339,7 @@ func (f *FSM) reader() (storage.Reader, func(), error) {
 // task the scan had found, and the read failed with "not found" (found by
 // Test_ReadsDuringApply).
 func (f *FSM) view() (storage.Reader, func(), error) {
+	f.reads.Add(1)
 	f.mu.RLock()
 	if f.db == nil {
 		f.mu.RUnlock()
@@ -347,6 +351,11 @@ func (f *FSM) view() (storage.Reader, func(), error) {
 		f.mu.RUnlock()
 	}, nil
 }
+
+// Reads counts the read API's calls (GetTask, Counts, Stats, ListTasks…)
+// since Open: each opened the keyspace outside apply. Apply's own reads are
+// not counted.
+func (f *FSM) Reads() uint64 { return f.reads.Load() }
 
 // GetTask reads a task from the local replica. ErrNotFound when absent.
 func (f *FSM) GetTask(id string) (*pb.Task, error) {

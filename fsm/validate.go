@@ -66,10 +66,17 @@ var fsmLimits = Limits{MaxPayload: PayloadCeiling}
 // Times are judged against cmd.now: a run_at may be at most MaxDelay ahead
 // of it, like a delay. A command not yet stamped (now 0: at the edge,
 // before the leader stamps it, or a command inside a Batch) is held only to
-// the absolute bound, MaxTime + MaxDelay; the leader's Propose and the FSM
-// judge it again at the time it runs.
+// the absolute bound, MaxTime + MaxDelay; the FSM judges it again at the
+// time it runs.
 func Validate(cmd *pb.Command, lim Limits) error {
 	return validateAt(cmd, lim, cmd.GetNow())
+}
+
+// ValidateAt is Validate with times judged against at instead of cmd.now:
+// the edge passes its own clock for a command the leader has not stamped
+// yet, so a run_at too far ahead is refused before it costs a Raft entry.
+func ValidateAt(cmd *pb.Command, lim Limits, at int64) error {
+	return validateAt(cmd, lim, at)
 }
 
 // validateAt is Validate with run_at judged against at, the time the

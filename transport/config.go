@@ -129,7 +129,7 @@ type Config struct {
 
 	// MaxRecvMsgSize bounds the bytes of one request. Default 8 MiB: room
 	// for a batch of Enqueue payloads at the FSM's default 1 MiB payload
-	// limit, while a single oversize payload is still refused by Validate
+	// limit, while a single oversize payload is still refused by Node.Check
 	// with ResourceExhausted naming the field. A request above it is
 	// refused by gRPC itself (ResourceExhausted, no field named).
 	MaxRecvMsgSize int

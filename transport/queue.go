@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -22,12 +23,9 @@ type queueService struct {
 	s *Server
 }
 
-// check validates cmd on the node that received the request. A forwarded
-// request was checked by the follower that forwarded it.
-func (s *Server) check(ctx context.Context, cmd *pb.Command) error {
-	if isForwarded(ctx) {
-		return nil
-	}
+// check validates cmd on this node: where the request arrived, and on the
+// leader again when a follower forwarded it (Node.Check says why).
+func (s *Server) check(_ context.Context, cmd *pb.Command) error {
 	return s.node.Check(cmd)
 }
 
@@ -147,7 +145,7 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
 			for i, r := range res.GetResults() {
 				if err := cluster.ResultError(r); err != nil {
-					return nil, err // checked above: the FSM disagrees with the edge
+					return nil, err // Check passed it: the FSM disagrees with the edge
 				}
 				it, err := oneItem(r)
 				if err != nil {
@@ -208,7 +206,7 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 			// The applied index also travels as header metadata, so that a
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
-			if applied > 0 || err == nil {
+			if err == nil || errors.Is(err, cluster.ErrNotFound) {
 				_ = grpc.SetHeader(ctx, metadata.Pairs(pb.MetadataAppliedIndex, strconv.FormatUint(applied, 10)))
 			}
 			if err != nil {

@@ -41,9 +41,10 @@ const (
 	DefaultMaxTasks = 1
 
 	// DefaultLease is a Claim's lease when lease_ns is 0, and the Go
-	// worker's lease when its configuration gives none. A server's
-	// operator may configure another default for Claims (the agent's
-	// Config.DefaultLease); the Go worker always sends its lease.
+	// worker's lease when its configuration gives none. A server
+	// embedding Docket may set another default for Claims
+	// (cluster.ServiceConfig.DefaultLease); the Go worker always sends
+	// its lease.
 	DefaultLease = 30 * time.Second
 
 	// DefaultListLimit is a ListDead page's size when limit is 0.
