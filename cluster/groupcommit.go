@@ -21,6 +21,11 @@ import (
 // every one of them in one entry. Under load that turns hundreds of
 // callers' Raft entries, futures, log writes and per-entry FSM work into
 // a few, without a timer in the path.
+//
+// A Service runs two: one for heartbeats and one for every other client
+// command, each with its own slots. Sharing one lane cost heartbeats a
+// quarter of their throughput (BENCHMARKS.md): they queued behind enqueues
+// and claims, and the separate batcher they replace had its own slots.
 type coalescer struct {
 	s     *Service
 	calls chan *coCall
@@ -71,11 +76,11 @@ type coReply struct {
 // larger than this goes alone.
 const maxBatchBytes = 4 << 20
 
-func newCoalescer(s *Service) *coalescer {
+func newCoalescer(s *Service, inflight int) *coalescer {
 	return &coalescer{
 		s:     s,
 		calls: make(chan *coCall, 4096),
-		sem:   make(chan struct{}, s.cfg.CoalesceInflight),
+		sem:   make(chan struct{}, inflight),
 	}
 }
 
@@ -107,8 +112,12 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 			return nil, ErrShutdown
 		}
 	} else {
+		lane := s.co
+		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT {
+			lane = s.hb
+		}
 		select {
-		case s.co.calls <- c:
+		case lane.calls <- c:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.ctx.Done():
@@ -207,31 +216,96 @@ func (co *coalescer) flush(batch []*coCall) {
 		defer func() { <-co.sem }()
 		ctx, cancel := until.context(co.s.ctx)
 		defer cancel()
-		if len(live) == 1 {
-			res, err := co.s.r.apply(ctx, live[0].cmd)
-			live[0].deliver(coReply{res, err})
+		groups := mergeHeartbeats(live)
+		if len(groups) == 1 {
+			res, err := co.s.r.apply(ctx, groups[0].cmd)
+			groups[0].deliver(res, err)
 			return
 		}
-		cmds := make([]*pb.Command, len(live))
-		for i, c := range live {
-			cmds[i] = c.cmd
+		cmds := make([]*pb.Command, len(groups))
+		for i, g := range groups {
+			cmds[i] = g.cmd
 		}
 		res, err := co.s.r.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
 			Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 		if err == nil {
 			err = fsm.ResultError(res)
 		}
-		if err == nil && len(res.GetResults()) != len(live) {
-			err = fmt.Errorf("fsm answered %d results for a batch of %d", len(res.GetResults()), len(live))
+		if err == nil && len(res.GetResults()) != len(groups) {
+			err = fmt.Errorf("fsm answered %d results for a batch of %d", len(res.GetResults()), len(groups))
 		}
-		for i, c := range live {
-			r := coReply{err: err}
-			if err == nil {
-				r.res = res.GetResults()[i]
+		for i, g := range groups {
+			if err != nil {
+				g.deliver(nil, err)
+				continue
 			}
-			c.deliver(r)
+			g.deliver(res.GetResults()[i], nil)
 		}
 	}()
+}
+
+// group is one command of an entry and the calls it answers: one call, or
+// a run of adjacent Heartbeat calls merged into one Heartbeat command.
+type group struct {
+	cmd   *pb.Command
+	calls []*coCall
+}
+
+// mergeHeartbeats folds each run of adjacent Heartbeat calls into one
+// Heartbeat command of at most fsm.MaxBatch items. A heartbeat is a small
+// command, and as one of many in a Batch its per-command work in the FSM
+// cost a third of the heartbeat throughput the separate batcher had
+// (BENCHMARKS.md); merged, it costs what one command of many items does.
+// Only adjacent calls merge, so no command moves past another.
+func mergeHeartbeats(calls []*coCall) []group {
+	groups := make([]group, 0, len(calls))
+	items := 0
+	for _, c := range calls {
+		hb := c.cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT
+		n := len(c.cmd.GetHeartbeat().GetItems())
+		if last := len(groups) - 1; hb && last >= 0 && groups[last].cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT &&
+			items+n <= fsm.MaxBatch {
+			g := &groups[last]
+			if len(g.calls) == 1 { // copy before appending: the first call's command is its own
+				g.cmd = HeartbeatCommand(append([]*pb.HeartbeatItem(nil), g.cmd.GetHeartbeat().GetItems()...))
+			}
+			g.cmd.GetHeartbeat().Items = append(g.cmd.GetHeartbeat().Items, c.cmd.GetHeartbeat().GetItems()...)
+			g.calls = append(g.calls, c)
+			items += n
+			continue
+		}
+		groups = append(groups, group{cmd: c.cmd, calls: []*coCall{c}})
+		items = n
+	}
+	return groups
+}
+
+// deliver hands each call of g its result: a merged Heartbeat's items are
+// split back by each call's own count, in its order.
+func (g group) deliver(res *pb.CommandResult, err error) {
+	if len(g.calls) == 1 || err != nil || res.GetErrorCode() != pb.Code_CODE_OK {
+		for _, c := range g.calls {
+			c.deliver(coReply{res, err})
+		}
+		return
+	}
+	total := 0
+	for _, c := range g.calls {
+		total += len(c.cmd.GetHeartbeat().GetItems())
+	}
+	if len(res.GetItems()) != total {
+		err := fmt.Errorf("fsm answered %d items for %d merged heartbeats", len(res.GetItems()), total)
+		for _, c := range g.calls {
+			c.deliver(coReply{nil, err})
+		}
+		return
+	}
+	off := 0
+	for _, c := range g.calls {
+		n := len(c.cmd.GetHeartbeat().GetItems())
+		c.deliver(coReply{res: &pb.CommandResult{Index: res.GetIndex(), Now: res.GetNow(), Items: res.GetItems()[off : off+n]}})
+		off += n
+	}
 }
 
 // latest is the latest deadline of the callers one proposal serves.

@@ -29,8 +29,9 @@ type replica interface {
 
 // Defaults of ServiceConfig fields left zero.
 const (
-	DefaultCoalesceMax      = 512
-	DefaultCoalesceInflight = 4
+	DefaultCoalesceMax       = 512
+	DefaultCoalesceInflight  = 4
+	DefaultHeartbeatInflight = 1
 )
 
 // ServiceConfig tunes a node's Service. The zero value is usable.
@@ -56,6 +57,12 @@ type ServiceConfig struct {
 	// for a slot; more slots lean on Raft's own batching of appends.
 	CoalesceInflight int
 
+	// HeartbeatInflight is CoalesceInflight for heartbeats, which have a
+	// lane of their own. Default 1: a heartbeat is due within seconds,
+	// not milliseconds, so while one entry of them is in flight the rest
+	// wait and go together, merged into one command (groupcommit.go).
+	HeartbeatInflight int
+
 	// Registerer, when set, receives the service's Prometheus metrics
 	// (docket_cluster_*). nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -74,6 +81,9 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 	if c.CoalesceInflight <= 0 {
 		c.CoalesceInflight = DefaultCoalesceInflight
 	}
+	if c.HeartbeatInflight <= 0 {
+		c.HeartbeatInflight = DefaultHeartbeatInflight
+	}
 	return c
 }
 
@@ -90,7 +100,8 @@ type Service struct {
 	log     *slog.Logger
 	metrics *serviceMetrics
 
-	co   *coalescer
+	co   *coalescer // client commands
+	hb   *coalescer // heartbeats: their own lane (groupcommit.go)
 	hub  *hub
 	gate *claimGate
 
@@ -122,10 +133,11 @@ func newService(r replica, cfg ServiceConfig) *Service {
 		cancel:  cancel,
 	}
 	s.hub = newHub(s.gate)
-	s.co = newCoalescer(s)
+	s.co, s.hb = newCoalescer(s, cfg.CoalesceInflight), newCoalescer(s, cfg.HeartbeatInflight)
 	r.FSM().SetObserver(s.hub.observe)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.co.run()
+	go s.hb.run()
 	return s
 }
 
@@ -181,4 +193,4 @@ func (s *Service) Waiting() (queues, tasks, waiters int) {
 
 // QueuedCommands is how many client commands wait for a proposal slot
 // (ServiceConfig.CoalesceInflight) to share the next Batch entry.
-func (s *Service) QueuedCommands() int { return len(s.co.calls) }
+func (s *Service) QueuedCommands() int { return len(s.co.calls) + len(s.hb.calls) }
