@@ -71,9 +71,13 @@
 //     under load Raft, the log and the FSM do their per-entry work once for
 //     many callers. Each caller gets its own result, so one caller's stale
 //     fence fails it alone; a whole-entry failure (not leader, leadership
-//     lost) reaches each caller as it would have alone. Heartbeats are
-//     batchable commands like the others: the separate heartbeat batcher
-//     and its 2 ms window are gone.
+//     lost) reaches each caller as it would have alone. Heartbeats go
+//     through the same group commit in a lane of their own with one entry
+//     in flight (HeartbeatInflight), and adjacent ones merge into one
+//     Heartbeat command: under load they wait for the entry in flight and
+//     go together, which is what the separate batcher's 2 ms window did,
+//     without the timer. As plain Batch members in the shared lane they
+//     lost a third of their throughput (BENCHMARKS.md).
 //   - Requests are checked where they arrive, with times judged by that
 //     node's clock: a follower refuses a bad one without a hop, naming the
 //     caller's field path (tasks[3].queue, items[1].fence), and a run_at
