@@ -56,10 +56,14 @@
 //     the tasks to transport/claim.go, which answers and, if gRPC fails
 //     to send it, releases them (claimWatch, Service.ReleaseTasks).
 //
-// That is 6 packages and about 22 files (before the seam moved, about 25
-// files: the data went transport → fsm → cluster → fsm → transport); 3
-// goroutine hand-offs besides Raft's own (coalescer, flush, future wait),
-// as before.
+// That is 6 packages and about 24 files, each package entered once on the
+// way down (cmd → client → transport → cluster → fsm → storage) and left
+// once on the way up. Before the seam moved it was the same 6 packages and
+// about 25 files, but the data went transport → fsm (Validate, Counts) →
+// transport (gate, coalescer) → cluster → fsm → back up through cluster
+// into transport, and apply called up into transport's observer. There
+// are 3 goroutine hand-offs besides Raft's own (coalescer, flush, future
+// wait), as before.
 //
 // Decisions for the Service:
 //
