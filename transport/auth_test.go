@@ -348,4 +348,3 @@ func Test_AuthOffChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
