@@ -22,6 +22,11 @@ type Config struct {
 	// DOCKET_BOOTSTRAP_TOKEN), never a flag, and is never logged.
 	BootstrapSecret string `json:"-"`
 
+	// JoinToken, when set, is the token this node shows when it asks a
+	// cluster with auth on to add it (AddServer needs admin over "*").
+	// From DOCKET_TOKEN; never logged.
+	JoinToken string `json:"-"`
+
 	// Service tunes the node's write and read paths (group commit, the
 	// default lease); its Logger defaults to the node's.
 	Service ServiceConfig
