@@ -10,7 +10,9 @@ import (
 // Test_AuthorizeRoleTable: each role allows exactly its methods, over its
 // tenants; cluster-wide calls need "*"; unknown methods are closed.
 func Test_AuthorizeRoleTable(t *testing.T) {
-	tok := func(role string, tenants ...string) *pb.Token { return &pb.Token{Roles: []string{role}, Tenants: tenants} }
+	tok := func(role string, tenants ...string) *pb.Token {
+		return &pb.Token{Roles: []string{role}, Tenants: tenants}
+	}
 	cases := []struct {
 		name   string
 		tok    *pb.Token
