@@ -185,6 +185,26 @@ func Test_AttackForgedSubmitWithFence(t *testing.T) {
 	if st := taskOf(t, ts, task.GetId(), "a"); string(st.GetResult()) != "mine" {
 		t.Fatalf("result %q", st.GetResult())
 	}
+	wr, err := ts.q.WaitResult(as(ctx, wa.GetSecret()), &pb.WaitResultRequest{TaskId: task.GetId(), Tenant: "a"})
+	if err != nil || !wr.GetDone() || wr.GetTask().GetFence() != 0 {
+		t.Fatalf("WaitResult: %v %v, fence %d", wr, err, wr.GetTask().GetFence())
+	}
+	// A dead letter's fence is not listed either.
+	if _, err := ts.q.Enqueue(as(ctx, wa.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "d", Tenant: "a", MaxAttempts: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err = ts.q.Claim(as(ctx, wa.GetSecret()), &pb.ClaimRequest{Queue: "d", Tenant: "a", WorkerId: "w"})
+	if err != nil || len(cl.GetTasks()) != 1 {
+		t.Fatalf("claim: %v %v", cl, err)
+	}
+	d := cl.GetTasks()[0]
+	if _, err := ts.q.Nack(as(ctx, wa.GetSecret()), &pb.NackRequest{TaskId: d.GetId(), Fence: d.GetFence(), Tenant: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := ts.q.ListDead(as(ctx, adminSecret), &pb.ListDeadRequest{Queue: "d", Tenant: "a"})
+	if err != nil || len(dead.GetTasks()) != 1 || dead.GetTasks()[0].GetFence() != 0 {
+		t.Fatalf("ListDead: %v %v", dead, err)
+	}
 }
 
 // Attack 4: Cancel of another tenant's task, TransferLeadership and
