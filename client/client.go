@@ -108,6 +108,8 @@ type config struct {
 	attemptTimeout   time.Duration
 	keepalive        keepalive.ClientParameters
 	shareInflight    int
+	token            string
+	tenant           string
 }
 
 // WithLogger sets the logger. The default is slog.Default(). Retries and
@@ -125,6 +127,24 @@ func WithLogger(l *slog.Logger) Option {
 // insecure transport credentials, so a caller's credentials win.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithToken sends secret as a bearer token ("authorization: Bearer
+// <secret>") with every call, discovery included: the per-RPC credentials
+// a cluster with auth on asks for. It is allowed over the insecure
+// transport in this round, so the secret crosses the network in clear
+// text until the client speaks TLS: use it on loopback or a trusted
+// network only.
+func WithToken(secret string) Option {
+	return func(c *config) { c.token = secret }
+}
+
+// WithRequestTenant names the tenant that GetTask, WaitResult and Cancel
+// send with a task id. A server with auth on answers NotFound for a task
+// of another tenant, and takes an empty tenant as the default one; with
+// auth off an empty tenant checks nothing.
+func WithRequestTenant(tenant string) Option {
+	return func(c *config) { c.tenant = tenant }
 }
 
 // WithRetryBackoff sets the full-jitter exponential backoff between retries:
@@ -347,6 +367,9 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 	}
 	if c.cfg.keepalive.Time > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(c.cfg.keepalive))
+	}
+	if c.cfg.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.cfg.token)))
 	}
 	opts = append(opts, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)

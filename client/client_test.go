@@ -252,6 +252,8 @@ func Test_ErrorMapping(t *testing.T) {
 		code codes.Code
 	}{
 		{"not found", status.Error(codes.NotFound, "no task"), ErrNotFound, codes.NotFound},
+		{"unauthenticated", status.Error(codes.Unauthenticated, "no token"), ErrUnauthenticated, codes.Unauthenticated},
+		{"permission denied", status.Error(codes.PermissionDenied, "role"), ErrPermissionDenied, codes.PermissionDenied},
 		{"stale fence", errStaleFence(), ErrStaleFence, codes.FailedPrecondition},
 		{"wrong state", errWrongState(), ErrWrongState, codes.FailedPrecondition},
 		{"invalid", errBadField("fence", "must be set"), ErrInvalidArgument, codes.InvalidArgument},

@@ -45,6 +45,16 @@ var (
 	// tenant's tasks have finished and been purged.
 	ErrTenantLimit = errors.New("docket: tenant limit reached")
 
+	// ErrUnauthenticated means the server wants a token and the call had
+	// none, or one it does not accept: unknown, revoked or expired
+	// (gRPC Unauthenticated). Not retried.
+	ErrUnauthenticated = errors.New("docket: unauthenticated")
+
+	// ErrPermissionDenied means the call's token is valid but its roles
+	// or tenants do not allow the call (gRPC PermissionDenied). Not
+	// retried.
+	ErrPermissionDenied = errors.New("docket: permission denied")
+
 	// ErrNoLeader means no leader could be reached before the caller's
 	// deadline: none is elected, or the nodes that know it are unreachable.
 	// The request was most likely not applied, but a connection that broke
@@ -116,6 +126,10 @@ func mapError(err error) error {
 	switch st.Code() {
 	case codes.NotFound:
 		e.kind = ErrNotFound
+	case codes.Unauthenticated:
+		e.kind = ErrUnauthenticated
+	case codes.PermissionDenied:
+		e.kind = ErrPermissionDenied
 	case codes.InvalidArgument:
 		e.kind = ErrInvalidArgument
 		e.field = badField(st)

@@ -178,7 +178,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		if l.gone {
 			continue
 		}
-		it := &docketv1.HeartbeatItem{TaskId: l.task.ID(), Fence: l.task.Fence(), LeaseNs: int64(w.cfg.Lease)}
+		it := &docketv1.HeartbeatItem{TaskId: l.task.ID(), Fence: l.task.Fence(), Tenant: l.task.p.GetTenant(), LeaseNs: int64(w.cfg.Lease)}
 		p, ver, dirty := l.task.pendingProgress()
 		if dirty {
 			it.Progress, it.HasProgress = p, true

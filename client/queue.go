@@ -335,7 +335,7 @@ func (c *Client) Nack(ctx context.Context, req *docketv1.NackRequest) (docketv1.
 // and a retry answers ErrWrongState, Cancel reads the task and reports
 // success if it is cancelled: that attempt is what cancelled it.
 func (c *Client) Cancel(ctx context.Context, taskID string) error {
-	req := &docketv1.CancelRequest{TaskId: taskID}
+	req := &docketv1.CancelRequest{TaskId: taskID, Tenant: c.cfg.tenant}
 	attempts, err := c.invoke(ctx, opCancel, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		_, err := docketv1.NewQueueClient(cc).Cancel(ctx, req, opts...)
 		return err
@@ -356,7 +356,7 @@ func (c *Client) GetTask(ctx context.Context, taskID string, allowStale bool) (*
 	if allowStale {
 		o = opGetStale
 	}
-	req := &docketv1.GetTaskRequest{TaskId: taskID, AllowStale: allowStale}
+	req := &docketv1.GetTaskRequest{TaskId: taskID, AllowStale: allowStale, Tenant: c.cfg.tenant}
 	var resp *docketv1.GetTaskResponse
 	_, err := c.invoke(ctx, o, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		r, err := docketv1.NewQueueClient(cc).GetTask(ctx, req, opts...)
@@ -384,7 +384,7 @@ func (c *Client) WaitResult(ctx context.Context, taskID string) (*docketv1.Task,
 			return waited
 		}
 		_, err := c.invokeWait(ctx, opWaitResult, waitFor, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-			r, err := docketv1.NewQueueClient(cc).WaitResult(ctx, &docketv1.WaitResultRequest{TaskId: taskID, WaitNs: int64(waited)}, opts...)
+			r, err := docketv1.NewQueueClient(cc).WaitResult(ctx, &docketv1.WaitResultRequest{TaskId: taskID, WaitNs: int64(waited), Tenant: c.cfg.tenant}, opts...)
 			resp = r
 			return err
 		})
@@ -532,4 +532,38 @@ func newKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
 	return hex.EncodeToString(b[:])
+}
+
+// CreateToken mints a token on the leader (admin over every tenant). The
+// answer's secret is shown once: the cluster keeps only its hash.
+func (c *Client) CreateToken(ctx context.Context, req *docketv1.CreateTokenRequest) (*docketv1.CreateTokenResponse, error) {
+	var out *docketv1.CreateTokenResponse
+	_, err := c.invoke(ctx, op{name: "create token"}, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewClusterClient(cc).CreateToken(ctx, req, opts...)
+		out = r
+		return err
+	})
+	return out, err
+}
+
+// ListTokens lists the cluster's tokens: accessors, names, roles, tenants
+// and expiry, never secrets or hashes.
+func (c *Client) ListTokens(ctx context.Context) ([]*docketv1.TokenInfo, error) {
+	var out []*docketv1.TokenInfo
+	_, err := c.invoke(ctx, op{name: "list tokens", repeatable: true}, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewClusterClient(cc).ListTokens(ctx, &docketv1.ListTokensRequest{}, opts...)
+		out = r.GetTokens()
+		return err
+	})
+	return out, err
+}
+
+// RevokeToken deletes a token by its accessor; every node refuses it once
+// it applied the revoke. ErrNotFound when there is no such token.
+func (c *Client) RevokeToken(ctx context.Context, accessor string) error {
+	_, err := c.invoke(ctx, op{name: "revoke token"}, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		_, err := docketv1.NewClusterClient(cc).RevokeToken(ctx, &docketv1.RevokeTokenRequest{Accessor: accessor}, opts...)
+		return err
+	})
+	return err
 }

@@ -353,12 +353,12 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 	switch {
 	case herr == nil:
 		done, err := w.c.Submit(ctx, &docketv1.SubmitRequest{
-			TaskId: t.ID(), Fence: t.Fence(), Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: result,
+			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: result,
 		})
 		w.logReport(log, "completed", err, "already_done", done)
 	case errors.Is(herr, ErrPermanent):
 		done, err := w.c.Submit(ctx, &docketv1.SubmitRequest{
-			TaskId: t.ID(), Fence: t.Fence(), Outcome: docketv1.Outcome_OUTCOME_FAILED, Error: truncate(herr.Error()),
+			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), Outcome: docketv1.Outcome_OUTCOME_FAILED, Error: truncate(herr.Error()),
 		})
 		w.logReport(log, "failed", err, "already_done", done, "handler_err", herr)
 	default:
@@ -372,7 +372,7 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 			reason = fmt.Sprintf("%v (%v)", herr, cause)
 		}
 		state, err := w.c.Nack(ctx, &docketv1.NackRequest{
-			TaskId: t.ID(), Fence: t.Fence(), DelayNs: int64(delay), Reason: truncate(reason),
+			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), DelayNs: int64(delay), Reason: truncate(reason),
 		})
 		w.logReport(log, "nacked", err, "state", state, "delay", delay, "handler_err", herr)
 	}
@@ -399,7 +399,7 @@ func (w *Worker) giveBack(tasks []*docketv1.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(w.cfg.Lease, 10*time.Second))
 	defer cancel()
 	for _, t := range tasks {
-		if _, err := w.c.Nack(ctx, &docketv1.NackRequest{TaskId: t.GetId(), Fence: t.GetFence(), Reason: "worker had no free slot"}); err != nil {
+		if _, err := w.c.Nack(ctx, &docketv1.NackRequest{TaskId: t.GetId(), Fence: t.GetFence(), Tenant: t.GetTenant(), Reason: "worker had no free slot"}); err != nil {
 			w.log.Warn("giving back an extra task failed; its lease will expire", "task", t.GetId(), "err", err)
 		}
 	}

@@ -14,6 +14,19 @@ import (
 // Config configures one node. Zero values take the defaults in
 // DefaultConfig; each field says why its default is what it is.
 type Config struct {
+	// BootstrapSecret, when set, is the secret of the bootstrap admin
+	// token (every role over every tenant). The first leader that has one
+	// creates the token, once in the cluster's life (latched in the FSM);
+	// later boots and leaders log that they ignore it. It comes from a
+	// file or the environment (docket agent --bootstrap-token-file,
+	// DOCKET_BOOTSTRAP_TOKEN), never a flag, and is never logged.
+	BootstrapSecret string `json:"-"`
+
+	// JoinToken, when set, is the token this node shows when it asks a
+	// cluster with auth on to add it (AddServer needs admin over "*").
+	// From DOCKET_TOKEN; never logged.
+	JoinToken string `json:"-"`
+
 	// Service tunes the node's write and read paths (group commit, the
 	// default lease); its Logger defaults to the node's.
 	Service ServiceConfig

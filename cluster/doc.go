@@ -360,4 +360,43 @@
 //     operator nothing to free when the node stops again. Whoever fixes
 //     the cause (grows the volume, purges a tenant) deletes it to get the
 //     node going, and the next start recreates it once there is room.
+//
+// # Authentication and authorization (auth.go)
+//
+//   - One role table, methodRoles, decides which roles allow a method:
+//     producer (Enqueue, GetTask, WaitResult), worker (Claim, Heartbeat,
+//     Submit, SubmitBatch, Nack), reader (Stats, GetTask), admin (the
+//     Cluster service, tokens, the DLQ and Cancel). A method missing from
+//     it is refused to every token. Roles cover the token's tenants; a
+//     call naming no tenant (the Cluster service, token management,
+//     RequeueDead by id) needs its role over "*", so an admin of one
+//     tenant cannot move leadership or mint tokens. Stats without a
+//     tenant is answered with the token's tenants only.
+//   - Cluster.Status needs no token even with auth on (OpenMethod):
+//     nodes call it on each other for discovery, joins and consistency
+//     checks, and have no token of their own before TLS gives them an
+//     identity; it tells the cluster's shape and hashes, no tenant data.
+//     Consul's /v1/status endpoints take no ACL token for the same reason.
+//     This is a deviation from "every Cluster RPC needs a token"; with
+//     node certificates (the TLS work) it can require one.
+//   - Authenticate reads the local replica, at once: a quorum round per
+//     call would double the cost of every RPC. The window this leaves: a
+//     revoked token is accepted by a lagging follower until it applies
+//     the revoke, for what that follower answers alone (stale GetTask).
+//     Everything else a follower forwards, with the caller's token, and
+//     the leader checks it again against its replica, which applied the
+//     revoke before it was acknowledged. A new token may likewise be
+//     unknown for a moment on a lagging follower. Expiry is judged by the
+//     serving node's clock, so clock skew moves it by that much.
+//   - The bootstrap token (Config.BootstrapSecret) is created by the
+//     first leader that has a secret, right after its leadership barrier,
+//     once in the cluster's life (the FSM latches it): later boots log
+//     that they ignore it. A leader that loses leadership before the
+//     create commits logs the error; the next leader tries again.
+//   - The leader mints accessors and secrets (crypto/rand: 12 and 32
+//     bytes); only the SHA-256 of a secret enters the log. A plain hash
+//     is enough for 256-bit random secrets (no dictionary to attack); a
+//     slow hash would cost every RPC.
+//   - A node joining a cluster with auth on shows Config.JoinToken
+//     (DOCKET_TOKEN) to AddServer, which needs admin over "*".
 package cluster

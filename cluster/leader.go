@@ -85,6 +85,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		}
 	}
 	reapAfter := time.Now().Add(n.cfg.ReapGrace)
+	n.bootstrapToken(ctx)
 
 	var wg sync.WaitGroup
 	run := func(name string, every time.Duration, fn func(context.Context) error) {
@@ -119,6 +120,23 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		n.checkLoop(ctx)
 	}()
 	wg.Wait()
+}
+
+// bootstrapToken creates the bootstrap token when this node has a secret
+// and the cluster never created one; otherwise it says why it ignores it.
+func (n *Node) bootstrapToken(ctx context.Context) {
+	if n.cfg.BootstrapSecret == "" {
+		return
+	}
+	err := n.Bootstrap(ctx, n.cfg.BootstrapSecret)
+	switch {
+	case err == nil:
+		n.log.Info("bootstrap token created")
+	case errors.Is(err, ErrBootstrapped):
+		n.log.Info("bootstrap token ignored: this cluster created its bootstrap token before")
+	case ctx.Err() == nil:
+		n.log.Error("bootstrap token not created", "err", err)
+	}
 }
 
 // reapOnce proposes Reap for the leases that expired by the leader's now.

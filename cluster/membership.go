@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -184,6 +185,9 @@ func (n *Node) askToJoin(leaderAddr string) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 	defer cancel()
+	if n.cfg.JoinToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+n.cfg.JoinToken)
+	}
 	_, err = pb.NewClusterClient(c).AddServer(ctx, &pb.AddServerRequest{Id: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, GrpcAddr: n.cfg.GRPCAddr})
 	if err != nil {
 		return fmt.Errorf("join via %s: %w", leaderAddr, err)

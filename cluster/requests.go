@@ -80,7 +80,7 @@ func HeartbeatCommand(items []*pb.HeartbeatItem) *pb.Command {
 func SubmitCommand(req *pb.SubmitRequest) *pb.Command {
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
 		TaskId: req.GetTaskId(), Fence: req.GetFence(), Outcome: req.GetOutcome(),
-		Result: req.GetResult(), Error: req.GetError(),
+		Result: req.GetResult(), Error: req.GetError(), Tenant: req.GetTenant(),
 	}}}
 }
 
@@ -101,14 +101,14 @@ func SubmitBatchCommand(req *pb.SubmitBatchRequest) (*pb.Command, error) {
 // NackCommand builds the Nack of req.
 func NackCommand(req *pb.NackRequest) *pb.Command {
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{
-		TaskId: req.GetTaskId(), Fence: req.GetFence(), DelayNs: req.GetDelayNs(), Reason: req.GetReason(),
+		TaskId: req.GetTaskId(), Fence: req.GetFence(), DelayNs: req.GetDelayNs(), Reason: req.GetReason(), Tenant: req.GetTenant(),
 	}}}
 }
 
 // CancelCommand builds the Cancel of req.
 func CancelCommand(req *pb.CancelRequest) *pb.Command {
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CANCEL,
-		Body: &pb.Command_Cancel{Cancel: &pb.CancelCmd{TaskId: req.GetTaskId()}}}
+		Body: &pb.Command_Cancel{Cancel: &pb.CancelCmd{TaskId: req.GetTaskId(), Tenant: req.GetTenant()}}}
 }
 
 // RequeueDeadCommand builds the RequeueDead of req; without a task id or

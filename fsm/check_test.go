@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -22,6 +23,7 @@ type keyspace struct {
 	idem    map[string]string // i/ key -> task id
 	catalog map[QueueRef]storage.QueueMeta
 	tenants map[string]storage.TenantUsage
+	tokens  map[string]string // k/ key -> value (token records and their index)
 	applied uint64
 	now     uint64
 }
@@ -34,7 +36,7 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	}
 	defer release()
 	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
-		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}}
+		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{}}
 	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
 		switch {
 		case bytes.HasPrefix(k, []byte("t/")):
@@ -70,6 +72,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 				return err
 			}
 			ks.tenants[string(k[len(storage.TenantPrefix()):])] = u
+		case bytes.HasPrefix(k, []byte("k/")):
+			ks.tokens[string(k)] = string(v)
 		case bytes.Equal(k, storage.KeyApplied), bytes.Equal(k, storage.KeyNow):
 			if len(v) != 8 {
 				return fmt.Errorf("%q: %d bytes", k, len(v))
@@ -206,6 +210,27 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 		if _, ok := ks.catalog[ref]; !ok {
 			fail("queue %v has tasks but no catalog record", ref)
 		}
+	}
+	// Tokens: every accessor index names a record whose accessor it is,
+	// and every record has its index.
+	records, indexes := 0, 0
+	for k, v := range ks.tokens {
+		switch {
+		case strings.HasPrefix(k, "k/a/"):
+			indexes++
+			rec, ok := ks.tokens["k/h/"+v]
+			tok := &pb.Token{}
+			if !ok || proto.Unmarshal([]byte(rec), tok) != nil || tok.GetAccessor() != k[4:] {
+				fail("token index %s -> %s: no matching record", k, v)
+			}
+		case strings.HasPrefix(k, "k/h/"):
+			records++
+		case k != string(storage.KeyBootstrapped):
+			fail("unknown token key %q", k)
+		}
+	}
+	if records != indexes {
+		fail("%d token records, %d accessor indexes", records, indexes)
 	}
 	if ks.applied != f.AppliedIndex() || int64(ks.now) != max(f.Now(), 0) {
 		fail("metadata applied %d now %d; FSM says %d and %d", ks.applied, ks.now, f.AppliedIndex(), f.Now())

@@ -193,6 +193,29 @@
 //     keys the filter switches itself off, so lookups cost what they did
 //     before it, and a scan rebuilds it once the keys fit in half the
 //     table.
+//   - Tokens (rules_auth.go) are FSM state, so that a revoke takes effect
+//     on every replica at its commit index and a snapshot carries them.
+//     The record is keyed by the SHA-256 of the secret (k/h/<hash>:
+//     authenticating a request is one Get), with an accessor index
+//     (k/a/<accessor>) for list and revoke; the secret never enters the
+//     log, a snapshot or a node's disk. The leader mints accessor and
+//     secret; the FSM only checks the shape (known roles, tenants or "*",
+//     a 32-byte hash) and refuses, at the command's time, a token whose
+//     expiry is not after it. Expiry at use is cluster's check against
+//     the serving node's clock; an expired token stays stored until it is
+//     revoked (no purge yet). A bootstrap token is latched by
+//     k/bootstrapped: created once in a cluster's life, so a leader that
+//     proposes it again after a restart or an election changes nothing.
+//     CREATE_TOKEN and REVOKE_TOKEN are new command types, and there is no
+//     version gate yet (issue 12): a node of an older build that meets one
+//     stops in DecodeCommand rather than diverge, so every node must run
+//     this build before auth is used.
+//   - The tenant re-check: Submit, Heartbeat, Nack and Cancel carry the
+//     caller's tenant, and a task of another tenant is NOT_FOUND exactly
+//     as a missing one (getTaskOf): no state, no fence, the same detail,
+//     so a task id tells nothing about another tenant. An empty tenant
+//     checks nothing (auth off, and every command of older leaders), so
+//     existing logs apply as before.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

@@ -11,7 +11,7 @@ import (
 // cancel ends a task that no worker holds. A running task cannot be
 // cancelled: its worker would not learn of it until its next heartbeat.
 func (tx *txn) cancel(c *pb.CancelCmd, res *pb.CommandResult) error {
-	t, ok, err := tx.getTask(c.GetTaskId())
+	t, ok, err := tx.getTaskOf(c.GetTaskId(), c.GetTenant())
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 // worker's progress. A lease never shrinks.
 func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 	for _, hb := range c.GetItems() {
-		t, code, err := tx.running(hb.GetTaskId(), hb.GetFence())
+		t, code, err := tx.runningFor(hb.GetTaskId(), hb.GetFence(), hb.GetTenant())
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 // submit is the compare-and-set terminal transition. The same Submit again
 // after it won is answered ALREADY_DONE and changes nothing.
 func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
-	t, code, err := tx.running(c.GetTaskId(), c.GetFence())
+	t, code, err := tx.runningFor(c.GetTaskId(), c.GetFence(), c.GetTenant())
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 // nack gives a task back: it counts an attempt, and the task returns after
 // delay, or to the dead letters at max attempts.
 func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
-	t, code, err := tx.running(c.GetTaskId(), c.GetFence())
+	t, code, err := tx.runningFor(c.GetTaskId(), c.GetFence(), c.GetTenant())
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,13 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 // running loads a task and checks it runs under exactly fence. It returns
 // the task (nil when missing) and OK, NOT_FOUND or STALE_FENCE.
 func (tx *txn) running(id string, fence uint64) (*pb.Task, pb.Code, error) {
-	t, ok, err := tx.getTask(id)
+	return tx.runningFor(id, fence, "")
+}
+
+// runningFor is running for a caller of tenant: another tenant's task is
+// NOT_FOUND, exactly as a missing one (rules_auth.go).
+func (tx *txn) runningFor(id string, fence uint64, tenant string) (*pb.Task, pb.Code, error) {
+	t, ok, err := tx.getTaskOf(id, tenant)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -118,6 +118,10 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.batch(cmd.GetBatch(), res)
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		err = tx.release(cmd.GetRelease(), res)
+	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN:
+		err = tx.createToken(cmd.GetCreateToken(), res)
+	case pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
+		err = tx.revokeToken(cmd.GetRevokeToken(), res)
 	case pb.CommandType_COMMAND_TYPE_CHECK:
 		// Nothing to write: ApplyBatch hands out the snapshot (check.go).
 	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:

@@ -123,6 +123,9 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		if err := checkTaskRef("", s.GetTaskId(), s.GetFence()); err != nil {
 			return err
 		}
+		if err := checkTenantRef(s.GetTenant()); err != nil {
+			return err
+		}
 		if o := s.GetOutcome(); o != pb.Outcome_OUTCOME_COMPLETED && o != pb.Outcome_OUTCOME_FAILED {
 			return fieldErr("outcome", "must be completed or failed, got %v", o)
 		}
@@ -135,12 +138,22 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		if err := checkTaskRef("", n.GetTaskId(), n.GetFence()); err != nil {
 			return err
 		}
+		if err := checkTenantRef(n.GetTenant()); err != nil {
+			return err
+		}
 		if err := checkDuration("delay_ns", n.GetDelayNs(), MaxDelay); err != nil {
 			return err
 		}
 		return checkLen("reason", n.GetReason(), 0, MaxErrorLen)
 	case pb.CommandType_COMMAND_TYPE_CANCEL:
+		if err := checkTenantRef(cmd.GetCancel().GetTenant()); err != nil {
+			return err
+		}
 		return checkLen("task_id", cmd.GetCancel().GetTaskId(), 1, MaxIDLen)
+	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN:
+		return validateCreateToken(cmd.GetCreateToken(), at)
+	case pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
+		return checkName("accessor", cmd.GetRevokeToken().GetAccessor())
 	case pb.CommandType_COMMAND_TYPE_REAP:
 		items := cmd.GetReap().GetItems()
 		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
@@ -217,6 +230,10 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetBatch() != nil
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		ok = cmd.GetRelease() != nil
+	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN:
+		ok = cmd.GetCreateToken() != nil
+	case pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
+		ok = cmd.GetRevokeToken() != nil
 	case pb.CommandType_COMMAND_TYPE_CHECK:
 		ok = cmd.GetCheck() != nil
 	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
@@ -276,6 +293,9 @@ func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
 	if err := checkTaskRef("", it.GetTaskId(), it.GetFence()); err != nil {
 		return err
 	}
+	if err := checkTenantRef(it.GetTenant()); err != nil {
+		return err
+	}
 	if len(it.GetProgress()) > maxP {
 		return tooLarge("progress", len(it.GetProgress()), maxP)
 	}
@@ -312,6 +332,15 @@ func checkName(field, s string) error {
 		}
 	}
 	return nil
+}
+
+// checkTenantRef checks the tenant a request for one task names; empty
+// (no check) is allowed.
+func checkTenantRef(tenant string) error {
+	if tenant == "" {
+		return nil
+	}
+	return checkName("tenant", tenant)
 }
 
 func checkTaskRef(prefix, id string, fence uint64) error {

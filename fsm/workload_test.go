@@ -194,6 +194,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		}
 	case n < 92:
 		cmd = cancelCmd(now, w.anyID())
+		if w.pct(30) {
+			cmd.GetCancel().Tenant = w.queue().Tenant // sometimes another tenant's: NOT_FOUND
+		}
 	case n < 95:
 		cmd = w.invalid(now)
 	case n < 96:
@@ -210,8 +213,14 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 			CheckIndex: 1 + uint64(w.rng.IntN(int(w.index)+2)), Hash: fmt.Sprintf("%064x", w.rng.Uint64()), Agreeing: 2, Voters: 3,
 		}}}
 	default:
-		r := w.ref()
-		cmd = heartbeatCmd(now, &pb.HeartbeatItem{TaskId: r.id, Fence: r.fence})
+		// Tokens: created (some expiring, some born expired and refused),
+		// revoked, sometimes twice; accessors repeat so duplicates occur.
+		acc := fmt.Sprintf("acc%d", w.rng.IntN(8))
+		if w.pct(60) {
+			cmd = createTokenCmd(now, acc, fmt.Sprint("secret", w.rng.IntN(8)), now+w.dur(time.Hour)-int64(time.Minute), w.pct(10))
+		} else {
+			cmd = revokeTokenCmd(now, acc)
+		}
 	}
 	return cmd
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -59,5 +60,40 @@ func (c *clusterService) RemoveServer(ctx context.Context, req *pb.RemoveServerR
 				return nil, err
 			}
 			return &pb.RemoveServerResponse{}, nil
+		})
+}
+
+// CreateToken mints a token on the leader; the secret is in this answer
+// only.
+func (c *clusterService) CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error) {
+	return onLeader(c.s, ctx, pb.Cluster_CreateToken_FullMethodName, req, &pb.CreateTokenResponse{},
+		func(ctx context.Context) (*pb.CreateTokenResponse, error) {
+			return c.s.node.CreateToken(ctx, req)
+		})
+}
+
+// RevokeToken deletes a token; NotFound when there is none.
+func (c *clusterService) RevokeToken(ctx context.Context, req *pb.RevokeTokenRequest) (*pb.RevokeTokenResponse, error) {
+	if req.GetAccessor() == "" {
+		return nil, fieldError("accessor", "required")
+	}
+	return onLeader(c.s, ctx, pb.Cluster_RevokeToken_FullMethodName, req, &pb.RevokeTokenResponse{},
+		func(ctx context.Context) (*pb.RevokeTokenResponse, error) {
+			if err := c.s.node.RevokeToken(ctx, req.GetAccessor()); err != nil {
+				return nil, err
+			}
+			return &pb.RevokeTokenResponse{}, nil
+		})
+}
+
+// ListTokens lists tokens, linearizably, without secrets or hashes.
+func (c *clusterService) ListTokens(ctx context.Context, req *pb.ListTokensRequest) (*pb.ListTokensResponse, error) {
+	return read(c.s, ctx, pb.Cluster_ListTokens_FullMethodName, req, &pb.ListTokensResponse{}, false,
+		func(cs cluster.Consistency) (*pb.ListTokensResponse, error) {
+			toks, err := c.s.node.ListTokens(ctx, cs)
+			if err != nil {
+				return nil, err
+			}
+			return &pb.ListTokensResponse{Tokens: toks}, nil
 		})
 }

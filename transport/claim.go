@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/stats"
 
+	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -68,11 +69,22 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 	}
 	return onLeader(s, ctx, pb.Queue_WaitResult_FullMethodName, req, &pb.WaitResultResponse{},
 		func(ctx context.Context) (*pb.WaitResultResponse, error) {
+			// Another tenant's task is NotFound before any wait: waiting
+			// first would tell by its time that the id exists.
+			if tn := req.GetTenant(); tn != "" {
+				t, _, err := s.node.GetTask(ctx, req.GetTaskId(), cluster.Linearizable)
+				if err == nil {
+					err = cluster.OwnTask(t, tn)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
 			t, done, err := s.node.WaitResult(ctx, req.GetTaskId(), wait)
 			if err != nil {
 				return nil, err
 			}
-			return &pb.WaitResultResponse{Task: t, Done: done}, nil
+			return &pb.WaitResultResponse{Task: hideFence(ctx, t), Done: done}, nil
 		})
 }
 

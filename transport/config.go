@@ -59,6 +59,13 @@ type Node interface {
 	// otherwise it is diverged or awaiting a check, and the API refuses
 	// everything but the Cluster service with Unavailable.
 	CheckErr() error
+	// Authenticate finds a token by its secret in the local replica and
+	// checks its expiry (cluster.Service.Authenticate).
+	Authenticate(secret string) (*pb.Token, error)
+	// CreateToken, RevokeToken and ListTokens manage tokens on the leader.
+	CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error)
+	RevokeToken(ctx context.Context, accessor string) error
+	ListTokens(ctx context.Context, c cluster.Consistency) ([]*pb.TokenInfo, error)
 	// CheckHash is this node's keyspace hash at a consistency check index,
 	// "" when not (yet) known; the leader collects them through Status.
 	CheckHash(index uint64) string
@@ -123,6 +130,12 @@ const (
 // Config tunes a Server. The zero value is usable: every zero field takes
 // its default.
 type Config struct {
+	// Auth, when true, requires a bearer token (metadata
+	// "authorization: Bearer <secret>") on every Queue and Cluster call
+	// but Cluster.Status, checked by one interceptor (auth.go). Off by
+	// default in this round: nothing changes for a server without it.
+	Auth bool
+
 	// Logger receives the server's messages (Internal errors at Error
 	// level, forwarding failures at Debug). nil discards them.
 	Logger *slog.Logger

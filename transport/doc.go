@@ -115,4 +115,28 @@
 //     is not live in any useful sense. docket.v1.Queue is also NOT_SERVING
 //     while no leader is known (checked every HealthInterval). All turn
 //     NOT_SERVING when Stop begins.
+//   - Auth (auth.go, Config.Auth, off by default in this round): one
+//     unary and stream interceptor, after the codec and before the
+//     handler, reads "authorization: Bearer <secret>", asks cluster for
+//     the token (local replica) and for each tenant the request names
+//     (cluster.Authorize). Codes: Unauthenticated for no, unknown,
+//     revoked or expired token; PermissionDenied for a valid token whose
+//     roles or tenants do not cover the call; NotFound for another
+//     tenant's task, with the same message as a missing id, never
+//     PermissionDenied, so ids do not leak existence. Health,
+//     reflection and Cluster.Status stay open (cluster/doc.go says why).
+//   - With auth on, an empty tenant in a request that names a task is
+//     filled with the default tenant before the handler, so the FSM (for
+//     Submit, Heartbeat, Nack, Cancel) and the reads (GetTask,
+//     WaitResult, compared in the handler) check it. WaitResult checks
+//     the tenant before it waits: a wait on another tenant's task would
+//     tell by its length that the id exists. With auth off the tenant
+//     stays empty and nothing is checked, as before.
+//   - With auth on, GetTask, WaitResult and ListDead never return a
+//     fence: only Claim's answer, to the worker holding the claim, does.
+//     With auth off they still do, so existing tools and tests that read
+//     it keep working; anyone can do anything there anyway.
+//   - A follower forwards the caller's authorization metadata; the leader
+//     checks it again, so a revoke the leader applied wins over a
+//     follower that lags.
 package transport

@@ -58,6 +58,12 @@ func toStatus(err error) error {
 		return withDetail(code, err.Error(), &errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}},
 		})
+	case errors.Is(err, cluster.ErrUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, cluster.ErrBootstrapped):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrStaleFence):

@@ -105,7 +105,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 		return zero, err
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
-	fctx := metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1")
+	fctx := forwardAuth(ctx, metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1"))
 	if err := cc.Invoke(fctx, method, req, out); err != nil {
 		s.log.Debug("forward failed", "method", method, "leader", hint, "err", err)
 		return zero, err

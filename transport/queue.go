@@ -203,6 +203,9 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
 		func(c cluster.Consistency) (*pb.GetTaskResponse, error) {
 			t, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
+			if err == nil {
+				err = cluster.OwnTask(t, req.GetTenant())
+			}
 			// The applied index also travels as header metadata, so that a
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
@@ -212,7 +215,7 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 			if err != nil {
 				return nil, err
 			}
-			return &pb.GetTaskResponse{Task: t, AppliedIndex: applied}, nil
+			return &pb.GetTaskResponse{Task: hideFence(ctx, t), AppliedIndex: applied}, nil
 		})
 }
 
@@ -226,7 +229,7 @@ func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.Sta
 			if err != nil {
 				return nil, err
 			}
-			return &pb.StatsResponse{Queues: st, NextCursor: next}, nil
+			return &pb.StatsResponse{Queues: filterStats(ctx, st), NextCursor: next}, nil
 		})
 }
 
@@ -241,6 +244,9 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 			tasks, next, err := q.s.node.ListDead(ctx, req, c)
 			if err != nil {
 				return nil, err
+			}
+			for i, t := range tasks {
+				tasks[i] = hideFence(ctx, t)
 			}
 			return &pb.ListDeadResponse{Tasks: tasks, NextCursor: next}, nil
 		})

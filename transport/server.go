@@ -77,7 +77,7 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		// A request that does not decode is InvalidArgument (codec.go).
 		grpc.ForceServerCodecV2(s.codec),
-		grpc.ChainStreamInterceptor(s.codec.streamInterceptor),
+		grpc.ChainStreamInterceptor(s.codec.streamInterceptor, s.authStream),
 		// HTTP/2 flow-control windows sized for a LAN: one client
 		// connection carries every caller of a process (see WindowSize).
 		grpc.InitialWindowSize(WindowSize),
@@ -141,6 +141,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	start := time.Now()
 	var resp any
 	err := s.codec.take(req)
+	if err == nil {
+		ctx, err = s.authorize(ctx, info.FullMethod, req)
+	}
 	if err == nil {
 		err = s.refuseUnchecked(info.FullMethod)
 	}

@@ -20,7 +20,7 @@ import (
 // newMemNode is a one-node cluster member over a real FSM (see
 // cluster.MemNode): the production Service, with Raft replaced by an
 // apply on the caller's goroutine.
-func newMemNode(t *testing.T, leader bool, scfg cluster.ServiceConfig) *cluster.MemNode {
+func newMemNode(t testing.TB, leader bool, scfg cluster.ServiceConfig) *cluster.MemNode {
 	t.Helper()
 	n, err := cluster.NewMemNode(t.TempDir(), leader, scfg)
 	if err != nil {
@@ -46,7 +46,7 @@ type testServer struct {
 
 // mustServe serves node on 127.0.0.1:0. A leader's LeaderGRPCAddr is its
 // own address; a follower's is leaderAddr.
-func mustServe(t *testing.T, node *cluster.MemNode, leaderAddr string, cfg Config) *testServer {
+func mustServe(t testing.TB, node *cluster.MemNode, leaderAddr string, cfg Config) *testServer {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&o.api.MaxConnectionAge, "max-conn-age", 0, "close any client connection this old, after a grace for calls in flight (0: never)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&o.api.Auth, "auth", false, "require a bearer token (docket token create) on every Queue and Cluster call but Status; off: no token needed")
+	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap admin token's secret, used on the cluster's first boot only (or DOCKET_BOOTSTRAP_TOKEN; never a flag value)")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
 	return &c, o
 }
@@ -82,6 +85,7 @@ const DefaultBallastBytes = 64 << 20
 
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
+	bootstrapTokenFile                             string
 	api                                            transport.Config
 	fdReserve, maxConns, raftMaxConns              int
 }
@@ -98,6 +102,13 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	cfg.Logger = log
+	if cfg.BootstrapSecret, err = secretFrom(o.bootstrapTokenFile, envBootstrapToken); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg.JoinToken = os.Getenv(envToken)
+	if cfg.BootstrapSecret != "" && !o.api.Auth {
+		log.Warn("a bootstrap token is set but --auth is off: the token is created, and no call needs it")
+	}
 	cfg.GRPCAddr = o.grpcAddr
 	cfg.Join = splitList(o.join)
 	o.api.Logger = log

@@ -27,6 +27,7 @@ type sysNode struct {
 	raftAddr string
 	grpcAddr string
 	tune     func(*cluster.Config)
+	api      transport.Config // Logger is set at start
 	join     []string
 	expect   int
 	node     *cluster.Node
@@ -45,6 +46,12 @@ func testTune(c *cluster.Config) {
 // --bootstrap-expect and --join, as `docket dev` does.
 func startCluster(t *testing.T, size int, tune func(*cluster.Config)) []*sysNode {
 	t.Helper()
+	return startClusterAPI(t, size, tune, transport.Config{})
+}
+
+// startClusterAPI is startCluster with the API servers configured by api.
+func startClusterAPI(t *testing.T, size int, tune func(*cluster.Config), api transport.Config) []*sysNode {
+	t.Helper()
 	var lis []net.Listener
 	var addrs []string
 	for i := 0; i < size; i++ {
@@ -59,7 +66,7 @@ func startCluster(t *testing.T, size int, tune func(*cluster.Config)) []*sysNode
 	var nodes []*sysNode
 	for i := 0; i < size; i++ {
 		n := &sysNode{t: t, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, join: addrs, expect: size}
+			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, api: api, join: addrs, expect: size}
 		n.start(lis[i])
 		nodes = append(nodes, n)
 	}
@@ -109,7 +116,9 @@ func (n *sysNode) start(lis net.Listener) {
 	}
 	n.node = node
 	n.raftAddr = node.Status().GetRaftAddr() // keep the bound port for restarts
-	n.srv = transport.NewServer(node, transport.Config{Logger: cfg.Logger})
+	api := n.api
+	api.Logger = cfg.Logger
+	n.srv = transport.NewServer(node, api)
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(lis) }()
 	n.running = true

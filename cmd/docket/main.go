@@ -29,11 +29,16 @@ Usage:
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
   docket cluster remove ID       take a server out of the configuration
+  docket token create --roles R --tenants T [--name N] [--ttl D]
+                                 mint a token (secret printed once)
+  docket token list              accessors, names, roles, tenants, expiry
+  docket token revoke ACCESSOR   revoke a token on every node
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
 
 Every verb takes --addr (comma-separated node addresses; default the
-'docket dev' cluster) and --json. Run 'docket VERB -h' for its flags.
+'docket dev' cluster), --json and --token (or DOCKET_TOKEN) for a cluster
+run with 'docket agent --auth'. Run 'docket VERB -h' for its flags.
 `
 
 func main() {
@@ -62,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
-	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster":
+	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -25,6 +25,7 @@ type common struct {
 	json    bool
 	timeout time.Duration
 	tenant  string
+	token   string
 }
 
 func commonFlags(fs *flag.FlagSet) *common {
@@ -33,6 +34,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
 	fs.StringVar(&c.tenant, "tenant", pb.DefaultTenant, "tenant")
+	fs.StringVar(&c.token, "token", "", "bearer token for a cluster with --auth (env "+envToken+", which keeps it out of ps)")
 	return c
 }
 
@@ -60,6 +62,7 @@ var verbs = map[string]func(*verb, context.Context, []string) error{
 	"stats":   (*verb).stats,
 	"dlq":     (*verb).dlq,
 	"cluster": (*verb).cluster,
+	"token":   (*verb).token,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
@@ -95,7 +98,18 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
-	c, err := client.New(ctx, splitList(v.c.addr)...)
+	var opts []client.Option
+	if tok := v.c.token; tok != "" || os.Getenv(envToken) != "" {
+		if tok == "" {
+			tok = os.Getenv(envToken)
+		}
+		opts = append(opts, client.WithToken(tok))
+	}
+	if flagSet(v.fs, "tenant") {
+		// Only when asked: with auth off, a tenant on a task id is checked.
+		opts = append(opts, client.WithRequestTenant(v.c.tenant))
+	}
+	c, err := client.NewWithOptions(ctx, splitList(v.c.addr), opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
@@ -220,6 +234,9 @@ func (v *verb) submit(ctx context.Context, args []string) error {
 	if *failed {
 		req.Outcome = pb.Outcome_OUTCOME_FAILED
 	}
+	if flagSet(v.fs, "tenant") {
+		req.Tenant = v.c.tenant
+	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {
 		return err
@@ -254,7 +271,11 @@ func (v *verb) nack(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	state, err := c.Nack(ctx, &pb.NackRequest{TaskId: pos[0], Fence: fence, DelayNs: int64(*delay), Reason: *reason})
+	req := &pb.NackRequest{TaskId: pos[0], Fence: fence, DelayNs: int64(*delay), Reason: *reason}
+	if flagSet(v.fs, "tenant") {
+		req.Tenant = v.c.tenant
+	}
+	state, err := c.Nack(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -331,12 +331,16 @@ func (x *HeartbeatResponse) GetItems() []*ItemResult {
 }
 
 type SubmitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
-	Result        []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence   uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Outcome Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
+	Result  []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	Error   string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// tenant is the task's tenant; another tenant's task is NOT_FOUND. With
+	// auth on an empty tenant is the default one; with auth off empty skips
+	// the check. The same holds for Nack, Cancel, GetTask and WaitResult.
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -402,6 +406,13 @@ func (x *SubmitRequest) GetResult() []byte {
 func (x *SubmitRequest) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *SubmitRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -545,6 +556,7 @@ type NackRequest struct {
 	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
 	DelayNs       int64                  `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
 	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Tenant        string                 `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +619,13 @@ func (x *NackRequest) GetReason() string {
 	return ""
 }
 
+func (x *NackRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type NackResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	State         TaskState              `protobuf:"varint,1,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
@@ -654,6 +673,7 @@ func (x *NackResponse) GetState() TaskState {
 type CancelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +711,13 @@ func (*CancelRequest) Descriptor() ([]byte, []int) {
 func (x *CancelRequest) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -735,7 +762,8 @@ type GetTaskRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// allow_stale reads the local replica without a leadership check.
-	AllowStale    bool `protobuf:"varint,2,opt,name=allow_stale,json=allowStale,proto3" json:"allow_stale,omitempty"`
+	AllowStale    bool   `protobuf:"varint,2,opt,name=allow_stale,json=allowStale,proto3" json:"allow_stale,omitempty"`
+	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -784,9 +812,18 @@ func (x *GetTaskRequest) GetAllowStale() bool {
 	return false
 }
 
+func (x *GetTaskRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type GetTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// task never carries the fence: it is shown only to the claim's holder
+	// (Claim's answer).
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// applied_index is the serving replica's applied index at the read: the
 	// task is as that replica's state machine held it after applying that
 	// entry, so two answers at one index can be compared.
@@ -843,6 +880,7 @@ type WaitResultRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	WaitNs        int64                  `protobuf:"varint,2,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -889,6 +927,13 @@ func (x *WaitResultRequest) GetWaitNs() int64 {
 		return x.WaitNs
 	}
 	return 0
+}
+
+func (x *WaitResultRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type WaitResultResponse struct {
@@ -1295,6 +1340,386 @@ func (x *RequeueDeadResponse) GetItems() []*ItemResult {
 	return nil
 }
 
+type CreateTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Roles         []string               `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`               // producer, worker, reader, admin
+	Tenants       []string               `protobuf:"bytes,3,rep,name=tenants,proto3" json:"tenants,omitempty"`           // "*" for every tenant
+	TtlNs         int64                  `protobuf:"varint,4,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"` // 0: never expires
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CreateTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+type CreateTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"` // shown once; the cluster keeps only its hash
+	ExpiresAt     int64                  `protobuf:"varint,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CreateTokenResponse) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Roles         []string               `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	Tenants       []string               `protobuf:"bytes,4,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	ExpiresAt     int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Bootstrap     bool                   `protobuf:"varint,7,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TokenInfo) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RevokeTokenRequest) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+}
+
 type Server struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1308,7 +1733,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1745,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1758,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Server) GetId() string {
@@ -1385,7 +1810,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1822,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1835,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -1451,7 +1876,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1888,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1901,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1595,7 +2020,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +2032,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +2045,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -1667,7 +2092,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +2104,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +2117,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -1711,7 +2136,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +2148,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +2161,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -1758,7 +2183,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +2195,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +2208,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -1822,7 +2247,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2259,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2272,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 type RemoveServerRequest struct {
@@ -1859,7 +2284,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2296,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2309,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1902,7 +2327,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2339,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2352,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -1951,39 +2376,44 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.HeartbeatItemR\x05items\"@\n" +
 	"\x11HeartbeatResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x9a\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\xb2\x01\n" +
 	"\rSubmitRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12,\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x12.docket.v1.OutcomeR\aoutcome\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"3\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"3\n" +
 	"\x0eSubmitResponse\x12!\n" +
 	"\falready_done\x18\x01 \x01(\bR\valreadyDone\"D\n" +
 	"\x12SubmitBatchRequest\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.SubmitRequestR\x05items\"B\n" +
 	"\x13SubmitBatchResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"o\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x87\x01\n" +
 	"\vNackRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
 	"\bdelay_ns\x18\x03 \x01(\x03R\adelayNs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\":\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\":\n" +
 	"\fNackResponse\x12*\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"(\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"@\n" +
 	"\rCancelRequest\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x10\n" +
-	"\x0eCancelResponse\"J\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\x10\n" +
+	"\x0eCancelResponse\"b\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vallow_stale\x18\x02 \x01(\bR\n" +
-	"allowStale\"[\n" +
+	"allowStale\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"[\n" +
 	"\x0fGetTaskResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.docket.v1.TaskR\x04task\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"E\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"]\n" +
 	"\x11WaitResultRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
-	"\await_ns\x18\x02 \x01(\x03R\x06waitNs\"M\n" +
+	"\await_ns\x18\x02 \x01(\x03R\x06waitNs\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"M\n" +
 	"\x12WaitResultResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.docket.v1.TaskR\x04task\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\"T\n" +
@@ -2010,7 +2440,33 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"B\n" +
 	"\x13RequeueDeadResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x86\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"o\n" +
+	"\x12CreateTokenRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05roles\x18\x02 \x03(\tR\x05roles\x12\x18\n" +
+	"\atenants\x18\x03 \x03(\tR\atenants\x12\x15\n" +
+	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\"h\n" +
+	"\x13CreateTokenResponse\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\x03R\texpiresAt\"\x13\n" +
+	"\x11ListTokensRequest\"\xc7\x01\n" +
+	"\tTokenInfo\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x18\n" +
+	"\atenants\x18\x04 \x03(\tR\atenants\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\x03R\tcreatedAt\x12\x1c\n" +
+	"\tbootstrap\x18\a \x01(\bR\tbootstrap\"B\n" +
+	"\x12ListTokensResponse\x12,\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.docket.v1.TokenInfoR\x06tokens\"0\n" +
+	"\x12RevokeTokenRequest\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"\x15\n" +
+	"\x13RevokeTokenResponse\"\x86\x01\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2070,12 +2526,16 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"WaitResult\x12\x1c.docket.v1.WaitResultRequest\x1a\x1d.docket.v1.WaitResultResponse\x12:\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
-	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xc4\x02\n" +
+	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xab\x04\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
 	"\tAddServer\x12\x1b.docket.v1.AddServerRequest\x1a\x1c.docket.v1.AddServerResponse\x12O\n" +
-	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponseB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponse\x12L\n" +
+	"\vCreateToken\x12\x1d.docket.v1.CreateTokenRequest\x1a\x1e.docket.v1.CreateTokenResponse\x12I\n" +
+	"\n" +
+	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
+	"\vRevokeToken\x12\x1d.docket.v1.RevokeTokenRequest\x1a\x1e.docket.v1.RevokeTokenResponseB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_api_proto_rawDescOnce sync.Once
@@ -2089,7 +2549,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -2115,78 +2575,92 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ListDeadResponse)(nil),           // 21: docket.v1.ListDeadResponse
 	(*RequeueDeadRequest)(nil),         // 22: docket.v1.RequeueDeadRequest
 	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
-	(*Server)(nil),                     // 24: docket.v1.Server
-	(*StatusRequest)(nil),              // 25: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 26: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 27: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 28: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 29: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 30: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 31: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 32: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 33: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 34: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 35: docket.v1.ItemResult
-	(*Task)(nil),                       // 36: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 37: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 38: docket.v1.Outcome
-	(TaskState)(0),                     // 39: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 40: docket.v1.QueueStats
+	(*CreateTokenRequest)(nil),         // 24: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 25: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 26: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 27: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 28: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 29: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 30: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 31: docket.v1.Server
+	(*StatusRequest)(nil),              // 32: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 33: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 34: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 35: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 36: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 37: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 38: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 39: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 40: docket.v1.RemoveServerResponse
+	(*NewTask)(nil),                    // 41: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 42: docket.v1.ItemResult
+	(*Task)(nil),                       // 43: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 44: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 45: docket.v1.Outcome
+	(TaskState)(0),                     // 46: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 47: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	34, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	35, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	36, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	37, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	35, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	38, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	41, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	42, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	43, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	44, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	42, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	45, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	35, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	39, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	36, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	36, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	40, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	36, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	35, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	24, // 14: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	27, // 15: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 16: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 17: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 18: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 19: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 20: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 21: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 22: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 23: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 24: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 25: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 26: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 27: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	25, // 28: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	28, // 29: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	30, // 30: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	32, // 31: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	1,  // 32: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 33: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 34: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 35: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 36: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 37: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 38: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 39: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 40: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 41: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 42: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 43: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	26, // 44: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	29, // 45: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	31, // 46: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	33, // 47: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	32, // [32:48] is the sub-list for method output_type
-	16, // [16:32] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	42, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	46, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	43, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	43, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	47, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	43, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	42, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	27, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	31, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	34, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 17: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 18: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 19: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 20: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 21: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 22: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 23: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 24: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 25: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 26: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 27: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 28: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	32, // 29: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	35, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	37, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	39, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	24, // 33: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	26, // 34: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	29, // 35: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	1,  // 36: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 37: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 38: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 39: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 40: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 41: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 42: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 43: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 44: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 45: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 46: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 47: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	33, // 48: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	36, // 49: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	38, // 50: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	40, // 51: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	25, // 52: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	28, // 53: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	30, // 54: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	36, // [36:55] is the sub-list for method output_type
+	17, // [17:36] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -2202,7 +2676,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -45,6 +45,8 @@ const (
 	CommandType_COMMAND_TYPE_CHECK           CommandType = 12
 	CommandType_COMMAND_TYPE_CHECK_RESULT    CommandType = 13
 	CommandType_COMMAND_TYPE_RELEASE         CommandType = 14
+	CommandType_COMMAND_TYPE_CREATE_TOKEN    CommandType = 15
+	CommandType_COMMAND_TYPE_REVOKE_TOKEN    CommandType = 16
 )
 
 // Enum value maps for CommandType.
@@ -65,6 +67,8 @@ var (
 		12: "COMMAND_TYPE_CHECK",
 		13: "COMMAND_TYPE_CHECK_RESULT",
 		14: "COMMAND_TYPE_RELEASE",
+		15: "COMMAND_TYPE_CREATE_TOKEN",
+		16: "COMMAND_TYPE_REVOKE_TOKEN",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":     0,
@@ -82,6 +86,8 @@ var (
 		"COMMAND_TYPE_CHECK":           12,
 		"COMMAND_TYPE_CHECK_RESULT":    13,
 		"COMMAND_TYPE_RELEASE":         14,
+		"COMMAND_TYPE_CREATE_TOKEN":    15,
+		"COMMAND_TYPE_REVOKE_TOKEN":    16,
 	}
 )
 
@@ -198,6 +204,8 @@ type Command struct {
 	//	*Command_Check
 	//	*Command_CheckResult
 	//	*Command_Release
+	//	*Command_CreateToken
+	//	*Command_RevokeToken
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -380,6 +388,24 @@ func (x *Command) GetRelease() *ReleaseCmd {
 	return nil
 }
 
+func (x *Command) GetCreateToken() *CreateTokenCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CreateToken); ok {
+			return x.CreateToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeToken() *RevokeTokenCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RevokeToken); ok {
+			return x.RevokeToken
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -440,6 +466,14 @@ type Command_Release struct {
 	Release *ReleaseCmd `protobuf:"bytes,23,opt,name=release,proto3,oneof"`
 }
 
+type Command_CreateToken struct {
+	CreateToken *CreateTokenCmd `protobuf:"bytes,24,opt,name=create_token,json=createToken,proto3,oneof"`
+}
+
+type Command_RevokeToken struct {
+	RevokeToken *RevokeTokenCmd `protobuf:"bytes,25,opt,name=revoke_token,json=revokeToken,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -467,6 +501,10 @@ func (*Command_Check) isCommand_Body() {}
 func (*Command_CheckResult) isCommand_Body() {}
 
 func (*Command_Release) isCommand_Body() {}
+
+func (*Command_CreateToken) isCommand_Body() {}
+
+func (*Command_RevokeToken) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -821,7 +859,11 @@ type HeartbeatItem struct {
 	Progress    []byte                 `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"` // stored when has_progress
 	HasProgress bool                   `protobuf:"varint,4,opt,name=has_progress,json=hasProgress,proto3" json:"has_progress,omitempty"`
 	// lease_ns renews for this long; 0 keeps the lease given at claim.
-	LeaseNs       int64 `protobuf:"varint,5,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
+	LeaseNs int64 `protobuf:"varint,5,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
+	// tenant, when set, must be the task's tenant, or the item is answered
+	// NOT_FOUND as if the task did not exist. With auth on, the server sets
+	// it (the default tenant when empty); empty skips the check.
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +933,13 @@ func (x *HeartbeatItem) GetLeaseNs() int64 {
 	return 0
 }
 
+func (x *HeartbeatItem) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type HeartbeatCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*HeartbeatItem       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -942,6 +991,7 @@ type SubmitCmd struct {
 	Outcome       Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
 	Result        []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Tenant        string                 `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1011,12 +1061,20 @@ func (x *SubmitCmd) GetError() string {
 	return ""
 }
 
+func (x *SubmitCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type NackCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
 	DelayNs       int64                  `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
 	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Tenant        string                 `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1079,9 +1137,17 @@ func (x *NackCmd) GetReason() string {
 	return ""
 }
 
+func (x *NackCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type CancelCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1119,6 +1185,13 @@ func (*CancelCmd) Descriptor() ([]byte, []int) {
 func (x *CancelCmd) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CancelCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -1538,6 +1611,202 @@ func (x *CheckResultCmd) GetVoters() uint32 {
 	return 0
 }
 
+// Token is a bearer token as the FSM stores it: never the secret, only
+// its SHA-256. It grants roles (producer, worker, reader, admin) over
+// tenants ("*" for every tenant).
+type Token struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`                       // public id: list and revoke name it
+	SecretHash    []byte                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"` // SHA-256 of the secret
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Roles         []string               `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	Tenants       []string               `protobuf:"bytes,5,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	ExpiresAt     int64                  `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // Unix ns; 0 never expires
+	CreatedAt     int64                  `protobuf:"varint,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // the command's time
+	Bootstrap     bool                   `protobuf:"varint,8,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Token) Reset() {
+	*x = Token{}
+	mi := &file_docketv1_command_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Token) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Token) ProtoMessage() {}
+
+func (x *Token) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Token.ProtoReflect.Descriptor instead.
+func (*Token) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Token) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+func (x *Token) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+func (x *Token) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Token) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *Token) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+func (x *Token) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *Token) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *Token) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// CreateTokenCmd stores a token. The leader mints the accessor and the
+// secret; only the secret's hash is in the log. A bootstrap token is
+// created once in a cluster's life: a second bootstrap is ALREADY_DONE.
+type CreateTokenCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenCmd) Reset() {
+	*x = CreateTokenCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenCmd) ProtoMessage() {}
+
+func (x *CreateTokenCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenCmd.ProtoReflect.Descriptor instead.
+func (*CreateTokenCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreateTokenCmd) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// RevokeTokenCmd deletes a token; every node stops accepting it once it
+// applied this entry.
+type RevokeTokenCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenCmd) Reset() {
+	*x = RevokeTokenCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenCmd) ProtoMessage() {}
+
+func (x *RevokeTokenCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenCmd.ProtoReflect.Descriptor instead.
+func (*RevokeTokenCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RevokeTokenCmd) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
 type ItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=docket.v1.Code" json:"code,omitempty"`
@@ -1551,7 +1820,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1832,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1845,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -1637,7 +1906,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1918,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1931,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -1732,7 +2001,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\x9f\x06\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\x9f\a\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -1750,7 +2019,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05batch\x18\x14 \x01(\v2\x13.docket.v1.BatchCmdH\x00R\x05batch\x12+\n" +
 	"\x05check\x18\x15 \x01(\v2\x13.docket.v1.CheckCmdH\x00R\x05check\x12>\n" +
 	"\fcheck_result\x18\x16 \x01(\v2\x19.docket.v1.CheckResultCmdH\x00R\vcheckResult\x121\n" +
-	"\arelease\x18\x17 \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\areleaseB\x06\n" +
+	"\arelease\x18\x17 \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\arelease\x12>\n" +
+	"\fcreate_token\x18\x18 \x01(\v2\x19.docket.v1.CreateTokenCmdH\x00R\vcreateToken\x12>\n" +
+	"\frevoke_token\x18\x19 \x01(\v2\x19.docket.v1.RevokeTokenCmdH\x00R\vrevokeTokenB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -1776,28 +2047,32 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x19\n" +
 	"\blease_ns\x18\x04 \x01(\x03R\aleaseNs\x12\x1b\n" +
-	"\tmax_tasks\x18\x05 \x01(\rR\bmaxTasks\"\x98\x01\n" +
+	"\tmax_tasks\x18\x05 \x01(\rR\bmaxTasks\"\xb0\x01\n" +
 	"\rHeartbeatItem\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x1a\n" +
 	"\bprogress\x18\x03 \x01(\fR\bprogress\x12!\n" +
 	"\fhas_progress\x18\x04 \x01(\bR\vhasProgress\x12\x19\n" +
-	"\blease_ns\x18\x05 \x01(\x03R\aleaseNs\">\n" +
+	"\blease_ns\x18\x05 \x01(\x03R\aleaseNs\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\">\n" +
 	"\fHeartbeatCmd\x12.\n" +
-	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.HeartbeatItemR\x05items\"\x96\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.HeartbeatItemR\x05items\"\xae\x01\n" +
 	"\tSubmitCmd\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12,\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x12.docket.v1.OutcomeR\aoutcome\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"k\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"\x83\x01\n" +
 	"\aNackCmd\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
 	"\bdelay_ns\x18\x03 \x01(\x03R\adelayNs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"$\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\"<\n" +
 	"\tCancelCmd\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"9\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n" +
 	"\bReapItem\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\"4\n" +
@@ -1822,7 +2097,23 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"checkIndex\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\tR\x04hash\x12\x1a\n" +
 	"\bagreeing\x18\x03 \x01(\rR\bagreeing\x12\x16\n" +
-	"\x06voters\x18\x04 \x01(\rR\x06voters\"\xa4\x01\n" +
+	"\x06voters\x18\x04 \x01(\rR\x06voters\"\xe4\x01\n" +
+	"\x05Token\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05roles\x18\x04 \x03(\tR\x05roles\x12\x18\n" +
+	"\atenants\x18\x05 \x03(\tR\atenants\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\x03R\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\x03R\tcreatedAt\x12\x1c\n" +
+	"\tbootstrap\x18\b \x01(\bR\tbootstrap\"8\n" +
+	"\x0eCreateTokenCmd\x12&\n" +
+	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\",\n" +
+	"\x0eRevokeTokenCmd\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xa4\x01\n" +
 	"\n" +
 	"ItemResult\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\x04code\x12\x17\n" +
@@ -1841,7 +2132,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
 	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
-	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge*\x9b\x03\n" +
+	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge*\xd9\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -1858,7 +2149,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x12COMMAND_TYPE_BATCH\x10\v\x12\x16\n" +
 	"\x12COMMAND_TYPE_CHECK\x10\f\x12\x1d\n" +
 	"\x19COMMAND_TYPE_CHECK_RESULT\x10\r\x12\x18\n" +
-	"\x14COMMAND_TYPE_RELEASE\x10\x0e*\xb6\x01\n" +
+	"\x14COMMAND_TYPE_RELEASE\x10\x0e\x12\x1d\n" +
+	"\x19COMMAND_TYPE_CREATE_TOKEN\x10\x0f\x12\x1d\n" +
+	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -1882,7 +2175,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),          // 0: docket.v1.CommandType
 	(Code)(0),                 // 1: docket.v1.Code
@@ -1905,11 +2198,14 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*RequeueDeadCmd)(nil),    // 18: docket.v1.RequeueDeadCmd
 	(*CheckCmd)(nil),          // 19: docket.v1.CheckCmd
 	(*CheckResultCmd)(nil),    // 20: docket.v1.CheckResultCmd
-	(*ItemResult)(nil),        // 21: docket.v1.ItemResult
-	(*CommandResult)(nil),     // 22: docket.v1.CommandResult
-	(Outcome)(0),              // 23: docket.v1.Outcome
-	(TaskState)(0),            // 24: docket.v1.TaskState
-	(*Task)(nil),              // 25: docket.v1.Task
+	(*Token)(nil),             // 21: docket.v1.Token
+	(*CreateTokenCmd)(nil),    // 22: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),    // 23: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),        // 24: docket.v1.ItemResult
+	(*CommandResult)(nil),     // 25: docket.v1.CommandResult
+	(Outcome)(0),              // 26: docket.v1.Outcome
+	(TaskState)(0),            // 27: docket.v1.TaskState
+	(*Task)(nil),              // 28: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -1927,24 +2223,27 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	19, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
 	20, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
 	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	2,  // 15: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 16: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 17: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 18: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	23, // 19: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 20: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 21: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	1,  // 22: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	24, // 23: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 24: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	21, // 25: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	25, // 26: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	22, // 27: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	22, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
+	23, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
+	2,  // 17: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 18: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 19: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 20: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	26, // 21: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 22: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 23: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 24: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 25: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	27, // 26: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 27: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 28: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	28, // 29: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 30: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -1968,6 +2267,8 @@ func file_docketv1_command_proto_init() {
 		(*Command_Check)(nil),
 		(*Command_CheckResult)(nil),
 		(*Command_Release)(nil),
+		(*Command_CreateToken)(nil),
+		(*Command_RevokeToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1975,7 +2276,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

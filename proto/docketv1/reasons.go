@@ -47,6 +47,9 @@ const (
 	// MetadataForwarded marks a request a follower forwarded to the
 	// leader; a forwarded request is never forwarded again.
 	MetadataForwarded = "docket-forwarded"
+	// MetadataAuthorization carries a caller's token as
+	// "Bearer <secret>"; a follower passes it on when it forwards.
+	MetadataAuthorization = "authorization"
 	// MetadataAppliedIndex is the header in which GetTask sends the applied
 	// index its answer was read at, NotFound answers included.
 	MetadataAppliedIndex = "docket-applied-index"

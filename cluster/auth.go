@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Authentication and authorization: who may call what. Tokens are FSM
+// state (fsm/rules_auth.go); this file is the one place that decides what
+// a token's roles allow. The API layer (transport) asks it for every call.
+
+var (
+	// ErrUnauthenticated: no token, or one the cluster does not know
+	// (never created, revoked) or that has expired.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: a valid token whose roles or tenants do not
+	// allow the call.
+	ErrPermissionDenied = errors.New("permission denied")
+)
+
+// Roles, as the FSM stores them.
+const (
+	RoleProducer = fsm.RoleProducer
+	RoleWorker   = fsm.RoleWorker
+	RoleReader   = fsm.RoleReader
+	RoleAdmin    = fsm.RoleAdmin
+	// AllTenants as a token's tenant grants its roles over every tenant.
+	AllTenants = fsm.AllTenants
+)
+
+// methodRoles is the role table: the roles that allow each method. A
+// method missing from it is refused to every token (closed by default).
+// Cluster-wide methods (clusterWide) also need their role over every
+// tenant ("*"): an admin of one tenant may not move leadership.
+var methodRoles = map[string][]string{
+	pb.Queue_Enqueue_FullMethodName:     {RoleProducer},
+	pb.Queue_GetTask_FullMethodName:     {RoleProducer, RoleReader},
+	pb.Queue_WaitResult_FullMethodName:  {RoleProducer},
+	pb.Queue_Claim_FullMethodName:       {RoleWorker},
+	pb.Queue_Heartbeat_FullMethodName:   {RoleWorker},
+	pb.Queue_Submit_FullMethodName:      {RoleWorker},
+	pb.Queue_SubmitBatch_FullMethodName: {RoleWorker},
+	pb.Queue_Nack_FullMethodName:        {RoleWorker},
+	pb.Queue_Stats_FullMethodName:       {RoleReader, RoleAdmin},
+	pb.Queue_ListDead_FullMethodName:    {RoleAdmin},
+	pb.Queue_RequeueDead_FullMethodName: {RoleAdmin},
+	pb.Queue_Cancel_FullMethodName:      {RoleAdmin},
+
+	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
+	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},
+	pb.Cluster_RemoveServer_FullMethodName:       {RoleAdmin},
+	pb.Cluster_CreateToken_FullMethodName:        {RoleAdmin},
+	pb.Cluster_ListTokens_FullMethodName:         {RoleAdmin},
+	pb.Cluster_RevokeToken_FullMethodName:        {RoleAdmin},
+}
+
+var clusterWide = map[string]bool{
+	pb.Cluster_TransferLeadership_FullMethodName: true,
+	pb.Cluster_AddServer_FullMethodName:          true,
+	pb.Cluster_RemoveServer_FullMethodName:       true,
+	pb.Cluster_CreateToken_FullMethodName:        true,
+	pb.Cluster_ListTokens_FullMethodName:         true,
+	pb.Cluster_RevokeToken_FullMethodName:        true,
+	// RequeueDead by task id names no tenant; the FSM has none to check.
+}
+
+// OpenMethod reports whether a method needs no token even with auth on:
+// Cluster.Status, which every node calls on the others for discovery,
+// joins and consistency checks before any token exists, and which tells
+// only the cluster's shape (as Consul's /v1/status endpoints, which take
+// no ACL token). Health is not a Docket method and is always open.
+func OpenMethod(method string) bool {
+	return method == pb.Cluster_Status_FullMethodName
+}
+
+// Authenticate finds the token whose secret is secret in the local
+// replica and checks its expiry against this node's clock. The read is
+// local and may be stale: authentication must not cost a quorum round per
+// call. So a token created a moment ago may be unknown on a lagging
+// follower (the client retries), and a revoked one is accepted by a node
+// until it applies the revoke; a request that node forwards is checked
+// again by the leader, which applied the revoke before acknowledging it,
+// so a revoke is complete for writes and linearizable reads when
+// acknowledged, and for stale reads once each node applied it.
+func (s *Service) Authenticate(secret string) (*pb.Token, error) {
+	if secret == "" {
+		return nil, fmt.Errorf("%w: no token", ErrUnauthenticated)
+	}
+	tok, err := s.r.FSM().TokenByHash(fsm.HashSecret(secret))
+	if errors.Is(err, fsm.ErrNotFound) {
+		return nil, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticate: %w", err)
+	}
+	if exp := tok.GetExpiresAt(); exp != 0 && s.r.Now().UnixNano() >= exp {
+		return nil, fmt.Errorf("%w: token expired", ErrUnauthenticated)
+	}
+	return tok, nil
+}
+
+// Authorize decides whether tok may call method for tenant: one of the
+// method's roles, over that tenant. tenant "" is a call that names no
+// tenant: a listing (Stats), answered only with the token's tenants
+// (GrantsTenant); any other call without a tenant (cluster-wide methods,
+// RequeueDead by id) needs its role over "*".
+func Authorize(tok *pb.Token, method, tenant string) error {
+	roles, ok := methodRoles[method]
+	if !ok || !slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(tok.GetRoles(), r) }) {
+		return fmt.Errorf("%w: %s needs one of the roles %v", ErrPermissionDenied, method, roles)
+	}
+	switch {
+	case clusterWide[method] || tenant == "" && method != pb.Queue_Stats_FullMethodName:
+		if !slices.Contains(tok.GetTenants(), AllTenants) {
+			return fmt.Errorf("%w: %s needs its role over every tenant (\"*\")", ErrPermissionDenied, method)
+		}
+	case tenant != "":
+		if !GrantsTenant(tok, tenant) {
+			return fmt.Errorf("%w: the token does not grant tenant %q", ErrPermissionDenied, tenant)
+		}
+	}
+	return nil
+}
+
+// GrantsTenant reports whether tok names tenant, or every tenant.
+func GrantsTenant(tok *pb.Token, tenant string) bool {
+	return slices.Contains(tok.GetTenants(), AllTenants) || slices.Contains(tok.GetTenants(), tenant)
+}
+
+// OwnTask is ErrNotFound when tenant is set and the task is another
+// tenant's: the caller learns nothing a missing id would not tell it.
+func OwnTask(t *pb.Task, tenant string) error {
+	if tenant != "" && t.GetTenant() != tenant {
+		return fmt.Errorf("get %s: %w", t.GetId(), ErrNotFound)
+	}
+	return nil
+}
+
+// randomString is n random bytes, URL-safe base64.
+func randomString(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// NewSecret mints a token secret: 32 random bytes.
+func NewSecret() (string, error) { return randomString(32) }
+
+func newAccessor() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// CreateToken mints an accessor and a secret on this node (the leader),
+// stores the token with the secret's hash through Raft, and returns the
+// secret: the only time it is shown.
+func (s *Service) CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error) {
+	secret, err := NewSecret()
+	if err != nil {
+		return nil, err
+	}
+	var exp int64
+	if ttl := req.GetTtlNs(); ttl < 0 {
+		return nil, &FieldError{Field: "ttl_ns", Reason: "negative"}
+	} else if ttl > 0 {
+		exp = s.r.Now().Add(time.Duration(ttl)).UnixNano()
+	}
+	acc, err := s.createToken(ctx, &pb.Token{Name: req.GetName(), Roles: req.GetRoles(), Tenants: req.GetTenants(), ExpiresAt: exp}, secret)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateTokenResponse{Accessor: acc, Secret: secret, ExpiresAt: exp}, nil
+}
+
+// createToken proposes tok with secret's hash and a new accessor.
+func (s *Service) createToken(ctx context.Context, tok *pb.Token, secret string) (string, error) {
+	acc, err := newAccessor()
+	if err != nil {
+		return "", err
+	}
+	tok.Accessor, tok.SecretHash = acc, fsm.HashSecret(secret)
+	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Body: &pb.Command_CreateToken{CreateToken: &pb.CreateTokenCmd{Token: tok}}}
+	if err := s.Check(cmd); err != nil {
+		return "", err
+	}
+	res, err := s.Propose(ctx, cmd)
+	if err != nil {
+		return "", err
+	}
+	if err := ResultError(res); err != nil {
+		return "", err
+	}
+	if len(res.GetItems()) != 1 {
+		return "", fmt.Errorf("create token: fsm answered %d items", len(res.GetItems()))
+	}
+	switch it := res.GetItems()[0]; it.GetCode() {
+	case pb.Code_CODE_OK:
+		return acc, nil
+	case pb.Code_CODE_ALREADY_DONE:
+		return "", ErrBootstrapped
+	default:
+		return "", fmt.Errorf("create token: %v: %s", it.GetCode(), it.GetDetail())
+	}
+}
+
+// ErrBootstrapped: the cluster already created its bootstrap token once.
+var ErrBootstrapped = errors.New("bootstrap token already created")
+
+// Bootstrap creates the bootstrap admin token (every role over every
+// tenant) from secret, on the leader, once in the cluster's life: later
+// calls, and calls after it was revoked, answer ErrBootstrapped.
+func (s *Service) Bootstrap(ctx context.Context, secret string) error {
+	if done, err := s.r.FSM().Bootstrapped(); err != nil {
+		return err
+	} else if done {
+		return ErrBootstrapped
+	}
+	_, err := s.createToken(ctx, &pb.Token{Name: "bootstrap", Roles: []string{RoleAdmin, RoleProducer, RoleWorker, RoleReader},
+		Tenants: []string{AllTenants}, Bootstrap: true}, secret)
+	return err
+}
+
+// RevokeToken deletes a token through Raft: every node refuses it once it
+// applied the entry. ErrNotFound when there is no such token.
+func (s *Service) RevokeToken(ctx context.Context, accessor string) error {
+	cmd := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN, Body: &pb.Command_RevokeToken{RevokeToken: &pb.RevokeTokenCmd{Accessor: accessor}}}
+	if err := s.Check(cmd); err != nil {
+		return err
+	}
+	res, err := s.Propose(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if err := ResultError(res); err != nil {
+		return err
+	}
+	if len(res.GetItems()) != 1 {
+		return fmt.Errorf("revoke token: fsm answered %d items", len(res.GetItems()))
+	}
+	if it := res.GetItems()[0]; it.GetCode() != pb.Code_CODE_OK {
+		return fmt.Errorf("revoke token %s: %w", accessor, ErrNotFound)
+	}
+	return nil
+}
+
+// ListTokens lists the tokens at consistency c, without secrets or
+// hashes.
+func (s *Service) ListTokens(ctx context.Context, c Consistency) ([]*pb.TokenInfo, error) {
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, err
+	}
+	toks, err := s.r.FSM().Tokens()
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	out := make([]*pb.TokenInfo, len(toks))
+	for i, t := range toks {
+		out[i] = &pb.TokenInfo{Accessor: t.GetAccessor(), Name: t.GetName(), Roles: t.GetRoles(), Tenants: t.GetTenants(),
+			ExpiresAt: t.GetExpiresAt(), CreatedAt: t.GetCreatedAt(), Bootstrap: t.GetBootstrap()}
+	}
+	return out, nil
+}

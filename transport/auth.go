@@ -1,0 +1,198 @@
+package transport
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dockethq/docket/cluster"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// The auth interceptor. With Config.Auth on, every Queue and Cluster call
+// but Cluster.Status carries "authorization: Bearer <secret>"; this file
+// finds the token (cluster.Service.Authenticate, the local replica),
+// names the tenants the request touches (filling an empty tenant with the
+// default one, so the FSM re-checks it), and asks cluster.Authorize for
+// each. Health and reflection are not Docket methods and stay open.
+// cluster decides; this file only reads the request.
+
+type tokenKey struct{}
+
+// tokenOf is the caller's token, nil when auth is off or the method open.
+func tokenOf(ctx context.Context) *pb.Token {
+	t, _ := ctx.Value(tokenKey{}).(*pb.Token)
+	return t
+}
+
+func docketMethod(method string) bool {
+	return strings.HasPrefix(method, "/"+pb.Queue_ServiceDesc.ServiceName+"/") ||
+		strings.HasPrefix(method, "/"+pb.Cluster_ServiceDesc.ServiceName+"/")
+}
+
+// bearer is the secret of the call's authorization metadata, "" if none.
+func bearer(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(pb.MetadataAuthorization) {
+		if s, ok := strings.CutPrefix(v, "Bearer "); ok {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+// authorize checks the call's token for method and the tenants of req,
+// and returns ctx carrying the token. Unauthenticated: no, unknown,
+// revoked or expired token. PermissionDenied: a valid token whose roles
+// or tenants do not cover the call.
+func (s *Server) authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	if !s.cfg.Auth || !docketMethod(method) || cluster.OpenMethod(method) {
+		return ctx, nil
+	}
+	tok, err := s.node.Authenticate(bearer(ctx))
+	if err != nil {
+		return ctx, err
+	}
+	tenants := requestTenants(req)
+	if len(tenants) == 0 {
+		tenants = []string{""}
+	}
+	for _, tn := range tenants {
+		if err := cluster.Authorize(tok, method, tn); err != nil {
+			return ctx, err
+		}
+	}
+	return context.WithValue(ctx, tokenKey{}, tok), nil
+}
+
+// requestTenants fills an empty tenant with the default one in every
+// request that names a task or a queue, so that the FSM and the reads
+// compare it with the task's, and returns the tenants named. Stats keeps
+// an empty tenant: it lists, and the answer is filtered (filterStats).
+// RequeueDead by id names none: cluster.Authorize then needs "*".
+func requestTenants(req any) []string {
+	def := func(p *string) string {
+		if *p == "" {
+			*p = pb.DefaultTenant
+		}
+		return *p
+	}
+	switch r := req.(type) {
+	case *pb.EnqueueRequest:
+		out := make([]string, 0, 1)
+		for _, t := range r.GetTasks() {
+			if t != nil {
+				out = appendNew(out, def(&t.Tenant))
+			}
+		}
+		return out
+	case *pb.ClaimRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.HeartbeatRequest:
+		var out []string
+		for _, it := range r.GetItems() {
+			if it != nil {
+				out = appendNew(out, def(&it.Tenant))
+			}
+		}
+		return out
+	case *pb.SubmitRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.SubmitBatchRequest:
+		var out []string
+		for _, it := range r.GetItems() {
+			if it != nil {
+				out = appendNew(out, def(&it.Tenant))
+			}
+		}
+		return out
+	case *pb.NackRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.CancelRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.GetTaskRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.WaitResultRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.StatsRequest:
+		if r.GetTenant() == "" {
+			return nil
+		}
+		return []string{r.GetTenant()}
+	case *pb.ListDeadRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.RequeueDeadRequest:
+		if r.GetTaskId() != "" {
+			return nil
+		}
+		return []string{def(&r.Tenant)}
+	}
+	return nil
+}
+
+func appendNew(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// authStream is the stream half of the interceptor: the API has no
+// streaming Docket method today, so any that appears is held to its role
+// with no tenant (cluster.Authorize: closed unless listed).
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := s.authorize(ss.Context(), info.FullMethod, nil)
+	if err != nil {
+		return toStatus(err)
+	}
+	return handler(srv, &authedStream{ServerStream: ss, ctx: ctx})
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a *authedStream) Context() context.Context { return a.ctx }
+
+// forwardAuth passes the caller's authorization on to the leader, which
+// checks it again: a follower's check is of a replica that may lag.
+func forwardAuth(in, out context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(in)
+	for _, v := range md.Get(pb.MetadataAuthorization) {
+		out = metadata.AppendToOutgoingContext(out, pb.MetadataAuthorization, v)
+	}
+	return out
+}
+
+// hideFence returns t without its fence when the caller has a token: a
+// fence is shown only to the worker holding the claim (Claim's answer),
+// since with it anyone could submit in the holder's place.
+func hideFence(ctx context.Context, t *pb.Task) *pb.Task {
+	if t == nil || tokenOf(ctx) == nil || t.GetFence() == 0 {
+		return t
+	}
+	c := proto.Clone(t).(*pb.Task)
+	c.Fence = 0
+	return c
+}
+
+// filterStats keeps the queues of the tenants the caller's token grants.
+func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {
+	tok := tokenOf(ctx)
+	if tok == nil {
+		return qs
+	}
+	out := qs[:0]
+	for _, q := range qs {
+		if cluster.GrantsTenant(tok, q.GetTenant()) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
