@@ -95,8 +95,18 @@ func (e *rpcError) Error() string {
 	// message names the task's current fence, and a careless caller that
 	// retried with it would defeat fencing.
 	if msg := e.st.Message(); msg != "" && e.kind != ErrStaleFence {
-		b.WriteString(": ")
-		b.WriteString(msg)
+		// The server's message often starts with the outcome's own words
+		// ("unauthenticated: no token"); say them once.
+		if e.kind != nil {
+			words := strings.TrimPrefix(e.kind.Error(), "docket: ")
+			if rest, ok := strings.CutPrefix(msg, words); ok {
+				msg = strings.TrimPrefix(rest, ": ")
+			}
+		}
+		if msg != "" {
+			b.WriteString(": ")
+			b.WriteString(msg)
+		}
 	}
 	return b.String()
 }
