@@ -29,6 +29,9 @@ Usage:
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
   docket cluster remove ID       take a server out of the configuration
+  docket tls ca [--dir D]        write a cluster CA (docket-ca.pem, docket-ca-key.pem)
+  docket tls cert --server|--client [--name N] [--dns D] [--ip I]
+                                 write a certificate signed by that CA
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
 
@@ -62,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "tls":
+		return runTLS(ctx, rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "-h", "--help", "help":
