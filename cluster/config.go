@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -231,6 +232,20 @@ type Config struct {
 	// leave the disk well over TenantMaxBytes times the tenants.
 	TenantMaxBytes uint64
 
+	// TLS, when set, turns on mutual TLS for Raft (both ways: only server
+	// certificates of the cluster CA are accepted, see cluster/certs) and
+	// for the node's own gRPC calls to other nodes (discovery polls, join,
+	// consistency checks), which then expect TLS on every peer's API.
+	// Default nil: plain TCP, as before TLS existed. Reload it to rotate
+	// certificates; new connections pick the new ones up.
+	TLS *certs.Reloader
+
+	// RaftHandshakeTimeout bounds a TLS handshake on the Raft port, so a
+	// connection that never completes one gives its connlimit slot back.
+	// Default 5 s: a handshake on a LAN takes a millisecond, and Raft's own
+	// dial timeout is 10 s. Unused without TLS.
+	RaftHandshakeTimeout time.Duration
+
 	// ClockOffset shifts this node's clock. Only the chaos harness sets it
 	// (docket agent --test-clock-offset), to show that leases survive skew.
 	ClockOffset time.Duration
@@ -242,26 +257,27 @@ type Config struct {
 // DefaultConfig returns a Config with every tunable set to its default.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatTimeout:   300 * time.Millisecond,
-		ElectionTimeout:    300 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      10 * time.Millisecond,
-		MaxAppendEntries:   512,
-		SnapshotThreshold:  16384,
-		SnapshotInterval:   30 * time.Second,
-		TrailingLogs:       10240,
-		LogCacheSize:       512,
-		ReapInterval:       250 * time.Millisecond,
-		ReapGrace:          10 * time.Second,
-		PromoteInterval:    250 * time.Millisecond,
-		PurgeInterval:      5 * time.Second,
-		ApplyTimeout:       10 * time.Second,
-		ApplyLagBound:      5 * time.Second,
-		CheckInterval:      time.Minute,
-		CheckTimeout:       30 * time.Second,
-		Limits:             fsm.DefaultLimits(),
-		RaftMaxConns:       128,
-		MaxOpenFiles:       1000,
+		HeartbeatTimeout:     300 * time.Millisecond,
+		ElectionTimeout:      300 * time.Millisecond,
+		LeaderLeaseTimeout:   250 * time.Millisecond,
+		CommitTimeout:        10 * time.Millisecond,
+		MaxAppendEntries:     512,
+		SnapshotThreshold:    16384,
+		SnapshotInterval:     30 * time.Second,
+		TrailingLogs:         10240,
+		LogCacheSize:         512,
+		ReapInterval:         250 * time.Millisecond,
+		ReapGrace:            10 * time.Second,
+		PromoteInterval:      250 * time.Millisecond,
+		PurgeInterval:        5 * time.Second,
+		ApplyTimeout:         10 * time.Second,
+		ApplyLagBound:        5 * time.Second,
+		CheckInterval:        time.Minute,
+		CheckTimeout:         30 * time.Second,
+		Limits:               fsm.DefaultLimits(),
+		RaftMaxConns:         128,
+		RaftHandshakeTimeout: 5 * time.Second,
+		MaxOpenFiles:         1000,
 	}
 }
 
@@ -286,6 +302,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
+	setDur(&c.RaftHandshakeTimeout, d.RaftHandshakeTimeout)
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}
