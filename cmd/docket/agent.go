@@ -71,7 +71,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&o.api.MaxConnectionAge, "max-conn-age", 0, "close any client connection this old, after a grace for calls in flight (0: never)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this loopback address (off when empty; a non-loopback address is refused)")
+	agentTLSFlags(fs, o)
 	return &c, o
 }
 
@@ -84,6 +85,7 @@ type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
 	api                                            transport.Config
 	fdReserve, maxConns, raftMaxConns              int
+	tls                                            agentTLS
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -108,7 +110,15 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("file descriptors", "limit", plan.Limit, "reserve", plan.Reserve, "pebble_files", plan.PebbleFiles,
 		"raft_conns", plan.RaftConns, "grpc_conns", plan.GRPCConns)
 	cfg.RaftMaxConns, cfg.MaxOpenFiles = plan.RaftConns, plan.PebbleFiles
+	reloader, err := setupTLS(o, cfg, &o.api, log)
+	if err != nil {
+		return err
+	}
+	defer watchHUP(ctx, reloader, log)()
 	if o.debugAddr != "" {
+		if err := checkDebugAddr(o.debugAddr); err != nil {
+			return err
+		}
 		// Metrics are registered only when something serves them.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
