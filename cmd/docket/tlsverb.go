@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 
+	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 )
 
@@ -70,4 +72,23 @@ func runTLS(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("%w: docket tls ca|cert, not %q", errUsage, args[0])
+}
+
+// tlsFiles are a client's --tls-ca, --tls-cert and --tls-key, shared by
+// every verb and `docket bench`.
+type tlsFiles struct{ ca, cert, key string }
+
+func (t *tlsFiles) flags(fs *flag.FlagSet) {
+	fs.StringVar(&t.ca, "tls-ca", os.Getenv("DOCKET_TLS_CA"), "PEM file of the cluster CA: speak TLS and check the nodes' certificates (env DOCKET_TLS_CA)")
+	fs.StringVar(&t.cert, "tls-cert", os.Getenv("DOCKET_TLS_CERT"), "PEM file of a client certificate, for nodes that ask for one (env DOCKET_TLS_CERT)")
+	fs.StringVar(&t.key, "tls-key", os.Getenv("DOCKET_TLS_KEY"), "PEM file of the client certificate's key (env DOCKET_TLS_KEY)")
+}
+
+// options are the client options the flags ask for: none without a CA.
+// A certificate without a CA is refused by client.WithTLS at New.
+func (t *tlsFiles) options() []client.Option {
+	if t.ca == "" && t.cert == "" && t.key == "" {
+		return nil
+	}
+	return []client.Option{client.WithTLS(t.ca, t.cert, t.key)}
 }

@@ -25,6 +25,7 @@ type common struct {
 	json    bool
 	timeout time.Duration
 	tenant  string
+	tls     tlsFiles
 }
 
 func commonFlags(fs *flag.FlagSet) *common {
@@ -33,6 +34,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
 	fs.StringVar(&c.tenant, "tenant", pb.DefaultTenant, "tenant")
+	c.tls.flags(fs)
 	return c
 }
 
@@ -95,7 +97,7 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
-	c, err := client.New(ctx, splitList(v.c.addr)...)
+	c, err := client.NewWithOptions(ctx, splitList(v.c.addr), v.c.tls.options()...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
