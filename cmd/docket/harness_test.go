@@ -27,6 +27,7 @@ type sysNode struct {
 	raftAddr string
 	grpcAddr string
 	tune     func(*cluster.Config)
+	api      func(*transport.Config) // nil: the defaults
 	join     []string
 	expect   int
 	node     *cluster.Node
@@ -109,7 +110,11 @@ func (n *sysNode) start(lis net.Listener) {
 	}
 	n.node = node
 	n.raftAddr = node.Status().GetRaftAddr() // keep the bound port for restarts
-	n.srv = transport.NewServer(node, transport.Config{Logger: cfg.Logger})
+	api := transport.Config{Logger: cfg.Logger}
+	if n.api != nil {
+		n.api(&api)
+	}
+	n.srv = transport.NewServer(node, api)
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(lis) }()
 	n.running = true
