@@ -203,6 +203,8 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	// cmdline shows the agent's flags to whoever reaches this address:
+	// no flag takes a secret (Test_AgentFlagsCarryNoSecrets).
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -387,4 +388,56 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Test_AgentFlagsCarryNoSecrets: /debug/pprof/cmdline shows the agent's
+// command line to whoever reaches --debug-addr, so no agent flag may take a
+// secret itself; secrets come from files (a flag naming a path) or the
+// environment. --tls-key is the key's path, not the key.
+func Test_AgentFlagsCarryNoSecrets(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	agentFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "tls-key" || strings.HasSuffix(f.Name, "-file") {
+			return
+		}
+		for _, word := range []string{"token", "secret", "password", "key"} {
+			if strings.Contains(f.Name, word) {
+				t.Errorf("agent flag --%s looks like it takes a secret; take a file path or an environment variable instead", f.Name)
+			}
+		}
+	})
+}
+
+// Test_TLSVerbWritesFiles: `docket tls ca` and `docket tls cert` write what
+// the agent and the client load.
+func Test_TLSVerbWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	for _, args := range [][]string{
+		{"tls", "ca", "--dir", dir},
+		{"tls", "cert", "--server", "--name", "n1", "--dir", dir, "--dns", "n1.internal", "--ip", "10.0.0.5"},
+		{"tls", "cert", "--client", "--name", "alice", "--dir", dir},
+	} {
+		if err := run(testCtx(t), args, &out, &out); err != nil {
+			t.Fatalf("docket %v: %v (%s)", args, err, out.String())
+		}
+	}
+	if _, err := certs.Load(certs.Files{CA: filepath.Join(dir, "docket-ca.pem"), Cert: filepath.Join(dir, "n1.pem"), Key: filepath.Join(dir, "n1-key.pem")}, nil); err != nil {
+		t.Fatalf("load the server certificate: %v", err)
+	}
+	if _, err := client.TLSConfig(filepath.Join(dir, "docket-ca.pem"), filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem")); err != nil {
+		t.Fatalf("load the client certificate: %v", err)
+	}
+	for _, bad := range [][]string{
+		{"tls", "cert", "--dir", dir},
+		{"tls", "cert", "--server", "--client", "--dir", dir},
+		{"tls", "cert", "--client", "--name", "x", "--ip", "nope", "--dir", dir},
+		{"tls", "ca", "--dir", dir}, // exists
+		{"tls", "nope"},
+	} {
+		if err := run(testCtx(t), bad, &out, &out); err == nil {
+			t.Errorf("docket %v succeeded", bad)
+		}
+	}
 }
