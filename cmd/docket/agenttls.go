@@ -34,6 +34,9 @@ func agentTLSFlags(fs *flag.FlagSet, o *agentOpts) {
 func setupTLS(o *agentOpts, cfg *cluster.Config, api *transport.Config, log *slog.Logger) (*certs.Reloader, error) {
 	t := o.tls
 	if t.ca == "" && t.cert == "" && t.key == "" {
+		if t.clientAuth != "verify-if-given" {
+			return nil, fmt.Errorf("%w: --tls-client-auth needs --tls-ca, --tls-cert and --tls-key", errUsage)
+		}
 		return nil, nil
 	}
 	if t.ca == "" || t.cert == "" || t.key == "" {

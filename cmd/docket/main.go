@@ -36,7 +36,8 @@ Usage:
                                  throughput, p50..p99.9, vs the raft ceiling
 
 Every verb takes --addr (comma-separated node addresses; default the
-'docket dev' cluster) and --json. Run 'docket VERB -h' for its flags.
+'docket dev' cluster), --json, and --tls-ca, --tls-cert, --tls-key for a
+cluster that runs TLS. Run 'docket VERB -h' for its flags.
 `
 
 func main() {

@@ -377,6 +377,10 @@ func Test_DebugAddrMustBeLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--debug-addr") {
 		t.Fatalf("agent --debug-addr 0.0.0.0:0: %v, want an error naming the flag", err)
 	}
+	err = run(testCtx(t), []string{"agent", "--id", "x", "--data-dir", t.TempDir(), "--tls-client-auth", "require"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--tls-client-auth") {
+		t.Fatalf("agent --tls-client-auth without certificates: %v, want an error naming the flag", err)
+	}
 	for _, bad := range []string{":7800", "10.0.0.1:7800", "example.com:80"} {
 		if err := checkDebugAddr(bad); err == nil {
 			t.Errorf("%s accepted", bad)
