@@ -241,9 +241,10 @@ type Config struct {
 	TLS *certs.Reloader
 
 	// RaftHandshakeTimeout bounds a TLS handshake on the Raft port, so a
-	// connection that never completes one gives its connlimit slot back.
-	// Default 5 s: a handshake on a LAN takes a millisecond, and Raft's own
-	// dial timeout is 10 s. Unused without TLS.
+	// connection that never completes one gives its connlimit slot back;
+	// it also bounds an outgoing Raft dial with its handshake. Default
+	// DefaultRaftHandshakeTimeout (5 s): a handshake on a LAN takes a
+	// millisecond, and Raft's own dial timeout is 10 s. Unused without TLS.
 	RaftHandshakeTimeout time.Duration
 
 	// ClockOffset shifts this node's clock. Only the chaos harness sets it
@@ -254,30 +255,32 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultRaftHandshakeTimeout is Config.RaftHandshakeTimeout's default.
+const DefaultRaftHandshakeTimeout = 5 * time.Second
+
 // DefaultConfig returns a Config with every tunable set to its default.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatTimeout:     300 * time.Millisecond,
-		ElectionTimeout:      300 * time.Millisecond,
-		LeaderLeaseTimeout:   250 * time.Millisecond,
-		CommitTimeout:        10 * time.Millisecond,
-		MaxAppendEntries:     512,
-		SnapshotThreshold:    16384,
-		SnapshotInterval:     30 * time.Second,
-		TrailingLogs:         10240,
-		LogCacheSize:         512,
-		ReapInterval:         250 * time.Millisecond,
-		ReapGrace:            10 * time.Second,
-		PromoteInterval:      250 * time.Millisecond,
-		PurgeInterval:        5 * time.Second,
-		ApplyTimeout:         10 * time.Second,
-		ApplyLagBound:        5 * time.Second,
-		CheckInterval:        time.Minute,
-		CheckTimeout:         30 * time.Second,
-		Limits:               fsm.DefaultLimits(),
-		RaftMaxConns:         128,
-		RaftHandshakeTimeout: 5 * time.Second,
-		MaxOpenFiles:         1000,
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      10 * time.Millisecond,
+		MaxAppendEntries:   512,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		LogCacheSize:       512,
+		ReapInterval:       250 * time.Millisecond,
+		ReapGrace:          10 * time.Second,
+		PromoteInterval:    250 * time.Millisecond,
+		PurgeInterval:      5 * time.Second,
+		ApplyTimeout:       10 * time.Second,
+		ApplyLagBound:      5 * time.Second,
+		CheckInterval:      time.Minute,
+		CheckTimeout:       30 * time.Second,
+		Limits:             fsm.DefaultLimits(),
+		RaftMaxConns:       128,
+		MaxOpenFiles:       1000,
 	}
 }
 
@@ -302,7 +305,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
-	setDur(&c.RaftHandshakeTimeout, d.RaftHandshakeTimeout)
+	setDur(&c.RaftHandshakeTimeout, DefaultRaftHandshakeTimeout)
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}
