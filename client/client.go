@@ -110,6 +110,7 @@ type config struct {
 	shareInflight    int
 	token            string
 	tenant           string
+	err              error // an option that failed (WithTLS), returned by New
 }
 
 // WithLogger sets the logger. The default is slog.Default(). Retries and
@@ -240,6 +241,9 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, fmt.Errorf("new client: %w", cfg.err)
 	}
 	if cfg.retryMax < cfg.retryBase {
 		cfg.retryMax = cfg.retryBase

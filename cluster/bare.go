@@ -62,7 +62,8 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 // openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)
 // advertises what was bound. Inbound connections are limited to
 // cfg.RaftMaxConns (limitedStream), so a flood of connections to the Raft
-// port cannot take the descriptors the stores need.
+// port cannot take the descriptors the stores need. With cfg.TLS the same
+// listener carries mutual TLS (tlsStream).
 func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -79,7 +80,11 @@ func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
 	if a, ok := advertise.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
 		return errors.Join(fmt.Errorf("raft address %s: not advertisable, bind a specific address", cfg.RaftAddr), lis.Close())
 	}
-	stream := &limitedStream{Listener: connlimit.New(lis, cfg.RaftMaxConns, "raft", log), advertise: advertise}
+	limited := connlimit.New(lis, cfg.RaftMaxConns, "raft", log)
+	var stream raft.StreamLayer = &limitedStream{Listener: limited, advertise: advertise}
+	if cfg.TLS != nil {
+		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.RaftHandshakeTimeout}
+	}
 	p.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: newHCLog(log, "raft"),
 		MaxRPCsInFlight: raftMaxRPCsInFlight,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -423,7 +422,7 @@ func (n *Node) peerHash(ctx context.Context, conns map[string]*grpc.ClientConn, 
 	c, ok := conns[p.GRPCAddr]
 	if !ok {
 		var err error
-		if c, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		if c, err = grpc.NewClient(p.GRPCAddr, n.peerDialCreds()); err != nil {
 			return ""
 		}
 		conns[p.GRPCAddr] = c

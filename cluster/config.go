@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -244,6 +245,21 @@ type Config struct {
 	// leave the disk well over TenantMaxBytes times the tenants.
 	TenantMaxBytes uint64
 
+	// TLS, when set, turns on mutual TLS for Raft (both ways: only server
+	// certificates of the cluster CA are accepted, see cluster/certs) and
+	// for the node's own gRPC calls to other nodes (discovery polls, join,
+	// consistency checks), which then expect TLS on every peer's API.
+	// Default nil: plain TCP, as before TLS existed. Reload it to rotate
+	// certificates; new connections pick the new ones up.
+	TLS *certs.Reloader
+
+	// RaftHandshakeTimeout bounds a TLS handshake on the Raft port, so a
+	// connection that never completes one gives its connlimit slot back;
+	// it also bounds an outgoing Raft dial with its handshake. Default
+	// DefaultRaftHandshakeTimeout (5 s): a handshake on a LAN takes a
+	// millisecond, and Raft's own dial timeout is 10 s. Unused without TLS.
+	RaftHandshakeTimeout time.Duration
+
 	// ClockOffset shifts this node's clock. Only the chaos harness sets it
 	// (docket agent --test-clock-offset), to show that leases survive skew.
 	ClockOffset time.Duration
@@ -251,6 +267,9 @@ type Config struct {
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultRaftHandshakeTimeout is Config.RaftHandshakeTimeout's default.
+const DefaultRaftHandshakeTimeout = 5 * time.Second
 
 // DefaultConfig returns a Config with every tunable set to its default.
 func DefaultConfig() Config {
@@ -299,6 +318,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
+	setDur(&c.RaftHandshakeTimeout, DefaultRaftHandshakeTimeout)
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}

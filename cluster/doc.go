@@ -271,9 +271,11 @@
 //     the Raft port cannot take the descriptors Pebble and raft.db need
 //     (issue 9). The price: while such a flood holds every slot, a peer
 //     that needs a new connection is refused too and replication to this
-//     node stalls until it ends; mutual TLS on Raft (DESIGN.md) is what
-//     keeps outsiders off the port. Outgoing connections are not counted;
-//     `docket agent` keeps them inside its descriptor reserve. memberlist
+//     node stalls until it ends. Mutual TLS on Raft (Config.TLS, below)
+//     keeps outsiders from speaking Raft, not from taking slots: its
+//     handshake deadline only shortens how long each one holds. Outgoing
+//     connections are not counted; `docket agent` keeps them inside its
+//     descriptor reserve. memberlist
 //     is not in the tree yet: when gossip arrives, its TCP listener needs
 //     the same wrapping and its UDP packets a rate bound.
 //   - Consistency checks hash every key, nothing excluded (m/applied and
@@ -307,6 +309,33 @@
 //     (same raft.Config, stores, LogCache, transport) over a caller's FSM,
 //     so `docket bench` measures the Raft ceiling with the node's own
 //     wiring rather than a copy that could drift from it.
+//
+// # TLS (tlsstream.go, certs/)
+//
+// With Config.TLS (a certs.Reloader; `docket agent --tls-ca --tls-cert
+// --tls-key`) Raft runs mutual TLS and the node's own gRPC calls to other
+// nodes (discovery polls, join, consistency checks) dial with its
+// certificate; without it everything is plain TCP, as before.
+//
+//   - Only a server certificate of the cluster CA speaks Raft, both ways:
+//     it must name certs.ServerName ("server.docket") and allow ServerAuth.
+//     A client certificate from the same CA (a worker's) fails the
+//     handshake, as does one of another CA, an expired one, none, or plain
+//     TCP, so a forged AppendEntries never reaches Raft's decoder and a
+//     rogue agent cannot join (its Status polls and AddServer fail too).
+//     Checking a name, not the address dialled, is Consul's
+//     verify_server_hostname: addresses change, certificates need not.
+//   - TLS 1.3 only; every client we ship is Go.
+//   - The handshake of an inbound Raft connection runs on its first read,
+//     in Raft's per-connection goroutine, under RaftHandshakeTimeout (5 s):
+//     in Accept a silent connection would block every other accept, and
+//     without a deadline it would hold its connlimit slot for ever. The
+//     slot is counted before the handshake, so a flood of half-open TLS
+//     connections is bounded like any other.
+//   - Reload (SIGHUP) swaps the certificate, key and CA for new
+//     handshakes; Raft's pooled connections keep theirs until they are
+//     redialled. A set that fails to load keeps the old one.
+//   - Gossip has no TLS yet: memberlist is not in the tree.
 //
 // # Disk full and stuck apply (health.go)
 //

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -128,7 +127,7 @@ func (n *Node) pollPeers(conns map[string]*grpc.ClientConn) []*pb.StatusResponse
 		c, ok := conns[a]
 		if !ok {
 			var err error
-			if c, err = grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			if c, err = grpc.NewClient(a, n.peerDialCreds()); err != nil {
 				n.log.Warn("bad peer address", "addr", a, "err", err)
 				continue
 			}
@@ -178,7 +177,7 @@ func (n *Node) tryJoin(statuses []*pb.StatusResponse) error {
 }
 
 func (n *Node) askToJoin(leaderAddr string) error {
-	c, err := grpc.NewClient(leaderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(leaderAddr, n.peerDialCreds())
 	if err != nil {
 		return fmt.Errorf("join via %s: %w", leaderAddr, err)
 	}

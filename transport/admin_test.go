@@ -18,7 +18,7 @@ import (
 )
 
 func Test_HealthAndReflection(t *testing.T) {
-	leader := mustLeader(t, Config{})
+	leader := mustLeader(t, Config{Reflection: true})
 	orphan := mustFollower(t, "", Config{})
 	ctx := testCtx(t)
 
@@ -61,6 +61,15 @@ func Test_HealthAndReflection(t *testing.T) {
 		}
 	}
 	_ = stream.CloseSend()
+
+	// Off by default: the orphan has no reflection service.
+	off, err := reflectionpb.NewServerReflectionClient(orphan.cc).ServerReflectionInfo(ctx)
+	if err == nil {
+		_, err = off.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("reflection without Config.Reflection: %v, want Unimplemented", err)
+	}
 }
 
 func Test_DeadLetters(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/certs"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -231,6 +232,23 @@ type Config struct {
 	// when the cluster's gRPC uses TLS.
 	ForwardDialOptions []grpc.DialOption
 
+	// TLS, when set, serves the API over TLS with the node's certificate
+	// (client certificates as ClientAuth says) and forwards to the leader
+	// over TLS with it, checking the leader's server certificate
+	// (certs.PeerCredentials). Default nil: plaintext, as before. Both read
+	// the Reloader per handshake, so a reload reaches new connections.
+	TLS *certs.Reloader
+
+	// ClientAuth is what TLS asks of a client's certificate. Default
+	// certs.VerifyIfGiven: a certificate is checked when one is given, and
+	// clients without one still get in (tokens authenticate them).
+	ClientAuth certs.ClientAuth
+
+	// Reflection registers gRPC server reflection, which lists every
+	// service and message to anyone who can connect (grpcurl uses it).
+	// Default off: it is a map for an attacker and no client needs it.
+	Reflection bool
+
 	// ServerOptions are appended to the gRPC server's options (TLS
 	// credentials), after the server's own, so they win. The message size
 	// limit, keepalive and stream bounds come from the fields above.
@@ -285,7 +303,11 @@ func (c Config) withDefaults() Config {
 		c.HealthInterval = DefaultHealthInterval
 	}
 	if len(c.ForwardDialOptions) == 0 {
-		c.ForwardDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		creds := insecure.NewCredentials()
+		if c.TLS != nil {
+			creds = c.TLS.PeerCredentials()
+		}
+		c.ForwardDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	}
 	return c
 }

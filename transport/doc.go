@@ -1,6 +1,6 @@
 // Package transport is Docket's gRPC server: the docket.v1.Queue and
-// docket.v1.Cluster services, the gRPC health service and server
-// reflection, over one cluster member. It owns the wire and nothing else:
+// docket.v1.Cluster services, the gRPC health service and (when asked)
+// server reflection, over one cluster member. It owns the wire and nothing else:
 // handlers, forwarding to the leader, the mapping of errors to gRPC
 // statuses, bounds on connections and long polls, and health. It imports
 // only cluster and proto; what a request does is cluster's (group commit,
@@ -48,6 +48,21 @@
 //
 // # Decisions and trade-offs
 //
+//   - TLS is opt-in (Config.TLS, a cluster/certs Reloader; `docket agent
+//     --tls-*`). The API presents the node's server certificate, which
+//     names 127.0.0.1, localhost and server.docket plus what `docket tls
+//     cert` was given, so a client checks it against the address it dials.
+//     Client certificates are required, checked if given (the default:
+//     tokens authenticate clients without one) or not asked for
+//     (Config.ClientAuth). Forwarding dials the leader with the node's own
+//     certificate and accepts only a server certificate of the cluster CA,
+//     so it passes a leader that requires client certificates. Both read
+//     the Reloader per handshake: a SIGHUP reaches new connections, while
+//     the forwarder's cached connection keeps its certificate until it
+//     reconnects.
+//   - Reflection is off unless Config.Reflection (`docket agent
+//     --reflection`): it lists every service and message to whoever
+//     connects, and no client of ours needs it.
 //   - While the node's consistency checks do not let it serve (diverged,
 //     or awaiting a check after a restart; cluster.Node.CheckErr), every
 //     Queue call is refused with Unavailable and reason NOT_SERVING, before

@@ -21,7 +21,7 @@ import (
 )
 
 // Server is Docket's gRPC server: the Queue and Cluster services, the gRPC
-// health service and server reflection, over one Node.
+// health service and (Config.Reflection) server reflection, over one Node.
 //
 // NewServer starts the health watcher; Stop ends it.
 type Server struct {
@@ -83,12 +83,17 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.InitialWindowSize(WindowSize),
 		grpc.InitialConnWindowSize(ConnWindowSize),
 	}, cfg.serverLimits()...)
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(cfg.TLS.ServerCredentials(cfg.ClientAuth)))
+	}
 	opts = append(opts, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterQueueServer(s.grpc, &queueService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	if cfg.Reflection {
+		reflection.Register(s.grpc)
+	}
 
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(pb.Cluster_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

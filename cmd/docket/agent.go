@@ -74,7 +74,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&o.api.Auth, "auth", false, "require a bearer token (docket token create) on every Queue and Cluster call but Status; off: no token needed")
 	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap admin token's secret, used on the cluster's first boot only (or DOCKET_BOOTSTRAP_TOKEN; never a flag value)")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this address (off when empty; bind loopback)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this loopback address (off when empty; a non-loopback address is refused)")
+	agentTLSFlags(fs, o)
 	return &c, o
 }
 
@@ -88,6 +89,7 @@ type agentOpts struct {
 	bootstrapTokenFile                             string
 	api                                            transport.Config
 	fdReserve, maxConns, raftMaxConns              int
+	tls                                            agentTLS
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -119,7 +121,15 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("file descriptors", "limit", plan.Limit, "reserve", plan.Reserve, "pebble_files", plan.PebbleFiles,
 		"raft_conns", plan.RaftConns, "grpc_conns", plan.GRPCConns)
 	cfg.RaftMaxConns, cfg.MaxOpenFiles = plan.RaftConns, plan.PebbleFiles
+	reloader, err := setupTLS(o, cfg, &o.api, log)
+	if err != nil {
+		return err
+	}
+	defer watchHUP(ctx, reloader, log)()
 	if o.debugAddr != "" {
+		if err := checkDebugAddr(o.debugAddr); err != nil {
+			return err
+		}
 		// Metrics are registered only when something serves them.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -204,6 +214,8 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	// cmdline shows the agent's flags to whoever reaches this address:
+	// no flag takes a secret (Test_AgentFlagsCarryNoSecrets).
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

@@ -27,7 +27,7 @@ type sysNode struct {
 	raftAddr string
 	grpcAddr string
 	tune     func(*cluster.Config)
-	api      transport.Config // Logger is set at start
+	api      func(*transport.Config) // nil: the defaults
 	join     []string
 	expect   int
 	node     *cluster.Node
@@ -63,10 +63,15 @@ func startClusterAPI(t *testing.T, size int, tune func(*cluster.Config), api tra
 		addrs = append(addrs, l.Addr().String())
 	}
 	base := t.TempDir()
+	apply := func(c *transport.Config) { // the Logger set at start stays
+		logger := c.Logger
+		*c = api
+		c.Logger = logger
+	}
 	var nodes []*sysNode
 	for i := 0; i < size; i++ {
 		n := &sysNode{t: t, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, api: api, join: addrs, expect: size}
+			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, api: apply, join: addrs, expect: size}
 		n.start(lis[i])
 		nodes = append(nodes, n)
 	}
@@ -116,8 +121,10 @@ func (n *sysNode) start(lis net.Listener) {
 	}
 	n.node = node
 	n.raftAddr = node.Status().GetRaftAddr() // keep the bound port for restarts
-	api := n.api
-	api.Logger = cfg.Logger
+	api := transport.Config{Logger: cfg.Logger}
+	if n.api != nil {
+		n.api(&api)
+	}
 	n.srv = transport.NewServer(node, api)
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(lis) }()

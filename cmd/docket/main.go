@@ -33,12 +33,16 @@ Usage:
                                  mint a token (secret printed once)
   docket token list              accessors, names, roles, tenants, expiry
   docket token revoke ACCESSOR   revoke a token on every node
+  docket tls ca [--dir D]        write a cluster CA (docket-ca.pem, docket-ca-key.pem)
+  docket tls cert --server|--client [--name N] [--dns D] [--ip I]
+                                 write a certificate signed by that CA
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
 
 Every verb takes --addr (comma-separated node addresses; default the
-'docket dev' cluster), --json and --token (or DOCKET_TOKEN) for a cluster
-run with 'docket agent --auth'. Run 'docket VERB -h' for its flags.
+'docket dev' cluster), --json, --token (or DOCKET_TOKEN) for a cluster run
+with 'docket agent --auth', and --tls-ca, --tls-cert, --tls-key for a
+cluster that runs TLS. Run 'docket VERB -h' for its flags.
 `
 
 func main() {
@@ -67,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "tls":
+		return runTLS(ctx, rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "-h", "--help", "help":

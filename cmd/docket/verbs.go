@@ -26,6 +26,7 @@ type common struct {
 	timeout time.Duration
 	tenant  string
 	token   string
+	tls     tlsFiles
 }
 
 func commonFlags(fs *flag.FlagSet) *common {
@@ -35,6 +36,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
 	fs.StringVar(&c.tenant, "tenant", pb.DefaultTenant, "tenant")
 	fs.StringVar(&c.token, "token", "", "bearer token for a cluster with --auth (env "+envToken+", which keeps it out of ps)")
+	c.tls.flags(fs)
 	return c
 }
 
@@ -98,7 +100,7 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
-	var opts []client.Option
+	opts := v.c.tls.options()
 	if tok := v.c.token; tok != "" || os.Getenv(envToken) != "" {
 		if tok == "" {
 			tok = os.Getenv(envToken)

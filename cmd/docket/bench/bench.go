@@ -45,6 +45,10 @@ type Config struct {
 	Queue       string
 	SharedRPCs  int      // client.WithSharedRPCs
 	AgentArgs   []string // extra `docket agent` flags for the local cluster
+	// TLS runs the local cluster (and the ceiling's Raft) with throwaway
+	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
+	TLS                    bool
+	TLSCA, TLSCert, TLSKey string
 }
 
 // Workloads lists what --workload accepts.
@@ -127,6 +131,10 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
+	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
+	fs.StringVar(&c.TLSCA, "tls-ca", os.Getenv("DOCKET_TLS_CA"), "--addr cluster: PEM file of its CA (env DOCKET_TLS_CA)")
+	fs.StringVar(&c.TLSCert, "tls-cert", os.Getenv("DOCKET_TLS_CERT"), "--addr cluster: client certificate (env DOCKET_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", os.Getenv("DOCKET_TLS_KEY"), "--addr cluster: client certificate's key (env DOCKET_TLS_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -154,6 +162,9 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.Addr != "" && (c.Workload == "failover" || c.Workload == "backlog") {
 		errs = append(errs, fmt.Errorf("--workload %s kills and restarts nodes: it needs the local cluster, not --addr", c.Workload))
 	}
+	if c.TLS && c.Addr != "" {
+		errs = append(errs, errors.New("--tls makes the local cluster's certificates; for --addr give --tls-ca (and --tls-cert, --tls-key)"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
@@ -164,7 +175,8 @@ func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
-		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs}
+		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs,
+		"tls": c.TLS || c.TLSCA != ""}
 }
 
 func loadavg() string {
@@ -202,7 +214,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	} else {
 		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
 		lc, _, err := localcluster.Start(ctx, localcluster.Options{
-			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true,
+			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS,
 			ExtraArgs: append([]string{"--log-level", "warn"}, r.cfg.AgentArgs...),
 		})
 		if err != nil {
@@ -249,7 +261,13 @@ func (r *runner) run(ctx context.Context, exe string) error {
 func (r *runner) client(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.NewWithOptions(ctx, r.addrs, client.WithLogger(slog.Default()), client.WithSharedRPCs(r.cfg.SharedRPCs))
+	opts := []client.Option{client.WithLogger(slog.Default()), client.WithSharedRPCs(r.cfg.SharedRPCs)}
+	if r.local != nil {
+		opts = append(opts, r.local.ClientOptions()...)
+	} else if r.cfg.TLSCA != "" || r.cfg.TLSCert != "" {
+		opts = append(opts, client.WithTLS(r.cfg.TLSCA, r.cfg.TLSCert, r.cfg.TLSKey))
+	}
+	c, err := client.NewWithOptions(ctx, r.addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %v: %w", r.addrs, err)
 	}

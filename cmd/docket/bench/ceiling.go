@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -63,6 +65,11 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
 		cfg.RaftAddr = "127.0.0.1:0"
 		cfg.Logger = quiet
+		if r.cfg.TLS {
+			if cfg.TLS, err = ceilingTLS(filepath.Join(dir, "tls"), cfg.ID); err != nil {
+				return Summary{}, err
+			}
+		}
 		b, err := cluster.NewBareRaft(cfg, noopFSM{})
 		if err != nil {
 			return Summary{}, err
@@ -129,4 +136,20 @@ func waitBareLeader(ctx context.Context, rafts []*cluster.BareRaft) (*raft.Raft,
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// ceilingTLS gives a ceiling server a certificate of a CA in dir, made on
+// first use, so `bench --tls` compares the queue with Raft over TLS.
+func ceilingTLS(dir, id string) (*certs.Reloader, error) {
+	ca := filepath.Join(dir, tlsgen.CAFile)
+	if _, err := os.Stat(ca); err != nil {
+		if _, _, err := tlsgen.CA(dir, 1); err != nil {
+			return nil, err
+		}
+	}
+	crt, key, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: id, Server: true, Days: 1})
+	if err != nil {
+		return nil, err
+	}
+	return certs.Load(certs.Files{CA: ca, Cert: crt, Key: key}, nil)
 }

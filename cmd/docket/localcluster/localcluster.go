@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cmd/docket/tlsgen"
 )
 
 // Options say what to start.
@@ -39,7 +40,13 @@ type Options struct {
 	Nodes     int      // how many
 	Debug     bool     // serve pprof on base+200+i
 	ExtraArgs []string // more `docket agent` flags for every node
+	// TLS makes a throwaway CA in Dir/tls, a server certificate per node
+	// and a client certificate, and runs the nodes with TLS on.
+	TLS bool
 }
+
+// TLSFiles are a client's TLS files: the CA and a client certificate.
+type TLSFiles struct{ CA, Cert, Key string }
 
 // Node is one child agent.
 type Node struct {
@@ -55,7 +62,40 @@ type Cluster struct {
 	Dir   string
 	Nodes []*Node
 	Ready time.Time // when a leader first answered
-	keep  bool
+	// TLS, when Options.TLS, is what a client connects with.
+	TLS  *TLSFiles
+	keep bool
+}
+
+// ClientOptions are the client options that reach this cluster.
+func (c *Cluster) ClientOptions() []client.Option {
+	if c.TLS == nil {
+		return nil
+	}
+	return []client.Option{client.WithTLS(c.TLS.CA, c.TLS.Cert, c.TLS.Key)}
+}
+
+// makeTLS writes the cluster's CA, a server certificate per node and a
+// client certificate into dir.
+func (c *Cluster) makeTLS(dir string) (map[string][2]string, error) {
+	ca, _, err := tlsgen.CA(dir, 30)
+	if err != nil {
+		return nil, err
+	}
+	servers := map[string][2]string{}
+	for _, n := range c.Nodes {
+		crt, key, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: n.ID, Server: true, Days: 30})
+		if err != nil {
+			return nil, err
+		}
+		servers[n.ID] = [2]string{crt, key}
+	}
+	crt, key, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: "client", Days: 30})
+	if err != nil {
+		return nil, err
+	}
+	c.TLS = &TLSFiles{CA: ca, Cert: crt, Key: key}
+	return servers, nil
 }
 
 // Start launches the nodes and waits until one of them leads. It returns
@@ -83,8 +123,19 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 		if o.Debug {
 			n.Args = append(n.Args, "--debug-addr", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
 		}
-		n.Args = append(n.Args, o.ExtraArgs...)
 		c.Nodes = append(c.Nodes, n)
+	}
+	if o.TLS {
+		servers, err := c.makeTLS(filepath.Join(c.Dir, "tls"))
+		if err != nil {
+			return nil, "", errors.Join(fmt.Errorf("cluster certificates: %w", err), c.Close())
+		}
+		for _, n := range c.Nodes {
+			n.Args = append(n.Args, "--tls-ca", c.TLS.CA, "--tls-cert", servers[n.ID][0], "--tls-key", servers[n.ID][1])
+		}
+	}
+	for _, n := range c.Nodes {
+		n.Args = append(n.Args, o.ExtraArgs...)
 	}
 	for _, n := range c.Nodes {
 		if err := n.Start(); err != nil {
@@ -204,7 +255,7 @@ func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) (string, erro
 				return "", fmt.Errorf("%s exited during start (%v); see %s", n.ID, err, n.LogPath)
 			}
 		}
-		cl, err := client.New(ctx, c.Addrs()...)
+		cl, err := client.NewWithOptions(ctx, c.Addrs(), c.ClientOptions()...)
 		if err == nil {
 			st, serr := cl.Status(ctx)
 			cerr := cl.Close()
