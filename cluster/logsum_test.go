@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,9 +278,14 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 		}
 	}
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("DOCKET_TEST_SEED"); v != "" { // to replay a logged seed
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d, raft.db %d bytes, %d written, %d entries", seed, len(pristine), len(written), len(truth.logs))
-	var atOpen, atRead, harmless int
+	var atOpen, atRead, harmless, rolledBack int
 	for k := 0; k < 40; k++ {
 		img := bytes.Clone(pristine)
 		off := written[rng.IntN(len(written))]
@@ -310,13 +316,23 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 		if readErrs > 0 {
 			atRead++
 		} else {
-			if got.first != truth.first || got.last != truth.last {
+			switch {
+			case got.first == truth.first && got.last == truth.last:
+				harmless++
+			case off < 2*os.Getpagesize() && got.first == truth.first && got.last < truth.last:
+				// A flip in one of bbolt's two meta pages at the front
+				// makes it open the previous transaction: the last append
+				// is lost on this node, as after a crash before its fsync
+				// (cluster/doc.go says so). Seen with seed
+				// 1795396244672149674, flip at offset 64.
+				rolledBack++
+			default:
 				t.Errorf("flip %d at offset %d: log range %d-%d, was %d-%d", k, off, got.first, got.last, truth.first, truth.last)
 			}
-			harmless++
 		}
 	}
-	t.Logf("40 flips: %d refused at open, %d failed on read, %d changed nothing read back", atOpen, atRead, harmless)
+	t.Logf("40 flips: %d refused at open, %d failed on read, %d rolled back to the previous transaction, %d changed nothing read back",
+		atOpen, atRead, rolledBack, harmless)
 	if atOpen+atRead == 0 {
 		t.Fatal("no flip was detected: the test hit nothing that matters")
 	}
