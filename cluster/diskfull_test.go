@@ -57,6 +57,29 @@ func (f *failingLogs) StoreLogs(logs []*raft.Log) error {
 	return f.LogStore.StoreLogs(logs)
 }
 
+// mustClusterFailingLogs starts 3 nodes whose Raft log stores can be made
+// to fail; logsOf names a node's.
+func mustClusterFailingLogs(t *testing.T) (nodes []*Node, logsOf func(id string) *failingLogs) {
+	t.Helper()
+	var mu sync.Mutex
+	logs := map[string]*failingLogs{}
+	nodes = mustClusterWith(t, 3, func(c *Config) {
+		id := c.ID
+		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
+			f := &failingLogs{LogStore: s}
+			mu.Lock()
+			logs[id] = f
+			mu.Unlock()
+			return f
+		}
+	})
+	return nodes, func(id string) *failingLogs {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs[id]
+	}
+}
+
 // lineCounter is a slog handler that counts records, and those mentioning
 // "no space left" in their message or attributes.
 type lineCounter struct {
@@ -172,18 +195,7 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 // leadership-lost (Unavailable, retried by the client for safe calls), not
 // an unclassified error that transport reports as Internal.
 func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
-	var mu sync.Mutex
-	logs := map[string]*failingLogs{}
-	nodes := mustClusterWith(t, 3, func(c *Config) {
-		id := c.ID
-		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
-			f := &failingLogs{LogStore: s}
-			mu.Lock()
-			logs[id] = f
-			mu.Unlock()
-			return f
-		}
-	})
+	nodes, logsOf := mustClusterFailingLogs(t)
 	l := leaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -191,9 +203,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 		t.Fatalf("propose before the fault: %v", err)
 	}
 
-	mu.Lock()
-	bad := logs[l.ID()]
-	mu.Unlock()
+	bad := logsOf(l.ID())
 	bad.on.Store(true)
 	t.Cleanup(func() { bad.on.Store(false) })
 	_, err := l.Propose(ctx, enqueueCmd("jobs", "lost"))

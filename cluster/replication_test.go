@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // Test_FollowerLogFailureDoesNotStopReplication: a follower whose log
@@ -19,18 +17,7 @@ import (
 // for that goroutine (seen as a 20-minute test timeout). Replication must
 // resume once the follower's disk works again.
 func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
-	var mu sync.Mutex
-	logs := map[string]*failingLogs{}
-	nodes := mustClusterWith(t, 3, func(c *Config) {
-		id := c.ID
-		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
-			f := &failingLogs{LogStore: s}
-			mu.Lock()
-			logs[id] = f
-			mu.Unlock()
-			return f
-		}
-	})
+	nodes, logsOf := mustClusterFailingLogs(t)
 	l := leaderOf(t, nodes)
 	var f *Node
 	for _, n := range nodes {
@@ -39,9 +26,7 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 			break
 		}
 	}
-	mu.Lock()
-	bad := logs[f.ID()]
-	mu.Unlock()
+	bad := logsOf(f.ID())
 	t.Cleanup(func() { bad.on.Store(false) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
