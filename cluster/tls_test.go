@@ -213,6 +213,18 @@ func Test_ForgedAppendEntries(t *testing.T) {
 	nodes := mustTLSCluster(t, 3, pki)
 	f := follower(t, nodes)
 	other := newTestPKI(t)
+	// Every node, not only f, must have settled before the snapshot: a
+	// follower still joining would change state with no attack at all.
+	l := leaderOf(t, nodes)
+	waitFor(t, 10*time.Second, "every node to settle on the leader's state", func() bool {
+		want := stateOf(l)
+		for _, n := range nodes {
+			if stateOf(n) != want {
+				return false
+			}
+		}
+		return true
+	})
 	before := map[*Node]raftState{}
 	for _, n := range nodes {
 		before[n] = stateOf(n)
