@@ -26,6 +26,11 @@ var (
 	// stop acting on the task; a downstream that checks fences will reject it.
 	ErrStaleFence = errors.New("docket: stale fence")
 
+	// ErrFeatureDisabled means the command needs a feature the cluster has
+	// not enabled yet: a server runs an older build. Nothing was done;
+	// it works once every server is upgraded.
+	ErrFeatureDisabled = errors.New("docket: feature not enabled on this cluster")
+
 	// ErrWrongState means the task is in a state that does not allow the
 	// operation, e.g. Cancel of a running task, or RequeueDead of a live one.
 	ErrWrongState = errors.New("docket: task in wrong state")
@@ -156,6 +161,8 @@ func mapError(err error) error {
 			e.kind = ErrStaleFence
 		case docketv1.ReasonWrongState:
 			e.kind = ErrWrongState
+		case docketv1.ReasonFeatureDisabled:
+			e.kind = ErrFeatureDisabled
 		}
 	case codes.Unavailable:
 		if reason == docketv1.ReasonLeadershipLost {

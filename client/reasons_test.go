@@ -16,10 +16,11 @@ import (
 // than the one its meaning calls for.
 func Test_EveryServerReasonIsMapped(t *testing.T) {
 	want := map[string]error{
-		docketv1.ReasonStaleFence:     ErrStaleFence,
-		docketv1.ReasonWrongState:     ErrWrongState,
-		docketv1.ReasonTenantLimit:    ErrTenantLimit,
-		docketv1.ReasonLeadershipLost: ErrOutcomeUnknown,
+		docketv1.ReasonStaleFence:      ErrStaleFence,
+		docketv1.ReasonWrongState:      ErrWrongState,
+		docketv1.ReasonTenantLimit:     ErrTenantLimit,
+		docketv1.ReasonFeatureDisabled: ErrFeatureDisabled,
+		docketv1.ReasonLeadershipLost:  ErrOutcomeUnknown,
 		// Nothing was done: retry on another node or the leader.
 		docketv1.ReasonNotLeader:    ErrNoLeader,
 		docketv1.ReasonShuttingDown: ErrNoLeader,

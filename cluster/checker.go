@@ -321,10 +321,8 @@ func (n *Node) checkLoop(ctx context.Context) {
 // records the majority's hash with a CheckResult. Without a majority (too
 // few voters answered, or they disagree) nothing is recorded.
 func (n *Node) checkOnce(ctx context.Context) error {
-	for _, id := range n.voterIDs() {
-		if p, _ := n.peers.get(id); id != n.cfg.ID && !p.Checks {
-			return fmt.Errorf("%w: %s", errChecksUnsupported, id)
-		}
+	if enabled := n.enabledLevel(); enabled < fsm.LevelCheck {
+		return fmt.Errorf("%w: the cluster enabled feature level %d, checks need %d", errChecksUnsupported, enabled, fsm.LevelCheck)
 	}
 	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{}}})
 	if err != nil {

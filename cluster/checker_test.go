@@ -5,13 +5,17 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
 
-// A leader proposes no Check while a voter has not shown (in its Status)
-// that its build applies Check entries: an older build would stop on the
+// A leader proposes no Check while the cluster has not latched the
+// check's feature level: a server on an older build would stop on the
 // unknown command type during a rolling upgrade.
 func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
-	nodes := mustCluster(t, 3) // no gRPC here: no voter ever answered a Status
+	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBatch))
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	nodes := []*Node{n}
 	l := leaderOf(t, nodes)
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

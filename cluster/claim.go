@@ -267,7 +267,7 @@ func (s *Service) ReleaseTasks(tasks []*pb.Task) {
 	started := s.spawn(func() {
 		ctx, cancel := context.WithTimeout(s.ctx, releaseTimeout)
 		defer cancel()
-		res, err := s.r.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE,
+		res, err := s.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE,
 			Body: &pb.Command_Release{Release: &pb.ReleaseCmd{Items: items}}})
 		if err == nil {
 			err = fsm.ResultError(res)

@@ -213,6 +213,27 @@
 //     one term. The leader sends it a snapshot and the log; it serves once
 //     the next check passes.
 //
+// # Feature levels and the gate
+//
+// A command type an older server does not know must not enter the log
+// while such a server is in the configuration: it would stop there (fsm's
+// feature levels). Every server announces the level its build applies
+// (Status's feature_level today; gossip metadata once memberlist lands),
+// and the peer book keeps the last announcement of each, so a server that
+// is down now still counts at the level it last announced, and one never
+// heard from counts as 0. The leader (after its Barrier, then every
+// latchInterval) latches the lowest level over the whole configuration,
+// voters and non-voters, with a SetFeatureLevel entry. The Service's one
+// proposing path (features.go, Service.apply) refuses a command above the
+// latch with *FeatureError (FailedPrecondition, FEATURE_DISABLED, naming
+// the level): nothing is proposed. Group commit degrades instead of
+// refusing: while Batch is not latched, the commands a Batch would carry
+// (and SubmitBatch's) go as entries of their own, concurrently, so Raft
+// still shares appends. The consistency check waits for its level, and
+// the bootstrap token for the token level. A latch is never undone: a
+// server on a build below it that joins later stops at its first entry of
+// the newer level and says which level it needs.
+//
 // # Decisions and trade-offs
 //
 //   - Checksums are CRC-32C (hardware-accelerated; what Pebble and etcd's

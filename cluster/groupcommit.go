@@ -101,12 +101,12 @@ func (s *Service) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResu
 func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan func(*pb.CommandResult)) (*pb.CommandResult, error) {
 	alone := s.cfg.CoalesceMax <= 1 || !fsm.Batchable(cmd.GetType())
 	if alone && orphan == nil {
-		return s.r.apply(ctx, cmd)
+		return s.apply(ctx, cmd)
 	}
 	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1), orphan: orphan}
 	if alone {
 		if !s.spawn(func() {
-			res, err := s.r.apply(s.ctx, cmd) // bounded by Raft, not the caller
+			res, err := s.apply(s.ctx, cmd) // bounded by Raft, not the caller
 			c.deliver(coReply{res, err})
 		}) {
 			return nil, ErrShutdown
@@ -218,7 +218,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		defer cancel()
 		groups := mergeHeartbeats(live)
 		if len(groups) == 1 {
-			res, err := co.s.r.apply(ctx, groups[0].cmd)
+			res, err := co.s.apply(ctx, groups[0].cmd)
 			groups[0].deliver(res, err)
 			return
 		}
@@ -226,7 +226,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		for i, g := range groups {
 			cmds[i] = g.cmd
 		}
-		res, err := co.s.r.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
+		res, err := co.s.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
 			Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 		if err == nil {
 			err = fsm.ResultError(res)

@@ -85,7 +85,16 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		}
 	}
 	reapAfter := time.Now().Add(n.cfg.ReapGrace)
-	n.bootstrapToken(ctx)
+	if err := n.latchOnce(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("feature level latch failed", "err", err)
+	}
+	wgBoot := sync.WaitGroup{}
+	wgBoot.Add(1)
+	go func() {
+		defer wgBoot.Done()
+		n.bootstrapToken(ctx)
+	}()
+	defer wgBoot.Wait()
 
 	var wg sync.WaitGroup
 	run := func(name string, every time.Duration, fn func(context.Context) error) {
@@ -113,6 +122,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		return n.reapOnce(ctx)
 	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
+	run("latch", latchInterval, n.latchOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
 	wg.Add(1)
 	go func() {
@@ -124,11 +134,22 @@ func (n *Node) leaderLoop(ctx context.Context) {
 
 // bootstrapToken creates the bootstrap token when this node has a secret
 // and the cluster never created one; otherwise it says why it ignores it.
+// Tokens need their feature level: until the cluster latched it (every
+// server announced it), it waits.
 func (n *Node) bootstrapToken(ctx context.Context) {
 	if n.cfg.BootstrapSecret == "" {
 		return
 	}
-	err := n.Bootstrap(ctx, n.cfg.BootstrapSecret)
+	var err error
+	for {
+		err = n.Bootstrap(ctx, n.cfg.BootstrapSecret)
+		if !errors.Is(err, ErrFeatureDisabled) {
+			break
+		}
+		if !sleepCtx(ctx, latchInterval) {
+			return
+		}
+	}
 	switch {
 	case err == nil:
 		n.log.Info("bootstrap token created")

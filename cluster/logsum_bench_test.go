@@ -44,7 +44,7 @@ func BenchmarkLogStore(b *testing.B) {
 		for i := range data {
 			data[i] = byte(i * 7)
 		}
-		ext := fsm.CommandExtension(data)
+		ext := fsm.CommandExtension(data, fsm.LevelBase)
 		entries := func(first uint64) []*raft.Log {
 			ls := make([]*raft.Log, batch)
 			for i := range ls {
@@ -94,7 +94,7 @@ func BenchmarkLogSumCPU(b *testing.B) {
 	for _, size := range []int{256, 64 << 10} {
 		data := make([]byte, size)
 		l := &raft.Log{Index: 7, Term: 2, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
-		l.Extensions = fsm.CommandExtension(data)
+		l.Extensions = fsm.CommandExtension(data, fsm.LevelBase)
 		b.Run(fmt.Sprintf("store/size=%d", size), func(b *testing.B) {
 			b.SetBytes(int64(size))
 			for i := 0; i < b.N; i++ {

@@ -26,7 +26,7 @@ func mustCheckedStore(t *testing.T, path string) *checkedStore {
 
 func cmdLog(index uint64, data string) *raft.Log {
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: []byte(data),
-		Extensions: fsm.CommandExtension([]byte(data)), AppendedAt: time.Now()}
+		Extensions: fsm.CommandExtension([]byte(data), fsm.LevelBase), AppendedAt: time.Now()}
 }
 
 // A follower stores nothing of a batch whose command fails its proposer's
@@ -48,7 +48,7 @@ func Test_LogSum_StoreLogsRefusesDamagedCommand(t *testing.T) {
 	if err := s.GetLog(1, &l); err != nil || !sameLog(l, *good) {
 		t.Fatalf("GetLog: %v, %+v", err, l)
 	}
-	if good.Extensions == nil || !bytes.Equal(good.Extensions, fsm.CommandExtension(good.Data)) {
+	if good.Extensions == nil || !bytes.Equal(good.Extensions, fsm.CommandExtension(good.Data, fsm.LevelBase)) {
 		t.Fatal("StoreLogs changed the caller's entry, which the LogCache keeps")
 	}
 }

@@ -445,7 +445,7 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext := fsm.CommandExtension(data)
+	ext := fsm.CommandExtension(data, fsm.LevelBase)
 	data[bytes.Index(data, []byte("damaged"))] ^= 0x20
 	// Raft flattens the store's error into its text.
 	if err := l.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {

@@ -85,7 +85,7 @@ func (n *Node) discover() {
 			if st.GetConsistency().GetStatus() == checkAwaiting && n.IsLeader() {
 				n.check.poke() // a restarted voter serves nothing until a check passes on it
 			}
-			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr(), Checks: st.GetConsistency() != nil}) || changed
+			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr(), Level: st.GetFeatureLevel()}) || changed
 			for _, s := range st.GetServers() {
 				changed = n.peers.put(Peer{ID: s.GetId(), RaftAddr: s.GetRaftAddr(), GRPCAddr: s.GetGrpcAddr()}) || changed
 			}
@@ -232,16 +232,23 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 		RaftAddr:        n.cfg.RaftAddr,
 		GrpcAddr:        n.cfg.GRPCAddr,
 		Consistency:     n.check.status(),
+
+		FeatureLevel:        n.fsm.MaxLevel(),
+		EnabledFeatureLevel: n.fsm.EnabledLevel(),
 	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			p, _ := n.peers.get(string(s.ID))
+			if string(s.ID) == n.cfg.ID {
+				p.Level = n.fsm.MaxLevel()
+			}
 			st.Servers = append(st.Servers, &pb.Server{
-				Id:       string(s.ID),
-				RaftAddr: string(s.Address),
-				GrpcAddr: p.GRPCAddr,
-				Suffrage: map[raft.ServerSuffrage]string{raft.Voter: "voter", raft.Nonvoter: "nonvoter", raft.Staging: "staging"}[s.Suffrage],
-				Leader:   string(s.ID) == leaderID,
+				FeatureLevel: p.Level,
+				Id:           string(s.ID),
+				RaftAddr:     string(s.Address),
+				GrpcAddr:     p.GRPCAddr,
+				Suffrage:     map[raft.ServerSuffrage]string{raft.Voter: "voter", raft.Nonvoter: "nonvoter", raft.Staging: "staging"}[s.Suffrage],
+				Leader:       string(s.ID) == leaderID,
 			})
 		}
 	}

@@ -41,6 +41,7 @@ type MemNode struct {
 	applyLate  atomic.Bool
 	problems   atomic.Pointer[[]string]
 	checkErr   atomic.Pointer[error]
+	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 }
 
 // NewMemNode opens an FSM under dir and serves it as a leader or a
@@ -55,6 +56,18 @@ func NewMemNode(dir string, leader bool, cfg ServiceConfig) (*MemNode, error) {
 	n.SetLeaderAddr("")
 	n.Service = newService(n, cfg)
 	return n, nil
+}
+
+// SetEnabledLevel sets the feature level the replica proposes at, as a
+// cluster's latch would; 0 restores the build's level. A MemNode is one
+// server of the build under test, so by default all of it is enabled.
+func (n *MemNode) SetEnabledLevel(l uint32) { n.level.Store(l) }
+
+func (n *MemNode) enabledLevel() uint32 {
+	if l := n.level.Load(); l != 0 {
+		return l
+	}
+	return n.fsm.MaxLevel()
 }
 
 // Close stops the service and closes the FSM. It waits for the proposals

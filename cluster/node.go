@@ -49,6 +49,7 @@ type Node struct {
 	// Barrier: from then on its commit index covers every entry earlier
 	// leaders committed, which linearizable reads rely on.
 	readyTerm atomic.Uint64
+	latchWait atomic.Bool // the log said why the feature level is held back
 
 	shutdownOnce sync.Once
 	shutdownErr  error

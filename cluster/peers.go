@@ -15,10 +15,10 @@ type Peer struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	GRPCAddr string `json:"grpc_addr"`
-	// Checks is set once the server answered a Status with a consistency
-	// section: its build applies Check entries. It is never unset, since a
-	// downgrade below the check is not supported.
-	Checks bool `json:"checks,omitempty"`
+	// Level is the feature level the server last announced (features.go);
+	// 0 until it announced one. A later announcement replaces it, lower
+	// too: a server rolled back before the latch holds the latch back.
+	Level uint32 `json:"level,omitempty"`
 }
 
 // peerBook maps server ids to peers. It is persisted in the data dir so a
@@ -64,7 +64,9 @@ func (b *peerBook) put(p Peer) bool {
 	if p.GRPCAddr == "" {
 		p.GRPCAddr = old.GRPCAddr
 	}
-	p.Checks = p.Checks || old.Checks
+	if p.Level == 0 {
+		p.Level = old.Level
+	}
 	if p == old {
 		return false
 	}

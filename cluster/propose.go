@@ -79,7 +79,7 @@ func (n *Node) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 	}
 	// The checksum travels with the entry (Extensions), so every store and
 	// every apply, here and on each follower, can check the bytes it got.
-	f := n.raft.ApplyLog(raft.Log{Data: data, Extensions: fsm.CommandExtension(data)}, timeout)
+	f := n.raft.ApplyLog(raft.Log{Data: data, Extensions: fsm.CommandExtension(data, fsm.CommandLevel(cmd))}, timeout)
 	// The future always resolves (at the latest when Raft shuts down), so
 	// this goroutine ends; the caller may stop waiting earlier.
 	done := make(chan error, 1)

@@ -25,6 +25,9 @@ type replica interface {
 	FSM() *fsm.FSM
 	Limits() fsm.Limits
 	Now() time.Time
+	// enabledLevel is the feature level the replica may propose at
+	// (features.go).
+	enabledLevel() uint32
 }
 
 // Defaults of ServiceConfig fields left zero.

@@ -155,7 +155,7 @@ func forgeAppend(t *testing.T, target *Node, cfg *tls.Config) (bool, error) {
 		Term:         term,
 		PrevLogEntry: last, PrevLogTerm: prev.Term,
 		Entries: []*raft.Log{{Index: last + 1, Term: term, Type: raft.LogCommand, Data: data,
-			Extensions: fsm.CommandExtension(data), AppendedAt: time.Now()}},
+			Extensions: fsm.CommandExtension(data, fsm.LevelBase), AppendedAt: time.Now()}},
 		LeaderCommitIndex: last + 1,
 	}
 	var resp raft.AppendEntriesResponse

@@ -25,12 +25,13 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // CommandExtension is the raft.Log.Extensions a leader proposes data with:
-// its checksum, which Raft stores and replicates with the entry.
-func CommandExtension(data []byte) []byte {
-	ext := make([]byte, cmdSumLen)
+// its checksum, which Raft stores and replicates with the entry, then the
+// feature level the command needs (features.go).
+func CommandExtension(data []byte, level uint32) []byte {
+	ext := make([]byte, cmdSumLen, cmdSumLen+binary.MaxVarintLen32)
 	copy(ext, cmdSumMagic)
 	binary.BigEndian.PutUint32(ext[len(cmdSumMagic):], crc32.Checksum(data, castagnoli))
-	return ext
+	return levelExtension(ext, level)
 }
 
 // VerifyCommand checks a command entry's data against its proposer's

@@ -19,7 +19,7 @@ func Test_ApplyBatch_DamagedCommandNeverApplies(t *testing.T) {
 	h.f = mustOpen(t, h.dir, h.opts)
 	mk := func(i uint64) *raft.Log {
 		l := entry(t, i, enqueueCmd(at(0), nt("q", "t", 0)))
-		l.Extensions = CommandExtension(l.Data)
+		l.Extensions = CommandExtension(l.Data, LevelBase)
 		return l
 	}
 	good, bad, after := mk(1), mk(2), mk(3)
@@ -55,7 +55,7 @@ func Test_ApplyBatch_DamagedCommandNeverApplies(t *testing.T) {
 
 func Test_VerifyCommand(t *testing.T) {
 	data := []byte("command bytes")
-	ext := CommandExtension(data)
+	ext := CommandExtension(data, LevelBase)
 	cases := []struct {
 		name string
 		l    raft.Log

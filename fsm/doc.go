@@ -42,6 +42,21 @@
 //
 // # Decisions and trade-offs
 //
+//   - Feature levels (features.go) version what the log may hold. Each
+//     command type belongs to a level; a build applies every level up to
+//     FeatureLevel (or a lower one linked in with -ldflags -X
+//     github.com/dockethq/docket/fsm.levelOverride=N, the stand-in for an
+//     older build). SetFeatureLevel latches the cluster's level in
+//     m/feature: it only rises, it is hashed like every key, and it is
+//     what the leader gates proposals on. A build that meets an entry of a
+//     level above its own, or a latch above it, panics before applying
+//     anything of it, naming the level it needs (the proposer appends the
+//     level to the entry's Extensions, after the checksum). The FSM does
+//     not refuse a command of a known type whose level is not latched: the
+//     leader's gate keeps such commands out, and every build that knows the
+//     type applies it the same, so refusing would only add a rule.
+//     Any change to the bytes an existing command writes needs a new level
+//     too, with its migration at the latch's index.
 //   - Each command entry carries its proposer's CRC-32C of Data in
 //     raft.Log.Extensions (checksum.go). ApplyBatch checks every entry of a
 //     batch before applying any: the entries before a damaged one apply, the

@@ -43,6 +43,9 @@ type Options struct {
 	// memTableBytes); 0 keeps it. Writes stall once two memtables wait for a flush, so tests set it
 	// small to reach a stall with a few MiB instead of 64.
 	MemTableBytes int
+	// MaxLevel caps the feature level this FSM applies (features.go); 0
+	// means BuildLevel(). Tests set it to run an older build's rules.
+	MaxLevel uint32
 }
 
 // QueueRef names one queue of one tenant.
@@ -81,6 +84,7 @@ type FSM struct {
 
 	applied  atomic.Uint64
 	now      atomic.Int64
+	feature  atomic.Uint32 // the latched feature level (features.go)
 	observer atomic.Pointer[func(Event)]
 
 	logFault atomic.Pointer[error] // set once; then nothing more applies
@@ -153,8 +157,13 @@ func (f *FSM) loadMeta(db *pebble.DB) error {
 	if err != nil {
 		return fmt.Errorf("read now: %w", err)
 	}
+	feature, err := storage.GetUint64(r, storage.KeyFeature)
+	if err != nil {
+		return fmt.Errorf("read feature level: %w", err)
+	}
 	f.applied.Store(applied)
 	f.now.Store(int64(now))
+	f.feature.Store(uint32(feature))
 	return nil
 }
 
@@ -268,6 +277,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RUnlock()
 	b := db.NewIndexedBatch()
 	tx := newTxn(b, f.now.Load())
+	tx.feature = f.feature.Load()
 	if idem != nil {
 		idem.begin()
 		tx.idem = idem
@@ -283,8 +293,19 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			continue
 		}
 		cmd, err := DecodeCommand(l.Data)
+		if errors.Is(err, ErrUnknownCommand) {
+			panic(tooNew(l, f.maxLevel(), err))
+		}
 		if err != nil {
 			panic(fmt.Sprintf("docket fsm: log index %d: %v", l.Index, err))
+		}
+		if need := CommandLevel(cmd); need > f.maxLevel() {
+			// What an older build does on meeting this entry: stop, rather
+			// than apply what it does not know or skip it and diverge.
+			panic(tooNew(l, f.maxLevel(), fmt.Errorf("%v needs feature level %d", cmd.GetType(), need)))
+		}
+		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL && cmd.GetSetFeatureLevel().GetLevel() > f.maxLevel() {
+			panic(tooNew(l, f.maxLevel(), fmt.Errorf("the cluster enabled feature level %d", cmd.GetSetFeatureLevel().GetLevel())))
 		}
 		res, err := tx.apply(l.Index, cmd)
 		if err != nil {
@@ -314,6 +335,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	}
 	f.applied.Store(applied)
 	f.now.Store(tx.now)
+	if tx.feature > f.feature.Load() {
+		f.feature.Store(tx.feature)
+	}
 	if fn := f.observer.Load(); fn != nil && (len(tx.ev.Pending) > 0 || len(tx.ev.Finished) > 0) {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)

@@ -31,6 +31,8 @@ type txn struct {
 	pendingEv map[string]bool
 	ev        Event
 	checks    []CheckEvent // accepted CheckResult entries, in log order
+	// feature is the latched feature level as of this batch.
+	feature uint32
 }
 
 type metaEntry struct {
@@ -126,6 +128,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		// Nothing to write: ApplyBatch hands out the snapshot (check.go).
 	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
 		tx.checkResult(cmd.GetCheckResult(), res)
+	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
+		err = tx.setFeatureLevel(cmd.GetSetFeatureLevel())
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.

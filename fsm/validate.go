@@ -196,6 +196,8 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return nil
 	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
 		return validateCheckResult(cmd.GetCheckResult())
+	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
+		return checkCount("level", int(cmd.GetSetFeatureLevel().GetLevel()), int(LevelBase), math.MaxInt32)
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -238,6 +240,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetCheck() != nil
 	case pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
 		ok = cmd.GetCheckResult() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
+		ok = cmd.GetSetFeatureLevel() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

@@ -27,7 +27,7 @@
 //	i/<queue>/<tenant>/<key>                idempotency key -> task id
 //	c/<queue>/<tenant>                      queue catalog: counters and head hints
 //	u/<tenant>                              tenant usage: stored tasks and their bytes
-//	m/applied, m/now                        FSM metadata
+//	m/applied, m/now, m/feature             FSM metadata (m/feature: the latched feature level)
 //
 // Queue and tenant names never contain '/', which keeps every prefix unique.
 //

@@ -22,6 +22,9 @@ var (
 	KeyApplied = []byte("m/applied")
 	// KeyNow holds the last applied leader time, so time never runs backwards.
 	KeyNow = []byte("m/now")
+	// KeyFeature holds the feature level the cluster latched (fsm's
+	// SetFeatureLevel); absent reads as 0, before any latch.
+	KeyFeature = []byte("m/feature")
 )
 
 // Index state letters inside q/<queue>/<tenant>/.

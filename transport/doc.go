@@ -36,6 +36,7 @@
 //	  oversize (cluster.IsTooLarge) ResourceExhausted + BadRequest
 //	cluster.ErrNotFound            NotFound
 //	cluster.ErrStaleFence          FailedPrecondition, reason STALE_FENCE
+//	cluster.ErrFeatureDisabled     FailedPrecondition, reason FEATURE_DISABLED
 //	cluster.ErrWrongState          FailedPrecondition, reason WRONG_STATE
 //	cluster.ErrTenantLimit         ResourceExhausted, reason TENANT_LIMIT
 //	                               (an Enqueue whose every item the FSM refused)

@@ -447,8 +447,10 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 			if s.GetLeader() {
 				mark = "*"
 			}
-			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %s\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(), s.GetSuffrage())
+			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %-8s level %d\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(), s.GetSuffrage(), s.GetFeatureLevel())
 		}
+		fmt.Fprintf(w, "features: cluster enabled level %d; %s's build applies up to %d\n",
+			st.GetEnabledFeatureLevel(), st.GetNodeId(), st.GetFeatureLevel())
 		if cs := st.GetConsistency(); cs != nil {
 			fmt.Fprintf(w, "consistency (%s): %s  last check at %d  majority %.12s  own %.12s\n",
 				st.GetNodeId(), cs.GetStatus(), cs.GetIndex(), cs.GetMajorityHash(), cs.GetOwnHash())

@@ -1721,12 +1721,14 @@ func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
 }
 
 type Server struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	Suffrage      string                 `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"` // voter, nonvoter
-	Leader        bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	Suffrage string                 `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"` // voter, nonvoter
+	Leader   bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	// feature_level is the level the server last announced; 0 when unknown.
+	FeatureLevel  uint32 `protobuf:"varint,6,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1794,6 +1796,13 @@ func (x *Server) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *Server) GetFeatureLevel() uint32 {
+	if x != nil {
+		return x.FeatureLevel
+	}
+	return 0
 }
 
 type StatusRequest struct {
@@ -1868,10 +1877,14 @@ type StatusResponse struct {
 	GrpcAddr        string                 `protobuf:"bytes,12,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"` // this node's advertised gRPC address
 	// check_hash is this node's keyspace hash at request.check_index; empty
 	// while it is being computed or when this node did not apply that check.
-	CheckHash     string            `protobuf:"bytes,13,opt,name=check_hash,json=checkHash,proto3" json:"check_hash,omitempty"`
-	Consistency   *ConsistencyCheck `protobuf:"bytes,14,opt,name=consistency,proto3" json:"consistency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CheckHash   string            `protobuf:"bytes,13,opt,name=check_hash,json=checkHash,proto3" json:"check_hash,omitempty"`
+	Consistency *ConsistencyCheck `protobuf:"bytes,14,opt,name=consistency,proto3" json:"consistency,omitempty"`
+	// feature_level is the highest feature level this node's build applies;
+	// enabled_feature_level the level the cluster latched (see fsm.Level*).
+	FeatureLevel        uint32 `protobuf:"varint,15,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
+	EnabledFeatureLevel uint32 `protobuf:"varint,16,opt,name=enabled_feature_level,json=enabledFeatureLevel,proto3" json:"enabled_feature_level,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2000,6 +2013,20 @@ func (x *StatusResponse) GetConsistency() *ConsistencyCheck {
 		return x.Consistency
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetFeatureLevel() uint32 {
+	if x != nil {
+		return x.FeatureLevel
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetEnabledFeatureLevel() uint32 {
+	if x != nil {
+		return x.EnabledFeatureLevel
+	}
+	return 0
 }
 
 // ConsistencyCheck is what a node knows of the consistency checks: whether
@@ -2466,17 +2493,18 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2\x14.docket.v1.TokenInfoR\x06tokens\"0\n" +
 	"\x12RevokeTokenRequest\x12\x1a\n" +
 	"\baccessor\x18\x01 \x01(\tR\baccessor\"\x15\n" +
-	"\x13RevokeTokenResponse\"\x86\x01\n" +
+	"\x13RevokeTokenResponse\"\xab\x01\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\bR\x06leader\"M\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\x12#\n" +
+	"\rfeature_level\x18\x06 \x01(\rR\ffeatureLevel\"M\n" +
 	"\rStatusRequest\x12\x1b\n" +
 	"\twith_hash\x18\x01 \x01(\bR\bwithHash\x12\x1f\n" +
 	"\vcheck_index\x18\x02 \x01(\x04R\n" +
-	"checkIndex\"\xf8\x03\n" +
+	"checkIndex\"\xd1\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -2493,7 +2521,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\f \x01(\tR\bgrpcAddr\x12\x1d\n" +
 	"\n" +
 	"check_hash\x18\r \x01(\tR\tcheckHash\x12=\n" +
-	"\vconsistency\x18\x0e \x01(\v2\x1b.docket.v1.ConsistencyCheckR\vconsistency\"\x98\x01\n" +
+	"\vconsistency\x18\x0e \x01(\v2\x1b.docket.v1.ConsistencyCheckR\vconsistency\x12#\n" +
+	"\rfeature_level\x18\x0f \x01(\rR\ffeatureLevel\x122\n" +
+	"\x15enabled_feature_level\x18\x10 \x01(\rR\x13enabledFeatureLevel\"\x98\x01\n" +
 	"\x10ConsistencyCheck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +

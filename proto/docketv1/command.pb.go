@@ -30,23 +30,24 @@ const (
 type CommandType int32
 
 const (
-	CommandType_COMMAND_TYPE_UNSPECIFIED     CommandType = 0
-	CommandType_COMMAND_TYPE_ENQUEUE         CommandType = 1
-	CommandType_COMMAND_TYPE_CLAIM           CommandType = 2
-	CommandType_COMMAND_TYPE_HEARTBEAT       CommandType = 3
-	CommandType_COMMAND_TYPE_SUBMIT          CommandType = 4
-	CommandType_COMMAND_TYPE_NACK            CommandType = 5
-	CommandType_COMMAND_TYPE_CANCEL          CommandType = 6
-	CommandType_COMMAND_TYPE_REAP            CommandType = 7
-	CommandType_COMMAND_TYPE_PROMOTE_DELAYED CommandType = 8
-	CommandType_COMMAND_TYPE_PURGE           CommandType = 9
-	CommandType_COMMAND_TYPE_REQUEUE_DEAD    CommandType = 10
-	CommandType_COMMAND_TYPE_BATCH           CommandType = 11
-	CommandType_COMMAND_TYPE_CHECK           CommandType = 12
-	CommandType_COMMAND_TYPE_CHECK_RESULT    CommandType = 13
-	CommandType_COMMAND_TYPE_RELEASE         CommandType = 14
-	CommandType_COMMAND_TYPE_CREATE_TOKEN    CommandType = 15
-	CommandType_COMMAND_TYPE_REVOKE_TOKEN    CommandType = 16
+	CommandType_COMMAND_TYPE_UNSPECIFIED       CommandType = 0
+	CommandType_COMMAND_TYPE_ENQUEUE           CommandType = 1
+	CommandType_COMMAND_TYPE_CLAIM             CommandType = 2
+	CommandType_COMMAND_TYPE_HEARTBEAT         CommandType = 3
+	CommandType_COMMAND_TYPE_SUBMIT            CommandType = 4
+	CommandType_COMMAND_TYPE_NACK              CommandType = 5
+	CommandType_COMMAND_TYPE_CANCEL            CommandType = 6
+	CommandType_COMMAND_TYPE_REAP              CommandType = 7
+	CommandType_COMMAND_TYPE_PROMOTE_DELAYED   CommandType = 8
+	CommandType_COMMAND_TYPE_PURGE             CommandType = 9
+	CommandType_COMMAND_TYPE_REQUEUE_DEAD      CommandType = 10
+	CommandType_COMMAND_TYPE_BATCH             CommandType = 11
+	CommandType_COMMAND_TYPE_CHECK             CommandType = 12
+	CommandType_COMMAND_TYPE_CHECK_RESULT      CommandType = 13
+	CommandType_COMMAND_TYPE_RELEASE           CommandType = 14
+	CommandType_COMMAND_TYPE_CREATE_TOKEN      CommandType = 15
+	CommandType_COMMAND_TYPE_REVOKE_TOKEN      CommandType = 16
+	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
 )
 
 // Enum value maps for CommandType.
@@ -69,25 +70,27 @@ var (
 		14: "COMMAND_TYPE_RELEASE",
 		15: "COMMAND_TYPE_CREATE_TOKEN",
 		16: "COMMAND_TYPE_REVOKE_TOKEN",
+		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
 	}
 	CommandType_value = map[string]int32{
-		"COMMAND_TYPE_UNSPECIFIED":     0,
-		"COMMAND_TYPE_ENQUEUE":         1,
-		"COMMAND_TYPE_CLAIM":           2,
-		"COMMAND_TYPE_HEARTBEAT":       3,
-		"COMMAND_TYPE_SUBMIT":          4,
-		"COMMAND_TYPE_NACK":            5,
-		"COMMAND_TYPE_CANCEL":          6,
-		"COMMAND_TYPE_REAP":            7,
-		"COMMAND_TYPE_PROMOTE_DELAYED": 8,
-		"COMMAND_TYPE_PURGE":           9,
-		"COMMAND_TYPE_REQUEUE_DEAD":    10,
-		"COMMAND_TYPE_BATCH":           11,
-		"COMMAND_TYPE_CHECK":           12,
-		"COMMAND_TYPE_CHECK_RESULT":    13,
-		"COMMAND_TYPE_RELEASE":         14,
-		"COMMAND_TYPE_CREATE_TOKEN":    15,
-		"COMMAND_TYPE_REVOKE_TOKEN":    16,
+		"COMMAND_TYPE_UNSPECIFIED":       0,
+		"COMMAND_TYPE_ENQUEUE":           1,
+		"COMMAND_TYPE_CLAIM":             2,
+		"COMMAND_TYPE_HEARTBEAT":         3,
+		"COMMAND_TYPE_SUBMIT":            4,
+		"COMMAND_TYPE_NACK":              5,
+		"COMMAND_TYPE_CANCEL":            6,
+		"COMMAND_TYPE_REAP":              7,
+		"COMMAND_TYPE_PROMOTE_DELAYED":   8,
+		"COMMAND_TYPE_PURGE":             9,
+		"COMMAND_TYPE_REQUEUE_DEAD":      10,
+		"COMMAND_TYPE_BATCH":             11,
+		"COMMAND_TYPE_CHECK":             12,
+		"COMMAND_TYPE_CHECK_RESULT":      13,
+		"COMMAND_TYPE_RELEASE":           14,
+		"COMMAND_TYPE_CREATE_TOKEN":      15,
+		"COMMAND_TYPE_REVOKE_TOKEN":      16,
+		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
 	}
 )
 
@@ -206,6 +209,7 @@ type Command struct {
 	//	*Command_Release
 	//	*Command_CreateToken
 	//	*Command_RevokeToken
+	//	*Command_SetFeatureLevel
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -406,6 +410,15 @@ func (x *Command) GetRevokeToken() *RevokeTokenCmd {
 	return nil
 }
 
+func (x *Command) GetSetFeatureLevel() *SetFeatureLevelCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetFeatureLevel); ok {
+			return x.SetFeatureLevel
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -474,6 +487,10 @@ type Command_RevokeToken struct {
 	RevokeToken *RevokeTokenCmd `protobuf:"bytes,25,opt,name=revoke_token,json=revokeToken,proto3,oneof"`
 }
 
+type Command_SetFeatureLevel struct {
+	SetFeatureLevel *SetFeatureLevelCmd `protobuf:"bytes,26,opt,name=set_feature_level,json=setFeatureLevel,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -505,6 +522,8 @@ func (*Command_Release) isCommand_Body() {}
 func (*Command_CreateToken) isCommand_Body() {}
 
 func (*Command_RevokeToken) isCommand_Body() {}
+
+func (*Command_SetFeatureLevel) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -1997,11 +2016,59 @@ func (x *CommandResult) GetErrorTooLarge() bool {
 	return false
 }
 
+// SetFeatureLevelCmd latches the cluster's feature level: the leader
+// proposes it once every server in the configuration announced support for
+// level, and from its index on the leader may propose the command types of
+// that level. The latch only rises; a lower or equal level is a no-op.
+type SetFeatureLevelCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Level         uint32                 `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFeatureLevelCmd) Reset() {
+	*x = SetFeatureLevelCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFeatureLevelCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFeatureLevelCmd) ProtoMessage() {}
+
+func (x *SetFeatureLevelCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFeatureLevelCmd.ProtoReflect.Descriptor instead.
+func (*SetFeatureLevelCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetFeatureLevelCmd) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\x9f\a\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xec\a\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2021,7 +2088,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\fcheck_result\x18\x16 \x01(\v2\x19.docket.v1.CheckResultCmdH\x00R\vcheckResult\x121\n" +
 	"\arelease\x18\x17 \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\arelease\x12>\n" +
 	"\fcreate_token\x18\x18 \x01(\v2\x19.docket.v1.CreateTokenCmdH\x00R\vcreateToken\x12>\n" +
-	"\frevoke_token\x18\x19 \x01(\v2\x19.docket.v1.RevokeTokenCmdH\x00R\vrevokeTokenB\x06\n" +
+	"\frevoke_token\x18\x19 \x01(\v2\x19.docket.v1.RevokeTokenCmdH\x00R\vrevokeToken\x12K\n" +
+	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevelB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -2132,7 +2200,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05items\x18\x06 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
 	"\x05tasks\x18\a \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x122\n" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
-	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge*\xd9\x03\n" +
+	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
+	"\x12SetFeatureLevelCmd\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level*\xfd\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2151,7 +2221,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_CHECK_RESULT\x10\r\x12\x18\n" +
 	"\x14COMMAND_TYPE_RELEASE\x10\x0e\x12\x1d\n" +
 	"\x19COMMAND_TYPE_CREATE_TOKEN\x10\x0f\x12\x1d\n" +
-	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10*\xb6\x01\n" +
+	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
+	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2175,37 +2246,38 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_docketv1_command_proto_goTypes = []any{
-	(CommandType)(0),          // 0: docket.v1.CommandType
-	(Code)(0),                 // 1: docket.v1.Code
-	(*Command)(nil),           // 2: docket.v1.Command
-	(*BatchCmd)(nil),          // 3: docket.v1.BatchCmd
-	(*NewTask)(nil),           // 4: docket.v1.NewTask
-	(*EnqueueCmd)(nil),        // 5: docket.v1.EnqueueCmd
-	(*TenantLimits)(nil),      // 6: docket.v1.TenantLimits
-	(*ClaimCmd)(nil),          // 7: docket.v1.ClaimCmd
-	(*HeartbeatItem)(nil),     // 8: docket.v1.HeartbeatItem
-	(*HeartbeatCmd)(nil),      // 9: docket.v1.HeartbeatCmd
-	(*SubmitCmd)(nil),         // 10: docket.v1.SubmitCmd
-	(*NackCmd)(nil),           // 11: docket.v1.NackCmd
-	(*CancelCmd)(nil),         // 12: docket.v1.CancelCmd
-	(*ReapItem)(nil),          // 13: docket.v1.ReapItem
-	(*ReapCmd)(nil),           // 14: docket.v1.ReapCmd
-	(*ReleaseCmd)(nil),        // 15: docket.v1.ReleaseCmd
-	(*PromoteDelayedCmd)(nil), // 16: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),          // 17: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),    // 18: docket.v1.RequeueDeadCmd
-	(*CheckCmd)(nil),          // 19: docket.v1.CheckCmd
-	(*CheckResultCmd)(nil),    // 20: docket.v1.CheckResultCmd
-	(*Token)(nil),             // 21: docket.v1.Token
-	(*CreateTokenCmd)(nil),    // 22: docket.v1.CreateTokenCmd
-	(*RevokeTokenCmd)(nil),    // 23: docket.v1.RevokeTokenCmd
-	(*ItemResult)(nil),        // 24: docket.v1.ItemResult
-	(*CommandResult)(nil),     // 25: docket.v1.CommandResult
-	(Outcome)(0),              // 26: docket.v1.Outcome
-	(TaskState)(0),            // 27: docket.v1.TaskState
-	(*Task)(nil),              // 28: docket.v1.Task
+	(CommandType)(0),           // 0: docket.v1.CommandType
+	(Code)(0),                  // 1: docket.v1.Code
+	(*Command)(nil),            // 2: docket.v1.Command
+	(*BatchCmd)(nil),           // 3: docket.v1.BatchCmd
+	(*NewTask)(nil),            // 4: docket.v1.NewTask
+	(*EnqueueCmd)(nil),         // 5: docket.v1.EnqueueCmd
+	(*TenantLimits)(nil),       // 6: docket.v1.TenantLimits
+	(*ClaimCmd)(nil),           // 7: docket.v1.ClaimCmd
+	(*HeartbeatItem)(nil),      // 8: docket.v1.HeartbeatItem
+	(*HeartbeatCmd)(nil),       // 9: docket.v1.HeartbeatCmd
+	(*SubmitCmd)(nil),          // 10: docket.v1.SubmitCmd
+	(*NackCmd)(nil),            // 11: docket.v1.NackCmd
+	(*CancelCmd)(nil),          // 12: docket.v1.CancelCmd
+	(*ReapItem)(nil),           // 13: docket.v1.ReapItem
+	(*ReapCmd)(nil),            // 14: docket.v1.ReapCmd
+	(*ReleaseCmd)(nil),         // 15: docket.v1.ReleaseCmd
+	(*PromoteDelayedCmd)(nil),  // 16: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),           // 17: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),     // 18: docket.v1.RequeueDeadCmd
+	(*CheckCmd)(nil),           // 19: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),     // 20: docket.v1.CheckResultCmd
+	(*Token)(nil),              // 21: docket.v1.Token
+	(*CreateTokenCmd)(nil),     // 22: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),     // 23: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),         // 24: docket.v1.ItemResult
+	(*CommandResult)(nil),      // 25: docket.v1.CommandResult
+	(*SetFeatureLevelCmd)(nil), // 26: docket.v1.SetFeatureLevelCmd
+	(Outcome)(0),               // 27: docket.v1.Outcome
+	(TaskState)(0),             // 28: docket.v1.TaskState
+	(*Task)(nil),               // 29: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2225,25 +2297,26 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
 	22, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
 	23, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
-	2,  // 17: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 18: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 19: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 20: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	26, // 21: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 22: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 23: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 24: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 25: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	27, // 26: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 27: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 28: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	28, // 29: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 30: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
+	2,  // 18: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 19: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 20: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 21: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	27, // 22: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 23: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 24: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 25: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 26: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	28, // 27: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 28: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 29: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	29, // 30: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 31: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2269,6 +2342,7 @@ func file_docketv1_command_proto_init() {
 		(*Command_Release)(nil),
 		(*Command_CreateToken)(nil),
 		(*Command_RevokeToken)(nil),
+		(*Command_SetFeatureLevel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2276,7 +2350,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -36,6 +36,11 @@ const (
 	// diverged from the majority's or awaits a consistency check after a
 	// restart. Retry on another node.
 	ReasonNotServing = "NOT_SERVING"
+	// ReasonFeatureDisabled: FailedPrecondition, nothing was done: the
+	// command needs a feature level the cluster has not enabled, because
+	// a server in the configuration runs an older build. The message names
+	// the level.
+	ReasonFeatureDisabled = "FEATURE_DISABLED"
 
 	// ErrorInfoLeaderKey is the ErrorInfo metadata key of a NOT_LEADER
 	// answer that names the leader's gRPC address.
@@ -68,5 +73,7 @@ func ReasonCodes() map[string]codes.Code {
 		ReasonShuttingDown:   codes.Unavailable,
 		ReasonOverloaded:     codes.Unavailable,
 		ReasonNotServing:     codes.Unavailable,
+
+		ReasonFeatureDisabled: codes.FailedPrecondition,
 	}
 }

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// ErrFeatureDisabled means a command needs a feature level the cluster has
+// not latched yet: some server in the configuration runs a build that
+// would not apply it. Nothing was proposed. Errors carrying it are
+// *FeatureError.
+var ErrFeatureDisabled = errors.New("feature not enabled on this cluster")
+
+// FeatureError is ErrFeatureDisabled with what is missing.
+type FeatureError struct {
+	Command pb.CommandType
+	Need    uint32 // the level the command needs
+	Enabled uint32 // the level the cluster latched
+}
+
+func (e *FeatureError) Error() string {
+	return fmt.Sprintf("%v needs feature level %d; the cluster has enabled %d: upgrade every server to a build with level %d (docket cluster status shows each server's level)",
+		e.Command, e.Need, e.Enabled, e.Need)
+}
+
+// Is makes errors.Is(err, ErrFeatureDisabled) true.
+func (e *FeatureError) Is(target error) bool { return target == ErrFeatureDisabled }
+
+// enabledLevel is the level the leader may propose at: the latch, and
+// never below the base level, which every build applies.
+func (n *Node) enabledLevel() uint32 { return max(n.fsm.EnabledLevel(), fsm.LevelBase) }
+
+// apply is the one way the Service proposes: it refuses a command whose
+// level is not latched, and while Batch is not latched it runs a Batch's
+// commands as entries of their own, so SubmitBatch keeps working on a
+// cluster that has an older server.
+func (s *Service) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	enabled := s.r.enabledLevel()
+	if cmd.GetType() == pb.CommandType_COMMAND_TYPE_BATCH && enabled < fsm.LevelBatch {
+		return s.applyEach(ctx, cmd.GetBatch().GetCommands())
+	}
+	if need := fsm.CommandLevel(cmd); need > enabled {
+		return nil, &FeatureError{Command: cmd.GetType(), Need: need, Enabled: enabled}
+	}
+	return s.r.apply(ctx, cmd)
+}
+
+// applyEach proposes cmds concurrently, one entry each, and answers as the
+// Batch of them would: one result per command. Raft still shares appends
+// and fsyncs between the entries (BatchApplyCh). The first error is the
+// answer's; the others' outcomes are then unknown too, as a lost Batch's.
+func (s *Service) applyEach(ctx context.Context, cmds []*pb.Command) (*pb.CommandResult, error) {
+	out := &pb.CommandResult{Results: make([]*pb.CommandResult, len(cmds))}
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Results[i], errs[i] = s.apply(ctx, c)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, r := range out.Results {
+		out.Index, out.Now = max(out.Index, r.GetIndex()), max(out.Now, r.GetNow())
+	}
+	return out, nil
+}
+
+// levelTarget is the highest level every server in cfg announced: what the
+// leader may latch. A server that never announced (not seen yet, or a
+// build before feature levels) counts as 0, so it holds the latch where
+// it is; so does a server that cannot be reached now, at the level it last
+// announced. The second result names the servers below the next level,
+// for the status and the log.
+func levelTarget(cfg raft.Configuration, self string, own uint32, levels func(id string) uint32) (uint32, []string) {
+	target := own
+	for _, srv := range cfg.Servers {
+		if id := string(srv.ID); id != self {
+			target = min(target, levels(id))
+		}
+	}
+	var behind []string
+	for _, srv := range cfg.Servers {
+		id, l := string(srv.ID), own
+		if id != self {
+			l = levels(id)
+		}
+		if l <= target {
+			behind = append(behind, fmt.Sprintf("%s@%d", id, l))
+		}
+	}
+	sort.Strings(behind)
+	return target, behind
+}
+
+// latchOnce proposes SetFeatureLevel when every server in the
+// configuration announced a level above the latch. The leader runs it
+// after its Barrier and then on an interval; a latch is one small entry.
+func (n *Node) latchOnce(ctx context.Context) error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	target, behind := levelTarget(f.Configuration(), n.cfg.ID, n.fsm.MaxLevel(), func(id string) uint32 {
+		p, _ := n.peers.get(id)
+		return p.Level
+	})
+	enabled := n.fsm.EnabledLevel()
+	if target <= enabled {
+		if enabled < n.fsm.MaxLevel() && n.latchWait.CompareAndSwap(false, true) {
+			n.log.Info("feature level held back by servers on older builds", "enabled", enabled,
+				"this_build", n.fsm.MaxLevel(), "servers_at_or_below", behind)
+		}
+		return nil
+	}
+	if _, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: target}}}); err != nil {
+		return fmt.Errorf("latch feature level %d: %w", target, err)
+	}
+	n.latchWait.Store(false)
+	n.log.Info("feature level enabled", "level", target, "was", enabled)
+	return nil
+}
+
+// latchInterval is how often the leader looks for a feature level to
+// latch, and how often a command waiting for one retries.
+const latchInterval = time.Second

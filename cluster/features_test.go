@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// atLevel is testConfig for a server whose build applies up to level: the
+// in-process stand-in for an older binary.
+func atLevel(t *testing.T, id string, expect int, level uint32) Config {
+	c := testConfig(t, id, expect)
+	c.fsmOptions = func(o *fsm.Options) { o.MaxLevel = level }
+	return c
+}
+
+// announce records on every node that each server announced its build's
+// level, as gossip does.
+func announce(nodes []*Node, levels map[string]uint32) {
+	for _, n := range nodes {
+		for id, l := range levels {
+			n.peers.put(Peer{ID: id, Level: l})
+		}
+	}
+}
+
+func createTokenCmd() *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Body: &pb.Command_CreateToken{CreateToken: &pb.CreateTokenCmd{
+		Token: &pb.Token{Accessor: "acc", Name: "t", SecretHash: fsm.HashSecret("s3cret-s3cret-s3cret"), Roles: []string{"admin"}, Tenants: []string{"*"}},
+	}}}
+}
+
+// Test_FeatureGatedUntilEveryServerSupportsIt is issue 12's "a feature is
+// gated until all voters support it, then latched". A cluster with one
+// server on an older build (level LevelCheck: no tokens) refuses token
+// commands without proposing them, also while that server is down (its
+// last announced level still counts). Once it is replaced by a current
+// build, the leader latches the new level, tokens work, and the latch
+// survives a change of leader.
+func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
+	old := mustNode(t, atLevel(t, "n1", 1, fsm.LevelCheck))
+	waitFor(t, 5*time.Second, "n1 leader", old.IsLeader)
+	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return old.FSM().EnabledLevel() == fsm.LevelCheck })
+	nodes := []*Node{old}
+	for _, id := range []string{"n2", "n3"} {
+		n := mustNode(t, testConfig(t, id, 0))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := old.AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		cancel()
+		if err != nil {
+			t.Fatalf("add %s: %v", id, err)
+		}
+		nodes = append(nodes, n)
+	}
+	announce(nodes, map[string]uint32{"n1": fsm.LevelCheck, "n2": fsm.FeatureLevel, "n3": fsm.FeatureLevel})
+
+	refused := func(n *Node, when string) {
+		t.Helper()
+		before := n.FSM().AppliedIndex()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := n.Propose(ctx, createTokenCmd())
+		var fe *FeatureError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
+			t.Fatalf("%s: CreateToken answered %v, want FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
+		}
+		if got := n.FSM().AppliedIndex(); got != before {
+			t.Fatalf("%s: applied index %d → %d: the refused command was proposed", when, before, got)
+		}
+	}
+	refused(leaderOf(t, nodes), "old build leads")
+
+	// The old server goes down. The new leader still holds the latch at the
+	// level the old server last announced: it may come back.
+	if err := old.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rest := nodes[1:]
+	l := leaderOf(t, rest)
+	if err := l.latchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refused(l, "old build down")
+
+	// Replace it with a current build: remove n1, add n4.
+	if err := l.RemoveServer(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	n4 := mustNode(t, testConfig(t, "n4", 0))
+	if err := l.AddServer(ctx, "n4", n4.cfg.RaftAddr, "", false); err != nil {
+		t.Fatal(err)
+	}
+	rest = append(rest, n4)
+	announce(rest, map[string]uint32{"n2": fsm.FeatureLevel, "n3": fsm.FeatureLevel, "n4": fsm.FeatureLevel})
+	waitFor(t, 10*time.Second, "the leader to latch the current level", func() bool {
+		return l.FSM().EnabledLevel() == fsm.FeatureLevel
+	})
+	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || fsm.ResultError(res) != nil {
+		t.Fatalf("CreateToken after the latch: %v %v", res, err)
+	}
+	// Latched for good: every replica holds it, and a new leader keeps it.
+	last := l.FSM().AppliedIndex()
+	waitFor(t, 5*time.Second, "every replica to apply the latch", func() bool {
+		for _, n := range rest {
+			if n.FSM().AppliedIndex() < last || n.FSM().EnabledLevel() != fsm.FeatureLevel {
+				return false
+			}
+		}
+		return true
+	})
+	if err := l.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a new leader", func() bool {
+		for _, n := range rest {
+			if n != l && n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	if got := leaderOf(t, rest).FSM().EnabledLevel(); got != fsm.FeatureLevel {
+		t.Fatalf("new leader's enabled level %d", got)
+	}
+}
+
+// Test_BatchesWaitForTheirLevel: while Batch is not latched, concurrent
+// commands still all apply, each in an entry of its own, and SubmitBatch's
+// Batch command is split the same way.
+func Test_BatchesWaitForTheirLevel(t *testing.T) {
+	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBase))
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	waitFor(t, 5*time.Second, "the base level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelBase })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const callers = 32
+	errs := make(chan error, callers)
+	for i := range callers {
+		go func() {
+			res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
+			if err == nil {
+				err = fsm.ResultError(res)
+			}
+			errs <- err
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cmds []*pb.Command
+	for i := range 3 {
+		cmds = append(cmds, enqueueCmd("more", fmt.Sprint(i)))
+	}
+	res, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
+	if err != nil || len(res.GetResults()) != 3 {
+		t.Fatalf("batch on a base-level cluster: %v, %v", res, err)
+	}
+	// Every entry in the log is one a level-1 build applies: none is a Batch.
+	first, last := uint64(1), n.raft.LastIndex()
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.DecodeCommand(l.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fsm.CommandLevel(cmd) > fsm.LevelBase {
+			t.Fatalf("entry %d is %v, above the enabled level", i, cmd.GetType())
+		}
+	}
+	if p, _, err := n.FSM().Counts("jobs", "default"); err != nil || p != callers {
+		t.Fatalf("pending %d (%v), want %d", p, err, callers)
+	}
+}

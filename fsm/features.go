@@ -1,0 +1,102 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Feature levels. A level names a set of command types; a build applies
+// every type up to its level. The leader proposes a type only once the
+// cluster latched its level (SetFeatureLevel), which it does only when
+// every server in the configuration announced that it applies the level.
+// A new command type, or any change to the bytes an old type's apply
+// writes (the consistency check hashes them), gets a new level.
+const (
+	// LevelBase: Enqueue, Claim, Heartbeat, Submit, Nack, Cancel, Reap,
+	// PromoteDelayed, Purge, RequeueDead, Release and SetFeatureLevel.
+	LevelBase uint32 = 1
+	// LevelBatch: Batch, many client commands in one entry.
+	LevelBatch uint32 = 2
+	// LevelCheck: Check and CheckResult, the consistency check.
+	LevelCheck uint32 = 3
+	// LevelTokens: CreateToken and RevokeToken.
+	LevelTokens uint32 = 4
+
+	// FeatureLevel is the highest level this build applies.
+	FeatureLevel = LevelTokens
+)
+
+// levelOverride lowers BuildLevel at link time
+// (-ldflags "-X github.com/dockethq/docket/fsm.levelOverride=2"): the
+// harness's stand-in for an older build during a rolling upgrade.
+var levelOverride string
+
+// BuildLevel is the level this binary applies: FeatureLevel, or lower when
+// it was linked with a lower levelOverride. An override that is not a
+// number in 1..FeatureLevel is ignored.
+func BuildLevel() uint32 {
+	if v, err := strconv.ParseUint(levelOverride, 10, 32); err == nil && v >= uint64(LevelBase) && v < uint64(FeatureLevel) {
+		return uint32(v)
+	}
+	return FeatureLevel
+}
+
+// RequiredLevel is the feature level a command of type t needs.
+func RequiredLevel(t pb.CommandType) uint32 {
+	switch t {
+	case pb.CommandType_COMMAND_TYPE_BATCH:
+		return LevelBatch
+	case pb.CommandType_COMMAND_TYPE_CHECK, pb.CommandType_COMMAND_TYPE_CHECK_RESULT:
+		return LevelCheck
+	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
+		return LevelTokens
+	default:
+		return LevelBase
+	}
+}
+
+// CommandLevel is the level cmd needs: its type's, or for a Batch the
+// highest of the batch and its commands.
+func CommandLevel(cmd *pb.Command) uint32 {
+	l := RequiredLevel(cmd.GetType())
+	for _, sub := range cmd.GetBatch().GetCommands() {
+		l = max(l, RequiredLevel(sub.GetType()))
+	}
+	return l
+}
+
+// Extension layout: the checksum (checksum.go), then the level the command
+// needs as a uvarint. A build that meets a command it cannot apply reads
+// the level to say which build it needs; builds before the level ignore
+// the bytes after the checksum.
+func levelExtension(ext []byte, level uint32) []byte {
+	return binary.AppendUvarint(ext, uint64(level))
+}
+
+// ExtensionLevel is the level an entry's proposer said its command needs;
+// 0 when the entry carries none (a proposer before feature levels).
+func ExtensionLevel(l *raft.Log) uint32 {
+	if len(l.Extensions) <= cmdSumLen || string(l.Extensions[:len(cmdSumMagic)]) != cmdSumMagic {
+		return 0
+	}
+	v, n := binary.Uvarint(l.Extensions[cmdSumLen:])
+	if n <= 0 || v > uint64(^uint32(0)) {
+		return 0
+	}
+	return uint32(v)
+}
+
+// tooNew is the message a node stops with when the log holds a command its
+// build cannot apply: it names the level it would need.
+func tooNew(l *raft.Log, have uint32, err error) string {
+	need := ExtensionLevel(l)
+	if need == 0 {
+		return fmt.Sprintf("docket fsm: log index %d: %v: a newer build proposed it; upgrade this node (it applies feature level %d)", l.Index, err, have)
+	}
+	return fmt.Sprintf("docket fsm: log index %d: %v: it needs feature level %d and this build applies up to %d; upgrade this node", l.Index, err, need, have)
+}

@@ -1,0 +1,39 @@
+package fsm
+
+import (
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// setFeatureLevel raises the latch. It never lowers it: a feature, once
+// enabled, stays enabled, since entries that use it may already be in the
+// log. ApplyBatch has stopped the node already if its build cannot apply
+// the level.
+func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
+	if c.GetLevel() <= tx.feature {
+		return nil
+	}
+	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
+		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
+	}
+	tx.feature = c.GetLevel()
+	return nil
+}
+
+// EnabledLevel is the feature level the cluster latched as of the last
+// applied entry; 0 before the first latch.
+func (f *FSM) EnabledLevel() uint32 { return f.feature.Load() }
+
+// maxLevel is the highest level this FSM applies.
+func (f *FSM) maxLevel() uint32 {
+	if f.opts.MaxLevel != 0 {
+		return min(f.opts.MaxLevel, FeatureLevel)
+	}
+	return BuildLevel()
+}
+
+// MaxLevel is the highest feature level this FSM applies: what its node
+// announces to the others.
+func (f *FSM) MaxLevel() uint32 { return f.maxLevel() }
