@@ -213,6 +213,16 @@
 //     one term. The leader sends it a snapshot and the log; it serves once
 //     the next check passes.
 //
+// # Recovery from the loss of a majority
+//
+// An operator writes RecoveryFile (recover.go) into each survivor's data
+// dir; at start the node runs raft.RecoverCluster with that configuration
+// before Raft starts, then renames the file. RecoverCluster replays every
+// entry of the local log into the FSM, committed or not, so the survivors
+// may keep writes the lost majority never acknowledged (never lose ones
+// it did, as long as one survivor holds them). The file must list the node
+// itself. Test_RecoverAfterMajorityLoss.
+//
 // # Feature levels and the gate
 //
 // A command type an older server does not know must not enter the log

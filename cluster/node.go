@@ -116,6 +116,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.transport = parts.transport
+	if err := n.recoverIfAsked(&parts); err != nil {
+		return nil, err
+	}
 	n.cfg.RaftAddr = string(n.transport.LocalAddr())
 	cfg.RaftAddr = n.cfg.RaftAddr
 	if n.peers, err = openPeerBook(filepath.Join(cfg.DataDir, "peers.json")); err != nil {
