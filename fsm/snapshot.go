@@ -30,6 +30,28 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return s, nil
 }
 
+// Backup is Snapshot for a caller outside Raft's apply goroutine (a
+// backup): applies may commit while it runs, so the index comes from the
+// Pebble snapshot's own m/applied rather than from AppliedIndex, and the
+// two always agree. It returns that index.
+func (f *FSM) Backup() (raft.FSMSnapshot, uint64, error) {
+	snap, err := f.Snapshot()
+	if err != nil {
+		return nil, 0, err
+	}
+	s := snap.(*fsmSnapshot)
+	err = s.read(func(r storage.Reader) error {
+		applied, err := storage.GetUint64(r, storage.KeyApplied)
+		s.applied = applied
+		return err
+	})
+	if err != nil {
+		s.Release()
+		return nil, 0, fmt.Errorf("backup: read applied index: %w", err)
+	}
+	return s, s.applied, nil
+}
+
 // errSnapshotReplaced means the keyspace a snapshot was taken from was
 // closed or replaced by a Restore before the snapshot was persisted.
 var errSnapshotReplaced = errors.New("fsm snapshot outlived its keyspace")
