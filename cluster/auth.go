@@ -61,6 +61,8 @@ var methodRoles = map[string][]string{
 	pb.Cluster_CreateToken_FullMethodName:        {RoleAdmin},
 	pb.Cluster_ListTokens_FullMethodName:         {RoleAdmin},
 	pb.Cluster_RevokeToken_FullMethodName:        {RoleAdmin},
+	pb.Cluster_SnapshotSave_FullMethodName:       {RoleAdmin},
+	pb.Cluster_SnapshotRestore_FullMethodName:    {RoleAdmin},
 }
 
 var clusterWide = map[string]bool{
@@ -70,6 +72,8 @@ var clusterWide = map[string]bool{
 	pb.Cluster_CreateToken_FullMethodName:        true,
 	pb.Cluster_ListTokens_FullMethodName:         true,
 	pb.Cluster_RevokeToken_FullMethodName:        true,
+	pb.Cluster_SnapshotSave_FullMethodName:       true,
+	pb.Cluster_SnapshotRestore_FullMethodName:    true,
 	// RequeueDead by task id names no tenant; the FSM has none to check.
 }
 

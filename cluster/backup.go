@@ -62,16 +62,28 @@ func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error
 	if err := n.ReadBarrier(ctx); err != nil {
 		return BackupHeader{}, fmt.Errorf("backup: %w", err)
 	}
-	snap, index, err := n.fsm.Backup()
+	h, err := writeBackup(ctx, w, n.fsm, n.cfg.ID, func(index uint64) uint64 {
+		var l raft.Log
+		if err := n.logs.GetLog(index, &l); err != nil {
+			return 0 // compacted away: the header says so with 0
+		}
+		return l.Term
+	})
+	if err != nil {
+		return h, err
+	}
+	n.log.Info("backup saved", "index", h.Index)
+	return h, nil
+}
+
+// writeBackup writes f's keyspace as a backup file to w.
+func writeBackup(ctx context.Context, w io.Writer, f *fsm.FSM, node string, termOf func(uint64) uint64) (BackupHeader, error) {
+	snap, index, err := f.Backup()
 	if err != nil {
 		return BackupHeader{}, err
 	}
 	defer snap.Release()
-	h := BackupHeader{Index: index, Level: n.fsm.EnabledLevel(), Node: n.cfg.ID, Created: time.Now().UTC()}
-	var l raft.Log
-	if err := n.logs.GetLog(index, &l); err == nil {
-		h.Term = l.Term
-	}
+	h := BackupHeader{Index: index, Term: termOf(index), Level: f.EnabledLevel(), Node: node, Created: time.Now().UTC()}
 	hb, err := json.Marshal(h)
 	if err != nil {
 		return h, fmt.Errorf("backup header: %w", err)
@@ -99,7 +111,6 @@ func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error
 	if err := bw.Flush(); err != nil {
 		return h, fmt.Errorf("backup: %w", err)
 	}
-	n.log.Info("backup saved", "index", index, "bytes", sink.n)
 	return h, nil
 }
 
@@ -212,4 +223,26 @@ func (n *Node) RestoreBackup(ctx context.Context, f *os.File) (BackupHeader, uin
 	n.log.Warn("keyspace restored from a backup", "backup_index", h.Index, "backup_node", h.Node,
 		"backup_created", h.Created, "applied", n.fsm.AppliedIndex())
 	return h, n.fsm.AppliedIndex(), nil
+}
+
+// RestoreBackupFrom spools a backup from r into the data dir, then
+// restores it (RestoreBackup). The spool file is removed afterwards.
+func (n *Node) RestoreBackupFrom(ctx context.Context, r io.Reader) (BackupHeader, uint64, error) {
+	if !n.IsLeader() {
+		return BackupHeader{}, 0, n.notLeader()
+	}
+	f, err := os.CreateTemp(n.cfg.DataDir, "restore-*.spool")
+	if err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("restore: spool: %w", err)
+	}
+	defer func() {
+		_ = f.Close() // fully written and read by now; a close error changes nothing
+		if err := os.Remove(f.Name()); err != nil {
+			n.log.Warn("restore spool file left behind", "file", f.Name(), "err", err)
+		}
+	}()
+	if _, err := io.Copy(f, r); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("restore: receive: %w", err)
+	}
+	return n.RestoreBackup(ctx, f)
 }

@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -270,4 +273,18 @@ func (n *MemNode) RemoveServer(_ context.Context, id string) error {
 	}
 	n.removed.Store(&id)
 	return nil
+}
+
+// SaveBackup writes a backup of the replica's keyspace, as a Node's.
+func (n *MemNode) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error) {
+	if !n.IsLeader() {
+		return BackupHeader{}, n.notLeader()
+	}
+	return writeBackup(ctx, w, n.fsm, "mem", func(uint64) uint64 { return 0 })
+}
+
+// RestoreBackupFrom is refused: a restore is Raft's (raft.Restore), and
+// a MemNode has none. Tests restore through a real Node.
+func (n *MemNode) RestoreBackupFrom(context.Context, io.Reader) (BackupHeader, uint64, error) {
+	return BackupHeader{}, 0, fmt.Errorf("restore on a MemNode: %w", errors.ErrUnsupported)
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"time"
 
@@ -67,6 +68,10 @@ type Node interface {
 	CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error)
 	RevokeToken(ctx context.Context, accessor string) error
 	ListTokens(ctx context.Context, c cluster.Consistency) ([]*pb.TokenInfo, error)
+	// SaveBackup writes a backup of the keyspace to w, on the leader;
+	// RestoreBackupFrom restores one read from r (cluster/backup.go).
+	SaveBackup(ctx context.Context, w io.Writer) (cluster.BackupHeader, error)
+	RestoreBackupFrom(ctx context.Context, r io.Reader) (cluster.BackupHeader, uint64, error)
 	// CheckHash is this node's keyspace hash at a consistency check index,
 	// "" when not (yet) known; the leader collects them through Status.
 	CheckHash(index uint64) string

@@ -68,6 +68,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonStaleFence, nil))
+	case errors.Is(err, cluster.ErrBadBackup):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, cluster.ErrFeatureDisabled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonFeatureDisabled, nil))
 	case errors.Is(err, cluster.ErrWrongState):

@@ -38,6 +38,7 @@ func Test_ToStatus(t *testing.T) {
 		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},
 		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
 		{"shutdown", cluster.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},
+		{"bad backup", fmt.Errorf("restore: %w: cut short", cluster.ErrBadBackup), codes.InvalidArgument, "", ""},
 		{"feature disabled", fmt.Errorf("create token: %w", &cluster.FeatureError{Command: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Need: 4, Enabled: 3}),
 			codes.FailedPrecondition, pb.ReasonFeatureDisabled, ""},
 		{"overloaded", fmt.Errorf("claim: %w", ErrOverloaded), codes.Unavailable, pb.ReasonOverloaded, ""},

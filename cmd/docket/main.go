@@ -33,6 +33,8 @@ Usage:
                                  mint a token (secret printed once)
   docket token list              accessors, names, roles, tenants, expiry
   docket token revoke ACCESSOR   revoke a token on every node
+  docket snapshot save FILE      back up the cluster's keyspace (from the leader)
+  docket snapshot restore FILE   replace the keyspace with a backup: later writes are lost
   docket tls ca [--dir D]        write a cluster CA (docket-ca.pem, docket-ca-key.pem)
   docket tls cert --server|--client [--name N] [--dns D] [--ip I]
                                  write a certificate signed by that CA
@@ -73,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, rest, stdout, stderr)
 	case "tls":
 		return runTLS(ctx, rest, stdout, stderr)
-	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token":
+	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -56,15 +56,16 @@ type verb struct {
 
 // verbs maps each operator verb to its method.
 var verbs = map[string]func(*verb, context.Context, []string) error{
-	"enqueue": (*verb).enqueue,
-	"claim":   (*verb).claim,
-	"submit":  (*verb).submit,
-	"nack":    (*verb).nack,
-	"task":    (*verb).task,
-	"stats":   (*verb).stats,
-	"dlq":     (*verb).dlq,
-	"cluster": (*verb).cluster,
-	"token":   (*verb).token,
+	"enqueue":  (*verb).enqueue,
+	"claim":    (*verb).claim,
+	"submit":   (*verb).submit,
+	"nack":     (*verb).nack,
+	"task":     (*verb).task,
+	"stats":    (*verb).stats,
+	"dlq":      (*verb).dlq,
+	"cluster":  (*verb).cluster,
+	"token":    (*verb).token,
+	"snapshot": (*verb).snapshot,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {

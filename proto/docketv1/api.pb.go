@@ -1340,6 +1340,154 @@ func (x *RequeueDeadResponse) GetItems() []*ItemResult {
 	return nil
 }
 
+type SnapshotSaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSaveRequest) Reset() {
+	*x = SnapshotSaveRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSaveRequest) ProtoMessage() {}
+
+func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+}
+
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SnapshotRestoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BackupIndex   uint64                 `protobuf:"varint,1,opt,name=backup_index,json=backupIndex,proto3" json:"backup_index,omitempty"`    // the last index the backup had applied
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // where the cluster went on from
+	BackupNode    string                 `protobuf:"bytes,3,opt,name=backup_node,json=backupNode,proto3" json:"backup_node,omitempty"`
+	BackupCreated int64                  `protobuf:"varint,4,opt,name=backup_created,json=backupCreated,proto3" json:"backup_created,omitempty"` // Unix ns
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRestoreResponse) Reset() {
+	*x = SnapshotRestoreResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRestoreResponse) ProtoMessage() {}
+
+func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
+	if x != nil {
+		return x.BackupIndex
+	}
+	return 0
+}
+
+func (x *SnapshotRestoreResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotRestoreResponse) GetBackupNode() string {
+	if x != nil {
+		return x.BackupNode
+	}
+	return ""
+}
+
+func (x *SnapshotRestoreResponse) GetBackupCreated() int64 {
+	if x != nil {
+		return x.BackupCreated
+	}
+	return 0
+}
+
 type CreateTokenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1352,7 +1500,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1512,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1525,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -1419,7 +1567,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1579,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1592,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -1476,7 +1624,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1636,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1649,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
 }
 
 type TokenInfo struct {
@@ -1519,7 +1667,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1679,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1692,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -1605,7 +1753,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1765,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1778,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1649,7 +1797,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1809,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1822,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -1692,7 +1840,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1852,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1865,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 type Server struct {
@@ -1735,7 +1883,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1895,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1908,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Server) GetId() string {
@@ -1819,7 +1967,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1979,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1992,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -1889,7 +2037,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2049,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2062,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2047,7 +2195,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2207,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2220,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -2119,7 +2267,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2279,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2292,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -2163,7 +2311,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2323,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2336,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2210,7 +2358,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2370,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2383,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -2274,7 +2422,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2434,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2447,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 type RemoveServerRequest struct {
@@ -2311,7 +2459,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2471,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2484,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2354,7 +2502,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2514,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2527,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -2467,7 +2615,16 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"B\n" +
 	"\x13RequeueDeadResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"o\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x15\n" +
+	"\x13SnapshotSaveRequest\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
+	"\x17SnapshotRestoreResponse\x12!\n" +
+	"\fbackup_index\x18\x01 \x01(\x04R\vbackupIndex\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
+	"\vbackup_node\x18\x03 \x01(\tR\n" +
+	"backupNode\x12%\n" +
+	"\x0ebackup_created\x18\x04 \x01(\x03R\rbackupCreated\"o\n" +
 	"\x12CreateTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05roles\x18\x02 \x03(\tR\x05roles\x12\x18\n" +
@@ -2556,7 +2713,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"WaitResult\x12\x1c.docket.v1.WaitResultRequest\x1a\x1d.docket.v1.WaitResultResponse\x12:\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
-	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xab\x04\n" +
+	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xca\x05\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -2565,7 +2722,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\vCreateToken\x12\x1d.docket.v1.CreateTokenRequest\x1a\x1e.docket.v1.CreateTokenResponse\x12I\n" +
 	"\n" +
 	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
-	"\vRevokeToken\x12\x1d.docket.v1.RevokeTokenRequest\x1a\x1e.docket.v1.RevokeTokenResponseB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\vRevokeToken\x12\x1d.docket.v1.RevokeTokenRequest\x1a\x1e.docket.v1.RevokeTokenResponse\x12J\n" +
+	"\fSnapshotSave\x12\x1e.docket.v1.SnapshotSaveRequest\x1a\x18.docket.v1.SnapshotChunk0\x01\x12Q\n" +
+	"\x0fSnapshotRestore\x12\x18.docket.v1.SnapshotChunk\x1a\".docket.v1.SnapshotRestoreResponse(\x01B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_api_proto_rawDescOnce sync.Once
@@ -2579,7 +2738,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -2605,49 +2764,52 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ListDeadResponse)(nil),           // 21: docket.v1.ListDeadResponse
 	(*RequeueDeadRequest)(nil),         // 22: docket.v1.RequeueDeadRequest
 	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
-	(*CreateTokenRequest)(nil),         // 24: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 25: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 26: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 27: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 28: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 29: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 30: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 31: docket.v1.Server
-	(*StatusRequest)(nil),              // 32: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 33: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 34: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 35: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 36: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 37: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 38: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 39: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 40: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 41: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 42: docket.v1.ItemResult
-	(*Task)(nil),                       // 43: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 44: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 45: docket.v1.Outcome
-	(TaskState)(0),                     // 46: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 47: docket.v1.QueueStats
+	(*SnapshotSaveRequest)(nil),        // 24: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 25: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 26: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 27: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 28: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 29: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 30: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 31: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 32: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 33: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 34: docket.v1.Server
+	(*StatusRequest)(nil),              // 35: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 36: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 37: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 38: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 39: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 40: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 41: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 42: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 43: docket.v1.RemoveServerResponse
+	(*NewTask)(nil),                    // 44: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 45: docket.v1.ItemResult
+	(*Task)(nil),                       // 46: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 47: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 48: docket.v1.Outcome
+	(TaskState)(0),                     // 49: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 50: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	41, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	42, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	43, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	44, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	42, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	45, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	44, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	45, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	46, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	47, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	45, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	48, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	42, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	46, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	43, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	43, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	47, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	43, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	42, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	27, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	31, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	34, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	45, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	49, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	46, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	46, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	50, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	46, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	45, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	30, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	34, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	37, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
 	0,  // 17: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
 	2,  // 18: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
 	4,  // 19: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
@@ -2660,34 +2822,38 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	18, // 26: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
 	20, // 27: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
 	22, // 28: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	32, // 29: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	35, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	37, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	39, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	24, // 33: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	26, // 34: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	29, // 35: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	1,  // 36: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 37: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 38: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 39: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 40: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 41: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 42: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 43: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 44: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 45: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 46: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 47: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	33, // 48: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	36, // 49: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	38, // 50: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	40, // 51: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	25, // 52: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	28, // 53: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	30, // 54: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	36, // [36:55] is the sub-list for method output_type
-	17, // [17:36] is the sub-list for method input_type
+	35, // 29: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	38, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	40, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	42, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	27, // 33: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	29, // 34: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	32, // 35: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	24, // 36: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	25, // 37: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 38: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 39: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 40: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 41: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 42: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 43: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 44: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 45: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 46: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 47: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 48: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 49: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	36, // 50: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	39, // 51: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	41, // 52: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	43, // 53: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	28, // 54: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	31, // 55: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	33, // 56: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	25, // 57: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	26, // 58: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	38, // [38:59] is the sub-list for method output_type
+	17, // [17:38] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2706,7 +2872,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

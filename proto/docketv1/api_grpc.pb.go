@@ -561,6 +561,8 @@ const (
 	Cluster_CreateToken_FullMethodName        = "/docket.v1.Cluster/CreateToken"
 	Cluster_ListTokens_FullMethodName         = "/docket.v1.Cluster/ListTokens"
 	Cluster_RevokeToken_FullMethodName        = "/docket.v1.Cluster/RevokeToken"
+	Cluster_SnapshotSave_FullMethodName       = "/docket.v1.Cluster/SnapshotSave"
+	Cluster_SnapshotRestore_FullMethodName    = "/docket.v1.Cluster/SnapshotRestore"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -575,6 +577,12 @@ type ClusterClient interface {
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// SnapshotSave streams a backup of the keyspace from the leader, taken
+	// after a read barrier: the bytes of a backup file, in order.
+	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// SnapshotRestore replaces the cluster's keyspace with a backup file
+	// sent in chunks, on the leader. The file is checked whole first.
+	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
 }
 
 type clusterClient struct {
@@ -655,6 +663,38 @@ func (c *clusterClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest,
 	return out, nil
 }
 
+func (c *clusterClient) SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_SnapshotSave_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotSaveRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
+
+func (c *clusterClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[1], Cluster_SnapshotRestore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, SnapshotRestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -667,6 +707,12 @@ type ClusterServer interface {
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// SnapshotSave streams a backup of the keyspace from the leader, taken
+	// after a read barrier: the bytes of a backup file, in order.
+	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// SnapshotRestore replaces the cluster's keyspace with a backup file
+	// sent in chunks, on the leader. The file is checked whole first.
+	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -697,6 +743,12 @@ func (UnimplementedClusterServer) ListTokens(context.Context, *ListTokensRequest
 }
 func (UnimplementedClusterServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedClusterServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
+}
+func (UnimplementedClusterServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -845,6 +897,24 @@ func _Cluster_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_SnapshotSave_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotSaveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).SnapshotSave(m, &grpc.GenericServerStream[SnapshotSaveRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
+
+func _Cluster_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServer).SnapshotRestore(&grpc.GenericServerStream[SnapshotChunk, SnapshotRestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -881,6 +951,17 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cluster_RevokeToken_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SnapshotSave",
+			Handler:       _Cluster_SnapshotSave_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SnapshotRestore",
+			Handler:       _Cluster_SnapshotRestore_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "docketv1/api.proto",
 }
