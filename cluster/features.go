@@ -51,7 +51,11 @@ func (s *Service) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult
 	if need := fsm.CommandLevel(cmd); need > enabled {
 		return nil, &FeatureError{Command: cmd.GetType(), Need: need, Enabled: enabled}
 	}
-	return s.r.apply(ctx, cmd)
+	res, err := s.r.apply(ctx, cmd)
+	if err == nil {
+		s.metrics.observe(cmd, res)
+	}
+	return res, err
 }
 
 // applyEach proposes cmds concurrently, one entry each, and answers as the

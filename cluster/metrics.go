@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // serviceMetrics are the Service's Prometheus collectors. They always
@@ -16,6 +19,10 @@ type serviceMetrics struct {
 	// never reached the caller, and those put back without an attempt.
 	undelivered prometheus.Counter
 	released    prometheus.Counter
+	// staleFence and heartbeats count answers of the commands this node
+	// proposed as leader, by command type.
+	staleFence *prometheus.CounterVec
+	heartbeats prometheus.Counter
 }
 
 func newServiceMetrics(reg prometheus.Registerer, log *slog.Logger) *serviceMetrics {
@@ -39,15 +46,45 @@ func newServiceMetrics(reg prometheus.Registerer, log *slog.Logger) *serviceMetr
 			Help: "Undelivered claimed tasks this leader put back to pending without counting an attempt. " +
 				"Leader-local. The difference from claim_undelivered_tasks_total was reaped at lease expiry instead.",
 		}),
+		staleFence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "lease", Name: "stale_fence_total",
+			Help: "Items refused with STALE_FENCE (a fence that no longer holds the task), by command, also inside batches. " +
+				"Leader-local: counted by the node that proposed the command.",
+		}, []string{"command"}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "docket", Subsystem: "lease", Name: "heartbeats_total",
+			Help: "Leases renewed by Heartbeat. Leader-local.",
+		}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.coBatch, m.waiters, m.undelivered, m.released} {
+	for _, c := range []prometheus.Collector{m.coBatch, m.waiters, m.undelivered, m.released, m.staleFence, m.heartbeats} {
 		if err := reg.Register(c); err != nil {
 			// A second Service on one registry (tests): its metrics stay local.
 			log.Warn("cluster metric not registered", "err", err)
 		}
 	}
 	return m
+}
+
+// observe counts the answers of one applied command.
+func (m *serviceMetrics) observe(cmd *pb.Command, res *pb.CommandResult) {
+	if subs := cmd.GetBatch().GetCommands(); len(subs) > 0 {
+		for i, sub := range subs {
+			if i < len(res.GetResults()) {
+				m.observe(sub, res.GetResults()[i])
+			}
+		}
+		return
+	}
+	op := strings.TrimPrefix(cmd.GetType().String(), "COMMAND_TYPE_")
+	for _, it := range res.GetItems() {
+		switch {
+		case it.GetCode() == pb.Code_CODE_STALE_FENCE:
+			m.staleFence.WithLabelValues(op).Inc()
+		case it.GetCode() == pb.Code_CODE_OK && cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT:
+			m.heartbeats.Inc()
+		}
+	}
 }

@@ -133,6 +133,19 @@ func New(cfg Config) (*Node, error) {
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	if reg := cfg.Service.Registerer; reg != nil {
+		col := newNodeCollector(n)
+		if err := reg.Register(col); err != nil {
+			// A second node on one registry (tests): its metrics stay local.
+			log.Warn("node metrics not registered", "err", err)
+		} else {
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				col.observeLeaders(n.raft, n.ctx.Done())
+			}()
+		}
+	}
 	n.wg.Add(4)
 	go n.followLeadership(notify)
 	go n.discover()

@@ -26,9 +26,13 @@ const (
 	LevelCheck uint32 = 3
 	// LevelTokens: CreateToken and RevokeToken.
 	LevelTokens uint32 = 4
+	// LevelCounters: no new command; apply keeps lifetime totals in each
+	// queue's catalog record (storage.QueueTotals, record version 2). It
+	// changes the bytes apply writes, so it waits for every server.
+	LevelCounters uint32 = 5
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelTokens
+	FeatureLevel = LevelCounters
 )
 
 // levelOverride lowers BuildLevel at link time

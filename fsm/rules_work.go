@@ -295,6 +295,9 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 		if err := tx.requeue(t, pos, 0, "lease expired"); err != nil {
 			return err
 		}
+		if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Expired++ }); err != nil {
+			return err
+		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
 	}
 	return nil

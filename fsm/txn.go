@@ -274,6 +274,12 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	}
 	m.Count(from, -1)
 	m.Count(t.GetState(), +1)
+	if tx.feature >= LevelCounters {
+		if m.Totals == nil {
+			m.Totals = &storage.QueueTotals{} // the record's first write since the latch
+		}
+		countTransition(m.Totals, from, t.GetState())
+	}
 	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
 		// Keep the head hint a lower bound; this undoes storage.Drained.
 		m.Head[t.GetPriority()] = t.GetSeq()
@@ -359,4 +365,45 @@ func item(code pb.Code, id string, t *pb.Task, detail string) *pb.ItemResult {
 		it.Fence = t.GetFence()
 	}
 	return it
+}
+
+// countTransition counts one task's move in its queue's totals.
+func countTransition(tt *storage.QueueTotals, from, to pb.TaskState) {
+	if from == to {
+		return
+	}
+	switch {
+	case from == pb.TaskState_TASK_STATE_UNSPECIFIED:
+		tt.Enqueued++
+	case to == pb.TaskState_TASK_STATE_RUNNING:
+		tt.Claimed++
+	case to == pb.TaskState_TASK_STATE_COMPLETED:
+		tt.Completed++
+	case to == pb.TaskState_TASK_STATE_FAILED:
+		tt.Failed++
+	case to == pb.TaskState_TASK_STATE_CANCELLED:
+		tt.Cancelled++
+	case to == pb.TaskState_TASK_STATE_DEAD:
+		tt.DeadLettered++
+	case (from == pb.TaskState_TASK_STATE_RUNNING || from == pb.TaskState_TASK_STATE_DEAD) &&
+		(to == pb.TaskState_TASK_STATE_PENDING || to == pb.TaskState_TASK_STATE_DELAYED):
+		tt.Requeued++
+	}
+}
+
+// total counts something in t's queue's totals that no state move says,
+// once the cluster latched LevelCounters.
+func (tx *txn) total(t *pb.Task, fn func(*storage.QueueTotals)) error {
+	if tx.feature < LevelCounters {
+		return nil
+	}
+	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
+	if err != nil {
+		return err
+	}
+	if m.Totals == nil {
+		m.Totals = &storage.QueueTotals{}
+	}
+	fn(m.Totals)
+	return nil
 }

@@ -108,6 +108,13 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 		}
 		return &raft.Log{Index: w.index, Term: 1 + w.index/1000, Type: typ, Data: []byte("cfg")}
 	}
+	if w.pct(1) {
+		// The latch rises at random points, so the totals it turns on
+		// (LevelCounters) start in the middle of apply batches too.
+		c := latchCmd(1 + uint32(w.rng.IntN(int(FeatureLevel))))
+		c.Now = now
+		return entry(t, w.index, c)
+	}
 	if w.pct(8) {
 		return entry(t, w.index, w.batch(t, f, now))
 	}

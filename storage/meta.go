@@ -19,6 +19,27 @@ type QueueMeta struct {
 	// pending key of that priority has seq >= Head[p]. Drained says the
 	// priority has no pending key at all.
 	Head [Priorities]uint64
+	// Totals are the queue's lifetime transition counts. nil in a record
+	// written before the cluster latched fsm.LevelCounters (version 1):
+	// until then apply writes exactly what older builds write.
+	Totals *QueueTotals
+}
+
+// QueueTotals count transitions since the queue's record got totals:
+// replicated state, the same on every node at the same index.
+type QueueTotals struct {
+	Enqueued     uint64 // tasks accepted by Enqueue
+	Claimed      uint64 // pending tasks handed out by Claim
+	Completed    uint64 // Submits with OUTCOME_COMPLETED
+	Failed       uint64 // Submits with OUTCOME_FAILED
+	Cancelled    uint64 // tasks Cancel ended
+	DeadLettered uint64 // tasks moved to the dead letters
+	Requeued     uint64 // tasks back to pending or delayed from running (nack, expired lease, release) or dead (requeue)
+	Expired      uint64 // running tasks whose lease expired (Reap), requeued or dead-lettered
+}
+
+func (t *QueueTotals) fields() []*uint64 {
+	return []*uint64{&t.Enqueued, &t.Claimed, &t.Completed, &t.Failed, &t.Cancelled, &t.DeadLettered, &t.Requeued, &t.Expired}
 }
 
 // Drained is the head hint of a priority with no pending task: no seq is
@@ -27,31 +48,46 @@ type QueueMeta struct {
 // lowers the hint to its own seq.
 const Drained = ^uint64(0)
 
-// metaVersion1 is 5 counters and 10 heads, 8 bytes each, after a version byte.
+// metaVersion1 is 5 counters and 10 heads, 8 bytes each, after a version
+// byte; version 2 appends the 8 totals.
 const (
 	metaVersion1 = 1
 	metaLenV1    = 1 + 8*(5+Priorities)
+	metaVersion2 = 2
+	metaLenV2    = metaLenV1 + 8*8
 )
 
-// Marshal encodes m in its fixed binary form.
+// Marshal encodes m in its fixed binary form: version 2 when it has
+// totals, else version 1.
 func (m *QueueMeta) Marshal() []byte {
-	b := make([]byte, 0, metaLenV1)
-	b = append(b, metaVersion1)
+	b := make([]byte, 0, metaLenV2)
+	if m.Totals != nil {
+		b = append(b, metaVersion2)
+	} else {
+		b = append(b, metaVersion1)
+	}
 	for _, v := range []uint64{m.Pending, m.Delayed, m.Running, m.Dead, m.Finished} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
 	for _, h := range m.Head {
 		b = binary.BigEndian.AppendUint64(b, h)
 	}
+	if m.Totals != nil {
+		for _, p := range m.Totals.fields() {
+			b = binary.BigEndian.AppendUint64(b, *p)
+		}
+	}
 	return b
 }
 
-// UnmarshalQueueMeta decodes a catalog value.
+// UnmarshalQueueMeta decodes a catalog value of either version.
 func UnmarshalQueueMeta(b []byte) (QueueMeta, error) {
 	var m QueueMeta
-	if len(b) < metaLenV1 || b[0] != metaVersion1 {
+	ok := len(b) > 0 && (b[0] == metaVersion1 && len(b) == metaLenV1 || b[0] == metaVersion2 && len(b) == metaLenV2)
+	if !ok {
 		return m, fmt.Errorf("queue meta: %d bytes, version %v", len(b), b[:min(1, len(b))])
 	}
+	v2 := b[0] == metaVersion2
 	b = b[1:]
 	for _, p := range []*uint64{&m.Pending, &m.Delayed, &m.Running, &m.Dead, &m.Finished} {
 		*p = binary.BigEndian.Uint64(b)
@@ -60,6 +96,13 @@ func UnmarshalQueueMeta(b []byte) (QueueMeta, error) {
 	for i := range m.Head {
 		m.Head[i] = binary.BigEndian.Uint64(b)
 		b = b[8:]
+	}
+	if v2 {
+		m.Totals = &QueueTotals{}
+		for _, p := range m.Totals.fields() {
+			*p = binary.BigEndian.Uint64(b)
+			b = b[8:]
+		}
 	}
 	return m, nil
 }

@@ -48,6 +48,10 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 			Dead: m.Dead, Completed: m.Finished,
 			OldestPendingAt: -1, // counted at its largest: set below
 		}
+		if tt := m.Totals; tt != nil {
+			s.Totals = &pb.QueueTotals{Enqueued: tt.Enqueued, Claimed: tt.Claimed, Completed: tt.Completed, Failed: tt.Failed,
+				Cancelled: tt.Cancelled, DeadLettered: tt.DeadLettered, Requeued: tt.Requeued, LeaseExpired: tt.Expired}
+		}
 		n := proto.Size(s) + listFraming
 		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {
 			next = encodeCursor(last)

@@ -394,8 +394,11 @@ type QueueStats struct {
 	Dead            uint64                 `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
 	Completed       uint64                 `protobuf:"varint,7,opt,name=completed,proto3" json:"completed,omitempty"`                                      // finished and not yet purged (completed, failed, cancelled)
 	OldestPendingAt int64                  `protobuf:"varint,8,opt,name=oldest_pending_at,json=oldestPendingAt,proto3" json:"oldest_pending_at,omitempty"` // enqueue time of the head task; 0 when none
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// totals are lifetime transition counts, replicated state; absent until
+	// the cluster enabled feature level 5 and the queue changed since.
+	Totals        *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -484,6 +487,113 @@ func (x *QueueStats) GetOldestPendingAt() int64 {
 	return 0
 }
 
+func (x *QueueStats) GetTotals() *QueueTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+type QueueTotals struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enqueued      uint64                 `protobuf:"varint,1,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Claimed       uint64                 `protobuf:"varint,2,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Completed     uint64                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed        uint64                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	Cancelled     uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	DeadLettered  uint64                 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Requeued      uint64                 `protobuf:"varint,7,opt,name=requeued,proto3" json:"requeued,omitempty"`                             // back to pending or delayed from running or dead
+	LeaseExpired  uint64                 `protobuf:"varint,8,opt,name=lease_expired,json=leaseExpired,proto3" json:"lease_expired,omitempty"` // running tasks whose lease expired
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueTotals) Reset() {
+	*x = QueueTotals{}
+	mi := &file_docketv1_task_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueTotals) ProtoMessage() {}
+
+func (x *QueueTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_task_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueTotals.ProtoReflect.Descriptor instead.
+func (*QueueTotals) Descriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *QueueTotals) GetEnqueued() uint64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetClaimed() uint64 {
+	if x != nil {
+		return x.Claimed
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetCancelled() uint64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetRequeued() uint64 {
+	if x != nil {
+		return x.Requeued
+	}
+	return 0
+}
+
+func (x *QueueTotals) GetLeaseExpired() uint64 {
+	if x != nil {
+		return x.LeaseExpired
+	}
+	return 0
+}
+
 var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
@@ -521,7 +631,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\vfinished_at\x18\x17 \x01(\x03R\n" +
 	"finishedAt\x12\x1b\n" +
 	"\texpire_at\x18\x18 \x01(\x03R\bexpireAt\x12\x16\n" +
-	"\x06claims\x18\x19 \x01(\rR\x06claims\"\xe6\x01\n" +
+	"\x06claims\x18\x19 \x01(\rR\x06claims\"\x96\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -531,7 +641,17 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\arunning\x18\x05 \x01(\x04R\arunning\x12\x12\n" +
 	"\x04dead\x18\x06 \x01(\x04R\x04dead\x12\x1c\n" +
 	"\tcompleted\x18\a \x01(\x04R\tcompleted\x12*\n" +
-	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt*\xcf\x01\n" +
+	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
+	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\"\xfd\x01\n" +
+	"\vQueueTotals\x12\x1a\n" +
+	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
+	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\x04R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\x04R\x06failed\x12\x1c\n" +
+	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12#\n" +
+	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x1a\n" +
+	"\brequeued\x18\a \x01(\x04R\brequeued\x12#\n" +
+	"\rlease_expired\x18\b \x01(\x04R\fleaseExpired*\xcf\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -559,21 +679,23 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_docketv1_task_proto_goTypes = []any{
-	(TaskState)(0),     // 0: docket.v1.TaskState
-	(Outcome)(0),       // 1: docket.v1.Outcome
-	(*Task)(nil),       // 2: docket.v1.Task
-	(*QueueStats)(nil), // 3: docket.v1.QueueStats
+	(TaskState)(0),      // 0: docket.v1.TaskState
+	(Outcome)(0),        // 1: docket.v1.Outcome
+	(*Task)(nil),        // 2: docket.v1.Task
+	(*QueueStats)(nil),  // 3: docket.v1.QueueStats
+	(*QueueTotals)(nil), // 4: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
 	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
 	1, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 2: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -587,7 +709,7 @@ func file_docketv1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

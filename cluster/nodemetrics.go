@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// maxQueueSeries bounds the queue/tenant pairs one scrape exports, so a
+// tenant that creates queues without end cannot make /metrics unbounded;
+// docket_queue_series_dropped says how many were left out.
+const maxQueueSeries = 2000
+
+// nodeCollector exports what a scrape reads from the node at that moment:
+// Raft's indexes and state, the FSM's applied index and latch, the
+// consistency-check state and the queue depths from the replica's catalog
+// counters (one key per queue and tenant, never a scan of tasks). Every
+// value is this node's view; the queue depths and totals are replicated
+// state, the same on every node once it applied the same index.
+type nodeCollector struct {
+	n             *Node
+	leaderChanges atomic.Uint64
+
+	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
+	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest *prometheus.Desc
+	totals []queueTotal
+}
+
+// queueTotal is one replicated lifetime counter of a queue.
+type queueTotal struct {
+	desc *prometheus.Desc
+	get  func(*pb.QueueTotals) uint64
+}
+
+func newNodeCollector(n *Node) *nodeCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("docket_"+name, help, labels, nil)
+	}
+	c := &nodeCollector{n: n,
+		state:          d("raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown), 0 for the others.", "state"),
+		term:           d("raft_term", "This node's current Raft term."),
+		commit:         d("raft_commit_index", "The highest log index this node knows to be committed."),
+		applied:        d("raft_applied_index", "The highest log index Raft handed to the FSM on this node."),
+		lastLog:        d("raft_last_log_index", "The last index in this node's log."),
+		fsmApplied:     d("fsm_applied_index", "The last index whose effects are in this node's keyspace."),
+		applyLag:       d("fsm_apply_lag_entries", "Committed entries this node has not applied yet (commit index minus FSM applied index)."),
+		leaderChangesD: d("raft_leader_changes_total", "Times this node saw the leader change (a new leader, or none), since it started."),
+		voters:         d("raft_voters", "Voters in this node's latest Raft configuration."),
+		tolerance: d("raft_failure_tolerance", "Voters that may fail before the cluster loses its quorum: voters minus quorum, "+
+			"from the configuration. It does not yet subtract voters that are down."),
+		level:      d("feature_level_enabled", "The feature level the cluster latched, as this node applied it."),
+		buildLevel: d("feature_level_build", "The highest feature level this node's build applies."),
+		check: d("consistency_check_state", "1 for this node's consistency-check state (ok, awaiting, diverged), 0 for the others.",
+			"state"),
+		queueTasks: d("queue_tasks", "Tasks by queue, tenant and state, from the replicated catalog counters. "+
+			"finished counts completed, failed and cancelled tasks kept until their retention ends.",
+			"queue", "tenant", "state"),
+		queueDropped: d("queue_series_dropped", "Queue/tenant pairs left out of docket_queue_tasks this scrape (more than the bound)."),
+		oldest: d("queue_oldest_pending_age_seconds", "Age of the oldest task a worker would claim next, by this node's clock; absent when none is pending.",
+			"queue", "tenant"),
+	}
+	for _, t := range []struct {
+		name, help string
+		get        func(*pb.QueueTotals) uint64
+	}{
+		{"enqueued", "Tasks accepted by Enqueue.", (*pb.QueueTotals).GetEnqueued},
+		{"claimed", "Pending tasks handed out by Claim.", (*pb.QueueTotals).GetClaimed},
+		{"completed", "Tasks submitted as completed.", (*pb.QueueTotals).GetCompleted},
+		{"failed", "Tasks submitted as failed (terminal).", (*pb.QueueTotals).GetFailed},
+		{"cancelled", "Tasks ended by Cancel.", (*pb.QueueTotals).GetCancelled},
+		{"dead_lettered", "Tasks moved to the dead letters.", (*pb.QueueTotals).GetDeadLettered},
+		{"requeued", "Tasks back to pending or delayed from running (nack, expired lease, release) or from the dead letters.", (*pb.QueueTotals).GetRequeued},
+		{"lease_expired", "Running tasks whose lease expired and the leader reaped.", (*pb.QueueTotals).GetLeaseExpired},
+	} {
+		c.totals = append(c.totals, queueTotal{get: t.get, desc: d("queue_"+t.name+"_total",
+			t.help+" Replicated state: every node reports the same count at the same index; counted since the cluster enabled feature level 5.",
+			"queue", "tenant")})
+	}
+	return c
+}
+
+// observeLeaders counts leader changes from Raft's observations. The
+// observer channel drops what it cannot deliver rather than block Raft.
+func (c *nodeCollector) observeLeaders(r *raft.Raft, stop <-chan struct{}) {
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(obs)
+	defer r.DeregisterObserver(obs)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ch:
+			c.leaderChanges.Add(1)
+		}
+	}
+}
+
+// Describe sends every descriptor.
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
+		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest} {
+		ch <- d
+	}
+	for _, t := range c.totals {
+		ch <- t.desc
+	}
+}
+
+// Collect reads the node now.
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	state := n.raft.State()
+	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
+		gauge(c.state, b2f(state == s), s.String())
+	}
+	commit, fsmApplied := n.raft.CommitIndex(), n.fsm.AppliedIndex()
+	gauge(c.term, float64(n.raft.CurrentTerm()))
+	gauge(c.commit, float64(commit))
+	gauge(c.applied, float64(n.raft.AppliedIndex()))
+	gauge(c.lastLog, float64(n.raft.LastIndex()))
+	gauge(c.fsmApplied, float64(fsmApplied))
+	gauge(c.applyLag, float64(commit-min(commit, fsmApplied)))
+	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(c.leaderChanges.Load()))
+	voters := n.voterCount()
+	gauge(c.voters, float64(voters))
+	gauge(c.tolerance, float64(max(0, voters-(voters/2+1))))
+	gauge(c.level, float64(n.fsm.EnabledLevel()))
+	gauge(c.buildLevel, float64(n.fsm.MaxLevel()))
+	cs := n.check.status().GetStatus()
+	for _, s := range []string{checkOK, checkAwaiting, checkDiverged} {
+		gauge(c.check, b2f(cs == s), s)
+	}
+	c.collectQueues(ch)
+}
+
+func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
+	now := c.n.clock.Now().UnixNano()
+	exported, dropped, cursor := 0, 0, ""
+	for {
+		page, next, err := c.n.fsm.StatsPage("", "", cursor)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.queueTasks, err)
+			return
+		}
+		for _, q := range page {
+			if exported >= maxQueueSeries {
+				dropped++
+				continue
+			}
+			exported++
+			for state, v := range map[string]uint64{
+				"pending": q.GetPending(), "delayed": q.GetDelayed(), "running": q.GetRunning(),
+				"dead": q.GetDead(), "finished": q.GetCompleted(),
+			} {
+				ch <- prometheus.MustNewConstMetric(c.queueTasks, prometheus.GaugeValue, float64(v), q.GetQueue(), q.GetTenant(), state)
+			}
+			if at := q.GetOldestPendingAt(); at > 0 {
+				ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, float64(max(0, now-at))/1e9, q.GetQueue(), q.GetTenant())
+			}
+			if tt := q.GetTotals(); tt != nil {
+				for _, t := range c.totals {
+					ch <- prometheus.MustNewConstMetric(t.desc, prometheus.CounterValue, float64(t.get(tt)), q.GetQueue(), q.GetTenant())
+				}
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	ch <- prometheus.MustNewConstMetric(c.queueDropped, prometheus.GaugeValue, float64(dropped))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

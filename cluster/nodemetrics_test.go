@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// metricValue is the value of the series name{labels} in reg, and whether
+// it exists. labels are "k=v" pairs.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for _, kv := range labels {
+				k, v, _ := strings.Cut(kv, "=")
+				if have[k] != v {
+					continue series
+				}
+			}
+			return valueOf(f.GetType(), m), true
+		}
+	}
+	return 0, false
+}
+
+func valueOf(typ dto.MetricType, m *dto.Metric) float64 {
+	switch typ {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	}
+	return m.GetUntyped().GetValue()
+}
+
+// Test_MetricsMoveByExactlyTheRightAmount is issue 13's metrics test: it
+// drives enqueues, claims, an expired lease, a stale submit and a dead
+// letter on a 3-node cluster, and checks each metric: the replicated
+// ones on every node, the leader-local ones on the leader alone.
+func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
+	regs := map[*Node]*prometheus.Registry{}
+	cfgFor := func(id string, expect int) Config {
+		c := testConfig(t, id, expect)
+		c.Service.Registerer = prometheus.NewRegistry()
+		return c
+	}
+	first := cfgFor("n1", 1)
+	n1 := mustNode(t, first)
+	regs[n1] = first.Service.Registerer.(*prometheus.Registry)
+	waitFor(t, 5*time.Second, "n1 leader", n1.IsLeader)
+	waitFor(t, 5*time.Second, "the counters' level latched", func() bool { return n1.FSM().EnabledLevel() >= fsm.LevelCounters })
+	nodes := []*Node{n1}
+	for _, id := range []string{"n2", "n3"} {
+		c := cfgFor(id, 0)
+		n := mustNode(t, c)
+		regs[n] = c.Service.Registerer.(*prometheus.Registry)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := n1.AddServer(ctx, id, n.cfg.RaftAddr, "", false)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := leaderOf(t, nodes)
+	must := func(cmd *pb.Command) *pb.CommandResult {
+		t.Helper()
+		res, err := l.Propose(ctx, cmd)
+		if err == nil {
+			err = fsm.ResultError(res)
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", cmd.GetType(), err)
+		}
+		return res
+	}
+	task := func(max uint32) *pb.NewTask {
+		return &pb.NewTask{Queue: "m", Tenant: "default", Payload: []byte("x"), MaxAttempts: max}
+	}
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{
+		Tasks: []*pb.NewTask{task(0), task(1), task(0)}}}})
+	claim := func(n uint32, lease time.Duration) []*pb.Task {
+		return must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_CLAIM, Body: &pb.Command_Claim{Claim: &pb.ClaimCmd{
+			Queue: "m", Tenant: "default", WorkerId: "w", LeaseNs: int64(lease), MaxTasks: n}}}).GetTasks()
+	}
+	held := claim(2, time.Hour) // FIFO: the first two enqueued
+	if len(held) != 2 || held[1].GetMaxAttempts() != 1 {
+		t.Fatalf("claimed %v", held)
+	}
+	done, dies := held[0], held[1]
+	if expires := claim(1, time.Second); len(expires) != 1 {
+		t.Fatalf("short claim got %d tasks", len(expires))
+	}
+	submit := func(tk *pb.Task, fence uint64) *pb.Command {
+		return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
+			TaskId: tk.GetId(), Fence: fence, Outcome: pb.Outcome_OUTCOME_COMPLETED}}}
+	}
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_HEARTBEAT, Body: &pb.Command_Heartbeat{Heartbeat: &pb.HeartbeatCmd{
+		Items: []*pb.HeartbeatItem{{TaskId: done.GetId(), Fence: done.GetFence(), LeaseNs: int64(time.Hour)}}}}})
+	must(submit(done, done.GetFence())) // completed
+	if code := must(submit(dies, dies.GetFence()+1)).GetItems()[0].GetCode(); code != pb.Code_CODE_STALE_FENCE {
+		t.Fatalf("forged fence answered %v", code)
+	}
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{ // dead letter
+		TaskId: dies.GetId(), Fence: dies.GetFence(), Reason: "boom"}}})
+	// The leader's reaper requeues the short claim once its lease ran out.
+	waitFor(t, 10*time.Second, "the reaper to expire the lease", func() bool { return pendingOn(t, l, "m") == 1 })
+
+	last := l.FSM().AppliedIndex()
+	waitFor(t, 5*time.Second, "every node to apply", func() bool {
+		for _, n := range nodes {
+			if n.FSM().AppliedIndex() < last {
+				return false
+			}
+		}
+		return true
+	})
+	replicated := map[string]float64{
+		"docket_queue_enqueued_total": 3, "docket_queue_claimed_total": 3, "docket_queue_completed_total": 1,
+		"docket_queue_failed_total": 0, "docket_queue_dead_lettered_total": 1, "docket_queue_lease_expired_total": 1,
+		"docket_queue_requeued_total": 1, "docket_queue_cancelled_total": 0,
+	}
+	states := map[string]float64{"pending": 1, "running": 0, "dead": 1, "finished": 1, "delayed": 0}
+	for _, n := range nodes {
+		reg := regs[n]
+		for name, want := range replicated {
+			if got, ok := metricValue(t, reg, name, "queue=m", "tenant=default"); !ok || got != want {
+				t.Errorf("%s: %s = %v (present %v), want %v", n.ID(), name, got, ok, want)
+			}
+		}
+		for state, want := range states {
+			if got, _ := metricValue(t, reg, "docket_queue_tasks", "queue=m", "tenant=default", "state="+state); got != want {
+				t.Errorf("%s: docket_queue_tasks{state=%s} = %v, want %v", n.ID(), state, got, want)
+			}
+		}
+		if got, ok := metricValue(t, reg, "docket_queue_oldest_pending_age_seconds", "queue=m"); !ok || got < 0 {
+			t.Errorf("%s: oldest pending age %v (present %v)", n.ID(), got, ok)
+		}
+		if got, _ := metricValue(t, reg, "docket_fsm_applied_index"); got < float64(last) {
+			t.Errorf("%s: fsm applied index %v, want at least %d", n.ID(), got, last)
+		}
+		if got, _ := metricValue(t, reg, "docket_raft_voters"); got != 3 {
+			t.Errorf("%s: voters %v", n.ID(), got)
+		}
+		if got, _ := metricValue(t, reg, "docket_raft_failure_tolerance"); got != 1 {
+			t.Errorf("%s: failure tolerance %v", n.ID(), got)
+		}
+		if got, _ := metricValue(t, reg, "docket_raft_state", "state=Leader"); got != b2f(n == l) {
+			t.Errorf("%s: raft_state{Leader} %v", n.ID(), got)
+		}
+		// Leader-local: only the node that proposed saw the answers.
+		wantLocal := b2f(n == l)
+		if got, _ := metricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {
+			t.Errorf("%s: stale_fence_total{SUBMIT} = %v, want %v", n.ID(), got, wantLocal)
+		}
+		if got, _ := metricValue(t, reg, "docket_lease_heartbeats_total"); got != wantLocal {
+			t.Errorf("%s: heartbeats_total = %v, want %v", n.ID(), got, wantLocal)
+		}
+	}
+}
