@@ -33,7 +33,7 @@ func totalsWorkload(h *harness) {
 	h.one(completeCmd(at(time.Second), ids[0], byID[ids[0]].GetFence()), pb.Code_CODE_OK)
 	h.one(submitCmd(at(time.Second), ids[1], byID[ids[1]].GetFence(), pb.Outcome_OUTCOME_FAILED, "no"), pb.Code_CODE_OK)
 	h.one(nackCmd(at(time.Second), ids[2], byID[ids[2]].GetFence(), 0, "retry"), pb.Code_CODE_OK) // running → pending
-	again := h.claimOne(at(2*time.Second), "q", "t")                                                // ids[2], claim 5
+	again := h.claimOne(at(2*time.Second), "q", "t")                                              // ids[2], claim 5
 	var dead string
 	for id, t := range byID {
 		if t.GetMaxAttempts() == 1 {
