@@ -135,6 +135,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		o.api.Registerer = reg
 		cfg.Service.Registerer = reg
+		if err := bridgeRaftMetrics(reg); err != nil {
+			return err
+		}
 		_, stop, err := serveDebug(o.debugAddr, reg, log)
 		if err != nil {
 			return err
