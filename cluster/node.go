@@ -50,6 +50,7 @@ type Node struct {
 	// leaders committed, which linearizable reads rely on.
 	readyTerm atomic.Uint64
 	latchWait atomic.Bool // the log said why the feature level is held back
+	role      *roleState  // term and leader for every log line
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -71,9 +72,10 @@ func New(cfg Config) (*Node, error) {
 	if err := checkMarker(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("node", cfg.ID)
+	role := &roleState{}
+	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
 	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
-	n := &Node{cfg: cfg, log: log, clock: offsetClock{offset: cfg.ClockOffset},
+	n := &Node{cfg: cfg, log: log, role: role, clock: offsetClock{offset: cfg.ClockOffset},
 		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -133,20 +135,18 @@ func New(cfg Config) (*Node, error) {
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	role.raft.Store(n.raft)
 	if reg := cfg.Service.Registerer; reg != nil {
-		col := newNodeCollector(n)
-		if err := reg.Register(col); err != nil {
+		if err := reg.Register(newNodeCollector(n)); err != nil {
 			// A second node on one registry (tests): its metrics stay local.
 			log.Warn("node metrics not registered", "err", err)
-		} else {
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				col.observeLeaders(n.raft, n.ctx.Done())
-			}()
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go func() {
+		defer n.wg.Done()
+		role.observeLeaders(n.raft, n.ctx.Done())
+	}()
 	go n.followLeadership(notify)
 	go n.discover()
 	go n.watchApply()

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"sync/atomic"
-
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,8 +19,7 @@ const maxQueueSeries = 2000
 // value is this node's view; the queue depths and totals are replicated
 // state, the same on every node once it applied the same index.
 type nodeCollector struct {
-	n             *Node
-	leaderChanges atomic.Uint64
+	n *Node
 
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
 	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest *prometheus.Desc
@@ -82,26 +79,6 @@ func newNodeCollector(n *Node) *nodeCollector {
 	return c
 }
 
-// observeLeaders counts leader changes from Raft's observations. The
-// observer channel drops what it cannot deliver rather than block Raft.
-func (c *nodeCollector) observeLeaders(r *raft.Raft, stop <-chan struct{}) {
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	r.RegisterObserver(obs)
-	defer r.DeregisterObserver(obs)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ch:
-			c.leaderChanges.Add(1)
-		}
-	}
-}
-
 // Describe sends every descriptor.
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
@@ -130,7 +107,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.lastLog, float64(n.raft.LastIndex()))
 	gauge(c.fsmApplied, float64(fsmApplied))
 	gauge(c.applyLag, float64(commit-min(commit, fsmApplied)))
-	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(c.leaderChanges.Load()))
+	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(n.role.changes.Load()))
 	voters := n.voterCount()
 	gauge(c.voters, float64(voters))
 	gauge(c.tolerance, float64(max(0, voters-(voters/2+1))))
