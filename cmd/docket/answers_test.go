@@ -133,7 +133,10 @@ func Test_WorkerOneMegabytePayloadsAllComplete(t *testing.T) {
 // stay pending.
 func Test_ClaimAnswerStopsAtByteBudget(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
-	c := mustClient(t, addrsOf(nodes)...)
+	// 2 MiB enqueues under -race on a loaded box can outlast the default
+	// 2 s attempt budget (a run failed so, 9 attempts); their size is not
+	// what this test is about.
+	c := mustClientWith(t, addrsOf(nodes), client.WithAttemptTimeout(15*time.Second))
 	const n, size = 20, 1 << 20
 	mustEnqueueBig(t, c, "huge", n, size)
 
