@@ -154,6 +154,9 @@ type health struct {
 	stallSince time.Time // zero when Pebble is not stalling writes
 	stallWhy   string
 
+	// Counts of Pebble's reports since start, for the metrics.
+	bgErrors, stalls, slowWrites atomic.Uint64
+
 	applyStuck atomic.Pointer[string]
 	halted     atomic.Pointer[string] // set once Raft was shut down for good
 }
@@ -173,6 +176,7 @@ func (h *health) onDiskEvent(ev storage.DiskEvent) {
 	now := time.Now()
 	switch ev.Kind {
 	case storage.DiskBackgroundError:
+		h.bgErrors.Add(1)
 		h.pebble.fail(now, ev.Detail)
 	case storage.DiskJobDone:
 		// The episode ends only when no error follows the success for a
@@ -181,8 +185,10 @@ func (h *health) onDiskEvent(ev storage.DiskEvent) {
 		// and over, and log each time.
 		h.pebble.succeeded()
 	case storage.DiskSlow:
+		h.slowWrites.Add(1)
 		h.diskSlow.fail(now, ev.Detail)
 	case storage.DiskWriteStallBegin:
+		h.stalls.Add(1)
 		h.mu.Lock()
 		h.stallSince, h.stallWhy = now, ev.Detail
 		h.mu.Unlock()

@@ -24,6 +24,8 @@ type nodeCollector struct {
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
 	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest *prometheus.Desc
 	totals []queueTotal
+	// Pebble and health.
+	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving *prometheus.Desc
 }
 
 // queueTotal is one replicated lifetime counter of a queue.
@@ -59,6 +61,15 @@ func newNodeCollector(n *Node) *nodeCollector {
 		oldest: d("queue_oldest_pending_age_seconds", "Age of the oldest task a worker would claim next, by this node's clock; absent when none is pending.",
 			"queue", "tenant"),
 	}
+	c.compactions = d("pebble_compactions_total", "Compactions Pebble finished since the node started.")
+	c.compactionsFailed = d("pebble_compactions_failed_total", "Compactions that failed since the node started.")
+	c.compactionDebt = d("pebble_compaction_debt_bytes", "Bytes Pebble estimates it must compact; growing debt means compactions cannot keep up.")
+	c.l0Files = d("pebble_l0_files", "Files in Pebble's level 0; many slow reads and, past Pebble's threshold, stall writes.")
+	c.diskBytes = d("pebble_disk_bytes", "Bytes the keyspace takes on disk.")
+	c.bgErrors = d("pebble_background_errors_total", "Background jobs (flushes, compactions) Pebble reported failed since start; a full disk makes this climb fast.")
+	c.stalls = d("pebble_write_stalls_total", "Times Pebble stalled writes since start.")
+	c.slowWrites = d("pebble_slow_writes_total", "Writes to a file Pebble reported slow since start.")
+	c.serving = d("health_serving", "1 when the node can do its job (its health check says SERVING), 0 when a problem keeps it from it.")
 	for _, t := range []struct {
 		name, help string
 		get        func(*pb.QueueTotals) uint64
@@ -87,6 +98,10 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, t := range c.totals {
 		ch <- t.desc
+	}
+	for _, d := range []*prometheus.Desc{c.compactions, c.compactionsFailed, c.compactionDebt, c.l0Files, c.diskBytes,
+		c.bgErrors, c.stalls, c.slowWrites, c.serving} {
+		ch <- d
 	}
 }
 
@@ -117,6 +132,22 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []string{checkOK, checkAwaiting, checkDiverged} {
 		gauge(c.check, b2f(cs == s), s)
 	}
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	if dm, err := n.fsm.DiskMetrics(); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.diskBytes, err)
+	} else {
+		counter(c.compactions, float64(dm.Compactions))
+		counter(c.compactionsFailed, float64(dm.CompactionsFailed))
+		gauge(c.compactionDebt, float64(dm.CompactionDebt))
+		gauge(c.l0Files, float64(dm.L0Files))
+		gauge(c.diskBytes, float64(dm.DiskBytes))
+	}
+	counter(c.bgErrors, float64(n.health.bgErrors.Load()))
+	counter(c.stalls, float64(n.health.stalls.Load()))
+	counter(c.slowWrites, float64(n.health.slowWrites.Load()))
+	gauge(c.serving, b2f(len(n.HealthProblems()) == 0))
 	c.collectQueues(ch)
 }
 

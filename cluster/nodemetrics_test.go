@@ -170,6 +170,12 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		if got, _ := metricValue(t, reg, "docket_raft_state", "state=Leader"); got != b2f(n == l) {
 			t.Errorf("%s: raft_state{Leader} %v", n.ID(), got)
 		}
+		if got, _ := metricValue(t, reg, "docket_pebble_disk_bytes"); got <= 0 {
+			t.Errorf("%s: pebble disk bytes %v", n.ID(), got)
+		}
+		if got, ok := metricValue(t, reg, "docket_health_serving"); !ok || got != 1 {
+			t.Errorf("%s: health_serving %v (present %v)", n.ID(), got, ok)
+		}
 		// Leader-local: only the node that proposed saw the answers.
 		wantLocal := b2f(n == l)
 		if got, _ := metricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {

@@ -491,3 +491,13 @@ func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
 	}
 	return len(d) > 0, len(e) > 0, nil
 }
+
+// DiskMetrics reads the keyspace's Pebble metrics.
+func (f *FSM) DiskMetrics() (storage.DiskMetrics, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return storage.DiskMetrics{}, errors.New("disk metrics: fsm closed")
+	}
+	return storage.Metrics(f.db), nil
+}

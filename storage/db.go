@@ -115,3 +115,24 @@ func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
 	l.log.Error(msg, "source", "pebble", "fatal", true)
 	panic(&FatalError{Msg: msg})
 }
+
+// DiskMetrics is what an operator watches of a keyspace's Pebble.
+type DiskMetrics struct {
+	Compactions       int64  // compactions finished since open
+	CompactionsFailed int64  // compactions that failed since open
+	CompactionDebt    uint64 // bytes Pebble estimates it must compact to reach its shape
+	L0Files           int64  // files in level 0: many means compactions lag and reads slow
+	DiskBytes         uint64 // bytes on disk: tables, WAL, blobs
+}
+
+// Metrics reads db's metrics.
+func Metrics(db *pebble.DB) DiskMetrics {
+	m := db.Metrics()
+	return DiskMetrics{
+		Compactions:       m.Compact.Count,
+		CompactionsFailed: m.Compact.FailedCount,
+		CompactionDebt:    m.Compact.EstimatedDebt,
+		L0Files:           m.Levels[0].TablesCount,
+		DiskBytes:         m.DiskSpaceUsage(),
+	}
+}
