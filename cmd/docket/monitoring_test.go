@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/client"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// loopbackAddr is a loopback address whose port was free a moment ago.
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// served scrapes url and returns the metric family names in it.
+func served(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			names[f[2]] = true
+		}
+	}
+	return names
+}
+
+var metricName = regexp.MustCompile(`\b(docket_[A-Za-z0-9_]+)`)
+
+// usedNames lists the docket_* metric names in exprs, with a histogram's
+// or summary's _sum, _count and _bucket series named by their family.
+func usedNames(exprs []string) []string {
+	set := map[string]bool{}
+	for _, e := range exprs {
+		for _, m := range metricName.FindAllString(e, -1) {
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				m = strings.TrimSuffix(m, suf)
+			}
+			set[m] = true
+		}
+	}
+	var out []string
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Test_DashboardAndAlertsUseServedMetrics is issue 13's check that every
+// metric name the Grafana dashboard and the alert rules use is one a real
+// agent serves on /metrics, once it has done the work that makes each
+// series appear.
+func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
+	grpcAddr, debug := loopbackAddr(t), loopbackAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"agent", "--id", "m1", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr,
+			"--raft-addr", loopbackAddr(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	c := mustClientWith(t, []string{grpcAddr}, client.WithAttemptTimeout(5*time.Second))
+	ictx, icancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer icancel()
+	// The work that makes every series appear: a queue with totals, a
+	// pending task, a claim, a heartbeat and a stale fence.
+	var tasks []*pb.Task
+	waitFor(t, 15*time.Second, "an enqueue and a claim", func() bool {
+		if _, err := c.Enqueue(ictx, &pb.NewTask{Queue: "m", Payload: []byte("a")}, &pb.NewTask{Queue: "m", Payload: []byte("b")}); err != nil {
+			return false
+		}
+		var err error
+		tasks, err = c.Claim(ictx, &pb.ClaimRequest{Queue: "m", WorkerId: "w", MaxTasks: 1})
+		return err == nil && len(tasks) == 1
+	})
+	if _, err := c.Heartbeat(ictx, &pb.HeartbeatItem{TaskId: tasks[0].GetId(), Fence: tasks[0].GetFence(), LeaseNs: int64(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ictx, &pb.SubmitRequest{TaskId: tasks[0].GetId(), Fence: tasks[0].GetFence() + 1, Outcome: pb.Outcome_OUTCOME_COMPLETED}); err == nil {
+		t.Fatal("a forged fence was accepted")
+	}
+
+	var exprs []string
+	rules, err := os.ReadFile("monitoring/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(rules), "\n") {
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "expr:"); ok {
+			exprs = append(exprs, e)
+		}
+	}
+	raw, err := os.ReadFile("monitoring/grafana.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("grafana.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	used := usedNames(exprs)
+	if len(used) < 20 {
+		t.Fatalf("only %d metric names found in the dashboard and rules: %v", len(used), used)
+	}
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		have := served(t, "http://"+debug+"/metrics")
+		missing = missing[:0]
+		for _, n := range used {
+			if !have[n] {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dashboard or the alert rules use metrics /metrics does not serve: %v", missing)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a scrape; no state to wait on
+	}
+}
