@@ -101,6 +101,14 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 		if c.Dir, err = os.MkdirTemp("", o.TempName); err != nil {
 			return nil, "", fmt.Errorf("cluster data dir: %w", err)
 		}
+	} else if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		// 0700: it holds the admin token and the keys.
+		return nil, "", fmt.Errorf("cluster data dir: %w", err)
+	}
+	// Absolute, so the paths it prints (env file, restart command) work
+	// from any directory.
+	if abs, err := filepath.Abs(c.Dir); err == nil {
+		c.Dir = abs
 	}
 	var grpcs []string
 	for i := 1; i <= o.Nodes; i++ {
