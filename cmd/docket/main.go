@@ -1,5 +1,3 @@
-// Command docket is Docket's one binary: the server (`docket agent`), a
-// local development cluster (`docket dev`) and the operator verbs.
 package main
 
 import (
