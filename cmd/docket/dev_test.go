@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -206,5 +207,57 @@ func Test_DevInsecureIsPlain(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tls")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("--insecure made certificates: %v", err)
+	}
+}
+
+// benchOps reads a `docket bench --json` report and returns its
+// first op's successes and errors.
+func benchOps(t *testing.T, out string) (count, errs uint64) {
+	t.Helper()
+	var rep struct {
+		Ops []struct {
+			Count  uint64 `json:"count"`
+			Errors uint64 `json:"errors"`
+		} `json:"ops"`
+	}
+	i := strings.Index(out, "{")
+	if i < 0 || json.Unmarshal([]byte(out[i:]), &rep) != nil || len(rep.Ops) == 0 {
+		t.Fatalf("bench report: %s", out)
+	}
+	return rep.Ops[0].Count, rep.Ops[0].Errors
+}
+
+// Test_BenchAgainstSecureDev: `docket bench --addr` reaches the secure dev
+// cluster with the env file's CA and token, and its calls fail without a
+// token. Before bench took a token, every call was unauthenticated.
+func Test_BenchAgainstSecureDev(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBase(t, 3)
+	startDev(t, "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	addr := fmt.Sprintf("127.0.0.1:%d", base+1)
+	args := []string{"bench", "--addr", addr, "--workload", "enqueue", "-c", "2", "--count", "50", "--duration", "3s", "--ceiling=false", "--json"}
+	out, err := sourced(t, dir, args...)
+	if err != nil {
+		t.Fatalf("bench with the env file: %v\n%s", err, out)
+	}
+	if n, e := benchOps(t, out); n == 0 || e != 0 {
+		t.Fatalf("bench with the env file: %d ok, %d errors\n%s", n, e, out)
+	}
+	tok := devToken(t, dir)
+	if strings.Contains(out, tok) {
+		t.Fatal("the report shows the token")
+	}
+	t.Setenv(envToken, "")
+	var stdout, stderr logBuffer
+	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem")), &stdout, &stderr)
+	if err == nil {
+		if n, _ := benchOps(t, stdout.String()); n != 0 {
+			t.Fatalf("bench without a token enqueued %d tasks", n)
+		}
+	}
+	stdout = logBuffer{}
+	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem"), "--token", tok), &stdout, &stderr)
+	if n, e := benchOps(t, stdout.String()); err != nil || n == 0 || e != 0 || strings.Contains(stdout.String(), tok) {
+		t.Fatalf("bench --token: %v, %d ok, %d errors\n%s", err, n, e, stdout.String())
 	}
 }
