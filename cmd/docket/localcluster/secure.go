@@ -10,9 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // TokenFileName is the file in the data dir that holds the bootstrap admin
@@ -110,12 +118,27 @@ func (c *Cluster) waitToken(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// tryNode makes one authenticated call to the node at addr only.
+// tryNode asks the node at addr, and only it, for a task with a stale
+// read, which that node authenticates and answers from its own replica:
+// NotFound means it accepted the token.
 func (c *Cluster) tryNode(ctx context.Context, addr string) error {
-	cl, err := client.NewWithOptions(ctx, []string{addr}, c.ClientOptions()...)
-	if err != nil {
-		return err
+	creds := insecure.NewCredentials()
+	if c.TLS != nil {
+		cfg, err := client.TLSConfig(c.TLS.CA, c.TLS.Cert, c.TLS.Key)
+		if err != nil {
+			return err
+		}
+		creds = credentials.NewTLS(cfg)
 	}
-	_, err = cl.Stats(ctx, "", "")
-	return errors.Join(err, cl.Close())
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+c.Token), 2*time.Second)
+	defer cancel()
+	_, err = pb.NewQueueClient(cc).GetTask(ctx, &pb.GetTaskRequest{TaskId: "00000000000000000000", AllowStale: true})
+	if status.Code(err) == codes.NotFound {
+		err = nil
+	}
+	return errors.Join(err, cc.Close())
 }
