@@ -101,8 +101,9 @@ func httpsGet(t *testing.T, caPath, url, secret string) (int, string) {
 }
 
 // Test_DebugServerWithTLSAndTokens: the debug server of an agent with TLS
-// and --auth refuses plain HTTP, a request without a token, an unknown or
-// revoked token and one without the role, and answers an admin token.
+// and --auth refuses plain HTTP, a request without a token, an unknown,
+// revoked or expired token and one without the role or over one tenant
+// only, and answers an admin token.
 // Against the old server (plain HTTP, no token) the plain GET was
 // answered with the metrics.
 func Test_DebugServerWithTLSAndTokens(t *testing.T) {
@@ -124,6 +125,10 @@ func Test_DebugServerWithTLSAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenantAdmin, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "a", Roles: []string{cluster.RoleAdmin}, Tenants: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "e", Roles: []string{cluster.RoleAdmin}, Tenants: []string{"*"}, TtlNs: int64(time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +164,7 @@ func Test_DebugServerWithTLSAndTokens(t *testing.T) {
 		{"no token", metrics, "", http.StatusUnauthorized},
 		{"unknown token", metrics, "not-a-token", http.StatusUnauthorized},
 		{"revoked admin token", cmdline, revoked.GetSecret(), http.StatusUnauthorized},
+		{"expired admin token", cmdline, expired.GetSecret(), http.StatusUnauthorized},
 		{"producer and worker", metrics, producer.GetSecret(), http.StatusForbidden},
 		{"admin of one tenant", cmdline, tenantAdmin.GetSecret(), http.StatusForbidden},
 		{"reader on profiles", cmdline, reader.GetSecret(), http.StatusForbidden},
