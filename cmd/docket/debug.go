@@ -49,12 +49,12 @@ func checkDebugAddr(addr string, secure bool) error {
 // cluster on every request.
 type debugGuard struct {
 	tls *certs.Reloader
-	// auth authenticates a secret once the node is up (setNode); until
-	// then every request answers 503.
-	auth atomic.Pointer[cluster.Node]
+	// node authenticates secrets once it is up (setNode); until then
+	// every request answers 503.
+	node atomic.Pointer[cluster.Node]
 }
 
-func (g *debugGuard) setNode(n *cluster.Node) { g.auth.Store(n) }
+func (g *debugGuard) setNode(n *cluster.Node) { g.node.Store(n) }
 
 // tlsConfig is the node's API certificate with no client certificate
 // asked for (the token authenticates), offering HTTP/1.1 beside h2 so
@@ -78,7 +78,7 @@ func (g *debugGuard) tlsConfig() *tls.Config {
 // tenant ("*"): the debug server's answers are not split by tenant.
 func (g *debugGuard) require(h http.Handler, roles ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		node := g.auth.Load()
+		node := g.node.Load()
 		if node == nil {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 			return

@@ -110,7 +110,9 @@ func (c *Cluster) waitToken(ctx context.Context, d time.Duration) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%s never accepted the admin token within %v: %w (last: %v; logs in %s)", n.ID, d, ctx.Err(), err, c.Dir)
+				// A kept cluster bootstraps its token once: an admin.token
+				// replaced since then is not the one it knows.
+				return fmt.Errorf("%s never accepted the admin token in %s within %v: %w (last: %v; logs in %s)", n.ID, c.TokenFile, d, ctx.Err(), err, c.Dir)
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
