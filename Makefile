@@ -61,8 +61,12 @@ proto:
 		--go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 		proto/docketv1/*.proto
 
+# run: a secure local cluster whose data, certificates and admin token stay
+# in DEV_DIR across runs, so `source $(DEV_DIR)/env` in another shell
+# keeps working (make clean starts afresh).
+DEV_DIR ?= data/dev
 run: build
-	$(BIN) dev
+	$(BIN) dev --data-dir $(DEV_DIR)
 
 clean:
 	rm -rf bin data

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/connlimit"
@@ -74,7 +71,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&o.api.Auth, "auth", false, "require a bearer token (docket token create) on every Queue and Cluster call but Status; off: no token needed")
 	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap admin token's secret, used on the cluster's first boot only (or DOCKET_BOOTSTRAP_TOKEN; never a flag value)")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles over HTTP on this loopback address (off when empty; a non-loopback address is refused)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles on this address (off when empty). With TLS and --auth: HTTPS with this node's certificate and a bearer token on every request (/metrics: reader or admin over \"*\"; profiles: admin over \"*\"), on any address; otherwise plain HTTP, and only a loopback address")
 	agentTLSFlags(fs, o)
 	return &c, o
 }
@@ -126,9 +123,16 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer watchHUP(ctx, reloader, log)()
+	var guard *debugGuard
 	if o.debugAddr != "" {
-		if err := checkDebugAddr(o.debugAddr); err != nil {
+		// An agent that runs TLS and --auth asks the same of its debug
+		// server, on any address; only such a server may leave loopback.
+		secure := reloader != nil && o.api.Auth
+		if err := checkDebugAddr(o.debugAddr, secure); err != nil {
 			return err
+		}
+		if secure {
+			guard = &debugGuard{tls: reloader}
 		}
 		// Metrics are registered only when something serves them.
 		reg := prometheus.NewRegistry()
@@ -138,19 +142,20 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := bridgeRaftMetrics(reg); err != nil {
 			return err
 		}
-		_, stop, err := serveDebug(o.debugAddr, reg, log)
+		_, stop, err := serveDebug(o.debugAddr, reg, log, guard)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	return serve(ctx, *cfg, o.api, plan.GRPCConns, log)
+	return serve(ctx, *cfg, o.api, plan.GRPCConns, log, guard)
 }
 
 // serve runs one node until ctx ends, then stops it gracefully: the API
 // stops taking work, leadership moves, Raft shuts down, stores close. The
-// API holds at most maxConns connections at once (fdPlan).
-func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxConns int, log *slog.Logger) error {
+// API holds at most maxConns connections at once (fdPlan). guard, when
+// not nil, is handed the node to check the debug server's tokens with.
+func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxConns int, log *slog.Logger, guard *debugGuard) error {
 	raw, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
@@ -163,6 +168,9 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 	node, err := cluster.New(cfg)
 	if err != nil {
 		return errors.Join(err, lis.Close())
+	}
+	if guard != nil {
+		guard.setNode(node)
 	}
 	srv := transport.NewServer(node, api)
 	served := make(chan error, 1)
@@ -203,34 +211,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// serveDebug serves net/http/pprof on addr until the returned func is
-// called. `docket bench` and operators use it to see what bounds a node.
-func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
-	raw, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("debug listen %s: %w", addr, err)
-	}
-	// Its connections come out of the descriptor reserve (fdPlan).
-	lis := connlimit.New(raw, debugMaxConns, "debug", log)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	// cmdline shows the agent's flags to whoever reaches this address:
-	// no flag takes a secret (Test_AgentFlagsCarryNoSecrets).
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("debug server stopped", "err", err)
-		}
-	}()
-	log.Info("debug server", "addr", lis.Addr().String())
-	return lis.Addr().String(), func() { _ = hs.Close() }, nil // closing at exit; nothing to report
 }
 
 // registerListener exports a listener's open connections and refusals.

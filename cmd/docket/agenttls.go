@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -81,25 +79,4 @@ func watchHUP(ctx context.Context, r *certs.Reloader, log *slog.Logger) func() {
 	done := make(chan struct{})
 	go func() { defer close(done); reloadOnHUP(ctx, ch, r, log) }()
 	return func() { signal.Stop(ch); cancel(); <-done }
-}
-
-// errDebugNotLoopback refuses a debug address others could reach.
-var errDebugNotLoopback = errors.New("--debug-addr must be a loopback address")
-
-// checkDebugAddr refuses a --debug-addr that is not loopback: pprof and
-// metrics carry no authentication, and serving them beyond the host needs
-// TLS and a token, which the debug server does not have yet.
-func checkDebugAddr(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%w: --debug-addr %q: %v", errUsage, addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%w: %w, got %q (127.0.0.1:PORT or [::1]:PORT)", errUsage, errDebugNotLoopback, addr)
-	}
-	return nil
 }

@@ -13,13 +13,17 @@ import (
 )
 
 // runDev starts a local 3-node cluster as child processes of this binary,
-// so that a node can be killed and restarted like a real server.
+// so that a node can be killed and restarted like a real server. It is
+// secure unless --insecure: TLS on every channel and --auth, with
+// throwaway certificates and an admin token kept in the data dir, and an
+// env file that points a shell's verbs at the cluster.
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a fresh temp dir, removed on exit)")
 	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i and Raft on base+100+i, on 127.0.0.1")
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
+	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -32,6 +36,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	c, leader, err := localcluster.Start(ctx, localcluster.Options{
 		Exe: exe, Dir: *dataDir, TempName: "docket-dev-", BasePort: *basePort, Nodes: *nodes,
+		TLS: !*insecure, Auth: !*insecure,
 	})
 	if err != nil {
 		return err
@@ -46,7 +51,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, n := range c.Nodes {
 		fmt.Fprintf(stdout, "  %s  grpc %s  raft %s  pid %d  log %s\n", n.ID, n.GRPC, n.Raft, n.Pid(), n.LogPath)
 	}
-	fmt.Fprintf(stdout, "try:  docket enqueue jobs 'hello'   (addresses default to this cluster)\n")
+	if err := printDevAccess(stdout, c); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "restart a killed node with:  %s %s\n", exe, strings.Join(c.Nodes[0].Args, " "))
 	fmt.Fprintf(stdout, "Ctrl-C stops the cluster.\n")
 

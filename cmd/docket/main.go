@@ -1,5 +1,3 @@
-// Command docket is Docket's one binary: the server (`docket agent`), a
-// local development cluster (`docket dev`) and the operator verbs.
 package main
 
 import (
@@ -17,7 +15,8 @@ const usage = `docket: a Raft-replicated task queue
 
 Usage:
   docket agent [flags]           run one server node
-  docket dev [flags]             run a local 3-node cluster on loopback
+  docket dev [flags]             run a local 3-node cluster on loopback, TLS and
+                                 tokens on (--insecure: off); source DATA-DIR/env
   docket enqueue QUEUE PAYLOAD   enqueue a task (payload "-" reads stdin)
   docket claim QUEUE             claim tasks under a lease
   docket submit ID FENCE [RESULT]  complete a claimed task

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -17,17 +16,6 @@ import (
 	"github.com/dockethq/docket/client"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// loopbackAddr is a loopback address whose port was free a moment ago.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // served scrapes url and returns the metric family names in it.
 func served(t *testing.T, url string) map[string]bool {

@@ -369,7 +369,7 @@ func Test_TLSReloadOnSIGHUP(t *testing.T) {
 
 func Test_DebugAddrMustBeLoopback(t *testing.T) {
 	for _, ok := range []string{"127.0.0.1:0", "[::1]:7800", "localhost:7800", "127.0.0.2:1"} {
-		if err := checkDebugAddr(ok); err != nil {
+		if err := checkDebugAddr(ok, false); err != nil {
 			t.Errorf("%s refused: %v", ok, err)
 		}
 	}
@@ -382,7 +382,7 @@ func Test_DebugAddrMustBeLoopback(t *testing.T) {
 		t.Fatalf("agent --tls-client-auth without certificates: %v, want an error naming the flag", err)
 	}
 	for _, bad := range []string{":7800", "10.0.0.1:7800", "example.com:80"} {
-		if err := checkDebugAddr(bad); err == nil {
+		if err := checkDebugAddr(bad, false); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
 	}

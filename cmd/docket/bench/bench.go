@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,9 @@ type Config struct {
 	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
 	TLS                    bool
 	TLSCA, TLSCert, TLSKey string
+	// Token is the bearer token sent to an --addr cluster run with --auth
+	// (--token, or DOCKET_TOKEN). Never in the report.
+	Token string
 }
 
 // Workloads lists what --workload accepts.
@@ -84,7 +88,7 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 		return err
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(args, " "),
+	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(redactToken(args), " "),
 		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
 		Config:  cfg.describe(), Extra: map[string]any{}}
 	r := &runner{cfg: cfg, rep: rep, stderr: stderr}
@@ -135,8 +139,13 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.TLSCA, "tls-ca", os.Getenv("DOCKET_TLS_CA"), "--addr cluster: PEM file of its CA (env DOCKET_TLS_CA)")
 	fs.StringVar(&c.TLSCert, "tls-cert", os.Getenv("DOCKET_TLS_CERT"), "--addr cluster: client certificate (env DOCKET_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", os.Getenv("DOCKET_TLS_KEY"), "--addr cluster: client certificate's key (env DOCKET_TLS_KEY)")
+	fs.StringVar(&c.Token, "token", "", "--addr cluster: bearer token for a cluster run with --auth (env "+envToken+", which keeps it out of ps)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	tokenFlag := c.Token != ""
+	if c.Token == "" {
+		c.Token = os.Getenv(envToken)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: docket bench takes flags only, got %q", ErrUsage, fs.Args())
@@ -165,10 +174,32 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.TLS && c.Addr != "" {
 		errs = append(errs, errors.New("--tls makes the local cluster's certificates; for --addr give --tls-ca (and --tls-cert, --tls-key)"))
 	}
+	if tokenFlag && c.Addr == "" {
+		errs = append(errs, errors.New("--token is for an --addr cluster; the local cluster runs without --auth"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	return c, nil
+}
+
+// envToken is the caller's token, as every docket verb reads it.
+const envToken = "DOCKET_TOKEN"
+
+// redactToken hides a --token value from the command the report shows.
+func redactToken(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		switch {
+		case a == "--token" || a == "-token":
+			if i+1 < len(out) {
+				out[i+1] = "REDACTED"
+			}
+		case strings.HasPrefix(a, "--token=") || strings.HasPrefix(a, "-token="):
+			out[i] = a[:strings.Index(a, "=")+1] + "REDACTED"
+		}
+	}
+	return out
 }
 
 func (c Config) describe() map[string]any {
@@ -176,7 +207,7 @@ func (c Config) describe() map[string]any {
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs,
-		"tls": c.TLS || c.TLSCA != ""}
+		"tls": c.TLS || c.TLSCA != "", "token": c.Addr != "" && c.Token != ""}
 }
 
 func loadavg() string {
@@ -264,8 +295,13 @@ func (r *runner) client(ctx context.Context) (*client.Client, error) {
 	opts := []client.Option{client.WithLogger(slog.Default()), client.WithSharedRPCs(r.cfg.SharedRPCs)}
 	if r.local != nil {
 		opts = append(opts, r.local.ClientOptions()...)
-	} else if r.cfg.TLSCA != "" || r.cfg.TLSCert != "" {
-		opts = append(opts, client.WithTLS(r.cfg.TLSCA, r.cfg.TLSCert, r.cfg.TLSKey))
+	} else {
+		if r.cfg.TLSCA != "" || r.cfg.TLSCert != "" {
+			opts = append(opts, client.WithTLS(r.cfg.TLSCA, r.cfg.TLSCert, r.cfg.TLSKey))
+		}
+		if r.cfg.Token != "" {
+			opts = append(opts, client.WithToken(r.cfg.Token))
+		}
 	}
 	c, err := client.NewWithOptions(ctx, r.addrs, opts...)
 	if err != nil {

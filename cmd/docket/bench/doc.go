@@ -33,4 +33,10 @@
 //     The local cluster binds 127.0.0.1 only.
 //   - Each node serves pprof on 127.0.0.1:base+200+i, so a profile can be
 //     taken while a workload runs (see BENCHMARKS.md).
+//   - The local cluster runs without --auth (with TLS only when --tls): a
+//     token check per call is a map lookup in the node's replica, not
+//     worth a second variant. --token (or DOCKET_TOKEN) reaches an --addr
+//     cluster, `docket dev`'s included; an explicit --token without --addr
+//     is refused, DOCKET_TOKEN is then ignored, and the report's command
+//     line shows REDACTED in place of the secret.
 package bench

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,5 +48,26 @@ func Test_ParseAgentArgs(t *testing.T) {
 		if c.AgentArgs[i] != want[i] {
 			t.Fatalf("agent args %q", c.AgentArgs)
 		}
+	}
+}
+
+// Test_ParseToken: --token reaches an --addr cluster, DOCKET_TOKEN stands
+// in for it, and the report's command never shows the secret.
+func Test_ParseToken(t *testing.T) {
+	t.Setenv(envToken, "from-env")
+	c, err := parse([]string{"--addr", "127.0.0.1:1"}, io.Discard)
+	if err != nil || c.Token != "from-env" {
+		t.Fatalf("env token: %q %v", c.Token, err)
+	}
+	c, err = parse([]string{"--addr", "127.0.0.1:1", "--token", "from-flag"}, io.Discard)
+	if err != nil || c.Token != "from-flag" {
+		t.Fatalf("flag token: %q %v", c.Token, err)
+	}
+	if _, err := parse([]string{"--token", "x"}, io.Discard); !errors.Is(err, ErrUsage) {
+		t.Fatalf("--token without --addr: %v, want ErrUsage", err)
+	}
+	got := strings.Join(redactToken([]string{"--addr", "a", "--token", "s3cret", "-token=s3cret", "--token=s3cret"}), " ")
+	if strings.Contains(got, "s3cret") || strings.Count(got, "REDACTED") != 3 {
+		t.Fatalf("redacted: %q", got)
 	}
 }

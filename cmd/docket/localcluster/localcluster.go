@@ -12,6 +12,12 @@
 //     SIGKILL after 15 s).
 //   - Node output goes to a log file per node in the data dir, not the
 //     terminal.
+//   - TLS and Auth are generated on the first run and reused from a kept
+//     data dir (certificates, admin.token), so a restarted cluster keeps
+//     the CA and the token its clients hold. The admin secret reaches the
+//     nodes by a file, never a flag (ps, /debug/pprof/cmdline). Start
+//     returns only once every node accepts the token, so the first call
+//     a user makes cannot meet a node that has not applied it yet.
 package localcluster
 
 import (
@@ -27,7 +33,6 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cmd/docket/tlsgen"
 )
 
 // Options say what to start.
@@ -41,8 +46,13 @@ type Options struct {
 	Debug     bool     // serve pprof on base+200+i
 	ExtraArgs []string // more `docket agent` flags for every node
 	// TLS makes a throwaway CA in Dir/tls, a server certificate per node
-	// and a client certificate, and runs the nodes with TLS on.
+	// and a client certificate, and runs the nodes with TLS on. A kept
+	// Dir reuses the files of the previous run.
 	TLS bool
+	// Auth runs the nodes with --auth and a bootstrap admin token whose
+	// secret is minted into Dir/admin.token (0600), or read from it when a
+	// previous run left it there.
+	Auth bool
 }
 
 // TLSFiles are a client's TLS files: the CA and a client certificate.
@@ -63,39 +73,23 @@ type Cluster struct {
 	Nodes []*Node
 	Ready time.Time // when a leader first answered
 	// TLS, when Options.TLS, is what a client connects with.
-	TLS  *TLSFiles
-	keep bool
+	TLS *TLSFiles
+	// Token, when Options.Auth, is the admin token's secret, read by the
+	// nodes from TokenFile.
+	Token, TokenFile string
+	keep             bool
 }
 
 // ClientOptions are the client options that reach this cluster.
 func (c *Cluster) ClientOptions() []client.Option {
-	if c.TLS == nil {
-		return nil
+	var opts []client.Option
+	if c.TLS != nil {
+		opts = append(opts, client.WithTLS(c.TLS.CA, c.TLS.Cert, c.TLS.Key))
 	}
-	return []client.Option{client.WithTLS(c.TLS.CA, c.TLS.Cert, c.TLS.Key)}
-}
-
-// makeTLS writes the cluster's CA, a server certificate per node and a
-// client certificate into dir.
-func (c *Cluster) makeTLS(dir string) (map[string][2]string, error) {
-	ca, _, err := tlsgen.CA(dir, 30)
-	if err != nil {
-		return nil, err
+	if c.Token != "" {
+		opts = append(opts, client.WithToken(c.Token))
 	}
-	servers := map[string][2]string{}
-	for _, n := range c.Nodes {
-		crt, key, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: n.ID, Server: true, Days: 30})
-		if err != nil {
-			return nil, err
-		}
-		servers[n.ID] = [2]string{crt, key}
-	}
-	crt, key, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: "client", Days: 30})
-	if err != nil {
-		return nil, err
-	}
-	c.TLS = &TLSFiles{CA: ca, Cert: crt, Key: key}
-	return servers, nil
+	return opts
 }
 
 // Start launches the nodes and waits until one of them leads. It returns
@@ -107,6 +101,14 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 		if c.Dir, err = os.MkdirTemp("", o.TempName); err != nil {
 			return nil, "", fmt.Errorf("cluster data dir: %w", err)
 		}
+	} else if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		// 0700: it holds the admin token and the keys.
+		return nil, "", fmt.Errorf("cluster data dir: %w", err)
+	}
+	// Absolute, so the paths it prints (env file, restart command) work
+	// from any directory.
+	if abs, err := filepath.Abs(c.Dir); err == nil {
+		c.Dir = abs
 	}
 	var grpcs []string
 	for i := 1; i <= o.Nodes; i++ {
@@ -134,6 +136,14 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 			n.Args = append(n.Args, "--tls-ca", c.TLS.CA, "--tls-cert", servers[n.ID][0], "--tls-key", servers[n.ID][1])
 		}
 	}
+	if o.Auth {
+		if err := c.makeToken(c.Dir); err != nil {
+			return nil, "", errors.Join(fmt.Errorf("cluster admin token: %w", err), c.Close())
+		}
+		for _, n := range c.Nodes {
+			n.Args = append(n.Args, "--auth", "--bootstrap-token-file", c.TokenFile)
+		}
+	}
 	for _, n := range c.Nodes {
 		n.Args = append(n.Args, o.ExtraArgs...)
 	}
@@ -145,6 +155,11 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 	leader, err := c.waitLeader(ctx, 30*time.Second)
 	if err != nil {
 		return nil, "", errors.Join(err, c.Close())
+	}
+	if c.Token != "" {
+		if err := c.waitToken(ctx, 30*time.Second); err != nil {
+			return nil, "", errors.Join(err, c.Close())
+		}
 	}
 	c.Ready = time.Now()
 	return c, leader, nil

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cmd/docket/localcluster"
+)
+
+// devRun is one `docket dev` running in this process (its nodes are
+// children running this test binary as docket, envRunMain).
+type devRun struct {
+	out  *logBuffer
+	stop func() error
+}
+
+// freeBase finds a base port whose gRPC (base+1..n) and Raft
+// (base+101..100+n) ports are free now on 127.0.0.1.
+func freeBase(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		base := 20000 + (os.Getpid()*7+try*311)%20000
+		ok := true
+		for i := 1; i <= n && ok; i++ {
+			for _, p := range []int{base + i, base + 100 + i} {
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+				if err != nil {
+					ok = false
+					break
+				}
+				_ = l.Close()
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free base port")
+	return 0
+}
+
+// startDev runs `docket dev args...` until the cluster is ready; stop
+// ends it (as Ctrl-C does) and waits for it.
+func startDev(t *testing.T, args ...string) *devRun {
+	t.Helper()
+	t.Setenv(envRunMain, "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &logBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runDev(ctx, args, out, out) }()
+	var once bool
+	stop := func() error {
+		if once {
+			return nil
+		}
+		once = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	deadline := time.After(90 * time.Second)
+	for !out.has("Ctrl-C stops the cluster") {
+		select {
+		case err := <-done:
+			once = true
+			t.Fatalf("docket dev ended before it was ready: %v\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("docket dev not ready in 90 s:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return &devRun{out: out, stop: stop}
+}
+
+// sourced runs `. DIR/env && docket args...` in a fresh shell with none
+// of this process's DOCKET_ variables, as a user's other terminal would.
+func sourced(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `. "$1" && shift && exec "$0" "$@"`
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script, exe, filepath.Join(dir, DevEnvFile)}, args...)...)
+	cmd.Env = []string{envRunMain + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func devToken(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, localcluster.TokenFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Test_DevSecureByDefault: `docket dev` without flags runs TLS and auth;
+// a plaintext client and a TLS client without a token are refused; the
+// env file it writes (0600) is all another shell needs; a restart on the
+// same data dir keeps the CA, the token and the data. Before dev was
+// secure, the plaintext client was answered and the env file was missing.
+func Test_DevSecureByDefault(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBase(t, 3)
+	dev := startDev(t, "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", base+1), fmt.Sprintf("127.0.0.1:%d", base+2), fmt.Sprintf("127.0.0.1:%d", base+3)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	plain, err := client.NewWithOptions(pctx, addrs)
+	if err == nil {
+		_, err = plain.Stats(pctx, "", "")
+		_ = plain.Close()
+	}
+	pcancel()
+	if err == nil {
+		t.Fatal("a plaintext client was answered")
+	}
+
+	tok := devToken(t, dir)
+	for _, want := range []string{"admin token: " + tok, "source " + filepath.Join(dir, DevEnvFile), "DOCKET_TLS_CA="} {
+		if !dev.out.has(want) {
+			t.Fatalf("dev output lacks %q:\n%s", want, dev.out.String())
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, DevEnvFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("env file: %v %v, want mode 0600", fi, err)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if b, err := os.ReadFile(filepath.Join(dir, n+".log")); err != nil || strings.Contains(string(b), tok) {
+			t.Fatalf("%s's log holds the admin token (or is missing: %v)", n, err)
+		}
+	}
+
+	ca := filepath.Join(dir, "tls", "docket-ca.pem")
+	anon, err := client.NewWithOptions(ctx, addrs, client.WithTLS(ca, "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if _, err := anon.EnqueueOne(ctx, "jobs", []byte("anon")); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("enqueue over TLS without a token: %v, want unauthenticated", err)
+	}
+
+	if out, err := sourced(t, dir, "enqueue", "jobs", "hello"); err != nil || !strings.Contains(out, "PENDING") {
+		t.Fatalf("enqueue with the env file: %v\n%s", err, out)
+	}
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+		t.Fatalf("stats with the env file: %v\n%s", err, out)
+	}
+
+	if err := dev.stop(); err != nil {
+		t.Fatalf("stop dev: %v\n%s", err, dev.out.String())
+	}
+	dev = startDev(t, "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	if got := devToken(t, dir); got != tok || !dev.out.has("admin token: "+tok) {
+		t.Fatalf("restart minted a new token (%q, was %q):\n%s", got, tok, dev.out.String())
+	}
+	if out, err := sourced(t, dir, "enqueue", "jobs", "again"); err != nil {
+		t.Fatalf("enqueue after a restart: %v\n%s", err, out)
+	}
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+2\s`).MatchString(out) {
+		t.Fatalf("stats after a restart: %v\n%s", err, out)
+	}
+}
+
+// Test_DevInsecureIsPlain: --insecure is today's plaintext cluster with
+// no token, and its env file clears a secure cluster's variables.
+func Test_DevInsecureIsPlain(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBase(t, 3)
+	dev := startDev(t, "--insecure", "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	if !dev.out.has("INSECURE") {
+		t.Fatalf("no warning:\n%s", dev.out.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.NewWithOptions(ctx, []string{fmt.Sprintf("127.0.0.1:%d", base+1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.EnqueueOne(ctx, "jobs", []byte("plain")); err != nil {
+		t.Fatalf("plaintext enqueue without a token: %v", err)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, DevEnvFile))
+	if err != nil || strings.Contains(string(env), "export DOCKET_TOKEN") || !strings.Contains(string(env), "unset DOCKET_TLS_CA") {
+		t.Fatalf("env file: %v\n%s", err, env)
+	}
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+		t.Fatalf("stats with the env file: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tls")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--insecure made certificates: %v", err)
+	}
+}
+
+// benchOps reads a `docket bench --json` report and returns its
+// first op's successes and errors.
+func benchOps(t *testing.T, out string) (count, errs uint64) {
+	t.Helper()
+	var rep struct {
+		Ops []struct {
+			Count  uint64 `json:"count"`
+			Errors uint64 `json:"errors"`
+		} `json:"ops"`
+	}
+	i := strings.Index(out, "{")
+	if i < 0 || json.Unmarshal([]byte(out[i:]), &rep) != nil || len(rep.Ops) == 0 {
+		t.Fatalf("bench report: %s", out)
+	}
+	return rep.Ops[0].Count, rep.Ops[0].Errors
+}
+
+// Test_BenchAgainstSecureDev: `docket bench --addr` reaches the secure dev
+// cluster with the env file's CA and token, and its calls fail without a
+// token. Before bench took a token, every call was unauthenticated.
+func Test_BenchAgainstSecureDev(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBase(t, 3)
+	startDev(t, "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	addr := fmt.Sprintf("127.0.0.1:%d", base+1)
+	args := []string{"bench", "--addr", addr, "--workload", "enqueue", "-c", "2", "--count", "50", "--duration", "3s", "--ceiling=false", "--json"}
+	out, err := sourced(t, dir, args...)
+	if err != nil {
+		t.Fatalf("bench with the env file: %v\n%s", err, out)
+	}
+	if n, e := benchOps(t, out); n == 0 || e != 0 {
+		t.Fatalf("bench with the env file: %d ok, %d errors\n%s", n, e, out)
+	}
+	tok := devToken(t, dir)
+	if strings.Contains(out, tok) {
+		t.Fatal("the report shows the token")
+	}
+	t.Setenv(envToken, "")
+	var stdout, stderr logBuffer
+	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem")), &stdout, &stderr)
+	if err == nil {
+		if n, _ := benchOps(t, stdout.String()); n != 0 {
+			t.Fatalf("bench without a token enqueued %d tasks", n)
+		}
+	}
+	stdout = logBuffer{}
+	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem"), "--token", tok), &stdout, &stderr)
+	if n, e := benchOps(t, stdout.String()); err != nil || n == 0 || e != 0 || strings.Contains(stdout.String(), tok) {
+		t.Fatalf("bench --token: %v, %d ok, %d errors\n%s", err, n, e, stdout.String())
+	}
+}

@@ -1,0 +1,25 @@
+// Command docket is Docket's one binary: the server (`docket agent`), a
+// local development cluster (`docket dev`) and the operator verbs.
+//
+// # Decisions and trade-offs
+//
+//   - `docket dev` is secure by default (TLS on every channel, --auth, a
+//     throwaway CA and an admin token in the data dir), so the everyday
+//     path is the one a shared network needs; --insecure is the explicit
+//     opt-out. It writes <data-dir>/env (0600) for a shell to source, and
+//     `make run` keeps its data dir (data/dev), so the README can name that
+//     file and a restart keeps the CA and token a shell already holds.
+//     Clients need only the CA: the nodes verify a client certificate if
+//     one is given, and the token authenticates.
+//   - The debug server (--debug-addr) of an agent that runs TLS and --auth
+//     is secured on every address, loopback included: HTTPS with the node's
+//     certificate and a bearer token checked against the node's replica.
+//     A secured cluster should not leave one listener open to any local
+//     user; an agent without both keeps today's plain HTTP, on loopback
+//     only, and a non-loopback address is refused at start.
+//   - The debug server's roles: /metrics for a reader or admin token,
+//     the profiles for an admin token, both over every tenant ("*"):
+//     metrics and profiles are not split by tenant, and a heap or goroutine
+//     profile shows more of the process than any one tenant may see. A
+//     request before the node is up answers 503.
+package main
