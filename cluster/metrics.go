@@ -23,6 +23,10 @@ type serviceMetrics struct {
 	// proposed as leader, by command type.
 	staleFence *prometheus.CounterVec
 	heartbeats prometheus.Counter
+	// held is claim-to-answer time by outcome; renewal the gap between a
+	// lease's renewals.
+	held    *prometheus.HistogramVec
+	renewal prometheus.Histogram
 }
 
 func newServiceMetrics(reg prometheus.Registerer, log *slog.Logger) *serviceMetrics {
@@ -55,11 +59,23 @@ func newServiceMetrics(reg prometheus.Registerer, log *slog.Logger) *serviceMetr
 			Namespace: "docket", Subsystem: "lease", Name: "heartbeats_total",
 			Help: "Leases renewed by Heartbeat. Leader-local.",
 		}),
+		held: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "docket", Subsystem: "lease", Name: "claim_to_answer_seconds",
+			Help: "Time from a task's claim to its worker's accepted Submit (outcome completed or failed) or Nack, " +
+				"by the leader's clock. Leader-local.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5 ms .. about 22 min
+		}, []string{"outcome"}),
+		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "docket", Subsystem: "lease", Name: "renewal_gap_seconds",
+			Help: "Time between a lease's renewals (claim or heartbeat to the next heartbeat); close to the lease means " +
+				"workers renew late. Leader-local.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms .. about 80 s
+		}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.coBatch, m.waiters, m.undelivered, m.released, m.staleFence, m.heartbeats} {
+	for _, c := range []prometheus.Collector{m.coBatch, m.waiters, m.undelivered, m.released, m.staleFence, m.heartbeats, m.held, m.renewal} {
 		if err := reg.Register(c); err != nil {
 			// A second Service on one registry (tests): its metrics stay local.
 			log.Warn("cluster metric not registered", "err", err)
@@ -83,8 +99,18 @@ func (m *serviceMetrics) observe(cmd *pb.Command, res *pb.CommandResult) {
 		switch {
 		case it.GetCode() == pb.Code_CODE_STALE_FENCE:
 			m.staleFence.WithLabelValues(op).Inc()
-		case it.GetCode() == pb.Code_CODE_OK && cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT:
+		case it.GetCode() != pb.Code_CODE_OK:
+		case cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT:
 			m.heartbeats.Inc()
+			m.renewal.Observe(float64(it.GetSinceNs()) / 1e9)
+		case cmd.GetType() == pb.CommandType_COMMAND_TYPE_SUBMIT:
+			outcome := "completed"
+			if cmd.GetSubmit().GetOutcome() == pb.Outcome_OUTCOME_FAILED {
+				outcome = "failed"
+			}
+			m.held.WithLabelValues(outcome).Observe(float64(it.GetSinceNs()) / 1e9)
+		case cmd.GetType() == pb.CommandType_COMMAND_TYPE_NACK:
+			m.held.WithLabelValues("nack").Observe(float64(it.GetSinceNs()) / 1e9)
 		}
 	}
 }

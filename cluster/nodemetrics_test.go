@@ -13,9 +13,8 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// metricValue is the value of the series name{labels} in reg, and whether
-// it exists. labels are "k=v" pairs.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+// series finds name{labels} in reg; labels are "k=v" pairs.
+func series(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (*dto.MetricFamily, *dto.Metric) {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
@@ -25,7 +24,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 		if f.GetName() != name {
 			continue
 		}
-	series:
+	next:
 		for _, m := range f.GetMetric() {
 			have := map[string]string{}
 			for _, l := range m.GetLabel() {
@@ -34,23 +33,35 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 			for _, kv := range labels {
 				k, v, _ := strings.Cut(kv, "=")
 				if have[k] != v {
-					continue series
+					continue next
 				}
 			}
-			return valueOf(f.GetType(), m), true
+			return f, m
 		}
 	}
-	return 0, false
+	return nil, nil
 }
 
-func valueOf(typ dto.MetricType, m *dto.Metric) float64 {
-	switch typ {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue()
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue()
+// metricValue is the value of a counter or gauge series, and whether it
+// exists.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	f, m := series(t, reg, name, labels...)
+	if m == nil {
+		return 0, false
 	}
-	return m.GetUntyped().GetValue()
+	if f.GetType() == dto.MetricType_COUNTER {
+		return m.GetCounter().GetValue(), true
+	}
+	return m.GetGauge().GetValue(), true
+}
+
+// histCount is how many observations a histogram series holds; 0 when it
+// has none.
+func histCount(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	_, m := series(t, reg, name, labels...)
+	return float64(m.GetHistogram().GetSampleCount())
 }
 
 // Test_MetricsMoveByExactlyTheRightAmount is issue 13's metrics test: it
@@ -183,6 +194,15 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		}
 		if got, _ := metricValue(t, reg, "docket_lease_heartbeats_total"); got != wantLocal {
 			t.Errorf("%s: heartbeats_total = %v, want %v", n.ID(), got, wantLocal)
+		}
+		for _, h := range []struct {
+			name   string
+			labels []string
+		}{{"docket_lease_claim_to_answer_seconds", []string{"outcome=completed"}}, {"docket_lease_claim_to_answer_seconds", []string{"outcome=nack"}},
+			{"docket_lease_renewal_gap_seconds", nil}} {
+			if got := histCount(t, reg, h.name, h.labels...); got != wantLocal {
+				t.Errorf("%s: %s%v observed %v times, want %v", n.ID(), h.name, h.labels, got, wantLocal)
+			}
 		}
 	}
 }

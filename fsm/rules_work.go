@@ -210,6 +210,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if lease == 0 {
 			lease = t.GetLeaseNs()
 		}
+		renewed := t.GetLeaseUntil() - t.GetLeaseNs() // the last claim or heartbeat
 		until := max(t.GetLeaseUntil(), addTime(tx.now, lease))
 		err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 			t.LeaseNs = lease
@@ -221,7 +222,9 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if err != nil {
 			return err
 		}
-		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+		it := item(pb.Code_CODE_OK, t.GetId(), t, "")
+		it.SinceNs = max(0, tx.now-renewed)
+		res.Items = append(res.Items, it)
 	}
 	return nil
 }
@@ -245,6 +248,7 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if c.GetOutcome() == pb.Outcome_OUTCOME_FAILED {
 		to = pb.TaskState_TASK_STATE_FAILED
 	}
+	claimed := t.GetClaimedAt()
 	err = tx.finishTask(t, to, func(t *pb.Task) {
 		t.Outcome = c.GetOutcome()
 		t.Result = c.GetResult()
@@ -253,7 +257,9 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if err != nil {
 		return err
 	}
-	res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
+	it.SinceNs = max(0, tx.now-claimed)
+	res.Items = append(res.Items, it)
 	return nil
 }
 
@@ -268,10 +274,13 @@ func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
 		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
 		return nil
 	}
+	claimed := t.GetClaimedAt()
 	if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason()); err != nil {
 		return err
 	}
-	res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
+	it.SinceNs = max(0, tx.now-claimed)
+	res.Items = append(res.Items, it)
 	return nil
 }
 

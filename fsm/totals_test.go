@@ -86,3 +86,25 @@ func Test_TotalsWaitForTheirLevel(t *testing.T) {
 		t.Fatalf("totals after the latch: %v, want one enqueue counted from the latch on", got)
 	}
 }
+
+// Test_AnswersSayHowLongTheClaimWasHeld: the leader's lease histograms
+// read since_ns from the answers, computed from the entry's time.
+func Test_AnswersSayHowLongTheClaimWasHeld(t *testing.T) {
+	h := newHarness(t)
+	h.enqueue(t0, nt("q", "t", 0), nt("q", "t", 0))
+	tasks := h.claim(at(time.Second), "q", "t", 2)
+	a, b := tasks[0], tasks[1]
+	if it := h.one(heartbeatCmd(at(4*time.Second), &pb.HeartbeatItem{TaskId: a.GetId(), Fence: a.GetFence()}), pb.Code_CODE_OK); it.GetSinceNs() != int64(3*time.Second) {
+		t.Fatalf("first heartbeat since %v, want 3s after the claim", time.Duration(it.GetSinceNs()))
+	}
+	if it := h.one(heartbeatCmd(at(6*time.Second), &pb.HeartbeatItem{TaskId: a.GetId(), Fence: a.GetFence()}), pb.Code_CODE_OK); it.GetSinceNs() != int64(2*time.Second) {
+		t.Fatalf("second heartbeat since %v, want 2s", time.Duration(it.GetSinceNs()))
+	}
+	if it := h.one(completeCmd(at(11*time.Second), a.GetId(), a.GetFence()), pb.Code_CODE_OK); it.GetSinceNs() != int64(10*time.Second) {
+		t.Fatalf("submit since %v, want 10s after the claim", time.Duration(it.GetSinceNs()))
+	}
+	if it := h.one(nackCmd(at(3*time.Second), b.GetId(), b.GetFence(), 0, "x"), pb.Code_CODE_OK); it.GetSinceNs() != int64(10*time.Second) {
+		// The leader's time never runs backwards: the nack runs at 11s.
+		t.Fatalf("nack since %v, want 10s (time in the log only rises)", time.Duration(it.GetSinceNs()))
+	}
+}

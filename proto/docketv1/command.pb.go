@@ -1827,12 +1827,17 @@ func (x *RevokeTokenCmd) GetAccessor() string {
 }
 
 type ItemResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=docket.v1.Code" json:"code,omitempty"`
-	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`                         // human readable; for CODE_INVALID_ARGUMENT names the field
-	State         TaskState              `protobuf:"varint,4,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"` // state after the command
-	Fence         uint64                 `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Code   Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=docket.v1.Code" json:"code,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Detail string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`                         // human readable; for CODE_INVALID_ARGUMENT names the field
+	State  TaskState              `protobuf:"varint,4,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"` // state after the command
+	Fence  uint64                 `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
+	// since_ns, on an accepted Submit or Nack, is how long the claim was
+	// held; on an accepted Heartbeat, the time since the last renewal (or
+	// the claim). By the entry's leader time; 0 on other answers. The
+	// leader's lease metrics read it; nothing stores it.
+	SinceNs       int64 `protobuf:"varint,6,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1898,6 +1903,13 @@ func (x *ItemResult) GetState() TaskState {
 func (x *ItemResult) GetFence() uint64 {
 	if x != nil {
 		return x.Fence
+	}
+	return 0
+}
+
+func (x *ItemResult) GetSinceNs() int64 {
+	if x != nil {
+		return x.SinceNs
 	}
 	return 0
 }
@@ -2181,14 +2193,15 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0eCreateTokenCmd\x12&\n" +
 	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\",\n" +
 	"\x0eRevokeTokenCmd\x12\x1a\n" +
-	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xa4\x01\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xbf\x01\n" +
 	"\n" +
 	"ItemResult\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\x04code\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12*\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x14\n" +
-	"\x05fence\x18\x05 \x01(\x04R\x05fence\"\xdb\x02\n" +
+	"\x05fence\x18\x05 \x01(\x04R\x05fence\x12\x19\n" +
+	"\bsince_ns\x18\x06 \x01(\x03R\asinceNs\"\xdb\x02\n" +
 	"\rCommandResult\x12.\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\terrorCode\x12\x1f\n" +
