@@ -25,7 +25,7 @@ type nodeCollector struct {
 	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest *prometheus.Desc
 	totals []queueTotal
 	// Pebble and health.
-	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving *prometheus.Desc
+	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving, snapBytes *prometheus.Desc
 }
 
 // queueTotal is one replicated lifetime counter of a queue.
@@ -69,6 +69,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 	c.bgErrors = d("pebble_background_errors_total", "Background jobs (flushes, compactions) Pebble reported failed since start; a full disk makes this climb fast.")
 	c.stalls = d("pebble_write_stalls_total", "Times Pebble stalled writes since start.")
 	c.slowWrites = d("pebble_slow_writes_total", "Writes to a file Pebble reported slow since start.")
+	c.snapBytes = d("fsm_snapshot_bytes", "Size of the last snapshot this node persisted (Raft's, or a backup); its duration is docket_raft_snapshot_persist.")
 	c.serving = d("health_serving", "1 when the node can do its job (its health check says SERVING), 0 when a problem keeps it from it.")
 	for _, t := range []struct {
 		name, help string
@@ -100,7 +101,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- t.desc
 	}
 	for _, d := range []*prometheus.Desc{c.compactions, c.compactionsFailed, c.compactionDebt, c.l0Files, c.diskBytes,
-		c.bgErrors, c.stalls, c.slowWrites, c.serving} {
+		c.bgErrors, c.stalls, c.slowWrites, c.serving, c.snapBytes} {
 		ch <- d
 	}
 }
@@ -148,6 +149,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.stalls, float64(n.health.stalls.Load()))
 	counter(c.slowWrites, float64(n.health.slowWrites.Load()))
 	gauge(c.serving, b2f(len(n.HealthProblems()) == 0))
+	gauge(c.snapBytes, float64(n.fsm.SnapshotBytes()))
 	c.collectQueues(ch)
 }
 

@@ -79,8 +79,9 @@ type FSM struct {
 	db   *pebble.DB
 	idem *idemFilter // nil when Options turned it off
 
-	snapMu sync.Mutex
-	snaps  map[*fsmSnapshot]struct{} // open snapshots of db
+	snapBytes atomic.Int64 // size of the last persisted snapshot
+	snapMu    sync.Mutex
+	snaps     map[*fsmSnapshot]struct{} // open snapshots of db
 
 	applied  atomic.Uint64
 	now      atomic.Int64

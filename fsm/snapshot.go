@@ -74,12 +74,33 @@ type fsmSnapshot struct {
 
 // Persist streams every key behind the versioned header.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	err := s.read(func(r storage.Reader) error { return writeSnapshot(sink, r, s.applied) })
+	cw := &countingWriter{w: sink}
+	err := s.read(func(r storage.Reader) error { return writeSnapshot(cw, r, s.applied) })
 	if err != nil {
 		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, err), sink.Cancel())
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.f.snapBytes.Store(cw.n)
+	return nil
 }
+
+// countingWriter counts what passes through to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// SnapshotBytes is the size of the last snapshot this FSM persisted (a
+// Raft snapshot or a backup); 0 before the first.
+func (f *FSM) SnapshotBytes() int64 { return f.snapBytes.Load() }
 
 // Release frees the Pebble snapshot. It is safe after the FSM closed it.
 func (s *fsmSnapshot) Release() {

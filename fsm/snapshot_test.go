@@ -173,3 +173,15 @@ func Test_ObserverEvents(t *testing.T) {
 		t.Fatal("removed observer was called")
 	}
 }
+
+// Test_SnapshotBytesIsTheLastPersistedSize feeds docket_fsm_snapshot_bytes.
+func Test_SnapshotBytesIsTheLastPersistedSize(t *testing.T) {
+	h := newHarness(t)
+	if got := h.f.SnapshotBytes(); got != 0 {
+		t.Fatalf("before any snapshot: %d", got)
+	}
+	h.enqueue(t0, nt("q", "t", 0))
+	if b := mustSnapshot(t, h.f); int64(len(b)) != h.f.SnapshotBytes() {
+		t.Fatalf("persisted %d bytes, SnapshotBytes says %d", len(b), h.f.SnapshotBytes())
+	}
+}
