@@ -10,12 +10,19 @@ PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.0
 # fixed in Go 1.27). A count has no deadline to race.
 FUZZTIME  ?= 8000x
 
-.PHONY: all build test test-system test-short fuzz-smoke fuzz bench lint proto run clean
+.PHONY: all build build-level test test-system test-short fuzz-smoke fuzz bench lint proto run clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/docket
+
+# build-level: the current commit linked with a lower feature level, the
+# stand-in for an older release in rolling-upgrade tests (fsm/features.go):
+# make build-level LEVEL=3 writes bin/docket-level3.
+LEVEL ?= 3
+build-level:
+	$(GO) build -ldflags "-X github.com/dockethq/docket/fsm.levelOverride=$(LEVEL)" -o bin/docket-level$(LEVEL) ./cmd/docket
 
 # test: the whole suite with the race detector, then a short run of each fuzz
 # target so a decoder or validation regression shows up in CI.

@@ -80,3 +80,13 @@ func Test_CLIUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func Test_VersionNamesTheFeatureLevel(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^docket \S+, feature level \d+\n$`).MatchString(out.String()) {
+		t.Fatalf("version printed %q", out.String())
+	}
+}

@@ -39,6 +39,7 @@ Usage:
                                  write a certificate signed by that CA
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
+  docket version                 this build and the feature level it applies
 
 Every verb takes --addr (comma-separated node addresses; default the
 'docket dev' cluster), --json, --token (or DOCKET_TOKEN) for a cluster run
@@ -76,6 +77,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTLS(ctx, rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot":
 		return runVerb(ctx, verb, rest, stdout, stderr)
+	case "version", "--version":
+		version(stdout)
+		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
