@@ -78,19 +78,7 @@ func (c *Cluster) Start(n *Node) error {
 	if n.running {
 		return nil
 	}
-	var join []string
-	for _, a := range c.GRPCAddrs() {
-		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
-			join = append(join, a)
-		}
-	}
-	args := []string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin, "agent", "--id", n.ID, "--data-dir", n.DataDir,
-		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
-		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
-		"--reap-grace", c.ReapGrace.String()}
-	if n.offset != 0 {
-		args = append(args, "--test-clock-offset", n.offset.String())
-	}
+	args := append([]string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin}, c.agentArgs(n)...)
 	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("node log: %w", err)
@@ -117,6 +105,26 @@ func (c *Cluster) Start(n *Node) error {
 		close(done)
 	}(cmd, n.exited)
 	return nil
+}
+
+// agentArgs is node n's `docket agent` command line; n.mu is held. Every
+// flag the harness gives an agent is here, so that a change to how nodes
+// find each other or secure their channels is one edit.
+func (c *Cluster) agentArgs(n *Node) []string {
+	var join []string
+	for _, a := range c.GRPCAddrs() {
+		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
+			join = append(join, a)
+		}
+	}
+	args := []string{"agent", "--id", n.ID, "--data-dir", n.DataDir,
+		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
+		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
+		"--reap-grace", c.ReapGrace.String()}
+	if n.offset != 0 {
+		args = append(args, "--test-clock-offset", n.offset.String())
+	}
+	return args
 }
 
 // signal sends sig to node n's process, if running.
