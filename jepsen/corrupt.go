@@ -203,7 +203,7 @@ func (c *Cluster) Health(ctx context.Context, self string, x *Node) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	addr := fmt.Sprintf("%s:%d", nodeIP(x.I), grpcPort)
-	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", c.Net.CtlNS(), self, "health", "--addr", addr).Output()
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Net.CtlNS(), self, "health", "--addr", addr}, c.adminCreds().Args()...)...).Output()
 	if err != nil {
 		return "error: " + err.Error()
 	}

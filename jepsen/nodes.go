@@ -41,6 +41,9 @@ type Cluster struct {
 	// first reap. Shorter than the default so that a drain after many
 	// leader changes ends sooner; still longer than the workers' heartbeat.
 	ReapGrace time.Duration
+	// Sec is the secure mode's certificates and tokens; nil runs the
+	// nodes in plaintext without auth (--insecure).
+	Sec *Security
 	// Loop puts each node's data directory on its own loop-mounted ext4
 	// image, for the lost-unfsynced-writes fault.
 	Loop bool
@@ -86,6 +89,7 @@ func (c *Cluster) Start(n *Node) error {
 	fmt.Fprintf(lf, "=== harness: start %s (clock offset %s) at %s\n", n.ID, n.offset, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command("ip", args...) // ip netns exec execs the agent: the pid is the agent's
 	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = c.agentEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -123,6 +127,9 @@ func (c *Cluster) agentArgs(n *Node) []string {
 		"--reap-grace", c.ReapGrace.String()}
 	if n.offset != 0 {
 		args = append(args, "--test-clock-offset", n.offset.String())
+	}
+	if c.Sec != nil {
+		args = append(args, c.Sec.agentArgs(n.ID)...)
 	}
 	return args
 }
@@ -201,9 +208,17 @@ func (c *Cluster) leader(ctx context.Context, self string, extra ...string) int 
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	args := append([]string{"netns", "exec", c.Net.CtlNS(), self, "leader", "--nodes", strings.Join(c.GRPCAddrs(), ",")}, extra...)
+	args = append(args, c.adminCreds().Args()...)
 	out, err := exec.CommandContext(ctx, "ip", args...).Output()
 	if err != nil {
-		c.log.Debug("leader lookup", "err", err)
+		// Warn, with the helper's stderr: a lookup that always fails (a
+		// credential the nodes refuse) would quietly turn every
+		// leader-targeted fault into a random one.
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		c.log.Warn("leader lookup", "err", err)
 		return 0
 	}
 	id := strings.TrimSpace(string(out))
@@ -213,4 +228,22 @@ func (c *Cluster) leader(ctx context.Context, self string, extra ...string) int 
 		}
 	}
 	return 0
+}
+
+// agentEnv is an agent's environment: the harness's own without Docket
+// secrets, plus the join token in the secure mode (Security.agentEnv).
+func (c *Cluster) agentEnv() []string {
+	if c.Sec != nil {
+		return c.Sec.agentEnv()
+	}
+	return withoutSecrets(os.Environ())
+}
+
+// adminCreds are the credentials of the controller's helpers (leader,
+// health): the bootstrap admin token, which TransferLeadership needs.
+func (c *Cluster) adminCreds() Creds {
+	if c.Sec == nil {
+		return Creds{}
+	}
+	return c.Sec.Creds(RoleAdmin)
 }
