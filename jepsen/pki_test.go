@@ -4,24 +4,51 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
 
-// mustBuildDocket builds the docket binary into a temp dir: the harness
-// makes its certificates with the binary, as an operator does.
+// built is the docket binary the tests share, built once per test
+// binary into binDir (removed by TestMain).
+var (
+	buildOnce sync.Once
+	binDir    string
+	built     string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// mustBuildDocket builds the docket binary: the harness makes its
+// certificates with the binary, as an operator does.
 func mustBuildDocket(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "docket")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/docket")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build docket: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "jepsen-test-bin-"); buildErr != nil {
+			return
+		}
+		built = filepath.Join(binDir, "docket")
+		cmd := exec.Command("go", "build", "-o", built, "./cmd/docket")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build docket: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return built
 }
 
 func mustCert(t *testing.T, path string) *x509.Certificate {

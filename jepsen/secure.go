@@ -14,6 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dockethq/docket/client"
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Tenant is the tenant of every task the workload enqueues, in both
@@ -145,13 +152,19 @@ func (s *Security) Creds(roles ...string) Creds {
 // TokenFile (0600). It retries until tokenCreateTimeout: the bootstrap
 // token exists only once the first leader has committed it.
 func (s *Security) CreateTokens(ctx context.Context, c *Cluster) error {
+	return s.createTokens(ctx, []string{"ip", "netns", "exec", c.Net.CtlNS(), c.Bin}, c.GRPCAddrs())
+}
+
+// createTokens runs `docket token create` with the command line prefix
+// docket (the binary, or ip netns exec and the binary) against addrs.
+func (s *Security) createTokens(ctx context.Context, docket, addrs []string) error {
 	ctx, cancel := context.WithTimeout(ctx, tokenCreateTimeout)
 	defer cancel()
 	cert, key := s.certFiles(clientCertName)
 	for _, role := range []string{RoleProducer, RoleWorker, RoleReader} {
-		args := []string{"netns", "exec", c.Net.CtlNS(), c.Bin, "token", "create", "--json",
-			"--name", "jepsen-" + role, "--roles", role, "--tenants", Tenant, "--timeout", "5s",
-			"--addr", strings.Join(c.GRPCAddrs(), ","), "--tls-ca", s.CAFile(), "--tls-cert", cert, "--tls-key", key}
+		args := append(append([]string(nil), docket...), "token", "create", "--json",
+			"--name", "jepsen-"+role, "--roles", role, "--tenants", Tenant, "--timeout", "5s",
+			"--addr", strings.Join(addrs, ","), "--tls-ca", s.CAFile(), "--tls-cert", cert, "--tls-key", key)
 		var lastErr error
 		for ctx.Err() == nil {
 			secret, err := s.createToken(ctx, args)
@@ -176,7 +189,7 @@ func (s *Security) createToken(ctx context.Context, args []string) (string, erro
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, "ip", args...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.Env = s.agentEnv()
 	if err := cmd.Run(); err != nil {
@@ -189,4 +202,56 @@ func (s *Security) createToken(ctx context.Context, args []string) (string, erro
 		return "", fmt.Errorf("docket token create: no secret in its answer (%v)", err)
 	}
 	return resp.Secret, nil
+}
+
+// errAuthNotEnforced: a secure run whose nodes let a call through that its
+// token's role does not allow, or a call without a token. The run would
+// otherwise pass while testing nothing of the secure path.
+var errAuthNotEnforced = errors.New("secure mode: the cluster does not enforce tokens")
+
+// checkAuthEnforced asks the cluster, before the workload starts, for
+// three things its tokens must not allow: a claim with the producer token,
+// an enqueue with the worker token and a read without a token. Each must
+// be refused (PermissionDenied, PermissionDenied, Unauthenticated). A
+// token created a moment ago may be unknown to a follower that lags
+// (Unauthenticated), so each probe is retried until refused as expected
+// or until ctx ends: give ctx a deadline.
+func checkAuthEnforced(ctx context.Context, producer, worker *client.Client, anon *grpc.ClientConn) error {
+	probes := []struct {
+		what string
+		want error
+		call func(context.Context) error
+	}{
+		{"claim with the producer token", client.ErrPermissionDenied, func(c context.Context) error {
+			_, err := producer.Claim(c, &docketv1.ClaimRequest{Queue: Queue, Tenant: Tenant, WorkerId: "auth-probe", LeaseNs: int64(time.Second), MaxTasks: 1})
+			return err
+		}},
+		{"enqueue with the worker token", client.ErrPermissionDenied, func(c context.Context) error {
+			_, err := worker.EnqueueOne(c, Queue, []byte("auth-probe"), client.WithTenant(Tenant), client.WithIdempotencyKey("auth-probe"))
+			return err
+		}},
+		{"read without a token", nil, func(c context.Context) error {
+			_, err := docketv1.NewQueueClient(anon).GetTask(c, &docketv1.GetTaskRequest{TaskId: "1", Tenant: Tenant, AllowStale: true})
+			if status.Code(err) == codes.Unauthenticated {
+				return nil
+			}
+			return fmt.Errorf("answered %v, want Unauthenticated", err)
+		}},
+	}
+	for _, p := range probes {
+		var err error
+		for ctx.Err() == nil {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = p.call(c)
+			cancel()
+			if p.want == nil && err == nil || p.want != nil && errors.Is(err, p.want) {
+				break
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %s: %v", errAuthNotEnforced, p.what, err)
+		}
+	}
+	return nil
 }

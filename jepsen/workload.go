@@ -122,6 +122,19 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	if err := w.waitLeader(ctx, 60*time.Second); err != nil {
 		return err
 	}
+	if cfg.Creds.Secure() {
+		anon, err := cfg.Creds.Dial(cfg.Nodes[0], "")
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = checkAuthEnforced(pctx, cl, wcl, anon)
+		cancel()
+		anon.Close()
+		if err != nil {
+			return err
+		}
+	}
 	rec.Record(Event{Proc: "workload", Type: Info, F: FPhase, Key: "run"})
 	w.lastTask.Store(Now())
 
