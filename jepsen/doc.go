@@ -36,6 +36,13 @@
 // the producer token, workers claim, heartbeat, nack and submit with the
 // worker token, readers read with the reader token, and the leader and
 // health helpers hold the admin token (TransferLeadership needs it).
+// Before it starts, the workload checks that the nodes enforce tokens: a
+// claim with the producer token, an enqueue with the worker token and a
+// read without a token must each be refused, or the run fails (a secure
+// run against nodes that take any call would test the plain path).
+// Leader-targeted windows say whether the leader lookup found the leader,
+// and a corrupted node that never served names its last health answer,
+// so a helper that cannot handshake shows in the report.
 //
 // # The workload
 //
