@@ -157,13 +157,13 @@ func (m *Nemesis) settleCorrupt(ctx context.Context, x *Node) (string, error) {
 	c := m.C
 	sawNotServing := false
 	end := time.Now().Add(corruptSettle)
-	outcome := OutcomeStuck
+	outcome, last := OutcomeStuck, ""
 	for time.Now().Before(end) {
 		if !x.Running() {
 			outcome = OutcomeRefused
 			break
 		}
-		if c.Health(ctx, m.Self, x) == "SERVING" {
+		if last = c.Health(ctx, m.Self, x); last == "SERVING" {
 			if sawNotServing {
 				return OutcomeRepaired, nil
 			}
@@ -171,6 +171,11 @@ func (m *Nemesis) settleCorrupt(ctx context.Context, x *Node) (string, error) {
 		}
 		sawNotServing = true
 		sleepCtx(ctx, time.Second)
+	}
+	if outcome == OutcomeStuck {
+		// The last answer tells a node that said NOT_SERVING from a health
+		// check that could not ask it (say, a TLS handshake it refused).
+		outcome += " (last health check: " + last + ")"
 	}
 	m.log.Warn("corrupted node does not serve: wiping it", "node", x.ID, "outcome", outcome)
 	return outcome, c.Wipe(ctx, x)
@@ -203,7 +208,7 @@ func (c *Cluster) Health(ctx context.Context, self string, x *Node) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	addr := fmt.Sprintf("%s:%d", nodeIP(x.I), grpcPort)
-	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", c.Net.CtlNS(), self, "health", "--addr", addr).Output()
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Net.CtlNS(), self, "health", "--addr", addr}, c.adminCreds().Args()...)...).Output()
 	if err != nil {
 		return "error: " + err.Error()
 	}

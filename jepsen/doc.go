@@ -19,6 +19,31 @@
 // earlier runs at start, and removes its namespaces, processes and mounts
 // on every exit path, signals included.
 //
+// # The secure path
+//
+// A run is secure unless --insecure: before the agents start, the built
+// binary's `docket tls ca` and `docket tls cert` (as an operator would,
+// README "Run it securely") write a CA, a server certificate per node
+// that also names its test address, and one client certificate; the
+// bootstrap admin secret goes to a 0600 file. Each agent runs with
+// --tls-ca/--tls-cert/--tls-key, --tls-client-auth require, --auth and
+// --bootstrap-token-file, and DOCKET_TOKEN (the bootstrap secret) in its
+// environment, the join token a wiped node shows to AddServer. Once a
+// leader has created the bootstrap token, `docket token create` in the
+// control namespace makes a producer, a worker and a reader token over
+// the workload's tenant (Tenant). Each client gets files, never secrets,
+// on its command line, and only the roles it uses: producers enqueue with
+// the producer token, workers claim, heartbeat, nack and submit with the
+// worker token, readers read with the reader token, and the leader and
+// health helpers hold the admin token (TransferLeadership needs it).
+// Before it starts, the workload checks that the nodes enforce tokens: a
+// claim with the producer token, an enqueue with the worker token and a
+// read without a token must each be refused, or the run fails (a secure
+// run against nodes that take any call would test the plain path).
+// Leader-targeted windows say whether the leader lookup found the leader,
+// and a corrupted node that never served names its last health answer,
+// so a helper that cannot handshake shows in the report.
+//
 // # The workload
 //
 // Producers enqueue with their own idempotency keys (the key is also the
@@ -124,6 +149,22 @@
 //     most of the comparing. It fails when nothing was compared.
 //   - The harness does not import transport (it would pull in the whole
 //     server): it repeats the header name, and a test checks they agree.
+//   - The harness is secure by default, so every fault is tested on the
+//     path a team runs in production; --insecure keeps the plain mode to
+//     measure what security costs. Certificates come from the shipped
+//     binary's `docket tls`, not from an import of its tlsgen package: the
+//     layout forbids it, and the black box is what users run.
+//   - --tls-client-auth require: every harness client holds a client
+//     certificate, so the strictest setting is the one tested.
+//   - The agents' join token is the bootstrap secret: only a wiped node
+//     uses it, and a separate admin token would need the cluster up
+//     before the first agent starts.
+//   - With tokens on, no read returns a fence (transport hides it), so in
+//     the secure mode the replica-reads checker compares state, attempts
+//     and the rest of the record without the fence; the keyspace hashes
+//     (split-brain) and the claims' fences (fences checker) still cover it.
+//   - The workload uses one non-default tenant in both modes, so the
+//     plain and secure runs do the same work.
 //   - Unknown outcomes are info events that may take effect at any later
 //     time, as in Jepsen; an acknowledged enqueue counts as delivered when
 //     any claim returned it.

@@ -60,6 +60,11 @@ type Nemesis struct {
 	HoldMax time.Duration
 	Quiet   time.Duration
 	log     *slog.Logger
+	// detail is how the fault being applied chose its target (the leader
+	// the cluster named, or a random node), for the window's detail: a
+	// leader lookup that fails, e.g. on credentials the nodes refuse,
+	// shows there instead of quietly making every fault random.
+	detail string
 }
 
 func (m *Nemesis) between(a, b time.Duration) time.Duration {
@@ -73,8 +78,12 @@ func (m *Nemesis) between(a, b time.Duration) time.Duration {
 func (m *Nemesis) target(ctx context.Context) int {
 	if m.Rand.IntN(2) == 0 {
 		if l := m.C.Leader(ctx, m.Self); l > 0 {
+			m.detail = "target: the leader"
 			return l
 		}
+		m.detail = "target: a random node (leader unknown)"
+	} else {
+		m.detail = "target: a random node"
 	}
 	return 1 + m.Rand.IntN(len(m.C.Nodes))
 }
@@ -162,8 +171,9 @@ func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, stri
 	if name == FaultCorrupt {
 		return m.corrupt(ctx)
 	}
+	m.detail = ""
 	nodes, heal, err := m.applyOther(ctx, name)
-	return nodes, heal, "", err
+	return nodes, heal, m.detail, err
 }
 
 func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc, error) {
@@ -191,6 +201,9 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 		l := m.target(ctx)
 		if ll := c.Leader(ctx, m.Self); ll > 0 {
 			l = ll
+			m.detail = "target: the leader"
+		} else {
+			m.detail = "target: a random node (leader unknown)"
 		}
 		var rest []int
 		for i := 1; i <= n; i++ {
@@ -261,6 +274,9 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 			sleepCtx(ctx, 3*time.Second)
 			l := c.MoveLeader(ctx, m.Self, x)
 			m.log.Info("moved leadership to the skewed node", "node", x.ID, "offset", off, "leader", l)
+			m.detail = fmt.Sprintf("%s; offset %s; leadership moved to it: leader after is %s", m.detail, off, nodeName(c, l))
+		} else {
+			m.detail = fmt.Sprintf("%s; offset %s", m.detail, off)
 		}
 		return []int{x.I}, heal, nil
 	case FaultLostData:
@@ -357,4 +373,12 @@ func (c *Cluster) teardownLoop() {
 	for _, x := range c.Nodes {
 		_ = exec.Command("umount", "-l", x.DataDir).Run()
 	}
+}
+
+// nodeName is node i's id, or "unknown" for 0.
+func nodeName(c *Cluster, i int) string {
+	if i < 1 || i > len(c.Nodes) {
+		return "unknown"
+	}
+	return c.Nodes[i-1].ID
 }

@@ -41,6 +41,9 @@ type Cluster struct {
 	// first reap. Shorter than the default so that a drain after many
 	// leader changes ends sooner; still longer than the workers' heartbeat.
 	ReapGrace time.Duration
+	// Sec is the secure mode's certificates and tokens; nil runs the
+	// nodes in plaintext without auth (--insecure).
+	Sec *Security
 	// Loop puts each node's data directory on its own loop-mounted ext4
 	// image, for the lost-unfsynced-writes fault.
 	Loop bool
@@ -78,19 +81,7 @@ func (c *Cluster) Start(n *Node) error {
 	if n.running {
 		return nil
 	}
-	var join []string
-	for _, a := range c.GRPCAddrs() {
-		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
-			join = append(join, a)
-		}
-	}
-	args := []string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin, "agent", "--id", n.ID, "--data-dir", n.DataDir,
-		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
-		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
-		"--reap-grace", c.ReapGrace.String()}
-	if n.offset != 0 {
-		args = append(args, "--test-clock-offset", n.offset.String())
-	}
+	args := append([]string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin}, c.agentArgs(n)...)
 	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("node log: %w", err)
@@ -98,6 +89,7 @@ func (c *Cluster) Start(n *Node) error {
 	fmt.Fprintf(lf, "=== harness: start %s (clock offset %s) at %s\n", n.ID, n.offset, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command("ip", args...) // ip netns exec execs the agent: the pid is the agent's
 	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = c.agentEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -117,6 +109,29 @@ func (c *Cluster) Start(n *Node) error {
 		close(done)
 	}(cmd, n.exited)
 	return nil
+}
+
+// agentArgs is node n's `docket agent` command line; n.mu is held. Every
+// flag the harness gives an agent is here, so that a change to how nodes
+// find each other or secure their channels is one edit.
+func (c *Cluster) agentArgs(n *Node) []string {
+	var join []string
+	for _, a := range c.GRPCAddrs() {
+		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
+			join = append(join, a)
+		}
+	}
+	args := []string{"agent", "--id", n.ID, "--data-dir", n.DataDir,
+		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
+		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
+		"--reap-grace", c.ReapGrace.String()}
+	if n.offset != 0 {
+		args = append(args, "--test-clock-offset", n.offset.String())
+	}
+	if c.Sec != nil {
+		args = append(args, c.Sec.agentArgs(n.ID)...)
+	}
+	return args
 }
 
 // signal sends sig to node n's process, if running.
@@ -193,9 +208,17 @@ func (c *Cluster) leader(ctx context.Context, self string, extra ...string) int 
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	args := append([]string{"netns", "exec", c.Net.CtlNS(), self, "leader", "--nodes", strings.Join(c.GRPCAddrs(), ",")}, extra...)
+	args = append(args, c.adminCreds().Args()...)
 	out, err := exec.CommandContext(ctx, "ip", args...).Output()
 	if err != nil {
-		c.log.Debug("leader lookup", "err", err)
+		// Warn, with the helper's stderr: a lookup that always fails (a
+		// credential the nodes refuse) would quietly turn every
+		// leader-targeted fault into a random one.
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		c.log.Warn("leader lookup", "err", err)
 		return 0
 	}
 	id := strings.TrimSpace(string(out))
@@ -205,4 +228,22 @@ func (c *Cluster) leader(ctx context.Context, self string, extra ...string) int 
 		}
 	}
 	return 0
+}
+
+// agentEnv is an agent's environment: the harness's own without Docket
+// secrets, plus the join token in the secure mode (Security.agentEnv).
+func (c *Cluster) agentEnv() []string {
+	if c.Sec != nil {
+		return c.Sec.agentEnv()
+	}
+	return withoutSecrets(os.Environ())
+}
+
+// adminCreds are the credentials of the controller's helpers (leader,
+// health): the bootstrap admin token, which TransferLeadership needs.
+func (c *Cluster) adminCreds() Creds {
+	if c.Sec == nil {
+		return Creds{}
+	}
+	return c.Sec.Creds(RoleAdmin)
 }

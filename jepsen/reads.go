@@ -79,7 +79,7 @@ func (w *workload) readOne(ctx context.Context, i int, task string) {
 	op := w.rec.Invoke(Event{Proc: proc, F: FRead, Task: task, Node: node})
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	var md metadata.MD
-	res, err := docketv1.NewQueueClient(w.conns[i]).GetTask(c, &docketv1.GetTaskRequest{TaskId: task, AllowStale: true}, grpc.Header(&md))
+	res, err := docketv1.NewQueueClient(w.conns[i]).GetTask(c, &docketv1.GetTaskRequest{TaskId: task, Tenant: Tenant, AllowStale: true}, grpc.Header(&md))
 	cancel()
 	applied, answer := res.GetAppliedIndex(), ""
 	switch {

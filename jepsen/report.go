@@ -14,11 +14,15 @@ import (
 
 // Summary is results.json.
 type Summary struct {
-	Scenario  string         `json:"scenario"`
-	Seed      uint64         `json:"seed"`
-	Nodes     int            `json:"nodes"`
-	Faults    []string       `json:"faults"`
-	Duration  string         `json:"duration"`
+	Scenario string   `json:"scenario"`
+	Seed     uint64   `json:"seed"`
+	Nodes    int      `json:"nodes"`
+	Faults   []string `json:"faults"`
+	Duration string   `json:"duration"`
+	// TLS and Auth say whether the nodes and every client of the run spoke
+	// mutual TLS and sent role tokens (the default) or ran --insecure.
+	TLS       bool           `json:"tls"`
+	Auth      bool           `json:"auth"`
 	Valid     bool           `json:"valid"`
 	Ops       int            `json:"ops"`
 	OpsByType map[string]int `json:"ops_by_type"`
@@ -77,7 +81,7 @@ func WriteResults(cfg RunConfig, h *History) (*RunResult, error) {
 	}
 	rs = append(rs, CheckCoverage(h, cov))
 	s := Summary{FaultStats: faultStats(h, cov.Faults), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
-		Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
+		TLS: !cfg.Insecure, Auth: !cfg.Insecure, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
 	for _, o := range h.Ops {
 		s.OpsByType[o.F+":"+o.Type]++
 	}
@@ -113,6 +117,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{"sec": func
 .pass{background:#dfd}.fail{background:#fdd}.unknown{background:#ffd}pre{white-space:pre-wrap;font-size:12px;margin:0}</style></head>
 <body><h1>docket jepsen: {{.S.Scenario}} — {{if .S.Valid}}VALID{{else}}INVALID{{end}}</h1>
 <p>seed {{.S.Seed}}, {{.S.Nodes}} nodes, duration {{.S.Duration}}, faults {{.S.Faults}}, {{.S.Ops}} operations, {{printf "%.0f" .S.FaultSecs}} s of faults, worst recovery {{printf "%.3f" .S.WorstRecS}} s</p>
+<p>mode: {{if and .S.TLS .S.Auth}}mutual TLS, tokens on{{else if or .S.TLS .S.Auth}}TLS {{.S.TLS}}, tokens {{.S.Auth}}{{else}}plaintext, no tokens (--insecure){{end}}</p>
 <table><tr><th>checker</th><th>verdict</th><th>checked</th><th>note / violations</th></tr>
 {{range .S.Results}}<tr class="{{.Verdict}}"><td>{{.Name}}</td><td>{{.Verdict}}</td><td>{{.Checked}}</td><td>{{.Note}}{{range .Violations}}<pre>{{.}}</pre>{{end}}</td></tr>
 {{end}}</table>

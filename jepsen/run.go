@@ -38,6 +38,9 @@ type RunConfig struct {
 	// can make up.
 	EnqueueEvery time.Duration
 	DrainTimeout time.Duration
+	// Insecure runs the nodes and every client in plaintext without
+	// tokens, for comparison; the default is mutual TLS and auth on.
+	Insecure bool
 	// Coverage is what the run must have done to pass (zero: the smoke's,
 	// DefaultCoverage(Faults, SmokeMinWindows)).
 	Coverage Coverage
@@ -89,6 +92,11 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.Insecure {
+		if c.Sec, err = NewSecurity(ctx, bin, filepath.Join(work, "pki"), cfg.Nodes); err != nil {
+			return nil, err
+		}
+	}
 	if slicesContains(cfg.Faults, FaultLostData) {
 		if err := c.setupLoop(ctx); err != nil {
 			return nil, err
@@ -106,6 +114,15 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 			return nil, err
 		}
 	}
+	var creds Creds
+	if c.Sec != nil {
+		t0 := time.Now()
+		if err := c.Sec.CreateTokens(ctx, c); err != nil {
+			return nil, err
+		}
+		creds = c.Sec.Creds(RoleProducer, RoleWorker, RoleReader)
+		log.Info("secure mode: certificates and tokens ready", "took", time.Since(t0).Round(time.Millisecond))
+	}
 
 	nemPath := filepath.Join(work, "nemesis.jsonl")
 	wlPath := filepath.Join(work, "workload.jsonl")
@@ -122,10 +139,13 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	}
 	defer wlLog.Close()
 	drainTimeout := cfg.DrainTimeout
-	wl := exec.CommandContext(ctx, "ip", "netns", "exec", net.CtlNS(), cfg.Self, "workload",
+	wlArgs := []string{"netns", "exec", net.CtlNS(), cfg.Self, "workload",
 		"--nodes", strings.Join(c.GRPCAddrs(), ","), "--out", wlPath, "--duration", cfg.Duration.String(),
 		"--lease", cfg.Lease.String(), "--producers", fmt.Sprint(cfg.Producers), "--workers", fmt.Sprint(cfg.Workers),
-		"--healed-file", healed, "--enqueue-every", cfg.EnqueueEvery.String(), "--drain-timeout", drainTimeout.String(), "--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String())
+		"--healed-file", healed, "--enqueue-every", cfg.EnqueueEvery.String(), "--drain-timeout", drainTimeout.String(),
+		"--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String()}
+	wl := exec.CommandContext(ctx, "ip", append(wlArgs, creds.Args()...)...)
+	wl.Env = withoutSecrets(os.Environ())
 	wl.Stdout, wl.Stderr = wlLog, wlLog
 	wl.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	wlStart := time.Now()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/dockethq/docket/client"
@@ -37,6 +36,9 @@ type WorkloadConfig struct {
 	NackProb     float64
 	EnqueueEvery time.Duration // each producer's mean pause between enqueues
 	ProcPrefix   string        // prefixes process names, so that a second workload's ops do not collide
+	// Creds are the CA, client certificate and producer, worker and
+	// reader tokens; the zero value is the plain mode.
+	Creds Creds
 }
 
 // Queue is the queue the workload uses.
@@ -63,15 +65,16 @@ func (r *Register) Write(task string, fence uint64) bool {
 type workload struct {
 	cfg      WorkloadConfig
 	rec      *Recorder
-	cl       *client.Client
+	cl       *client.Client // the producers', with the producer token
+	wcl      *client.Client // the workers', with the worker token
 	reg      *Register
 	draining atomic.Bool
 	lastTask atomic.Int64 // Now() of the last claimed task
 	log      *slog.Logger
 
 	knownMu sync.Mutex
-	known   []string // acknowledged task ids, read back by the readers
-	conns   []*grpc.ClientConn
+	known   []string           // acknowledged task ids, read back by the readers
+	conns   []*grpc.ClientConn // the readers', one per node, with the reader token
 }
 
 // classify maps a client error to a completion type and an error class.
@@ -97,18 +100,19 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 		return err
 	}
 	defer rec.Close()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	cl, err := client.NewWithOptions(nctx, cfg.Nodes, client.WithLogger(quiet),
-		client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithDiscoveryTimeout(time.Second))
-	cancel()
+	cl, err := newRoleClient(ctx, cfg, RoleProducer)
 	if err != nil {
-		return fmt.Errorf("workload client: %w", err)
+		return err
 	}
 	defer cl.Close()
-	w := &workload{cfg: cfg, rec: rec, cl: cl, reg: &Register{top: map[string]uint64{}}, log: log}
+	wcl, err := newRoleClient(ctx, cfg, RoleWorker)
+	if err != nil {
+		return err
+	}
+	defer wcl.Close()
+	w := &workload{cfg: cfg, rec: rec, cl: cl, wcl: wcl, reg: &Register{top: map[string]uint64{}}, log: log}
 	for _, a := range cfg.Nodes {
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := cfg.Creds.Dial(a, RoleReader)
 		if err != nil {
 			return fmt.Errorf("workload: dial %s: %w", a, err)
 		}
@@ -117,6 +121,19 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	}
 	if err := w.waitLeader(ctx, 60*time.Second); err != nil {
 		return err
+	}
+	if cfg.Creds.Secure() {
+		anon, err := cfg.Creds.Dial(cfg.Nodes[0], "")
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = checkAuthEnforced(pctx, cl, wcl, anon)
+		cancel()
+		anon.Close()
+		if err != nil {
+			return err
+		}
 	}
 	rec.Record(Event{Proc: "workload", Type: Info, F: FPhase, Key: "run"})
 	w.lastTask.Store(Now())
@@ -152,6 +169,25 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	w.final(ctx)
 	w.readAll(ctx)
 	return nil
+}
+
+// newRoleClient is a client of the workload holding role's token (in the
+// secure mode): each role's calls are checked against its own token.
+func newRoleClient(ctx context.Context, cfg WorkloadConfig, role string) (*client.Client, error) {
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := cfg.Creds.ClientOptions(role)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s client: %w", role, err)
+	}
+	opts = append(opts, client.WithLogger(quiet),
+		client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithDiscoveryTimeout(time.Second))
+	nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cl, err := client.NewWithOptions(nctx, cfg.Nodes, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s client: %w", role, err)
+	}
+	return cl, nil
 }
 
 func (w *workload) waitLeader(ctx context.Context, d time.Duration) error {
@@ -190,7 +226,7 @@ func (w *workload) producer(ctx context.Context, i int) {
 		for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
 			op := w.rec.Invoke(Event{Proc: proc, F: FEnqueue, Key: key})
 			c, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.WithIdempotencyKey(key), client.WithMaxAttempts(1000))
+			id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.WithIdempotencyKey(key), client.WithMaxAttempts(1000), client.WithTenant(Tenant))
 			cancel()
 			if err == nil {
 				w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FEnqueue, Key: key, Task: id})
@@ -225,7 +261,7 @@ func (w *workload) worker(ctx context.Context, i int) {
 		}
 		op := w.rec.Invoke(Event{Proc: proc, F: FClaim, Lease: int64(lease)})
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		tasks, err := w.cl.Claim(c, &docketv1.ClaimRequest{Queue: Queue, WorkerId: proc, LeaseNs: int64(lease), MaxTasks: 1, WaitNs: int64(time.Second)})
+		tasks, err := w.wcl.Claim(c, &docketv1.ClaimRequest{Queue: Queue, Tenant: Tenant, WorkerId: proc, LeaseNs: int64(lease), MaxTasks: 1, WaitNs: int64(time.Second)})
 		cancel()
 		if err != nil {
 			typ, cls := classify(err)
@@ -266,7 +302,7 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 		}
 		op := w.rec.Invoke(Event{Proc: proc, F: FHeartbeat, Task: task, Fence: fence, Lease: int64(lease)})
 		c, cancel := context.WithTimeout(ctx, lease/2)
-		items, err := w.cl.Heartbeat(c, &docketv1.HeartbeatItem{TaskId: task, Fence: fence, LeaseNs: int64(lease)})
+		items, err := w.wcl.Heartbeat(c, &docketv1.HeartbeatItem{TaskId: task, Tenant: Tenant, Fence: fence, LeaseNs: int64(lease)})
 		cancel()
 		if err == nil {
 			err = client.ItemError(items[0])
@@ -287,7 +323,7 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 	if !draining && rand.Float64() < w.cfg.NackProb {
 		op := w.rec.Invoke(Event{Proc: proc, F: FNack, Task: task, Fence: fence})
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := w.cl.Nack(c, &docketv1.NackRequest{TaskId: task, Fence: fence, Reason: "jepsen"})
+		_, err := w.wcl.Nack(c, &docketv1.NackRequest{TaskId: task, Tenant: Tenant, Fence: fence, Reason: "jepsen"})
 		cancel()
 		w.complete(proc, op, FNack, task, fence, err, false)
 		return
@@ -300,7 +336,7 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 	}
 	op = w.rec.Invoke(Event{Proc: proc, F: FSubmit, Task: task, Fence: fence})
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	done, err := w.cl.Submit(c, &docketv1.SubmitRequest{TaskId: task, Fence: fence,
+	done, err := w.wcl.Submit(c, &docketv1.SubmitRequest{TaskId: task, Tenant: Tenant, Fence: fence,
 		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
 	cancel()
 	w.complete(proc, op, FSubmit, task, fence, err, done)
@@ -353,12 +389,17 @@ func (w *workload) statuses(ctx context.Context, withHash bool) []NodeState {
 	return out
 }
 
-// TransferTo asks the cluster to move leadership to the node with id.
-func TransferTo(ctx context.Context, nodes []string, id string) (string, error) {
+// TransferTo asks the cluster to move leadership to the node with id,
+// with cr's admin token.
+func TransferTo(ctx context.Context, nodes []string, id string, cr Creds) (string, error) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := cr.ClientOptions(RoleAdmin)
+	if err != nil {
+		return "", fmt.Errorf("transfer: %w", err)
+	}
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, nodes, client.WithLogger(quiet))
+	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return "", fmt.Errorf("transfer: %w", err)
 	}
@@ -371,12 +412,17 @@ func TransferTo(ctx context.Context, nodes []string, id string) (string, error) 
 }
 
 // LeaderID returns the id of the node that says it leads, with the
-// highest term, asking each node in one attempt.
-func LeaderID(ctx context.Context, nodes []string) (string, error) {
+// highest term, asking each node in one attempt. Status needs no token;
+// cr's admin token goes with it all the same, as with every harness call.
+func LeaderID(ctx context.Context, nodes []string, cr Creds) (string, error) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := cr.ClientOptions(RoleAdmin)
+	if err != nil {
+		return "", fmt.Errorf("leader: %w", err)
+	}
 	c, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, nodes, client.WithLogger(quiet))
+	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return "", fmt.Errorf("leader: %w", err)
 	}
@@ -394,9 +440,10 @@ func LeaderID(ctx context.Context, nodes []string) (string, error) {
 }
 
 // NodeHealth asks one node for its gRPC health: SERVING only when both the
-// server ("") and the Queue service say so.
-func NodeHealth(ctx context.Context, addr string) (string, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// server ("") and the Queue service say so. Health is open: no token, but
+// over TLS with the client certificate in the secure mode.
+func NodeHealth(ctx context.Context, addr string, cr Creds) (string, error) {
+	cc, err := cr.Dial(addr, "")
 	if err != nil {
 		return "", fmt.Errorf("health %s: %w", addr, err)
 	}

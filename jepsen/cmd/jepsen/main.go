@@ -4,6 +4,9 @@
 //
 //	jepsen smoke  [--bin bin/docket] [--out DIR]        four 3-node scenarios, ~90 s each
 //	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N]
+//
+// Both run the cluster with mutual TLS and tokens unless --insecure.
+//
 //	jepsen check  DIR                                  re-check DIR/history.jsonl
 //
 // workload and leader are internal verbs run inside the control namespace.
@@ -63,6 +66,7 @@ type common struct {
 	bin, out string
 	seed     uint64
 	lease    time.Duration
+	insecure bool
 }
 
 func commonFlags(fs *flag.FlagSet) *common {
@@ -71,6 +75,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.out, "out", "jepsen/reports", "reports go in a new directory under this one")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: pick one and print it)")
 	fs.DurationVar(&c.lease, "lease", 2*time.Second, "lease the workers claim with; they heartbeat every lease/4")
+	fs.BoolVar(&c.insecure, "insecure", false, "run the nodes and clients in plaintext without tokens, for comparison (default: mutual TLS, --auth, role tokens)")
 	return c
 }
 
@@ -95,7 +100,7 @@ func (c *common) config(name string, nodes int, faults []string, d time.Duration
 	}
 	dir := filepath.Join(out, time.Now().UTC().Format("20060102T150405")+"-"+name)
 	return jepsen.RunConfig{Name: name, Nodes: nodes, Faults: faults, Duration: d, Seed: c.seed, Bin: bin, Self: self,
-		ReportDir: dir, Producers: 2, Workers: 6, Lease: c.lease,
+		ReportDir: dir, Insecure: c.insecure, Producers: 2, Workers: 6, Lease: c.lease,
 		HoldMin: 6 * time.Second, HoldMax: 14 * time.Second, Quiet: 8 * time.Second,
 		EnqueueEvery: 200 * time.Millisecond, DrainTimeout: 2 * time.Minute}, nil
 }
@@ -147,10 +152,13 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "report", cfg.ReportDir)
+		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "secure", !cfg.Insecure, "report", cfg.ReportDir)
+		t0 := time.Now()
 		res, err := jepsen.Run(ctx, cfg, log)
 		if res != nil {
 			report(log, res)
+			log.Info("scenario done", "name", s.name, "secure", !cfg.Insecure, "valid", !res.Failed,
+				"ops", res.Ops, "took", time.Since(t0).Round(time.Second))
 			failed = failed || res.Failed
 			dirs = append(dirs, res.Dir)
 		}
@@ -186,7 +194,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	// Five nodes commit more slowly: more workers, slower producers, and a
 	// drain long enough for any backlog a 45-minute run leaves.
 	cfg.Workers, cfg.EnqueueEvery, cfg.DrainTimeout = 8, 300*time.Millisecond, 15*time.Minute
-	log.Info("long run", "seed", cfg.Seed, "nodes", *nodes, "duration", *d, "report", cfg.ReportDir)
+	log.Info("long run", "seed", cfg.Seed, "secure", !cfg.Insecure, "nodes", *nodes, "duration", *d, "report", cfg.ReportDir)
 	res, err := jepsen.Run(ctx, cfg, log)
 	if res != nil {
 		report(log, res)
@@ -208,6 +216,7 @@ func check(args []string) (bool, error) {
 		if json.Unmarshal(b, &s) == nil && s.Scenario != "" {
 			d, _ := time.ParseDuration(s.Duration)
 			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration, cfg.Coverage = s.Scenario, s.Seed, s.Nodes, s.Faults, d, s.Coverage
+			cfg.Insecure = !s.TLS // runs from before the secure mode were plain
 		}
 	}
 	res, err := jepsen.WriteResults(cfg, h)
@@ -235,6 +244,7 @@ func workload(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.Float64Var(&cfg.NackProb, "nack", 0.05, "probability a worker nacks")
 	fs.StringVar(&cfg.ProcPrefix, "proc-prefix", "", "prefix for process names in the history")
 	fs.DurationVar(&cfg.EnqueueEvery, "enqueue-every", 200*time.Millisecond, "each producer's mean pause between enqueues")
+	cfg.Creds.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -246,15 +256,17 @@ func leader(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("leader", flag.ContinueOnError)
 	nodes := fs.String("nodes", "", "comma-separated gRPC addresses")
 	to := fs.String("transfer-to", "", "first move leadership to this node id")
+	var cr jepsen.Creds
+	cr.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *to != "" {
-		if _, err := jepsen.TransferTo(ctx, strings.Split(*nodes, ","), *to); err != nil {
+		if _, err := jepsen.TransferTo(ctx, strings.Split(*nodes, ","), *to, cr); err != nil {
 			return err
 		}
 	}
-	id, err := jepsen.LeaderID(ctx, strings.Split(*nodes, ","))
+	id, err := jepsen.LeaderID(ctx, strings.Split(*nodes, ","), cr)
 	if err != nil {
 		return err
 	}
@@ -265,10 +277,12 @@ func leader(ctx context.Context, args []string) error {
 func health(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	addr := fs.String("addr", "", "the node's gRPC address")
+	var cr jepsen.Creds
+	cr.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	st, err := jepsen.NodeHealth(ctx, *addr)
+	st, err := jepsen.NodeHealth(ctx, *addr, cr)
 	if err != nil {
 		return err
 	}
