@@ -22,6 +22,11 @@ var (
 	// ErrUnauthenticated: no token, or one the cluster does not know
 	// (never created, revoked) or that has expired.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrUnknownToken is ErrUnauthenticated for a token this replica does
+	// not hold: never created, revoked, or created after what this node
+	// applied. Only the leader's answer is final (transport sends the
+	// caller there).
+	ErrUnknownToken = fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
 	// ErrPermissionDenied: a valid token whose roles or tenants do not
 	// allow the call.
 	ErrPermissionDenied = errors.New("permission denied")
@@ -90,7 +95,8 @@ func OpenMethod(method string) bool {
 // replica and checks its expiry against this node's clock. The read is
 // local and may be stale: authentication must not cost a quorum round per
 // call. So a token created a moment ago may be unknown on a lagging
-// follower (the client retries), and a revoked one is accepted by a node
+// follower: it answers ErrUnknownToken, which transport turns into
+// NOT_LEADER so the client asks the leader; a revoked one is accepted by a node
 // until it applies the revoke; a request that node forwards is checked
 // again by the leader, which applied the revoke before acknowledging it,
 // so a revoke is complete for writes and linearizable reads when
@@ -101,7 +107,7 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 	}
 	tok, err := s.r.FSM().TokenByHash(fsm.HashSecret(secret))
 	if errors.Is(err, fsm.ErrNotFound) {
-		return nil, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+		return nil, ErrUnknownToken
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticate: %w", err)

@@ -453,8 +453,11 @@
 //     Everything else a follower forwards, with the caller's token, and
 //     the leader checks it again against its replica, which applied the
 //     revoke before it was acknowledged. A new token may likewise be
-//     unknown for a moment on a lagging follower. Expiry is judged by the
-//     serving node's clock, so clock skew moves it by that much.
+//     unknown on a lagging follower (a node wiped and rejoining lags for
+//     seconds); the follower does not refuse it (ErrUnknownToken) but
+//     answers NOT_LEADER with the leader's address, and the client asks
+//     the leader, whose answer is final. Expiry is judged by the serving
+//     node's clock, so clock skew moves it by that much.
 //   - The bootstrap token (Config.BootstrapSecret) is created by the
 //     first leader that has a secret, right after its leadership barrier,
 //     once in the cluster's life (the FSM latches it): later boots log

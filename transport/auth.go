@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -53,6 +55,13 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 		return ctx, nil
 	}
 	tok, err := s.node.Authenticate(bearer(ctx))
+	if errors.Is(err, cluster.ErrUnknownToken) && !s.node.IsLeader() && !isForwarded(ctx) {
+		// A lagging replica may not hold a token the leader created a
+		// moment ago (the harness saw reads refused so after a node was
+		// wiped and rejoined). Only the leader's answer is final: send
+		// the caller there, as for a write, rather than refuse it here.
+		return ctx, fmt.Errorf("token unknown to this replica, which may lag: %w", &notLeaderError{LeaderGRPC: s.node.LeaderGRPCAddr()})
+	}
 	if err != nil {
 		return ctx, err
 	}

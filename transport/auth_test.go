@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -343,15 +344,29 @@ func Test_AuthForwardedHopChecksAgain(t *testing.T) {
 	}
 	_, err = follower.q.Enqueue(as(ctx, "follower-only"), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	wantCode(t, "forwarded with a token the leader does not know", err, codes.Unauthenticated)
+	// A token the follower does not hold yet (it lags): not refused there,
+	// but sent to the leader, whose answer is final. Before, the follower
+	// answered Unauthenticated and the client gave up (the secure harness
+	// saw reads refused so on a rejoined node).
 	_, err = follower.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
-	wantCode(t, "a token the follower does not know yet", err, codes.Unauthenticated)
+	wantCode(t, "a token the follower does not know yet", err, codes.Unavailable)
+	info := errorInfoOf(err)
+	if info.GetReason() != pb.ReasonNotLeader || info.GetMetadata()[pb.ErrorInfoLeaderKey] != leader.addr {
+		t.Fatalf("a token the follower does not know yet: %v, want NOT_LEADER naming %s", err, leader.addr)
+	}
+	if _, err := leader.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}); err != nil {
+		t.Fatalf("the same call on the leader: %v", err)
+	}
 	if err := leader.node.Bootstrap(ctx, "again"); err == nil {
 		t.Fatal("second bootstrap accepted")
 	}
 	st, err := leader.q.Stats(as(ctx, adminSecret), &pb.StatsRequest{})
-	if err != nil || len(st.GetQueues()) != 0 {
-		t.Fatalf("leader state changed: %v %v", st, err)
+	if err != nil || len(st.GetQueues()) != 1 || st.GetQueues()[0].GetPending() != 1 {
+		t.Fatalf("leader state: %v %v, want the one task enqueued on the leader", st, err)
 	}
+	// A token the leader does not know either is refused there, for good.
+	_, err = leader.q.Enqueue(as(ctx, "nobody-knows-this-token"), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
+	wantCode(t, "an unknown token on the leader", err, codes.Unauthenticated)
 }
 
 // Test_AuthOffChangesNothing: without Auth, no token is needed and
@@ -367,4 +382,13 @@ func Test_AuthOffChangesNothing(t *testing.T) {
 	if _, err := ts.q.Stats(testCtx(t), &pb.StatsRequest{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func errorInfoOf(err error) *errdetails.ErrorInfo {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
 }
