@@ -34,14 +34,24 @@ func checkDebugAddr(addr string, secure bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: --debug-addr %q: %v", errUsage, addr, err)
 	}
-	if secure || host == "localhost" {
+	if secure || isLoopback(host) {
 		return nil
 	}
+	return fmt.Errorf("%w: %w; got %q (use 127.0.0.1:PORT or [::1]:PORT)", errUsage, errDebugNotLoopback, addr)
+}
+
+func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%w: %w; got %q (use 127.0.0.1:PORT or [::1]:PORT)", errUsage, errDebugNotLoopback, addr)
-	}
-	return nil
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// servesProfiles says whether the debug server on addr serves pprof:
+// only on loopback. Metrics may be scraped from the network (with TLS
+// and a token); profiles, which can stall a node for their duration and
+// show its internals, are for an operator on the machine.
+func servesProfiles(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopback(host)
 }
 
 // debugGuard secures the debug server of an agent that runs TLS and
@@ -126,13 +136,15 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger, guard *
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})))
-	mux.Handle("/debug/pprof/", profiles(http.HandlerFunc(pprof.Index)))
-	// cmdline shows the agent's flags to whoever reaches this address:
-	// no flag takes a secret (Test_AgentFlagsCarryNoSecrets).
-	mux.Handle("/debug/pprof/cmdline", profiles(http.HandlerFunc(pprof.Cmdline)))
-	mux.Handle("/debug/pprof/profile", profiles(http.HandlerFunc(pprof.Profile)))
-	mux.Handle("/debug/pprof/symbol", profiles(http.HandlerFunc(pprof.Symbol)))
-	mux.Handle("/debug/pprof/trace", profiles(http.HandlerFunc(pprof.Trace)))
+	if servesProfiles(addr) {
+		mux.Handle("/debug/pprof/", profiles(http.HandlerFunc(pprof.Index)))
+		// cmdline shows the agent's flags to whoever reaches this address:
+		// no flag takes a secret (Test_AgentFlagsCarryNoSecrets).
+		mux.Handle("/debug/pprof/cmdline", profiles(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", profiles(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", profiles(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", profiles(http.HandlerFunc(pprof.Trace)))
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)} // failed handshakes are the callers' business
 	go func() {

@@ -284,3 +284,17 @@ func Test_AgentDebugServedWithTLSAndToken(t *testing.T) {
 		}
 	}
 }
+
+// Test_ProfilesOnlyOnLoopback: issue 13, "metrics may be scraped from the
+// network, profiles may not". A debug address beyond loopback (allowed
+// with TLS and --auth) serves /metrics alone.
+func Test_ProfilesOnlyOnLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7800": true, "[::1]:7800": true, "localhost:7800": true, "127.0.0.2:1": true,
+		"10.0.0.1:7800": false, "0.0.0.0:7800": false, ":7800": false, "example.com:80": false, "garbage": false,
+	} {
+		if got := servesProfiles(addr); got != want {
+			t.Errorf("servesProfiles(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
