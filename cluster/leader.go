@@ -114,7 +114,11 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n.reconcileLoop(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		n.checkLoop(ctx)

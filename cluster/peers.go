@@ -15,6 +15,8 @@ type Peer struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	GRPCAddr string `json:"grpc_addr"`
+	// GossipAddr lets a restarted node find the pool again without Join.
+	GossipAddr string `json:"gossip_addr,omitempty"`
 	// Checks is set once the server answered a Status with a consistency
 	// section: its build applies Check entries. It is never unset, since a
 	// downgrade below the check is not supported.
@@ -63,6 +65,9 @@ func (b *peerBook) put(p Peer) bool {
 	}
 	if p.GRPCAddr == "" {
 		p.GRPCAddr = old.GRPCAddr
+	}
+	if p.GossipAddr == "" {
+		p.GossipAddr = old.GossipAddr
 	}
 	p.Checks = p.Checks || old.Checks
 	if p == old {
