@@ -7,12 +7,23 @@ import (
 	"time"
 )
 
-// A leader proposes no Check while a voter has not shown (in its Status)
-// that its build applies Check entries: an older build would stop on the
-// unknown command type during a rolling upgrade.
+// A leader proposes no Check while a voter has not shown (by gossiping
+// its feature level) that its build applies Check entries: an older build
+// would stop on the unknown command type during a rolling upgrade.
 func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
-	nodes := mustCluster(t, 3) // no gRPC here: no voter ever answered a Status
-	l := leaderOf(t, nodes)
+	// The voters join Raft but not the leader's gossip pool: the leader
+	// never learns their feature level, as with an older build.
+	l := mustNode(t, testConfig(t, "n1", 1))
+	waitFor(t, 5*time.Second, "n1 leader", l.IsLeader)
+	for _, id := range []string{"n2", "n3"} {
+		n := mustNode(t, testConfig(t, id, 0))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := l.AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
