@@ -258,3 +258,6 @@ func (n *MemNode) RemoveServer(_ context.Context, id string) error {
 	n.removed.Store(&id)
 	return nil
 }
+
+// Leave is refused: a MemNode is one replica with no cluster to leave.
+func (n *MemNode) Leave(context.Context) error { return ErrLastVoter }

@@ -46,6 +46,10 @@ type Cluster struct {
 	Loop bool
 }
 
+// gossipPort is every node's memberlist port (docket agent's default
+// scheme: gRPC 74xx, Raft 75xx, gossip 73xx).
+const gossipPort = 7301
+
 // GRPCAddrs are the nodes' client addresses (reachable from the control
 // namespace only).
 func (c *Cluster) GRPCAddrs() []string {
@@ -78,14 +82,15 @@ func (c *Cluster) Start(n *Node) error {
 	if n.running {
 		return nil
 	}
-	var join []string
-	for _, a := range c.GRPCAddrs() {
-		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
-			join = append(join, a)
+	var join []string // every other node's gossip address
+	for _, o := range c.Nodes {
+		if o.I != n.I {
+			join = append(join, fmt.Sprintf("%s:%d", nodeIP(o.I), gossipPort))
 		}
 	}
 	args := []string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin, "agent", "--id", n.ID, "--data-dir", n.DataDir,
 		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
+		"--gossip-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), gossipPort),
 		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
 		"--reap-grace", c.ReapGrace.String()}
 	if n.offset != 0 {

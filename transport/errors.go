@@ -68,6 +68,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonStaleFence, nil))
+	case errors.Is(err, cluster.ErrLastVoter):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, cluster.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
 	case errors.Is(err, cluster.ErrTenantLimit):

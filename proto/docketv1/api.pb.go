@@ -2355,6 +2355,78 @@ func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+}
+
 var File_docketv1_api_proto protoreflect.FileDescriptor
 
 const file_docketv1_api_proto_rawDesc = "" +
@@ -2512,7 +2584,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x11AddServerResponse\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse2\xae\x06\n" +
+	"\x14RemoveServerResponse\"\x0e\n" +
+	"\fLeaveRequest\"\x0f\n" +
+	"\rLeaveResponse2\xae\x06\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -2526,12 +2600,13 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"WaitResult\x12\x1c.docket.v1.WaitResultRequest\x1a\x1d.docket.v1.WaitResultResponse\x12:\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
-	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xab\x04\n" +
+	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xe7\x04\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
 	"\tAddServer\x12\x1b.docket.v1.AddServerRequest\x1a\x1c.docket.v1.AddServerResponse\x12O\n" +
-	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponse\x12L\n" +
+	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponse\x12:\n" +
+	"\x05Leave\x12\x17.docket.v1.LeaveRequest\x1a\x18.docket.v1.LeaveResponse\x12L\n" +
 	"\vCreateToken\x12\x1d.docket.v1.CreateTokenRequest\x1a\x1e.docket.v1.CreateTokenResponse\x12I\n" +
 	"\n" +
 	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
@@ -2549,7 +2624,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -2592,29 +2667,31 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*AddServerResponse)(nil),          // 38: docket.v1.AddServerResponse
 	(*RemoveServerRequest)(nil),        // 39: docket.v1.RemoveServerRequest
 	(*RemoveServerResponse)(nil),       // 40: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 41: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 42: docket.v1.ItemResult
-	(*Task)(nil),                       // 43: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 44: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 45: docket.v1.Outcome
-	(TaskState)(0),                     // 46: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 47: docket.v1.QueueStats
+	(*LeaveRequest)(nil),               // 41: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 42: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 43: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 44: docket.v1.ItemResult
+	(*Task)(nil),                       // 45: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 46: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 47: docket.v1.Outcome
+	(TaskState)(0),                     // 48: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 49: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	41, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	42, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	43, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	44, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	42, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	45, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	43, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	44, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	45, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	46, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	44, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	47, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	42, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	46, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	43, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	43, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	47, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	43, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	42, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	44, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	48, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	45, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	45, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	49, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	45, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	44, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
 	27, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
 	31, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
 	34, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
@@ -2634,30 +2711,32 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	35, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
 	37, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
 	39, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	24, // 33: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	26, // 34: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	29, // 35: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	1,  // 36: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 37: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 38: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 39: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 40: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 41: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 42: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 43: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 44: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 45: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 46: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 47: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	33, // 48: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	36, // 49: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	38, // 50: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	40, // 51: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	25, // 52: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	28, // 53: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	30, // 54: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	36, // [36:55] is the sub-list for method output_type
-	17, // [17:36] is the sub-list for method input_type
+	41, // 33: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	24, // 34: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	26, // 35: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	29, // 36: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	1,  // 37: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 38: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 39: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 40: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 41: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 42: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 43: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 44: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 45: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 46: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 47: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 48: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	33, // 49: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	36, // 50: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	38, // 51: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	40, // 52: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	42, // 53: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	25, // 54: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	28, // 55: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	30, // 56: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	37, // [37:57] is the sub-list for method output_type
+	17, // [17:37] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2676,7 +2755,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
