@@ -222,8 +222,21 @@ func (n *Node) reconcileOnce(ctx context.Context, r *reconciler) error {
 	for _, s := range servers {
 		id := string(s.ID)
 		inCfg[id] = true
-		if _, ok := in.Members[id]; ok {
+		m, known := in.Members[id]
+		if id == n.cfg.ID || (known && m.Status != gossip.StatusFailed) {
 			delete(r.absentSince, id)
+			continue
+		}
+		// A server gossip shows failed, or does not show at all, but that
+		// still answers Status on its gRPC address is alive: a build from
+		// before gossip during a rolling upgrade across the change, or a
+		// server whose gossip alone is cut. decide leaves it alone.
+		if n.answersStatus(ctx, r, id) {
+			delete(r.absentSince, id)
+			delete(in.Members, id)
+			continue
+		}
+		if known {
 			continue
 		}
 		// A server gossip never showed this leader (it died before this
@@ -299,23 +312,37 @@ func (n *Node) sampleHealth(ctx context.Context, r *reconciler, servers []raft.S
 	}
 }
 
-// caughtUp reports whether m is in the leader's term and applied within
-// MaxTrailingLogs of its last index.
-func (n *Node) caughtUp(ctx context.Context, r *reconciler, m gossip.Member, term, last uint64) bool {
-	if m.GRPCAddr == "" {
-		return false
+// answersStatus reports whether the server id answers Cluster.Status at
+// the gRPC address the peer book knows for it.
+func (n *Node) answersStatus(ctx context.Context, r *reconciler, id string) bool {
+	p, _ := n.peers.get(id)
+	st, err := r.status(ctx, n, p.GRPCAddr)
+	return err == nil && st.GetNodeId() == id
+}
+
+// status asks the node at addr for its Status, over a connection kept for
+// the term.
+func (r *reconciler) status(ctx context.Context, n *Node, addr string) (*pb.StatusResponse, error) {
+	if addr == "" {
+		return nil, errors.New("no gRPC address known")
 	}
-	c, ok := r.conns[m.GRPCAddr]
+	c, ok := r.conns[addr]
 	if !ok {
 		var err error
-		if c, err = grpc.NewClient(m.GRPCAddr, n.peerDialCreds()); err != nil {
-			return false
+		if c, err = grpc.NewClient(addr, n.peerDialCreds()); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
 		}
-		r.conns[m.GRPCAddr] = c
+		r.conns[addr] = c
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusRPC)
 	defer cancel()
-	st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
+	return pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
+}
+
+// caughtUp reports whether m is in the leader's term and applied within
+// MaxTrailingLogs of its last index.
+func (n *Node) caughtUp(ctx context.Context, r *reconciler, m gossip.Member, term, last uint64) bool {
+	st, err := r.status(ctx, n, m.GRPCAddr)
 	if err != nil || st.GetNodeId() != m.ID {
 		return false
 	}

@@ -201,3 +201,56 @@ func Test_DeadServersRemovedDownToMinQuorum(t *testing.T) {
 	n6 := startNewNode(t, live, "n6", tune)
 	waitFor(t, 15*time.Second, "n6 to be promoted", func() bool { return suffrage(waitLeader(t, live), n6.id) == "voter" })
 }
+
+// Test_ServerOutsideGossipThatAnswersIsKept: during an upgrade across the
+// move to gossip, old servers never gossip but still answer Status. A
+// voter the leader cannot see in gossip (here: it gossips with another
+// key) but that answers Status is not removed as dead, even with cleanup
+// allowed down to one voter.
+func Test_ServerOutsideGossipThatAnswersIsKept(t *testing.T) {
+	tune := func(c *cluster.Config) {
+		fastMembership(c)
+		c.DeadServerTimeout = 300 * time.Millisecond
+		c.MinQuorum = 1
+	}
+	nodes := startCluster(t, 2, tune)
+	l := waitLeader(t, nodes)
+	other := mustGossipKey(t)
+	n3 := startNewNode(t, nodes, "n3", func(c *cluster.Config) { tune(c); c.GossipKeys = [][]byte{other} })
+	if err := l.node.AddServer(testCtx(t), "n3", n3.raftAddr, n3.grpcAddr, false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second) // 6 dead-server timeouts
+	for time.Now().Before(deadline) {
+		if s := suffrage(l, "n3"); s != "voter" {
+			t.Fatalf("n3, outside gossip but answering, is %q", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n3.crash() // now it answers nothing: dead, and removed
+	waitFor(t, 5*time.Second, "the dead n3 to be removed", func() bool { return suffrage(l, "n3") == "" })
+}
+
+// Test_ClusterLeaveRPC is `docket cluster leave`: the node called leaves
+// the configuration, and its Left channel tells its agent to stop.
+func Test_ClusterLeaveRPC(t *testing.T) {
+	nodes := startCluster(t, 3, fastMembership)
+	l := waitLeader(t, nodes)
+	f := followers(nodes, l)[0]
+	c := mustClient(t, addrsOf(nodes)...)
+	if err := c.Leave(testCtx(t), f.grpcAddr); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	select {
+	case <-f.node.Left():
+	default:
+		t.Fatal("Leave answered before the node left")
+	}
+	if s := suffrage(waitLeader(t, nodes), f.id); s != "" {
+		t.Fatalf("%s is still %q after leaving", f.id, s)
+	}
+	f.stop()
+	if _, err := c.EnqueueOne(testCtx(t), "jobs", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+}
