@@ -23,9 +23,10 @@ type Config struct {
 	// DOCKET_BOOTSTRAP_TOKEN), never a flag, and is never logged.
 	BootstrapSecret string `json:"-"`
 
-	// JoinToken, when set, is the token this node shows when it asks a
-	// cluster with auth on to add it (AddServer needs admin over "*").
-	// From DOCKET_TOKEN; never logged.
+	// JoinToken is unused since servers join by gossip (doc.go,
+	// "Membership"): being in the gossip pool admits a server, so the
+	// gossip key is the credential. Kept so that callers that set it
+	// (docket agent, from DOCKET_TOKEN) still build; never logged.
 	JoinToken string `json:"-"`
 
 	// Service tunes the node's write and read paths (group commit, the
@@ -303,7 +304,7 @@ type Config struct {
 
 	// TLS, when set, turns on mutual TLS for Raft (both ways: only server
 	// certificates of the cluster CA are accepted, see cluster/certs) and
-	// for the node's own gRPC calls to other nodes (discovery polls, join,
+	// for the node's own gRPC calls to other nodes (non-voter health,
 	// consistency checks), which then expect TLS on every peer's API.
 	// Default nil: plain TCP, as before TLS existed. Reload it to rotate
 	// certificates; new connections pick the new ones up.
