@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,7 @@ type Gossip struct {
 	keyring  *memberlist.Keyring
 	log      *slog.Logger
 	onChange func()
+	addr     string // advertised gossip address, fixed at New
 
 	mu      sync.Mutex
 	meta    Meta
@@ -148,14 +150,15 @@ func New(cfg Config) (*Gossip, error) {
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("gossip on %s: %w", cfg.BindAddr, err)
 	}
+	// LocalNode's fields change under memberlist's lock on every meta
+	// update, so the address is read once, before anyone else runs.
+	n := g.ml.LocalNode()
+	g.addr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	return g, nil
 }
 
 // Addr is the gossip address this node advertises (with the bound port).
-func (g *Gossip) Addr() string {
-	n := g.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (g *Gossip) Addr() string { return g.addr }
 
 // Encrypted reports whether gossip runs with a keyring.
 func (g *Gossip) Encrypted() bool { return g.keyring != nil }
@@ -267,6 +270,18 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	if err := g.SetMeta(func(m *Meta) { m.Leaving = true }); err != nil {
 		return err
 	}
+	// Gossip may deliver the meta update after the leave itself, and then
+	// drops it (older incarnation); a direct message over TCP to each
+	// member says it too, and either order ends in "left" (markLeaving).
+	msg := append([]byte(leaveMsgPrefix), g.meta.ID...)
+	for _, n := range g.ml.Members() {
+		if n.Name == g.meta.ID {
+			continue
+		}
+		if err := g.ml.SendReliable(n, msg); err != nil {
+			g.log.Warn("gossip leave notice not sent", "to", n.Name, "err", err)
+		}
+	}
 	if err := g.ml.Leave(timeout); err != nil {
 		return fmt.Errorf("gossip leave: %w", err)
 	}
@@ -311,7 +326,29 @@ func (g *Gossip) record(n *memberlist.Node, st Status) {
 	g.changed()
 }
 
-// delegate carries this node's Meta; Docket sends no user messages.
+// leaveMsgPrefix starts the one user message: "this member leaves".
+const leaveMsgPrefix = "docket-leave:"
+
+// markLeaving records that id announced a leave; a member already seen
+// failed is then one that left.
+func (g *Gossip) markLeaving(id string) {
+	g.mu.Lock()
+	m, ok := g.members[id]
+	changed := ok && (!m.Leaving || m.Status == StatusFailed)
+	if ok {
+		m.Leaving = true
+		if m.Status == StatusFailed {
+			m.Status, m.Since = StatusLeft, g.now()
+		}
+		g.members[id] = m
+	}
+	g.mu.Unlock()
+	if changed {
+		g.changed()
+	}
+}
+
+// delegate carries this node's Meta and receives leave notices.
 type delegate Gossip
 
 func (d *delegate) NodeMeta(limit int) []byte {
@@ -324,7 +361,11 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) NotifyMsg(b []byte) {
+	if id, ok := strings.CutPrefix(string(b), leaveMsgPrefix); ok {
+		(*Gossip)(d).markLeaving(id)
+	}
+}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
