@@ -273,9 +273,12 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	// Gossip may deliver the meta update after the leave itself, and then
 	// drops it (older incarnation); a direct message over TCP to each
 	// member says it too, and either order ends in "left" (markLeaving).
-	msg := append([]byte(leaveMsgPrefix), g.meta.ID...)
+	g.mu.Lock()
+	id := g.meta.ID
+	g.mu.Unlock()
+	msg := append([]byte(leaveMsgPrefix), id...)
 	for _, n := range g.ml.Members() {
-		if n.Name == g.meta.ID {
+		if n.Name == id {
 			continue
 		}
 		if err := g.ml.SendReliable(n, msg); err != nil {
