@@ -527,6 +527,21 @@ func (c *Client) RemoveServer(ctx context.Context, id string) error {
 	return err
 }
 
+// Leave asks the node at addr, and only it, to leave the cluster for good
+// (docket cluster leave): it hands leadership over if it leads, leaves
+// the configuration and gossip, and its agent stops. One attempt: a
+// second call to a node that left finds nothing there.
+func (c *Client) Leave(ctx context.Context, addr string) error {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return fmt.Errorf("Leave %s: %w", addr, err)
+	}
+	if _, err := docketv1.NewClusterClient(cc).Leave(ctx, &docketv1.LeaveRequest{}); err != nil {
+		return fmt.Errorf("Leave %s: %w", addr, mapError(err))
+	}
+	return nil
+}
+
 // newKey returns a random 128-bit idempotency key in hex.
 func newKey() string {
 	var b [16]byte

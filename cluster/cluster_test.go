@@ -20,6 +20,7 @@ func testConfig(t *testing.T, id string, expect int) Config {
 	c.ReapGrace = 50 * time.Millisecond
 	c.ReapInterval = 20 * time.Millisecond
 	c.Logger = slog.New(slog.DiscardHandler)
+	c.GossipLocal = true
 	return c
 }
 
@@ -56,7 +57,9 @@ func mustCluster(t *testing.T, size int) []*Node {
 	nodes := []*Node{mustNode(t, testConfig(t, "n1", 1))}
 	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
-		n := mustNode(t, testConfig(t, fmt.Sprintf("n%d", i), 0))
+		cfg := testConfig(t, fmt.Sprintf("n%d", i), 0)
+		cfg.Join = []string{nodes[0].GossipAddr()}
+		n := mustNode(t, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false); err != nil {
 			cancel()

@@ -23,9 +23,10 @@ type Config struct {
 	// DOCKET_BOOTSTRAP_TOKEN), never a flag, and is never logged.
 	BootstrapSecret string `json:"-"`
 
-	// JoinToken, when set, is the token this node shows when it asks a
-	// cluster with auth on to add it (AddServer needs admin over "*").
-	// From DOCKET_TOKEN; never logged.
+	// JoinToken is unused since servers join by gossip (doc.go,
+	// "Membership"): being in the gossip pool admits a server, so the
+	// gossip key is the credential. Kept so that callers that set it
+	// (docket agent, from DOCKET_TOKEN) still build; never logged.
 	JoinToken string `json:"-"`
 
 	// Service tunes the node's write and read paths (group commit, the
@@ -49,17 +50,73 @@ type Config struct {
 	GRPCAddr string
 
 	// BootstrapExpect is how many servers form the first configuration.
-	// With 1 the node bootstraps alone. With N > 1 it waits until it has
-	// discovered N servers (itself included) through Join, then every one of
+	// With 1 the node bootstraps alone. With N > 1 it waits until N
+	// servers (itself included) gossip and none holds a configuration yet
+	// (the first of them needs no Join: the others join it), then every one of
 	// them bootstraps with the same sorted configuration, which Raft treats
 	// as one bootstrap. 0 means join an existing cluster through Join.
 	// Ignored once the data dir holds Raft state.
 	BootstrapExpect int
 
-	// Join lists gRPC addresses of other servers. They are polled for
-	// their identity and the cluster's members until memberlist gossip
-	// replaces this seam (see Discovery).
+	// Join lists gossip addresses (GossipAddr) of servers already in the
+	// pool; one live one is enough. A node also retries the gossip
+	// addresses its peer book remembers, so a restarted server needs no
+	// Join. Before gossip, Join took gRPC addresses (README: upgrading).
 	Join []string
+
+	// GossipAddr is the host:port gossip binds (UDP and TCP) and
+	// advertises. Empty: RaftAddr's host with a free port, which suits
+	// tests; docket agent defaults to 127.0.0.1:7301 (the port scheme is
+	// gRPC 74xx, Raft 75xx, gossip 73xx).
+	GossipAddr string
+
+	// GossipKeys is the gossip keyring, primary first (cluster/gossip);
+	// empty means plain gossip, the insecure development path. Never
+	// logged. Node.SetGossipKeys rotates it while running.
+	GossipKeys [][]byte `json:"-"`
+
+	// GossipLocal selects memberlist timings for loopback (tests, docket
+	// dev): a failed server is seen in about a second. Off: memberlist's
+	// LAN defaults, about 5-10 s, which tolerate a loaded network.
+	GossipLocal bool
+
+	// LeaveOnTerminate makes Shutdown leave the cluster for good first
+	// (Node.Leave): out of the configuration and the gossip pool. Default
+	// off (docket agent --leave-on-terminate), so a rolling restart, which
+	// is a Shutdown and a start, never shrinks the cluster.
+	LeaveOnTerminate bool
+
+	// ReconcileInterval is how often the leader reconciles the gossip
+	// members into the Raft configuration besides gossip events and
+	// elections (reconcile.go). Default 2s: it also paces how often a
+	// non-voter's catch-up is sampled on its way to promotion.
+	ReconcileInterval time.Duration
+
+	// DeadServerTimeout is how long a server must have been failed (or
+	// absent from gossip) before the leader removes it from the
+	// configuration. Default 1m: longer than a restart or an upgrade of
+	// one node, so a rolling restart never shrinks the cluster, and short
+	// enough that a lost machine soon stops counting against quorum. A
+	// server removed too early comes back as a non-voter and is promoted
+	// again once caught up.
+	DeadServerTimeout time.Duration
+
+	// ServerStabilizationTime is how long a non-voter must stay healthy
+	// (alive, same term, within MaxTrailingLogs) before it is promoted.
+	// Default 10s, raft-autopilot's: a server that flaps never votes.
+	ServerStabilizationTime time.Duration
+
+	// MaxTrailingLogs is how far a non-voter's applied index may trail the
+	// leader's last index and still count as caught up. Default 250,
+	// raft-autopilot's: a fraction of a second of writes under load.
+	MaxTrailingLogs uint64
+
+	// MinQuorum is the fewest voters dead-server cleanup may leave: a
+	// failed voter is removed only if at least MinQuorum voters remain.
+	// Default 3, so a 3-server cluster never shrinks by itself (an
+	// operator removes a lost server with docket cluster remove) and a
+	// 5-server one may drop to 3. Graceful leaves are not bound by it.
+	MinQuorum int
 
 	// HeartbeatTimeout is how long a follower waits without contact from
 	// the leader before it starts an election. Default 300ms (raft's is
@@ -247,7 +304,7 @@ type Config struct {
 
 	// TLS, when set, turns on mutual TLS for Raft (both ways: only server
 	// certificates of the cluster CA are accepted, see cluster/certs) and
-	// for the node's own gRPC calls to other nodes (discovery polls, join,
+	// for the node's own gRPC calls to other nodes (non-voter health,
 	// consistency checks), which then expect TLS on every peer's API.
 	// Default nil: plain TCP, as before TLS existed. Reload it to rotate
 	// certificates; new connections pick the new ones up.
@@ -294,6 +351,12 @@ func DefaultConfig() Config {
 		Limits:             fsm.DefaultLimits(),
 		RaftMaxConns:       128,
 		MaxOpenFiles:       1000,
+
+		ReconcileInterval:       2 * time.Second,
+		DeadServerTimeout:       time.Minute,
+		ServerStabilizationTime: 10 * time.Second,
+		MaxTrailingLogs:         250,
+		MinQuorum:               3,
 	}
 }
 
@@ -319,6 +382,15 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
 	setDur(&c.RaftHandshakeTimeout, DefaultRaftHandshakeTimeout)
+	setDur(&c.ReconcileInterval, d.ReconcileInterval)
+	setDur(&c.DeadServerTimeout, d.DeadServerTimeout)
+	setDur(&c.ServerStabilizationTime, d.ServerStabilizationTime)
+	if c.MaxTrailingLogs == 0 {
+		c.MaxTrailingLogs = d.MaxTrailingLogs
+	}
+	if c.MinQuorum == 0 {
+		c.MinQuorum = d.MinQuorum
+	}
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}
@@ -362,9 +434,6 @@ func (c Config) validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d is negative", c.BootstrapExpect))
-	}
-	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
-		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs join addresses", c.BootstrapExpect))
 	}
 	if c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("leader lease timeout %v must be below heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))

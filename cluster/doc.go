@@ -11,10 +11,12 @@
 // behind the newest snapshot. Raft then replays the log above its last
 // snapshot and the FSM skips what it already holds.
 //
-// Membership: BootstrapExpect and Join form the first configuration; peers
-// are learned by polling the Join addresses' Cluster.Status (the seam that
-// memberlist gossip replaces), and the peer book maps Raft ids to gRPC
-// addresses for leader hints.
+// Membership (discovery.go, reconcile.go, leave.go, gossip/): every server
+// gossips its id, addresses, version and FeatureLevel over memberlist;
+// BootstrapExpect forms the first configuration from gossip members, the
+// peer book (leader hints, gRPC addresses, gossip addresses to rejoin
+// with) is fed from gossip, and the leader reconciles gossip into the Raft
+// configuration. See "# Membership" below.
 //
 // # The write and read paths (service.go)
 //
@@ -196,8 +198,8 @@
 // shuts its Raft down (so it never leads or votes again), writes a DIVERGED
 // file into its data dir, and waits for repair. A node that starts from
 // existing data is NOT_SERVING and refuses the Queue API until a check
-// passes on it; the leader runs one as soon as it sees such a voter (its
-// discovery poll) or when it wins itself.
+// passes on it; the leader runs one as soon as it sees such a voter (it
+// gossips Meta.Unchecked) or when it wins itself.
 //
 // # Repair of a diverged node
 //
@@ -313,9 +315,8 @@
 //     keeps outsiders from speaking Raft, not from taking slots: its
 //     handshake deadline only shortens how long each one holds. Outgoing
 //     connections are not counted; `docket agent` keeps them inside its
-//     descriptor reserve. memberlist
-//     is not in the tree yet: when gossip arrives, its TCP listener needs
-//     the same wrapping and its UDP packets a rate bound.
+//     descriptor reserve. memberlist's TCP listener is not wrapped yet and
+//     its UDP packets have no rate bound (see # Membership).
 //   - Consistency checks hash every key, nothing excluded (m/applied and
 //     m/now agree at the check index by construction). One hash runs at a
 //     time per node; a Check that arrives while one runs is skipped there,
@@ -348,11 +349,80 @@
 //     so `docket bench` measures the Raft ceiling with the node's own
 //     wiring rather than a copy that could drift from it.
 //
+// # Membership
+//
+// Discovery: a node binds gossip (Config.GossipAddr) and joins the pool
+// through Join, or, restarted, through the gossip addresses its peer book
+// remembers; a node alone retries every 500 ms, a node in a pool retries
+// its configuration's servers that gossip lost every 5 s (memberlist stops
+// probing the dead, so a healed partition needs the nudge). With
+// BootstrapExpect N the first N alive members by id bootstrap together
+// once N gossip and none announces it holds a configuration
+// (Meta.HasState); a member that sees one waits to be added. Joining needs
+// no RPC and no token: being in the pool is what admits a server, so the
+// gossip key is the membership credential (Config.JoinToken is no longer
+// used).
+//
+// The leader's reconcile (reconcile.go) runs after its Barrier, on every
+// gossip event and every ReconcileInterval. decide is a pure function of
+// the configuration, the members, the non-voters' health and now, with
+// these rules (raft-autopilot's and Consul's leader loop, restated):
+//
+//  1. An alive member outside the configuration is added as a non-voter.
+//     If a server of the configuration holds its Raft address (a wiped
+//     server back under a new id), that server is removed first.
+//  2. A non-voter is promoted once it has been healthy for
+//     ServerStabilizationTime: alive, in the leader's term, and applied
+//     within MaxTrailingLogs of the leader's last index (sampled with
+//     Cluster.Status over gRPC each round; one bad sample restarts the
+//     clock).
+//  3. A server that announced a leave (Meta.Leaving, then memberlist's
+//     leave) is removed at once. A plain stop announces nothing: the
+//     server stays, so a rolling restart never shrinks the cluster.
+//  4. A server failed in gossip, or absent from it, for DeadServerTimeout
+//     is removed, oldest failure first, only while at least MinQuorum
+//     voters remain; one that still answers Cluster.Status over gRPC is
+//     alive (a build from before gossip, mid-upgrade), never removed.
+//  5. At most (voters-1)/2 voters are removed in one round, and a round
+//     that removes a voter promotes nobody.
+//  6. The leader never removes itself: Leave hands leadership over first.
+//
+// Leave (Node.Leave; docket cluster leave; Shutdown with LeaveOnTerminate):
+// transfer leadership if leading, announce the leave on gossip, wait until
+// the new configuration without this server reaches it, then stop.
+//
+// Decisions and trade-offs:
+//
+//   - Health is sampled over gRPC (Status: term, applied index), as
+//     raft-autopilot asks each server, because hashicorp/raft does not
+//     expose a follower's match index to the leader. The cost: one Status
+//     per non-voter and per server gossip shows failed, each round.
+//   - Leaves and failures are told apart by our own Meta.Leaving,
+//     announced before memberlist's leave: memberlist v0.5.4 hands
+//     NotifyLeave a node whose State is not updated (the state lives in
+//     its private nodeState), so "left" could not be read from it.
+//   - Left voters are not bound by MinQuorum (the operator asked), but are
+//     by the per-round cap; so a 2-voter cluster cannot shrink by a leave
+//     (cap 0): remove by hand.
+//   - Absent-from-gossip counts as failed from when this leader first
+//     missed it, so a server that died before the current leader joined
+//     the pool is still cleaned up, one DeadServerTimeout after the
+//     election.
+//   - A live server removed by an operator (docket cluster remove) is
+//     added back by the next round, as Consul does without force-leave:
+//     stop it first, or have it leave.
+//   - Without a gossip key anyone who reaches the gossip port joins the
+//     pool and is added as a non-voter; with Raft TLS it still receives
+//     nothing and is never promoted (its Status never shows the leader's
+//     term), but it sits in the configuration. A gossip key keeps it out.
+//   - The gossip listener is not wrapped by connlimit: memberlist owns its
+//     TCP listener and UDP socket, so issue 9's bound does not cover it yet.
+//
 // # TLS (tlsstream.go, certs/)
 //
 // With Config.TLS (a certs.Reloader; `docket agent --tls-ca --tls-cert
 // --tls-key`) Raft runs mutual TLS and the node's own gRPC calls to other
-// nodes (discovery polls, join, consistency checks) dial with its
+// nodes (non-voter health, consistency checks) dial with its
 // certificate; without it everything is plain TCP, as before.
 //
 //   - Only a server certificate of the cluster CA speaks Raft, both ways:
@@ -373,7 +443,8 @@
 //   - Reload (SIGHUP) swaps the certificate, key and CA for new
 //     handshakes; Raft's pooled connections keep theirs until they are
 //     redialled. A set that fails to load keeps the old one.
-//   - Gossip has no TLS yet: memberlist is not in the tree.
+//   - Gossip does not run TLS: memberlist encrypts and authenticates with
+//     its keyring (AES-GCM, Config.GossipKeys) instead; see cluster/gossip.
 //
 // # Disk full and stuck apply (health.go)
 //
@@ -440,7 +511,7 @@
 //     tenant cannot move leadership or mint tokens. Stats without a
 //     tenant is answered with the token's tenants only.
 //   - Cluster.Status needs no token even with auth on (OpenMethod):
-//     nodes call it on each other for discovery, joins and consistency
+//     nodes call it on each other for non-voter health and consistency
 //     checks, and have no token of their own before TLS gives them an
 //     identity; it tells the cluster's shape and hashes, no tenant data.
 //     Consul's /v1/status endpoints take no ACL token for the same reason.
@@ -467,6 +538,7 @@
 //     bytes); only the SHA-256 of a secret enters the log. A plain hash
 //     is enough for 256-bit random secrets (no dictionary to attack); a
 //     slow hash would cost every RPC.
-//   - A node joining a cluster with auth on shows Config.JoinToken
-//     (DOCKET_TOKEN) to AddServer, which needs admin over "*".
+//   - A node joins by gossip, not by AddServer, so it needs no token:
+//     the gossip key admits it (# Membership). AddServer, RemoveServer and
+//     Leave still need admin over "*".
 package cluster

@@ -124,7 +124,11 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
 	run("latch", latchInterval, n.latchOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n.reconcileLoop(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		n.checkLoop(ctx)

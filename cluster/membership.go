@@ -4,22 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
-)
-
-// Discovery intervals: fast until the node is part of a configuration,
-// then slow, since it only refreshes gRPC addresses for leader hints.
-const (
-	discoverFast = 200 * time.Millisecond
-	discoverSlow = 2 * time.Second
-	statusRPC    = time.Second
 )
 
 // bootstrapIfAlone bootstraps a single-server cluster at once. Multi-server
@@ -57,142 +46,6 @@ func (n *Node) inConfiguration() bool {
 		}
 	}
 	return false
-}
-
-// discover polls the Join addresses and every known peer for their
-// identity and membership. This is the seam that memberlist gossip replaces:
-// it feeds the peer book (leader hints), multi-server bootstrap and join.
-func (n *Node) discover() {
-	defer n.wg.Done()
-	conns := map[string]*grpc.ClientConn{}
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close() // best effort at shutdown; nothing to do with the error
-		}
-	}()
-	for {
-		member := n.inConfiguration()
-		wait := discoverSlow
-		if !member {
-			wait = discoverFast
-		}
-		if !sleepCtx(n.ctx, wait) {
-			return
-		}
-		statuses := n.pollPeers(conns)
-		changed := false
-		for _, st := range statuses {
-			if st.GetConsistency().GetStatus() == checkAwaiting && n.IsLeader() {
-				n.check.poke() // a restarted voter serves nothing until a check passes on it
-			}
-			changed = n.peers.put(Peer{ID: st.GetNodeId(), RaftAddr: st.GetRaftAddr(), GRPCAddr: st.GetGrpcAddr(), Level: st.GetFeatureLevel()}) || changed
-			for _, s := range st.GetServers() {
-				changed = n.peers.put(Peer{ID: s.GetId(), RaftAddr: s.GetRaftAddr(), GRPCAddr: s.GetGrpcAddr()}) || changed
-			}
-		}
-		if changed {
-			if err := n.peers.save(); err != nil {
-				n.log.Warn("saving peers failed", "err", err)
-			}
-		}
-		if member {
-			continue
-		}
-		if err := n.tryJoin(statuses); err != nil {
-			n.log.Debug("not in a cluster yet", "err", err)
-		}
-	}
-}
-
-// pollPeers asks every known gRPC address (Join seeds and discovered
-// peers, not itself) for its Status.
-func (n *Node) pollPeers(conns map[string]*grpc.ClientConn) []*pb.StatusResponse {
-	addrs := map[string]bool{}
-	for _, a := range n.cfg.Join {
-		addrs[a] = true
-	}
-	for _, p := range n.peers.all() {
-		if p.GRPCAddr != "" {
-			addrs[p.GRPCAddr] = true
-		}
-	}
-	delete(addrs, n.cfg.GRPCAddr)
-	sorted := make([]string, 0, len(addrs))
-	for a := range addrs {
-		sorted = append(sorted, a)
-	}
-	sort.Strings(sorted)
-	var out []*pb.StatusResponse
-	for _, a := range sorted {
-		c, ok := conns[a]
-		if !ok {
-			var err error
-			if c, err = grpc.NewClient(a, n.peerDialCreds()); err != nil {
-				n.log.Warn("bad peer address", "addr", a, "err", err)
-				continue
-			}
-			conns[a] = c
-		}
-		ctx, cancel := context.WithTimeout(n.ctx, statusRPC)
-		st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
-		cancel()
-		if err != nil {
-			continue // a peer that is down is simply not discovered this round
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-// tryJoin gets a node that is in no configuration into one: by a joint
-// bootstrap once BootstrapExpect servers are known and none has a leader,
-// or by asking the leader to add it.
-func (n *Node) tryJoin(statuses []*pb.StatusResponse) error {
-	for _, st := range statuses {
-		if addr := st.GetLeaderGrpcAddr(); addr != "" {
-			return n.askToJoin(addr)
-		}
-	}
-	if n.cfg.BootstrapExpect <= 1 {
-		return errors.New("no leader found through join addresses")
-	}
-	var servers []raft.Server
-	for _, p := range n.peers.all() {
-		if p.RaftAddr != "" {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
-		}
-	}
-	if len(servers) < n.cfg.BootstrapExpect {
-		return fmt.Errorf("know %d of %d expected servers", len(servers), n.cfg.BootstrapExpect)
-	}
-	// Every expected server computes the same sorted list, which Raft
-	// accepts as one bootstrap.
-	servers = servers[:n.cfg.BootstrapExpect]
-	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
-	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-		return fmt.Errorf("bootstrap: %w", err)
-	}
-	n.log.Info("bootstrapped cluster", "servers", len(servers))
-	return nil
-}
-
-func (n *Node) askToJoin(leaderAddr string) error {
-	c, err := grpc.NewClient(leaderAddr, n.peerDialCreds())
-	if err != nil {
-		return fmt.Errorf("join via %s: %w", leaderAddr, err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-	defer cancel()
-	if n.cfg.JoinToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+n.cfg.JoinToken)
-	}
-	_, err = pb.NewClusterClient(c).AddServer(ctx, &pb.AddServerRequest{Id: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, GrpcAddr: n.cfg.GRPCAddr})
-	if err != nil {
-		return fmt.Errorf("join via %s: %w", leaderAddr, err)
-	}
-	n.log.Info("asked leader to add this server", "leader", leaderAddr)
-	return nil
 }
 
 // voterCount is the number of voters in the latest configuration.

@@ -288,3 +288,6 @@ func (n *MemNode) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, er
 func (n *MemNode) RestoreBackupFrom(context.Context, io.Reader) (BackupHeader, uint64, error) {
 	return BackupHeader{}, 0, fmt.Errorf("restore on a MemNode: %w", errors.ErrUnsupported)
 }
+
+// Leave is refused: a MemNode is one replica with no cluster to leave.
+func (n *MemNode) Leave(context.Context) error { return ErrLastVoter }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -35,8 +36,15 @@ type Node struct {
 	raft      *raft.Raft
 
 	peers  *peerBook
-	health *health
-	notify chan bool // Raft's NotifyCh, which followLeadership reads
+	gossip *gossip.Gossip
+	// gossipChanged wakes discover on any gossip event; reconcileKick
+	// wakes the leader's reconcile.
+	gossipChanged chan struct{}
+	reconcileKick chan struct{}
+	leaving       atomic.Bool   // Leave started: no rejoin, no announcements
+	left          chan struct{} // closed when Leave finished
+	health        *health
+	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
 	logFault *logFault // damage found in the log while running (logfault.go)
 	check    *checker
@@ -76,7 +84,8 @@ func New(cfg Config) (*Node, error) {
 	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
 	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
 	n := &Node{cfg: cfg, log: log, role: role, clock: offsetClock{offset: cfg.ClockOffset},
-		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault()}
+		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault(),
+		gossipChanged: make(chan struct{}, 1), reconcileKick: make(chan struct{}, 1), left: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -142,22 +151,24 @@ func New(cfg Config) (*Node, error) {
 			log.Warn("node metrics not registered", "err", err)
 		}
 	}
-	n.wg.Add(5)
+	if err := n.bootstrapIfAlone(); err != nil {
+		return nil, errors.Join(err, n.raft.Shutdown().Error())
+	}
+	if err := n.startGossip(); err != nil {
+		return nil, errors.Join(err, n.raft.Shutdown().Error())
+	}
+	n.wg.Add(6)
 	go func() {
 		defer n.wg.Done()
 		role.observeLeaders(n.raft, n.ctx.Done())
 	}()
 	go n.followLeadership(notify)
 	go n.discover()
+	go n.joinLoop()
 	go n.watchApply()
 	go n.watchLogFault()
-	if err := n.bootstrapIfAlone(); err != nil {
-		n.cancel()
-		n.wg.Wait()
-		return nil, errors.Join(err, n.raft.Shutdown().Error())
-	}
 	ok = true
-	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "applied", n.fsm.AppliedIndex())
+	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "gossip", n.gossip.Addr(), "applied", n.fsm.AppliedIndex())
 	return n, nil
 }
 
@@ -230,11 +241,17 @@ func (n *Node) Snapshot() error {
 
 // Shutdown stops the node gracefully: leader loops stop, leadership moves
 // to another voter when this node leads a multi-server cluster, Raft shuts
-// down, and the stores close. The node stays in the Raft configuration, so a
-// rolling restart does not shrink the cluster. The caller stops the API
+// down, gossip stops, and the stores close. The node stays in the Raft
+// configuration, so a rolling restart does not shrink the cluster, unless
+// Config.LeaveOnTerminate asks it to Leave first. The caller stops the API
 // server first, so no new work arrives.
 func (n *Node) Shutdown(ctx context.Context) error {
 	return n.stop(func() {
+		if n.cfg.LeaveOnTerminate {
+			if err := n.Leave(ctx); err != nil {
+				n.log.Warn("leave at shutdown failed", "err", err)
+			}
+		}
 		if n.IsLeader() && n.voterCount() > 1 {
 			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer at shutdown failed", "err", err)
@@ -254,6 +271,9 @@ func (n *Node) stop(first func()) error {
 		n.Service.close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
+		if n.gossip != nil {
+			err = errors.Join(err, n.gossip.Shutdown())
+		}
 		n.shutdownErr = errors.Join(err, n.closeStores())
 		n.log.Info("node stopped", "err", n.shutdownErr)
 	})

@@ -19,6 +19,8 @@ type Peer struct {
 	// 0 until it announced one. A later announcement replaces it, lower
 	// too: a server rolled back before the latch holds the latch back.
 	Level uint32 `json:"level,omitempty"`
+	// GossipAddr lets a restarted node find the pool again without Join.
+	GossipAddr string `json:"gossip_addr,omitempty"`
 }
 
 // peerBook maps server ids to peers. It is persisted in the data dir so a
@@ -66,6 +68,9 @@ func (b *peerBook) put(p Peer) bool {
 	}
 	if p.Level == 0 {
 		p.Level = old.Level
+	}
+	if p.GossipAddr == "" {
+		p.GossipAddr = old.GossipAddr
 	}
 	if p == old {
 		return false

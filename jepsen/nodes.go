@@ -49,6 +49,10 @@ type Cluster struct {
 	Loop bool
 }
 
+// gossipPort is every node's memberlist port (docket agent's default
+// scheme: gRPC 74xx, Raft 75xx, gossip 73xx).
+const gossipPort = 7301
+
 // GRPCAddrs are the nodes' client addresses (reachable from the control
 // namespace only).
 func (c *Cluster) GRPCAddrs() []string {
@@ -115,14 +119,15 @@ func (c *Cluster) Start(n *Node) error {
 // flag the harness gives an agent is here, so that a change to how nodes
 // find each other or secure their channels is one edit.
 func (c *Cluster) agentArgs(n *Node) []string {
-	var join []string
-	for _, a := range c.GRPCAddrs() {
-		if !strings.HasPrefix(a, nodeIP(n.I)+":") {
-			join = append(join, a)
+	var join []string // every other node's gossip address
+	for _, o := range c.Nodes {
+		if o.I != n.I {
+			join = append(join, fmt.Sprintf("%s:%d", nodeIP(o.I), gossipPort))
 		}
 	}
 	args := []string{"agent", "--id", n.ID, "--data-dir", n.DataDir,
 		"--grpc-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), grpcPort), "--raft-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), raftPort),
+		"--gossip-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), gossipPort),
 		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
 		"--reap-grace", c.ReapGrace.String()}
 	if n.offset != 0 {

@@ -63,6 +63,15 @@ func (c *clusterService) RemoveServer(ctx context.Context, req *pb.RemoveServerR
 		})
 }
 
+// Leave runs on the node called, never forwarded: the operator names the
+// node that leaves by calling it.
+func (c *clusterService) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	if err := c.s.node.Leave(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.LeaveResponse{}, nil
+}
+
 // CreateToken mints a token on the leader; the secret is in this answer
 // only.
 func (c *clusterService) CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error) {

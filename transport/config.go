@@ -57,6 +57,9 @@ type Node interface {
 	AddServer(ctx context.Context, id, raftAddr, grpcAddr string, nonvoter bool) error
 	// RemoveServer removes a server from the Raft configuration.
 	RemoveServer(ctx context.Context, id string) error
+	// Leave takes this node out of the cluster for good (cluster.ErrLastVoter
+	// when it is the only voter); its agent then stops.
+	Leave(ctx context.Context) error
 	// CheckErr is nil when the consistency checks let this node serve;
 	// otherwise it is diverged or awaiting a check, and the API refuses
 	// everything but the Cluster service with Unavailable.

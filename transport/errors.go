@@ -72,6 +72,8 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, cluster.ErrFeatureDisabled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonFeatureDisabled, nil))
+	case errors.Is(err, cluster.ErrLastVoter):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, cluster.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
 	case errors.Is(err, cluster.ErrTenantLimit):

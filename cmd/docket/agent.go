@@ -30,8 +30,16 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.StringVar(&c.DataDir, "data-dir", "", "directory for the Raft log, snapshots and the Pebble state (required)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:7501", "address Raft binds and advertises to other servers")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7401", "address the client API binds and advertises")
-	fs.StringVar(&o.join, "join", "", "comma-separated gRPC addresses of other servers, for discovery and joining")
-	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "servers in the first configuration: 1 bootstraps alone, N>1 waits for N servers via --join, 0 joins an existing cluster")
+	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses (--gossip-addr) of servers already in the cluster; one live one is enough, and a restarted server also finds its old peers without it")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "servers in the first configuration: 1 bootstraps alone, N>1 waits until N servers gossip and none holds a configuration, 0 joins an existing cluster")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:7301", "host:port gossip (memberlist, UDP and TCP) binds and advertises; the port scheme is gRPC 74xx, Raft 75xx, gossip 73xx")
+	fs.StringVar(&o.gossipKeyFile, "gossip-key-file", "", "file of gossip encryption keys, base64, one a line, the primary first (docket gossip keygen); reloaded on SIGHUP to rotate (or DOCKET_GOSSIP_KEY, not reloaded; never a flag value). None: plain gossip, which anyone who reaches the port can join")
+	fs.BoolVar(&c.GossipLocal, "gossip-local", false, "memberlist timings for loopback (docket dev, tests): failures seen in about 1 s instead of 5-10 s")
+	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", false, "on SIGTERM leave the cluster for good (configuration and gossip) before stopping; off: a restart keeps the server in the configuration")
+	fs.DurationVar(&c.DeadServerTimeout, "dead-server-timeout", c.DeadServerTimeout, "the leader removes a server failed this long, while at least --min-quorum voters remain")
+	fs.IntVar(&c.MinQuorum, "min-quorum", c.MinQuorum, "dead-server cleanup never leaves fewer voters than this")
+	fs.DurationVar(&c.ServerStabilizationTime, "server-stabilization-time", c.ServerStabilizationTime, "a new server (non-voter) must stay caught up and healthy this long before it is promoted to voter")
+	fs.Uint64Var(&c.MaxTrailingLogs, "max-trailing-logs", c.MaxTrailingLogs, "a non-voter within this many entries of the leader counts as caught up")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", c.HeartbeatTimeout, "follower waits this long without the leader before an election; bounds failover")
 	fs.DurationVar(&c.ElectionTimeout, "election-timeout", c.ElectionTimeout, "candidate waits this long for votes (>= heartbeat timeout)")
 	fs.DurationVar(&c.LeaderLeaseTimeout, "leader-lease-timeout", c.LeaderLeaseTimeout, "leader steps down after this long without a quorum (< heartbeat timeout)")
@@ -83,7 +91,7 @@ const DefaultBallastBytes = 64 << 20
 
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
-	bootstrapTokenFile                             string
+	bootstrapTokenFile, gossipKeyFile              string
 	api                                            transport.Config
 	fdReserve, maxConns, raftMaxConns              int
 	tls                                            agentTLS
@@ -110,6 +118,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg.GRPCAddr = o.grpcAddr
 	cfg.Join = splitList(o.join)
+	if cfg.GossipKeys, err = gossipKeys(o.gossipKeyFile); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	o.api.Logger = log
 	plan, err := planFDs(o.fdReserve, o.raftMaxConns, o.maxConns)
 	if err != nil {
@@ -148,14 +159,14 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	return serve(ctx, *cfg, o.api, plan.GRPCConns, log, guard)
+	return serve(ctx, *cfg, o.api, plan.GRPCConns, log, guard, o.gossipKeyFile)
 }
 
 // serve runs one node until ctx ends, then stops it gracefully: the API
 // stops taking work, leadership moves, Raft shuts down, stores close. The
 // API holds at most maxConns connections at once (fdPlan). guard, when
 // not nil, is handed the node to check the debug server's tokens with.
-func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxConns int, log *slog.Logger, guard *debugGuard) error {
+func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxConns int, log *slog.Logger, guard *debugGuard, gossipKeyFile string) error {
 	raw, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
@@ -177,10 +188,16 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 	go func() { served <- srv.Serve(lis) }()
 	log.Info("serving", "id", cfg.ID, "grpc", cfg.GRPCAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
+	if gossipKeyFile != "" {
+		defer watchGossipKeys(ctx, node, gossipKeyFile, log)()
+	}
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-served:
+	case <-node.Left(): // docket cluster leave
+		log.Info("left the cluster; stopping")
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -60,8 +60,10 @@ func Test_CLITour(t *testing.T) {
 	if s := docket(t, addrs, "dlq", "list", "jobs"); s != "" {
 		t.Fatalf("dlq list printed %q for an empty dead-letter queue", s)
 	}
-	// The repair procedure's first step (README, "Corruption").
+	// The repair procedure's first steps (README, "Corruption"): stop the
+	// node, then remove it (a live one would gossip its way back in).
 	victim := nodes[2].id
+	nodes[2].stop()
 	if s := docket(t, addrs, "cluster", "remove", victim); strings.TrimSpace(s) != "removed "+victim {
 		t.Fatalf("cluster remove printed %q", s)
 	}

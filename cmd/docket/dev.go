@@ -21,7 +21,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a fresh temp dir, removed on exit)")
-	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i and Raft on base+100+i, on 127.0.0.1")
+	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i, Raft on base+100+i and gossip on base-100+i, on 127.0.0.1")
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
 	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
 	if err := fs.Parse(args); err != nil {

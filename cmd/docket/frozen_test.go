@@ -163,7 +163,7 @@ func startProxiedCluster(t *testing.T, size int) ([]*sysNode, []*freezeProxy) {
 	})
 	for i := 0; i < size; i++ {
 		n := &sysNode{t: t, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], join: addrs, expect: size}
+			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], join: gossipAddrsOf(nodes), expect: size}
 		n.start(lis[i])
 		nodes = append(nodes, n)
 	}

@@ -26,20 +26,34 @@ type sysNode struct {
 	id, dir  string
 	raftAddr string
 	grpcAddr string
-	tune     func(*cluster.Config)
-	api      func(*transport.Config) // nil: the defaults
-	join     []string
-	expect   int
-	node     *cluster.Node
-	srv      *transport.Server
-	served   chan error
-	running  bool
+	// gossipAddr is "" until the first start binds a free port, which
+	// restarts keep.
+	gossipAddr string
+	tune       func(*cluster.Config)
+	api        func(*transport.Config) // nil: the defaults
+	join       []string
+	expect     int
+	node       *cluster.Node
+	srv        *transport.Server
+	served     chan error
+	running    bool
 }
 
 func testTune(c *cluster.Config) {
 	c.ReapGrace = 300 * time.Millisecond
 	c.ReapInterval = 50 * time.Millisecond
 	c.PromoteInterval = 50 * time.Millisecond
+	c.GossipLocal = true
+}
+
+// gossipAddrsOf lists the gossip addresses of nodes started so far: the
+// next node's --join.
+func gossipAddrsOf(nodes []*sysNode) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.gossipAddr)
+	}
+	return out
 }
 
 // startCluster starts size nodes that find each other through
@@ -71,7 +85,7 @@ func startClusterAPI(t *testing.T, size int, tune func(*cluster.Config), api tra
 	var nodes []*sysNode
 	for i := 0; i < size; i++ {
 		n := &sysNode{t: t, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, api: apply, join: addrs, expect: size}
+			raftAddr: "127.0.0.1:0", grpcAddr: addrs[i], tune: tune, api: apply, join: gossipAddrsOf(nodes), expect: size}
 		n.start(lis[i])
 		nodes = append(nodes, n)
 	}
@@ -109,7 +123,10 @@ func (n *sysNode) start(lis net.Listener) {
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.GRPCAddr = n.id, n.dir, n.raftAddr, n.grpcAddr
-	cfg.BootstrapExpect, cfg.Join = n.expect, n.join
+	cfg.BootstrapExpect, cfg.Join, cfg.GossipAddr = n.expect, n.join, n.gossipAddr
+	if cfg.GossipAddr == "" {
+		cfg.GossipAddr = "127.0.0.1:0"
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	testTune(&cfg)
 	if n.tune != nil {
@@ -120,7 +137,8 @@ func (n *sysNode) start(lis net.Listener) {
 		n.t.Fatalf("start %s: %v", n.id, err)
 	}
 	n.node = node
-	n.raftAddr = node.Status().GetRaftAddr() // keep the bound port for restarts
+	n.raftAddr = node.Status().GetRaftAddr() // keep the bound ports for restarts
+	n.gossipAddr = node.GossipAddr()
 	api := transport.Config{Logger: cfg.Logger}
 	if n.api != nil {
 		n.api(&api)

@@ -28,6 +28,7 @@ Usage:
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
   docket cluster remove ID       take a server out of the configuration
+  docket cluster leave           the node at --addr leaves the cluster and stops
   docket token create --roles R --tenants T [--name N] [--ttl D]
                                  mint a token (secret printed once)
   docket token list              accessors, names, roles, tenants, expiry
@@ -37,6 +38,7 @@ Usage:
   docket tls ca [--dir D]        write a cluster CA (docket-ca.pem, docket-ca-key.pem)
   docket tls cert --server|--client [--name N] [--dns D] [--ip I]
                                  write a certificate signed by that CA
+  docket gossip keygen           print a fresh gossip encryption key
   docket bench [flags]           load-test a fresh local cluster (or --addr):
                                  throughput, p50..p99.9, vs the raft ceiling
   docket version                 this build and the feature level it applies
@@ -75,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, rest, stdout, stderr)
 	case "tls":
 		return runTLS(ctx, rest, stdout, stderr)
+	case "gossip":
+		return runGossip(rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":

@@ -108,11 +108,25 @@ func startSecureCluster(t *testing.T, size int, pki *pkiDir, auth certs.ClientAu
 	base := t.TempDir()
 	var nodes []*sysNode
 	var reloaders []*certs.Reloader
+	// A secure cluster keeps gossip encrypted too: a member without the
+	// key is never seen, so never added (a rogue's Raft would fail the
+	// TLS handshake anyway).
+	var gossipKeys [][]byte
+	if pki != nil {
+		gossipKeys = [][]byte{mustGossipKey(t)}
+	}
 	for i := 0; i < size; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		tune, api, r := secure(t, pki, id, auth)
+		tlsTune := tune
+		tune = func(c *cluster.Config) {
+			if tlsTune != nil {
+				tlsTune(c)
+			}
+			c.GossipKeys = gossipKeys
+		}
 		n := &sysNode{t: t, id: id, dir: filepath.Join(base, id), raftAddr: "127.0.0.1:0", grpcAddr: addrs[i],
-			tune: tune, api: api, join: addrs, expect: size}
+			tune: tune, api: api, join: gossipAddrsOf(nodes), expect: size}
 		n.start(lis[i])
 		nodes = append(nodes, n)
 		reloaders = append(reloaders, r)
@@ -157,9 +171,9 @@ func hasServer(n *sysNode, id string) bool {
 	return false
 }
 
-// startRogue starts a node "evil" that joins nodes through their gRPC
+// startRogue starts a node "evil" that joins nodes through their gossip
 // addresses, as `docket agent --id evil --join ...` would, on TLS from
-// its own pki (nil: plain).
+// its own pki (nil: plain), with no gossip key.
 func startRogue(t *testing.T, nodes []*sysNode, pki *pkiDir) *sysNode {
 	t.Helper()
 	tune, api, _ := secure(t, pki, "evil", certs.VerifyIfGiven)
@@ -168,7 +182,7 @@ func startRogue(t *testing.T, nodes []*sysNode, pki *pkiDir) *sysNode {
 		t.Fatal(err)
 	}
 	r := &sysNode{t: t, id: "evil", dir: t.TempDir(), raftAddr: "127.0.0.1:0", grpcAddr: l.Addr().String(),
-		tune: tune, api: api, join: addrsOf(nodes)}
+		tune: tune, api: api, join: gossipAddrsOf(nodes)}
 	r.start(l)
 	t.Cleanup(r.stop)
 	return r
@@ -196,8 +210,8 @@ func Test_AttackRogueNodeJoin(t *testing.T) {
 	rogues := []*sysNode{startRogue(t, nodes, newPKIDir(t))}
 	// A second rogue speaks plaintext; its own API is plaintext too.
 	rogues = append(rogues, startRogue(t, nodes, nil))
-	// Discovery polls every 200 ms until a node is in a configuration: 15
-	// rounds give each rogue every chance the control's rogue needed.
+	// A rogue alone in its pool retries its seeds every 500 ms: 6 rounds
+	// give each one every chance the control's rogue needed.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, r := range rogues {

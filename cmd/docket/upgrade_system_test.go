@@ -42,20 +42,21 @@ func Test_SystemRollingUpgradeLatchesLevel(t *testing.T) {
 	oldBin, newBin := buildDocketAtLevel(t, fsm.LevelCheck), buildDocket(t)
 	dir := t.TempDir()
 	type node struct {
-		id, grpc string
-		args     []string
-		proc     *childProc
+		id, grpc, gossip string
+		args             []string
+		proc             *childProc
 	}
 	var nodes []*node
-	var grpcs []string
+	var grpcs, gossips []string
 	for i := 1; i <= 3; i++ {
-		n := &node{id: fmt.Sprintf("n%d", i), grpc: freeAddr(t)}
-		grpcs = append(grpcs, n.grpc)
+		n := &node{id: fmt.Sprintf("n%d", i), grpc: freeAddr(t), gossip: freeAddr(t)}
+		grpcs, gossips = append(grpcs, n.grpc), append(gossips, n.gossip)
 		nodes = append(nodes, n)
 	}
 	for _, n := range nodes {
 		n.args = []string{"agent", "--id", n.id, "--data-dir", filepath.Join(dir, n.id), "--grpc-addr", n.grpc,
-			"--raft-addr", freeAddr(t), "--bootstrap-expect", "3", "--join", strings.Join(grpcs, ",")}
+			"--raft-addr", freeAddr(t), "--gossip-addr", n.gossip, "--gossip-local",
+			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
 		n.proc = startLimitedAgent(t, oldBin, 4096, filepath.Join(dir, n.id+"-old.log"), n.args...)
 	}
 	c := mustClientWith(t, grpcs, client.WithAttemptTimeout(5*time.Second))

@@ -405,13 +405,13 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 }
 
 func (v *verb) cluster(ctx context.Context, args []string) error {
-	const what = "status | cluster transfer [ID] | cluster remove ID"
+	const what = "status | cluster transfer [ID] | cluster remove ID | cluster leave"
 	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
 	}
 	sub, pos := pos[0], pos[1:]
-	if (sub != "status" && sub != "transfer" && sub != "remove") || (sub == "status" && len(pos) > 0) || (sub == "remove" && len(pos) != 1) {
+	if (sub != "status" && sub != "transfer" && sub != "remove" && sub != "leave") || ((sub == "status" || sub == "leave") && len(pos) > 0) || (sub == "remove" && len(pos) != 1) {
 		return fmt.Errorf("%w: docket cluster %s", errUsage, what)
 	}
 	c, ctx, done, err := v.connect(ctx)
@@ -419,6 +419,14 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
+	if sub == "leave" {
+		// The node that leaves is the one named first in --addr.
+		addr := splitList(v.c.addr)[0]
+		if err := c.Leave(ctx, addr); err != nil {
+			return err
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintf(w, "%s left the cluster and stops\n", addr) }, &pb.LeaveResponse{})
+	}
 	if sub == "remove" {
 		if err := c.RemoveServer(ctx, pos[0]); err != nil {
 			return err

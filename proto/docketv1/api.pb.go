@@ -2530,6 +2530,78 @@ func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+}
+
 var File_docketv1_api_proto protoreflect.FileDescriptor
 
 const file_docketv1_api_proto_rawDesc = "" +
@@ -2699,7 +2771,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x11AddServerResponse\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse2\xae\x06\n" +
+	"\x14RemoveServerResponse\"\x0e\n" +
+	"\fLeaveRequest\"\x0f\n" +
+	"\rLeaveResponse2\xae\x06\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -2713,12 +2787,13 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"WaitResult\x12\x1c.docket.v1.WaitResultRequest\x1a\x1d.docket.v1.WaitResultResponse\x12:\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
-	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\xca\x05\n" +
+	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
 	"\tAddServer\x12\x1b.docket.v1.AddServerRequest\x1a\x1c.docket.v1.AddServerResponse\x12O\n" +
-	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponse\x12L\n" +
+	"\fRemoveServer\x12\x1e.docket.v1.RemoveServerRequest\x1a\x1f.docket.v1.RemoveServerResponse\x12:\n" +
+	"\x05Leave\x12\x17.docket.v1.LeaveRequest\x1a\x18.docket.v1.LeaveResponse\x12L\n" +
 	"\vCreateToken\x12\x1d.docket.v1.CreateTokenRequest\x1a\x1e.docket.v1.CreateTokenResponse\x12I\n" +
 	"\n" +
 	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
@@ -2738,7 +2813,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -2784,29 +2859,31 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*AddServerResponse)(nil),          // 41: docket.v1.AddServerResponse
 	(*RemoveServerRequest)(nil),        // 42: docket.v1.RemoveServerRequest
 	(*RemoveServerResponse)(nil),       // 43: docket.v1.RemoveServerResponse
-	(*NewTask)(nil),                    // 44: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 45: docket.v1.ItemResult
-	(*Task)(nil),                       // 46: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 47: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 48: docket.v1.Outcome
-	(TaskState)(0),                     // 49: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 50: docket.v1.QueueStats
+	(*LeaveRequest)(nil),               // 44: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 45: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 46: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 47: docket.v1.ItemResult
+	(*Task)(nil),                       // 48: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 49: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 50: docket.v1.Outcome
+	(TaskState)(0),                     // 51: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 52: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	44, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	45, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	46, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	47, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	45, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	48, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	46, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	47, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	48, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	49, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	47, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	50, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	45, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	49, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	46, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	46, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	50, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	46, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	45, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	47, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	51, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	48, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	48, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	52, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	48, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	47, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
 	30, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
 	34, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
 	37, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
@@ -2826,34 +2903,36 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	38, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
 	40, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
 	42, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	27, // 33: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	29, // 34: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	32, // 35: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	24, // 36: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	25, // 37: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 38: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 39: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 40: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 41: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 42: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 43: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 44: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 45: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 46: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 47: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 48: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 49: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	36, // 50: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	39, // 51: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	41, // 52: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	43, // 53: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	28, // 54: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	31, // 55: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	33, // 56: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	25, // 57: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	26, // 58: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	38, // [38:59] is the sub-list for method output_type
-	17, // [17:38] is the sub-list for method input_type
+	44, // 33: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	27, // 34: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	29, // 35: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	32, // 36: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	24, // 37: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	25, // 38: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 39: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 40: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 41: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 42: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 43: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 44: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 45: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 46: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 47: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 48: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 49: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 50: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	36, // 51: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	39, // 52: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	41, // 53: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	43, // 54: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	45, // 55: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	28, // 56: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	31, // 57: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	33, // 58: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	25, // 59: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	26, // 60: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	39, // [39:61] is the sub-list for method output_type
+	17, // [17:39] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2872,7 +2951,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

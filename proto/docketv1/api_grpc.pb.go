@@ -558,6 +558,7 @@ const (
 	Cluster_TransferLeadership_FullMethodName = "/docket.v1.Cluster/TransferLeadership"
 	Cluster_AddServer_FullMethodName          = "/docket.v1.Cluster/AddServer"
 	Cluster_RemoveServer_FullMethodName       = "/docket.v1.Cluster/RemoveServer"
+	Cluster_Leave_FullMethodName              = "/docket.v1.Cluster/Leave"
 	Cluster_CreateToken_FullMethodName        = "/docket.v1.Cluster/CreateToken"
 	Cluster_ListTokens_FullMethodName         = "/docket.v1.Cluster/ListTokens"
 	Cluster_RevokeToken_FullMethodName        = "/docket.v1.Cluster/RevokeToken"
@@ -573,6 +574,10 @@ type ClusterClient interface {
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	AddServer(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*AddServerResponse, error)
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error)
+	// Leave makes the node that answers leave the cluster for good: it hands
+	// leadership over if it leads, announces the leave on gossip, waits to be
+	// removed from the configuration, and then its agent stops. Not forwarded.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 	// CreateToken mints a token; its secret is in this answer only.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
@@ -627,6 +632,16 @@ func (c *clusterClient) RemoveServer(ctx context.Context, in *RemoveServerReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RemoveServerResponse)
 	err := c.cc.Invoke(ctx, Cluster_RemoveServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Cluster_Leave_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -703,6 +718,10 @@ type ClusterServer interface {
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	AddServer(context.Context, *AddServerRequest) (*AddServerResponse, error)
 	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error)
+	// Leave makes the node that answers leave the cluster for good: it hands
+	// leadership over if it leads, announces the leave on gossip, waits to be
+	// removed from the configuration, and then its agent stops. Not forwarded.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	// CreateToken mints a token; its secret is in this answer only.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
@@ -734,6 +753,9 @@ func (UnimplementedClusterServer) AddServer(context.Context, *AddServerRequest) 
 }
 func (UnimplementedClusterServer) RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveServer not implemented")
+}
+func (UnimplementedClusterServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedClusterServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
@@ -843,6 +865,24 @@ func _Cluster_RemoveServer_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cluster_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateTokenRequest)
 	if err := dec(in); err != nil {
@@ -937,6 +977,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveServer",
 			Handler:    _Cluster_RemoveServer_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Cluster_Leave_Handler,
 		},
 		{
 			MethodName: "CreateToken",

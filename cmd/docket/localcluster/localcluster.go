@@ -41,7 +41,7 @@ type Options struct {
 	Dir       string   // data dir; empty: a fresh temp dir
 	TempName  string   // prefix of that temp dir
 	Keep      bool     // leave the data dir at Close (always when Dir is given)
-	BasePort  int      // node i: gRPC base+i, Raft base+100+i
+	BasePort  int      // node i: gRPC base+i, Raft base+100+i, gossip base-100+i
 	Nodes     int      // how many
 	Debug     bool     // serve pprof on base+200+i
 	ExtraArgs []string // more `docket agent` flags for every node
@@ -110,15 +110,17 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 	if abs, err := filepath.Abs(c.Dir); err == nil {
 		c.Dir = abs
 	}
-	var grpcs []string
+	var grpcs, gossips []string
 	for i := 1; i <= o.Nodes; i++ {
 		grpcs = append(grpcs, fmt.Sprintf("127.0.0.1:%d", o.BasePort+i))
+		gossips = append(gossips, fmt.Sprintf("127.0.0.1:%d", o.BasePort-100+i))
 	}
 	for i := 1; i <= o.Nodes; i++ {
 		n := &Node{ID: fmt.Sprintf("n%d", i), GRPC: grpcs[i-1], Raft: fmt.Sprintf("127.0.0.1:%d", o.BasePort+100+i), exe: o.Exe}
 		n.LogPath = filepath.Join(c.Dir, n.ID+".log")
 		n.Args = []string{"agent", "--id", n.ID, "--data-dir", filepath.Join(c.Dir, n.ID), "--grpc-addr", n.GRPC,
-			"--raft-addr", n.Raft, "--bootstrap-expect", strconv.Itoa(o.Nodes), "--join", strings.Join(grpcs, ","),
+			"--raft-addr", n.Raft, "--bootstrap-expect", strconv.Itoa(o.Nodes), "--join", strings.Join(gossips, ","),
+			"--gossip-addr", gossips[i-1], "--gossip-local",
 			// A throwaway cluster needs no space kept in reserve; writing
 			// 64 MiB per node would only slow its start.
 			"--ballast-size", "0"}

@@ -1,0 +1,60 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrLastVoter means Leave was asked of the only voter: no one could take
+// over, so it stays.
+var ErrLastVoter = errors.New("the only voter cannot leave its cluster")
+
+// leaveBroadcast bounds how long Leave waits for the leave to be gossiped.
+const leaveBroadcast = 3 * time.Second
+
+// Leave takes this server out of the cluster for good: it hands
+// leadership over if it leads, announces the leave on gossip (the leader's
+// reconcile then removes it from the configuration at once, without the
+// dead-server timeout), and waits until it sees itself removed or ctx
+// ends. The node keeps running; the caller shuts it down (Left tells an
+// agent to). A plain Shutdown is not a leave: the server stays in the
+// configuration, so a rolling restart never shrinks the cluster.
+func (n *Node) Leave(ctx context.Context) error {
+	if n.leaving.Load() {
+		select {
+		case <-n.left:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("leave: %w", ctx.Err())
+		}
+	}
+	if n.IsLeader() {
+		if n.voterCount() <= 1 {
+			return ErrLastVoter
+		}
+		if _, err := n.TransferLeadership(ctx, ""); err != nil {
+			return fmt.Errorf("leave: %w", err)
+		}
+	}
+	if !n.leaving.CompareAndSwap(false, true) {
+		return n.Leave(ctx) // a concurrent Leave got here first
+	}
+	n.log.Info("leaving the cluster")
+	if err := n.gossip.Leave(leaveBroadcast); err != nil {
+		n.log.Warn("gossip leave", "err", err)
+	}
+	for n.inConfiguration() {
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("leave: waiting to be removed from the configuration: %w", ctx.Err())
+		}
+	}
+	n.log.Info("left the cluster")
+	close(n.left)
+	return nil
+}
+
+// Left is closed once Leave has taken this server out of the
+// configuration; an agent stops when it is.
+func (n *Node) Left() <-chan struct{} { return n.left }
