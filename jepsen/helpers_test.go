@@ -119,7 +119,7 @@ func mustSecureNode(ctx context.Context, t *testing.T, auth bool) (bin string, s
 		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--auth" })
 	}
 	args := append([]string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--grpc-addr", addr,
-		"--raft-addr", freeAddr(t), "--bootstrap-expect", "1"}, flags...)
+		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = sec.agentEnv()
 	logf, err := os.Create(filepath.Join(dir, "n1.log"))

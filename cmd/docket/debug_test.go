@@ -247,7 +247,7 @@ func Test_AgentDebugServedWithTLSAndToken(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--bootstrap-expect", "1",
-			"--grpc-addr", loopbackAddr(t), "--raft-addr", loopbackAddr(t), "--ballast-size", "0", "--log-level", "warn",
+			"--grpc-addr", loopbackAddr(t), "--raft-addr", loopbackAddr(t), "--gossip-addr", loopbackAddr(t), "--ballast-size", "0", "--log-level", "warn",
 			"--tls-ca", ca, "--tls-cert", crt, "--tls-key", key, "--auth", "--bootstrap-token-file", tokFile,
 			"--debug-addr", debugAddr}, io.Discard, io.Discard)
 	}()

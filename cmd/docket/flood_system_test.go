@@ -40,7 +40,7 @@ func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 	grpcAddr, raftAddr := freeAddr(t), freeAddr(t)
 	logPath := filepath.Join(dir, "agent.log")
 	agent := startLimitedAgent(t, bin, floodFileLimit, logPath, "agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"),
-		"--grpc-addr", grpcAddr, "--raft-addr", raftAddr, "--bootstrap-expect", "1")
+		"--grpc-addr", grpcAddr, "--raft-addr", raftAddr, "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1")
 
 	c := mustClient(t, grpcAddr)
 	waitFor(t, 20*time.Second, "the agent to take an enqueue", func() bool {

@@ -70,7 +70,7 @@ func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--id", "m1", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr,
-			"--raft-addr", loopbackAddr(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
+			"--raft-addr", loopbackAddr(t), "--gossip-addr", loopbackAddr(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
 	}()
 	t.Cleanup(func() {
 		cancel()
