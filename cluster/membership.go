@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/gossip"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -89,14 +90,33 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 		FeatureLevel:        n.fsm.MaxLevel(),
 		EnabledFeatureLevel: n.fsm.EnabledLevel(),
 	}
+	members := map[string]gossip.Member{}
+	if n.gossip != nil {
+		for _, m := range n.gossip.Members() {
+			members[m.ID] = m
+		}
+	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		voters, alive := 0, 0
 		for _, s := range f.Configuration().Servers {
 			p, _ := n.peers.get(string(s.ID))
+			health, version := "unknown", ""
+			if m, ok := members[string(s.ID)]; ok {
+				health, version = m.Status.String(), m.Version
+			}
 			if string(s.ID) == n.cfg.ID {
-				p.Level = n.fsm.MaxLevel()
+				p.Level, health, version = n.fsm.MaxLevel(), "alive", Version
+			}
+			if s.Suffrage == raft.Voter {
+				voters++
+				if health == "alive" {
+					alive++
+				}
 			}
 			st.Servers = append(st.Servers, &pb.Server{
 				FeatureLevel: p.Level,
+				Version:      version,
+				Health:       health,
 				Id:           string(s.ID),
 				RaftAddr:     string(s.Address),
 				GrpcAddr:     p.GRPCAddr,
@@ -104,6 +124,7 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 				Leader:       string(s.ID) == leaderID,
 			})
 		}
+		st.FailureTolerance = int32(alive - (voters/2 + 1))
 	}
 	if withHash {
 		h, err := n.fsm.Hash()

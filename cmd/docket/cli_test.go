@@ -54,6 +54,12 @@ func Test_CLITour(t *testing.T) {
 	if s := docket(t, addrs, "cluster", "status"); strings.Count(s, "voter") != 3 || !strings.Contains(s, "*") {
 		t.Fatalf("cluster status printed %q", s)
 	}
+	// Issue 12: each server's health and level, and the failure tolerance.
+	var last string
+	waitFor(t, 10*time.Second, "every server alive in gossip", func() bool {
+		last = docket(t, addrs, "cluster", "status")
+		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") && strings.Count(last, " level 5 ") == 3
+	})
 	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
 		t.Fatalf("stats --json printed %q", s)
 	}

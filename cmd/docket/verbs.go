@@ -456,8 +456,10 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 			if s.GetLeader() {
 				mark = "*"
 			}
-			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %-8s level %d\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(), s.GetSuffrage(), s.GetFeatureLevel())
+			fmt.Fprintf(w, " %s %-6s grpc %-16s raft %-16s %-8s %-7s level %d  %s\n", mark, s.GetId(), s.GetGrpcAddr(), s.GetRaftAddr(),
+				s.GetSuffrage(), s.GetHealth(), s.GetFeatureLevel(), s.GetVersion())
 		}
+		fmt.Fprintf(w, "failure tolerance: %d more may fail before the quorum is lost (%s's gossip view)\n", st.GetFailureTolerance(), st.GetNodeId())
 		fmt.Fprintf(w, "features: cluster enabled level %d; %s's build applies up to %d\n",
 			st.GetEnabledFeatureLevel(), st.GetNodeId(), st.GetFeatureLevel())
 		if cs := st.GetConsistency(); cs != nil {

@@ -1876,7 +1876,11 @@ type Server struct {
 	Suffrage string                 `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"` // voter, nonvoter
 	Leader   bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	// feature_level is the level the server last announced; 0 when unknown.
-	FeatureLevel  uint32 `protobuf:"varint,6,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
+	FeatureLevel uint32 `protobuf:"varint,6,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
+	Version      string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"` // the build it gossips; empty when unknown
+	// health is what this node's gossip says of the server: alive, failed,
+	// left, or unknown (not in the gossip pool).
+	Health        string `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1951,6 +1955,20 @@ func (x *Server) GetFeatureLevel() uint32 {
 		return x.FeatureLevel
 	}
 	return 0
+}
+
+func (x *Server) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Server) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
 }
 
 type StatusRequest struct {
@@ -2031,8 +2049,12 @@ type StatusResponse struct {
 	// enabled_feature_level the level the cluster latched (see fsm.Level*).
 	FeatureLevel        uint32 `protobuf:"varint,15,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
 	EnabledFeatureLevel uint32 `protobuf:"varint,16,opt,name=enabled_feature_level,json=enabledFeatureLevel,proto3" json:"enabled_feature_level,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// failure_tolerance is how many more voters may fail before the cluster
+	// loses its quorum: voters alive in this node's gossip minus the quorum
+	// of all voters; negative when the quorum is already lost.
+	FailureTolerance int32 `protobuf:"varint,17,opt,name=failure_tolerance,json=failureTolerance,proto3" json:"failure_tolerance,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2173,6 +2195,13 @@ func (x *StatusResponse) GetFeatureLevel() uint32 {
 func (x *StatusResponse) GetEnabledFeatureLevel() uint32 {
 	if x != nil {
 		return x.EnabledFeatureLevel
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetFailureTolerance() int32 {
+	if x != nil {
+		return x.FailureTolerance
 	}
 	return 0
 }
@@ -2722,18 +2751,20 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2\x14.docket.v1.TokenInfoR\x06tokens\"0\n" +
 	"\x12RevokeTokenRequest\x12\x1a\n" +
 	"\baccessor\x18\x01 \x01(\tR\baccessor\"\x15\n" +
-	"\x13RevokeTokenResponse\"\xab\x01\n" +
+	"\x13RevokeTokenResponse\"\xdd\x01\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12#\n" +
-	"\rfeature_level\x18\x06 \x01(\rR\ffeatureLevel\"M\n" +
+	"\rfeature_level\x18\x06 \x01(\rR\ffeatureLevel\x12\x18\n" +
+	"\aversion\x18\a \x01(\tR\aversion\x12\x16\n" +
+	"\x06health\x18\b \x01(\tR\x06health\"M\n" +
 	"\rStatusRequest\x12\x1b\n" +
 	"\twith_hash\x18\x01 \x01(\bR\bwithHash\x12\x1f\n" +
 	"\vcheck_index\x18\x02 \x01(\x04R\n" +
-	"checkIndex\"\xd1\x04\n" +
+	"checkIndex\"\xfe\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -2752,7 +2783,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"check_hash\x18\r \x01(\tR\tcheckHash\x12=\n" +
 	"\vconsistency\x18\x0e \x01(\v2\x1b.docket.v1.ConsistencyCheckR\vconsistency\x12#\n" +
 	"\rfeature_level\x18\x0f \x01(\rR\ffeatureLevel\x122\n" +
-	"\x15enabled_feature_level\x18\x10 \x01(\rR\x13enabledFeatureLevel\"\x98\x01\n" +
+	"\x15enabled_feature_level\x18\x10 \x01(\rR\x13enabledFeatureLevel\x12+\n" +
+	"\x11failure_tolerance\x18\x11 \x01(\x05R\x10failureTolerance\"\x98\x01\n" +
 	"\x10ConsistencyCheck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +
