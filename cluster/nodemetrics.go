@@ -48,8 +48,8 @@ func newNodeCollector(n *Node) *nodeCollector {
 		applyLag:       d("fsm_apply_lag_entries", "Committed entries this node has not applied yet (commit index minus FSM applied index)."),
 		leaderChangesD: d("raft_leader_changes_total", "Times this node saw the leader change (a new leader, or none), since it started."),
 		voters:         d("raft_voters", "Voters in this node's latest Raft configuration."),
-		tolerance: d("raft_failure_tolerance", "Voters that may fail before the cluster loses its quorum: voters minus quorum, "+
-			"from the configuration. It does not yet subtract voters that are down."),
+		tolerance: d("raft_failure_tolerance", "Voters that may fail before the cluster loses its quorum: voters alive in this "+
+			"node's gossip minus the quorum of all voters; negative once the quorum is lost."),
 		level:      d("feature_level_enabled", "The feature level the cluster latched, as this node applied it."),
 		buildLevel: d("feature_level_build", "The highest feature level this node's build applies."),
 		check: d("consistency_check_state", "1 for this node's consistency-check state (ok, awaiting, diverged), 0 for the others.",
@@ -124,9 +124,15 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.fsmApplied, float64(fsmApplied))
 	gauge(c.applyLag, float64(commit-min(commit, fsmApplied)))
 	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(n.role.changes.Load()))
-	voters := n.voterCount()
+	st := n.Status()
+	voters := 0
+	for _, s := range st.GetServers() {
+		if s.GetSuffrage() == "voter" {
+			voters++
+		}
+	}
 	gauge(c.voters, float64(voters))
-	gauge(c.tolerance, float64(max(0, voters-(voters/2+1))))
+	gauge(c.tolerance, float64(st.GetFailureTolerance()))
 	gauge(c.level, float64(n.fsm.EnabledLevel()))
 	gauge(c.buildLevel, float64(n.fsm.MaxLevel()))
 	cs := n.check.status().GetStatus()

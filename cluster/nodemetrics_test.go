@@ -83,6 +83,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	nodes := []*Node{n1}
 	for _, id := range []string{"n2", "n3"} {
 		c := cfgFor(id, 0)
+		c.Join = []string{n1.GossipAddr()}
 		n := mustNode(t, c)
 		regs[n] = c.Service.Registerer.(*prometheus.Registry)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -175,9 +176,10 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		if got, _ := metricValue(t, reg, "docket_raft_voters"); got != 3 {
 			t.Errorf("%s: voters %v", n.ID(), got)
 		}
-		if got, _ := metricValue(t, reg, "docket_raft_failure_tolerance"); got != 1 {
-			t.Errorf("%s: failure tolerance %v", n.ID(), got)
-		}
+		waitFor(t, 10*time.Second, n.ID()+"'s gossip to see every voter alive", func() bool {
+			got, _ := metricValue(t, reg, "docket_raft_failure_tolerance")
+			return got == 1
+		})
 		if got, _ := metricValue(t, reg, "docket_raft_state", "state=Leader"); got != b2f(n == l) {
 			t.Errorf("%s: raft_state{Leader} %v", n.ID(), got)
 		}
