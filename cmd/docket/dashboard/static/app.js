@@ -27,8 +27,11 @@ function draw() {
       }
       svg.replaceChildren();
       if (rates.length === 0) continue;
+      svg.dataset.peak = String(Math.max(...rates)); // read by the browser test
       const max = Math.max(1, ...rates);
-      const w = 120, ht = 24, step = w / Math.max(1, keep - 1);
+      // Few samples spread over the width; once there are enough, each
+      // keeps a fixed step and the oldest scroll off the left.
+      const w = 120, ht = 24, step = Math.max(w / (keep - 2), w / Math.max(1, rates.length - 1));
       const pts = rates.map((r, i) => `${(w - (rates.length - 1 - i) * step).toFixed(1)},${(ht - 2 - (r / max) * (ht - 4)).toFixed(1)}`);
       const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
       line.setAttribute("points", pts.join(" "));
