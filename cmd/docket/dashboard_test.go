@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -334,5 +336,67 @@ func Test_ListTasksHidesFencesAndTenants(t *testing.T) {
 	b.login(secret)
 	if resp, body := b.get("/leases"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-id="`+id+`"`) || !strings.Contains(body, "w1") {
 		t.Fatalf("leases page: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// Test_AgentHTTPAddrBeyondLoopback: a non-loopback --http-addr is refused
+// at start unless the agent runs both TLS and --auth, as --debug-addr is;
+// a --grpc-addr the dashboard cannot dial is refused too.
+func Test_AgentHTTPAddrBeyondLoopback(t *testing.T) {
+	for name, extra := range map[string][]string{"plain": nil, "auth only": {"--auth"}} {
+		args := append([]string{"agent", "--id", "x", "--data-dir", t.TempDir(), "--http-addr", "10.1.2.3:7800"}, extra...)
+		if err := run(testCtx(t), args, io.Discard, io.Discard); !errors.Is(err, errHTTPNotLoopback) || !errors.Is(err, errUsage) {
+			t.Errorf("%s: %v, want errHTTPNotLoopback", name, err)
+		}
+	}
+	if err := checkHTTPAddr("10.1.2.3:7800", true); err != nil {
+		t.Errorf("TLS and --auth on: %v", err)
+	}
+	if _, err := dashboardTarget("127.0.0.1:0"); !errors.Is(err, errUsage) {
+		t.Errorf("--grpc-addr port 0: %v, want a usage error", err)
+	}
+	if got, err := dashboardTarget("0.0.0.0:7401"); err != nil || got != "127.0.0.1:7401" {
+		t.Errorf("wildcard --grpc-addr: %q %v, want 127.0.0.1:7401", got, err)
+	}
+}
+
+// Test_AgentServesOpenDashboard: an agent without --auth serves the
+// dashboard in plain HTTP on loopback, open, and says so on the page.
+func Test_AgentServesOpenDashboard(t *testing.T) {
+	dir := t.TempDir()
+	httpAddr := loopbackAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--bootstrap-expect", "1",
+			"--grpc-addr", loopbackAddr(t), "--raft-addr", loopbackAddr(t), "--ballast-size", "0", "--log-level", "warn",
+			"--http-addr", httpAddr}, io.Discard, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var body string
+	waitFor(t, 20*time.Second, "the dashboard to show a leader", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("agent ended: %v", err)
+		default:
+		}
+		resp, err := hc.Get("http://" + httpAddr + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, `<b id="leader">n1</b>`)
+	})
+	if !strings.Contains(body, "open: no login") {
+		t.Fatalf("an open dashboard does not say so:\n%s", body)
 	}
 }
