@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cmd/docket/dashboard"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
@@ -153,7 +155,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	}
 
 	ca := filepath.Join(dir, "tls", "docket-ca.pem")
-	checkDevDashboard(t, dev, base, ca)
+	checkDevDashboard(t, dev, base, ca, tok)
 	anon, err := client.NewWithOptions(ctx, addrs, client.WithTLS(ca, "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -269,8 +271,9 @@ func Test_BenchAgainstSecureDev(t *testing.T) {
 }
 
 // checkDevDashboard: dev prints each node's dashboard URL, and the
-// dashboard serves HTTPS with the cluster's CA and asks for a login.
-func checkDevDashboard(t *testing.T, dev *devRun, base int, caFile string) {
+// dashboard serves HTTPS with the cluster's CA, asks for a login, and
+// keeps the token in a Secure, HttpOnly, SameSite=Strict cookie.
+func checkDevDashboard(t *testing.T, dev *devRun, base int, caFile, tok string) {
 	t.Helper()
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -294,5 +297,21 @@ func checkDevDashboard(t *testing.T, dev *devRun, base int, caFile string) {
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
 			t.Fatalf("dashboard %s without a token: %d to %q, want 303 to /login", url, resp.StatusCode, resp.Header.Get("Location"))
 		}
+	}
+	resp, err := hc.PostForm(fmt.Sprintf("https://127.0.0.1:%d/login", base+301), neturl.Values{"token": {tok}})
+	if err != nil {
+		t.Fatalf("dashboard login: %v", err)
+	}
+	_ = resp.Body.Close()
+	var c *http.Cookie
+	for _, k := range resp.Cookies() {
+		if k.Name == dashboard.CookieName {
+			c = k
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || c == nil || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		// The cookie's value is the admin token: its attributes only.
+		secure, httpOnly, sameSite := c != nil && c.Secure, c != nil && c.HttpOnly, c != nil && c.SameSite == http.SameSiteStrictMode
+		t.Fatalf("dashboard login over HTTPS: %d, cookie set %v, Secure %v, HttpOnly %v, SameSite=Strict %v; want 303 and all", resp.StatusCode, c != nil, secure, httpOnly, sameSite)
 	}
 }
