@@ -38,8 +38,7 @@ const CookieName = "docket_token"
 const callTimeout = 5 * time.Second
 
 // maxPeers bounds the cached connections to other servers (the Cluster
-// page asks each for its own status): the configuration names them, and a
-// cluster of more than this is not what Docket runs.
+// page asks each for its own status); past it the cache is emptied.
 const maxPeers = 16
 
 // maxFormBytes bounds a POST body: a form of at most 50 ids.
@@ -128,7 +127,12 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	if len(s.peers) >= maxPeers {
-		return nil, fmt.Errorf("dashboard: more than %d servers", maxPeers)
+		// Servers that left keep their entries until here: start afresh
+		// rather than refuse the ones of today.
+		for a, c := range s.peers {
+			_ = c.Close() // an idle connection; nothing to report
+			delete(s.peers, a)
+		}
 	}
 	c, err := s.dial(addr)
 	if err != nil {

@@ -13,7 +13,8 @@
 // actions need the admin role. The node forwards writes and linearizable
 // reads to the leader as it does for any client. The Cluster page also
 // asks every server of the configuration for its own Status (open, no
-// token), over cached connections to at most 16 servers.
+// token), over cached connections to at most 16 servers (the cache
+// starts afresh when full, so servers that left do not fill it).
 //
 // Pages are html/template files and one small script embedded with
 // go:embed: no Node build step. Pages that show changing state (Cluster,
