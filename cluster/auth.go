@@ -57,6 +57,7 @@ var methodRoles = map[string][]string{
 	pb.Queue_Nack_FullMethodName:        {RoleWorker},
 	pb.Queue_Stats_FullMethodName:       {RoleReader, RoleAdmin},
 	pb.Queue_ListDead_FullMethodName:    {RoleAdmin},
+	pb.Queue_ListTasks_FullMethodName:   {RoleReader, RoleAdmin},
 	pb.Queue_RequeueDead_FullMethodName: {RoleAdmin},
 	pb.Queue_Cancel_FullMethodName:      {RoleAdmin},
 

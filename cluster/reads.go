@@ -93,3 +93,42 @@ func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consi
 	}
 	return tasks, next, nil
 }
+
+// CheckListTasks fills a ListTasks request's default tenant and checks its
+// names and state, so the node that receives it refuses a bad one.
+func CheckListTasks(req *pb.ListTasksRequest) error {
+	if err := CheckListDead(&pb.ListDeadRequest{Queue: req.GetQueue(), Tenant: req.GetTenant()}); err != nil {
+		return err
+	}
+	if req.GetTenant() == "" {
+		req.Tenant = pb.DefaultTenant
+	}
+	switch req.GetState() {
+	case pb.TaskState_TASK_STATE_PENDING, pb.TaskState_TASK_STATE_DELAYED,
+		pb.TaskState_TASK_STATE_RUNNING, pb.TaskState_TASK_STATE_DEAD:
+		return nil
+	}
+	return &FieldError{Field: "state", Reason: "pending, delayed, running or dead (the states a queue indexes)"}
+}
+
+// ListTasks pages through a queue's tasks in one state: up to req.limit
+// (default 100, at most MaxBatch). The tasks keep their fences; the API
+// layer drops them.
+func (s *Service) ListTasks(ctx context.Context, req *pb.ListTasksRequest, c Consistency) ([]*pb.Task, string, error) {
+	if err := CheckListTasks(req); err != nil {
+		return nil, "", err
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = pb.DefaultListLimit
+	}
+	limit = min(limit, MaxBatch)
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, "", err
+	}
+	tasks, next, err := s.r.FSM().ListTasks(req.GetQueue(), req.GetTenant(), req.GetState(), req.GetCursor(), limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s tasks: %w", req.GetState(), err)
+	}
+	return tasks, next, nil
+}

@@ -133,6 +133,8 @@ func requestTenants(req any) []string {
 		return []string{r.GetTenant()}
 	case *pb.ListDeadRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.ListTasksRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

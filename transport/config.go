@@ -33,10 +33,11 @@ type Node interface {
 	ReleaseTasks(tasks []*pb.Task)
 	// WaitResult waits on the leader for a task to finish.
 	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
-	// GetTask, Stats and ListDead read at the consistency asked for.
+	// GetTask, Stats, ListDead and ListTasks read at the consistency asked for.
 	GetTask(ctx context.Context, id string, c cluster.Consistency) (*pb.Task, uint64, error)
 	Stats(ctx context.Context, queue, tenant, cursor string, c cluster.Consistency) ([]*pb.QueueStats, string, error)
 	ListDead(ctx context.Context, req *pb.ListDeadRequest, c cluster.Consistency) ([]*pb.Task, string, error)
+	ListTasks(ctx context.Context, req *pb.ListTasksRequest, c cluster.Consistency) ([]*pb.Task, string, error)
 	// Drain ends the node's long polls at once; a stopping server calls it.
 	Drain()
 
@@ -112,8 +113,8 @@ const (
 //	                       + 2 KiB (the rest)                  = 48 MiB + 66 KiB
 //	GetTask, WaitResult    one task + 5 (tag, length) + 11 (applied_index or
 //	                       done)                               < 48 MiB + 67 KiB
-//	Claim, ListDead        tasks within fsm.AnswerBudget (4 MiB), or one task
-//	                       larger than it alone, + a cursor   < 48 MiB + 67 KiB
+//	Claim, ListDead,       tasks within fsm.AnswerBudget (4 MiB), or one task
+//	ListTasks              larger than it alone, + a cursor   < 48 MiB + 67 KiB
 //	Stats                  at most fsm.AnswerBudget of queues + a cursor
 //	Enqueue, Heartbeat,    at most fsm.MaxBatch (1,000) items of a few hundred
 //	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB

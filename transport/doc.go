@@ -78,11 +78,11 @@
 //   - The long poll runs on the leader, forwarded whole: the leader's
 //     replica is the freshest, and its observer sees every enqueue first.
 //     How it waits is cluster's (Service.Claim).
-//   - Stats and ListDead are linearizable: their requests cannot say stale
+//   - Stats, ListDead and ListTasks are linearizable: their requests cannot say stale
 //     is acceptable, and counts that go back in time when an operator asks
 //     another node mislead. They need a leader.
 //   - Answers are bounded by the FSM (fsm.AnswerBudget per Claim, per
-//     ListDead and Stats page; one task at most fsm.MaxTaskBytes), so the
+//     ListDead, ListTasks and Stats page; one task at most fsm.MaxTaskBytes), so the
 //     largest answer of any RPC is a number, MaxAnswerBytes (49 MiB; the
 //     arithmetic is at its declaration). The server's send limit and the
 //     Go client's receive limit are that number. The server's receive
@@ -151,7 +151,9 @@
 //   - With auth on, GetTask, WaitResult and ListDead never return a
 //     fence: only Claim's answer, to the worker holding the claim, does.
 //     With auth off they still do, so existing tools and tests that read
-//     it keep working; anyone can do anything there anyway.
+//     it keep working; anyone can do anything there anyway. ListTasks
+//     (a reader's view of running tasks, the dashboard's Live leases)
+//     drops fences for every caller: nothing that reads it needs one.
 //   - A follower forwards the caller's authorization metadata; the leader
 //     checks it again, so a revoke the leader applied wins over a
 //     follower that lags.

@@ -251,3 +251,27 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 			return &pb.ListDeadResponse{Tasks: tasks, NextCursor: next}, nil
 		})
 }
+
+// ListTasks pages through a queue's tasks in one state. It is
+// linearizable, like Stats. Fences are dropped for every caller, token or
+// not: the listing is for watching, and a fence lets its holder submit.
+func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
+	if err := cluster.CheckListTasks(req); err != nil {
+		return nil, err
+	}
+	return read(q.s, ctx, pb.Queue_ListTasks_FullMethodName, req, &pb.ListTasksResponse{}, false,
+		func(c cluster.Consistency) (*pb.ListTasksResponse, error) {
+			tasks, next, err := q.s.node.ListTasks(ctx, req, c)
+			if err != nil {
+				return nil, err
+			}
+			for i, t := range tasks {
+				if t.GetFence() != 0 {
+					t = proto.Clone(t).(*pb.Task)
+					t.Fence = 0
+					tasks[i] = t
+				}
+			}
+			return &pb.ListTasksResponse{Tasks: tasks, NextCursor: next}, nil
+		})
+}

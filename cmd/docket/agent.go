@@ -80,6 +80,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.BoolVar(&o.api.Auth, "auth", false, "require a bearer token (docket token create) on every Queue and Cluster call but Status; off: no token needed")
 	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap admin token's secret, used on the cluster's first boot only (or DOCKET_BOOTSTRAP_TOKEN; never a flag value)")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles on this address (off when empty). With TLS and --auth: HTTPS with this node's certificate and a bearer token on every request (/metrics: reader or admin over \"*\"; profiles: admin over \"*\"), on any address; otherwise plain HTTP, and only a loopback address")
+	fs.StringVar(&o.httpAddr, "http-addr", "", "serve the web dashboard on this address (off when empty); a client of this node's API with the viewer's token. With TLS and --auth: HTTPS with this node's certificate and a login, on any address; otherwise plain HTTP, and only a loopback address")
 	agentTLSFlags(fs, o)
 	return &c, o
 }
@@ -91,6 +92,7 @@ const DefaultBallastBytes = 64 << 20
 
 type agentOpts struct {
 	grpcAddr, join, logLevel, logFormat, debugAddr string
+	httpAddr                                       string
 	bootstrapTokenFile, gossipKeyFile              string
 	api                                            transport.Config
 	fdReserve, maxConns, raftMaxConns              int
@@ -154,6 +156,16 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		_, stop, err := serveDebug(o.debugAddr, reg, log, guard)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if o.httpAddr != "" {
+		if err := checkHTTPAddr(o.httpAddr, reloader != nil && o.api.Auth); err != nil {
+			return err
+		}
+		_, stop, err := serveDashboard(o.httpAddr, o.grpcAddr, o.api.Auth, reloader, log)
 		if err != nil {
 			return err
 		}

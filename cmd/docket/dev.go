@@ -21,7 +21,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a fresh temp dir, removed on exit)")
-	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i, Raft on base+100+i and gossip on base-100+i, on 127.0.0.1")
+	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i, Raft on base+100+i, gossip on base-100+i and the web dashboard on base+300+i, on 127.0.0.1")
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
 	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
 	if err := fs.Parse(args); err != nil {
@@ -36,7 +36,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	c, leader, err := localcluster.Start(ctx, localcluster.Options{
 		Exe: exe, Dir: *dataDir, TempName: "docket-dev-", BasePort: *basePort, Nodes: *nodes,
-		TLS: !*insecure, Auth: !*insecure,
+		TLS: !*insecure, Auth: !*insecure, Dashboard: true,
 	})
 	if err != nil {
 		return err
@@ -50,6 +50,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "data: %s%s\n", c.Dir, map[bool]string{true: "", false: " (removed on exit)"}[*dataDir != ""])
 	for _, n := range c.Nodes {
 		fmt.Fprintf(stdout, "  %s  grpc %s  raft %s  pid %d  log %s\n", n.ID, n.GRPC, n.Raft, n.Pid(), n.LogPath)
+	}
+	for _, n := range c.Nodes {
+		fmt.Fprintf(stdout, "  %s  dashboard %s\n", n.ID, n.HTTP)
+	}
+	if c.Token != "" {
+		fmt.Fprintf(stdout, "  (the dashboard asks for a token: the admin token below, or one from docket token create)\n")
 	}
 	if err := printDevAccess(stdout, c); err != nil {
 		return err

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +19,8 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cmd/docket/dashboard"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
@@ -25,15 +31,16 @@ type devRun struct {
 	stop func() error
 }
 
-// freeBase finds a base port whose gRPC (base+1..n) and Raft
-// (base+101..100+n) ports are free now on 127.0.0.1.
+// freeBase finds a base port whose gRPC (base+1..n), Raft
+// (base+101..100+n) and dashboard (base+301..300+n) ports are free now on
+// 127.0.0.1.
 func freeBase(t *testing.T, n int) int {
 	t.Helper()
 	for try := 0; try < 50; try++ {
 		base := 20000 + (os.Getpid()*7+try*311)%20000
 		ok := true
 		for i := 1; i <= n && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i} {
+			for _, p := range []int{base + i, base + 100 + i, base + 300 + i} {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
@@ -148,6 +155,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	}
 
 	ca := filepath.Join(dir, "tls", "docket-ca.pem")
+	checkDevDashboard(t, dev, base, ca, tok)
 	anon, err := client.NewWithOptions(ctx, addrs, client.WithTLS(ca, "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +267,51 @@ func Test_BenchAgainstSecureDev(t *testing.T) {
 	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem"), "--token", tok), &stdout, &stderr)
 	if n, e := benchOps(t, stdout.String()); err != nil || n == 0 || e != 0 || strings.Contains(stdout.String(), tok) {
 		t.Fatalf("bench --token: %v, %d ok, %d errors\n%s", err, n, e, stdout.String())
+	}
+}
+
+// checkDevDashboard: dev prints each node's dashboard URL, and the
+// dashboard serves HTTPS with the cluster's CA, asks for a login, and
+// keeps the token in a Secure, HttpOnly, SameSite=Strict cookie.
+func checkDevDashboard(t *testing.T, dev *devRun, base int, caFile, tok string) {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	hc := &http.Client{Timeout: 10 * time.Second,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: certs.ServerName}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := 1; i <= 3; i++ {
+		url := fmt.Sprintf("https://127.0.0.1:%d/", base+300+i)
+		if !dev.out.has(fmt.Sprintf("n%d  dashboard %s", i, url)) {
+			t.Fatalf("dev output lacks n%d's dashboard %s:\n%s", i, url, dev.out.String())
+		}
+		resp, err := hc.Get(url)
+		if err != nil {
+			t.Fatalf("dashboard %s: %v", url, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+			t.Fatalf("dashboard %s without a token: %d to %q, want 303 to /login", url, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	resp, err := hc.PostForm(fmt.Sprintf("https://127.0.0.1:%d/login", base+301), neturl.Values{"token": {tok}})
+	if err != nil {
+		t.Fatalf("dashboard login: %v", err)
+	}
+	_ = resp.Body.Close()
+	var c *http.Cookie
+	for _, k := range resp.Cookies() {
+		if k.Name == dashboard.CookieName {
+			c = k
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || c == nil || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		// The cookie's value is the admin token: its attributes only.
+		secure, httpOnly, sameSite := c != nil && c.Secure, c != nil && c.HttpOnly, c != nil && c.SameSite == http.SameSiteStrictMode
+		t.Fatalf("dashboard login over HTTPS: %d, cookie set %v, Secure %v, HttpOnly %v, SameSite=Strict %v; want 303 and all", resp.StatusCode, c != nil, secure, httpOnly, sameSite)
 	}
 }

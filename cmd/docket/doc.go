@@ -22,4 +22,10 @@
 //     metrics and profiles are not split by tenant, and a heap or goroutine
 //     profile shows more of the process than any one tenant may see. A
 //     request before the node is up answers 503.
+//   - The web dashboard (--http-addr, package dashboard) follows the debug
+//     server's address rule: loopback only unless the agent runs TLS and
+//     --auth, then HTTPS with the node's certificate on any address. It
+//     dials its own node's API with the node's peer credentials, which
+//     every --tls-client-auth setting admits, and needs a fixed
+//     --grpc-addr port to find it. `docket dev` serves it on base+300+i.
 package main

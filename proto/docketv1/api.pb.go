@@ -1340,6 +1340,137 @@ func (x *RequeueDeadResponse) GetItems() []*ItemResult {
 	return nil
 }
 
+type ListTasksRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	State  TaskState              `protobuf:"varint,3,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
+	// cursor continues a listing from a previous answer's next_cursor, for
+	// the same queue, tenant and state; any other is InvalidArgument naming
+	// "cursor".
+	Cursor        string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Limit         uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"` // 0: 100 (DefaultListLimit); at most 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksRequest) Reset() {
+	*x = ListTasksRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksRequest) ProtoMessage() {}
+
+func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
+func (*ListTasksRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListTasksRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *ListTasksRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListTasksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"` // fence always 0
+	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksResponse) Reset() {
+	*x = ListTasksResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksResponse) ProtoMessage() {}
+
+func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
+func (*ListTasksResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListTasksResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *ListTasksResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1348,7 +1479,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1491,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1504,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
 }
 
 type SnapshotChunk struct {
@@ -1385,7 +1516,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1528,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1541,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1432,7 +1563,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1575,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1588,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -1500,7 +1631,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1643,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1656,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -1567,7 +1698,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1710,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1723,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -1624,7 +1755,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1767,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1780,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 type TokenInfo struct {
@@ -1667,7 +1798,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1810,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1823,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -1753,7 +1884,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1896,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1909,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1797,7 +1928,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1940,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1953,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -1840,7 +1971,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1983,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1996,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 type Server struct {
@@ -1887,7 +2018,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2030,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2043,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Server) GetId() string {
@@ -1985,7 +2116,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2128,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2141,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -2059,7 +2190,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2202,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2215,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2224,7 +2355,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2367,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2380,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -2296,7 +2427,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2439,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2452,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -2340,7 +2471,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2483,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2496,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2387,7 +2518,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2530,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2543,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -2451,7 +2582,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2594,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2607,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 type RemoveServerRequest struct {
@@ -2488,7 +2619,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2631,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2644,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2531,7 +2662,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2674,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2687,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 type LeaveRequest struct {
@@ -2567,7 +2698,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2710,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2723,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 type LeaveResponse struct {
@@ -2603,7 +2734,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2746,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2759,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -2716,7 +2847,17 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"B\n" +
 	"\x13RequeueDeadResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x15\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x9a\x01\n" +
+	"\x10ListTasksRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"[\n" +
+	"\x11ListTasksResponse\x12%\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -2805,7 +2946,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xae\x06\n" +
+	"\rLeaveResponse2\xf6\x06\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -2819,7 +2960,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"WaitResult\x12\x1c.docket.v1.WaitResultRequest\x1a\x1d.docket.v1.WaitResultResponse\x12:\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
-	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse2\x86\x06\n" +
+	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse\x12F\n" +
+	"\tListTasks\x12\x1b.docket.v1.ListTasksRequest\x1a\x1c.docket.v1.ListTasksResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -2845,7 +2987,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -2871,103 +3013,109 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ListDeadResponse)(nil),           // 21: docket.v1.ListDeadResponse
 	(*RequeueDeadRequest)(nil),         // 22: docket.v1.RequeueDeadRequest
 	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
-	(*SnapshotSaveRequest)(nil),        // 24: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 25: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 26: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 27: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 28: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 29: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 30: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 31: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 32: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 33: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 34: docket.v1.Server
-	(*StatusRequest)(nil),              // 35: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 36: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 37: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 38: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 39: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 40: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 41: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 42: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 43: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 44: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 45: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 46: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 47: docket.v1.ItemResult
-	(*Task)(nil),                       // 48: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 49: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 50: docket.v1.Outcome
-	(TaskState)(0),                     // 51: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 52: docket.v1.QueueStats
+	(*ListTasksRequest)(nil),           // 24: docket.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),          // 25: docket.v1.ListTasksResponse
+	(*SnapshotSaveRequest)(nil),        // 26: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 27: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 28: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 29: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 30: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 31: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 32: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 33: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 34: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 35: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 36: docket.v1.Server
+	(*StatusRequest)(nil),              // 37: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 38: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 39: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 40: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 41: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 42: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 43: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 44: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 45: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 46: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 47: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 48: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 49: docket.v1.ItemResult
+	(*Task)(nil),                       // 50: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 51: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 52: docket.v1.Outcome
+	(TaskState)(0),                     // 53: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 54: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	46, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	47, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	48, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	49, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	47, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	50, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	48, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	49, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	50, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	51, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	49, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	52, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	47, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	51, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	48, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	48, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	52, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	48, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	47, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	30, // 14: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	34, // 15: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	37, // 16: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 17: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 18: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 19: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 20: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 21: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 22: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 23: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 24: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 25: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 26: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 27: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 28: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	35, // 29: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	38, // 30: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	40, // 31: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	42, // 32: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	44, // 33: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	27, // 34: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	29, // 35: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	32, // 36: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	24, // 37: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	25, // 38: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 39: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 40: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 41: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 42: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 43: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 44: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 45: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 46: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 47: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 48: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 49: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 50: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	36, // 51: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	39, // 52: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	41, // 53: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	43, // 54: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	45, // 55: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	28, // 56: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	31, // 57: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	33, // 58: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	25, // 59: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	26, // 60: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	39, // [39:61] is the sub-list for method output_type
-	17, // [17:39] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	49, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	53, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	50, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	50, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	54, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	50, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	49, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	53, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	50, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	32, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	36, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	39, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 22: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 23: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 24: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 25: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 26: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 27: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 28: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 29: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 30: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 31: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	37, // 32: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	40, // 33: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	42, // 34: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	44, // 35: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	46, // 36: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	29, // 37: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	31, // 38: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	34, // 39: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	26, // 40: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	27, // 41: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 42: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 43: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 44: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 45: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 46: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 47: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 48: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 49: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 50: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 51: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 52: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 53: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 54: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	38, // 55: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	41, // 56: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	43, // 57: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	45, // 58: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	47, // 59: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	30, // 60: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	33, // 61: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	35, // 62: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	27, // 63: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	28, // 64: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	42, // [42:65] is the sub-list for method output_type
+	19, // [19:42] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -2983,7 +3131,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

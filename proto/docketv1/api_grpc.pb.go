@@ -34,6 +34,7 @@ const (
 	Queue_Stats_FullMethodName       = "/docket.v1.Queue/Stats"
 	Queue_ListDead_FullMethodName    = "/docket.v1.Queue/ListDead"
 	Queue_RequeueDead_FullMethodName = "/docket.v1.Queue/RequeueDead"
+	Queue_ListTasks_FullMethodName   = "/docket.v1.Queue/ListTasks"
 )
 
 // QueueClient is the client API for Queue service.
@@ -58,6 +59,11 @@ type QueueClient interface {
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	ListDead(ctx context.Context, in *ListDeadRequest, opts ...grpc.CallOption) (*ListDeadResponse, error)
 	RequeueDead(ctx context.Context, in *RequeueDeadRequest, opts ...grpc.CallOption) (*RequeueDeadResponse, error)
+	// ListTasks pages through a queue's tasks in one state that has a
+	// per-queue index (pending, delayed, running, dead), in that index's
+	// order. It is linearizable, like Stats. Fences are never in the answer:
+	// a reader could otherwise submit in a worker's place.
+	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 }
 
 type queueClient struct {
@@ -188,6 +194,16 @@ func (c *queueClient) RequeueDead(ctx context.Context, in *RequeueDeadRequest, o
 	return out, nil
 }
 
+func (c *queueClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, Queue_ListTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -210,6 +226,11 @@ type QueueServer interface {
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	ListDead(context.Context, *ListDeadRequest) (*ListDeadResponse, error)
 	RequeueDead(context.Context, *RequeueDeadRequest) (*RequeueDeadResponse, error)
+	// ListTasks pages through a queue's tasks in one state that has a
+	// per-queue index (pending, delayed, running, dead), in that index's
+	// order. It is linearizable, like Stats. Fences are never in the answer:
+	// a reader could otherwise submit in a worker's place.
+	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -255,6 +276,9 @@ func (UnimplementedQueueServer) ListDead(context.Context, *ListDeadRequest) (*Li
 }
 func (UnimplementedQueueServer) RequeueDead(context.Context, *RequeueDeadRequest) (*RequeueDeadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueDead not implemented")
+}
+func (UnimplementedQueueServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -493,6 +517,24 @@ func _Queue_RequeueDead_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ListTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ListTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ListTasks(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -547,6 +589,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequeueDead",
 			Handler:    _Queue_RequeueDead_Handler,
+		},
+		{
+			MethodName: "ListTasks",
+			Handler:    _Queue_ListTasks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -5,7 +5,7 @@
 // # Decisions and trade-offs
 //
 //   - Ports are fixed from a base (gRPC base+i, Raft base+100+i, pprof
-//     base+200+i when asked), so the CLI's default addresses reach `docket
+//     base+200+i and the dashboard base+300+i when asked), so the CLI's default addresses reach `docket
 //     dev` and a restarted node keeps the address its peers know.
 //   - Each child gets its own process group: Ctrl-C in a terminal reaches
 //     only the parent, which then stops the nodes in order (SIGTERM, then
@@ -44,6 +44,7 @@ type Options struct {
 	BasePort  int      // node i: gRPC base+i, Raft base+100+i, gossip base-100+i
 	Nodes     int      // how many
 	Debug     bool     // serve pprof on base+200+i
+	Dashboard bool     // serve the web dashboard on base+300+i (Node.HTTP)
 	ExtraArgs []string // more `docket agent` flags for every node
 	// TLS makes a throwaway CA in Dir/tls, a server certificate per node
 	// and a client certificate, and runs the nodes with TLS on. A kept
@@ -61,10 +62,12 @@ type TLSFiles struct{ CA, Cert, Key string }
 // Node is one child agent.
 type Node struct {
 	ID, GRPC, Raft, LogPath string
-	Args                    []string // the agent's arguments, to restart it by hand
-	exe                     string
-	cmd                     *exec.Cmd
-	exited                  chan error // nil while not running
+	// HTTP is the dashboard's URL when Options.Dashboard, else "".
+	HTTP   string
+	Args   []string // the agent's arguments, to restart it by hand
+	exe    string
+	cmd    *exec.Cmd
+	exited chan error // nil while not running
 }
 
 // Cluster is a running local cluster.
@@ -126,6 +129,12 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 			"--ballast-size", "0"}
 		if o.Debug {
 			n.Args = append(n.Args, "--debug-addr", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
+		}
+		if o.Dashboard {
+			addr := fmt.Sprintf("127.0.0.1:%d", o.BasePort+300+i)
+			n.Args = append(n.Args, "--http-addr", addr)
+			// The agent serves HTTPS exactly when it runs TLS.
+			n.HTTP = map[bool]string{true: "https://", false: "http://"}[o.TLS] + addr + "/"
 		}
 		c.Nodes = append(c.Nodes, n)
 	}

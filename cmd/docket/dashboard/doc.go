@@ -1,0 +1,64 @@
+// Package dashboard is Docket's web dashboard: the Cluster, Queues, Task,
+// Dead letters and Live leases pages that `docket agent --http-addr`
+// serves. It owns the pages, their templates and script, the login cookie
+// and the form tokens; it owns no rule about who may see or do what.
+//
+// # How it works
+//
+// The dashboard is a client of its own node's gRPC API (the generated
+// docket.v1 stubs over one connection to --grpc-addr). Every call carries
+// the viewer's token as its bearer token, so the API decides, once, what
+// the viewer may see and do: a token sees the queues of its tenants only
+// (Stats is filtered, GetTask of another tenant's task is NotFound), and
+// actions need the admin role. The node forwards writes and linearizable
+// reads to the leader as it does for any client. The Cluster page also
+// asks every server of the configuration for its own Status (open, no
+// token), over cached connections to at most 16 servers (the cache
+// starts afresh when full, so servers that left do not fill it).
+//
+// Pages are html/template files and one small script embedded with
+// go:embed: no Node build step. Pages that show changing state (Cluster,
+// Queues, Live leases) poll: the script fetches the page's own URL every
+// 2 s and swaps the <main> element, so the server renders one thing. The
+// Queues page draws its rate sparklines in the browser from the
+// replicated lifetime totals (QueueStats.totals) of successive polls.
+//
+// # Decisions and trade-offs
+//
+//   - A client, not a reader of the FSM: the dashboard cannot show what the
+//     API would refuse, and a second implementation of tenant scoping and
+//     roles cannot drift from the first. The cost is a loopback gRPC hop per
+//     call and a linearizable read (a leader round trip) per Stats, ListDead
+//     and ListTasks.
+//   - With --auth, a login page takes a token and keeps its secret in a
+//     cookie: HttpOnly (no script reads it), SameSite=Strict, Secure when
+//     served over HTTPS, session-long (no Max-Age). The login is checked by
+//     one stale GetTask of an impossible id: NotFound or PermissionDenied
+//     mean the node knows the token, Unauthenticated that it does not.
+//     Every page needs the cookie; a call answered Unauthenticated (revoked,
+//     expired) clears it and sends the viewer back to the login page.
+//     Cluster.Status needs no token, so the Cluster page checks it first.
+//   - Without --auth the pages are open, and say so in their header.
+//   - Actions are POST forms with a form token: an HMAC, under a key made
+//     at start, of the viewer's token secret, so a form rendered for one
+//     token does not work for another and a restart invalidates open forms.
+//     Cross-origin unsafe requests are also refused by Sec-Fetch-Site and
+//     Origin (net/http.CrossOriginProtection) before any handler runs.
+//   - Requeueing selected dead letters calls RequeueDead by id, which the
+//     API allows an admin over every tenant ("*") only; "requeue all" names
+//     the queue and tenant, and a tenant's admin may do it.
+//   - Fences are never rendered: the API hides them from token holders and
+//     drops them from ListTasks, and no template names the field.
+//   - The Task page shows the one record the FSM keeps: the last claim's
+//     worker and lease, the attempt count, the outcome, result and last
+//     error. A per-attempt history needs a bounded list on the task behind
+//     a feature level, not built yet.
+//   - Times are the leader-stamped ones from the record, shown in UTC. Lease
+//     countdowns tick in the browser against its own clock, which is fine on
+//     the loopback and approximate elsewhere; "last renewal" is
+//     lease_until - lease, since every claim and heartbeat sets lease_until
+//     to now + lease.
+//   - Each call is bounded by 5 s, each listing by a page (50 dead letters,
+//     100 running tasks per queue, 20 queues on Live leases, 4 Stats pages),
+//     and payloads and results are cut to 512 bytes on screen.
+package dashboard

@@ -1,0 +1,220 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// serverRow is one server of the Cluster page: the configuration's view
+// of it, and its own Status when it answered.
+type serverRow struct {
+	*pb.Server
+	Own *pb.StatusResponse
+	Err string
+}
+
+// clusterPage shows the configuration as the local node knows it, and each
+// server's own Status (Status is open: the viewer's token is checked
+// first, so that a page behind a login shows nothing without one).
+func (s *Server) clusterPage(v *view) {
+	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
+	defer cancel()
+	if s.cfg.Auth {
+		if err := s.checkToken(ctx); err != nil {
+			s.toLogin(v.w, v.r)
+			return
+		}
+	}
+	local, err := pb.NewClusterClient(s.conn).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		s.fail(v, "cluster status", err)
+		return
+	}
+	rows := make([]*serverRow, len(local.GetServers()))
+	var wg sync.WaitGroup
+	for i, srv := range local.GetServers() {
+		rows[i] = &serverRow{Server: srv}
+		wg.Go(func() { rows[i].Own, rows[i].Err = s.peerStatus(ctx, srv.GetGrpcAddr(), srv.GetId()) })
+	}
+	wg.Wait()
+	voters, healthy := 0, 0
+	for _, r := range rows {
+		if r.GetSuffrage() != "voter" {
+			continue
+		}
+		voters++
+		if r.Own != nil && r.Own.GetConsistency().GetStatus() != "diverged" {
+			healthy++
+		}
+	}
+	s.renderView(v, http.StatusOK, "cluster", map[string]any{
+		"Local": local, "Servers": rows, "Voters": voters, "Healthy": healthy,
+		"Tolerance": healthy - (voters/2 + 1),
+	})
+}
+
+// peerStatus asks one server for its own Status; the error is shown.
+func (s *Server) peerStatus(ctx context.Context, addr, id string) (*pb.StatusResponse, string) {
+	c, err := s.peer(addr)
+	if err != nil {
+		return nil, err.Error()
+	}
+	st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return nil, "unreachable: " + err.Error()
+	}
+	if st.GetNodeId() != id {
+		return nil, fmt.Sprintf("%s answers as %q", addr, st.GetNodeId())
+	}
+	return st, ""
+}
+
+// statsPageLimit bounds the Stats pages one view follows: each page is up
+// to 4 MiB, and a dashboard that needs more should filter by queue.
+const statsPageLimit = 4
+
+// queuesPage lists every queue and tenant the token grants (the API
+// filters), with the totals the rate charts are drawn from.
+func (s *Server) queuesPage(v *view) {
+	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
+	defer cancel()
+	queue := v.r.URL.Query().Get("queue")
+	var all []*pb.QueueStats
+	cursor, truncated := "", false
+	for i := 0; ; i++ {
+		if i == statsPageLimit {
+			truncated = true
+			break
+		}
+		resp, err := pb.NewQueueClient(s.conn).Stats(ctx, &pb.StatsRequest{Queue: queue, Cursor: cursor})
+		if err != nil {
+			s.fail(v, "queue stats", err)
+			return
+		}
+		all = append(all, resp.GetQueues()...)
+		if cursor = resp.GetNextCursor(); cursor == "" {
+			break
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].GetQueue() != all[j].GetQueue() {
+			return all[i].GetQueue() < all[j].GetQueue()
+		}
+		return all[i].GetTenant() < all[j].GetTenant()
+	})
+	var sum pb.QueueStats
+	for _, q := range all {
+		sum.Pending += q.GetPending()
+		sum.Delayed += q.GetDelayed()
+		sum.Running += q.GetRunning()
+		sum.Dead += q.GetDead()
+		sum.Completed += q.GetCompleted()
+	}
+	s.renderView(v, http.StatusOK, "queues", map[string]any{"Queues": all, "Sum": &sum, "Queue": queue, "Truncated": truncated})
+}
+
+// taskPage looks one task up by id, in the tenant the viewer names (the
+// default tenant when empty, as the API does with auth on).
+func (s *Server) taskPage(v *view) {
+	q := v.r.URL.Query()
+	id, tenant := strings.TrimSpace(q.Get("id")), strings.TrimSpace(q.Get("tenant"))
+	data := map[string]any{"ID": id, "Tenant": tenant}
+	if id == "" {
+		s.renderView(v, http.StatusOK, "task", data)
+		return
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
+	defer cancel()
+	resp, err := pb.NewQueueClient(s.conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tenant})
+	if err != nil {
+		s.fail(v, "task "+id, err)
+		return
+	}
+	t := resp.GetTask()
+	data["Task"] = t
+	data["Applied"] = resp.GetAppliedIndex()
+	if t.GetState() == pb.TaskState_TASK_STATE_RUNNING || t.GetLeaseUntil() != 0 {
+		// A heartbeat sets lease_until = now + lease, so its time is
+		// lease_until - lease: the last renewal, claim or heartbeat.
+		data["Renewed"] = t.GetLeaseUntil() - t.GetLeaseNs()
+	}
+	s.renderView(v, http.StatusOK, "task", data)
+}
+
+// deadPageSize is how many dead letters one page lists.
+const deadPageSize = 50
+
+// deadPage lists a queue's dead letters, a page at a time.
+func (s *Server) deadPage(v *view) {
+	q := v.r.URL.Query()
+	queue, tenant, cursor := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("tenant")), q.Get("cursor")
+	data := map[string]any{"Queue": queue, "Tenant": tenant, "Done": q.Get("done"), "Failed": q.Get("failed")}
+	if queue == "" {
+		s.renderView(v, http.StatusOK, "dead", data)
+		return
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
+	defer cancel()
+	resp, err := pb.NewQueueClient(s.conn).ListDead(ctx, &pb.ListDeadRequest{Queue: queue, Tenant: tenant, Cursor: cursor, Limit: deadPageSize})
+	if err != nil {
+		s.fail(v, "dead letters of "+queue, err)
+		return
+	}
+	data["Tasks"], data["Next"] = resp.GetTasks(), resp.GetNextCursor()
+	s.renderView(v, http.StatusOK, "dead", data)
+}
+
+// requeueAllLimit is the most one "requeue all" moves: the API's batch.
+const requeueAllLimit = 1000
+
+// requeue moves the selected dead letters (by id), or up to
+// requeueAllLimit of the queue, back to pending. The API decides whether
+// the token may (admin; by id, over every tenant).
+func (s *Server) requeue(v *view) {
+	f := v.r.PostForm
+	queue, tenant := f.Get("queue"), f.Get("tenant")
+	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
+	defer cancel()
+	qc := pb.NewQueueClient(s.conn)
+	var items []*pb.ItemResult
+	if f.Get("all") != "" {
+		resp, err := qc.RequeueDead(ctx, &pb.RequeueDeadRequest{Queue: queue, Tenant: tenant, Limit: requeueAllLimit})
+		if err != nil {
+			s.fail(v, "requeue "+queue, err)
+			return
+		}
+		items = resp.GetItems()
+	} else {
+		ids := f["id"]
+		if len(ids) == 0 || len(ids) > deadPageSize {
+			http.Error(v.w, fmt.Sprintf("select 1 to %d tasks", deadPageSize), http.StatusBadRequest)
+			return
+		}
+		for _, id := range ids {
+			resp, err := qc.RequeueDead(ctx, &pb.RequeueDeadRequest{TaskId: id})
+			if err != nil {
+				s.fail(v, "requeue "+id, err)
+				return
+			}
+			items = append(items, resp.GetItems()...)
+		}
+	}
+	done, failed := 0, 0
+	for _, it := range items {
+		if it.GetCode() == pb.Code_CODE_OK {
+			done++
+		} else {
+			failed++
+		}
+	}
+	back := url.Values{"queue": {queue}, "tenant": {tenant}, "done": {strconv.Itoa(done)}, "failed": {strconv.Itoa(failed)}}
+	http.Redirect(v.w, v.r, "/dead?"+back.Encode(), http.StatusSeeOther)
+}

@@ -1,0 +1,131 @@
+package dashboard
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// pageNames are the templates under templates/, each parsed with the
+// layout.
+var pageNames = []string{"login", "error", "cluster", "queues", "task", "dead", "leases"}
+
+var funcs = template.FuncMap{
+	"state": func(s pb.TaskState) string {
+		return strings.ToLower(strings.TrimPrefix(s.String(), "TASK_STATE_"))
+	},
+	"outcome": func(o pb.Outcome) string {
+		return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
+	},
+	"ts":      stamp,
+	"ago":     ago,
+	"until":   until,
+	"preview": preview,
+	"unixms":  func(ns int64) int64 { return ns / int64(time.Millisecond) },
+	// renewed is a running task's last claim or heartbeat: each sets
+	// lease_until = now + lease.
+	"renewed": func(t *pb.Task) int64 { return t.GetLeaseUntil() - t.GetLeaseNs() },
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, p := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: template %s: %w", p, err)
+		}
+		out[p] = t
+	}
+	return out, nil
+}
+
+// render writes page with data into a buffer first, so a template error
+// is a clean 500 rather than half a page.
+func (s *Server) render(w http.ResponseWriter, code int, page string, data map[string]any) {
+	s.renderCSRF(w, code, page, "", data)
+}
+
+func (s *Server) renderView(v *view, code int, page string, data map[string]any) {
+	s.renderCSRF(v.w, code, page, v.csrf, data)
+}
+
+func (s *Server) renderCSRF(w http.ResponseWriter, code int, page, csrf string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["Page"], data["Auth"], data["CSRF"], data["Now"] = page, s.cfg.Auth, csrf, time.Now()
+	var buf bytes.Buffer
+	if err := s.pages[page].Execute(&buf, data); err != nil {
+		s.log.Error("dashboard template", "page", page, "err", err)
+		http.Error(w, "template error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes()) // a viewer that left is no error of ours
+}
+
+// stamp is a leader-stamped Unix-ns time as UTC, "-" when unset.
+func stamp(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// ago is how long before now ns was, rounded for reading.
+func ago(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return roundDur(time.Since(time.Unix(0, ns))).String()
+}
+
+// until is how long from now to ns; negative when past.
+func until(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return roundDur(time.Until(time.Unix(0, ns))).String()
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d > time.Minute || d < -time.Minute:
+		return d.Round(time.Second)
+	case d > time.Second || d < -time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// previewBytes is how much of a payload or result a page shows.
+const previewBytes = 512
+
+// preview shows bytes as text when they are UTF-8, as hex otherwise, cut
+// at previewBytes.
+func preview(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	cut, more := b, ""
+	if len(cut) > previewBytes {
+		cut, more = cut[:previewBytes], fmt.Sprintf(" … (%d bytes)", len(b))
+	}
+	if utf8.Valid(cut) {
+		return string(cut) + more
+	}
+	return fmt.Sprintf("hex %x%s", cut, more)
+}
+
+func insecureCreds() credentials.TransportCredentials { return insecure.NewCredentials() }
