@@ -25,9 +25,10 @@
 // binary's `docket tls ca` and `docket tls cert` (as an operator would,
 // README "Run it securely") write a CA, a server certificate per node
 // that also names its test address, and one client certificate; the
-// bootstrap admin secret goes to a 0600 file. Each agent runs with
-// --tls-ca/--tls-cert/--tls-key, --tls-client-auth require, --auth and
-// --bootstrap-token-file, and DOCKET_TOKEN (the bootstrap secret) in its
+// bootstrap admin secret and a gossip key (`docket gossip keygen`) go to
+// 0600 files. Each agent runs with --tls-ca/--tls-cert/--tls-key,
+// --tls-client-auth require, --auth, --bootstrap-token-file and
+// --gossip-key-file, and DOCKET_TOKEN (the bootstrap secret) in its
 // environment, the join token a wiped node shows to AddServer. Once a
 // leader has created the bootstrap token, `docket token create` in the
 // control namespace makes a producer, a worker and a reader token over

@@ -76,6 +76,15 @@ func NewSecurity(ctx context.Context, bin, dir string, n int) (*Security, error)
 			return nil, fmt.Errorf("security: %w", err)
 		}
 	}
+	// Gossip is encrypted as an operator's would be (README, "Gossip
+	// keys"): the binary makes the key, the agents read it from a file.
+	key, err := run(ctx, bin, "gossip", "keygen")
+	if err != nil {
+		return nil, fmt.Errorf("security: %w", err)
+	}
+	if err := os.WriteFile(s.GossipKeyFile(), []byte(strings.TrimSpace(key)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
 	var b [32]byte
 	if _, err := crand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("bootstrap secret: %w", err)
@@ -89,6 +98,9 @@ func NewSecurity(ctx context.Context, bin, dir string, n int) (*Security, error)
 
 // CAFile is the cluster CA's certificate (`docket tls ca` names it).
 func (s *Security) CAFile() string { return filepath.Join(s.Dir, "docket-ca.pem") }
+
+// GossipKeyFile holds the gossip key every agent encrypts with.
+func (s *Security) GossipKeyFile() string { return filepath.Join(s.Dir, "gossip.key") }
 
 // BootTokenFile holds the bootstrap admin token's secret.
 func (s *Security) BootTokenFile() string { return filepath.Join(s.Dir, "bootstrap.token") }
@@ -113,7 +125,8 @@ func (s *Security) certFiles(name string) (cert, key string) {
 func (s *Security) agentArgs(id string) []string {
 	cert, key := s.certFiles(id)
 	return []string{"--tls-ca", s.CAFile(), "--tls-cert", cert, "--tls-key", key,
-		"--tls-client-auth", "require", "--auth", "--bootstrap-token-file", s.BootTokenFile()}
+		"--tls-client-auth", "require", "--auth", "--bootstrap-token-file", s.BootTokenFile(),
+		"--gossip-key-file", s.GossipKeyFile()}
 }
 
 // agentEnv is an agent's environment: the harness's own, without any

@@ -48,6 +48,7 @@ func Test_AgentArgsSecure(t *testing.T) {
 		"--tls-client-auth":      "require",
 		"--bootstrap-token-file": c.Sec.BootTokenFile(),
 		"--auth":                 "",
+		"--gossip-key-file":      c.Sec.GossipKeyFile(),
 	}
 	for f, v := range want {
 		got, ok := flagValue(args, f)

@@ -149,9 +149,17 @@ func Test_DevSecureByDefault(t *testing.T) {
 		t.Fatalf("env file: %v %v, want mode 0600", fi, err)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		if b, err := os.ReadFile(filepath.Join(dir, n+".log")); err != nil || strings.Contains(string(b), tok) {
+		b, err := os.ReadFile(filepath.Join(dir, n+".log"))
+		if err != nil || strings.Contains(string(b), tok) {
 			t.Fatalf("%s's log holds the admin token (or is missing: %v)", n, err)
 		}
+		// Gossip is encrypted too: the agent warns when it is plain.
+		if strings.Contains(string(b), "gossip is plain") {
+			t.Fatalf("%s gossips in plain text in a secure dev cluster", n)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, localcluster.GossipKeyFileName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("gossip key file: %v %v, want mode 0600", fi, err)
 	}
 
 	ca := filepath.Join(dir, "tls", "docket-ca.pem")

@@ -151,8 +151,12 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 		if err := c.makeToken(c.Dir); err != nil {
 			return nil, "", errors.Join(fmt.Errorf("cluster admin token: %w", err), c.Close())
 		}
+		keyFile, err := makeGossipKey(c.Dir)
+		if err != nil {
+			return nil, "", errors.Join(fmt.Errorf("cluster gossip key: %w", err), c.Close())
+		}
 		for _, n := range c.Nodes {
-			n.Args = append(n.Args, "--auth", "--bootstrap-token-file", c.TokenFile)
+			n.Args = append(n.Args, "--auth", "--bootstrap-token-file", c.TokenFile, "--gossip-key-file", keyFile)
 		}
 	}
 	for _, n := range c.Nodes {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -89,6 +90,28 @@ func (c *Cluster) makeToken(dir string) error {
 	}
 	c.TokenFile = path
 	return nil
+}
+
+// GossipKeyFileName holds a secure cluster's gossip key.
+const GossipKeyFileName = "gossip.key"
+
+// makeGossipKey reads dir/gossip.key, or writes a fresh key there (0600)
+// on the first run, and returns its path: a secure cluster's gossip is
+// encrypted too, so a process that only reaches the gossip port cannot
+// join the pool (and be added as a non-voter).
+func makeGossipKey(dir string) (string, error) {
+	path := filepath.Join(dir, GossipKeyFileName)
+	if exists(path) {
+		return path, nil
+	}
+	key, err := gossip.NewKey()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write gossip key: %w", err)
+	}
+	return path, nil
 }
 
 func exists(path string) bool {
