@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -60,8 +61,11 @@ func (s *Service) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult
 
 // applyEach proposes cmds concurrently, one entry each, and answers as the
 // Batch of them would: one result per command. Raft still shares appends
-// and fsyncs between the entries (BatchApplyCh). The first error is the
-// answer's; the others' outcomes are then unknown too, as a lost Batch's.
+// and fsyncs between the entries (BatchApplyCh). Any error is the whole
+// answer's, as a lost Batch's. When some entries applied and another
+// failed, even with "not leader" (nothing proposed for it), the answer is
+// ErrLeadershipLost: the callers must not take it as "nothing was done"
+// and retry a Claim or Nack that did apply.
 func (s *Service) applyEach(ctx context.Context, cmds []*pb.Command) (*pb.CommandResult, error) {
 	out := &pb.CommandResult{Results: make([]*pb.CommandResult, len(cmds))}
 	errs := make([]error, len(cmds))
@@ -75,6 +79,9 @@ func (s *Service) applyEach(ctx context.Context, cmds []*pb.Command) (*pb.Comman
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		if slices.Contains(errs, nil) {
+			return nil, fmt.Errorf("%w: part of a batch applied: %w", ErrLeadershipLost, err)
+		}
 		return nil, err
 	}
 	for _, r := range out.Results {

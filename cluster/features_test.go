@@ -188,3 +188,31 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 		t.Fatalf("pending %d (%v), want %d", p, err, callers)
 	}
 }
+
+// Test_PartlyAppliedBatchIsOutcomeUnknown: while Batch is not latched, a
+// Batch's commands go as entries of their own; when one is refused with
+// "not leader" after others applied, the answer must not say "nothing
+// was done" (the client would retry a Claim or Nack that did apply).
+func Test_PartlyAppliedBatchIsOutcomeUnknown(t *testing.T) {
+	m, err := NewMemNode(t.TempDir(), true, ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	m.SetEnabledLevel(fsm.LevelBase)
+	m.Fail(&NotLeaderError{}) // the first of the three entries
+	batch := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{
+		Commands: []*pb.Command{enqueueCmd("q", "a"), enqueueCmd("q", "b"), enqueueCmd("q", "c")}}}}
+	_, err = m.Propose(context.Background(), batch)
+	if !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a batch of which two entries applied and one was refused answered %v, want ErrLeadershipLost", err)
+	}
+	if p, _, _ := m.FSM().Counts("q", "default"); p != 2 {
+		t.Fatalf("%d applied, want 2", p)
+	}
+	// All refused: nothing was done, and the answer says so.
+	m.SetLeader(false)
+	if _, err := m.Propose(context.Background(), batch); !errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a batch refused whole answered %v, want ErrNotLeader alone", err)
+	}
+}
