@@ -79,19 +79,7 @@ func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consi
 	if err := CheckListDead(req); err != nil {
 		return nil, "", err
 	}
-	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = pb.DefaultListLimit
-	}
-	limit = min(limit, MaxBatch)
-	if err := s.readAt(ctx, c); err != nil {
-		return nil, "", err
-	}
-	tasks, next, err := s.r.FSM().ListTasks(req.GetQueue(), req.GetTenant(), pb.TaskState_TASK_STATE_DEAD, req.GetCursor(), limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list dead: %w", err)
-	}
-	return tasks, next, nil
+	return s.list(ctx, req.GetQueue(), req.GetTenant(), pb.TaskState_TASK_STATE_DEAD, req.GetCursor(), req.GetLimit(), c)
 }
 
 // CheckListTasks fills a ListTasks request's default tenant and checks its
@@ -118,17 +106,23 @@ func (s *Service) ListTasks(ctx context.Context, req *pb.ListTasksRequest, c Con
 	if err := CheckListTasks(req); err != nil {
 		return nil, "", err
 	}
-	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = pb.DefaultListLimit
+	return s.list(ctx, req.GetQueue(), req.GetTenant(), req.GetState(), req.GetCursor(), req.GetLimit(), c)
+}
+
+// list pages through a queue's tasks in one state at consistency c: up to
+// limit (0: the default; at most MaxBatch).
+func (s *Service) list(ctx context.Context, queue, tenant string, state pb.TaskState, cursor string, limit uint32, c Consistency) ([]*pb.Task, string, error) {
+	n := int(limit)
+	if n <= 0 {
+		n = pb.DefaultListLimit
 	}
-	limit = min(limit, MaxBatch)
+	n = min(n, MaxBatch)
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, "", err
 	}
-	tasks, next, err := s.r.FSM().ListTasks(req.GetQueue(), req.GetTenant(), req.GetState(), req.GetCursor(), limit)
+	tasks, next, err := s.r.FSM().ListTasks(queue, tenant, state, cursor, n)
 	if err != nil {
-		return nil, "", fmt.Errorf("list %s tasks: %w", req.GetState(), err)
+		return nil, "", fmt.Errorf("list %s tasks: %w", state, err)
 	}
 	return tasks, next, nil
 }

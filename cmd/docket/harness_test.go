@@ -203,6 +203,18 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// holdsFor runs check over a window of d, every 20 ms: a negative (no
+// promotion, no rogue member) has no state to wait for, only a time in
+// which it must keep holding. check fails the test itself.
+func holdsFor(t *testing.T, d time.Duration, check func()) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		check()
+		time.Sleep(20 * time.Millisecond)
+	}
+	check()
+}
+
 func waitLeader(t *testing.T, nodes []*sysNode) *sysNode {
 	t.Helper()
 	var leader *sysNode

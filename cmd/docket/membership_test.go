@@ -96,13 +96,11 @@ func Test_NewNodeIsNonvoterUntilCaughtUp(t *testing.T) {
 	}
 	// Six stabilization times: a rule that promoted without catching up
 	// would have done it by now.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	holdsFor(t, 3*time.Second, func() {
 		if s := suffrage(waitLeader(t, nodes), "n4"); s != "nonvoter" {
 			t.Fatalf("n4 became %q while it could not catch up (applied %d)", s, n4.node.FSM().AppliedIndex())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	if n4.node.FSM().AppliedIndex() >= leader.node.FSM().AppliedIndex() {
 		t.Fatal("n4 caught up although its appends fail: the test shows nothing")
 	}
@@ -158,13 +156,11 @@ func Test_RestartIsNotALeave(t *testing.T) {
 	f := followers(nodes, l)[0]
 	f.stop()
 	// Many reconcile rounds (100 ms each) with the server down.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	holdsFor(t, time.Second, func() {
 		if s := suffrage(waitLeader(t, nodes), f.id); s != "voter" {
 			t.Fatalf("%s is %q while restarting", f.id, s)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	f.start(nil)
 	waitKnowLeader(t, nodes)
 	if s := suffrage(waitLeader(t, nodes), f.id); s != "voter" {
@@ -220,13 +216,11 @@ func Test_ServerOutsideGossipThatAnswersIsKept(t *testing.T) {
 	if err := l.node.AddServer(testCtx(t), "n3", n3.raftAddr, n3.grpcAddr, false); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second) // 6 dead-server timeouts
-	for time.Now().Before(deadline) {
+	holdsFor(t, 2*time.Second, func() { // 6 dead-server timeouts
 		if s := suffrage(l, "n3"); s != "voter" {
 			t.Fatalf("n3, outside gossip but answering, is %q", s)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	n3.crash() // now it answers nothing: dead, and removed
 	waitFor(t, 5*time.Second, "the dead n3 to be removed", func() bool { return suffrage(l, "n3") == "" })
 }

@@ -212,16 +212,14 @@ func Test_AttackRogueNodeJoin(t *testing.T) {
 	rogues = append(rogues, startRogue(t, nodes, nil))
 	// A rogue alone in its pool retries its seeds every 500 ms: 6 rounds
 	// give each one every chance the control's rogue needed.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	holdsFor(t, 3*time.Second, func() {
 		for _, r := range rogues {
 			if hasServer(waitLeader(t, nodes), r.id) || r.node.FSM().AppliedIndex() > 0 || r.node.LeaderGRPCAddr() != "" {
 				t.Fatalf("rogue %s got in: member %v, applied %d, knows leader %q", r.grpcAddr,
 					hasServer(waitLeader(t, nodes), r.id), r.node.FSM().AppliedIndex(), r.node.LeaderGRPCAddr())
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 	if after := stateOfCluster(t, nodes); after != before {
 		t.Fatalf("cluster state changed: %+v, before %+v", after, before)
 	}
