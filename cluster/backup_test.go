@@ -39,7 +39,10 @@ func pendingOn(t *testing.T, n *Node, queue string) uint64 {
 // backup's keyspace (the writes after it are gone, on every node, with
 // equal hashes), and the cluster goes on with ids above the backup's.
 func Test_BackupRestoreRoundTrip(t *testing.T) {
-	nodes := mustCluster(t, 3)
+	backupRestoreRoundTrip(t, mustCluster(t, 3))
+}
+
+func backupRestoreRoundTrip(t *testing.T, nodes []*Node) {
 	l := leaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -32,7 +31,7 @@ type raftParts struct {
 // majority.
 func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	var err error
-	if p.store, err = openCheckedStore(filepath.Join(cfg.DataDir, "raft.db"), log); err != nil {
+	if p.store, err = openLogBackend(cfg, log); err != nil {
 		return err
 	}
 	var logs raft.LogStore = p.store

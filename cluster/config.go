@@ -189,6 +189,12 @@ type Config struct {
 	// replication window at hundreds of entries a second.
 	LogCacheSize int
 
+	// LogStore is where Raft keeps its log and stable values: LogStoreBolt
+	// (default, raft.db) or LogStoreWAL (raft-wal, one fsync per append).
+	// A node keeps the store it was born with: opening a data dir that
+	// holds the other store's files fails with ErrLogStoreMismatch.
+	LogStore string
+
 	// ReapInterval is how often the leader scans for expired leases.
 	// Default 250ms: a dead worker's task is requeued within lease +
 	// ReapInterval + one commit.
@@ -340,6 +346,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
 		LogCacheSize:       512,
+		LogStore:           LogStoreBolt,
 		ReapInterval:       250 * time.Millisecond,
 		ReapGrace:          10 * time.Second,
 		PromoteInterval:    250 * time.Millisecond,
@@ -403,6 +410,9 @@ func (c Config) withDefaults() Config {
 	if c.LogCacheSize == 0 {
 		c.LogCacheSize = d.LogCacheSize
 	}
+	if c.LogStore == "" {
+		c.LogStore = d.LogStore
+	}
 	if c.RaftMaxConns == 0 {
 		c.RaftMaxConns = d.RaftMaxConns
 	}
@@ -434,6 +444,9 @@ func (c Config) validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d is negative", c.BootstrapExpect))
+	}
+	if c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
+		errs = append(errs, fmt.Errorf("log store %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL))
 	}
 	if c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("leader lease timeout %v must be below heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))

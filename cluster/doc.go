@@ -169,6 +169,29 @@
 //     applies it. A leader refuses its own damaged proposal the same way and
 //     steps down; the proposal fails.
 //
+// Log stores (walstore.go, --log-store). raft-boltdb/v2's raft.db is the
+// default, as the project chose; hashicorp/raft-wal (what Consul defaults
+// to for new clusters) is the opt-in `wal`. BoltDB commits an append with
+// two fdatasyncs (data pages, then the meta page), raft-wal with one, and
+// the leader's log write sits on every write's path, so wal shortens the
+// Raft round (BENCHMARKS.md). Decisions:
+//
+//   - The same checksums sit over both: raft-wal checks its frames only
+//     when it recovers the tail segment, and its stable values live in an
+//     unchecksummed BoltDB meta file. One corruption story for both.
+//   - A data dir keeps the store it was born with: a node that finds the
+//     other store's files (raft.db or raft-wal/) refuses to start with
+//     ErrLogStoreMismatch. Starting on an empty store would forget the term
+//     and vote. To move a node: remove it, wipe its data dir, start it with
+//     the other store and let it rejoin (the steps below); one node at a
+//     time, and the cluster may mix stores meanwhile, since the log store
+//     is local to a node.
+//   - checkedStore passes raft-wal's IsMonotonic on: raft-wal refuses a gap
+//     in the log, so Raft must empty it after restoring a user snapshot
+//     (docket snapshot restore leaves a one-entry gap otherwise).
+//   - raft-wal v0.4.0's Close leaves its meta file open and flock'd;
+//     walBackend closes it, so a node can restart in one process.
+//
 // Repairing a node whose log is damaged (New failed with
 // ErrRaftStoreCorrupt, or LogFault is set): the other servers hold good
 // copies, so rebuild it from them.

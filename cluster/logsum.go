@@ -45,13 +45,21 @@ var (
 	keyLastVoteCand = []byte("LastVoteCand")
 )
 
-// checkedStore is raft.db: BoltDB's log and stable store with a checksum on
+// logBackend is a Raft log and stable store that checkedStore seals:
+// BoltDB's raft.db (the default) or raft-wal's segment files (walstore.go).
+type logBackend interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
+}
+
+// checkedStore is the Raft log and stable store with a checksum on
 // every entry and value. It sits under raft.NewLogCache, so what it checks
 // is what the disk gave back; the cache holds entries it already checked on
 // the way in. Reads never return a damaged entry or value: they return an
 // error wrapping ErrRaftStoreCorrupt and report it to onFault.
 type checkedStore struct {
-	bolt *raftboltdb.BoltStore
+	base logBackend
 	path string
 	log  *slog.Logger
 
@@ -85,7 +93,13 @@ func openCheckedStoreWith(opts raftboltdb.Options, log *slog.Logger) (*checkedSt
 	if err != nil {
 		return nil, fmt.Errorf("raft store %s: %w", path, err)
 	}
-	s := &checkedStore{bolt: b, path: path, log: log}
+	return newCheckedStore(b, path, log)
+}
+
+// newCheckedStore puts the checksums over an open backend, and closes it if
+// its format or stable values fail their checks.
+func newCheckedStore(b logBackend, path string, log *slog.Logger) (*checkedStore, error) {
+	s := &checkedStore{base: b, path: path, log: log}
 	if err := s.openFormat(); err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
@@ -120,13 +134,13 @@ func (s *checkedStore) openFormat() (err error) {
 		return err
 	}
 	// No marker: a new raft.db, or one from a build before checksums.
-	last, err := s.bolt.LastIndex()
+	last, err := s.base.LastIndex()
 	if err != nil {
 		return s.corrupt("last index: %v", err)
 	}
 	if last > 0 {
 		var l raft.Log
-		if err := s.bolt.GetLog(last, &l); err != nil {
+		if err := s.base.GetLog(last, &l); err != nil {
 			return s.corrupt("entry %d: %v", last, err)
 		}
 		if len(l.Extensions) >= logSumLen && string(l.Extensions[:len(logSumMagic)]) == logSumMagic {
@@ -135,7 +149,7 @@ func (s *checkedStore) openFormat() (err error) {
 	}
 	adopted := false
 	for _, k := range [][]byte{keyCurrentTerm, keyLastVoteTerm, keyLastVoteCand} {
-		raw, err := s.bolt.Get(k)
+		raw, err := s.base.Get(k)
 		if isNotFound(err) {
 			continue
 		}
@@ -197,11 +211,11 @@ func (s *checkedStore) checkStable() error {
 func (s *checkedStore) verifyLog(snapIndex uint64) (err error) {
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	first, err := s.bolt.FirstIndex()
+	first, err := s.base.FirstIndex()
 	if err != nil {
 		return s.corrupt("first index: %v", err)
 	}
-	last, err := s.bolt.LastIndex()
+	last, err := s.base.LastIndex()
 	if err != nil {
 		return s.corrupt("last index: %v", err)
 	}
@@ -263,7 +277,7 @@ func (s *checkedStore) GetLog(idx uint64, l *raft.Log) (err error) {
 			*l = raft.Log{} // never the damaged entry
 		}
 	}()
-	if err := s.bolt.GetLog(idx, l); err != nil {
+	if err := s.base.GetLog(idx, l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) || s.closed.Load() {
 			return err
 		}
@@ -331,17 +345,25 @@ func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
 		copies[i].Extensions = ext
 		sealed[i] = &copies[i]
 	}
-	return s.bolt.StoreLogs(sealed)
+	return s.base.StoreLogs(sealed)
 }
 
 // FirstIndex is the first index in the log, 0 when empty.
-func (s *checkedStore) FirstIndex() (uint64, error) { return s.bolt.FirstIndex() }
+func (s *checkedStore) FirstIndex() (uint64, error) { return s.base.FirstIndex() }
 
 // LastIndex is the last index in the log, 0 when empty.
-func (s *checkedStore) LastIndex() (uint64, error) { return s.bolt.LastIndex() }
+func (s *checkedStore) LastIndex() (uint64, error) { return s.base.LastIndex() }
+
+// IsMonotonic passes the backend's answer on (raft.MonotonicLogStore):
+// raft-wal refuses a gap, so after installing a snapshot Raft must empty
+// it rather than leave the old entries below a gap, as it does in raft.db.
+func (s *checkedStore) IsMonotonic() bool {
+	m, ok := s.base.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 
 // DeleteRange deletes entries min..max inclusive.
-func (s *checkedStore) DeleteRange(min, max uint64) error { return s.bolt.DeleteRange(min, max) }
+func (s *checkedStore) DeleteRange(min, max uint64) error { return s.base.DeleteRange(min, max) }
 
 // Set stores v under k with a checksum over both, so a value moved to
 // another key fails too.
@@ -349,13 +371,13 @@ func (s *checkedStore) Set(k, v []byte) error {
 	sealed := make([]byte, len(v)+stableSumLen)
 	copy(sealed, v)
 	binary.BigEndian.PutUint32(sealed[len(v):], stableSum(k, v))
-	return s.bolt.Set(k, sealed)
+	return s.base.Set(k, sealed)
 }
 
-// Get reads k and checks it. A missing key is BoltDB's error unchanged:
-// Raft recognizes it by its text.
+// Get reads k and checks it. A missing key is BoltDB's error unchanged
+// (walBackend answers the same): Raft recognizes it by its text.
 func (s *checkedStore) Get(k []byte) ([]byte, error) {
-	raw, err := s.bolt.Get(k)
+	raw, err := s.base.Get(k)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +423,7 @@ func (s *checkedStore) unseal(k, raw []byte) ([]byte, error) {
 // Close closes raft.db.
 func (s *checkedStore) Close() error {
 	s.closed.Store(true)
-	return s.bolt.Close()
+	return s.base.Close()
 }
 
 // isNotFound is BoltDB's missing-key error, which Raft also matches by text.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	Queue       string
 	SharedRPCs  int      // client.WithSharedRPCs
 	AgentArgs   []string // extra `docket agent` flags for the local cluster
+	// LogStore is the local cluster's and the ceiling's Raft log store
+	// (cluster.LogStoreBolt or cluster.LogStoreWAL).
+	LogStore string
 	// TLS runs the local cluster (and the ceiling's Raft) with throwaway
 	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
 	TLS                    bool
@@ -134,6 +138,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this process's (the load generator's) CPU profile of the measured workload to this file")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
+	fs.StringVar(&c.LogStore, "log-store", cluster.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
 	fs.StringVar(&c.TLSCA, "tls-ca", os.Getenv("DOCKET_TLS_CA"), "--addr cluster: PEM file of its CA (env DOCKET_TLS_CA)")
@@ -152,6 +157,9 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	}
 	c.AgentArgs = strings.Fields(agentArgs)
 	var errs []error
+	if c.LogStore != cluster.LogStoreBolt && c.LogStore != cluster.LogStoreWAL {
+		errs = append(errs, fmt.Errorf("--log-store %q: want %s or %s", c.LogStore, cluster.LogStoreBolt, cluster.LogStoreWAL))
+	}
 	known := false
 	for _, w := range Workloads {
 		known = known || w == c.Workload
@@ -206,7 +214,7 @@ func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
-		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs,
+		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Addr != "" && c.Token != ""}
 }
 
@@ -246,7 +254,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
 		lc, _, err := localcluster.Start(ctx, localcluster.Options{
 			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS,
-			ExtraArgs: append([]string{"--log-level", "warn"}, r.cfg.AgentArgs...),
+			ExtraArgs: append([]string{"--log-level", "warn", "--log-store", r.cfg.LogStore}, r.cfg.AgentArgs...),
 		})
 		if err != nil {
 			return err

@@ -65,6 +65,7 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
 		cfg.RaftAddr = "127.0.0.1:0"
 		cfg.Logger = quiet
+		cfg.LogStore = r.cfg.LogStore
 		if r.cfg.TLS {
 			if cfg.TLS, err = ceilingTLS(filepath.Join(dir, "tls"), cfg.ID); err != nil {
 				return Summary{}, err

@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+)
+
+// Log stores a node can keep its Raft log and stable values in (--log-store).
+const (
+	// LogStoreBolt is raft-boltdb/v2's raft.db, the default: BoltDB commits
+	// an append with two fdatasyncs (data pages, then the meta page).
+	LogStoreBolt = "bolt"
+	// LogStoreWAL is hashicorp/raft-wal's segment files under raft-wal/:
+	// one fdatasync per append, so a write's Raft round is shorter.
+	LogStoreWAL = "wal"
+)
+
+// ErrLogStoreMismatch means the data dir holds the other log store's files:
+// a node does not switch stores in place (see cluster/doc.go for how to move
+// one node at a time).
+var ErrLogStoreMismatch = errors.New("log store mismatch")
+
+// Where each store keeps its files under the data dir.
+const (
+	boltFile = "raft.db"
+	walDir   = "raft-wal"
+)
+
+// openLogBackend opens the store cfg.LogStore names under cfg.DataDir,
+// refusing a data dir that holds the other store's files: starting on the
+// other store would see an empty log and stable store, so the node would
+// forget its term and vote and rejoin as if new.
+func openLogBackend(cfg Config, log *slog.Logger) (*checkedStore, error) {
+	boltPath := filepath.Join(cfg.DataDir, boltFile)
+	walPath := filepath.Join(cfg.DataDir, walDir)
+	switch cfg.LogStore {
+	case LogStoreBolt:
+		if exists(walPath) {
+			return nil, mismatch(cfg.DataDir, LogStoreBolt, LogStoreWAL, walPath)
+		}
+		return openCheckedStore(boltPath, log)
+	case LogStoreWAL:
+		if exists(boltPath) {
+			return nil, mismatch(cfg.DataDir, LogStoreWAL, LogStoreBolt, boltPath)
+		}
+		return openCheckedWAL(walPath, log)
+	default:
+		return nil, fmt.Errorf("log store %q: want %q or %q", cfg.LogStore, LogStoreBolt, LogStoreWAL)
+	}
+}
+
+func mismatch(dir, want, have, path string) error {
+	return fmt.Errorf("%w: data dir %s holds a %s log (%s) but the node was started with --log-store %s: "+
+		"start it with --log-store %s, or move it to %s one node at a time (remove it from the cluster, empty its data dir, start it with --log-store %s and let it rejoin)",
+		ErrLogStoreMismatch, dir, have, path, want, have, want, want)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// openCheckedWAL opens raft-wal in dir, under the same checksums as raft.db.
+// raft-wal checks its own frames when it recovers a segment; the checksums
+// above it also cover a damaged sealed segment and the stable values in
+// its BoltDB meta file, and keep one corruption story for both stores.
+func openCheckedWAL(dir string, log *slog.Logger) (*checkedStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raft-wal dir: %w", err)
+	}
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithMetaStore(meta))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("raft-wal %s: %w", dir, err), meta.Close())
+	}
+	return newCheckedStore(walBackend{WAL: w, meta: meta}, dir, log)
+}
+
+// errStableNotFound is the missing-key error Raft matches by its text, as
+// BoltDB returns it.
+var errStableNotFound = errors.New("not found")
+
+// walBackend is raft-wal with BoltDB's answer for a missing stable key:
+// raft-wal returns no value and no error, which checkedStore would read as
+// a value too short for its checksum. It also closes the meta file, which
+// raft-wal v0.4.0's Close leaves open (and flock'd): a node restarted in
+// the same process would wait on the lock for ever.
+type walBackend struct {
+	*wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+// Close closes the segments, then the meta file.
+func (w walBackend) Close() error {
+	return errors.Join(w.WAL.Close(), w.meta.Close())
+}
+
+func (w walBackend) Get(k []byte) ([]byte, error) {
+	v, err := w.WAL.Get(k)
+	if err == nil && v == nil {
+		return nil, errStableNotFound
+	}
+	return v, err
+}
+
+func (w walBackend) GetUint64(k []byte) (uint64, error) {
+	v, err := w.Get(k)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("raft-wal stable key %s: %d bytes, want 8", k, len(v))
+	}
+	return w.WAL.GetUint64(k)
+}

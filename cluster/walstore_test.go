@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A three-node cluster on raft-wal replicates, and a node restarted on its
+// wal keeps its log, term and vote: the write made before the restart is
+// read back on it after it rejoins.
+func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
+	nodes := walCluster(t, nil)
+	leader := leaderOf(t, nodes)
+	id := proposeOK(t, leader, "wal-"+fmt.Sprint(rand.Uint64()))
+	for _, n := range nodes {
+		if exists(filepath.Join(n.cfg.DataDir, boltFile)) {
+			t.Fatalf("%s wrote a raft.db on --log-store wal", n.cfg.ID)
+		}
+		if !exists(filepath.Join(n.cfg.DataDir, walDir)) {
+			t.Fatalf("%s has no %s dir", n.cfg.ID, walDir)
+		}
+	}
+	follower := followerOf(nodes, leader)
+	waitFor(t, 5*time.Second, "follower applied the write", func() bool {
+		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
+	})
+	term := follower.raft.CurrentTerm()
+	cfg := follower.cfg
+	if err := follower.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatalf("restart on wal: %v", err)
+	}
+	t.Cleanup(func() { _ = again.Shutdown(context.Background()) })
+	if got := again.raft.CurrentTerm(); got < term {
+		t.Fatalf("restarted node's term %d, was %d: the wal lost the stable store", got, term)
+	}
+	waitFor(t, 10*time.Second, "restarted node has the task", func() bool {
+		_, err := again.FSM().GetTask(id)
+		return err == nil
+	})
+}
+
+// A data dir keeps the log store it was born with. Before this check a
+// node started with the other store saw an empty log and stable store: it
+// forgot its term and vote and rejoined as a new server.
+func Test_LogStoreSwitchRefused(t *testing.T) {
+	for _, tc := range []struct{ from, to, file string }{
+		{LogStoreBolt, LogStoreWAL, boltFile},
+		{LogStoreWAL, LogStoreBolt, walDir},
+	} {
+		t.Run(tc.from+"-to-"+tc.to, func(t *testing.T) {
+			cfg := testConfig(t, "n1", 1)
+			cfg.LogStore = tc.from
+			n := mustNode(t, cfg)
+			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+			proposeOK(t, n, "x")
+			if err := n.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			cfg.RaftAddr = n.cfg.RaftAddr
+			cfg.LogStore = tc.to
+			n2, err := New(cfg)
+			if err == nil {
+				_ = n2.Shutdown(context.Background())
+				t.Fatalf("a %s data dir started on --log-store %s", tc.from, tc.to)
+			}
+			if !errors.Is(err, ErrLogStoreMismatch) || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "--log-store "+tc.from) {
+				t.Fatalf("New: %v, want ErrLogStoreMismatch naming %s and --log-store %s", err, tc.file, tc.from)
+			}
+		})
+	}
+}
+
+// The checksums sit over raft-wal too: a damaged stable value in its meta
+// file stops the start, naming the store.
+func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	cfg.LogStore = LogStoreWAL
+	n := mustNode(t, cfg)
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	proposeOK(t, n, "x")
+	if err := n.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cfg.DataDir, walDir)
+	metas, err := filepath.Glob(filepath.Join(dir, "*.db"))
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("wal meta file: %v %v", metas, err)
+	}
+	flipInFile(t, metas[0], []byte("CurrentTerm"), len("CurrentTerm"), []byte{0x01})
+	cfg.RaftAddr = n.cfg.RaftAddr
+	n2, err := New(cfg)
+	if err == nil {
+		_ = n2.Shutdown(context.Background())
+		t.Fatal("New started with a damaged CurrentTerm in the wal's meta file")
+	}
+	if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, dir)
+	}
+}
+
+func Test_LogStoreUnknownRefused(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	cfg.LogStore = "rocks"
+	if n, err := New(cfg); err == nil {
+		_ = n.Shutdown(context.Background())
+		t.Fatal("New accepted --log-store rocks")
+	}
+	if entries, _ := os.ReadDir(cfg.DataDir); len(entries) != 0 {
+		t.Fatalf("a refused config left files: %v", entries)
+	}
+}
+
+// walCluster starts three nodes on raft-wal: the first bootstraps alone,
+// the others are added as voters.
+func walCluster(t *testing.T, tune func(*Config)) []*Node {
+	t.Helper()
+	config := func(id string, expect int) Config {
+		c := testConfig(t, id, expect)
+		c.LogStore = LogStoreWAL
+		if tune != nil {
+			tune(&c)
+		}
+		return c
+	}
+	nodes := []*Node{mustNode(t, config("n1", 1))}
+	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	for i := 2; i <= 3; i++ {
+		c := config(fmt.Sprintf("n%d", i), 0)
+		c.Join = []string{nodes[0].GossipAddr()}
+		n := mustNode(t, c)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		cancel()
+		if err != nil {
+			t.Fatalf("add %s: %v", n.ID(), err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func followerOf(nodes []*Node, leader *Node) *Node {
+	for _, n := range nodes {
+		if n != leader {
+			return n
+		}
+	}
+	return nil
+}
+
+// A follower on raft-wal that missed more than the trailing logs catches
+// up from a snapshot, then from the entries after it. raft-wal refuses a
+// gap in the log, so Raft must empty it after installing the snapshot,
+// which it does only if the store says it is monotonic: without that the
+// follower's append after the snapshot failed and it never caught up.
+func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
+	nodes := walCluster(t, func(c *Config) {
+		c.TrailingLogs = 2
+		c.SnapshotThreshold = 8
+	})
+	leader := leaderOf(t, nodes)
+	follower := followerOf(nodes, leader)
+	proposeOK(t, leader, "before")
+	waitFor(t, 5*time.Second, "follower applied the first write", func() bool {
+		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
+	})
+	cfg := follower.cfg
+	if err := follower.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := 0; i < 40; i++ {
+		last = proposeOK(t, leader, fmt.Sprintf("while-away-%d", i))
+	}
+	if err := leader.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, err := leader.logs.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first <= follower.raft.AppliedIndex()+1 {
+		t.Fatalf("leader's log starts at %d: the follower could catch up without a snapshot", first)
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { _ = again.Shutdown(context.Background()) })
+	after := proposeOK(t, leader, "after")
+	waitFor(t, 15*time.Second, "follower has the writes from before and after the snapshot", func() bool {
+		_, e1 := again.FSM().GetTask(last)
+		_, e2 := again.FSM().GetTask(after)
+		return e1 == nil && e2 == nil
+	})
+}
+
+// A restore on raft-wal: Raft gives the restored snapshot an index past the
+// log's end, which leaves a gap raft-wal refuses unless Raft empties the
+// log first, as it does for a store that says it is monotonic. Without
+// that the first write after the restore failed.
+func Test_WALStoreBackupRestore(t *testing.T) {
+	backupRestoreRoundTrip(t, walCluster(t, nil))
+}
