@@ -196,11 +196,20 @@ func Test_DevSecureByDefault(t *testing.T) {
 }
 
 // Test_DevInsecureIsPlain: --insecure is today's plaintext cluster with
-// no token, and its env file clears a secure cluster's variables.
+// no token, and its env file clears a secure cluster's variables. It also
+// runs on --log-store wal, which reaches every node.
 func Test_DevInsecureIsPlain(t *testing.T) {
 	dir := t.TempDir()
 	base := freeBase(t, 3)
-	dev := startDev(t, "--insecure", "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	dev := startDev(t, "--insecure", "--log-store", "wal", "--data-dir", dir, "--base-port", fmt.Sprint(base))
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if _, err := os.Stat(filepath.Join(dir, id, "raft-wal")); err != nil {
+			t.Fatalf("%s is not on the wal: %v", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id, "raft.db")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s wrote a raft.db on --log-store wal: %v", id, err)
+		}
+	}
 	if !dev.out.has("INSECURE") {
 		t.Fatalf("no warning:\n%s", dev.out.String())
 	}
