@@ -47,6 +47,10 @@ type Config struct {
 	Queue       string
 	SharedRPCs  int      // client.WithSharedRPCs
 	AgentArgs   []string // extra `docket agent` flags for the local cluster
+	// Procs is where the raft ceiling's three servers run: 1, this
+	// process; 3, a process each (groups.go). Groups is how many
+	// independent Raft groups the 3-process ceiling runs.
+	Procs, Groups int
 	// LogStore is the local cluster's and the ceiling's Raft log store
 	// (cluster.LogStoreBolt or cluster.LogStoreWAL).
 	LogStore string
@@ -87,6 +91,9 @@ type Machine struct {
 // Run parses args and runs the benchmark. exe is the docket binary, used
 // to start the local cluster's nodes.
 func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "ceiling-node" {
+		return runCeilingNode(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	cfg, err := parse(args, stderr)
 	if err != nil {
 		return err
@@ -138,6 +145,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this process's (the load generator's) CPU profile of the measured workload to this file")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
+	fs.IntVar(&c.Procs, "procs", 1, "raft ceiling: its three servers in this process (1) or a process each (3)")
+	fs.IntVar(&c.Groups, "groups", 1, "raft ceiling with --procs 3: independent Raft groups, leaders spread over the processes; -c callers are split over them")
 	fs.StringVar(&c.LogStore, "log-store", cluster.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
@@ -157,6 +166,12 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	}
 	c.AgentArgs = strings.Fields(agentArgs)
 	var errs []error
+	if c.Procs != 1 && c.Procs != 3 {
+		errs = append(errs, fmt.Errorf("--procs %d: want 1 or 3", c.Procs))
+	}
+	if c.Groups < 1 || c.Groups > 64 || (c.Groups > 1 && c.Procs != 3) {
+		errs = append(errs, fmt.Errorf("--groups %d: want 1..64, and more than one needs --procs 3", c.Groups))
+	}
 	if c.LogStore != cluster.LogStoreBolt && c.LogStore != cluster.LogStoreWAL {
 		errs = append(errs, fmt.Errorf("--log-store %q: want %s or %s", c.LogStore, cluster.LogStoreBolt, cluster.LogStoreWAL))
 	}
@@ -214,7 +229,7 @@ func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
-		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore,
+		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Addr != "" && c.Token != ""}
 }
 
@@ -241,7 +256,7 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context, exe string) error {
 	if r.cfg.Workload == "ceiling" {
-		s, err := r.ceiling(ctx, r.cfg.Concurrency, r.cfg.Batch)
+		s, err := r.ceilingAt(ctx, exe, r.cfg.Concurrency, r.cfg.Batch)
 		if err != nil {
 			return err
 		}
@@ -285,7 +300,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		if r.cfg.Workload == "cycle" {
 			conc = r.cfg.Producers
 		}
-		s, err := r.ceiling(ctx, conc, batch)
+		s, err := r.ceilingAt(ctx, exe, conc, batch)
 		if err != nil {
 			return err
 		}
@@ -343,10 +358,14 @@ func (r *runner) workload(ctx context.Context, c *client.Client) (*Summary, erro
 func printTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "docket bench: workload %s, %s, %d CPUs, load %s -> %s\n", rep.Workload,
 		rep.Started.Format(time.RFC3339), rep.Machine.CPUs, rep.Machine.LoadStart, rep.Machine.LoadEnd)
-	fmt.Fprintf(w, "%-16s %9s %6s %11s %11s %9s %9s %9s %9s %9s\n",
+	width := 16
+	for _, s := range append(slices.Clone(rep.Ops), ceilingRows(rep)...) {
+		width = max(width, len(s.Op))
+	}
+	fmt.Fprintf(w, "%-*s %9s %6s %11s %11s %9s %9s %9s %9s %9s\n", width,
 		"op", "count", "errors", "ops/s", "tasks/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms")
 	row := func(s Summary) {
-		fmt.Fprintf(w, "%-16s %9d %6d %11.1f %11.1f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
+		fmt.Fprintf(w, "%-*s %9d %6d %11.1f %11.1f %9.3f %9.3f %9.3f %9.3f %9.3f\n", width,
 			s.Op, s.Count, s.Errors, s.OpsRate, s.ItemRate, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs)
 	}
 	for _, s := range rep.Ops {
@@ -367,6 +386,13 @@ func printTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "%s\n", b)
 		}
 	}
+}
+
+func ceilingRows(rep *Report) []Summary {
+	if rep.Ceiling == nil {
+		return nil
+	}
+	return []Summary{*rep.Ceiling}
 }
 
 // startCPUProfile profiles this process until the returned func is called;

@@ -85,10 +85,9 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 	if err != nil {
 		return Summary{}, err
 	}
-	data, err := fsm.EncodeCommand(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: time.Now().UnixNano(),
-		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: r.withKeys(r.newTasks(batch, payload(r.cfg.Payload)))}}})
+	data, err := r.ceilingEntry(batch)
 	if err != nil {
-		return Summary{}, fmt.Errorf("ceiling entry: %w", err)
+		return Summary{}, err
 	}
 	apply := func(rec *Recorder) {
 		t0 := time.Now()
@@ -110,6 +109,24 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 		return true
 	})
 	return rec.Summarize(elapsed), nil
+}
+
+// ceilingEntry is an entry the size of the workload's Enqueue command.
+func (r *runner) ceilingEntry(batch int) ([]byte, error) {
+	data, err := fsm.EncodeCommand(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: time.Now().UnixNano(),
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: r.withKeys(r.newTasks(batch, payload(r.cfg.Payload)))}}})
+	if err != nil {
+		return nil, fmt.Errorf("ceiling entry: %w", err)
+	}
+	return data, nil
+}
+
+// ceilingAt is the ceiling --procs asks for: in this process, or three.
+func (r *runner) ceilingAt(ctx context.Context, exe string, conc, batch int) (Summary, error) {
+	if r.cfg.Procs == 3 {
+		return r.ceilingProcs(ctx, exe, conc, batch)
+	}
+	return r.ceiling(ctx, conc, batch)
 }
 
 // withKeys gives tasks idempotency keys as the client would, so the

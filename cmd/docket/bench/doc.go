@@ -23,6 +23,14 @@
 //     Enqueue command. It leaves out exactly what the queue adds: gRPC, the
 //     FSM and Pebble. It runs right after the workload, in the same run, so
 //     the two numbers share the machine's state.
+//   - --procs 3 runs the ceiling's three servers as three child processes
+//     (`docket bench ceiling-node`, groups.go), so process boundaries are
+//     in it as they are in a real cluster; --groups N makes each process
+//     host one server of N independent Raft groups with leaders spread
+//     evenly, the measurement behind SCALING.md. -c callers are split over
+//     the groups, so every N offers the same load. Each node sends back at
+//     most 200,000 evenly thinned samples with exact counts: percentiles
+//     of a 3-process run weigh each node's samples by that, not exactly.
 //   - Latencies are exact (every sample kept up to two million per
 //     operation, then a uniform reservoir); percentiles are nearest-rank.
 //     Rates are counts over the wall time from the first operation to the

@@ -28,6 +28,10 @@ func Test_ParseRejects(t *testing.T) {
 		{"--workload", "failover", "--addr", "127.0.0.1:1"},
 		{"--workload", "backlog", "--addr", "127.0.0.1:1"},
 		{"extra-positional"},
+		{"--procs", "2"},
+		{"--groups", "2"},
+		{"--groups", "0", "--procs", "3"},
+		{"--log-store", "rocks"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)

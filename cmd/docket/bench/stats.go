@@ -59,6 +59,22 @@ func (r *Recorder) Fail(err error) {
 	r.mu.Unlock()
 }
 
+// merge adds what a ceiling node measured: its exact counts and its
+// (possibly thinned) samples.
+func (r *Recorder) merge(n *nodeResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen += n.OK
+	r.errs += n.Failed
+	r.items += n.Items
+	r.samples = append(r.samples, n.Samples...)
+	for _, c := range n.Causes {
+		if len(r.causes) < 5 && !slices.Contains(r.causes, c) {
+			r.causes = append(r.causes, c)
+		}
+	}
+}
+
 // Causes returns up to five distinct error messages seen.
 func (r *Recorder) Causes() []string {
 	r.mu.Lock()
