@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,6 +26,7 @@ import (
 //
 //	-> (start)                          <- {"addrs": [raft address per group]}
 //	{"groups": [[3 servers] per group]} <- {"ready": true}  (it leads its groups)
+//	{"idle": ns}                        <- {"idle": CPU ns used while idle}
 //	{"run": {...}}                      <- {"result": {...}}
 //	(stdin closed)                         servers shut down, the process exits
 //
@@ -37,6 +39,7 @@ type nodeMsg struct {
 	Groups [][]raft.Server `json:"groups,omitempty"`
 	Ready  bool            `json:"ready,omitempty"`
 	Run    *nodeRun        `json:"run,omitempty"`
+	Idle   time.Duration   `json:"idle,omitempty"` // order: sit idle this long; reply: CPU used meanwhile
 	Result *nodeResult     `json:"result,omitempty"`
 	Err    string          `json:"err,omitempty"`
 }
@@ -55,11 +58,21 @@ type nodeRun struct {
 type nodeResult struct {
 	OK, Failed, Items uint64
 	Elapsed           time.Duration
+	CPU               time.Duration // the process's user+system time over the phase
 	Samples           []time.Duration
 	Causes            []string
 }
 
 const maxNodeSamples = 200_000
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // runCeilingNode is `docket bench ceiling-node`.
 func runCeilingNode(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -125,7 +138,18 @@ func runCeilingNode(ctx context.Context, args []string, stdin io.Reader, stdout,
 				reply.Err = err.Error()
 			}
 		case m.Run != nil:
+			c0 := cpuTime()
 			reply.Result = runLedGroups(ctx, rafts, *m.Run)
+			reply.Result.CPU = cpuTime() - c0
+		case m.Idle > 0:
+			// What N groups cost doing nothing: heartbeats and timers.
+			c0 := cpuTime()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(m.Idle):
+			}
+			reply.Idle = cpuTime() - c0
 		default:
 			reply.Err = "unknown order"
 		}

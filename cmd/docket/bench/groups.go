@@ -108,6 +108,18 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 	if err := each(nodes, func(n *ceilingNode) error { _, err := n.read(); return err }); err != nil {
 		return Summary{}, err
 	}
+	const idle = 3 * time.Second
+	if err := each(nodes, func(n *ceilingNode) error { return send(n, nodeMsg{Idle: idle}) }); err != nil {
+		return Summary{}, err
+	}
+	var idleCPU []float64
+	for _, n := range nodes {
+		m, err := n.read()
+		if err != nil {
+			return Summary{}, err
+		}
+		idleCPU = append(idleCPU, m.Idle.Seconds()/idle.Seconds())
+	}
 	data, err := r.ceilingEntry(batch)
 	if err != nil {
 		return Summary{}, err
@@ -123,6 +135,7 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 	}
 	rec := NewRecorder(fmt.Sprintf("raft-ceiling c=%d procs=3 groups=%d", perGroup*groups, groups))
 	var elapsed time.Duration
+	var runCPU []float64
 	for i, n := range nodes {
 		m, err := n.read()
 		if err != nil {
@@ -133,7 +146,10 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 		}
 		rec.merge(m.Result)
 		elapsed = max(elapsed, m.Result.Elapsed)
+		runCPU = append(runCPU, m.Result.CPU.Seconds()/m.Result.Elapsed.Seconds())
 	}
+	r.rep.Extra["ceiling_procs"] = map[string]any{"groups": groups, "callers_per_group": perGroup,
+		"idle_cores_per_node": idleCPU, "run_cores_per_node": runCPU}
 	return rec.Summarize(elapsed), nil
 }
 
