@@ -58,7 +58,6 @@ type nodeRun struct {
 type nodeResult struct {
 	OK, Failed, Items uint64
 	Elapsed           time.Duration
-	CPU               time.Duration // the process's user+system time over the phase
 	Samples           []time.Duration
 	Causes            []string
 }
@@ -138,9 +137,7 @@ func runCeilingNode(ctx context.Context, args []string, stdin io.Reader, stdout,
 				reply.Err = err.Error()
 			}
 		case m.Run != nil:
-			c0 := cpuTime()
 			reply.Result = runLedGroups(ctx, rafts, *m.Run)
-			reply.Result.CPU = cpuTime() - c0
 		case m.Idle > 0:
 			// What N groups cost doing nothing: heartbeats and timers.
 			c0 := cpuTime()

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -130,6 +132,11 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 		perNode = max(1, r.cfg.Count/3)
 	}
 	run := &nodeRun{Conc: perGroup, Duration: r.cfg.Duration, Count: perNode, Data: data, Items: batch}
+	cpu0 := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		cpu0[i] = procCPU(n.cmd.Process.Pid)
+	}
+	t0 := time.Now()
 	if err := each(nodes, func(n *ceilingNode) error { return send(n, nodeMsg{Run: run}) }); err != nil {
 		return Summary{}, err
 	}
@@ -146,7 +153,13 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 		}
 		rec.merge(m.Result)
 		elapsed = max(elapsed, m.Result.Elapsed)
-		runCPU = append(runCPU, m.Result.CPU.Seconds()/m.Result.Elapsed.Seconds())
+	}
+	// CPU over the same wall time for every node, followers included: a
+	// node that leads nothing answers at once but works as a follower
+	// until the last leader's phase ends. The window includes the warmup.
+	wall := time.Since(t0)
+	for i, n := range nodes {
+		runCPU = append(runCPU, (procCPU(n.cmd.Process.Pid)-cpu0[i]).Seconds()/wall.Seconds())
 	}
 	r.rep.Extra["ceiling_procs"] = map[string]any{"groups": groups, "callers_per_group": perGroup,
 		"idle_cores_per_node": idleCPU, "run_cores_per_node": runCPU}
@@ -168,6 +181,32 @@ func each(nodes []*ceilingNode, f func(*ceilingNode) error) error {
 		errs = append(errs, f(n))
 	}
 	return errors.Join(errs...)
+}
+
+// procCPU is a child's user and system CPU time so far, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s, the
+// value on Linux since 2.6); 0 where that cannot be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from after it.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // waitOrKill waits for cmd to exit, and kills it after d.
