@@ -180,6 +180,15 @@ type Config struct {
 	// full snapshot. Default 10240.
 	TrailingLogs uint64
 
+	// LogMaxBytes bounds the Raft log's size in bytes (logbytes.go): over
+	// it the node takes a snapshot, and a snapshot keeps only the newest
+	// entries that fit in a quarter of it. Raft alone snapshots by entry
+	// count and keeps TrailingLogs entries, which with large entries (1 MiB
+	// payloads, or coalesced batches of hundreds of KiB under load) is many
+	// GiB. Default 512 MiB; 0 turns the bound off. Lower trailing logs mean
+	// a follower that fell further behind catches up by a snapshot.
+	LogMaxBytes uint64
+
 	// LogCacheSize is how many recent entries raft.NewLogCache keeps in
 	// memory, sparing BoltDB reads when replicating. Default 512. The
 	// cache counts entries, not bytes, and a coalesced entry carries many
@@ -347,6 +356,7 @@ func DefaultConfig() Config {
 		TrailingLogs:       10240,
 		LogCacheSize:       512,
 		LogStore:           LogStoreBolt,
+		LogMaxBytes:        512 << 20,
 		ReapInterval:       250 * time.Millisecond,
 		ReapGrace:          10 * time.Second,
 		PromoteInterval:    250 * time.Millisecond,

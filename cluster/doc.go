@@ -192,6 +192,18 @@
 //   - raft-wal v0.4.0's Close leaves its meta file open and flock'd;
 //     walBackend closes it, so a node can restart in one process.
 //
+// Log byte budget (logbytes.go, --log-max-bytes, default 512 MiB). Raft
+// snapshots by entry count (16384) and keeps TrailingLogs (10240) entries
+// after a snapshot, which says nothing about bytes: with 1 MiB payloads, or
+// the leader's coalesced entries of hundreds of KiB under load, the log
+// grows to many GiB. The checked store counts each entry's bytes as it
+// writes, reads at start and deletes them (no extra reads), and a node
+// loop lowers TrailingLogs through raft.ReloadConfig to the newest entries
+// that fit in a quarter of the budget (never below 64, never above the
+// configured count) and takes a snapshot once the log is over the budget.
+// Trade-off: a follower that falls further behind than those entries
+// catches up by a snapshot instead of the log.
+//
 // Repairing a node whose log is damaged (New failed with
 // ErrRaftStoreCorrupt, or LogFault is set): the other servers hold good
 // copies, so rebuild it from them.

@@ -70,6 +70,7 @@ type checkedStore struct {
 	onFault func(error)
 	closed  atomic.Bool
 	refused atomic.Uint64 // the last index StoreLogs refused, to log it once
+	sizes   logSizes      // bytes per entry, for the log byte budget
 }
 
 var (
@@ -241,6 +242,7 @@ func (s *checkedStore) verifyLog(snapIndex uint64) (err error) {
 		if err != nil {
 			return err
 		}
+		s.sizes.add(i, entryBytes(&l))
 	}
 	term, err := s.GetUint64(keyCurrentTerm)
 	if err != nil && !isNotFound(err) {
@@ -345,7 +347,13 @@ func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
 		copies[i].Extensions = ext
 		sealed[i] = &copies[i]
 	}
-	return s.base.StoreLogs(sealed)
+	if err := s.base.StoreLogs(sealed); err != nil {
+		return err
+	}
+	for _, l := range logs {
+		s.sizes.add(l.Index, entryBytes(l))
+	}
+	return nil
 }
 
 // FirstIndex is the first index in the log, 0 when empty.
@@ -363,7 +371,13 @@ func (s *checkedStore) IsMonotonic() bool {
 }
 
 // DeleteRange deletes entries min..max inclusive.
-func (s *checkedStore) DeleteRange(min, max uint64) error { return s.base.DeleteRange(min, max) }
+func (s *checkedStore) DeleteRange(min, max uint64) error {
+	if err := s.base.DeleteRange(min, max); err != nil {
+		return err
+	}
+	s.sizes.deleteRange(min, max)
+	return nil
+}
 
 // Set stores v under k with a checksum over both, so a value moved to
 // another key fails too.

@@ -157,7 +157,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(); err != nil {
 		return nil, errors.Join(err, n.raft.Shutdown().Error())
 	}
-	n.wg.Add(6)
+	n.wg.Add(7)
 	go func() {
 		defer n.wg.Done()
 		role.observeLeaders(n.raft, n.ctx.Done())
@@ -167,6 +167,7 @@ func New(cfg Config) (*Node, error) {
 	go n.joinLoop()
 	go n.watchApply()
 	go n.watchLogFault()
+	go n.watchLogBytes()
 	ok = true
 	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "gossip", n.gossip.Addr(), "applied", n.fsm.AppliedIndex())
 	return n, nil
