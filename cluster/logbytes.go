@@ -154,7 +154,7 @@ func (n *Node) checkLogBytes() {
 		return // Raft is shut down; the store is not to be trusted
 	}
 	sizes := &n.store.sizes
-	trailing := max(minTrailingLogs, min(n.cfg.TrailingLogs, sizes.newestWithin(n.cfg.LogMaxBytes/4)))
+	trailing := min(n.cfg.TrailingLogs, max(minTrailingLogs, sizes.newestWithin(n.cfg.LogMaxBytes/4)))
 	rc := n.raft.ReloadableConfig()
 	if rc.TrailingLogs != trailing {
 		rc.TrailingLogs = trailing
