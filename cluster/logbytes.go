@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // logEntryOverhead is what an entry costs in the store beyond its data and
@@ -147,6 +148,14 @@ func (n *Node) watchLogBytes() {
 			return
 		}
 	}
+}
+
+// logBytesGauge reports the Raft log's counted bytes, the number the
+// budget watcher compares with --log-max-bytes.
+func (n *Node) logBytesGauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "docket_raft_log_bytes",
+		Help: "Bytes of the entries in this node's Raft log (data, extensions and a fixed per-entry overhead); kept under --log-max-bytes by snapshots."},
+		func() float64 { return float64(n.store.sizes.bytes()) })
 }
 
 func (n *Node) checkLogBytes() {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func Test_LogSizes(t *testing.T) {
@@ -77,6 +79,8 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 	const budget = 8 << 20
 	cfg := testConfig(t, "n1", 1)
 	cfg.LogMaxBytes = budget
+	reg := prometheus.NewRegistry()
+	cfg.Service.Registerer = reg
 	n := mustNode(t, cfg)
 	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -93,6 +97,9 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 	waitFor(t, 10*time.Second, "the log back within its byte budget", func() bool {
 		return n.store.sizes.bytes() <= budget
 	})
+	if v := gaugeValue(t, reg, "docket_raft_log_bytes"); v <= 0 || v > budget {
+		t.Fatalf("docket_raft_log_bytes %v, want within (0, %d]", v, budget)
+	}
 	first, err := n.logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +116,24 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.RaftAddr = n.cfg.RaftAddr
+	cfg.Service.Registerer = nil
 	again := mustNode(t, cfg)
 	if got := again.store.sizes.bytes(); got < counted-counted/10 || got > counted+counted/10 {
 		t.Fatalf("after a restart the log counts %d bytes, before it %d", got, counted)
 	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
 }

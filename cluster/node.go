@@ -146,7 +146,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	role.raft.Store(n.raft)
 	if reg := cfg.Service.Registerer; reg != nil {
-		if err := reg.Register(newNodeCollector(n)); err != nil {
+		if err := errors.Join(reg.Register(newNodeCollector(n)), reg.Register(n.logBytesGauge())); err != nil {
 			// A second node on one registry (tests): its metrics stay local.
 			log.Warn("node metrics not registered", "err", err)
 		}
