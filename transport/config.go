@@ -31,6 +31,9 @@ type Node interface {
 	Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error)
 	// ReleaseTasks puts back claimed tasks whose answer was not delivered.
 	ReleaseTasks(tasks []*pb.Task)
+	// Orphaned names those of tasks that run under a claim this node saw
+	// go undelivered (cluster.Service.Orphaned).
+	Orphaned(tasks []*pb.Task) []string
 	// WaitResult waits on the leader for a task to finish.
 	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
 	// GetTask, Stats, ListDead and ListTasks read at the consistency asked for.
