@@ -245,6 +245,11 @@
 //     exactly what a level-5 build writes (Test_HistoryWaitsForItsLevel).
 //     Cost: each claim and heartbeat rewrites a record that is up to
 //     10 KiB larger; a heartbeat also updates the open attempt's lease.
+//     BenchmarkApplyBatch_ClaimHeartbeatSubmit_Level (one attempt per
+//     task, batch 64, 3 interleaved runs of 3000 on a shared 2-core box):
+//     medians 61 us at level 5 against 70 us at level 6 per task, inside
+//     the runs' spread (54 to 87 us); 98 to 104 allocs and 7.9 to 8.6 KB
+//     per task. A task with a long history costs more per rewrite.
 //     Claim answers carry no history: the worker needs none, and it holds
 //     past fences, which are for admins only (cluster.TaskFor decides who
 //     sees which fence). The claim's answer budget still counts the stored
