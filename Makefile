@@ -44,6 +44,7 @@ fuzz-smoke:
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzTaskHistory$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./storage -run '^$$' -fuzz '^FuzzCursor$$' -fuzztime $(FUZZTIME)
 
 # fuzz: a longer local run of the same targets (FUZZTIME=2000000x make fuzz;

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -286,4 +288,57 @@ func (s *Service) ListTokens(ctx context.Context, c Consistency) ([]*pb.TokenInf
 			ExpiresAt: t.GetExpiresAt(), CreatedAt: t.GetCreatedAt(), Bootstrap: t.GetBootstrap()}
 	}
 	return out, nil
+}
+
+// TaskFor is t as the holder of tok may see it on GetTask, WaitResult and
+// ListDead: the one rule for fences, which the dashboard shows as the API
+// answers. A fence lets its holder submit, so:
+//
+//   - the task's current fence, and its open attempt's (the same claim),
+//     are shown to no token holder: only the worker holding the claim has
+//     it, from Claim's answer;
+//   - the fences of ended attempts are shown to admins of the task's
+//     tenant (they are history: every Submit, Heartbeat or Nack with one
+//     is refused as stale), and to no other role;
+//   - with auth off (tok nil) nothing is hidden, as before: the fence of a
+//     task was always on GetTask's answer there.
+//
+// t itself is not changed; a copy is returned when something is hidden.
+func TaskFor(tok *pb.Token, t *pb.Task) *pb.Task {
+	if tok == nil || t == nil {
+		return t
+	}
+	return hideFences(t, !isAdminOf(tok, t.GetTenant()))
+}
+
+// ListedTaskFor is TaskFor for ListTasks, whose answers are for watching:
+// the current fence and the open attempt's are dropped for every caller,
+// auth on or off; ended attempts' fences follow TaskFor.
+func ListedTaskFor(tok *pb.Token, t *pb.Task) *pb.Task {
+	if t == nil {
+		return t
+	}
+	return hideFences(t, tok != nil && !isAdminOf(tok, t.GetTenant()))
+}
+
+// hideFences drops t's current fence and its open attempt's, and the
+// ended attempts' too when past is set; it copies t only when it must.
+func hideFences(t *pb.Task, past bool) *pb.Task {
+	hide := func(a *pb.Attempt) bool { return a.GetFence() != 0 && (past || a.GetEndedAt() == 0) }
+	if t.GetFence() == 0 && !slices.ContainsFunc(t.GetHistory(), hide) {
+		return t
+	}
+	c := proto.Clone(t).(*pb.Task)
+	c.Fence = 0
+	for _, a := range c.GetHistory() {
+		if hide(a) {
+			a.Fence = 0
+		}
+	}
+	return c
+}
+
+// isAdminOf reports whether tok has the admin role over tenant.
+func isAdminOf(tok *pb.Token, tenant string) bool {
+	return slices.Contains(tok.GetRoles(), RoleAdmin) && GrantsTenant(tok, tenant)
 }

@@ -260,6 +260,7 @@ func (s *Service) ReleaseTasks(tasks []*pb.Task) {
 		return
 	}
 	s.metrics.undelivered.Add(float64(len(tasks)))
+	s.orphans.add(tasks)
 	items := make([]*pb.ReapItem, len(tasks))
 	for i, t := range tasks {
 		items[i] = &pb.ReapItem{TaskId: t.GetId(), Fence: t.GetFence()}
@@ -279,12 +280,16 @@ func (s *Service) ReleaseTasks(tasks []*pb.Task) {
 				"tasks", len(items), "err", err)
 			return
 		}
-		released := 0
-		for _, it := range res.GetItems() {
-			if it.GetCode() == pb.Code_CODE_OK {
-				released++
+		var back []*pb.ReapItem
+		for i, it := range res.GetItems() {
+			if it.GetCode() == pb.Code_CODE_OK && i < len(items) {
+				back = append(back, items[i])
 			}
 		}
+		released := len(back)
+		// Put back, so no longer orphans; the others stay until their
+		// lease ends (or a newer orphan takes their slot).
+		s.orphans.forget(back)
 		s.metrics.released.Add(float64(released))
 		s.log.Info("released undelivered claimed tasks", "tasks", len(items), "released", released)
 	})

@@ -125,6 +125,27 @@
 //     their first heartbeat would never dead-letter. A Claim whose result
 //     is owed to a release waits for its entry's outcome (bounded by
 //     Raft), not for its caller's deadline.
+//   - Orphans (orphans.go): the node that saw a claim's answer go
+//     undelivered remembers its (id, fence) in a FIFO set of the newest
+//     1,024, and forgets those the Release put back. Service.Orphaned names
+//     the listed tasks still running under such a claim (the release
+//     failed or is in flight), which ListTasks answers and the dashboard's
+//     Live leases page highlights. Node-local, not replicated: only that
+//     node knew the answer was lost, and a wrong guess would cost a
+//     replicated entry per claim. So a new leader knows none, and a claim
+//     forwarded through a follower that then failed to answer is known to
+//     that follower only (its release fails there too, as not leader, so
+//     the lease expires); the page shows what the leader knows.
+//   - Who sees which fence is decided once, in auth.go: TaskFor (GetTask,
+//     WaitResult, ListDead) and ListedTaskFor (ListTasks). The current
+//     claim's fence (the task's, and its open attempt's) reaches no token
+//     holder and no listing; ended attempts' fences reach admins of the
+//     task's tenant only, since they are history that every Submit would
+//     refuse as stale, and an operator matches them against a worker's
+//     side effects. With auth off GetTask hides nothing, as it did.
+//   - docket_lease_expirations_total{reason} is replicated: the FSM counts
+//     reaps (expired) and releases (released) in the queues' totals, and
+//     the collector sums them over every queue.
 //   - Drain (called by a stopping server) ends every long poll with an
 //     empty answer at once; close (Node shutdown) also waits for the
 //     proposals the Service started for callers who left.

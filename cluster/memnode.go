@@ -291,3 +291,15 @@ func (n *MemNode) RestoreBackupFrom(context.Context, io.Reader) (BackupHeader, u
 
 // Leave is refused: a MemNode is one replica with no cluster to leave.
 func (n *MemNode) Leave(context.Context) error { return ErrLastVoter }
+
+// Latch applies a SetFeatureLevel entry, as a cluster's leader does once
+// every server announced the level: the FSM then writes what the level
+// adds (LevelAttempts' attempt history, for one).
+func (n *MemNode) Latch(ctx context.Context, level uint32) error {
+	res, err := n.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: level}}})
+	if err == nil {
+		err = fsm.ResultError(res)
+	}
+	return err
+}

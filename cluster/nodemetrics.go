@@ -22,7 +22,7 @@ type nodeCollector struct {
 	n *Node
 
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
-	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest *prometheus.Desc
+	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
 	totals []queueTotal
 	// Pebble and health.
 	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving, snapBytes *prometheus.Desc
@@ -60,6 +60,10 @@ func newNodeCollector(n *Node) *nodeCollector {
 		queueDropped: d("queue_series_dropped", "Queue/tenant pairs left out of docket_queue_tasks this scrape (more than the bound)."),
 		oldest: d("queue_oldest_pending_age_seconds", "Age of the oldest task a worker would claim next, by this node's clock; absent when none is pending.",
 			"queue", "tenant"),
+		leaseEnds: d("lease_expirations_total", "Leases that ended without their worker, by reason, over every queue: expired "+
+			"(the lease ran out and the leader reaped the task) or released (the claim's answer never reached the worker and "+
+			"the leader put the task back). Replicated state from the queues' totals: every node reports the same count at "+
+			"the same index; expired counted since feature level 5, released since level 6.", "reason"),
 	}
 	c.compactions = d("pebble_compactions_total", "Compactions Pebble finished since the node started.")
 	c.compactionsFailed = d("pebble_compactions_failed_total", "Compactions that failed since the node started.")
@@ -94,7 +98,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 // Describe sends every descriptor.
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
-		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest} {
+		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds} {
 		ch <- d
 	}
 	for _, t := range c.totals {
@@ -162,6 +166,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 	now := c.n.clock.Now().UnixNano()
 	exported, dropped, cursor := 0, 0, ""
+	// Summed over every queue, the dropped ones too: the reason series
+	// have no queue label, so they stay two however many queues exist.
+	var expired, released uint64
 	for {
 		page, next, err := c.n.fsm.StatsPage("", "", cursor)
 		if err != nil {
@@ -169,6 +176,8 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 			return
 		}
 		for _, q := range page {
+			expired += q.GetTotals().GetLeaseExpired()
+			released += q.GetTotals().GetReleased()
 			if exported >= maxQueueSeries {
 				dropped++
 				continue
@@ -195,6 +204,8 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 		cursor = next
 	}
 	ch <- prometheus.MustNewConstMetric(c.queueDropped, prometheus.GaugeValue, float64(dropped))
+	ch <- prometheus.MustNewConstMetric(c.leaseEnds, prometheus.CounterValue, float64(expired), "expired")
+	ch <- prometheus.MustNewConstMetric(c.leaseEnds, prometheus.CounterValue, float64(released), "released")
 }
 
 func b2f(b bool) float64 {

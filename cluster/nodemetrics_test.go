@@ -167,6 +167,9 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 				t.Errorf("%s: docket_queue_tasks{state=%s} = %v, want %v", n.ID(), state, got, want)
 			}
 		}
+		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason=expired"); !ok || got != 1 {
+			t.Errorf("%s: lease_expirations_total{expired} = %v (present %v), want 1", n.ID(), got, ok)
+		}
 		if got, ok := metricValue(t, reg, "docket_queue_oldest_pending_age_seconds", "queue=m"); !ok || got < 0 {
 			t.Errorf("%s: oldest pending age %v (present %v)", n.ID(), got, ok)
 		}
@@ -206,5 +209,54 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 				t.Errorf("%s: %s%v observed %v times, want %v", n.ID(), h.name, h.labels, got, wantLocal)
 			}
 		}
+	}
+}
+
+// Test_LeaseExpirationsByReason: docket_lease_expirations_total counts a
+// lease the reaper expired as "expired" and a claim put back after its
+// answer was lost as "released", from the replicated totals, once the
+// cluster latched LevelAttempts.
+func Test_LeaseExpirationsByReason(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	reg := prometheus.NewRegistry()
+	cfg.Service.Registerer = reg
+	n := mustNode(t, cfg)
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	waitFor(t, 5*time.Second, "the attempts level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelAttempts })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	must := func(cmd *pb.Command) *pb.CommandResult {
+		t.Helper()
+		res, err := n.Propose(ctx, cmd)
+		if err == nil {
+			err = fsm.ResultError(res)
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", cmd.GetType(), err)
+		}
+		return res
+	}
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{
+		Tasks: []*pb.NewTask{{Queue: "x", Tenant: "default"}, {Queue: "y", Tenant: "default"}}}}})
+	claim := func(q string, lease time.Duration) *pb.Task {
+		t.Helper()
+		tasks := must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_CLAIM, Body: &pb.Command_Claim{Claim: &pb.ClaimCmd{
+			Queue: q, Tenant: "default", WorkerId: "w", LeaseNs: int64(lease), MaxTasks: 1}}}).GetTasks()
+		if len(tasks) != 1 {
+			t.Fatalf("claim %s: %d tasks", q, len(tasks))
+		}
+		return tasks[0]
+	}
+	claim("x", time.Second)
+	n.ReleaseTasks([]*pb.Task{claim("y", time.Hour)})
+	waitFor(t, 10*time.Second, "the reaper and the release", func() bool { return pendingOn(t, n, "x") == 1 && pendingOn(t, n, "y") == 1 })
+	for reason, want := range map[string]float64{"expired": 1, "released": 1} {
+		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason="+reason); !ok || got != want {
+			t.Errorf("lease_expirations_total{%s} = %v (present %v), want %v", reason, got, ok, want)
+		}
+	}
+	f, _ := series(t, reg, "docket_lease_expirations_total", "reason=released")
+	if f == nil || !strings.Contains(f.GetHelp(), "Replicated") {
+		t.Errorf("help text does not say the counter is replicated: %q", f.GetHelp())
 	}
 }

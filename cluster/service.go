@@ -107,6 +107,8 @@ type Service struct {
 	hb   *coalescer // heartbeats: their own lane (groupcommit.go)
 	hub  *hub
 	gate *claimGate
+	// orphans are claims whose answer this node saw go undelivered.
+	orphans *orphanSet
 
 	// drain is closed by Drain: long polls return at once and new ones
 	// do not wait, so a stopping server does not wait out their timers.
@@ -131,6 +133,7 @@ func newService(r replica, cfg ServiceConfig) *Service {
 		log:     cfg.Logger.With("component", "service"),
 		metrics: newServiceMetrics(cfg.Registerer, cfg.Logger),
 		gate:    newClaimGate(),
+		orphans: newOrphanSet(),
 		drain:   make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,

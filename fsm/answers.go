@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
 )
 
 // Answer bounds. They are constants of the FSM, not node configuration, so
@@ -23,7 +24,9 @@ const (
 	// with their tags, 10 length prefixes: under 1.5 KiB).
 	// Test_MaxTaskBytesBoundsALargestTask builds the largest task and
 	// checks.
-	MaxTaskBytes = 3*PayloadCeiling + MaxErrorLen + 2<<10
+	// From LevelAttempts on, a record also holds up to MaxHistory
+	// attempts of at most MaxAttemptBytes each.
+	MaxTaskBytes = 3*PayloadCeiling + MaxErrorLen + 2<<10 + MaxHistory*MaxAttemptBytes
 	// listItemOverhead is the tag and length prefix of one task in a
 	// repeated field: 1 byte of tag, at most 4 of length (< 2^28).
 	listItemOverhead = 5
@@ -70,9 +73,17 @@ func (tx *txn) release(c *pb.ReleaseCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
 			continue
 		}
-		err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) { t.WorkerId = "" })
+		err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
+			tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")
+			t.WorkerId = ""
+		})
 		if err != nil {
 			return err
+		}
+		if tx.feature >= LevelAttempts {
+			if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Released++ }); err != nil {
+				return err
+			}
 		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
 	}

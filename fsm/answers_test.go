@@ -102,6 +102,14 @@ func Test_MaxTaskBytesBoundsALargestTask(t *testing.T) {
 		Progress: big, Outcome: pb.Outcome_OUTCOME_FAILED, Result: big,
 		LastError: strings.Repeat("e", MaxErrorLen), FinishedAt: -1, ExpireAt: -1, Claims: ^uint32(0),
 	}
+	for range MaxHistory {
+		task.History = append(task.History, &pb.Attempt{Claim: ^uint32(0), WorkerId: strings.Repeat("w", MaxWorkerIDLen),
+			Fence: ^uint64(0), ClaimedAt: -1, LeaseUntil: -1, EndedAt: -1, Outcome: pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED,
+			Error: strings.Repeat("e", MaxAttemptError)})
+		if n := proto.Size(task.History[len(task.History)-1]) + 3; n > MaxAttemptBytes {
+			t.Fatalf("largest attempt is %d bytes with its tag and length > MaxAttemptBytes %d", n, MaxAttemptBytes)
+		}
+	}
 	if n := proto.Size(task); n > MaxTaskBytes {
 		t.Fatalf("largest task is %d bytes > MaxTaskBytes %d", n, MaxTaskBytes)
 	}

@@ -114,6 +114,54 @@ func BenchmarkApplyBatch_ClaimSubmit(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyBatch_ClaimHeartbeatSubmit_Level: a claim, a heartbeat and
+// a submit per task, 64 entries per ApplyBatch, with the cluster latched at
+// LevelCounters (no attempt history) or LevelAttempts (each claim appends
+// an attempt that the heartbeat renews and the submit ends): the cost of
+// the history on the hot path. One op is one task's three commands.
+func BenchmarkApplyBatch_ClaimHeartbeatSubmit_Level(b *testing.B) {
+	const batch = 64
+	for _, level := range []uint32{LevelCounters, LevelAttempts} {
+		b.Run(fmt.Sprintf("level=%d", level), func(b *testing.B) {
+			l := newBenchLog(b)
+			l.f.Apply(l.entry(b, latchCmd(level)))
+			l.backlog(b, "bench", b.N)
+			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 1))
+			claims := make([]*raft.Log, batch)
+			next := make([]*raft.Log, 0, batch)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(batch, b.N-done)
+				for i := range claims[:n] {
+					l.index++
+					claims[i] = &raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: claim}
+				}
+				var tasks []*pb.Task
+				for _, out := range l.f.ApplyBatch(claims[:n]) {
+					tasks = append(tasks, out.(*pb.CommandResult).GetTasks()[0])
+				}
+				next = next[:0]
+				for _, t := range tasks {
+					next = append(next, l.entry(b, heartbeatCmd(at(2*time.Second), &pb.HeartbeatItem{TaskId: t.GetId(), Fence: t.GetFence()})))
+				}
+				l.f.ApplyBatch(next)
+				next = next[:0]
+				for _, t := range tasks {
+					next = append(next, l.entry(b, completeCmd(at(3*time.Second), t.GetId(), t.GetFence())))
+				}
+				for _, out := range l.f.ApplyBatch(next) {
+					if c := out.(*pb.CommandResult).GetItems()[0].GetCode(); c != pb.Code_CODE_OK {
+						b.Fatalf("submit: %v", c)
+					}
+				}
+				done += n
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
 // BenchmarkClaim_Backlog: the latency of one claim (its own entry and
 // apply batch) from a backlog of pending tasks. The backlog is built once
 // per size in entries of 1000 tasks and topped up, off the clock, every

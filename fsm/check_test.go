@@ -176,6 +176,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 		if task.GetState() == pb.TaskState_TASK_STATE_RUNNING && (task.GetFence() == 0 || task.GetFence() > ks.applied) {
 			fail("running task %s has fence %d (applied %d)", id, task.GetFence(), ks.applied)
 		}
+		checkHistory(task, ks.feature, fail)
 		if key := task.GetIdempotencyKey(); key != "" {
 			ik := string(storage.IdemKey(task.GetQueue(), task.GetTenant(), key))
 			if ks.idem[ik] != id {
@@ -202,6 +203,9 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 		// exist only once the latch turned them on.
 		if got.Totals != nil && ks.feature < uint64(LevelCounters) {
 			fail("catalog %v has totals before the latch (level %d)", ref, ks.feature)
+		}
+		if got.Totals != nil && got.Totals.HasReleased && ks.feature < uint64(LevelAttempts) {
+			fail("catalog %v counts releases before the latch (level %d)", ref, ks.feature)
 		}
 		want.Totals = got.Totals
 		if got != want {
@@ -306,4 +310,44 @@ func attempts(t testing.TB, f *FSM) map[string][2]uint32 {
 		out[id] = [2]uint32{task.GetAttempts(), task.GetClaims()}
 	}
 	return out
+}
+
+// checkHistory asserts the attempt history's invariants: none before
+// LevelAttempts; at most MaxHistory records, in claim and fence order;
+// only the last may be open, and only when the task runs under its fence;
+// an ended one has an outcome; errors within their bound.
+func checkHistory(task *pb.Task, feature uint64, fail func(string, ...any)) {
+	h := task.GetHistory()
+	if len(h) == 0 {
+		return
+	}
+	id := task.GetId()
+	if feature < uint64(LevelAttempts) {
+		fail("task %s has %d attempts before the latch (level %d)", id, len(h), feature)
+	}
+	if len(h) > MaxHistory {
+		fail("task %s keeps %d attempts, more than %d", id, len(h), MaxHistory)
+	}
+	for i, a := range h {
+		if i > 0 && (a.GetClaim() <= h[i-1].GetClaim() || a.GetFence() <= h[i-1].GetFence()) {
+			fail("task %s attempt %d (claim %d, fence %d) not after claim %d, fence %d", id, i, a.GetClaim(), a.GetFence(), h[i-1].GetClaim(), h[i-1].GetFence())
+		}
+		if a.GetClaim() == 0 || a.GetClaim() > task.GetClaims() || a.GetFence() == 0 || a.GetFence() > task.GetFence() {
+			fail("task %s attempt %d: claim %d of %d, fence %d of %d", id, i, a.GetClaim(), task.GetClaims(), a.GetFence(), task.GetFence())
+		}
+		if len(a.GetError()) > MaxAttemptError {
+			fail("task %s attempt %d error of %d bytes", id, i, len(a.GetError()))
+		}
+		open := a.GetEndedAt() == 0
+		if open != (a.GetOutcome() == pb.AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED) {
+			fail("task %s attempt %d: ended_at %d with outcome %v", id, i, a.GetEndedAt(), a.GetOutcome())
+		}
+		running := task.GetState() == pb.TaskState_TASK_STATE_RUNNING && a.GetFence() == task.GetFence()
+		if open && (i != len(h)-1 || !running) {
+			fail("task %s attempt %d is open, but the task is %v under fence %d", id, i, task.GetState(), task.GetFence())
+		}
+		if open && a.GetLeaseUntil() != task.GetLeaseUntil() {
+			fail("task %s open attempt lease %d, task's %d", id, a.GetLeaseUntil(), task.GetLeaseUntil())
+		}
+	}
 }

@@ -30,9 +30,14 @@ const (
 	// queue's catalog record (storage.QueueTotals, record version 2). It
 	// changes the bytes apply writes, so it waits for every server.
 	LevelCounters uint32 = 5
+	// LevelAttempts: no new command; each claim of a task appends an
+	// attempt record to the task (Task.history, history.go) and the queue
+	// totals count releases (catalog record version 3). It changes the
+	// bytes apply writes, so it waits for every server.
+	LevelAttempts uint32 = 6
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelCounters
+	FeatureLevel = LevelAttempts
 )
 
 // levelOverride lowers BuildLevel at link time

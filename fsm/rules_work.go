@@ -172,10 +172,14 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 				t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
 				t.ClaimedAt = tx.now
 				t.Claims++
+				tx.openAttempt(t)
 			})
 			if err != nil {
 				return err
 			}
+			// The record is written; the answer goes without the history.
+			// The worker needs none, and past fences are for admins only.
+			t.History = nil
 			m.Head[p] = h.seq + 1 // the claimed key is gone; later ones are larger
 			res.Tasks = append(res.Tasks, t)
 			want--
@@ -218,6 +222,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 			if hb.GetHasProgress() {
 				t.Progress = hb.GetProgress()
 			}
+			tx.renewAttempt(t)
 		})
 		if err != nil {
 			return err
@@ -249,7 +254,12 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 		to = pb.TaskState_TASK_STATE_FAILED
 	}
 	claimed := t.GetClaimedAt()
+	out := pb.AttemptOutcome_ATTEMPT_OUTCOME_COMPLETED
+	if to == pb.TaskState_TASK_STATE_FAILED {
+		out = pb.AttemptOutcome_ATTEMPT_OUTCOME_FAILED
+	}
 	err = tx.finishTask(t, to, func(t *pb.Task) {
+		tx.closeAttempt(t, out, c.GetError())
 		t.Outcome = c.GetOutcome()
 		t.Result = c.GetResult()
 		t.LastError = c.GetError()
@@ -275,7 +285,7 @@ func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
 		return nil
 	}
 	claimed := t.GetClaimedAt()
-	if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason()); err != nil {
+	if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason(), pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED); err != nil {
 		return err
 	}
 	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
@@ -301,7 +311,7 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "lease extended"))
 			continue
 		}
-		if err := tx.requeue(t, pos, 0, "lease expired"); err != nil {
+		if err := tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED); err != nil {
 			return err
 		}
 		if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Expired++ }); err != nil {

@@ -279,6 +279,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 			m.Totals = &storage.QueueTotals{} // the record's first write since the latch
 		}
 		countTransition(m.Totals, from, t.GetState())
+		// Marked per command, like the totals themselves, so the record's
+		// version does not depend on how entries are batched.
+		m.Totals.HasReleased = m.Totals.HasReleased || tx.feature >= LevelAttempts
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
 		// Keep the head hint a lower bound; this undoes storage.Drained.
@@ -307,10 +310,16 @@ func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(tx.base+po
 
 // requeue puts a running task back after a failed attempt (nack or reap):
 // attempts+1, then dead-letter at max attempts, delayed when delay > 0, or
-// pending at the back of its priority.
-func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string) error {
+// pending at the back of its priority. out is how the attempt ended; a
+// nack's reason is its error, an expiry has none but its outcome.
+func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string, out pb.AttemptOutcome) error {
 	attempts := t.GetAttempts() + 1
 	mutate := func(t *pb.Task) {
+		if out == pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED {
+			tx.closeAttempt(t, out, reason)
+		} else {
+			tx.closeAttempt(t, out, "")
+		}
 		t.Attempts = attempts
 		t.LastError = reason
 		t.WorkerId = ""
@@ -404,6 +413,7 @@ func (tx *txn) total(t *pb.Task, fn func(*storage.QueueTotals)) error {
 	if m.Totals == nil {
 		m.Totals = &storage.QueueTotals{}
 	}
+	m.Totals.HasReleased = m.Totals.HasReleased || tx.feature >= LevelAttempts
 	fn(m.Totals)
 	return nil
 }

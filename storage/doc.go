@@ -16,7 +16,7 @@
 // Keys carry the routing and values are mostly empty. Integers are big-endian
 // and fixed width, so byte order is numeric order:
 //
-//	t/<id>                                  task record (protobuf)
+//	t/<id>                                  task record (protobuf), with its last 16 attempts (fsm.MaxHistory)
 //	q/<queue>/<tenant>/p/<255-prio>/<seq>/<id>  pending, highest priority first, FIFO within it
 //	q/<queue>/<tenant>/d/<visible_at>/<id>  delayed, per queue (listing)
 //	q/<queue>/<tenant>/r/<id>               running
@@ -35,7 +35,12 @@
 //
 //   - One task body lives only under t/<id>; every index key holds an empty
 //     value and points at it. A state change rewrites the record and moves one
-//     index key, in one batch.
+//     index key, in one batch. The attempt history (feature level 6) is a
+//     bounded list inside the record, not keys of its own: the task page
+//     reads one key and purge deletes one.
+//   - The catalog record is versioned by its first byte: 1 (counters and
+//     heads), 2 (+ 8 lifetime totals, level 5), 3 (+ released, level 6).
+//     A record is written in the newest version its cluster latched.
 //   - Delayed tasks are indexed twice (per queue under d/, globally under w/),
 //     like running tasks (r/ and l/): listing wants the per-queue view, and the
 //     leader's mover must find due tasks in time proportional to how many are

@@ -36,10 +36,19 @@ type QueueTotals struct {
 	DeadLettered uint64 // tasks moved to the dead letters
 	Requeued     uint64 // tasks back to pending or delayed from running (nack, expired lease, release) or dead (requeue)
 	Expired      uint64 // running tasks whose lease expired (Reap), requeued or dead-lettered
+	Released     uint64 // running tasks put back because their claim's answer was lost (Release)
+	// HasReleased makes the record version 3, which keeps Released: set
+	// from fsm.LevelAttempts on. Until then the record stays version 2,
+	// byte for byte what older builds write.
+	HasReleased bool
 }
 
 func (t *QueueTotals) fields() []*uint64 {
-	return []*uint64{&t.Enqueued, &t.Claimed, &t.Completed, &t.Failed, &t.Cancelled, &t.DeadLettered, &t.Requeued, &t.Expired}
+	f := []*uint64{&t.Enqueued, &t.Claimed, &t.Completed, &t.Failed, &t.Cancelled, &t.DeadLettered, &t.Requeued, &t.Expired}
+	if t.HasReleased {
+		f = append(f, &t.Released)
+	}
+	return f
 }
 
 // Drained is the head hint of a priority with no pending task: no seq is
@@ -49,21 +58,26 @@ func (t *QueueTotals) fields() []*uint64 {
 const Drained = ^uint64(0)
 
 // metaVersion1 is 5 counters and 10 heads, 8 bytes each, after a version
-// byte; version 2 appends the 8 totals.
+// byte; version 2 appends the 8 totals, version 3 a 9th (Released).
 const (
 	metaVersion1 = 1
 	metaLenV1    = 1 + 8*(5+Priorities)
 	metaVersion2 = 2
 	metaLenV2    = metaLenV1 + 8*8
+	metaVersion3 = 3
+	metaLenV3    = metaLenV2 + 8
 )
 
 // Marshal encodes m in its fixed binary form: version 2 when it has
 // totals, else version 1.
 func (m *QueueMeta) Marshal() []byte {
-	b := make([]byte, 0, metaLenV2)
-	if m.Totals != nil {
+	b := make([]byte, 0, metaLenV3)
+	switch {
+	case m.Totals != nil && m.Totals.HasReleased:
+		b = append(b, metaVersion3)
+	case m.Totals != nil:
 		b = append(b, metaVersion2)
-	} else {
+	default:
 		b = append(b, metaVersion1)
 	}
 	for _, v := range []uint64{m.Pending, m.Delayed, m.Running, m.Dead, m.Finished} {
@@ -83,11 +97,12 @@ func (m *QueueMeta) Marshal() []byte {
 // UnmarshalQueueMeta decodes a catalog value of either version.
 func UnmarshalQueueMeta(b []byte) (QueueMeta, error) {
 	var m QueueMeta
-	ok := len(b) > 0 && (b[0] == metaVersion1 && len(b) == metaLenV1 || b[0] == metaVersion2 && len(b) == metaLenV2)
+	ok := len(b) > 0 && (b[0] == metaVersion1 && len(b) == metaLenV1 || b[0] == metaVersion2 && len(b) == metaLenV2 ||
+		b[0] == metaVersion3 && len(b) == metaLenV3)
 	if !ok {
 		return m, fmt.Errorf("queue meta: %d bytes, version %v", len(b), b[:min(1, len(b))])
 	}
-	v2 := b[0] == metaVersion2
+	v2, v3 := b[0] == metaVersion2, b[0] == metaVersion3
 	b = b[1:]
 	for _, p := range []*uint64{&m.Pending, &m.Delayed, &m.Running, &m.Dead, &m.Finished} {
 		*p = binary.BigEndian.Uint64(b)
@@ -97,8 +112,8 @@ func UnmarshalQueueMeta(b []byte) (QueueMeta, error) {
 		m.Head[i] = binary.BigEndian.Uint64(b)
 		b = b[8:]
 	}
-	if v2 {
-		m.Totals = &QueueTotals{}
+	if v2 || v3 {
+		m.Totals = &QueueTotals{HasReleased: v3}
 		for _, p := range m.Totals.fields() {
 			*p = binary.BigEndian.Uint64(b)
 			b = b[8:]

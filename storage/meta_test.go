@@ -80,3 +80,29 @@ func Test_GetQueueMetaMissingIsZero(t *testing.T) {
 		t.Fatalf("GetQueueMeta = %+v, %v; want %+v", m, err, want)
 	}
 }
+
+// Totals keep their version: a record with totals but no releases is
+// version 2, byte for byte what a level-5 build writes; with HasReleased
+// it is version 3 and keeps Released.
+func Test_QueueMetaTotalsVersions(t *testing.T) {
+	v2 := QueueMeta{Pending: 1, Totals: &QueueTotals{Enqueued: 2, Expired: 3, Released: 9}}
+	b := v2.Marshal()
+	if b[0] != metaVersion2 || len(b) != metaLenV2 {
+		t.Fatalf("totals without releases: version %d, %d bytes", b[0], len(b))
+	}
+	if got, err := UnmarshalQueueMeta(b); err != nil || got.Totals.Released != 0 || got.Totals.HasReleased || got.Totals.Expired != 3 {
+		t.Fatalf("version 2 read back as %+v, %v", got.Totals, err)
+	}
+	v3 := QueueMeta{Pending: 1, Totals: &QueueTotals{Enqueued: 2, Expired: 3, Released: 9, HasReleased: true}}
+	b = v3.Marshal()
+	if b[0] != metaVersion3 || len(b) != metaLenV3 {
+		t.Fatalf("totals with releases: version %d, %d bytes", b[0], len(b))
+	}
+	got, err := UnmarshalQueueMeta(b)
+	if err != nil || *got.Totals != *v3.Totals {
+		t.Fatalf("version 3 read back as %+v, %v", got.Totals, err)
+	}
+	if _, err := UnmarshalQueueMeta(b[:len(b)-1]); err == nil {
+		t.Fatal("a short version 3 record accepted")
+	}
+}

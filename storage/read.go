@@ -50,7 +50,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		}
 		if tt := m.Totals; tt != nil {
 			s.Totals = &pb.QueueTotals{Enqueued: tt.Enqueued, Claimed: tt.Claimed, Completed: tt.Completed, Failed: tt.Failed,
-				Cancelled: tt.Cancelled, DeadLettered: tt.DeadLettered, Requeued: tt.Requeued, LeaseExpired: tt.Expired}
+				Cancelled: tt.Cancelled, DeadLettered: tt.DeadLettered, Requeued: tt.Requeued, LeaseExpired: tt.Expired, Released: tt.Released}
 		}
 		n := proto.Size(s) + listFraming
 		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {

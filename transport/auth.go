@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -181,17 +180,10 @@ func forwardAuth(in, out context.Context) context.Context {
 	return out
 }
 
-// hideFence returns t without its fence when the caller has a token: a
-// fence is shown only to the worker holding the claim (Claim's answer),
-// since with it anyone could submit in the holder's place.
-func hideFence(ctx context.Context, t *pb.Task) *pb.Task {
-	if t == nil || tokenOf(ctx) == nil || t.GetFence() == 0 {
-		return t
-	}
-	c := proto.Clone(t).(*pb.Task)
-	c.Fence = 0
-	return c
-}
+// hideFence is t as the caller's token may see it: cluster.TaskFor holds
+// the rule (the current claim's fence only to its worker, past fences to
+// admins of the task's tenant; nothing hidden with auth off).
+func hideFence(ctx context.Context, t *pb.Task) *pb.Task { return cluster.TaskFor(tokenOf(ctx), t) }
 
 // filterStats keeps the queues of the tenants the caller's token grants.
 func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {

@@ -31,6 +31,9 @@ type Node interface {
 	Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error)
 	// ReleaseTasks puts back claimed tasks whose answer was not delivered.
 	ReleaseTasks(tasks []*pb.Task)
+	// Orphaned names those of tasks that run under a claim this node saw
+	// go undelivered (cluster.Service.Orphaned).
+	Orphaned(tasks []*pb.Task) []string
 	// WaitResult waits on the leader for a task to finish.
 	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
 	// GetTask, Stats, ListDead and ListTasks read at the consistency asked for.
@@ -110,18 +113,20 @@ const (
 //
 //	one task record        fsm.MaxTaskBytes = 3 x 16 MiB (payload, progress,
 //	                       result at fsm.PayloadCeiling) + 64 KiB (last_error)
-//	                       + 2 KiB (the rest)                  = 48 MiB + 66 KiB
+//	                       + 2 KiB (the rest) + 10 KiB (16 attempts of
+//	                       fsm.MaxAttemptBytes)                = 48 MiB + 76 KiB
 //	GetTask, WaitResult    one task + 5 (tag, length) + 11 (applied_index or
-//	                       done)                               < 48 MiB + 67 KiB
+//	                       done)                               < 48 MiB + 77 KiB
 //	Claim, ListDead,       tasks within fsm.AnswerBudget (4 MiB), or one task
-//	ListTasks              larger than it alone, + a cursor   < 48 MiB + 67 KiB
+//	ListTasks              larger than it alone, + a cursor   < 48 MiB + 77 KiB
+//	                       (+ ListTasks' orphaned ids, at most one per task)
 //	Stats                  at most fsm.AnswerBudget of queues + a cursor
 //	Enqueue, Heartbeat,    at most fsm.MaxBatch (1,000) items of a few hundred
 //	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB
 //	RequeueDead
 //	Cluster.Status         a few hundred bytes per server
 //
-// 49 MiB covers the largest with 900 KiB to spare. Only an operator who
+// 49 MiB covers the largest with 890 KiB to spare. Only an operator who
 // raises --max-payload to the 16 MiB ceiling can make answers that large;
 // at the default 1 MiB limit one task is at most 3 MiB + 66 KiB.
 const MaxAnswerBytes = 49 << 20

@@ -148,12 +148,19 @@
 //     the tenant before it waits: a wait on another tenant's task would
 //     tell by its length that the id exists. With auth off the tenant
 //     stays empty and nothing is checked, as before.
-//   - With auth on, GetTask, WaitResult and ListDead never return a
-//     fence: only Claim's answer, to the worker holding the claim, does.
-//     With auth off they still do, so existing tools and tests that read
-//     it keep working; anyone can do anything there anyway. ListTasks
-//     (a reader's view of running tasks, the dashboard's Live leases)
-//     drops fences for every caller: nothing that reads it needs one.
+//   - With auth on, GetTask, WaitResult and ListDead never return the
+//     current fence: only Claim's answer, to the worker holding the
+//     claim, does. The fences of a task's ended attempts (Task.history)
+//     go to admins of its tenant only. With auth off they still return
+//     all, so existing tools and tests that read it keep working; anyone
+//     can do anything there anyway. ListTasks (a reader's view of running
+//     tasks, the dashboard's Live leases) drops the current fence for
+//     every caller: nothing that reads it needs one. cluster.TaskFor and
+//     ListedTaskFor hold the rule; this package only applies it. Claim
+//     answers carry no history (the FSM leaves it out).
+//   - ListTasks names the listed tasks that run under an orphaned claim
+//     (orphaned_task_ids), from the serving leader's memory
+//     (cluster.Service.Orphaned), asked before the fences are dropped.
 //   - A follower forwards the caller's authorization metadata; the leader
 //     checks it again, so a revoke the leader applied wins over a
 //     follower that lags.

@@ -253,8 +253,10 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 }
 
 // ListTasks pages through a queue's tasks in one state. It is
-// linearizable, like Stats. Fences are dropped for every caller, token or
-// not: the listing is for watching, and a fence lets its holder submit.
+// linearizable, like Stats. The current claim's fence is dropped for
+// every caller, token or not: the listing is for watching, and a fence
+// lets its holder submit (cluster.ListedTaskFor). The answer names the
+// running tasks this leader saw orphaned (cluster.Service.Orphaned).
 func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
 	if err := cluster.CheckListTasks(req); err != nil {
 		return nil, err
@@ -265,13 +267,13 @@ func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) 
 			if err != nil {
 				return nil, err
 			}
+			// Orphans are asked of this node, the leader, before the
+			// fences go: they are known by (id, fence).
+			orphans := q.s.node.Orphaned(tasks)
+			tok := tokenOf(ctx)
 			for i, t := range tasks {
-				if t.GetFence() != 0 {
-					t = proto.Clone(t).(*pb.Task)
-					t.Fence = 0
-					tasks[i] = t
-				}
+				tasks[i] = cluster.ListedTaskFor(tok, t)
 			}
-			return &pb.ListTasksResponse{Tasks: tasks, NextCursor: next}, nil
+			return &pb.ListTasksResponse{Tasks: tasks, NextCursor: next, OrphanedTaskIds: orphans}, nil
 		})
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
 
 // docket runs one CLI invocation against addrs and returns its stdout.
@@ -58,7 +61,8 @@ func Test_CLITour(t *testing.T) {
 	var last string
 	waitFor(t, 10*time.Second, "every server alive in gossip", func() bool {
 		last = docket(t, addrs, "cluster", "status")
-		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") && strings.Count(last, " level 5 ") == 3
+		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") &&
+			strings.Count(last, fmt.Sprintf(" level %d ", fsm.FeatureLevel)) == 3
 	})
 	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
 		t.Fatalf("stats --json printed %q", s)
@@ -96,5 +100,49 @@ func Test_VersionNamesTheFeatureLevel(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^docket \S+, feature level \d+\n$`).MatchString(out.String()) {
 		t.Fatalf("version printed %q", out.String())
+	}
+}
+
+// Test_CLITaskShowsAttempts: `docket task ID` lists the task's attempts,
+// one line each with its worker and how it ended, and --json carries the
+// history; with auth off an ended attempt's fence is shown, the running
+// one's never.
+func Test_CLITaskShowsAttempts(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	addrs := strings.Join(addrsOf(nodes), ",")
+	waitFor(t, 10*time.Second, "the attempts level latched", func() bool {
+		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts
+	})
+	docket(t, addrs, "enqueue", "jobs", "x")
+	claimed := regexp.MustCompile(`^(\S+) fence=(\d+) `)
+	m := claimed.FindStringSubmatch(docket(t, addrs, "claim", "jobs", "--worker", "w-one"))
+	if m == nil {
+		t.Fatal("claim printed no task")
+	}
+	id, first := m[1], m[2]
+	docket(t, addrs, "nack", id, first, "--reason", "out of memory")
+	m = claimed.FindStringSubmatch(docket(t, addrs, "claim", "jobs", "--worker", "w-two"))
+	if m == nil || m[1] != id {
+		t.Fatalf("second claim: %v", m)
+	}
+	second := m[2]
+	out := docket(t, addrs, "task", id)
+	for _, want := range []string{
+		"#1 NACKED worker=w-one ", " fence=" + first + ` error="out of memory"`,
+		"#2 RUNNING worker=w-two ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("task printed no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "fence="+second) {
+		t.Errorf("task printed the running attempt's fence %s:\n%s", second, out)
+	}
+	docket(t, addrs, "submit", id, second, "done")
+	if out := docket(t, addrs, "task", id); !strings.Contains(out, "#2 COMPLETED worker=w-two ") {
+		t.Errorf("task after the submit:\n%s", out)
+	}
+	if js := docket(t, addrs, "task", id, "--json"); !strings.Contains(js, `"history":[`) || !strings.Contains(js, `"outcome":"ATTEMPT_OUTCOME_COMPLETED"`) {
+		t.Errorf("task --json carries no history:\n%s", js)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -96,7 +97,11 @@ func shoot(t *testing.T, ctx context.Context, dirs []string, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+	shot := chromedp.CaptureScreenshot()
+	if name == "task" {
+		shot = chromedp.FullScreenshot(100) // PNG; the attempts sit below the record
+	}
+	png, err := chromedp.Run(sctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -119,6 +124,10 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	if d := os.Getenv("DOCKET_SCREENSHOTS"); d != "" {
 		dirs = append(dirs, d)
 	}
+	// Attempts are recorded once the cluster latched their level.
+	waitFor(t, 30*time.Second, "the attempts level latched", func() bool {
+		return f.nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts
+	})
 	pending, err := f.admin.EnqueueOne(ctx, "emails", []byte(`{"to":"ada@example.com"}`), client.WithPriority(5))
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +193,12 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	step(t, b, "task page", chromedp.Navigate(f.url+"/task?id="+pending), chromedp.WaitVisible(chromedp.CSS("#state")))
 	if got := text(t, b, "#state"); got != "pending" {
 		t.Fatalf("task page shows state %q, want pending", got)
+	}
+	// The dead letter's page lists its one attempt, nacked by its worker.
+	step(t, b, "task page with attempts", chromedp.Navigate(f.url+"/task?id="+dead),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-claim="1"]`)))
+	if got := text(t, b, `#attempts tr[data-claim="1"] td.outcome`); got != "nacked" {
+		t.Fatalf("task page shows attempt 1 as %q, want nacked", got)
 	}
 	shoot(t, b, dirs, "task")
 

@@ -314,6 +314,44 @@ func printTask(w io.Writer, t *pb.Task) {
 	if t.GetLastError() != "" {
 		fmt.Fprintf(w, "error:     %s\n", t.GetLastError())
 	}
+	printAttempts(w, t)
+}
+
+// printAttempts lists a task's attempt history, one line each, oldest
+// first: claim number, worker, claim and end times, lease expiry, how it
+// ended and its error. A fence appears only where the API showed it (an
+// ended attempt, to an admin or with auth off).
+func printAttempts(w io.Writer, t *pb.Task) {
+	h := t.GetHistory()
+	if len(h) == 0 {
+		return
+	}
+	if n := len(h); uint32(n) < t.GetClaims() {
+		fmt.Fprintf(w, "attempts (the last %d of %d claims):\n", n, t.GetClaims())
+	} else {
+		fmt.Fprintf(w, "attempts:\n")
+	}
+	ts := func(ns int64) string {
+		if ns == 0 {
+			return "-"
+		}
+		return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	}
+	for _, a := range h {
+		out := "RUNNING"
+		if a.GetOutcome() != pb.AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED {
+			out = strings.TrimPrefix(a.GetOutcome().String(), "ATTEMPT_OUTCOME_")
+		}
+		fmt.Fprintf(w, "  #%d %s worker=%s claimed=%s lease_until=%s ended=%s", a.GetClaim(), out, a.GetWorkerId(),
+			ts(a.GetClaimedAt()), ts(a.GetLeaseUntil()), ts(a.GetEndedAt()))
+		if a.GetFence() != 0 && a.GetEndedAt() != 0 {
+			fmt.Fprintf(w, " fence=%d", a.GetFence())
+		}
+		if a.GetError() != "" {
+			fmt.Fprintf(w, " error=%q", a.GetError())
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func (v *verb) stats(ctx context.Context, args []string) error {

@@ -1420,11 +1420,16 @@ func (x *ListTasksRequest) GetLimit() uint32 {
 }
 
 type ListTasksResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"` // fence always 0
-	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Tasks      []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"` // fence always 0
+	NextCursor string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// orphaned_task_ids are the listed running tasks whose claim's answer
+	// the serving leader knows never reached the worker, still running under
+	// that claim: nobody works on them until the lease expires. Leader-local
+	// and bounded: a new leader knows none.
+	OrphanedTaskIds []string `protobuf:"bytes,3,rep,name=orphaned_task_ids,json=orphanedTaskIds,proto3" json:"orphaned_task_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListTasksResponse) Reset() {
@@ -1469,6 +1474,13 @@ func (x *ListTasksResponse) GetNextCursor() string {
 		return x.NextCursor
 	}
 	return ""
+}
+
+func (x *ListTasksResponse) GetOrphanedTaskIds() []string {
+	if x != nil {
+		return x.OrphanedTaskIds
+	}
+	return nil
 }
 
 type SnapshotSaveRequest struct {
@@ -2853,11 +2865,12 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12*\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"[\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\x87\x01\n" +
 	"\x11ListTasksResponse\x12%\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\x15\n" +
+	"nextCursor\x12*\n" +
+	"\x11orphaned_task_ids\x18\x03 \x03(\tR\x0forphanedTaskIds\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +

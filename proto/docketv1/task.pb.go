@@ -143,6 +143,65 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
 }
 
+// AttemptOutcome is how one claim of a task ended.
+type AttemptOutcome int32
+
+const (
+	AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED AttemptOutcome = 0 // still running: the task's current claim
+	AttemptOutcome_ATTEMPT_OUTCOME_COMPLETED   AttemptOutcome = 1 // Submit with OUTCOME_COMPLETED
+	AttemptOutcome_ATTEMPT_OUTCOME_FAILED      AttemptOutcome = 2 // Submit with OUTCOME_FAILED (terminal)
+	AttemptOutcome_ATTEMPT_OUTCOME_NACKED      AttemptOutcome = 3 // Nack: the worker gave it back to retry
+	AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED     AttemptOutcome = 4 // the lease expired and the leader reaped it
+	AttemptOutcome_ATTEMPT_OUTCOME_RELEASED    AttemptOutcome = 5 // the claim's answer never reached its worker; put back
+)
+
+// Enum value maps for AttemptOutcome.
+var (
+	AttemptOutcome_name = map[int32]string{
+		0: "ATTEMPT_OUTCOME_UNSPECIFIED",
+		1: "ATTEMPT_OUTCOME_COMPLETED",
+		2: "ATTEMPT_OUTCOME_FAILED",
+		3: "ATTEMPT_OUTCOME_NACKED",
+		4: "ATTEMPT_OUTCOME_EXPIRED",
+		5: "ATTEMPT_OUTCOME_RELEASED",
+	}
+	AttemptOutcome_value = map[string]int32{
+		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
+		"ATTEMPT_OUTCOME_COMPLETED":   1,
+		"ATTEMPT_OUTCOME_FAILED":      2,
+		"ATTEMPT_OUTCOME_NACKED":      3,
+		"ATTEMPT_OUTCOME_EXPIRED":     4,
+		"ATTEMPT_OUTCOME_RELEASED":    5,
+	}
+)
+
+func (x AttemptOutcome) Enum() *AttemptOutcome {
+	p := new(AttemptOutcome)
+	*p = x
+	return p
+}
+
+func (x AttemptOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AttemptOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_task_proto_enumTypes[2].Descriptor()
+}
+
+func (AttemptOutcome) Type() protoreflect.EnumType {
+	return &file_docketv1_task_proto_enumTypes[2]
+}
+
+func (x AttemptOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AttemptOutcome.Descriptor instead.
+func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+}
+
 // Task is the one stored record of a task. All times are Unix nanoseconds
 // taken from the leader-stamped command time, never from a local clock.
 type Task struct {
@@ -162,18 +221,23 @@ type Task struct {
 	Seq            uint64                 `protobuf:"varint,13,opt,name=seq,proto3" json:"seq,omitempty"`                              // position in its priority: log index of the last (re)queue
 	// Set while running; fence and lease stay on the record after it ends so
 	// that a repeated Submit can be recognised.
-	Fence         uint64  `protobuf:"varint,14,opt,name=fence,proto3" json:"fence,omitempty"` // log index of the Claim entry that granted the lease
-	WorkerId      string  `protobuf:"bytes,15,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	LeaseNs       int64   `protobuf:"varint,16,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
-	LeaseUntil    int64   `protobuf:"varint,17,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
-	ClaimedAt     int64   `protobuf:"varint,18,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
-	Progress      []byte  `protobuf:"bytes,19,opt,name=progress,proto3" json:"progress,omitempty"` // last heartbeat checkpoint; survives retries
-	Outcome       Outcome `protobuf:"varint,20,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
-	Result        []byte  `protobuf:"bytes,21,opt,name=result,proto3" json:"result,omitempty"`
-	LastError     string  `protobuf:"bytes,22,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	FinishedAt    int64   `protobuf:"varint,23,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	ExpireAt      int64   `protobuf:"varint,24,opt,name=expire_at,json=expireAt,proto3" json:"expire_at,omitempty"` // purge time of a finished task (e/ index)
-	Claims        uint32  `protobuf:"varint,25,opt,name=claims,proto3" json:"claims,omitempty"`                     // how many times the task was claimed
+	Fence      uint64  `protobuf:"varint,14,opt,name=fence,proto3" json:"fence,omitempty"` // log index of the Claim entry that granted the lease
+	WorkerId   string  `protobuf:"bytes,15,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	LeaseNs    int64   `protobuf:"varint,16,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
+	LeaseUntil int64   `protobuf:"varint,17,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
+	ClaimedAt  int64   `protobuf:"varint,18,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	Progress   []byte  `protobuf:"bytes,19,opt,name=progress,proto3" json:"progress,omitempty"` // last heartbeat checkpoint; survives retries
+	Outcome    Outcome `protobuf:"varint,20,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
+	Result     []byte  `protobuf:"bytes,21,opt,name=result,proto3" json:"result,omitempty"`
+	LastError  string  `protobuf:"bytes,22,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	FinishedAt int64   `protobuf:"varint,23,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	ExpireAt   int64   `protobuf:"varint,24,opt,name=expire_at,json=expireAt,proto3" json:"expire_at,omitempty"` // purge time of a finished task (e/ index)
+	Claims     uint32  `protobuf:"varint,25,opt,name=claims,proto3" json:"claims,omitempty"`                     // how many times the task was claimed
+	// history is the task's last claims, oldest first: at most
+	// fsm.MaxHistory (16), the older ones dropped. Kept once the cluster
+	// enabled feature level 6; a claim before that has no record. Claim
+	// answers carry none; fences in it are shown to admins only (GetTask).
+	History       []*Attempt `protobuf:"bytes,26,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +447,116 @@ func (x *Task) GetClaims() uint32 {
 	return 0
 }
 
+func (x *Task) GetHistory() []*Attempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// Attempt is one claim of a task, as the FSM recorded it.
+type Attempt struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Claim      uint32                 `protobuf:"varint,1,opt,name=claim,proto3" json:"claim,omitempty"` // which claim of the task: 1 for the first (Task.claims then)
+	WorkerId   string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Fence      uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"` // the claim's fence; 0 when the caller may not see it
+	ClaimedAt  int64                  `protobuf:"varint,4,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	LeaseUntil int64                  `protobuf:"varint,5,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"` // lease expiry as of the last heartbeat
+	EndedAt    int64                  `protobuf:"varint,6,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`          // 0 while running
+	Outcome    AttemptOutcome         `protobuf:"varint,7,opt,name=outcome,proto3,enum=docket.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// error is the Submit error or Nack reason, cut to fsm.MaxAttemptError
+	// (256) bytes; Task.last_error keeps the whole last one.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attempt) Reset() {
+	*x = Attempt{}
+	mi := &file_docketv1_task_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attempt) ProtoMessage() {}
+
+func (x *Attempt) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_task_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
+func (*Attempt) Descriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attempt) GetClaim() uint32 {
+	if x != nil {
+		return x.Claim
+	}
+	return 0
+}
+
+func (x *Attempt) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *Attempt) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *Attempt) GetClaimedAt() int64 {
+	if x != nil {
+		return x.ClaimedAt
+	}
+	return 0
+}
+
+func (x *Attempt) GetLeaseUntil() int64 {
+	if x != nil {
+		return x.LeaseUntil
+	}
+	return 0
+}
+
+func (x *Attempt) GetEndedAt() int64 {
+	if x != nil {
+		return x.EndedAt
+	}
+	return 0
+}
+
+func (x *Attempt) GetOutcome() AttemptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *Attempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // QueueStats counts the tasks of one queue and tenant by state.
 type QueueStats struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -403,7 +577,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_docketv1_task_proto_msgTypes[1]
+	mi := &file_docketv1_task_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +589,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_task_proto_msgTypes[1]
+	mi := &file_docketv1_task_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +602,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -495,22 +669,25 @@ func (x *QueueStats) GetTotals() *QueueTotals {
 }
 
 type QueueTotals struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Enqueued      uint64                 `protobuf:"varint,1,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
-	Claimed       uint64                 `protobuf:"varint,2,opt,name=claimed,proto3" json:"claimed,omitempty"`
-	Completed     uint64                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
-	Failed        uint64                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
-	Cancelled     uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	DeadLettered  uint64                 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
-	Requeued      uint64                 `protobuf:"varint,7,opt,name=requeued,proto3" json:"requeued,omitempty"`                             // back to pending or delayed from running or dead
-	LeaseExpired  uint64                 `protobuf:"varint,8,opt,name=lease_expired,json=leaseExpired,proto3" json:"lease_expired,omitempty"` // running tasks whose lease expired
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Enqueued     uint64                 `protobuf:"varint,1,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Claimed      uint64                 `protobuf:"varint,2,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Completed    uint64                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed       uint64                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	Cancelled    uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	DeadLettered uint64                 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Requeued     uint64                 `protobuf:"varint,7,opt,name=requeued,proto3" json:"requeued,omitempty"`                             // back to pending or delayed from running or dead
+	LeaseExpired uint64                 `protobuf:"varint,8,opt,name=lease_expired,json=leaseExpired,proto3" json:"lease_expired,omitempty"` // running tasks whose lease expired
+	// released counts running tasks put back because their claim's answer
+	// never reached the worker; from feature level 6 on.
+	Released      uint64 `protobuf:"varint,9,opt,name=released,proto3" json:"released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueTotals) Reset() {
 	*x = QueueTotals{}
-	mi := &file_docketv1_task_proto_msgTypes[2]
+	mi := &file_docketv1_task_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +699,7 @@ func (x *QueueTotals) String() string {
 func (*QueueTotals) ProtoMessage() {}
 
 func (x *QueueTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_task_proto_msgTypes[2]
+	mi := &file_docketv1_task_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +712,7 @@ func (x *QueueTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueTotals.ProtoReflect.Descriptor instead.
 func (*QueueTotals) Descriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QueueTotals) GetEnqueued() uint64 {
@@ -594,11 +771,18 @@ func (x *QueueTotals) GetLeaseExpired() uint64 {
 	return 0
 }
 
+func (x *QueueTotals) GetReleased() uint64 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
+}
+
 var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\xe6\x05\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\x94\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -631,7 +815,19 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\vfinished_at\x18\x17 \x01(\x03R\n" +
 	"finishedAt\x12\x1b\n" +
 	"\texpire_at\x18\x18 \x01(\x03R\bexpireAt\x12\x16\n" +
-	"\x06claims\x18\x19 \x01(\rR\x06claims\"\x96\x02\n" +
+	"\x06claims\x18\x19 \x01(\rR\x06claims\x12,\n" +
+	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\"\xf8\x01\n" +
+	"\aAttempt\x12\x14\n" +
+	"\x05claim\x18\x01 \x01(\rR\x05claim\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x1d\n" +
+	"\n" +
+	"claimed_at\x18\x04 \x01(\x03R\tclaimedAt\x12\x1f\n" +
+	"\vlease_until\x18\x05 \x01(\x03R\n" +
+	"leaseUntil\x12\x19\n" +
+	"\bended_at\x18\x06 \x01(\x03R\aendedAt\x123\n" +
+	"\aoutcome\x18\a \x01(\x0e2\x19.docket.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\x96\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -642,7 +838,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x04dead\x18\x06 \x01(\x04R\x04dead\x12\x1c\n" +
 	"\tcompleted\x18\a \x01(\x04R\tcompleted\x12*\n" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
-	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\"\xfd\x01\n" +
+	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
@@ -651,7 +847,8 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12#\n" +
 	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x1a\n" +
 	"\brequeued\x18\a \x01(\x04R\brequeued\x12#\n" +
-	"\rlease_expired\x18\b \x01(\x04R\fleaseExpired*\xcf\x01\n" +
+	"\rlease_expired\x18\b \x01(\x04R\fleaseExpired\x12\x1a\n" +
+	"\breleased\x18\t \x01(\x04R\breleased*\xcf\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -664,7 +861,14 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x02B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0eOUTCOME_FAILED\x10\x02*\xc3\x01\n" +
+	"\x0eAttemptOutcome\x12\x1f\n" +
+	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_COMPLETED\x10\x01\x12\x1a\n" +
+	"\x16ATTEMPT_OUTCOME_FAILED\x10\x02\x12\x1a\n" +
+	"\x16ATTEMPT_OUTCOME_NACKED\x10\x03\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_EXPIRED\x10\x04\x12\x1c\n" +
+	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_task_proto_rawDescOnce sync.Once
@@ -678,24 +882,28 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 	return file_docketv1_task_proto_rawDescData
 }
 
-var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_docketv1_task_proto_goTypes = []any{
 	(TaskState)(0),      // 0: docket.v1.TaskState
 	(Outcome)(0),        // 1: docket.v1.Outcome
-	(*Task)(nil),        // 2: docket.v1.Task
-	(*QueueStats)(nil),  // 3: docket.v1.QueueStats
-	(*QueueTotals)(nil), // 4: docket.v1.QueueTotals
+	(AttemptOutcome)(0), // 2: docket.v1.AttemptOutcome
+	(*Task)(nil),        // 3: docket.v1.Task
+	(*Attempt)(nil),     // 4: docket.v1.Attempt
+	(*QueueStats)(nil),  // 5: docket.v1.QueueStats
+	(*QueueTotals)(nil), // 6: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
 	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
 	1, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	4, // 2: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
+	2, // 3: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
+	6, // 4: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -708,8 +916,8 @@ func file_docketv1_task_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   3,
+			NumEnums:      3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

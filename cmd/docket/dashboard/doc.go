@@ -47,12 +47,22 @@
 //   - Requeueing selected dead letters calls RequeueDead by id, which the
 //     API allows an admin over every tenant ("*") only; "requeue all" names
 //     the queue and tenant, and a tenant's admin may do it.
-//   - Fences are never rendered: the API hides them from token holders and
-//     drops them from ListTasks, and no template names the field.
-//   - The Task page shows the one record the FSM keeps: the last claim's
-//     worker and lease, the attempt count, the outcome, result and last
-//     error. A per-attempt history needs a bounded list on the task behind
-//     a feature level, not built yet.
+//   - The current claim's fence is never rendered: the API hides it from
+//     token holders and drops it from ListTasks, and no template names
+//     the task's field or a running attempt's. Ended attempts' fences are
+//     rendered where the API gave them: to admins of the task's tenant
+//     (cluster.TaskFor), and on an open dashboard (auth off), where the
+//     API hides nothing anyway. The page decides nothing itself.
+//   - The Task page shows the task's record and its attempt history (the
+//     FSM keeps the last 16 attempts from feature level 6 on): each
+//     attempt's worker, claim time, lease expiry as of its last heartbeat,
+//     end, result (completed, failed, nacked, expired, released, or
+//     running) and error, with the completing attempt named and marked.
+//     Claims before the level have no record, and the page says so.
+//   - The Live leases page marks orphaned claims (ListTasks'
+//     orphaned_task_ids: the leader saw the answer go undelivered and
+//     could not put the task back), so an operator sees which leases
+//     nobody holds. It is the leader's memory: a new leader knows none.
 //   - Times are the leader-stamped ones from the record, shown in UTC. Lease
 //     countdowns tick in the browser against its own clock, which is fine on
 //     the loopback and approximate elsewhere; "last renewal" is

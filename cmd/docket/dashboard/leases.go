@@ -14,6 +14,9 @@ type leaseGroup struct {
 	Queue, Tenant string
 	Tasks         []*pb.Task
 	More          bool
+	// Orphans are the tasks whose claim's answer the leader saw go
+	// undelivered: running, but nobody works on them.
+	Orphans map[string]bool
 }
 
 // Bounds of the Live leases page: queues listed without a filter, and
@@ -60,6 +63,12 @@ func (s *Server) leasesPage(v *view) {
 			return
 		}
 		g.Tasks, g.More = resp.GetTasks(), resp.GetNextCursor() != ""
+		for _, id := range resp.GetOrphanedTaskIds() {
+			if g.Orphans == nil {
+				g.Orphans = map[string]bool{}
+			}
+			g.Orphans[id] = true
+		}
 	}
 	s.renderView(v, http.StatusOK, "leases", map[string]any{"Queue": queue, "Tenant": tenant, "Groups": groups,
 		"Truncated": truncated, "NowNs": time.Now().UnixNano()})

@@ -146,6 +146,14 @@ func (s *Server) taskPage(v *view) {
 		// lease_until - lease: the last renewal, claim or heartbeat.
 		data["Renewed"] = t.GetLeaseUntil() - t.GetLeaseNs()
 	}
+	// The fence column appears when the API showed this viewer a past
+	// fence (an admin of the tenant, or auth off); the template never
+	// renders the running attempt's.
+	for _, a := range t.GetHistory() {
+		if a.GetEndedAt() != 0 && a.GetFence() != 0 {
+			data["PastFences"] = true
+		}
+	}
 	s.renderView(v, http.StatusOK, "task", data)
 }
 

@@ -26,6 +26,23 @@ var funcs = template.FuncMap{
 	"outcome": func(o pb.Outcome) string {
 		return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
 	},
+	"attemptOutcome": func(o pb.AttemptOutcome) string {
+		if o == pb.AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED {
+			return "running"
+		}
+		return strings.ToLower(strings.TrimPrefix(o.String(), "ATTEMPT_OUTCOME_"))
+	},
+	// completedBy is the claim number of the attempt that completed t; 0
+	// when none did (or its record is gone).
+	"completedBy": func(t *pb.Task) uint32 {
+		for _, a := range t.GetHistory() {
+			if a.GetOutcome() == pb.AttemptOutcome_ATTEMPT_OUTCOME_COMPLETED {
+				return a.GetClaim()
+			}
+		}
+		return 0
+	},
+	"int":     func(v uint32) int { return int(v) },
 	"ts":      stamp,
 	"ago":     ago,
 	"until":   until,
