@@ -20,6 +20,9 @@ type Coverage struct {
 	// fault windows, in total; and at least one inside some window of each
 	// named fault.
 	MinOpsInFaults int `json:"min_ops_in_faults"`
+	// Once are faults that must hold at least once whatever MinWindows
+	// says: the rolling upgrade, which can happen only once in a run.
+	Once []string `json:"once,omitempty"`
 }
 
 // Coverage minimums. SmokeMinWindows is 1: a smoke scenario of ~80 s sees
@@ -106,7 +109,7 @@ func CheckCoverage(h *History, cov Coverage) Result {
 	for _, e := range h.FaultErrors {
 		r.violate("", "fault %s failed to apply at %.3fs: %s", e.Name, float64(e.T-h.Begin)/1e9, e.Err)
 	}
-	stats := faultStats(h, cov.Faults)
+	stats := faultStats(h, append(append([]string(nil), cov.Faults...), cov.Once...))
 	inFaults := 0
 	for _, s := range stats {
 		inFaults += s.OpsInWin
@@ -124,6 +127,18 @@ func CheckCoverage(h *History, cov Coverage) Result {
 		}
 		if s.Windows > 0 && s.OpsInWin == 0 && cov.MinOpsInFaults > 0 {
 			r.violate("", "fault %s: no operation acknowledged inside any of its %d windows", name, s.Windows)
+		}
+	}
+	for _, name := range cov.Once {
+		r.Checked++
+		n := 0
+		for _, x := range stats {
+			if x.Name == name {
+				n = x.Windows
+			}
+		}
+		if n < 1 {
+			r.violate("", "fault %s never held, want it once", name)
 		}
 	}
 	if inFaults < cov.MinOpsInFaults {

@@ -44,6 +44,8 @@ type RunConfig struct {
 	// Coverage is what the run must have done to pass (zero: the smoke's,
 	// DefaultCoverage(Faults, SmokeMinWindows)).
 	Coverage Coverage
+	// Overlap is how many faults may hold at once (Nemesis.Overlap).
+	Overlap int
 }
 
 // RunResult is what a run found.
@@ -156,7 +158,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	go func() { wlDone <- wl.Wait() }()
 
 	nem := &Nemesis{C: c, Rec: rec, Rand: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), Self: cfg.Self,
-		Faults: append([]string(nil), cfg.Faults...), HoldMin: cfg.HoldMin, HoldMax: cfg.HoldMax, Quiet: cfg.Quiet, log: log}
+		Faults: append([]string(nil), cfg.Faults...), HoldMin: cfg.HoldMin, HoldMax: cfg.HoldMax, Quiet: cfg.Quiet, log: log,
+		Overlap: cfg.Overlap}
+
 	// The workload first waits for a leader; give it a few seconds so the
 	// first fault does not hit a cluster that is still forming.
 	sleepCtx(ctx, 5*time.Second)

@@ -178,6 +178,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	nodes := fs.Int("nodes", 5, "3 or 5")
 	faults := fs.String("faults", "all", "comma-separated faults, or all: "+strings.Join(jepsen.AllFaults, ","))
 	d := fs.Duration("duration", 30*time.Minute, "fault time")
+	overlap := fs.Int("overlap", 2, "how many compatible faults may hold at once (1: serial)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -190,6 +191,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		return false, err
 	}
 	cfg.Quiet = 6 * time.Second // more of the run under a fault
+	cfg.Overlap = *overlap
 	cfg.Coverage = jepsen.DefaultCoverage(fl, jepsen.LongMinWindows)
 	// Five nodes commit more slowly: more workers, slower producers, and a
 	// drain long enough for any backlog a 45-minute run leaves.
@@ -217,6 +219,7 @@ func check(args []string) (bool, error) {
 			d, _ := time.ParseDuration(s.Duration)
 			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration, cfg.Coverage = s.Scenario, s.Seed, s.Nodes, s.Faults, d, s.Coverage
 			cfg.Insecure = !s.TLS // runs from before the secure mode were plain
+			cfg.Overlap = s.Overlap
 		}
 	}
 	res, err := jepsen.WriteResults(cfg, h)
