@@ -37,7 +37,8 @@ const (
 
 // AllFaults is every fault the nemesis picks at random (rolling-upgrade is
 // a scenario: RunConfig.OldBin).
-var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData, FaultCorrupt}
+var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData, FaultCorrupt,
+	FaultMembership, FaultRollingRestart}
 
 // Window is what one applied fault hit.
 type Window struct {
@@ -162,6 +163,12 @@ func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, stri
 	switch name {
 	case FaultCorrupt:
 		return m.corrupt(ctx)
+	case FaultMembership:
+		return m.membership(ctx)
+	case FaultRollingRestart:
+		return m.rollingRestart(ctx)
+	case FaultUpgrade:
+		return m.rollingUpgrade(ctx)
 	}
 	m.detail = ""
 	nodes, heal, err := m.applyOther(ctx, name)

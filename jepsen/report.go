@@ -18,9 +18,11 @@ type Summary struct {
 	Seed     uint64   `json:"seed"`
 	Nodes    int      `json:"nodes"`
 	Faults   []string `json:"faults"`
-	// Overlap is how many faults could hold at once.
-	Overlap  int    `json:"overlap,omitempty"`
-	Duration string `json:"duration"`
+	// Overlap is how many faults could hold at once; UpgradeFrom the older
+	// binary the cluster started on (a rolling-upgrade run).
+	Overlap     int    `json:"overlap,omitempty"`
+	UpgradeFrom string `json:"upgrade_from,omitempty"`
+	Duration    string `json:"duration"`
 	// TLS and Auth say whether the nodes and every client of the run spoke
 	// mutual TLS and sent role tokens (the default) or ran --insecure.
 	TLS       bool           `json:"tls"`
@@ -83,7 +85,7 @@ func WriteResults(cfg RunConfig, h *History) (*RunResult, error) {
 	}
 	rs = append(rs, CheckCoverage(h, cov))
 	s := Summary{FaultStats: faultStats(h, append(append([]string(nil), cov.Faults...), cov.Once...)), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
-		TLS: !cfg.Insecure, Auth: !cfg.Insecure, Overlap: cfg.Overlap, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
+		TLS: !cfg.Insecure, Auth: !cfg.Insecure && cfg.OldBin == "", Overlap: cfg.Overlap, UpgradeFrom: cfg.OldBin, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
 	for _, o := range h.Ops {
 		s.OpsByType[o.F+":"+o.Type]++
 	}
