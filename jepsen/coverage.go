@@ -50,6 +50,7 @@ type FaultStat struct {
 	Failed   int      `json:"failed"`  // applications that failed
 	OpsInWin int      `json:"ops_in_windows"`
 	Outcomes []string `json:"outcomes,omitempty"` // corruption: what became of the node
+	Want     int      `json:"want,omitempty"`     // windows the coverage requires
 }
 
 // faultStats counts windows per fault, named faults first, in order.

@@ -271,6 +271,9 @@ func Test_OverlappingWindowsRecordedAndReported(t *testing.T) {
 	if k, l := strings.Count(string(html), "<title>kill"), strings.Count(string(html), "<title>packet-loss"); l == 0 || k != 2*l {
 		t.Fatalf("the report plots %d kill and %d packet-loss windows", k, l)
 	}
+	if !strings.Contains(string(html), "<pre>finding: n2 not back to 3 voters</pre>") || !strings.Contains(string(html), "up to 2 overlapping faults") {
+		t.Fatalf("the report does not show the finding on its window, or the overlap")
+	}
 }
 
 // A rolling upgrade must hold once, whatever the per-fault minimum.
