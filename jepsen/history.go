@@ -205,18 +205,25 @@ func (r *Recorder) Close() error {
 	return r.f.Close()
 }
 
-// ReadEvents reads a JSONL history.
+// ReadEvents reads a JSONL history. A last line cut short (a process
+// killed mid-write, as an interrupted run kills the workload) is dropped:
+// everything before it is whole. A bad line anywhere else is an error.
 func ReadEvents(rd io.Reader) ([]Event, error) {
 	var out []Event
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var bad error
 	for line := 1; sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
+		if bad != nil {
+			return nil, bad
+		}
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("history line %d: %w", line, err)
+			bad = fmt.Errorf("history line %d: %w", line, err)
+			continue
 		}
 		out = append(out, e)
 	}

@@ -27,16 +27,21 @@ const (
 // empty: it rejoins by gossip as a fresh member, the leader adds it as a
 // non-voter and promotes it. The heal is complete only when every node is
 // a voter again; a cluster that does not get there within rejoinDeadline
-// is a finding.
+// is a finding. So is a Leave that does not complete (the long run of
+// 2026-11-23 found one: the leaving node never learnt of its removal):
+// the node is then stopped with SIGTERM and the fault goes on, so that
+// one finding does not end the nemesis.
 func (m *Nemesis) membership(ctx context.Context) ([]int, healFunc, string, error) {
 	c := m.C
 	m.detail = ""
 	x := c.Nodes[m.target(ctx)-1]
 	detail := m.detail
-	if err := c.Leave(ctx, m.Self, x); err != nil {
-		return []int{x.I}, plain(func(context.Context) error { return c.Start(x) }), detail, err
-	}
-	if err := x.waitExit(stopGrace); err != nil {
+	leaveErr := c.Leave(ctx, m.Self, x)
+	switch {
+	case leaveErr != nil:
+		detail += "; the leave did not complete (stopped with SIGTERM): " + leaveErr.Error()
+		c.Stop(x, 5*time.Second)
+	case x.waitExit(stopGrace) != nil:
 		detail += "; the agent did not stop after its leave (stopped with SIGTERM)"
 		c.Stop(x, 5*time.Second)
 	}
@@ -61,7 +66,11 @@ func (m *Nemesis) membership(ctx context.Context) ([]int, healFunc, string, erro
 			return "", fmt.Errorf("%w: %s not back to %d voters within %s after rejoining empty: %s", ErrFinding,
 				x.ID, len(c.Nodes), rejoinDeadline, v)
 		}
-		return fmt.Sprintf("rejoined empty; a voter again after %s (%s)", time.Since(t0).Round(100*time.Millisecond), v), nil
+		out := fmt.Sprintf("rejoined empty; a voter again after %s (%s)", time.Since(t0).Round(100*time.Millisecond), v)
+		if leaveErr != nil {
+			return out, fmt.Errorf("%w: the leave of %s did not complete: %v", ErrFinding, x.ID, leaveErr)
+		}
+		return out, nil
 	}
 	return []int{x.I}, heal, detail, nil
 }
