@@ -83,7 +83,8 @@
 // apply fails during the run is recorded with its command and error, stops
 // the nemesis, and fails the run. The coverage checker fails a scenario
 // unless each named fault held at least MinWindows times (smoke 1; long run
-// LongMinWindows = 5), each operation type succeeded a minimum number of
+// LongMinWindows = 5 from 30 minutes, one per 6 minutes below; the rolling
+// upgrade once), each operation type succeeded a minimum number of
 // times, and operations were acknowledged inside fault windows (20 in all,
 // and at least one inside some window of each fault), so a stalled workload
 // cannot pass. results.json (fault_stats) and index.html count each
