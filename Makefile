@@ -81,32 +81,44 @@ clean:
 
 # jepsen-smoke: the chaos harness's CI run: four 3-node scenarios of about
 # 90 s each (partition+kill, pause+packet loss, leader isolation+clock
-# offset, disk corruption). Needs root (network namespaces, iptables,
+# offset, disk corruption), then a rolling upgrade of about a minute: the
+# cluster starts on $(UPGRADE_FROM) and every node in turn moves to
+# $(BIN) under the workload, then kills. Needs root (network namespaces, iptables,
 # mounts) and iproute2 + iptables (.ci/run installs them). It never skips:
 # its preflight first names any missing tool and its package, then fails a
 # non-root user (in CI or not); a fault that does not apply fails the run,
 # naming the command and its error.
 # Fails on any violation and prints where the report is. Heavy runs share
 # a lock so that they do not compete for the CPU.
+#
+# UPGRADE_FROM is the older binary: the path jepsen/UPGRADE_FROM names, if
+# that file exists, or else this commit linked at feature level 3
+# (make build-level LEVEL=3), the stand-in for an older release.
 JEPSEN_BIN ?= bin/jepsen
 JEPSEN_OUT ?= jepsen/reports
 DURATION   ?= 30m
 SEED       ?= 0
+UPGRADE_FROM ?= $(shell cat jepsen/UPGRADE_FROM 2>/dev/null || echo bin/docket-level3)
 
 .PHONY: jepsen-build jepsen-smoke jepsen
 
 jepsen-build: build
 	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen
+	@if [ "$(UPGRADE_FROM)" = bin/docket-level3 ]; then $(MAKE) --no-print-directory build-level LEVEL=3; fi
 
 jepsen-smoke: jepsen-build
 	$(JEPSEN_BIN) smoke --preflight-only
-	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) smoke --bin $(BIN) --out $(JEPSEN_OUT)
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) smoke --bin $(BIN) --upgrade-from $(UPGRADE_FROM) --out $(JEPSEN_OUT)
 
-# jepsen: the long local run: 5 nodes, every fault, a random seed (or
-# SEED=n). DURATION is the time under the nemesis (default 30m); faults are
-# active about two thirds of it (results.json: fault_time_s).
+# jepsen: the long local run: 5 nodes, every fault (membership and the
+# rolling restart included), two compatible faults at a time, and first a
+# rolling upgrade from $(UPGRADE_FROM) under the workload (TLS and gossip
+# encryption, but no --auth: the older build has no tokens; UPGRADE_FROM=
+# runs with tokens and without the upgrade). A random seed (or SEED=n).
+# DURATION is the time under the nemesis (default 30m); faults are active
+# about two thirds of it (results.json: fault_time_s).
 jepsen: jepsen-build
-	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT)
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM))
 
 # bench-cluster: `docket bench` against a fresh local 3-node cluster on
 # loopback (WORKLOAD=enqueue|drain|cycle|heartbeat|failover|requeue|backlog|

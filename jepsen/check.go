@@ -360,12 +360,32 @@ func CheckAvailability(h *History) Result {
 	return r
 }
 
+// CheckFindings fails the run for every fault window whose heal found the
+// cluster short of a promise (ErrFinding): a node that left and rejoined
+// empty but was not a voter again within the deadline, a voter count that
+// dropped during a plain rolling restart, a feature level that latched too
+// early or not at all in a rolling upgrade.
+func CheckFindings(h *History) Result {
+	r := newResult("nemesis-findings")
+	for _, f := range h.Faults {
+		if f.End == math.MaxInt64 {
+			continue
+		}
+		r.Checked++
+		if f.Finding != "" {
+			r.violate("", "%s (window %d, healed at %.3fs): %s", f.Name, f.Win, float64(f.End-h.Begin)/1e9, f.Finding)
+		}
+	}
+	return r
+}
+
 // CheckAll runs every checker, the porcupine model included.
 func CheckAll(h *History) ([]Result, []Recovery) {
 	rec, recs := CheckRecovery(h)
 	return []Result{
 		CheckLost(h), CheckUnexpected(h), CheckDoubleSubmit(h), CheckStaleAccepted(h),
 		CheckFences(h), CheckLeaseLost(h), CheckSplitBrain(h), rec, CheckAvailability(h), CheckLinearizable(h, 30*time.Second), CheckReads(h),
+		CheckFindings(h),
 	}, recs
 }
 

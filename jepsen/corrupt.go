@@ -186,18 +186,8 @@ func (m *Nemesis) settleCorrupt(ctx context.Context, x *Node) (string, error) {
 // This is the documented repair of a node whose disk is corrupt.
 func (c *Cluster) Wipe(ctx context.Context, x *Node) error {
 	c.Stop(x, 5*time.Second)
-	ents, err := os.ReadDir(x.DataDir)
-	if err != nil {
-		return fmt.Errorf("wipe %s: %w", x.ID, err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(x.DataDir, e.Name())); err != nil {
-			return fmt.Errorf("wipe %s: %w", x.ID, err)
-		}
-	}
-	if lf, err := os.OpenFile(x.LogPath, os.O_APPEND|os.O_WRONLY, 0); err == nil {
-		fmt.Fprintf(lf, "=== harness: wiped %s's data dir at %s\n", x.ID, time.Now().UTC().Format(time.RFC3339Nano))
-		lf.Close()
+	if err := wipeDir(x); err != nil {
+		return err
 	}
 	return c.Start(x)
 }

@@ -157,7 +157,7 @@ type failingInjector struct {
 	healed  int
 }
 
-func (f *failingInjector) Apply(_ context.Context, name string) (Window, healFunc, error) {
+func (f *failingInjector) Apply(_ context.Context, name string, _ Budget) (Window, healFunc, error) {
 	if name == f.bad {
 		return Window{}, nil, errors.New(`iptables -w 5 -A INPUT -m statistic --mode random: exit status 2: Couldn't load match "statistic"`)
 	}

@@ -66,8 +66,8 @@ func (cr Creds) Args() []string {
 
 // secret reads role's token; "" for role "" (no token wanted).
 func (cr Creds) secret(role string) (string, error) {
-	if role == "" || !cr.Secure() {
-		return "", nil
+	if role == "" || !cr.Secure() || len(cr.Tokens) == 0 {
+		return "", nil // no tokens at all: TLS without --auth (the rolling upgrade)
 	}
 	file, ok := cr.Tokens[role]
 	if !ok {

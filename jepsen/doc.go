@@ -83,7 +83,8 @@
 // apply fails during the run is recorded with its command and error, stops
 // the nemesis, and fails the run. The coverage checker fails a scenario
 // unless each named fault held at least MinWindows times (smoke 1; long run
-// LongMinWindows = 5), each operation type succeeded a minimum number of
+// LongMinWindows = 5 from 30 minutes, one per 6 minutes below; the rolling
+// upgrade once), each operation type succeeded a minimum number of
 // times, and operations were acknowledged inside fault windows (20 in all,
 // and at least one inside some window of each fault), so a stalled workload
 // cannot pass. results.json (fault_stats) and index.html count each
@@ -105,6 +106,41 @@
 // the response, or from the docket-applied-index header of a NotFound) and
 // the task's state, fence, attempts and a digest of the whole record.
 //
+// # Overlapping faults
+//
+// With Overlap 2 (the long run) a second fault may start partway through
+// a first, half the time, where overlapBudget allows it: the nodes that
+// the held faults take down or cut off stay a minority ((n-1)/2), no
+// fault overlaps itself, no two process faults (kill, pause, clock,
+// lost writes) share a node, and corrupt-disk, the ring or bridge
+// partition, membership and the rolling procedures always run alone. The
+// injector then picks its node inside the budget (a partition's cut-off
+// side takes in the nodes already impaired). A fault that does not fit
+// waits for a heal, so every fault still comes up once per round. Each
+// fault keeps the filter rules it added (Rules) and its heal deletes only
+// those; the final heal still flushes everything. Windows are numbered
+// (Event.Win), so a stop closes its own start whatever else is open.
+//
+// # Membership, rolling restarts and the rolling upgrade
+//
+// membership makes one node (the leader or a random one, by the seed)
+// leave with the Leave RPC (docket cluster leave), waits for its agent to
+// stop, and wipes its data directory; the heal starts it empty, it
+// rejoins by gossip, the leader adds it as a non-voter and promotes it,
+// and the heal ends only when every node is a voter again.
+// rolling-restart gives every node in turn SIGTERM and a restart, waiting
+// until the node serves and all nodes are voters before the next, while a
+// watcher reads the configuration every second and keeps the fewest
+// voters it saw. rolling-upgrade does the same, moving each node to the
+// current binary, on a cluster that started on an older one
+// (RunConfig.OldBin): before it and after each node but the last, the
+// latched level must not move and creating a token (the token level's
+// command type) must be refused; after the last, the leader must latch
+// the new level and a token must be created. Whatever falls short (a
+// rejoin or restart past its deadline, a voter count that dropped, a
+// level that moved early or never) is a finding on the window's stop
+// (ErrFinding), which the nemesis-findings checker fails.
+//
 // # Decisions and trade-offs
 //
 //   - Go, not Clojure: Jepsen itself cannot run here. The harness imports
@@ -124,9 +160,25 @@
 //     still mounted, so the copy holds only what reached the loop device,
 //     and the node restarts from the copy. It needs root and loop devices,
 //     so only the long run uses it.
-//   - Fault windows are serial (one fault at a time, each healed), which
-//     keeps a majority able to heal and makes recovery times attributable;
-//     overlapping faults would find more, and are future work.
+//   - The smoke's windows are serial (one fault at a time), which makes
+//     recovery times attributable; the long run overlaps two compatible
+//     faults, which finds more but blurs which fault a slow recovery
+//     belongs to (the recovery checker measures from each heal).
+//   - The rolling upgrade is a scenario, not a random fault: it needs the
+//     cluster to start on the older binary and can happen only once, so
+//     it runs first (Nemesis.First), alone, under the workload, and the
+//     coverage wants it once (Coverage.Once). A run that starts on the
+//     older binary has TLS and gossip encryption but no --auth: a build
+//     below the token level cannot create tokens, so the role tokens of
+//     the secure mode cannot exist until the upgrade is over.
+//   - Applying a fault is synchronous (a clock offset that moves the
+//     leadership takes several seconds), so a held fault whose hold ends
+//     meanwhile is healed late by that much; its window records the
+//     real end.
+//   - The voter watch reads the configuration once a second from the
+//     leader; a drop shorter than that between two reads would escape it.
+//     The rule (a restart is not a leave) makes any drop last at
+//     least a reconcile round, so a second is fine-grained enough.
 //   - The lease checker only judges a "stale fence" heartbeat that came
 //     back before the last accepted renewal could have expired, less a
 //     300 ms slack; a lease lost to a lagging apply is not flagged.

@@ -60,6 +60,10 @@ type Event struct {
 	Done  bool   `json:"already_done,omitempty"`
 	Err   string `json:"err,omitempty"`
 	Fault string `json:"fault,omitempty"`
+	// Win numbers the nemesis's fault windows, so that a stop closes the
+	// window its start opened when faults overlap (0 in histories from
+	// before overlapping faults: the fault's name pairs them).
+	Win int64 `json:"win,omitempty"`
 	// Node and Applied: for FRead, the node asked and the applied index it
 	// answered at.
 	Node    string `json:"node,omitempty"`
@@ -110,6 +114,10 @@ type Fault struct {
 	// or need a wipe).
 	Detail  string `json:"detail,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
+	// Win is the window's number (Event.Win); Finding what its heal found
+	// short of the promise (ErrFinding), which fails the run.
+	Win     int64  `json:"win,omitempty"`
+	Finding string `json:"finding,omitempty"`
 }
 
 // FaultError is a fault that failed to apply: the run's verdict is fail.
@@ -197,18 +205,25 @@ func (r *Recorder) Close() error {
 	return r.f.Close()
 }
 
-// ReadEvents reads a JSONL history.
+// ReadEvents reads a JSONL history. A last line cut short (a process
+// killed mid-write, as an interrupted run kills the workload) is dropped:
+// everything before it is whole. A bad line anywhere else is an error.
 func ReadEvents(rd io.Reader) ([]Event, error) {
 	var out []Event
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var bad error
 	for line := 1; sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
+		if bad != nil {
+			return nil, bad
+		}
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("history line %d: %w", line, err)
+			bad = fmt.Errorf("history line %d: %w", line, err)
+			continue
 		}
 		out = append(out, e)
 	}
@@ -242,7 +257,11 @@ func Parse(evs []Event) *History {
 		op   int64
 	}
 	open := map[key]int{}
-	openFault := map[string]int{}
+	type winKey struct {
+		name string
+		win  int64
+	}
+	openFault := map[winKey]int{}
 	for i, e := range evs {
 		if i == 0 {
 			h.Begin = e.T
@@ -254,15 +273,16 @@ func Parse(evs []Event) *History {
 			for _, n := range e.Nodes {
 				names = append(names, n.ID)
 			}
-			openFault[e.Fault] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{Name: e.Fault, Nodes: names, Start: e.T, End: math.MaxInt64, Detail: e.Detail})
+			openFault[winKey{e.Fault, e.Win}] = len(h.Faults)
+			h.Faults = append(h.Faults, Fault{Name: e.Fault, Nodes: names, Start: e.T, End: math.MaxInt64, Detail: e.Detail, Win: e.Win})
 		case e.F == FNemesis && e.Type == Fail:
 			h.FaultErrors = append(h.FaultErrors, FaultError{Name: e.Fault, T: e.T, Err: e.Err})
 		case e.F == FNemesis && e.Type == Stop:
-			if i, ok := openFault[e.Fault]; ok {
+			if i, ok := openFault[winKey{e.Fault, e.Win}]; ok {
 				h.Faults[i].End = e.T
 				h.Faults[i].Outcome = e.Detail
-				delete(openFault, e.Fault)
+				h.Faults[i].Finding = e.Err
+				delete(openFault, winKey{e.Fault, e.Win})
 			}
 		case e.F == FFinal:
 			h.Final = e.Nodes

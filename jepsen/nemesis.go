@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,10 +24,21 @@ const (
 	FaultClock    = "clock-offset"
 	FaultLostData = "lost-unfsynced-writes"
 	FaultCorrupt  = "corrupt-disk"
+	// FaultMembership: a node leaves gracefully, its disk is wiped, and it
+	// rejoins by gossip as a fresh member (membership.go).
+	FaultMembership = "membership"
+	// FaultRollingRestart: every node in turn gets SIGTERM and restarts.
+	FaultRollingRestart = "rolling-restart"
+	// FaultUpgrade: every node in turn is restarted on the current binary.
+	// A scenario, not a random fault: the cluster must start on the older
+	// binary (RunConfig.OldBin), and it happens once.
+	FaultUpgrade = "rolling-upgrade"
 )
 
-// AllFaults is every fault the nemesis knows.
-var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData, FaultCorrupt}
+// AllFaults is every fault the nemesis picks at random (rolling-upgrade is
+// a scenario: RunConfig.OldBin).
+var AllFaults = []string{FaultHalves, FaultLeader, FaultBridge, FaultOneWay, FaultKill, FaultPause, FaultLoss, FaultClock, FaultLostData, FaultCorrupt,
+	FaultMembership, FaultRollingRestart}
 
 // Window is what one applied fault hit.
 type Window struct {
@@ -41,13 +53,13 @@ type healFunc func(context.Context) (outcome string, err error)
 // Injector applies and heals faults. The cluster's injector is the real
 // one; a test gives one whose apply fails, which must fail the run.
 type Injector interface {
-	// Apply applies fault name. On error the fault may be half applied:
-	// the nemesis heals everything.
-	Apply(ctx context.Context, name string) (Window, healFunc, error)
+	// Apply applies fault name, hitting only nodes b allows (overlap.go).
+	// On error the fault may be half applied: the nemesis heals everything.
+	Apply(ctx context.Context, name string, b Budget) (Window, healFunc, error)
 	HealAll(ctx context.Context)
 }
 
-// Nemesis injects one fault at a time and heals it.
+// Nemesis injects faults, at most Overlap at a time, and heals each.
 type Nemesis struct {
 	// Inject applies the faults; nil means the cluster's real injector.
 	Inject  Injector
@@ -59,7 +71,18 @@ type Nemesis struct {
 	HoldMin time.Duration
 	HoldMax time.Duration
 	Quiet   time.Duration
-	log     *slog.Logger
+	// Overlap is how many faults may hold at once (0 and 1: one); a second
+	// fault starts only where overlapBudget allows it.
+	Overlap int
+	// First are faults applied once, alone, before the shuffled rounds of
+	// Faults (the rolling upgrade of a scenario that starts on an older
+	// binary).
+	First []string
+	// N is the cluster size when C is nil (tests with their own injector).
+	N   int
+	log *slog.Logger
+	// budget is what the fault being applied may hit.
+	budget Budget
 	// detail is how the fault being applied chose its target (the leader
 	// the cluster named, or a random node), for the window's detail: a
 	// leader lookup that fails, e.g. on credentials the nodes refuse,
@@ -74,64 +97,32 @@ func (m *Nemesis) between(a, b time.Duration) time.Duration {
 	return a + time.Duration(m.Rand.Int64N(int64(b-a)))
 }
 
-// target picks the leader half the time (when known), else a random node.
+// target picks the leader half the time (when known and the budget
+// allows it), else a random node the budget allows.
 func (m *Nemesis) target(ctx context.Context) int {
+	cands := m.budget.candidates(len(m.C.Nodes))
 	if m.Rand.IntN(2) == 0 {
-		if l := m.C.Leader(ctx, m.Self); l > 0 {
+		if l := m.C.Leader(ctx, m.Self); l > 0 && m.budget.allows(nodeName(m.C, l)) {
 			m.detail = "target: the leader"
 			return l
+		} else if l > 0 {
+			m.detail = "target: a random node (the leader is outside the overlap budget)"
+		} else {
+			m.detail = "target: a random node (leader unknown)"
 		}
-		m.detail = "target: a random node (leader unknown)"
 	} else {
 		m.detail = "target: a random node"
 	}
-	return 1 + m.Rand.IntN(len(m.C.Nodes))
-}
-
-// Run injects faults until ctx ends or until, which it does not overrun
-// by more than a heal. A fault that fails to apply ends it: the failure is
-// recorded (a nemesis fail event with the command and its error), which
-// fails the run, and everything is healed. It returns that failure.
-func (m *Nemesis) Run(ctx context.Context, until time.Time) error {
-	inj := m.injector()
-	for i := 0; i < 10_000 && ctx.Err() == nil; i++ {
-		wait := m.between(m.Quiet/2, m.Quiet)
-		if time.Now().Add(wait + m.HoldMin).After(until) {
-			return nil
-		}
-		sleepCtx(ctx, wait)
-		// Shuffled rounds, not independent draws: every fault of the
-		// scenario comes up once per round, even in a 90 s smoke run.
-		if i%len(m.Faults) == 0 {
-			m.Rand.Shuffle(len(m.Faults), func(a, b int) { m.Faults[a], m.Faults[b] = m.Faults[b], m.Faults[a] })
-		}
-		name := m.Faults[i%len(m.Faults)]
-		hold := min(m.between(m.HoldMin, m.HoldMax), time.Until(until))
-		t0 := Now() // the window starts when the fault starts to be applied
-		win, heal, err := inj.Apply(ctx, name)
-		if err != nil {
-			m.Rec.Record(Event{Proc: "nemesis", Type: Fail, F: FNemesis, Fault: name, Err: err.Error()})
-			m.log.Error("fault not applied: the run fails", "fault", name, "err", err)
-			inj.HealAll(context.Background())
-			return fmt.Errorf("fault %s not applied: %w", name, err)
-		}
-		var ns []NodeState
-		for _, id := range win.Nodes {
-			ns = append(ns, NodeState{ID: id})
-		}
-		m.Rec.Record(Event{T: t0, Proc: "nemesis", Type: Start, F: FNemesis, Fault: name, Nodes: ns, Detail: win.Detail})
-		m.log.Info("fault", "name", name, "nodes", win.Nodes, "hold", hold.Round(time.Millisecond), "detail", win.Detail)
-		sleepCtx(ctx, hold)
-		outcome, err := heal(context.Background())
-		if err != nil {
-			m.log.Warn("heal failed; healing all", "fault", name, "err", err)
-			outcome = strings.TrimSpace(outcome + " heal failed: " + err.Error())
-			inj.HealAll(context.Background())
-		}
-		m.Rec.Record(Event{Proc: "nemesis", Type: Stop, F: FNemesis, Fault: name, Detail: outcome})
-		m.log.Info("healed", "name", name, "outcome", outcome)
+	if len(cands) == 0 { // overlapBudget never lets this happen
+		return 1 + m.Rand.IntN(len(m.C.Nodes))
 	}
-	return nil
+	id := cands[m.Rand.IntN(len(cands))]
+	for _, x := range m.C.Nodes {
+		if x.ID == id {
+			return x.I
+		}
+	}
+	return 1
 }
 
 func (m *Nemesis) injector() Injector {
@@ -144,7 +135,8 @@ func (m *Nemesis) injector() Injector {
 // clusterInjector is the real injector: namespaces, iptables, signals.
 type clusterInjector struct{ m *Nemesis }
 
-func (ci clusterInjector) Apply(ctx context.Context, name string) (Window, healFunc, error) {
+func (ci clusterInjector) Apply(ctx context.Context, name string, b Budget) (Window, healFunc, error) {
+	ci.m.budget = b
 	nodes, heal, detail, err := ci.m.apply(ctx, name)
 	w := Window{Detail: detail}
 	for _, n := range nodes {
@@ -168,8 +160,15 @@ func plain(f func(context.Context) error) healFunc {
 }
 
 func (m *Nemesis) apply(ctx context.Context, name string) ([]int, healFunc, string, error) {
-	if name == FaultCorrupt {
+	switch name {
+	case FaultCorrupt:
 		return m.corrupt(ctx)
+	case FaultMembership:
+		return m.membership(ctx)
+	case FaultRollingRestart:
+		return m.rollingRestart(ctx)
+	case FaultUpgrade:
+		return m.rollingUpgrade(ctx)
 	}
 	m.detail = ""
 	nodes, heal, err := m.applyOther(ctx, name)
@@ -182,11 +181,13 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 	for i := range perm {
 		perm[i]++
 	}
-	netHeal := plain(func(ctx context.Context) error { return c.Net.Heal(ctx) })
+	// Each fault heals only the rules it added: another fault's may hold.
+	rules := c.Net.Rules()
+	netHeal := plain(rules.Heal)
 	cut := func(a, b []int) error {
 		for _, i := range a {
 			for _, j := range b {
-				if err := c.Net.Cut(ctx, i, j); err != nil {
+				if err := rules.Cut(ctx, i, j); err != nil {
 					return err
 				}
 			}
@@ -195,13 +196,26 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 	}
 	switch name {
 	case FaultHalves:
+		// The cut-off side takes in the nodes held faults already impair
+		// (Budget.Must), so that the union stays a minority.
+		var must, rest []int
+		for _, i := range perm {
+			if slices.Contains(m.budget.Must, nodeName(c, i)) {
+				must = append(must, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		perm = append(must, rest...)
 		minority := perm[:n/2]
 		return minority, netHeal, cut(minority, perm[n/2:])
 	case FaultLeader:
 		l := m.target(ctx)
-		if ll := c.Leader(ctx, m.Self); ll > 0 {
+		if ll := c.Leader(ctx, m.Self); ll > 0 && m.budget.allows(nodeName(c, ll)) {
 			l = ll
 			m.detail = "target: the leader"
+		} else if ll > 0 {
+			m.detail = "target: a random node (the leader is outside the overlap budget)"
 		} else {
 			m.detail = "target: a random node (leader unknown)"
 		}
@@ -219,7 +233,7 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 					if a == 0 && b == n-1 {
 						continue
 					}
-					if err := c.Net.Cut(ctx, perm[a], perm[b]); err != nil {
+					if err := rules.Cut(ctx, perm[a], perm[b]); err != nil {
 						return nil, netHeal, err
 					}
 				}
@@ -233,7 +247,7 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 		x := m.target(ctx)
 		for j := 1; j <= n; j++ {
 			if j != x {
-				if err := c.Net.Drop(ctx, x, j); err != nil {
+				if err := rules.Drop(ctx, x, j); err != nil {
 					return nil, netHeal, err
 				}
 			}
@@ -241,7 +255,7 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 		return []int{x}, netHeal, nil
 	case FaultLoss:
 		for i := 1; i <= n; i++ {
-			if err := c.Net.Loss(ctx, i, 0.2); err != nil {
+			if err := rules.Loss(ctx, i, 0.2); err != nil {
 				return nil, netHeal, err
 			}
 		}

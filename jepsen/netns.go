@@ -164,27 +164,67 @@ func (n *Net) ipt(ctx context.Context, i int, args ...string) error {
 	return n.inNS(ctx, n.NodeNS(i), append([]string{"iptables", "-w", "5"}, args...)...)
 }
 
+// Rules is the set of filter rules one fault added, so that its heal
+// removes exactly those and leaves the rules of a fault that overlaps it.
+// iptables -A appends a duplicate when two faults add the same rule, and
+// -D deletes one copy, so overlapping identical rules heal independently.
+type Rules struct {
+	net   *Net
+	added []rule
+}
+
+type rule struct {
+	node int
+	spec []string // after -A/-D INPUT
+}
+
+// Rules starts an empty rule set on n.
+func (n *Net) Rules() *Rules { return &Rules{net: n} }
+
+func (r *Rules) add(ctx context.Context, i int, spec ...string) error {
+	if err := r.net.ipt(ctx, i, append([]string{"-A", "INPUT"}, spec...)...); err != nil {
+		return err
+	}
+	r.added = append(r.added, rule{i, spec})
+	return nil
+}
+
 // Drop makes node i drop packets from node j (one way: j's packets into i).
-func (n *Net) Drop(ctx context.Context, i, j int) error {
-	return n.ipt(ctx, i, "-A", "INPUT", "-s", nodeIP(j), "-j", "DROP")
+func (r *Rules) Drop(ctx context.Context, i, j int) error {
+	return r.add(ctx, i, "-s", nodeIP(j), "-j", "DROP")
 }
 
 // Cut drops traffic both ways between i and j.
-func (n *Net) Cut(ctx context.Context, i, j int) error {
-	if err := n.Drop(ctx, i, j); err != nil {
+func (r *Rules) Cut(ctx context.Context, i, j int) error {
+	if err := r.Drop(ctx, i, j); err != nil {
 		return err
 	}
-	return n.Drop(ctx, j, i)
+	return r.Drop(ctx, j, i)
 }
 
 // Loss makes node i drop a fraction p of all incoming packets from peers
 // and clients, with the iptables statistic match.
-func (n *Net) Loss(ctx context.Context, i int, p float64) error {
-	return n.ipt(ctx, i, "-A", "INPUT", "-s", subnetPrefix+"0/24", "-m", "statistic", "--mode", "random",
+func (r *Rules) Loss(ctx context.Context, i int, p float64) error {
+	return r.add(ctx, i, "-s", subnetPrefix+"0/24", "-m", "statistic", "--mode", "random",
 		"--probability", strconv.FormatFloat(p, 'f', 3, 64), "-j", "DROP")
 }
 
-// Heal flushes every node's filter rules.
+// Heal deletes the rules this set added, newest first, and forgets them;
+// it goes on past a failed delete and returns the first error.
+func (r *Rules) Heal(ctx context.Context) error {
+	var first error
+	for k := len(r.added) - 1; k >= 0; k-- {
+		ru := r.added[k]
+		if err := r.net.ipt(ctx, ru.node, append([]string{"-D", "INPUT"}, ru.spec...)...); err != nil && first == nil {
+			first = fmt.Errorf("heal rule on n%d: %w", ru.node, err)
+		}
+	}
+	r.added = nil
+	return first
+}
+
+// Heal flushes every node's filter rules: the final heal, and the fallback
+// when a fault's own heal failed.
 func (n *Net) Heal(ctx context.Context) error {
 	var first error
 	for i := 1; i <= n.N; i++ {

@@ -28,15 +28,23 @@ type Node struct {
 	paused  bool
 	offset  time.Duration
 	running bool
+	// bin is the binary this node runs; "" is the cluster's (Cluster.Bin).
+	// The rolling upgrade switches it to Cluster.NewBin.
+	bin string
 }
 
 // Cluster runs the agents.
 type Cluster struct {
-	Net   *Net
-	Bin   string
-	Dir   string
-	Nodes []*Node
-	log   *slog.Logger
+	Net *Net
+	// Bin is the binary every node runs unless its own is set, and the
+	// one the harness's helpers (tls, token) run.
+	Bin string
+	// NewBin is the current binary a rolling upgrade moves each node to,
+	// when the cluster started on an older one; "" otherwise.
+	NewBin string
+	Dir    string
+	Nodes  []*Node
+	log    *slog.Logger
 	// ReapGrace is passed to every agent: a new leader's wait before its
 	// first reap. Shorter than the default so that a drain after many
 	// leader changes ends sooner; still longer than the workers' heartbeat.
@@ -85,12 +93,16 @@ func (c *Cluster) Start(n *Node) error {
 	if n.running {
 		return nil
 	}
-	args := append([]string{"netns", "exec", c.Net.NodeNS(n.I), c.Bin}, c.agentArgs(n)...)
+	bin := c.Bin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	args := append([]string{"netns", "exec", c.Net.NodeNS(n.I), bin}, c.agentArgs(n)...)
 	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("node log: %w", err)
 	}
-	fmt.Fprintf(lf, "=== harness: start %s (clock offset %s) at %s\n", n.ID, n.offset, time.Now().UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(lf, "=== harness: start %s (clock offset %s, binary %s) at %s\n", n.ID, n.offset, bin, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command("ip", args...) // ip netns exec execs the agent: the pid is the agent's
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = c.agentEnv()

@@ -18,7 +18,11 @@ type Summary struct {
 	Seed     uint64   `json:"seed"`
 	Nodes    int      `json:"nodes"`
 	Faults   []string `json:"faults"`
-	Duration string   `json:"duration"`
+	// Overlap is how many faults could hold at once; UpgradeFrom the older
+	// binary the cluster started on (a rolling-upgrade run).
+	Overlap     int    `json:"overlap,omitempty"`
+	UpgradeFrom string `json:"upgrade_from,omitempty"`
+	Duration    string `json:"duration"`
 	// TLS and Auth say whether the nodes and every client of the run spoke
 	// mutual TLS and sent role tokens (the default) or ran --insecure.
 	TLS       bool           `json:"tls"`
@@ -80,8 +84,8 @@ func WriteResults(cfg RunConfig, h *History) (*RunResult, error) {
 		cov = DefaultCoverage(cfg.Faults, SmokeMinWindows)
 	}
 	rs = append(rs, CheckCoverage(h, cov))
-	s := Summary{FaultStats: faultStats(h, cov.Faults), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
-		TLS: !cfg.Insecure, Auth: !cfg.Insecure, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
+	s := Summary{FaultStats: wantWindows(faultStats(h, append(append([]string(nil), cov.Faults...), cov.Once...)), cov), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
+		TLS: !cfg.Insecure, Auth: !cfg.Insecure && cfg.OldBin == "", Overlap: cfg.Overlap, UpgradeFrom: cfg.OldBin, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
 	for _, o := range h.Ops {
 		s.OpsByType[o.F+":"+o.Type]++
 	}
@@ -117,17 +121,17 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{"sec": func
 .pass{background:#dfd}.fail{background:#fdd}.unknown{background:#ffd}pre{white-space:pre-wrap;font-size:12px;margin:0}</style></head>
 <body><h1>docket jepsen: {{.S.Scenario}} — {{if .S.Valid}}VALID{{else}}INVALID{{end}}</h1>
 <p>seed {{.S.Seed}}, {{.S.Nodes}} nodes, duration {{.S.Duration}}, faults {{.S.Faults}}, {{.S.Ops}} operations, {{printf "%.0f" .S.FaultSecs}} s of faults, worst recovery {{printf "%.3f" .S.WorstRecS}} s</p>
-<p>mode: {{if and .S.TLS .S.Auth}}mutual TLS, tokens on{{else if or .S.TLS .S.Auth}}TLS {{.S.TLS}}, tokens {{.S.Auth}}{{else}}plaintext, no tokens (--insecure){{end}}</p>
+<p>{{if gt .S.Overlap 1}}up to {{.S.Overlap}} overlapping faults; {{end}}{{if .S.UpgradeFrom}}started on {{.S.UpgradeFrom}}, upgraded under the workload; {{end}}mode: {{if and .S.TLS .S.Auth}}mutual TLS, tokens on{{else if or .S.TLS .S.Auth}}TLS {{.S.TLS}}, tokens {{.S.Auth}}{{else}}plaintext, no tokens (--insecure){{end}}</p>
 <table><tr><th>checker</th><th>verdict</th><th>checked</th><th>note / violations</th></tr>
 {{range .S.Results}}<tr class="{{.Verdict}}"><td>{{.Name}}</td><td>{{.Verdict}}</td><td>{{.Checked}}</td><td>{{.Note}}{{range .Violations}}<pre>{{.}}</pre>{{end}}</td></tr>
 {{end}}</table>
 <h2>Faults</h2><table><tr><th>fault</th><th>windows</th><th>held s</th><th>failed to apply</th><th>ok ops inside</th><th>outcomes</th></tr>
-{{range .S.FaultStats}}<tr class="{{if or .Failed (lt .Windows $.S.Coverage.MinWindows)}}fail{{else}}pass{{end}}"><td>{{.Name}}</td><td>{{.Windows}}</td><td>{{printf "%.1f" .HeldS}}</td><td>{{.Failed}}</td><td>{{.OpsInWin}}</td><td>{{range .Outcomes}}{{.}}<br>{{end}}</td></tr>
+{{range .S.FaultStats}}<tr class="{{if or .Failed (lt .Windows .Want)}}fail{{else}}pass{{end}}"><td>{{.Name}}</td><td>{{.Windows}}</td><td>{{printf "%.1f" .HeldS}}</td><td>{{.Failed}}</td><td>{{.OpsInWin}}</td><td>{{range .Outcomes}}{{.}}<br>{{end}}</td></tr>
 {{end}}</table><p>required: each named fault held at least {{.S.Coverage.MinWindows}} times; minimum ok operations {{.S.Coverage.MinOps}}; {{.S.Coverage.MinOpsInFaults}} acknowledged inside fault windows.</p>
 <h2>Throughput (ok operations per second)</h2>{{.Thru}}
 <h2>Latency (ms, log scale; green ok, red fail, orange info)</h2>{{.Lat}}
-<h2>Fault windows</h2><table><tr><th>fault</th><th>nodes</th><th>start s</th><th>end s</th><th>detail</th><th>outcome</th></tr>
-{{range .S.Windows}}<tr><td>{{.Name}}</td><td>{{.Nodes}}</td><td>{{printf "%.1f" (sec .Start)}}</td><td>{{printf "%.1f" (sec .End)}}</td><td>{{.Detail}}</td><td>{{.Outcome}}</td></tr>{{end}}</table>
+<h2>Fault windows</h2><table><tr><th>#</th><th>fault</th><th>nodes</th><th>start s</th><th>end s</th><th>detail</th><th>outcome</th></tr>
+{{range .S.Windows}}<tr{{if .Finding}} class="fail"{{end}}><td>{{.Win}}</td><td>{{.Name}}</td><td>{{.Nodes}}</td><td>{{printf "%.1f" (sec .Start)}}</td><td>{{printf "%.1f" (sec .End)}}</td><td>{{.Detail}}</td><td>{{.Outcome}}{{if .Finding}}<pre>{{.Finding}}</pre>{{end}}</td></tr>{{end}}</table>
 <p>Files: <a href="history.jsonl">history.jsonl</a>, <a href="results.json">results.json</a>, logs/.</p></body></html>`))
 
 const plotW, plotH, padL, padB = 1000.0, 260.0, 50.0, 25.0
@@ -233,4 +237,16 @@ func errorsJoinClose(err error, f *os.File) error {
 		return fmt.Errorf("index.html: %w", err)
 	}
 	return nil
+}
+
+// wantWindows sets each fault's required window count: MinWindows, or one
+// for a fault that can happen only once (Coverage.Once).
+func wantWindows(stats []FaultStat, cov Coverage) []FaultStat {
+	for i := range stats {
+		stats[i].Want = cov.MinWindows
+		if slicesContains(cov.Once, stats[i].Name) {
+			stats[i].Want = 1
+		}
+	}
+	return stats
 }

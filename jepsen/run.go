@@ -44,6 +44,14 @@ type RunConfig struct {
 	// Coverage is what the run must have done to pass (zero: the smoke's,
 	// DefaultCoverage(Faults, SmokeMinWindows)).
 	Coverage Coverage
+	// Overlap is how many faults may hold at once (Nemesis.Overlap).
+	Overlap int
+	// OldBin, when set, is the older binary the cluster starts on; the
+	// nemesis first upgrades every node to Bin, one at a time, under the
+	// workload (FaultUpgrade), then goes on with Faults. Such a run has TLS
+	// and gossip encryption but no --auth: the older build cannot create
+	// tokens until the cluster latched the token level.
+	OldBin string
 }
 
 // RunResult is what a run found.
@@ -92,10 +100,21 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	if err != nil {
 		return nil, err
 	}
+	if cfg.OldBin != "" {
+		old := filepath.Join(work, "docket-old")
+		if _, err := run(ctx, "cp", cfg.OldBin, old); err != nil {
+			return nil, fmt.Errorf("copy older binary: %w", err)
+		}
+		c.NewBin = bin
+		for _, n := range c.Nodes {
+			n.bin = old
+		}
+	}
 	if !cfg.Insecure {
 		if c.Sec, err = NewSecurity(ctx, bin, filepath.Join(work, "pki"), cfg.Nodes); err != nil {
 			return nil, err
 		}
+		c.Sec.NoAuth = cfg.OldBin != ""
 	}
 	if slicesContains(cfg.Faults, FaultLostData) {
 		if err := c.setupLoop(ctx); err != nil {
@@ -115,7 +134,10 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		}
 	}
 	var creds Creds
-	if c.Sec != nil {
+	if c.Sec != nil && c.Sec.NoAuth {
+		creds = c.Sec.Creds()
+	}
+	if c.Sec != nil && !c.Sec.NoAuth {
 		t0 := time.Now()
 		if err := c.Sec.CreateTokens(ctx, c); err != nil {
 			return nil, err
@@ -156,7 +178,11 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	go func() { wlDone <- wl.Wait() }()
 
 	nem := &Nemesis{C: c, Rec: rec, Rand: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), Self: cfg.Self,
-		Faults: append([]string(nil), cfg.Faults...), HoldMin: cfg.HoldMin, HoldMax: cfg.HoldMax, Quiet: cfg.Quiet, log: log}
+		Faults: append([]string(nil), cfg.Faults...), HoldMin: cfg.HoldMin, HoldMax: cfg.HoldMax, Quiet: cfg.Quiet, log: log,
+		Overlap: cfg.Overlap}
+	if cfg.OldBin != "" {
+		nem.First = []string{FaultUpgrade}
+	}
 	// The workload first waits for a leader; give it a few seconds so the
 	// first fault does not hit a cluster that is still forming.
 	sleepCtx(ctx, 5*time.Second)

@@ -55,6 +55,10 @@ const tokenCreateTimeout = 90 * time.Second
 type Security struct {
 	Dir        string
 	bootSecret string
+	// NoAuth runs TLS and gossip encryption without --auth and tokens: a
+	// cluster that starts on a build below the token level cannot create
+	// any (the rolling upgrade).
+	NoAuth bool
 }
 
 // NewSecurity creates dir (0700) and the CA, certificates and bootstrap
@@ -124,9 +128,12 @@ func (s *Security) certFiles(name string) (cert, key string) {
 // the strictest setting costs nothing and is the one to test.
 func (s *Security) agentArgs(id string) []string {
 	cert, key := s.certFiles(id)
-	return []string{"--tls-ca", s.CAFile(), "--tls-cert", cert, "--tls-key", key,
-		"--tls-client-auth", "require", "--auth", "--bootstrap-token-file", s.BootTokenFile(),
-		"--gossip-key-file", s.GossipKeyFile()}
+	args := []string{"--tls-ca", s.CAFile(), "--tls-cert", cert, "--tls-key", key,
+		"--tls-client-auth", "require", "--gossip-key-file", s.GossipKeyFile()}
+	if s.NoAuth {
+		return args
+	}
+	return append(args, "--auth", "--bootstrap-token-file", s.BootTokenFile())
 }
 
 // agentEnv is an agent's environment: the harness's own, without any
@@ -153,6 +160,9 @@ func withoutSecrets(env []string) []string {
 func (s *Security) Creds(roles ...string) Creds {
 	cert, key := s.certFiles(clientCertName)
 	cr := Creds{CA: s.CAFile(), Cert: cert, Key: key, Tokens: map[string]string{}}
+	if s.NoAuth {
+		return cr
+	}
 	for _, r := range roles {
 		cr.Tokens[r] = s.TokenFile(r)
 	}

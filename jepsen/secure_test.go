@@ -83,6 +83,32 @@ func Test_AgentArgsInsecure(t *testing.T) {
 	}
 }
 
+// A rolling upgrade starts on a build below the token level: its agents
+// get TLS and the gossip key but no --auth, and its clients dial TLS
+// without a token (an empty token set is not an error).
+func Test_AgentArgsUpgradeNoAuth(t *testing.T) {
+	c := mustSecureCluster(t, "x")
+	c.Sec.NoAuth = true
+	args := c.agentArgs(c.Nodes[0])
+	for _, f := range []string{"--tls-ca", "--tls-cert", "--tls-key", "--tls-client-auth", "--gossip-key-file"} {
+		if _, ok := flagValue(args, f); !ok {
+			t.Errorf("upgrade agent args lack %s: %v", f, args)
+		}
+	}
+	for _, f := range []string{"--auth", "--bootstrap-token-file"} {
+		if _, ok := flagValue(args, f); ok {
+			t.Errorf("upgrade agent args carry %s: %v", f, args)
+		}
+	}
+	cr := c.Sec.Creds(RoleProducer, RoleWorker)
+	if !cr.Secure() || len(cr.Tokens) != 0 {
+		t.Fatalf("creds %+v: want TLS without tokens", cr)
+	}
+	if _, err := cr.ClientOptions(RoleWorker); err != nil {
+		t.Fatalf("client options without tokens: %v", err)
+	}
+}
+
 // The workload and helpers get files, never secrets, on their command
 // lines, and read back what the controller wrote.
 func Test_CredsArgsRoundTrip(t *testing.T) {

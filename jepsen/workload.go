@@ -122,7 +122,7 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	if err := w.waitLeader(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	if cfg.Creds.Secure() {
+	if cfg.Creds.Secure() && len(cfg.Creds.Tokens) > 0 {
 		anon, err := cfg.Creds.Dial(cfg.Nodes[0], "")
 		if err != nil {
 			return err

@@ -2,14 +2,16 @@
 // network namespaces, drives a workload, injects faults and checks the
 // history. See package github.com/dockethq/docket/jepsen.
 //
-//	jepsen smoke  [--bin bin/docket] [--out DIR]        four 3-node scenarios, ~90 s each
-//	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N]
+//	jepsen smoke  [--bin bin/docket] [--upgrade-from bin/docket-level3] [--out DIR]
+//	              four 3-node scenarios of ~90 s, and a short rolling upgrade
+//	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N] [--overlap 2] [--upgrade-from PATH]
 //
 // Both run the cluster with mutual TLS and tokens unless --insecure.
 //
 //	jepsen check  DIR                                  re-check DIR/history.jsonl
 //
-// workload and leader are internal verbs run inside the control namespace.
+// workload, leader, health, view and leave are internal verbs run inside
+// the control namespace.
 package main
 
 import (
@@ -50,6 +52,10 @@ func main() {
 		err = leader(ctx, os.Args[2:])
 	case "health":
 		err = health(ctx, os.Args[2:])
+	case "view":
+		err = view(ctx, os.Args[2:])
+	case "leave":
+		err = leave(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -121,18 +127,31 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
 	c := commonFlags(fs)
 	d := fs.Duration("duration", 80*time.Second, "fault time per scenario")
+	up := fs.String("upgrade-from", "bin/docket-level3", "the older binary the rolling-upgrade scenario starts on (make jepsen-smoke builds it)")
+	upD := fs.Duration("upgrade-duration", 60*time.Second, "fault time of the rolling-upgrade scenario")
 	only := fs.Bool("preflight-only", false, "check the tools, root and each fault, then stop (make runs it before taking the heavy lock)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
+	// rolling-upgrade starts on the older binary, upgrades every node once
+	// under the workload, then kills nodes of the upgraded cluster.
 	scenarios := []struct {
-		name   string
-		faults []string
+		name    string
+		faults  []string
+		upgrade bool
 	}{
-		{"partition-kill", []string{jepsen.FaultHalves, jepsen.FaultKill}},
-		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}},
-		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}},
-		{"corrupt", []string{jepsen.FaultCorrupt}},
+		{"partition-kill", []string{jepsen.FaultHalves, jepsen.FaultKill}, false},
+		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}, false},
+		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}, false},
+		{"corrupt", []string{jepsen.FaultCorrupt}, false},
+		{"rolling-upgrade", []string{jepsen.FaultKill}, true},
+	}
+	oldBin, err := filepath.Abs(*up)
+	if err != nil {
+		return false, fmt.Errorf("upgrade-from: %w", err)
+	}
+	if _, err := os.Stat(oldBin); err != nil && !*only {
+		return false, fmt.Errorf("older binary for the rolling upgrade: %w (make build-level LEVEL=3)", err)
 	}
 	var all []string
 	for _, s := range scenarios {
@@ -151,6 +170,11 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 		cfg, err := c.config(s.name, 3, s.faults, *d)
 		if err != nil {
 			return false, err
+		}
+		if s.upgrade {
+			cfg.OldBin, cfg.Duration = oldBin, *upD
+			cfg.Coverage = jepsen.DefaultCoverage(s.faults, jepsen.SmokeMinWindows)
+			cfg.Coverage.Once = []string{jepsen.FaultUpgrade}
 		}
 		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "secure", !cfg.Insecure, "report", cfg.ReportDir)
 		t0 := time.Now()
@@ -178,6 +202,9 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	nodes := fs.Int("nodes", 5, "3 or 5")
 	faults := fs.String("faults", "all", "comma-separated faults, or all: "+strings.Join(jepsen.AllFaults, ","))
 	d := fs.Duration("duration", 30*time.Minute, "fault time")
+	overlap := fs.Int("overlap", 2, "how many compatible faults may hold at once (1: serial)")
+	up := fs.String("upgrade-from", "", "start on this older binary and upgrade every node under the workload first (TLS without --auth: the older build has no tokens)")
+	minWin := fs.Int("min-windows", 0, "each fault must hold this often (0: 5 for 30 minutes or more, fewer for shorter runs)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -190,11 +217,26 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		return false, err
 	}
 	cfg.Quiet = 6 * time.Second // more of the run under a fault
-	cfg.Coverage = jepsen.DefaultCoverage(fl, jepsen.LongMinWindows)
+	cfg.Overlap = *overlap
+	// Twelve faults come round about every five minutes on 5 nodes (the
+	// rolling restart alone takes about a minute): a shorter run cannot
+	// hold each five times.
+	mw := *minWin
+	if mw == 0 {
+		mw = max(1, min(jepsen.LongMinWindows, int(d.Minutes()/6)))
+	}
+	cfg.Coverage = jepsen.DefaultCoverage(fl, mw)
+	if *up != "" {
+		if cfg.OldBin, err = filepath.Abs(*up); err != nil {
+			return false, fmt.Errorf("upgrade-from: %w", err)
+		}
+		cfg.Coverage.Once = []string{jepsen.FaultUpgrade}
+	}
 	// Five nodes commit more slowly: more workers, slower producers, and a
 	// drain long enough for any backlog a 45-minute run leaves.
 	cfg.Workers, cfg.EnqueueEvery, cfg.DrainTimeout = 8, 300*time.Millisecond, 15*time.Minute
-	log.Info("long run", "seed", cfg.Seed, "secure", !cfg.Insecure, "nodes", *nodes, "duration", *d, "report", cfg.ReportDir)
+	log.Info("long run", "seed", cfg.Seed, "secure", !cfg.Insecure, "nodes", *nodes, "duration", *d, "overlap", cfg.Overlap,
+		"upgrade_from", cfg.OldBin, "min_windows", mw, "report", cfg.ReportDir)
 	res, err := jepsen.Run(ctx, cfg, log)
 	if res != nil {
 		report(log, res)
@@ -217,6 +259,7 @@ func check(args []string) (bool, error) {
 			d, _ := time.ParseDuration(s.Duration)
 			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration, cfg.Coverage = s.Scenario, s.Seed, s.Nodes, s.Faults, d, s.Coverage
 			cfg.Insecure = !s.TLS // runs from before the secure mode were plain
+			cfg.Overlap, cfg.OldBin = s.Overlap, s.UpgradeFrom
 		}
 	}
 	res, err := jepsen.WriteResults(cfg, h)
@@ -288,4 +331,33 @@ func health(ctx context.Context, args []string) error {
 	}
 	fmt.Println(st)
 	return nil
+}
+
+// view prints the cluster's configuration as JSON (jepsen.View).
+func view(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("view", flag.ContinueOnError)
+	nodes := fs.String("nodes", "", "comma-separated gRPC addresses")
+	probe := fs.Bool("probe", false, "also try to create a token, to see whether the token level is on")
+	var cr jepsen.Creds
+	cr.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	v, err := jepsen.ClusterView(ctx, strings.Split(*nodes, ","), cr, *probe)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(v)
+}
+
+// leave makes one node leave the cluster for good.
+func leave(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("leave", flag.ContinueOnError)
+	addr := fs.String("addr", "", "the node's gRPC address")
+	var cr jepsen.Creds
+	cr.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return jepsen.LeaveNode(ctx, *addr, cr)
 }

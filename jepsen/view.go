@@ -1,0 +1,160 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"encoding/json"
+
+	"github.com/dockethq/docket/client"
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+// View is the cluster's configuration as its leader reports it (Status):
+// what the membership and rolling faults judge their heals by.
+type View struct {
+	Leader    string            `json:"leader"`
+	Term      uint64            `json:"term"`
+	Voters    []string          `json:"voters"`
+	NonVoters []string          `json:"non_voters,omitempty"`
+	Enabled   uint32            `json:"enabled_level"`         // the level the cluster latched
+	Levels    map[string]uint32 `json:"levels,omitempty"`      // each server's announced build level
+	Health    map[string]string `json:"health,omitempty"`      // each server's gossip health
+	Probe     string            `json:"token_probe,omitempty"` // GateProbe's answer, when asked
+}
+
+func (v View) String() string {
+	return fmt.Sprintf("leader %s, voters %v, non-voters %v, level %d", v.Leader, v.Voters, v.NonVoters, v.Enabled)
+}
+
+// Has reports whether id is in the configuration.
+func (v View) Has(id string) bool {
+	return slices.Contains(v.Voters, id) || slices.Contains(v.NonVoters, id)
+}
+
+// Probe answers of GateProbe.
+const (
+	ProbeRefused = "refused: feature disabled"
+	ProbeCreated = "created"
+)
+
+// ClusterView asks every node for its Status and returns the answer of
+// the node that leads with the highest term. With probe, it also tries to
+// create a reader token, the command type of the token level: on a
+// cluster below that level it must be refused (ProbeRefused), above it
+// created (ProbeCreated). The rolling upgrade runs without --auth, where
+// creating a token needs none.
+func ClusterView(ctx context.Context, nodes []string, cr Creds, probe bool) (View, error) {
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := cr.ClientOptions(RoleAdmin)
+	if err != nil {
+		return View{}, fmt.Errorf("view: %w", err)
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
+	if err != nil {
+		return View{}, fmt.Errorf("view: %w", err)
+	}
+	defer cl.Close()
+	var best *docketv1.StatusResponse
+	for _, a := range nodes {
+		sc, cancel := context.WithTimeout(c, 2*time.Second)
+		st, err := cl.NodeStatus(sc, a, false)
+		cancel()
+		if err == nil && st.GetState() == "Leader" && (best == nil || st.GetTerm() >= best.GetTerm()) {
+			best = st
+		}
+	}
+	if best == nil {
+		return View{}, errors.New("view: no node says it leads")
+	}
+	v := View{Leader: best.GetNodeId(), Term: best.GetTerm(), Enabled: best.GetEnabledFeatureLevel(),
+		Levels: map[string]uint32{}, Health: map[string]string{}}
+	for _, s := range best.GetServers() {
+		if s.GetSuffrage() == "voter" {
+			v.Voters = append(v.Voters, s.GetId())
+		} else {
+			v.NonVoters = append(v.NonVoters, s.GetId())
+		}
+		v.Levels[s.GetId()] = s.GetFeatureLevel()
+		v.Health[s.GetId()] = s.GetHealth()
+	}
+	slices.Sort(v.Voters)
+	slices.Sort(v.NonVoters)
+	if probe {
+		_, err := cl.CreateToken(c, &docketv1.CreateTokenRequest{Name: "jepsen-gate-probe", Roles: []string{RoleReader}, Tenants: []string{Tenant}})
+		switch {
+		case err == nil:
+			v.Probe = ProbeCreated
+		case errors.Is(err, client.ErrFeatureDisabled):
+			v.Probe = ProbeRefused
+		default:
+			v.Probe = "error: " + err.Error()
+		}
+	}
+	return v, nil
+}
+
+// LeaveNode asks the node at addr to leave the cluster for good (docket
+// cluster leave): it hands leadership over, leaves the configuration and
+// gossip, and its agent stops.
+func LeaveNode(ctx context.Context, addr string, cr Creds) error {
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := cr.ClientOptions(RoleAdmin)
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cl, err := client.NewWithOptions(c, []string{addr}, append(opts, client.WithLogger(quiet))...)
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	defer cl.Close()
+	return cl.Leave(c, addr)
+}
+
+// View asks the cluster for its configuration from the control namespace
+// (this binary's "view" verb).
+func (c *Cluster) View(ctx context.Context, self string, probe bool) (View, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	args := []string{"netns", "exec", c.Net.CtlNS(), self, "view", "--nodes", strings.Join(c.GRPCAddrs(), ",")}
+	if probe {
+		args = append(args, "--probe")
+	}
+	out, err := exec.CommandContext(ctx, "ip", append(args, c.adminCreds().Args()...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return View{}, fmt.Errorf("view: %w", err)
+	}
+	var v View
+	if err := json.Unmarshal(out, &v); err != nil {
+		return View{}, fmt.Errorf("view: %w", err)
+	}
+	return v, nil
+}
+
+// Leave makes node x leave the cluster, from the control namespace (this
+// binary's "leave" verb).
+func (c *Cluster) Leave(ctx context.Context, self string, x *Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	addr := fmt.Sprintf("%s:%d", nodeIP(x.I), grpcPort)
+	args := append([]string{"netns", "exec", c.Net.CtlNS(), self, "leave", "--addr", addr}, c.adminCreds().Args()...)
+	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("leave %s: %w: %s", x.ID, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
