@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // ErrLastVoter means Leave was asked of the only voter: no one could take
@@ -13,6 +15,10 @@ var ErrLastVoter = errors.New("the only voter cannot leave its cluster")
 
 // leaveBroadcast bounds how long Leave waits for the leave to be gossiped.
 const leaveBroadcast = 3 * time.Second
+
+// leavePeerPoll is how often a leaving server asks its peers whether the
+// leader removed it.
+const leavePeerPoll = 500 * time.Millisecond
 
 // Leave takes this server out of the cluster for good: it hands
 // leadership over if it leads, announces the leave on gossip (the leader's
@@ -45,7 +51,21 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err := n.gossip.Leave(leaveBroadcast); err != nil {
 		n.log.Warn("gossip leave", "err", err)
 	}
-	for n.inConfiguration() {
+	// The leader stops replicating to a server as soon as it appends the
+	// configuration without it, so the server may never receive that
+	// entry: its own configuration would list it for ever, and it would
+	// campaign in vain. Also ask the peers: a peer that knows a leader and
+	// no longer lists this server has seen the removal.
+	r := &reconciler{conns: map[string]*grpc.ClientConn{}}
+	defer r.close()
+	for askAt := time.Now(); n.inConfiguration(); {
+		if time.Now().After(askAt) {
+			if by := n.removedPerPeers(ctx, r); by != "" {
+				n.log.Info("removal seen by a peer, not in this node's log", "peer", by)
+				break
+			}
+			askAt = time.Now().Add(leavePeerPoll)
+		}
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("leave: waiting to be removed from the configuration: %w", ctx.Err())
 		}
@@ -58,3 +78,25 @@ func (n *Node) Leave(ctx context.Context) error {
 // Left is closed once Leave has taken this server out of the
 // configuration; an agent stops when it is.
 func (n *Node) Left() <-chan struct{} { return n.left }
+
+// removedPerPeers asks each peer for its Status and returns the id of the
+// first one that knows a leader and does not list this server, or "".
+func (n *Node) removedPerPeers(ctx context.Context, r *reconciler) string {
+	for _, p := range n.peers.all() {
+		if p.ID == n.cfg.ID || p.GRPCAddr == "" {
+			continue
+		}
+		st, err := r.status(ctx, n, p.GRPCAddr)
+		if err != nil || st.GetLeaderId() == "" || st.GetLeaderId() == n.cfg.ID {
+			continue
+		}
+		listed := false
+		for _, s := range st.GetServers() {
+			listed = listed || s.GetId() == n.cfg.ID
+		}
+		if !listed {
+			return p.ID
+		}
+	}
+	return ""
+}

@@ -188,11 +188,7 @@ type reconciler struct {
 // ReconcileInterval, until ctx ends.
 func (n *Node) reconcileLoop(ctx context.Context) {
 	r := &reconciler{healthySince: map[string]time.Time{}, absentSince: map[string]time.Time{}, conns: map[string]*grpc.ClientConn{}}
-	defer func() {
-		for _, c := range r.conns {
-			_ = c.Close() // best effort; the loop is over
-		}
-	}()
+	defer r.close()
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -324,6 +320,13 @@ func (n *Node) answersStatus(ctx context.Context, r *reconciler, id string) bool
 	p, _ := n.peers.get(id)
 	st, err := r.status(ctx, n, p.GRPCAddr)
 	return err == nil && st.GetNodeId() == id
+}
+
+// close closes the connections the reconciler kept.
+func (r *reconciler) close() {
+	for _, c := range r.conns {
+		_ = c.Close() // best effort; the owner is done with them
+	}
 }
 
 // status asks the node at addr for its Status, over a connection kept for

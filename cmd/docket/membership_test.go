@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"net"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,5 +248,46 @@ func Test_ClusterLeaveRPC(t *testing.T) {
 	f.stop()
 	if _, err := c.EnqueueOne(testCtx(t), "jobs", []byte("after")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Test_LeaveCompletesWhenTheRemovalNeverReachesTheLeaver: the leader stops
+// replicating to a server as soon as it appends the configuration without
+// it, so the leaving server may never store that entry. Leave waited for
+// its own configuration to drop it and hung (the long chaos run's n4
+// campaigned for seven minutes); it must also accept its peers' word.
+// Here the leaver's log writes fail from the moment it asks to leave.
+func Test_LeaveCompletesWhenTheRemovalNeverReachesTheLeaver(t *testing.T) {
+	var mu sync.Mutex
+	logs := map[string]*failingLog{}
+	nodes := startCluster(t, 3, func(c *cluster.Config) {
+		fastMembership(c)
+		id := c.ID
+		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
+			f := &failingLog{LogStore: s}
+			mu.Lock()
+			logs[id] = f
+			mu.Unlock()
+			return f
+		}
+	})
+	l := waitLeader(t, nodes)
+	f := followers(nodes, l)[0]
+	mu.Lock()
+	stuck := logs[f.id]
+	mu.Unlock()
+	stuck.on.Store(true)
+	t.Cleanup(func() { stuck.on.Store(false) })
+	c := mustClient(t, addrsOf(nodes)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Leave(ctx, f.grpcAddr); err != nil {
+		t.Fatalf("leave of a server that cannot store its removal: %v", err)
+	}
+	if s := suffrage(waitLeader(t, nodes), f.id); s != "" {
+		t.Fatalf("%s is still %q after leaving", f.id, s)
+	}
+	if f.node.FSM().AppliedIndex() >= waitLeader(t, nodes).node.FSM().AppliedIndex() {
+		t.Fatal("the leaver applied everything: the test shows nothing")
 	}
 }
