@@ -464,9 +464,19 @@
 //     missed it, so a server that died before the current leader joined
 //     the pool is still cleaned up, one DeadServerTimeout after the
 //     election.
-//   - A live server removed by an operator (docket cluster remove) is
-//     added back by the next round, as Consul does without force-leave:
-//     stop it first, or have it leave.
+//   - A server an operator removed (docket cluster remove) is not added
+//     back for 30 s (operatorRemoveHold) while gossip shows it alive as it
+//     was before the remove: a server stopped just before its remove is
+//     still alive to gossip for a few seconds, and was added straight back
+//     (Test_CLITour failed on it under load). A restart after the remove is
+//     added at once; a live server removed by mistake comes back after the
+//     hold, as Consul's does without force-leave: stop it first, or have it
+//     leave. The hold is leader-local: a new leader has none, and by then
+//     gossip knows.
+//   - A leaving server (Leave) waits until its configuration drops it or a
+//     peer that knows a leader no longer lists it: the leader stops
+//     replicating to it once it appends the new configuration, so the
+//     leaver may never store that entry and would wait for ever.
 //   - Without a gossip key anyone who reaches the gossip port joins the
 //     pool and is added as a non-voter; with Raft TLS it still receives
 //     nothing and is never promoted (its Status never shows the leader's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -207,11 +208,49 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
+	n.removed.add(id, time.Now())
 	if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return fmt.Errorf("remove server %s: %w", id, n.mapRaftErr(err))
 	}
 	n.log.Info("server removed", "id", id)
 	return nil
+}
+
+// operatorRemoveHold is reconcileRules.RemovedHold: long enough for
+// gossip to notice that a removed server stopped (a few seconds), short
+// enough that one removed by mistake while running comes back on its own.
+const operatorRemoveHold = 30 * time.Second
+
+// removals are the servers an operator removed, and when, so the leader's
+// reconcile does not add one straight back while gossip still shows it
+// alive. Leader-local: a new leader has none, and by then gossip knows.
+type removals struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (r *removals) add(id string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[string]time.Time{}
+	}
+	r.at[id] = at
+}
+
+// recent drops removals older than hold and returns a copy of the rest.
+func (r *removals) recent(now time.Time, hold time.Duration) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, at := range r.at {
+		if now.Sub(at) >= hold {
+			delete(r.at, id)
+			continue
+		}
+		out[id] = at
+	}
+	return out
 }
 
 // waitFuture waits for a Raft future or the context.

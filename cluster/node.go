@@ -43,6 +43,7 @@ type Node struct {
 	reconcileKick chan struct{}
 	leaving       atomic.Bool   // Leave started: no rejoin, no announcements
 	left          chan struct{} // closed when Leave finished
+	removed       removals      // servers an operator removed on this node as leader
 	health        *health
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 

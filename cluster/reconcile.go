@@ -19,6 +19,9 @@ type reconcileRules struct {
 	DeadServerTimeout time.Duration
 	Stabilization     time.Duration
 	MinQuorum         int
+	// RemovedHold is how long a server an operator removed is not added
+	// back while gossip still shows it alive as it was before the remove.
+	RemovedHold time.Duration
 }
 
 // reconcileInput is everything decide looks at: the leader's view at
@@ -35,6 +38,9 @@ type reconcileInput struct {
 	HealthySince map[string]time.Time
 	Now          time.Time
 	Rules        reconcileRules
+	// Removed holds, per server an operator removed (RemoveServer) on this
+	// leader, when.
+	Removed map[string]time.Time
 	// Enabled is the feature level the cluster latched: a member whose
 	// build is below it would stop at its first newer entry, so it is not
 	// added.
@@ -107,6 +113,13 @@ func decide(in reconcileInput) []reconcileAction {
 	for _, id := range ids {
 		m := in.Members[id]
 		if _, ok := inCfg[id]; ok || id == in.Self || m.Status != gossip.StatusAlive || m.RaftAddr == "" || m.Features < in.Enabled {
+			continue
+		}
+		// `docket cluster remove` of a server just stopped: gossip may
+		// still show it alive for a few seconds. Adding it back would undo
+		// the remove; a restart after the remove (alive since then) is a
+		// new start, and is added.
+		if at, ok := in.Removed[id]; ok && in.Now.Sub(at) < in.Rules.RemovedHold && !m.Since.After(at) {
 			continue
 		}
 		if old, taken := byAddr[m.RaftAddr]; taken && old != in.Self {
@@ -215,7 +228,9 @@ func (n *Node) reconcileOnce(ctx context.Context, r *reconciler) error {
 	servers := f.Configuration().Servers
 	now := time.Now()
 	in := reconcileInput{Self: n.cfg.ID, Servers: servers, Members: map[string]gossip.Member{}, HealthySince: r.healthySince, Now: now,
-		Rules:   reconcileRules{DeadServerTimeout: n.cfg.DeadServerTimeout, Stabilization: n.cfg.ServerStabilizationTime, MinQuorum: n.cfg.MinQuorum},
+		Rules: reconcileRules{DeadServerTimeout: n.cfg.DeadServerTimeout, Stabilization: n.cfg.ServerStabilizationTime, MinQuorum: n.cfg.MinQuorum,
+			RemovedHold: operatorRemoveHold},
+		Removed: n.removed.recent(now, operatorRemoveHold),
 		Enabled: n.fsm.EnabledLevel()}
 	for _, m := range n.gossip.Members() {
 		in.Members[m.ID] = m

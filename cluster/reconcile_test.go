@@ -20,7 +20,7 @@ var t0 = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 func newWorld(voters, nonvoters int) *world {
 	w := &world{in: reconcileInput{Self: "n1", Members: map[string]gossip.Member{}, HealthySince: map[string]time.Time{},
 		Now:   t0.Add(time.Hour),
-		Rules: reconcileRules{DeadServerTimeout: time.Minute, Stabilization: 10 * time.Second, MinQuorum: 3}}}
+		Rules: reconcileRules{DeadServerTimeout: time.Minute, Stabilization: 10 * time.Second, MinQuorum: 3, RemovedHold: time.Minute}}}
 	for i := 1; i <= voters+nonvoters; i++ {
 		id := fmt.Sprintf("n%d", i)
 		suf := raft.Voter
@@ -73,6 +73,15 @@ func (w *world) healthy(d time.Duration, ids ...string) *world {
 	return w
 }
 
+// removed records an operator's RemoveServer of id d before now.
+func (w *world) removed(d time.Duration, id string) *world {
+	if w.in.Removed == nil {
+		w.in.Removed = map[string]time.Time{}
+	}
+	w.in.Removed[id] = w.in.Now.Add(-d)
+	return w
+}
+
 func (w *world) minQuorum(q int) *world { w.in.Rules.MinQuorum = q; return w }
 
 // enabled latches level; members announce level 0 unless set.
@@ -111,6 +120,11 @@ func Test_ReconcileDecide(t *testing.T) {
 
 		// Non-voter first, promotion when caught up and stable.
 		{"new alive member is added as non-voter", newWorld(3, 0).member("n9", addr(9), gossip.StatusAlive, t0), want{add: rm("n9")}},
+		// An operator's remove of a stopped server that gossip still shows
+		// alive (it has not noticed the stop yet): not added straight back.
+		{"removed by an operator, still alive in gossip: not re-added", newWorld(3, 0).member("n9", addr(9), gossip.StatusAlive, t0).removed(time.Second, "n9"), want{}},
+		{"removed, hold over: re-added", newWorld(3, 0).member("n9", addr(9), gossip.StatusAlive, t0).removed(2*time.Minute, "n9"), want{add: rm("n9")}},
+		{"removed, then restarted (alive since after the remove): re-added", newWorld(3, 0).removed(time.Second, "n9").member("n9", addr(9), gossip.StatusAlive, t0.Add(time.Hour)), want{add: rm("n9")}},
 		{"failed stranger is not added", newWorld(3, 0).member("n9", addr(9), gossip.StatusFailed, t0), want{}},
 		{"member on a build below the latched level is not added", newWorld(3, 0).member("n9", addr(9), gossip.StatusAlive, t0).enabled(5), want{}},
 		{"non-voter not healthy: not promoted", newWorld(3, 1), want{}},
