@@ -127,7 +127,14 @@ jepsen: jepsen-build
 WORKLOAD   ?= enqueue
 BENCHFLAGS ?=
 
-.PHONY: bench-cluster
+.PHONY: bench-cluster natsbench
+
+# natsbench: the NATS side of BENCHMARKS.md's comparison (cmd/natsbench, its
+# own module so the NATS client stays out of the docket binary and out of
+# make test). It needs nats-server on PATH:
+#   go install github.com/nats-io/nats-server/v2@v2.15.2
+natsbench:
+	cd cmd/natsbench && $(GO) build -o ../../bin/natsbench .
 
 bench-cluster: build
 	flock /tmp/docket-heavy.lock $(BIN) bench --workload $(WORKLOAD) $(BENCHFLAGS)
