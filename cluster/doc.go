@@ -107,7 +107,10 @@
 //   - The observer runs on Raft's apply goroutine and reads no Pebble: the
 //     FSM's Event carries each queue's pending count at the end of the
 //     batch (Test_ObserverReadsNoPebble). A claimer that wakes its
-//     successors reads the catalog itself, on its own goroutine.
+//     successors reads the catalog itself, on its own goroutine. A
+//     restore's event (fsm.Event.Restored) wakes every waiter of the node:
+//     it cannot say which queues or tasks changed, each waiter looks again,
+//     and restores are rare.
 //   - WaitResult starts with a read barrier on the leader, so a task
 //     acknowledged anywhere is found; then it waits on that replica. DEAD
 //     counts as finished, though RequeueDead may revive the task.

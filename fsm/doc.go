@@ -231,6 +231,14 @@
 //     so a task id tells nothing about another tenant. An empty tenant
 //     checks nothing (auth off, and every command of older leaders), so
 //     existing logs apply as before.
+//   - A restore tells the observer (Event.Restored): the new keyspace may
+//     hold claimable tasks and finished ones that no applied batch
+//     announced, and without it long polls and WaitResult calls slept out
+//     their wait. The event names nothing; cluster wakes every waiter.
+//   - An apply that panics closes its Pebble batch on the way out, and a
+//     purge fails its apply on any read error but not-found (the
+//     idempotency key's owner): skipping the delete there would keep a key
+//     that replicas whose read worked deleted.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -90,7 +91,13 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		}
 		if key := t.GetIdempotencyKey(); key != "" {
 			ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
+			// Not found, or owned by a newer task, keeps the key. Any other
+			// read error fails the apply: skipping the delete here while
+			// replicas whose read worked delete it would diverge.
 			owner, err := tx.getIdem(ik)
+			if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return fmt.Errorf("purge %s: idempotency key: %w", t.GetId(), err)
+			}
 			if err == nil && owner == t.GetId() {
 				if err := tx.deleteIdem(ik); err != nil {
 					return err
