@@ -30,9 +30,12 @@ const (
 	// queue's catalog record (storage.QueueTotals, record version 2). It
 	// changes the bytes apply writes, so it waits for every server.
 	LevelCounters uint32 = 5
+	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
+	// configuration record (g/) a claim reads.
+	LevelQueueControl uint32 = 7
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelCounters
+	FeatureLevel = LevelQueueControl
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -59,6 +62,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelCheck
 	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
 		return LevelTokens
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
+		return LevelQueueControl
 	default:
 		return LevelBase
 	}

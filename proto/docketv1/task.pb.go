@@ -396,7 +396,9 @@ type QueueStats struct {
 	OldestPendingAt int64                  `protobuf:"varint,8,opt,name=oldest_pending_at,json=oldestPendingAt,proto3" json:"oldest_pending_at,omitempty"` // enqueue time of the head task; 0 when none
 	// totals are lifetime transition counts, replicated state; absent until
 	// the cluster enabled feature level 5 and the queue changed since.
-	Totals        *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
+	Totals *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
+	// paused: claims of the queue take nothing until it is resumed.
+	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +494,13 @@ func (x *QueueStats) GetTotals() *QueueTotals {
 		return x.Totals
 	}
 	return nil
+}
+
+func (x *QueueStats) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type QueueTotals struct {
@@ -631,7 +640,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\vfinished_at\x18\x17 \x01(\x03R\n" +
 	"finishedAt\x12\x1b\n" +
 	"\texpire_at\x18\x18 \x01(\x03R\bexpireAt\x12\x16\n" +
-	"\x06claims\x18\x19 \x01(\rR\x06claims\"\x96\x02\n" +
+	"\x06claims\x18\x19 \x01(\rR\x06claims\"\xae\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -642,7 +651,9 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x04dead\x18\x06 \x01(\x04R\x04dead\x12\x1c\n" +
 	"\tcompleted\x18\a \x01(\x04R\tcompleted\x12*\n" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
-	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\"\xfd\x01\n" +
+	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
+	"\x06paused\x18\n" +
+	" \x01(\bR\x06paused\"\xfd\x01\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
