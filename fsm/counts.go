@@ -18,3 +18,22 @@ func (f *FSM) Counts(queue, tenant string) (pending, delayed uint64, err error) 
 	}
 	return m.Pending, m.Delayed, nil
 }
+
+// Paused reports whether claims of one queue and tenant are paused on the
+// local replica. Before the cluster latched LevelQueueControl no queue can
+// be, and it reads nothing.
+func (f *FSM) Paused(queue, tenant string) (bool, error) {
+	if f.EnabledLevel() < LevelQueueControl {
+		return false, nil
+	}
+	r, release, err := f.reader()
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	cfg, err := storage.GetQueueConfig(r, queue, tenant)
+	if err != nil {
+		return false, err
+	}
+	return cfg.GetPaused(), nil
+}
