@@ -507,8 +507,8 @@
 //   - Pause, resume and purge are commands of feature level 7
 //     (fsm.LevelQueueControl), refused with ErrFeatureDisabled until
 //     every server announced it. A long poll on a paused queue waits as
-//     on an empty one: claimable reads the flag (one Get, only once the
-//     level is latched) before anything is proposed, so a paused queue
+//     on an empty one: claimable reads the flag (one Get) before anything
+//     is proposed, so a paused queue
 //     costs no Raft entries; resume's Event wakes the waiters.
 //   - A purge runs as commands of at most fsm.MaxBatch tasks, until one
 //     deletes fewer, so no single apply holds the apply goroutine for a

@@ -20,12 +20,9 @@ func (f *FSM) Counts(queue, tenant string) (pending, delayed uint64, err error) 
 }
 
 // Paused reports whether claims of one queue and tenant are paused on the
-// local replica. Before the cluster latched LevelQueueControl no queue can
-// be, and it reads nothing.
+// local replica: one Get, which the bloom filters answer for the usual
+// queue without a record.
 func (f *FSM) Paused(queue, tenant string) (bool, error) {
-	if f.EnabledLevel() < LevelQueueControl {
-		return false, nil
-	}
 	r, release, err := f.reader()
 	if err != nil {
 		return false, err

@@ -242,9 +242,11 @@
 //     paused queue. Resume names the queue in the batch's Event with its
 //     pending count, so those long polls wake. Pausing writes the queue's
 //     catalog record (empty for a new queue), so Stats lists it paused.
-//     The claim reads the record only once the latch reached level 7:
-//     before it no leader proposes a pause, so the Get a claim would cost
-//     is skipped, alike on every replica.
+//     Every claim reads the record (one Get; absent for nearly every
+//     queue, which the bloom filters answer), whatever the latch: skipping
+//     it before level 7 was latched would make a pause that applied
+//     anyway (the FSM does not refuse an unlatched type) silently
+//     ineffective.
 //   - PurgeQueue deletes a queue's pending and delayed tasks, or its dead
 //     letters, up to limit (at most MaxBatch) per command; the caller
 //     repeats until an answer has fewer items. It is not retention's

@@ -37,13 +37,10 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 	return nil
 }
 
-// paused reports whether claims of the queue stop. Before the cluster
-// latched LevelQueueControl no queue can be paused, so the claim skips
-// the read; the latch is in the log, so every replica decides alike.
+// paused reports whether claims of the queue stop. It reads the record
+// whatever the latch: a pause applied is a pause kept, so the rule does
+// not depend on which gate let the command in.
 func (tx *txn) paused(queue, tenant string) (bool, error) {
-	if tx.feature < LevelQueueControl {
-		return false, nil
-	}
 	cfg, err := storage.GetQueueConfig(tx.r, queue, tenant)
 	if err != nil {
 		return false, err
