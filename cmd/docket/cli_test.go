@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
 
 // docket runs one CLI invocation against addrs and returns its stdout.
@@ -58,7 +61,7 @@ func Test_CLITour(t *testing.T) {
 	var last string
 	waitFor(t, 10*time.Second, "every server alive in gossip", func() bool {
 		last = docket(t, addrs, "cluster", "status")
-		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") && strings.Count(last, " level 5 ") == 3
+		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") && strings.Count(last, fmt.Sprintf(" level %d ", fsm.FeatureLevel)) == 3
 	})
 	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
 		t.Fatalf("stats --json printed %q", s)
