@@ -33,6 +33,9 @@ func Test_CLIQueueControl(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^jobs\s+default\s+paused\s+2\s`).MatchString(out) || !regexp.MustCompile(`(?m)^mail\s+acme\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("queues printed %q", out)
 	}
+	if s := docket(t, addrs, "stats", "jobs"); !strings.Contains(s, "(paused)") {
+		t.Fatalf("stats of a paused queue printed %q", s)
+	}
 	var listed struct {
 		Queues []struct {
 			Queue, Tenant string

@@ -349,6 +349,9 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 			if s.GetOldestPendingAt() > 0 {
 				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Millisecond).String()
 			}
+			if s.GetPaused() {
+				oldest += " (paused)"
+			}
 			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
 				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
 		}
