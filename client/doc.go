@@ -42,8 +42,11 @@
 //     only for calls that are safe to repeat: Enqueue (it always carries an
 //     idempotency key, minted before the first attempt), Claim (a lost
 //     reply leaves a lease to expire), Heartbeat and Submit (fenced),
-//     Cancel (a retry that finds the task cancelled reports success), and
-//     reads. Nack, RequeueDead and TransferLeadership return it.
+//     Cancel (a retry that finds the task cancelled reports success),
+//     PauseQueue and ResumeQueue (they set a state; a retry may then say
+//     unchanged), PurgeQueue (a retry deletes only what is left, and its
+//     count misses what the lost attempt deleted), and reads. Nack,
+//     RequeueDead and TransferLeadership return it.
 //   - ErrInvalidArgument, ErrNotFound, ErrStaleFence, ErrWrongState,
 //     ErrTooLarge, ErrTenantLimit: answers, never retried. ErrTenantLimit
 //     may succeed later, once the tenant's tasks are purged; how long that

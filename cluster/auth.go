@@ -62,6 +62,11 @@ var methodRoles = map[string][]string{
 	pb.Queue_ListTasks_FullMethodName:   {RoleReader, RoleAdmin},
 	pb.Queue_RequeueDead_FullMethodName: {RoleAdmin},
 	pb.Queue_Cancel_FullMethodName:      {RoleAdmin},
+	// Queue control acts on a whole queue of one tenant, like the DLQ's
+	// verbs: admin over that tenant (doc.go says why not a new role).
+	pb.Queue_PauseQueue_FullMethodName:  {RoleAdmin},
+	pb.Queue_ResumeQueue_FullMethodName: {RoleAdmin},
+	pb.Queue_PurgeQueue_FullMethodName:  {RoleAdmin},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},

@@ -119,6 +119,11 @@ func (s *Service) avail(ref fsm.QueueRef) int {
 // Claim command decides.
 func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
 	f := s.r.FSM()
+	// A paused queue has nothing to claim: its long polls wait as on an
+	// empty one, and resuming wakes them (the FSM's Event).
+	if paused, err := f.Paused(ref.Queue, ref.Tenant); err != nil || paused {
+		return 0, err != nil, 0
+	}
 	// One catalog read: Stats would also seek every priority's head to
 	// find the oldest pending task, which a claim does not need.
 	p, delayed, err := f.Counts(ref.Queue, ref.Tenant)

@@ -107,7 +107,10 @@
 //   - The observer runs on Raft's apply goroutine and reads no Pebble: the
 //     FSM's Event carries each queue's pending count at the end of the
 //     batch (Test_ObserverReadsNoPebble). A claimer that wakes its
-//     successors reads the catalog itself, on its own goroutine.
+//     successors reads the catalog itself, on its own goroutine. A
+//     restore's event (fsm.Event.Restored) wakes every waiter of the node:
+//     it cannot say which queues or tasks changed, each waiter looks again,
+//     and restores are rare.
 //   - WaitResult starts with a read barrier on the leader, so a task
 //     acknowledged anywhere is found; then it waits on that replica. DEAD
 //     counts as finished, though RequeueDead may revive the task.
@@ -565,17 +568,36 @@
 //     the cause (grows the volume, purges a tenant) deletes it to get the
 //     node going, and the next start recreates it once there is room.
 //
+// # Queue control (queuectl.go)
+//
+//   - Pause, resume and purge are commands of feature level 7
+//     (fsm.LevelQueueControl), refused with ErrFeatureDisabled until
+//     every server announced it. A long poll on a paused queue waits as
+//     on an empty one: claimable reads the flag (one Get) before anything
+//     is proposed, so a paused queue
+//     costs no Raft entries; resume's Event wakes the waiters.
+//   - A purge runs as commands of at most fsm.MaxBatch tasks, until one
+//     deletes fewer, so no single apply holds the apply goroutine for a
+//     million deletes. It is not atomic: tasks enqueued meanwhile may go
+//     too, and a purge cut short by an error says how far it got.
+//
 // # Authentication and authorization (auth.go)
 //
 //   - One role table, methodRoles, decides which roles allow a method:
 //     producer (Enqueue, GetTask, WaitResult), worker (Claim, Heartbeat,
 //     Submit, SubmitBatch, Nack), reader (Stats, GetTask), admin (the
-//     Cluster service, tokens, the DLQ and Cancel). A method missing from
+//     Cluster service, tokens, the DLQ, Cancel, and queue control:
+//     PauseQueue, ResumeQueue, PurgeQueue). A method missing from
 //     it is refused to every token. Roles cover the token's tenants; a
 //     call naming no tenant (the Cluster service, token management,
 //     RequeueDead by id) needs its role over "*", so an admin of one
 //     tenant cannot move leadership or mint tokens. Stats without a
 //     tenant is answered with the token's tenants only.
+//   - Queue control needs admin over the queue's tenant, not a new role:
+//     it acts on a whole queue as RequeueDead and ListDead do, and a
+//     tenant's own admin may stop or empty that tenant's queues. A
+//     separate "operator" role would grant nothing admin does not, and
+//     every token holder would need to learn it.
 //   - Cluster.Status needs no token even with auth on (OpenMethod):
 //     nodes call it on each other for non-voter health and consistency
 //     checks, and have no token of their own before TLS gives them an

@@ -124,6 +124,10 @@ func (h *hub) watchTask(id string) (<-chan struct{}, func()) {
 // waiters from the event's own counts, closing channels under short locks,
 // and reads nothing from Pebble (Test_ObserverReadsNoPebble).
 func (h *hub) observe(ev fsm.Event) {
+	if ev.Restored {
+		h.wakeAll()
+		return
+	}
 	for _, c := range ev.Pending {
 		if h.hasWaiters(c.QueueRef) {
 			h.wakeQueue(c.QueueRef, h.gate.free(c.QueueRef, int(min(c.Pending, uint64(maxInt)))))
@@ -136,6 +140,26 @@ func (h *hub) observe(ev fsm.Event) {
 			close(sig.ch)
 			delete(h.tasks, id)
 		}
+	}
+}
+
+// wakeAll wakes every waiter: a restore replaced the keyspace, and the
+// event cannot say which queues or tasks changed. Each looks again and
+// sleeps anew if nothing is there for it; a restore is rare.
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ref, l := range h.queues {
+		for l.Len() > 0 {
+			w := l.Remove(l.Front()).(*queueWaiter)
+			w.woken = true
+			close(w.ch)
+		}
+		delete(h.queues, ref)
+	}
+	for id, sig := range h.tasks {
+		close(sig.ch)
+		delete(h.tasks, id)
 	}
 }
 

@@ -27,6 +27,7 @@ type keyspace struct {
 	applied uint64
 	now     uint64
 	feature uint64 // the latch; 0 when absent
+	configs int    // g/ records
 }
 
 func readKeyspace(t testing.TB, f *FSM) *keyspace {
@@ -75,6 +76,14 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 			ks.tenants[string(k[len(storage.TenantPrefix()):])] = u
 		case bytes.HasPrefix(k, []byte("k/")):
 			ks.tokens[string(k)] = string(v)
+		case bytes.HasPrefix(k, storage.QueueConfigPrefix()):
+			// Only a queue with a setting away from the default has a
+			// record (storage.PutQueueConfig).
+			c := &pb.QueueConfig{}
+			if err := proto.Unmarshal(v, c); err != nil || proto.Size(c) == 0 {
+				return fmt.Errorf("queue config %q: %x is no config away from the default (%v)", k, v, err)
+			}
+			ks.configs++
 		case bytes.Equal(k, storage.KeyFeature):
 			if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > uint64(FeatureLevel) {
 				return fmt.Errorf("%q: %x is no feature level", k, v)

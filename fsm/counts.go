@@ -18,3 +18,19 @@ func (f *FSM) Counts(queue, tenant string) (pending, delayed uint64, err error) 
 	}
 	return m.Pending, m.Delayed, nil
 }
+
+// Paused reports whether claims of one queue and tenant are paused on the
+// local replica: one Get, which the bloom filters answer for the usual
+// queue without a record.
+func (f *FSM) Paused(queue, tenant string) (bool, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	cfg, err := storage.GetQueueConfig(r, queue, tenant)
+	if err != nil {
+		return false, err
+	}
+	return cfg.GetPaused(), nil
+}

@@ -8,7 +8,8 @@
 // type stops the node, since skipping it would diverge), validates it again
 // with Validate (a bad value is an answer that changes nothing), and runs one
 // rule function over an indexed batch: enqueue, claim, heartbeat, submit,
-// nack, cancel, reap, promoteDelayed, purge, requeueDead. Each rule moves a
+// nack, cancel, reap, promoteDelayed, purge, requeueDead, setQueuePaused,
+// purgeQueue. Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -258,6 +259,36 @@
 //   - The same latch makes the catalog record version 3, which counts
 //     releases (QueueTotals.released), so lease ends by reason (reaped,
 //     released) are replicated state like the other totals.
+//   - Queue control (rules_queue.go, LevelQueueControl = 7): a queue's
+//     configuration is its own record (storage's g/), pb.QueueConfig, kept
+//     only while some setting is away from its default. A paused queue's
+//     Claim takes nothing and answers empty, not an error: workers need
+//     no new case, and a long poll waits as on an empty queue (cluster
+//     reads the flag before it proposes). Enqueue, Heartbeat, Submit and
+//     Nack go on; the reaper still requeues expired leases into the
+//     paused queue. Resume names the queue in the batch's Event with its
+//     pending count, so those long polls wake. Pausing writes the queue's
+//     catalog record (empty for a new queue), so Stats lists it paused.
+//     Every claim reads the record (one Get; absent for nearly every
+//     queue, which the bloom filters answer), whatever the latch: skipping
+//     it before level 7 was latched would make a pause that applied
+//     anyway (the FSM does not refuse an unlatched type) silently
+//     ineffective.
+//   - PurgeQueue deletes a queue's pending and delayed tasks, or its dead
+//     letters, up to limit (at most MaxBatch) per command; the caller
+//     repeats until an answer has fewer items. It is not retention's
+//     Purge, which selects finished tasks by expiry: the two share
+//     txn.remove (record, index keys, idempotency key, counters). Running
+//     tasks are their workers', finished ones retention's. A purged task's
+//     id goes in Event.Finished, so its WaitResult wakes and finds it gone.
+//   - A restore tells the observer (Event.Restored): the new keyspace may
+//     hold claimable tasks and finished ones that no applied batch
+//     announced, and without it long polls and WaitResult calls slept out
+//     their wait. The event names nothing; cluster wakes every waiter.
+//   - An apply that panics closes its Pebble batch on the way out, and a
+//     purge fails its apply on any read error but not-found (the
+//     idempotency key's owner): skipping the delete there would keep a key
+//     that replicas whose read worked deleted.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

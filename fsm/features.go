@@ -35,9 +35,12 @@ const (
 	// totals count releases (catalog record version 3). It changes the
 	// bytes apply writes, so it waits for every server.
 	LevelAttempts uint32 = 6
+	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
+	// configuration record (g/) a claim reads.
+	LevelQueueControl uint32 = 7
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelAttempts
+	FeatureLevel = LevelQueueControl
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -64,6 +67,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelCheck
 	case pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, pb.CommandType_COMMAND_TYPE_REVOKE_TOKEN:
 		return LevelTokens
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
+		return LevelQueueControl
 	default:
 		return LevelBase
 	}

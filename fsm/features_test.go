@@ -67,6 +67,8 @@ func Test_OlderBuildStopsAndNamesTheLevel(t *testing.T) {
 		{"latch above the build", latchCmd(LevelTokens), LevelTokens},
 		{"batch", &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Now: t0, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{
 			Commands: []*pb.Command{enqueueCmd(t0, &pb.NewTask{Queue: "q", Tenant: "default", Payload: []byte("x")})}}}}, LevelBatch},
+		{"pause", setPausedCmd(t0, "q", "default", true), LevelQueueControl},
+		{"purge queue", purgeQueueCmd(t0, "q", "default", false, 10), LevelQueueControl},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,6 +58,10 @@ type Event struct {
 	Index    uint64       // last index applied
 	Pending  []QueueCount // queues that gained claimable tasks
 	Finished []string     // ids of tasks that reached a terminal state
+	// Restored says a snapshot replaced the whole keyspace: any queue may
+	// have claimable tasks and any task may have finished, so every waiter
+	// looks again. Pending and Finished are empty then.
+	Restored bool
 }
 
 // QueueCount is a queue's pending count at the end of an applied batch.
@@ -276,7 +280,15 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
 	db, idem := f.db, f.idem
 	f.mu.RUnlock()
-	b := db.NewIndexedBatch()
+	b := newApplyBatch(db)
+	// A panic below (an undecodable entry, a failed write) must not leak
+	// the batch: the node's owner may recover and go on.
+	closed := false
+	defer func() {
+		if !closed {
+			_ = b.Close() // abandoning the batch; its error cannot help
+		}
+	}()
 	tx := newTxn(b, f.now.Load())
 	tx.feature = f.feature.Load()
 	if idem != nil {
@@ -319,8 +331,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 	}
 	if applied == f.applied.Load() {
-		_ = b.Close() // nothing new; closing an empty batch cannot fail usefully
-		return n
+		return n // nothing new; the deferred close drops the empty batch
 	}
 	if err := tx.finish(applied); err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
@@ -328,6 +339,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
 	}
+	closed = true
 	if err := b.Close(); err != nil {
 		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
 	}
@@ -346,6 +358,10 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.emitChecks(tx.checks, check)
 	return n
 }
+
+// newApplyBatch makes the batch of one applySegment; a test swaps it to
+// see the batch a panicking apply leaves behind.
+var newApplyBatch = (*pebble.DB).NewIndexedBatch
 
 // reader returns a Reader over the current DB and a release func.
 func (f *FSM) reader() (storage.Reader, func(), error) {

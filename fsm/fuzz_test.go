@@ -33,6 +33,10 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		purgeCmd(now+int64(48*time.Hour), 100),
 		requeueDeadCmd(now, p.dead, "", "", 0),
 		requeueDeadCmd(now, "", "emails", "acme", 10),
+		setPausedCmd(now, "emails", "acme", true),
+		setPausedCmd(now, "emails", "acme", false),
+		purgeQueueCmd(now, "emails", "acme", false, 10),
+		purgeQueueCmd(now, "emails", "acme", true, 10),
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards

@@ -231,6 +231,16 @@ func requeueDeadCmd(now int64, id, q, tn string, limit uint32) *pb.Command {
 		Body: &pb.Command_RequeueDead{RequeueDead: &pb.RequeueDeadCmd{TaskId: id, Queue: q, Tenant: tn, Limit: limit}}}
 }
 
+func setPausedCmd(now int64, q, tn string, paused bool) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, Now: now,
+		Body: &pb.Command_SetQueuePaused{SetQueuePaused: &pb.SetQueuePausedCmd{Queue: q, Tenant: tn, Paused: paused}}}
+}
+
+func purgeQueueCmd(now int64, q, tn string, dead bool, limit uint32) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE_QUEUE, Now: now,
+		Body: &pb.Command_PurgeQueue{PurgeQueue: &pb.PurgeQueueCmd{Queue: q, Tenant: tn, Dead: dead, Limit: limit}}}
+}
+
 // bufSink is a raft.SnapshotSink over memory.
 type bufSink struct {
 	bytes.Buffer

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -79,31 +80,49 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		if !ok {
 			return fmt.Errorf("expiry index points at missing task %s", e.ID)
 		}
-		if err := tx.b.Delete(storage.ExpireKey(t.GetExpireAt(), t.GetId()), nil); err != nil {
+		if err := tx.remove(t); err != nil {
 			return err
 		}
-		if err := tx.b.Delete(storage.TaskKey(t.GetId()), nil); err != nil {
-			return err
-		}
-		if err := tx.countTenant(t.GetTenant(), -1, -taskBytes(t)); err != nil {
-			return err
-		}
-		if key := t.GetIdempotencyKey(); key != "" {
-			ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
-			owner, err := tx.getIdem(ik)
-			if err == nil && owner == t.GetId() {
-				if err := tx.deleteIdem(ik); err != nil {
-					return err
-				}
-			}
-		}
-		m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
-		if err != nil {
-			return err
-		}
-		m.Count(t.GetState(), -1)
 		res.Items = append(res.Items, &pb.ItemResult{TaskId: t.GetId()})
 	}
+	return nil
+}
+
+// remove deletes a stored task for good: its index keys, its record and
+// its idempotency key (when it still owns it), and takes it off its
+// queue's and tenant's counters.
+func (tx *txn) remove(t *pb.Task) error {
+	for _, k := range indexKeys(t) {
+		if err := tx.b.Delete(k, nil); err != nil {
+			return fmt.Errorf("remove %s: %w", t.GetId(), err)
+		}
+	}
+	if err := tx.b.Delete(storage.TaskKey(t.GetId()), nil); err != nil {
+		return err
+	}
+	if err := tx.countTenant(t.GetTenant(), -1, -taskBytes(t)); err != nil {
+		return err
+	}
+	if key := t.GetIdempotencyKey(); key != "" {
+		ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
+		// Not found, or owned by a newer task, keeps the key. Any other
+		// read error fails the apply: skipping the delete here while
+		// replicas whose read worked delete it would diverge.
+		owner, err := tx.getIdem(ik)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("remove %s: idempotency key: %w", t.GetId(), err)
+		}
+		if err == nil && owner == t.GetId() {
+			if err := tx.deleteIdem(ik); err != nil {
+				return err
+			}
+		}
+	}
+	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
+	if err != nil {
+		return err
+	}
+	m.Count(t.GetState(), -1)
 	return nil
 }
 

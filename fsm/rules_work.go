@@ -116,6 +116,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 // BenchmarkApplyBatch_ClaimSubmit).
 func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	q, tn := c.GetQueue(), c.GetTenant()
+	if paused, err := tx.paused(q, tn); err != nil || paused {
+		return err // a paused queue hands out nothing: an empty answer
+	}
 	m, err := tx.meta(q, tn, false)
 	if err != nil {
 		return err

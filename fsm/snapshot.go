@@ -170,5 +170,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: header says index %d, keyspace says %d", applied, got)
 	}
 	f.log.Info("restored snapshot", "applied", applied)
+	if fn := f.observer.Load(); fn != nil {
+		// Waiters look again: the new keyspace may hold claimable tasks
+		// and finished ones that no applied batch announced.
+		(*fn)(Event{Index: applied, Restored: true})
+	}
 	return nil
 }

@@ -130,6 +130,10 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		tx.checkResult(cmd.GetCheckResult(), res)
 	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
 		err = tx.setFeatureLevel(cmd.GetSetFeatureLevel())
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED:
+		err = tx.setQueuePaused(cmd.GetSetQueuePaused(), res)
+	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
+		err = tx.purgeQueue(cmd.GetPurgeQueue(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
@@ -292,16 +296,22 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	}
 	switch t.GetState() {
 	case pb.TaskState_TASK_STATE_PENDING:
-		k := t.GetQueue() + "/" + t.GetTenant()
-		if !tx.pendingEv[k] {
-			tx.pendingEv[k] = true
-			tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: QueueRef{Queue: t.GetQueue(), Tenant: t.GetTenant()}})
-		}
+		tx.announcePending(t.GetQueue(), t.GetTenant())
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED,
 		pb.TaskState_TASK_STATE_CANCELLED, pb.TaskState_TASK_STATE_DEAD:
 		tx.ev.Finished = append(tx.ev.Finished, t.GetId())
 	}
 	return nil
+}
+
+// announcePending names the queue in the batch's Event as one that gained
+// claimable tasks; finish fills in its pending count.
+func (tx *txn) announcePending(queue, tenant string) {
+	k := queue + "/" + tenant
+	if !tx.pendingEv[k] {
+		tx.pendingEv[k] = true
+		tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: QueueRef{Queue: queue, Tenant: tenant}})
+	}
 }
 
 // nextSeq is a pending position behind every existing one: the log index in

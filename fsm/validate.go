@@ -198,6 +198,15 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return validateCheckResult(cmd.GetCheckResult())
 	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
 		return checkCount("level", int(cmd.GetSetFeatureLevel().GetLevel()), int(LevelBase), math.MaxInt32)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED:
+		c := cmd.GetSetQueuePaused()
+		return checkQueue("", c.GetQueue(), c.GetTenant())
+	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
+		c := cmd.GetPurgeQueue()
+		if err := checkQueue("", c.GetQueue(), c.GetTenant()); err != nil {
+			return err
+		}
+		return checkCount("limit", int(c.GetLimit()), 1, MaxBatch)
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -242,6 +251,10 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetCheckResult() != nil
 	case pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL:
 		ok = cmd.GetSetFeatureLevel() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED:
+		ok = cmd.GetSetQueuePaused() != nil
+	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
+		ok = cmd.GetPurgeQueue() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

@@ -118,6 +118,9 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 	if w.pct(8) {
 		return entry(t, w.index, w.batch(t, f, now))
 	}
+	if w.pct(3) {
+		return entry(t, w.index, w.queueControl(now))
+	}
 	return entry(t, w.index, w.command(t, f, now))
 }
 
@@ -230,6 +233,16 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		}
 	}
 	return cmd
+}
+
+// queueControl pauses or resumes a queue (sometimes to the state it has
+// already), or purges its waiting tasks or dead letters, a few at a time.
+func (w *workload) queueControl(now int64) *pb.Command {
+	q := w.queue()
+	if w.pct(60) {
+		return setPausedCmd(now, q.Queue, q.Tenant, w.pct(50))
+	}
+	return purgeQueueCmd(now, q.Queue, q.Tenant, w.pct(40), uint32(1+w.rng.IntN(4)))
 }
 
 // invalid is a command Validate refuses.

@@ -27,6 +27,7 @@
 //	i/<queue>/<tenant>/<key>                idempotency key -> task id
 //	c/<queue>/<tenant>                      queue catalog: counters and head hints
 //	u/<tenant>                              tenant usage: stored tasks and their bytes
+//	g/<queue>/<tenant>                      queue configuration (pb.QueueConfig: paused)
 //	m/applied, m/now, m/feature             FSM metadata (m/feature: the latched feature level)
 //
 // Queue and tenant names never contain '/', which keeps every prefix unique.
@@ -61,6 +62,13 @@
 //     lenient, never wrongly strict, and the same on every replica. The
 //     counters are part of the snapshot and the keyspace hash like every
 //     key.
+//   - A queue's configuration (g/, queueconfig.go) is a record of its
+//     own, not a field of the catalog record c/: the catalog holds
+//     counters that come and go with the tasks, the configuration stays
+//     until it is changed back. Only a queue with a setting away from the
+//     default has a record; one that returns to every default is deleted,
+//     so the range holds no dead records. Stats reads it per listed queue
+//     (one Get, bloom-filtered when absent).
 //   - Idempotency keys live as long as their task: Purge deletes both. The
 //     dedupe window is therefore the task's life plus its retention.
 //   - Pebble tuning (OpenDB): a 32 MiB memtable and a block cache of

@@ -66,6 +66,11 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		return nil, "", fmt.Errorf("stats: %w", err)
 	}
 	for _, s := range out {
+		cfg, err := GetQueueConfig(r, s.Queue, s.Tenant)
+		if err != nil {
+			return nil, "", err
+		}
+		s.Paused = cfg.GetPaused()
 		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue

@@ -134,6 +134,12 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.ListTasksRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.PauseQueueRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.ResumeQueueRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.PurgeQueueRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

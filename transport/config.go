@@ -41,6 +41,9 @@ type Node interface {
 	Stats(ctx context.Context, queue, tenant, cursor string, c cluster.Consistency) ([]*pb.QueueStats, string, error)
 	ListDead(ctx context.Context, req *pb.ListDeadRequest, c cluster.Consistency) ([]*pb.Task, string, error)
 	ListTasks(ctx context.Context, req *pb.ListTasksRequest, c cluster.Consistency) ([]*pb.Task, string, error)
+	// PurgeQueue runs a PurgeQueue command step by step on the leader and
+	// counts the tasks it deleted (cluster.Service.PurgeQueue).
+	PurgeQueue(ctx context.Context, cmd *pb.Command) (uint64, error)
 	// Drain ends the node's long polls at once; a stopping server calls it.
 	Drain()
 

@@ -3,6 +3,13 @@
 //
 // # Decisions and trade-offs
 //
+//   - Queue control verbs (queueverbs.go): `docket queue pause|resume|purge
+//     QUEUE` act on --tenant's queue (the default tenant unless given),
+//     `docket dlq purge QUEUE` on its dead letters, and `docket queues`
+//     lists Stats of every queue the token sees, across tenants unless
+//     --tenant narrows it: listing is Stats, not an RPC of its own. `docket
+//     wait ID` waits up to --timeout, the common flag, rather than a flag of
+//     its own; past it the verb fails like any call that ran out of time.
 //   - `docket dev` is secure by default (TLS on every channel, --auth, a
 //     throwaway CA and an admin token in the data dir), so the everyday
 //     path is the one a shared network needs; --insecure is the explicit

@@ -22,9 +22,15 @@ Usage:
   docket submit ID FENCE [RESULT]  complete a claimed task
   docket nack ID FENCE           give a claimed task back for a retry
   docket task ID                 show a task
+  docket wait ID                 wait (up to --timeout) for a task to finish, show it
+  docket cancel ID               cancel a pending or delayed task
   docket stats [QUEUE]           queue depths by state
+  docket queues                  every queue with its counts and pause, across tenants
+  docket queue pause|resume QUEUE  stop or restart claims of a queue (enqueues go on)
+  docket queue purge QUEUE       delete a queue's pending and delayed tasks
   docket dlq list QUEUE          list dead letters
   docket dlq requeue QUEUE|--id ID  replay dead letters
+  docket dlq purge QUEUE         delete a queue's dead letters
   docket cluster status          leader, servers, indexes
   docket cluster transfer [ID]   move leadership
   docket cluster remove ID       take a server out of the configuration
@@ -79,7 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTLS(ctx, rest, stdout, stderr)
 	case "gossip":
 		return runGossip(rest, stdout, stderr)
-	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot":
+	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot",
+		"queue", "queues", "cancel", "wait":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":
 		version(stdout)

@@ -66,6 +66,10 @@ var verbs = map[string]func(*verb, context.Context, []string) error{
 	"cluster":  (*verb).cluster,
 	"token":    (*verb).token,
 	"snapshot": (*verb).snapshot,
+	"queue":    (*verb).queue,
+	"queues":   (*verb).queues,
+	"cancel":   (*verb).cancel,
+	"wait":     (*verb).wait,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
@@ -383,6 +387,9 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 			if s.GetOldestPendingAt() > 0 {
 				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Millisecond).String()
 			}
+			if s.GetPaused() {
+				oldest += " (paused)"
+			}
 			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
 				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
 		}
@@ -399,12 +406,15 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	limit := v.fs.Uint("limit", pb.DefaultListLimit, "at most this many tasks")
 	id := v.fs.String("id", "", "requeue one task by id")
 	cursor := v.fs.String("cursor", "", "continue a list after this cursor")
-	const what = "list QUEUE | dlq requeue QUEUE | dlq requeue --id ID"
+	const what = "list QUEUE | dlq requeue QUEUE | dlq requeue --id ID | dlq purge QUEUE"
 	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
 	}
 	sub, pos := pos[0], pos[1:]
+	if sub == "purge" && len(pos) == 1 {
+		return v.purge(ctx, pos[0], true)
+	}
 	if (sub != "list" && sub != "requeue") || (len(pos) == 0 && (sub == "list" || *id == "")) {
 		return fmt.Errorf("%w: docket dlq %s", errUsage, what)
 	}

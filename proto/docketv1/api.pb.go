@@ -1483,6 +1483,304 @@ func (x *ListTasksResponse) GetOrphanedTaskIds() []string {
 	return nil
 }
 
+type PauseQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueRequest) Reset() {
+	*x = PauseQueueRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueRequest) ProtoMessage() {}
+
+func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
+func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PauseQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PauseQueueRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type PauseQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: it was paused already
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueResponse) Reset() {
+	*x = PauseQueueResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueResponse) ProtoMessage() {}
+
+func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
+func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PauseQueueResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type ResumeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueRequest) Reset() {
+	*x = ResumeQueueRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueRequest) ProtoMessage() {}
+
+func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ResumeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ResumeQueueRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ResumeQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: it was not paused
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueResponse) Reset() {
+	*x = ResumeQueueResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueResponse) ProtoMessage() {}
+
+func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
+func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResumeQueueResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type PurgeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	Dead          bool                   `protobuf:"varint,3,opt,name=dead,proto3" json:"dead,omitempty"`    // the dead letters instead of pending and delayed tasks
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeQueueRequest) Reset() {
+	*x = PurgeQueueRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueRequest) ProtoMessage() {}
+
+func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
+func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PurgeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeQueueRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PurgeQueueRequest) GetDead() bool {
+	if x != nil {
+		return x.Dead
+	}
+	return false
+}
+
+type PurgeQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// purged counts the tasks deleted. A purge runs as commands of up to
+	// 1,000 tasks each; tasks enqueued while it runs may be purged too.
+	Purged        uint64 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeQueueResponse) Reset() {
+	*x = PurgeQueueResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueResponse) ProtoMessage() {}
+
+func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
+func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PurgeQueueResponse) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1491,7 +1789,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1801,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1814,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 type SnapshotChunk struct {
@@ -1528,7 +1826,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1838,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1851,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1575,7 +1873,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1885,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1898,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -1643,7 +1941,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1953,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1966,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -1710,7 +2008,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2020,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2033,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -1767,7 +2065,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2077,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2090,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 type TokenInfo struct {
@@ -1810,7 +2108,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2120,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2133,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -1896,7 +2194,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2206,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2219,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1940,7 +2238,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2250,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2263,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -1983,7 +2281,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2293,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2306,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 type Server struct {
@@ -2030,7 +2328,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2340,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2353,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Server) GetId() string {
@@ -2128,7 +2426,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2438,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2451,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -2202,7 +2500,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2512,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2525,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2367,7 +2665,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2677,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2690,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -2439,7 +2737,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2749,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2762,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -2483,7 +2781,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2793,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2806,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2530,7 +2828,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2840,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2853,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -2594,7 +2892,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2904,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2917,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 type RemoveServerRequest struct {
@@ -2631,7 +2929,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2941,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2954,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2674,7 +2972,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2984,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2997,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 type LeaveRequest struct {
@@ -2710,7 +3008,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +3020,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +3033,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 type LeaveResponse struct {
@@ -2746,7 +3044,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +3056,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +3069,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -2870,7 +3168,23 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x05tasks\x18\x01 \x03(\v2\x0f.docket.v1.TaskR\x05tasks\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12*\n" +
-	"\x11orphaned_task_ids\x18\x03 \x03(\tR\x0forphanedTaskIds\"\x15\n" +
+	"\x11orphaned_task_ids\x18\x03 \x03(\tR\x0forphanedTaskIds\"A\n" +
+	"\x11PauseQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\".\n" +
+	"\x12PauseQueueResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"B\n" +
+	"\x12ResumeQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"/\n" +
+	"\x13ResumeQueueResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"U\n" +
+	"\x11PurgeQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04dead\x18\x03 \x01(\bR\x04dead\",\n" +
+	"\x12PurgeQueueResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -2959,7 +3273,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xf6\x06\n" +
+	"\rLeaveResponse2\xda\b\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -2974,7 +3288,12 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\x12C\n" +
 	"\bListDead\x12\x1a.docket.v1.ListDeadRequest\x1a\x1b.docket.v1.ListDeadResponse\x12L\n" +
 	"\vRequeueDead\x12\x1d.docket.v1.RequeueDeadRequest\x1a\x1e.docket.v1.RequeueDeadResponse\x12F\n" +
-	"\tListTasks\x12\x1b.docket.v1.ListTasksRequest\x1a\x1c.docket.v1.ListTasksResponse2\x86\x06\n" +
+	"\tListTasks\x12\x1b.docket.v1.ListTasksRequest\x1a\x1c.docket.v1.ListTasksResponse\x12I\n" +
+	"\n" +
+	"PauseQueue\x12\x1c.docket.v1.PauseQueueRequest\x1a\x1d.docket.v1.PauseQueueResponse\x12L\n" +
+	"\vResumeQueue\x12\x1d.docket.v1.ResumeQueueRequest\x1a\x1e.docket.v1.ResumeQueueResponse\x12I\n" +
+	"\n" +
+	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3000,7 +3319,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -3028,56 +3347,62 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
 	(*ListTasksRequest)(nil),           // 24: docket.v1.ListTasksRequest
 	(*ListTasksResponse)(nil),          // 25: docket.v1.ListTasksResponse
-	(*SnapshotSaveRequest)(nil),        // 26: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 27: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 28: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 29: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 30: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 31: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 32: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 33: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 34: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 35: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 36: docket.v1.Server
-	(*StatusRequest)(nil),              // 37: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 38: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 39: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 40: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 41: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 42: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 43: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 44: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 45: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 46: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 47: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 48: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 49: docket.v1.ItemResult
-	(*Task)(nil),                       // 50: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 51: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 52: docket.v1.Outcome
-	(TaskState)(0),                     // 53: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 54: docket.v1.QueueStats
+	(*PauseQueueRequest)(nil),          // 26: docket.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),         // 27: docket.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),         // 28: docket.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),        // 29: docket.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),          // 30: docket.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),         // 31: docket.v1.PurgeQueueResponse
+	(*SnapshotSaveRequest)(nil),        // 32: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 33: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 34: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 35: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 36: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 37: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 38: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 39: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 40: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 41: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 42: docket.v1.Server
+	(*StatusRequest)(nil),              // 43: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 44: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 45: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 46: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 47: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 48: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 49: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 50: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 51: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 52: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 53: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 54: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 55: docket.v1.ItemResult
+	(*Task)(nil),                       // 56: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 57: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 58: docket.v1.Outcome
+	(TaskState)(0),                     // 59: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 60: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	48, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	49, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	50, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	51, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	49, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	52, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	54, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	55, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	56, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	57, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	55, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	58, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	49, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	53, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	50, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	50, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	54, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	50, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	49, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	53, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	50, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	32, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	36, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	39, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	55, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	59, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	56, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	56, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	60, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	56, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	55, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	59, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	56, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	38, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	42, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	45, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
 	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
 	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
 	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
@@ -3091,41 +3416,47 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	20, // 29: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
 	22, // 30: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
 	24, // 31: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	37, // 32: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	40, // 33: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	42, // 34: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	44, // 35: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	46, // 36: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	29, // 37: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	31, // 38: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	34, // 39: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	26, // 40: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	27, // 41: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 42: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 43: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 44: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 45: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 46: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 47: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 48: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 49: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 50: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 51: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 52: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 53: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 54: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	38, // 55: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	41, // 56: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	43, // 57: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	45, // 58: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	47, // 59: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	30, // 60: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	33, // 61: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	35, // 62: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	27, // 63: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	28, // 64: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	42, // [42:65] is the sub-list for method output_type
-	19, // [19:42] is the sub-list for method input_type
+	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	43, // 35: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	46, // 36: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	48, // 37: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	50, // 38: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	52, // 39: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	35, // 40: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	37, // 41: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	40, // 42: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	32, // 43: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	33, // 44: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 45: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 46: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 47: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 48: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 49: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 50: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 51: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 52: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 53: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 54: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 55: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 56: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 57: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 58: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 59: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 60: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	44, // 61: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	47, // 62: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	49, // 63: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	51, // 64: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	53, // 65: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	36, // 66: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	39, // 67: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	41, // 68: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	33, // 69: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	34, // 70: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	45, // [45:71] is the sub-list for method output_type
+	19, // [19:45] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -3144,7 +3475,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -35,6 +35,9 @@ const (
 	Queue_ListDead_FullMethodName    = "/docket.v1.Queue/ListDead"
 	Queue_RequeueDead_FullMethodName = "/docket.v1.Queue/RequeueDead"
 	Queue_ListTasks_FullMethodName   = "/docket.v1.Queue/ListTasks"
+	Queue_PauseQueue_FullMethodName  = "/docket.v1.Queue/PauseQueue"
+	Queue_ResumeQueue_FullMethodName = "/docket.v1.Queue/ResumeQueue"
+	Queue_PurgeQueue_FullMethodName  = "/docket.v1.Queue/PurgeQueue"
 )
 
 // QueueClient is the client API for Queue service.
@@ -64,6 +67,16 @@ type QueueClient interface {
 	// order. It is linearizable, like Stats. Fences are never in the answer:
 	// a reader could otherwise submit in a worker's place.
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
+	// PauseQueue stops claims of one queue: a Claim takes nothing (a long
+	// poll waits as on an empty queue) until ResumeQueue. Enqueues,
+	// heartbeats and submits go on. Replicated state: it survives failover
+	// and restarts. Admin over the tenant; needs feature level 7.
+	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
+	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// PurgeQueue deletes a queue's pending and delayed tasks, or (dead) its
+	// dead letters, with their idempotency keys. Running and finished tasks
+	// stay. Admin over the tenant; needs feature level 7.
+	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
 }
 
 type queueClient struct {
@@ -204,6 +217,36 @@ func (c *queueClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts 
 	return out, nil
 }
 
+func (c *queueClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseQueueResponse)
+	err := c.cc.Invoke(ctx, Queue_PauseQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeQueueResponse)
+	err := c.cc.Invoke(ctx, Queue_ResumeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeQueueResponse)
+	err := c.cc.Invoke(ctx, Queue_PurgeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -231,6 +274,16 @@ type QueueServer interface {
 	// order. It is linearizable, like Stats. Fences are never in the answer:
 	// a reader could otherwise submit in a worker's place.
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
+	// PauseQueue stops claims of one queue: a Claim takes nothing (a long
+	// poll waits as on an empty queue) until ResumeQueue. Enqueues,
+	// heartbeats and submits go on. Replicated state: it survives failover
+	// and restarts. Admin over the tenant; needs feature level 7.
+	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
+	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// PurgeQueue deletes a queue's pending and delayed tasks, or (dead) its
+	// dead letters, with their idempotency keys. Running and finished tasks
+	// stay. Admin over the tenant; needs feature level 7.
+	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -279,6 +332,15 @@ func (UnimplementedQueueServer) RequeueDead(context.Context, *RequeueDeadRequest
 }
 func (UnimplementedQueueServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
+}
+func (UnimplementedQueueServer) PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseQueue not implemented")
+}
+func (UnimplementedQueueServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeQueue not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -535,6 +597,60 @@ func _Queue_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).PauseQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_PauseQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).PauseQueue(ctx, req.(*PauseQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ResumeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ResumeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ResumeQueue(ctx, req.(*ResumeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).PurgeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_PurgeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).PurgeQueue(ctx, req.(*PurgeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -593,6 +709,18 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTasks",
 			Handler:    _Queue_ListTasks_Handler,
+		},
+		{
+			MethodName: "PauseQueue",
+			Handler:    _Queue_PauseQueue_Handler,
+		},
+		{
+			MethodName: "ResumeQueue",
+			Handler:    _Queue_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "PurgeQueue",
+			Handler:    _Queue_PurgeQueue_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

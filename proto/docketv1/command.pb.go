@@ -48,6 +48,8 @@ const (
 	CommandType_COMMAND_TYPE_CREATE_TOKEN      CommandType = 15
 	CommandType_COMMAND_TYPE_REVOKE_TOKEN      CommandType = 16
 	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
+	CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED  CommandType = 18
+	CommandType_COMMAND_TYPE_PURGE_QUEUE       CommandType = 19
 )
 
 // Enum value maps for CommandType.
@@ -71,6 +73,8 @@ var (
 		15: "COMMAND_TYPE_CREATE_TOKEN",
 		16: "COMMAND_TYPE_REVOKE_TOKEN",
 		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
+		18: "COMMAND_TYPE_SET_QUEUE_PAUSED",
+		19: "COMMAND_TYPE_PURGE_QUEUE",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -91,6 +95,8 @@ var (
 		"COMMAND_TYPE_CREATE_TOKEN":      15,
 		"COMMAND_TYPE_REVOKE_TOKEN":      16,
 		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
+		"COMMAND_TYPE_SET_QUEUE_PAUSED":  18,
+		"COMMAND_TYPE_PURGE_QUEUE":       19,
 	}
 )
 
@@ -210,6 +216,8 @@ type Command struct {
 	//	*Command_CreateToken
 	//	*Command_RevokeToken
 	//	*Command_SetFeatureLevel
+	//	*Command_SetQueuePaused
+	//	*Command_PurgeQueue
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -419,6 +427,24 @@ func (x *Command) GetSetFeatureLevel() *SetFeatureLevelCmd {
 	return nil
 }
 
+func (x *Command) GetSetQueuePaused() *SetQueuePausedCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetQueuePaused); ok {
+			return x.SetQueuePaused
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPurgeQueue() *PurgeQueueCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_PurgeQueue); ok {
+			return x.PurgeQueue
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -491,6 +517,14 @@ type Command_SetFeatureLevel struct {
 	SetFeatureLevel *SetFeatureLevelCmd `protobuf:"bytes,26,opt,name=set_feature_level,json=setFeatureLevel,proto3,oneof"`
 }
 
+type Command_SetQueuePaused struct {
+	SetQueuePaused *SetQueuePausedCmd `protobuf:"bytes,27,opt,name=set_queue_paused,json=setQueuePaused,proto3,oneof"`
+}
+
+type Command_PurgeQueue struct {
+	PurgeQueue *PurgeQueueCmd `protobuf:"bytes,28,opt,name=purge_queue,json=purgeQueue,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -524,6 +558,10 @@ func (*Command_CreateToken) isCommand_Body() {}
 func (*Command_RevokeToken) isCommand_Body() {}
 
 func (*Command_SetFeatureLevel) isCommand_Body() {}
+
+func (*Command_SetQueuePaused) isCommand_Body() {}
+
+func (*Command_PurgeQueue) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -2076,11 +2114,196 @@ func (x *SetFeatureLevelCmd) GetLevel() uint32 {
 	return 0
 }
 
+// QueueConfig is one queue's configuration as the FSM stores it, under
+// g/<queue>/<tenant>. Only a queue with a setting away from its default
+// has a record: a change that brings every field back to its default
+// deletes it. Fields are only added; a missing one is the default.
+type QueueConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// paused: claims of the queue take nothing (a long poll waits as on an
+	// empty queue); enqueues, heartbeats and submits go on.
+	Paused        bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueConfig) Reset() {
+	*x = QueueConfig{}
+	mi := &file_docketv1_command_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueConfig) ProtoMessage() {}
+
+func (x *QueueConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
+func (*QueueConfig) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QueueConfig) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+// SetQueuePausedCmd pauses or resumes one queue of one tenant. Its item
+// is OK when it changed the queue, ALREADY_DONE when the queue was
+// already so.
+type SetQueuePausedCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Paused        bool                   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueuePausedCmd) Reset() {
+	*x = SetQueuePausedCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueuePausedCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueuePausedCmd) ProtoMessage() {}
+
+func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueuePausedCmd.ProtoReflect.Descriptor instead.
+func (*SetQueuePausedCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetQueuePausedCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueuePausedCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueuePausedCmd) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+// PurgeQueueCmd deletes up to limit tasks of one queue and tenant, with
+// their idempotency keys: the pending and delayed tasks, or (dead) the
+// dead letters. Running and finished tasks are never touched. One item per
+// deleted task; fewer than limit means none is left.
+type PurgeQueueCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Dead          bool                   `protobuf:"varint,3,opt,name=dead,proto3" json:"dead,omitempty"`
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeQueueCmd) Reset() {
+	*x = PurgeQueueCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeQueueCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueCmd) ProtoMessage() {}
+
+func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueCmd.ProtoReflect.Descriptor instead.
+func (*PurgeQueueCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PurgeQueueCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeQueueCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PurgeQueueCmd) GetDead() bool {
+	if x != nil {
+		return x.Dead
+	}
+	return false
+}
+
+func (x *PurgeQueueCmd) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xec\a\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xf3\b\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2101,7 +2324,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\arelease\x18\x17 \x01(\v2\x15.docket.v1.ReleaseCmdH\x00R\arelease\x12>\n" +
 	"\fcreate_token\x18\x18 \x01(\v2\x19.docket.v1.CreateTokenCmdH\x00R\vcreateToken\x12>\n" +
 	"\frevoke_token\x18\x19 \x01(\v2\x19.docket.v1.RevokeTokenCmdH\x00R\vrevokeToken\x12K\n" +
-	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevelB\x06\n" +
+	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevel\x12H\n" +
+	"\x10set_queue_paused\x18\x1b \x01(\v2\x1c.docket.v1.SetQueuePausedCmdH\x00R\x0esetQueuePaused\x12;\n" +
+	"\vpurge_queue\x18\x1c \x01(\v2\x18.docket.v1.PurgeQueueCmdH\x00R\n" +
+	"purgeQueueB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -2215,7 +2441,18 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level*\xfd\x03\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"%\n" +
+	"\vQueueConfig\x12\x16\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\"Y\n" +
+	"\x11SetQueuePausedCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\"g\n" +
+	"\rPurgeQueueCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04dead\x18\x03 \x01(\bR\x04dead\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit*\xbe\x04\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2235,7 +2472,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x14COMMAND_TYPE_RELEASE\x10\x0e\x12\x1d\n" +
 	"\x19COMMAND_TYPE_CREATE_TOKEN\x10\x0f\x12\x1d\n" +
 	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
-	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11*\xb6\x01\n" +
+	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11\x12!\n" +
+	"\x1dCOMMAND_TYPE_SET_QUEUE_PAUSED\x10\x12\x12\x1c\n" +
+	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2259,7 +2498,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2288,9 +2527,12 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*ItemResult)(nil),         // 24: docket.v1.ItemResult
 	(*CommandResult)(nil),      // 25: docket.v1.CommandResult
 	(*SetFeatureLevelCmd)(nil), // 26: docket.v1.SetFeatureLevelCmd
-	(Outcome)(0),               // 27: docket.v1.Outcome
-	(TaskState)(0),             // 28: docket.v1.TaskState
-	(*Task)(nil),               // 29: docket.v1.Task
+	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
+	(Outcome)(0),               // 30: docket.v1.Outcome
+	(TaskState)(0),             // 31: docket.v1.TaskState
+	(*Task)(nil),               // 32: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2311,25 +2553,27 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	22, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
 	23, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
 	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	2,  // 18: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 19: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 20: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 21: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	27, // 22: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 23: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 24: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 25: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 26: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	28, // 27: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 28: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 29: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	29, // 30: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 31: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2356,6 +2600,8 @@ func file_docketv1_command_proto_init() {
 		(*Command_CreateToken)(nil),
 		(*Command_RevokeToken)(nil),
 		(*Command_SetFeatureLevel)(nil),
+		(*Command_SetQueuePaused)(nil),
+		(*Command_PurgeQueue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2363,7 +2609,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -570,7 +570,9 @@ type QueueStats struct {
 	OldestPendingAt int64                  `protobuf:"varint,8,opt,name=oldest_pending_at,json=oldestPendingAt,proto3" json:"oldest_pending_at,omitempty"` // enqueue time of the head task; 0 when none
 	// totals are lifetime transition counts, replicated state; absent until
 	// the cluster enabled feature level 5 and the queue changed since.
-	Totals        *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
+	Totals *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
+	// paused: claims of the queue take nothing until it is resumed.
+	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +668,13 @@ func (x *QueueStats) GetTotals() *QueueTotals {
 		return x.Totals
 	}
 	return nil
+}
+
+func (x *QueueStats) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type QueueTotals struct {
@@ -827,7 +836,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"leaseUntil\x12\x19\n" +
 	"\bended_at\x18\x06 \x01(\x03R\aendedAt\x123\n" +
 	"\aoutcome\x18\a \x01(\x0e2\x19.docket.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\x96\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xae\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -838,7 +847,9 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x04dead\x18\x06 \x01(\x04R\x04dead\x12\x1c\n" +
 	"\tcompleted\x18\a \x01(\x04R\tcompleted\x12*\n" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
-	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\"\x99\x02\n" +
+	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
+	"\x06paused\x18\n" +
+	" \x01(\bR\x06paused\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +

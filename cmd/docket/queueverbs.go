@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// queue is `docket queue pause|resume|purge QUEUE`: queue control on one
+// queue of --tenant (the default tenant unless given).
+func (v *verb) queue(ctx context.Context, args []string) error {
+	const what = "pause|resume|purge QUEUE"
+	pos, err := v.parse(args, 2, 2, what)
+	if err != nil {
+		return err
+	}
+	sub, queue := pos[0], pos[1]
+	if sub != "pause" && sub != "resume" && sub != "purge" {
+		return fmt.Errorf("%w: docket queue %s", errUsage, what)
+	}
+	if sub == "purge" {
+		return v.purge(ctx, queue, false)
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var changed bool
+	if sub == "pause" {
+		changed, err = c.PauseQueue(ctx, queue, v.c.tenant)
+	} else {
+		changed, err = c.ResumeQueue(ctx, queue, v.c.tenant)
+	}
+	if err != nil {
+		return err
+	}
+	state := map[string]string{"pause": "paused", "resume": "resumed"}[sub]
+	return v.print(func(w io.Writer) {
+		if changed {
+			fmt.Fprintf(w, "%s/%s %s\n", queue, v.c.tenant, state)
+		} else {
+			fmt.Fprintf(w, "%s/%s was %s already\n", queue, v.c.tenant, map[string]string{"pause": "paused", "resume": "not paused"}[sub])
+		}
+	}, &pb.PauseQueueResponse{Changed: changed})
+}
+
+// purge deletes a queue's waiting tasks (dead: its dead letters).
+func (v *verb) purge(ctx context.Context, queue string, dead bool) error {
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	n, err := c.PurgeQueue(ctx, queue, v.c.tenant, dead)
+	if err != nil {
+		return err
+	}
+	what := "pending and delayed tasks"
+	if dead {
+		what = "dead letters"
+	}
+	return v.print(func(w io.Writer) { fmt.Fprintf(w, "purged %d %s of %s/%s\n", n, what, queue, v.c.tenant) },
+		&pb.PurgeQueueResponse{Purged: n})
+}
+
+// queues is `docket queues`: every queue the caller may see, across
+// tenants unless --tenant names one, with its counts and pause.
+func (v *verb) queues(ctx context.Context, args []string) error {
+	if _, err := v.parse(args, 0, 0, ""); err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	all, err := c.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	if flagSet(v.fs, "tenant") {
+		mine := all[:0]
+		for _, s := range all {
+			if s.GetTenant() == v.c.tenant {
+				mine = append(mine, s)
+			}
+		}
+		all = mine
+	}
+	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED")
+		for _, s := range all {
+			state := "active"
+			if s.GetPaused() {
+				state = "paused"
+			}
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted())
+		}
+	}, &pb.StatsResponse{Queues: all})
+}
+
+// cancel is `docket cancel ID`: cancel a pending or delayed task.
+func (v *verb) cancel(ctx context.Context, args []string) error {
+	pos, err := v.parse(args, 1, 1, "ID")
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := c.Cancel(ctx, pos[0]); err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) { fmt.Fprintf(w, "%s CANCELLED\n", pos[0]) }, &pb.CancelResponse{})
+}
+
+// wait is `docket wait ID`: wait, up to --timeout, for a task to finish,
+// then show it. Past the timeout it fails.
+func (v *verb) wait(ctx context.Context, args []string) error {
+	pos, err := v.parse(args, 1, 1, "ID  (waits up to --timeout)")
+	if err != nil {
+		return err
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	t, err := c.WaitResult(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) { printTask(w, t) }, t)
+}

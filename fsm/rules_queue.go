@@ -1,0 +1,100 @@
+package fsm
+
+import (
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// setQueuePaused pauses or resumes a queue. Pausing writes the queue's
+// catalog record too (empty when the queue never held a task), so that
+// Stats lists a paused queue. Resuming announces the queue's pending
+// tasks, as an enqueue would: long polls that waited on the paused queue
+// wake and claim.
+func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) error {
+	q, tn := c.GetQueue(), c.GetTenant()
+	cfg, err := storage.GetQueueConfig(tx.r, q, tn)
+	if err != nil {
+		return err
+	}
+	if cfg.GetPaused() == c.GetPaused() {
+		res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_ALREADY_DONE})
+		return nil
+	}
+	cfg.Paused = c.GetPaused()
+	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+		return err
+	}
+	m, err := tx.meta(q, tn, c.GetPaused())
+	if err != nil {
+		return err
+	}
+	if !c.GetPaused() && m.Pending > 0 {
+		tx.announcePending(q, tn)
+	}
+	res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_OK})
+	return nil
+}
+
+// paused reports whether claims of the queue stop. It reads the record
+// whatever the latch: a pause applied is a pause kept, so the rule does
+// not depend on which gate let the command in.
+func (tx *txn) paused(queue, tenant string) (bool, error) {
+	cfg, err := storage.GetQueueConfig(tx.r, queue, tenant)
+	if err != nil {
+		return false, err
+	}
+	return cfg.GetPaused(), nil
+}
+
+// purgeQueue deletes up to limit waiting tasks of a queue (pending and
+// delayed, in index order) or its dead letters. Running tasks belong to
+// their workers and finished ones to retention; neither is touched.
+// WaitResult calls on a deleted task wake (and find it gone).
+func (tx *txn) purgeQueue(c *pb.PurgeQueueCmd, res *pb.CommandResult) error {
+	q, tn, limit := c.GetQueue(), c.GetTenant(), int(c.GetLimit())
+	// An index key is its prefix, fixed-width parts, then the id: a
+	// pending one .../p/<255-prio>/<seq>/<id>, a delayed one
+	// .../d/<visible_at>/<id>, a dead letter .../x/<id>.
+	type index struct {
+		prefix []byte
+		fixed  int
+	}
+	indexes := []index{{storage.PendingPrefix(q, tn), 2 + 8 + 1}, {storage.DelayedPrefix(q, tn), 8 + 1}}
+	if c.GetDead() {
+		indexes = []index{{storage.DeadPrefix(q, tn), 0}}
+	}
+	var ids []string
+	for _, ix := range indexes {
+		skip := len(ix.prefix) + ix.fixed
+		err := storage.Scan(tx.r, ix.prefix, storage.PrefixEnd(ix.prefix), limit-len(ids), func(k, _ []byte) error {
+			if len(k) <= skip {
+				return fmt.Errorf("malformed index key %q", k)
+			}
+			ids = append(ids, string(k[skip:]))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("purge queue %s/%s: %w", q, tn, err)
+		}
+		if len(ids) >= limit {
+			break
+		}
+	}
+	for _, id := range ids {
+		t, ok, err := tx.getTask(id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("queue index points at missing task %s", id)
+		}
+		if err := tx.remove(t); err != nil {
+			return err
+		}
+		tx.ev.Finished = append(tx.ev.Finished, id)
+		res.Items = append(res.Items, &pb.ItemResult{TaskId: id})
+	}
+	return nil
+}
