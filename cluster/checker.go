@@ -224,6 +224,9 @@ func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
 	if err := writeMarker(c.n.cfg.DataDir, detail); err != nil {
 		c.n.log.Error("writing the diverged marker failed", "err", err)
 	}
+	if c.n.ctx.Err() != nil {
+		return // the node is stopping, and stops Raft itself
+	}
 	c.n.wg.Add(1)
 	go func() {
 		defer c.n.wg.Done()
@@ -265,7 +268,10 @@ func (n *Node) leaveRaft() {
 			n.log.Info("diverged leader: leadership transferred")
 		}
 	}
-	if err := n.raft.Shutdown().Error(); err != nil {
+	// Through shutdownRaft, so that a Shutdown of the node meanwhile waits
+	// for this one instead of getting raft's no-wait answer to a second
+	// call and closing the stores under a Raft still running.
+	if err := n.shutdownRaft().Error(); err != nil {
 		n.log.Error("diverged node: raft shutdown", "err", err)
 	}
 	n.log.Error("diverged node: Raft is shut down; waiting for repair")

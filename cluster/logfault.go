@@ -56,7 +56,7 @@ func (n *Node) watchLogFault() {
 		}
 		cancel()
 	}
-	if err := n.raft.Shutdown().Error(); err != nil {
+	if err := n.shutdownRaft().Error(); err != nil { // see leaveRaft
 		n.log.Error("raft shutdown after a log fault", "err", err)
 	}
 }
