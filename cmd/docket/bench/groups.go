@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,9 +74,11 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 			waitOrKill(n.cmd, 30*time.Second)
 		}
 	}()
+	// The three children's stderr copiers write to one writer.
+	stderr := &lockedWriter{w: r.stderr}
 	for i := range 3 {
 		cmd := exec.CommandContext(cctx, exe, append(slices.Clone(args), "--index", fmt.Sprint(i))...)
-		cmd.Stderr = r.stderr
+		cmd.Stderr = stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return Summary{}, err
@@ -164,6 +167,18 @@ func (r *runner) ceilingProcs(ctx context.Context, exe string, conc, batch int) 
 	r.rep.Extra["ceiling_procs"] = map[string]any{"groups": groups, "callers_per_group": perGroup,
 		"idle_cores_per_node": idleCPU, "run_cores_per_node": runCPU}
 	return rec.Summarize(elapsed), nil
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func send(n *ceilingNode, m nodeMsg) error {
