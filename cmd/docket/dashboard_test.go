@@ -255,6 +255,43 @@ func Test_DashboardTenantScoped(t *testing.T) {
 	}
 }
 
+// Test_DashboardShowsPausedQueue: a paused queue carries a "paused" badge
+// on the queues page; the others do not.
+func Test_DashboardShowsPausedQueue(t *testing.T) {
+	f := startDashboard(t, 1)
+	ctx := ctxT(t, 60*time.Second)
+	for _, q := range []string{"qp", "qr"} {
+		if _, err := f.admin.EnqueueOne(ctx, q, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The cluster latches the queue control level shortly after it starts.
+	for {
+		_, err := f.admin.PauseQueue(ctx, "qp", "")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrFeatureDisabled) || ctx.Err() != nil {
+			t.Fatalf("pause: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b := f.browser()
+	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"*"}))
+	resp, body := b.get("/queues")
+	row := func(key string) string {
+		i := strings.Index(body, `data-key="`+key+`"`)
+		if i < 0 {
+			t.Fatalf("no row %s:\n%s", key, body)
+		}
+		j := strings.Index(body[i:], "</tr>")
+		return body[i : i+j]
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(row("qp/default"), ">paused<") || strings.Contains(row("qr/default"), ">paused<") {
+		t.Fatalf("queues page: %d\n%s", resp.StatusCode, body)
+	}
+}
+
 // Test_DashboardRequeueNeedsAdminAndFormToken: a requeue POST without the
 // form token, or from a token without the admin role, is refused and
 // leaves the task dead; an admin's with the token moves it.
