@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // docket runs one CLI invocation against addrs and returns its stdout.
@@ -126,7 +128,19 @@ func Test_CLITaskShowsAttempts(t *testing.T) {
 		t.Fatalf("second claim: %v", m)
 	}
 	second := m[2]
+	// The worker's last checkpoint, from a heartbeat, shows too.
+	fence, err := strconv.ParseUint(second, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mustClient(t, addrsOf(nodes)...).Heartbeat(testCtx(t), &pb.HeartbeatItem{TaskId: id, Fence: fence, Progress: []byte("page 7 of 9"), HasProgress: true})
+	if err != nil || len(res) != 1 || res[0].GetCode() != pb.Code_CODE_OK {
+		t.Fatalf("heartbeat with progress: %v %v", res, err)
+	}
 	out := docket(t, addrs, "task", id)
+	if !strings.Contains(out, `progress:  "page 7 of 9"`) {
+		t.Errorf("task printed no progress:\n%s", out)
+	}
 	for _, want := range []string{
 		"#1 NACKED worker=w-one ", " fence=" + first + ` error="out of memory"`,
 		"#2 RUNNING worker=w-two ",

@@ -312,6 +312,9 @@ func printTask(w io.Writer, t *pb.Task) {
 	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\nattempts:  %d of %d\nfence:     %d\npayload:   %q\n",
 		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
 		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
+	if len(t.GetProgress()) > 0 {
+		fmt.Fprintf(w, "progress:  %q\n", t.GetProgress())
+	}
 	if len(t.GetResult()) > 0 {
 		fmt.Fprintf(w, "result:    %q\n", t.GetResult())
 	}
