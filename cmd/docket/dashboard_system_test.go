@@ -84,13 +84,30 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	s, err := textOf(ctx, sel)
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
-	return strings.TrimSpace(s)
+	return s
+}
+
+// textOf is the text of sel, read again for up to 10 s while reading
+// fails: a page that polls may swap the element between its lookup and its
+// read ("No node with given id found").
+func textOf(ctx context.Context, sel string) (string, error) {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+		if err == nil || sctx.Err() != nil {
+			return strings.TrimSpace(s), err
+		}
+		select {
+		case <-sctx.Done():
+			return "", err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func shoot(t *testing.T, ctx context.Context, dirs []string, name string) {
