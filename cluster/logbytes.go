@@ -40,12 +40,26 @@ func entryBytes(l *raft.Log) uint32 {
 	return uint32(len(l.Data) + len(l.Extensions) + logEntryOverhead)
 }
 
+// addAll records the entries StoreLogs stored, under one lock: the
+// append is on every write's path.
+func (s *logSizes) addAll(logs []*raft.Log) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range logs {
+		s.addLocked(l.Index, entryBytes(l))
+	}
+}
+
 // add records entry index of n bytes. An index inside the counted range
 // replaces it and everything after it, as a follower's conflicting suffix
 // is replaced; one past a gap detaches what came before.
 func (s *logSizes) add(index uint64, n uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addLocked(index, n)
+}
+
+func (s *logSizes) addLocked(index uint64, n uint32) {
 	end := s.base + uint64(len(s.sizes))
 	switch {
 	case len(s.sizes) == 0:

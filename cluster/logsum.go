@@ -350,9 +350,7 @@ func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.base.StoreLogs(sealed); err != nil {
 		return err
 	}
-	for _, l := range logs {
-		s.sizes.add(l.Index, entryBytes(l))
-	}
+	s.sizes.addAll(logs)
 	return nil
 }
 

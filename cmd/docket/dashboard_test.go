@@ -266,16 +266,13 @@ func Test_DashboardShowsPausedQueue(t *testing.T) {
 		}
 	}
 	// The cluster latches the queue control level shortly after it starts.
-	for {
+	waitFor(t, 30*time.Second, "a pause the cluster accepts", func() bool {
 		_, err := f.admin.PauseQueue(ctx, "qp", "")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, client.ErrFeatureDisabled) || ctx.Err() != nil {
+		if err != nil && !errors.Is(err, client.ErrFeatureDisabled) {
 			t.Fatalf("pause: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	b := f.browser()
 	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"*"}))
 	resp, body := b.get("/queues")
