@@ -121,7 +121,7 @@ func BenchmarkApplyBatch_ClaimSubmit(b *testing.B) {
 // the history on the hot path. One op is one task's three commands.
 func BenchmarkApplyBatch_ClaimHeartbeatSubmit_Level(b *testing.B) {
 	const batch = 64
-	for _, level := range []uint32{LevelCounters, LevelAttempts} {
+	for _, level := range []uint32{LevelCounters, LevelAttempts, LevelSplitRecords} {
 		b.Run(fmt.Sprintf("level=%d", level), func(b *testing.B) {
 			l := newBenchLog(b)
 			l.f.Apply(l.entry(b, latchCmd(level)))

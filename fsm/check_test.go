@@ -39,12 +39,17 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	defer release()
 	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
 		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{}}
+	split := map[string]bool{}    // tasks stored in the split format with a body
+	bodies := map[string][]byte{} // v/ id -> payload
 	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
 		switch {
 		case bytes.HasPrefix(k, []byte("t/")):
-			task := &pb.Task{}
-			if err := proto.Unmarshal(v, task); err != nil {
+			task, format, err := storage.DecodeTaskRecord(v)
+			if err != nil {
 				return fmt.Errorf("task %q: %w", k, err)
+			}
+			if format == storage.FormatSplit {
+				split[task.GetId()] = true
 			}
 			if id := string(k[2:]); id != task.GetId() {
 				return fmt.Errorf("task key %q holds task %s", k, task.GetId())
@@ -56,6 +61,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 				return fmt.Errorf("index key %q has a value", k)
 			}
 			ks.index[string(k)] = true
+		case bytes.HasPrefix(k, storage.BodyPrefix()):
+			bodies[string(k[len(storage.BodyPrefix()):])] = append([]byte(nil), v...)
 		case bytes.HasPrefix(k, []byte("i/")):
 			ks.idem[string(k)] = string(v)
 		case bytes.HasPrefix(k, []byte("c/")):
@@ -105,6 +112,18 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	})
 	if err != nil {
 		t.Fatalf("read keyspace: %v", err)
+	}
+	// A split record and its body come and go together.
+	for id := range split {
+		body, ok := bodies[id]
+		if !ok {
+			t.Fatalf("read keyspace: split task %s has no body", id)
+		}
+		ks.tasks[id].Payload = body
+		delete(bodies, id)
+	}
+	for id := range bodies {
+		t.Fatalf("read keyspace: body v/%s without a split task record", id)
 	}
 	return ks
 }

@@ -29,6 +29,10 @@ var (
 	ErrUnknownCommand = errors.New("unknown command type")
 	// ErrDecode means a log entry's bytes are not a Command.
 	ErrDecode = errors.New("undecodable command")
+	// ErrKeyspaceTooNew means the keyspace latched a feature level above
+	// this build's: it may hold records the build cannot read, so Open and
+	// Restore refuse it.
+	ErrKeyspaceTooNew = errors.New("keyspace newer than this build")
 )
 
 // FieldError is an ErrInvalidArgument that names the offending field, as

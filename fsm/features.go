@@ -38,9 +38,15 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelSplitRecords: no new command; a task's record is written as a
+	// small header (t/) and its payload once as a body (v/), so a
+	// heartbeat or submit no longer rewrites the payload
+	// (storage.FormatSplit). It changes the bytes apply writes, so it
+	// waits for every server.
+	LevelSplitRecords uint32 = 13
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelSplitRecords
 )
 
 // levelOverride lowers BuildLevel at link time

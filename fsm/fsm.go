@@ -166,6 +166,12 @@ func (f *FSM) loadMeta(db *pebble.DB) error {
 	if err != nil {
 		return fmt.Errorf("read feature level: %w", err)
 	}
+	if have := BuildLevel(); feature > uint64(have) {
+		// The keyspace may hold records this build cannot read (split
+		// task records from level 13 on): a downgraded binary, or a
+		// snapshot from a newer cluster restored into an older one.
+		return fmt.Errorf("%w: the keyspace was written at feature level %d and this build applies up to %d; run a newer build", ErrKeyspaceTooNew, feature, have)
+	}
 	f.applied.Store(applied)
 	f.now.Store(int64(now))
 	f.feature.Store(uint32(feature))
@@ -480,7 +486,7 @@ func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
 	}
 	items := make([]*pb.ReapItem, 0, len(entries))
 	for _, e := range entries {
-		t, err := storage.GetTask(r, e.ID)
+		t, _, err := storage.GetTaskHeader(r, e.ID)
 		if err != nil {
 			return nil, fmt.Errorf("expired lease %s: %w", e.ID, err)
 		}

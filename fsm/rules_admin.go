@@ -97,7 +97,7 @@ func (tx *txn) remove(t *pb.Task) error {
 			return fmt.Errorf("remove %s: %w", t.GetId(), err)
 		}
 	}
-	if err := tx.b.Delete(storage.TaskKey(t.GetId()), nil); err != nil {
+	if err := tx.deleteTask(t.GetId()); err != nil {
 		return err
 	}
 	if err := tx.countTenant(t.GetTenant(), -1, -taskBytes(t)); err != nil {

@@ -332,9 +332,11 @@ func (tx *txn) running(id string, fence uint64) (*pb.Task, pb.Code, error) {
 }
 
 // runningFor is running for a caller of tenant: another tenant's task is
-// NOT_FOUND, exactly as a missing one (rules_auth.go).
+// NOT_FOUND, exactly as a missing one (rules_auth.go). The task comes
+// without the payload of a split record (getHeaderOf): callers change it
+// and answer with items, never with the task.
 func (tx *txn) runningFor(id string, fence uint64, tenant string) (*pb.Task, pb.Code, error) {
-	t, ok, err := tx.getTaskOf(id, tenant)
+	t, ok, err := tx.getHeaderOf(id, tenant)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -33,6 +33,9 @@ type txn struct {
 	checks    []CheckEvent // accepted CheckResult entries, in log order
 	// feature is the latched feature level as of this batch.
 	feature uint32
+	// formats is how each task this batch read or wrote is stored, so a
+	// write of a split record skips its body when v/ holds it already.
+	formats map[string]storage.RecordFormat
 }
 
 type metaEntry struct {
@@ -54,6 +57,7 @@ func newTxn(b *pebble.Batch, now int64) *txn {
 		metas:     map[string]*metaEntry{},
 		tenants:   map[string]*tenantEntry{},
 		pendingEv: map[string]bool{},
+		formats:   map[string]storage.RecordFormat{},
 	}
 }
 
@@ -206,12 +210,31 @@ func (tx *txn) meta(queue, tenant string, forWrite bool) (*storage.QueueMeta, er
 
 // getTask reads a task; ok is false when it does not exist.
 func (tx *txn) getTask(id string) (*pb.Task, bool, error) {
-	t, err := storage.GetTask(tx.r, id)
+	t, format, err := storage.GetTaskRecord(tx.r, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	tx.formats[id] = format
+	return t, true, nil
+}
+
+// getHeaderOf is getTaskOf without the body of a split record (its
+// Payload is then empty): for rules that change a task and answer without
+// it. Its tenant rule is getTaskOf's.
+func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
+	t, format, err := storage.GetTaskHeader(tx.r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	tx.formats[id] = format
+	if tenant != "" && t.GetTenant() != tenant {
+		return nil, false, nil
 	}
 	return t, true, nil
 }
@@ -262,7 +285,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
 	}
-	if err := storage.PutTask(tx.b, t); err != nil {
+	if err := tx.putTask(t); err != nil {
 		return err
 	}
 	var added int64
@@ -302,6 +325,35 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		tx.ev.Finished = append(tx.ev.Finished, t.GetId())
 	}
 	return nil
+}
+
+// putTask writes t's record: whole before LevelSplitRecords latched, and
+// from then on split, with the body written only when v/ does not hold it
+// yet. A record in the old format is split at its first write after the
+// latch, at the same log index on every replica.
+func (tx *txn) putTask(t *pb.Task) error {
+	if tx.feature < LevelSplitRecords {
+		tx.formats[t.GetId()] = storage.FormatInline
+		return storage.PutTask(tx.b, t)
+	}
+	format, err := storage.PutTaskSplit(tx.b, t, tx.formats[t.GetId()] == storage.FormatSplit)
+	if err != nil {
+		return err
+	}
+	tx.formats[t.GetId()] = format
+	return nil
+}
+
+// deleteTask deletes t's record and body. A task this batch has not read
+// is taken to have a body once split records may exist: deleting a key
+// that is absent changes nothing, leaking a body would.
+func (tx *txn) deleteTask(id string) error {
+	format, ok := tx.formats[id]
+	if !ok && tx.feature >= LevelSplitRecords {
+		format = storage.FormatSplit
+	}
+	delete(tx.formats, id)
+	return storage.DeleteTask(tx.b, id, format)
 }
 
 // announcePending names the queue in the batch's Event as one that gained

@@ -7,8 +7,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
-
-	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // ErrNotFound means the key or task does not exist.
@@ -58,28 +56,6 @@ func getCopy(r Reader, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("get %q: close: %w", key, err)
 	}
 	return out, nil
-}
-
-// GetTask reads t/<id>.
-func GetTask(r Reader, id string) (*pb.Task, error) {
-	v, err := getCopy(r, TaskKey(id))
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	t := &pb.Task{}
-	if err := proto.Unmarshal(v, t); err != nil {
-		return nil, fmt.Errorf("task %s: decode: %w", id, err)
-	}
-	return t, nil
-}
-
-// PutTask writes t/<id>.
-func PutTask(w Writer, t *pb.Task) error {
-	v, err := marshal.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("task %s: encode: %w", t.GetId(), err)
-	}
-	return w.Set(TaskKey(t.GetId()), v, nil)
 }
 
 // SetIndex writes an index key with an empty value.
