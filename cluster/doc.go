@@ -297,7 +297,11 @@
 // voters and non-voters, with a SetFeatureLevel entry. The Service's one
 // proposing path (features.go, Service.apply) refuses a command above the
 // latch with *FeatureError (FailedPrecondition, FEATURE_DISABLED, naming
-// the level): nothing is proposed. Group commit degrades instead of
+// the level): nothing is proposed, unless every server in the
+// configuration already announced the level, when the command waits (up
+// to latchWaitMax) for the latch that is on its way: a new cluster's first
+// commands would otherwise fail as if a server ran an old build. Group
+// commit degrades instead of
 // refusing: while Batch is not latched, the commands a Batch would carry
 // (and SubmitBatch's) go as entries of their own, concurrently, so Raft
 // still shares appends. The consistency check waits for its level, and

@@ -49,14 +49,60 @@ func (s *Service) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult
 	if cmd.GetType() == pb.CommandType_COMMAND_TYPE_BATCH && enabled < fsm.LevelBatch {
 		return s.applyEach(ctx, cmd.GetBatch().GetCommands())
 	}
-	if need := fsm.CommandLevel(cmd); need > enabled {
-		return nil, &FeatureError{Command: cmd.GetType(), Need: need, Enabled: enabled}
+	if need := fsm.CommandLevel(cmd); need > enabled && !s.awaitLatch(ctx, need) {
+		return nil, &FeatureError{Command: cmd.GetType(), Need: need, Enabled: s.r.enabledLevel()}
 	}
 	res, err := s.r.apply(ctx, cmd)
 	if err == nil {
 		s.metrics.observe(cmd, res)
 	}
 	return res, err
+}
+
+// latchWaitMax bounds how long a command waits for a latch that every
+// server already supports: a new cluster's leader latches within a
+// latchInterval of its election.
+const latchWaitMax = 3 * latchInterval
+
+// awaitLatch waits, up to latchWaitMax, for the cluster to latch level
+// need when every server in the configuration announced it, and reports
+// whether it did. Without it, a command sent right after a new cluster
+// elected its leader (the README tour's first pause) failed as if some
+// server ran an old build (seen as Test_CLIQueueControl under load). With
+// a server truly behind, it answers at once.
+func (s *Service) awaitLatch(ctx context.Context, need uint32) bool {
+	if !s.r.latchPending(need) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, latchWaitMax)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for s.r.enabledLevel() < need {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// latchPending reports whether every server in the configuration
+// announced level need (levelTarget), so the leader latches it soon.
+func (n *Node) latchPending(need uint32) bool {
+	if need > n.fsm.MaxLevel() {
+		return false
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	target, _ := levelTarget(f.Configuration(), n.cfg.ID, n.fsm.MaxLevel(), func(id string) uint32 {
+		p, _ := n.peers.get(id)
+		return p.Level
+	})
+	return target >= need
 }
 
 // applyEach proposes cmds concurrently, one entry each, and answers as the

@@ -216,3 +216,43 @@ func Test_PartlyAppliedBatchIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("a batch refused whole answered %v, want ErrNotLeader alone", err)
 	}
 }
+
+// Test_CommandWaitsForAPendingLatch: a command whose level every server
+// supports waits for the leader's latch instead of failing as if a server
+// ran an old build; with a server behind it fails at once.
+func Test_CommandWaitsForAPendingLatch(t *testing.T) {
+	m, err := NewMemNode(t.TempDir(), true, ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	m.SetEnabledLevel(fsm.LevelBase)
+	pause := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED,
+		Body: &pb.Command_SetQueuePaused{SetQueuePaused: &pb.SetQueuePausedCmd{Queue: "q", Tenant: "default", Paused: true}}}
+
+	// A server is behind: refused at once.
+	start := time.Now()
+	if _, err := m.Propose(context.Background(), pause); !errors.Is(err, ErrFeatureDisabled) {
+		t.Fatalf("with a server behind: %v, want ErrFeatureDisabled", err)
+	}
+	if d := time.Since(start); d > latchInterval {
+		t.Fatalf("with a server behind the refusal took %v", d)
+	}
+
+	// Every server announced the level: the command waits for the latch.
+	m.SetLatchPending(fsm.FeatureLevel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Propose(context.Background(), pause)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("answered %v before the latch", err)
+	case <-time.After(100 * time.Millisecond): // it must still be waiting
+	}
+	m.SetEnabledLevel(fsm.FeatureLevel)
+	if err := <-done; err != nil {
+		t.Fatalf("after the latch: %v", err)
+	}
+}

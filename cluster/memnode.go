@@ -45,6 +45,7 @@ type MemNode struct {
 	problems   atomic.Pointer[[]string]
 	checkErr   atomic.Pointer[error]
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
+	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
 }
 
 // NewMemNode opens an FSM under dir and serves it as a leader or a
@@ -65,6 +66,12 @@ func NewMemNode(dir string, leader bool, cfg ServiceConfig) (*MemNode, error) {
 // cluster's latch would; 0 restores the build's level. A MemNode is one
 // server of the build under test, so by default all of it is enabled.
 func (n *MemNode) SetEnabledLevel(l uint32) { n.level.Store(l) }
+
+// SetLatchPending makes the replica say every server announced level l,
+// as a cluster whose leader is about to latch it; 0 (the default): none.
+func (n *MemNode) SetLatchPending(l uint32) { n.pending.Store(l) }
+
+func (n *MemNode) latchPending(need uint32) bool { return need <= n.pending.Load() }
 
 func (n *MemNode) enabledLevel() uint32 {
 	if l := n.level.Load(); l != 0 {

@@ -28,6 +28,9 @@ type replica interface {
 	// enabledLevel is the feature level the replica may propose at
 	// (features.go).
 	enabledLevel() uint32
+	// latchPending reports whether every server in the configuration
+	// announced level need, so the leader is about to latch it.
+	latchPending(need uint32) bool
 }
 
 // Defaults of ServiceConfig fields left zero.
