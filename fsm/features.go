@@ -38,9 +38,12 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelSchedules: PutSchedule, RemoveSchedule and FireSchedule, the
+	// schedule records (s/) and the schedule fields of a task.
+	LevelSchedules uint32 = 8
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelSchedules
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -69,6 +72,9 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelTokens
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		return LevelQueueControl
+	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE, pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE,
+		pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		return LevelSchedules
 	default:
 		return LevelBase
 	}
