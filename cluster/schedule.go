@@ -178,3 +178,15 @@ func (n *Node) fireSlots(ctx context.Context, f fire) error {
 	}
 	return nil
 }
+
+// Schedule reads one schedule at consistency c; an error wrapping
+// ErrNotFound when there is none.
+func (s *Service) Schedule(ctx context.Context, tenant, name string, c Consistency) (*pb.Schedule, error) {
+	if tenant == "" {
+		tenant = pb.DefaultTenant
+	}
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, err
+	}
+	return s.r.FSM().Schedule(tenant, name)
+}
