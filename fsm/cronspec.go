@@ -186,11 +186,9 @@ func (c CronSpec) Newest(after, now int64, n int) []int64 {
 	// until the window holds n slots or reaches after. The work is about
 	// the slots of the last window, whatever the gap since after.
 	ring := make([]int64, 0, n)
-	for w := int64(time.Minute); ; w *= 4 {
-		start := after
-		if w < now-after {
-			start = now - w
-		}
+	span := now - after
+	for w := min(int64(time.Minute), span); ; {
+		start := now - w // after, once w reaches span
 		ring = ring[:0]
 		for s := c.Next(start); s != 0 && s <= now; s = c.Next(s) {
 			if len(ring) == n {
@@ -201,6 +199,11 @@ func (c CronSpec) Newest(after, now int64, n int) []int64 {
 		}
 		if len(ring) == n || start == after {
 			return ring
+		}
+		if w > span/4 {
+			w = span // also keeps w*4 from wrapping
+		} else {
+			w *= 4
 		}
 	}
 }

@@ -155,7 +155,11 @@ func (tx *txn) fireSchedule(c *pb.FireScheduleCmd, res *pb.CommandResult) error 
 		return err
 	}
 	refuse := func(code pb.Code, format string, args ...any) error {
-		res.Items = append(res.Items, &pb.ItemResult{Code: code, TaskId: s.GetLastTaskId(), Detail: fmt.Sprintf(format, args...)})
+		it := &pb.ItemResult{Code: code, Detail: fmt.Sprintf(format, args...)}
+		if code == pb.Code_CODE_ALREADY_DONE && slot == s.GetLastSlot() {
+			it.TaskId = s.GetLastTaskId() // the task this slot enqueued
+		}
+		res.Items = append(res.Items, it)
 		return nil
 	}
 	switch {
