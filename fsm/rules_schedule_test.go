@@ -51,7 +51,10 @@ func (h *harness) refused(cmd *pb.Command, want pb.Code) {
 	h.t.Helper()
 	before := h.stats("q", "a")
 	s, _ := h.f.Schedule(cmd.GetFireSchedule().GetTenant(), cmd.GetFireSchedule().GetName())
-	h.one(cmd, want)
+	it := h.one(cmd, want)
+	if it.GetTaskId() != "" && (want != pb.Code_CODE_ALREADY_DONE || cmd.GetFireSchedule().GetSlot() != s.GetLastSlot()) {
+		h.t.Fatalf("a %v refusal names task %s, which it is not about", want, it.GetTaskId())
+	}
 	if after := h.stats("q", "a"); after.GetPending() != before.GetPending() {
 		h.t.Fatalf("a refused fire enqueued: pending %d -> %d", before.GetPending(), after.GetPending())
 	}
