@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
 
 // Test_CLISchedule: the schedule verbs as the README tour runs them, text
@@ -15,6 +17,11 @@ import (
 func Test_CLISchedule(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	addrs := strings.Join(addrsOf(nodes), ",")
+	// The leader latches the level a moment after it is elected; until
+	// then a put is FEATURE_DISABLED (seen on a loaded machine).
+	waitFor(t, 10*time.Second, "the schedules level latched", func() bool {
+		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelSchedules
+	})
 
 	out := docket(t, addrs, "schedule", "add", "tick", "--queue", "ticks", "--cron", "@every 1s", "--payload", "hello",
 		"--missed", "catchup", "--catchup-max", "3")
