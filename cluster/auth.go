@@ -67,6 +67,11 @@ var methodRoles = map[string][]string{
 	pb.Queue_PauseQueue_FullMethodName:  {RoleAdmin},
 	pb.Queue_ResumeQueue_FullMethodName: {RoleAdmin},
 	pb.Queue_PurgeQueue_FullMethodName:  {RoleAdmin},
+	// A schedule enqueues tasks in its tenant's name, so whoever may
+	// enqueue there may schedule (cluster/doc.go); readers may look.
+	pb.Queue_PutSchedule_FullMethodName:    {RoleProducer, RoleAdmin},
+	pb.Queue_ListSchedules_FullMethodName:  {RoleProducer, RoleReader, RoleAdmin},
+	pb.Queue_RemoveSchedule_FullMethodName: {RoleProducer, RoleAdmin},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},

@@ -224,6 +224,13 @@ type Config struct {
 	// retention. Default 5s.
 	PurgeInterval time.Duration
 
+	// ScheduleInterval is how often the leader fires the due slots of
+	// recurring tasks (schedule.go). Default 250ms: a slot's task is
+	// enqueued within this (plus one commit) after its time, a small
+	// share of the shortest period, @every 1s. Each round reads every
+	// schedule of the local replica: at most fsm.MaxSchedules per tenant.
+	ScheduleInterval time.Duration
+
 	// CheckInterval is how often the leader runs a consistency check: it
 	// proposes a Check entry, every voter hashes its keyspace at exactly
 	// that index (from a Pebble snapshot, off the apply goroutine), and the
@@ -361,6 +368,7 @@ func DefaultConfig() Config {
 		ReapGrace:          10 * time.Second,
 		PromoteInterval:    250 * time.Millisecond,
 		PurgeInterval:      5 * time.Second,
+		ScheduleInterval:   250 * time.Millisecond,
 		ApplyTimeout:       10 * time.Second,
 		ApplyLagBound:      5 * time.Second,
 		CheckInterval:      time.Minute,
@@ -394,6 +402,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ReapGrace, d.ReapGrace)
 	setDur(&c.PromoteInterval, d.PromoteInterval)
 	setDur(&c.PurgeInterval, d.PurgeInterval)
+	setDur(&c.ScheduleInterval, d.ScheduleInterval)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)

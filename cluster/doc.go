@@ -585,6 +585,30 @@
 //     million deletes. It is not atomic: tasks enqueued meanwhile may go
 //     too, and a purge cut short by an error says how far it got.
 //
+// # Recurring tasks (schedule.go)
+//
+//   - The scheduler is a leader-only loop like the reaper
+//     (Config.ScheduleInterval, 250ms): it reads every schedule of the
+//     local replica after the leadership barrier, so it sees what earlier
+//     leaders fired, and proposes FIRE for the slots fsm.DueSlots picks at
+//     its clock. It starts proposing only once LevelSchedules is latched.
+//     It keeps no state of its own: whatever it proposes twice (a round
+//     that overlaps a slow commit, a new leader that did not see the old
+//     one's last entry) the FSM refuses, so correctness never rests on
+//     the loop or on clocks agreeing. A slow or skewed clock delays or
+//     advances firing; it cannot duplicate or (under CATCH_UP, within its
+//     bound) drop a slot.
+//   - Slots of one schedule are proposed one after another, oldest
+//     first, stopping at the first error: a newer slot applied first
+//     would make the older one ALREADY_DONE, a silent gap. Different
+//     schedules go in parallel (16 in flight), so one slow commit does
+//     not hold every schedule back. At most 4096 slots per round.
+//   - PutSchedule and RemoveSchedule need the producer role (or admin)
+//     over the tenant; ListSchedules producer, reader or admin. A
+//     schedule enqueues tasks in the tenant's name, which is exactly what
+//     a producer may do; making it admin-only would push teams to hand
+//     out admin tokens to services that only enqueue.
+//
 // # Authentication and authorization (auth.go)
 //
 //   - One role table, methodRoles, decides which roles allow a method:

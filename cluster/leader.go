@@ -124,6 +124,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
 	run("latch", latchInterval, n.latchOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
+	run("schedule", n.cfg.ScheduleInterval, n.scheduleOnce)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

@@ -28,6 +28,8 @@ type keyspace struct {
 	now     uint64
 	feature uint64 // the latch; 0 when absent
 	configs int    // g/ records
+	// schedules are the s/ records by "<tenant>/<name>".
+	schedules map[string]*pb.Schedule
 }
 
 func readKeyspace(t testing.TB, f *FSM) *keyspace {
@@ -91,6 +93,18 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 				return fmt.Errorf("queue config %q: %x is no config away from the default (%v)", k, v, err)
 			}
 			ks.configs++
+		case bytes.HasPrefix(k, storage.SchedulePrefix()):
+			sc := &pb.Schedule{}
+			if err := proto.Unmarshal(v, sc); err != nil {
+				return fmt.Errorf("schedule %q: %w", k, err)
+			}
+			if !bytes.Equal(k, storage.ScheduleKey(sc.GetTenant(), sc.GetName())) {
+				return fmt.Errorf("schedule %q holds %s/%s", k, sc.GetTenant(), sc.GetName())
+			}
+			if ks.schedules == nil {
+				ks.schedules = map[string]*pb.Schedule{}
+			}
+			ks.schedules[sc.GetTenant()+"/"+sc.GetName()] = sc
 		case bytes.Equal(k, storage.KeyFeature):
 			if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > uint64(FeatureLevel) {
 				return fmt.Errorf("%q: %x is no feature level", k, v)

@@ -9,7 +9,7 @@
 // with Validate (a bad value is an answer that changes nothing), and runs one
 // rule function over an indexed batch: enqueue, claim, heartbeat, submit,
 // nack, cancel, reap, promoteDelayed, purge, requeueDead, setQueuePaused,
-// purgeQueue. Each rule moves a
+// purgeQueue, putSchedule, removeSchedule, fireSchedule. Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -299,6 +299,47 @@
 //     the latch is split at its next write: the same index on every
 //     replica, so the keyspace hash agrees. Tenant usage bytes still
 //     count the whole task (header and payload) as before.
+//   - Recurring tasks (rules_schedule.go, cronspec.go, LevelSchedules =
+//     8): a schedule is its own record, s/<tenant>/<name> (pb.Schedule),
+//     holding the spec, zone, task template, missed-slot policy and what
+//     the FSM owns: last_slot, created_at, updated_at, fired. FIRE
+//     enqueues one task that names its schedule and slot (Task fields
+//     100-101) and sets last_slot. It is refused, changing nothing, for a
+//     slot at or before last_slot (ALREADY_DONE), at or before updated_at
+//     or after the command's time (WRONG_STATE), or that is no slot of
+//     the spec (INVALID_ARGUMENT, an item answer because it depends on
+//     the stored spec). So a slot is enqueued once whichever leader
+//     proposes it, and a deposed leader's late entry or a clock that ran
+//     ahead cannot add one; a clock that ran ahead can only fire a slot
+//     early. Idempotency keys would not do: they expire with retention.
+//     A replace keeps last_slot and moves updated_at, so neither a retry
+//     of a put nor a changed spec fires slots of the past; a removed and
+//     re-added schedule starts after its new put for the same reason.
+//   - Which due slots to fire is the leader's choice (DueSlots, a pure
+//     function the scheduler calls): SKIP the newest only, CATCH_UP the
+//     newest catchup_max, oldest first. The FSM checks validity and
+//     monotonicity, not the policy: a policy checked at apply would need
+//     "all slots before this one", which is the leader's view of time.
+//   - Slots are a pure function of (spec, zone, time). The parser is
+//     robfig/cron v3's standard 5-field one plus descriptors; the zone is
+//     set on the parsed spec explicitly (robfig leaves time.Local, which
+//     follows the caller). @every D is anchored at the Unix epoch, so a
+//     slot is a multiple of D and "is this a slot" needs no start time.
+//     Zones come from tzdata/zoneinfo.zip embedded in fsm (IANA 2025c,
+//     TZDataVersion), not time.LoadLocation, which reads the host's
+//     zoneinfo before the embedded time/tzdata: replicas on hosts with
+//     different tzdata would disagree on a slot. Replacing the file, or
+//     upgrading robfig/cron, changes what apply decides and needs a new
+//     feature level. At DST changes, robfig's rules hold: a wall time
+//     that does not exist (02:30 on the spring-forward day in Berlin)
+//     has no slot that day; one that happens twice fires twice, as two
+//     distinct instants (Test_CronSpecNext).
+//   - Bounds: MaxSchedules (1000) per tenant, counted with a range scan
+//     at put (rare), so the leader's per-round read is bounded per
+//     tenant; MaxCatchUp (100) slots per schedule per round; a spec of
+//     MaxSpecLen (256). A fired task passes the stamped tenant limits
+//     like an Enqueue; over them the slot stays unfired, so the next
+//     round tries it again (or, under SKIP, a newer slot replaces it).
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

@@ -38,6 +38,9 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelSchedules: PutSchedule, RemoveSchedule and FireSchedule, the
+	// schedule records (s/) and the schedule fields of a task.
+	LevelSchedules uint32 = 8
 	// LevelSplitRecords: no new command; a task's record is written as a
 	// small header (t/) and its payload once as a body (v/), so a
 	// heartbeat or submit no longer rewrites the payload
@@ -75,6 +78,9 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelTokens
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		return LevelQueueControl
+	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE, pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE,
+		pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		return LevelSchedules
 	default:
 		return LevelBase
 	}

@@ -37,6 +37,12 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		setPausedCmd(now, "emails", "acme", false),
 		purgeQueueCmd(now, "emails", "acme", false, 10),
 		purgeQueueCmd(now, "emails", "acme", true, 10),
+		putScheduleCmd(now, &pb.Schedule{Name: "nightly", Tenant: "acme", Queue: "emails", Spec: "0 3 * * *", Zone: "Europe/Berlin",
+			Payload: []byte("digest"), Missed: pb.MissedPolicy_MISSED_POLICY_CATCH_UP, CatchupMax: 3}),
+		putScheduleCmd(now, &pb.Schedule{Name: "tick", Tenant: "acme", Queue: "emails", Spec: "@every 1s"}),
+		fireCmd(now, "acme", "tick", now-now%int64(time.Second)),
+		fireCmd(now, "acme", "tick", now+1),
+		removeScheduleCmd(now, "acme", "nightly"),
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards

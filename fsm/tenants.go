@@ -15,7 +15,7 @@ import (
 // every replica refuses the same items whatever its own configuration.
 
 // StampTenantLimits sets limits on every Enqueue of cmd, also inside a
-// Batch, replacing what a caller may have put there. Zero limits (no
+// Batch, and on a FireSchedule, replacing what a caller may have put there. Zero limits (no
 // limit) are stamped as none, so that a node without limits writes the
 // same entries as before they existed.
 func StampTenantLimits(cmd *pb.Command, maxTasks, maxBytes uint64) {
@@ -25,6 +25,9 @@ func StampTenantLimits(cmd *pb.Command, maxTasks, maxBytes uint64) {
 	}
 	if e := cmd.GetEnqueue(); e != nil {
 		e.Limits = l
+	}
+	if fs := cmd.GetFireSchedule(); fs != nil {
+		fs.Limits = l
 	}
 	for _, sub := range cmd.GetBatch().GetCommands() {
 		if e := sub.GetEnqueue(); e != nil {

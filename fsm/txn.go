@@ -138,6 +138,12 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.setQueuePaused(cmd.GetSetQueuePaused(), res)
 	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		err = tx.purgeQueue(cmd.GetPurgeQueue(), res)
+	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE:
+		err = tx.putSchedule(cmd.GetPutSchedule(), res)
+	case pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE:
+		err = tx.removeSchedule(cmd.GetRemoveSchedule(), res)
+	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		err = tx.fireSchedule(cmd.GetFireSchedule(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.

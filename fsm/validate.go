@@ -207,6 +207,16 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 			return err
 		}
 		return checkCount("limit", int(c.GetLimit()), 1, MaxBatch)
+	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE:
+		return validateSchedule(cmd.GetPutSchedule().GetSchedule(), maxP)
+	case pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE:
+		c := cmd.GetRemoveSchedule()
+		if err := checkName("tenant", c.GetTenant()); err != nil {
+			return err
+		}
+		return checkName("name", c.GetName())
+	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		return validateFireSchedule(cmd.GetFireSchedule())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -255,6 +265,12 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetSetQueuePaused() != nil
 	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		ok = cmd.GetPurgeQueue() != nil
+	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE:
+		ok = cmd.GetPutSchedule() != nil
+	case pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE:
+		ok = cmd.GetRemoveSchedule() != nil
+	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		ok = cmd.GetFireSchedule() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

@@ -70,8 +70,9 @@
 // without an acknowledged write longer than MaxUnavailable while a majority
 // is healthy), a per-task porcupine model (TaskModel), replica-reads (no
 // node serves a read that differs from the majority's at the same applied
-// index), and coverage (the run did what it claims: below). Their unit
-// tests feed them doctored histories.
+// index), cron-once-per-slot (no slot of the workload's @every 1s
+// schedule enqueued two tasks; cron.go), and coverage (the run did what
+// it claims: below). Their unit tests feed them doctored histories.
 //
 // # A run that did not test fails
 //

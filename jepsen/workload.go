@@ -153,6 +153,8 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	}
 	prod.Add(1)
 	go func() { defer prod.Done(); w.reader(mainCtx) }()
+	work.Add(1)
+	go func() { defer work.Done(); w.cron(allCtx) }()
 	<-mainCtx.Done()
 	prod.Wait()
 	w.waitHealed(allCtx)

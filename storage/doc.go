@@ -29,6 +29,7 @@
 //	c/<queue>/<tenant>                      queue catalog: counters and head hints
 //	u/<tenant>                              tenant usage: stored tasks and their bytes
 //	g/<queue>/<tenant>                      queue configuration (pb.QueueConfig: paused)
+//	s/<tenant>/<name>                       a recurring task's schedule (pb.Schedule, last slot fired)
 //	m/applied, m/now, m/feature             FSM metadata (m/feature: the latched feature level)
 //
 // Queue and tenant names never contain '/', which keeps every prefix unique.
@@ -89,6 +90,9 @@
 //     default has a record; one that returns to every default is deleted,
 //     so the range holds no dead records. Stats reads it per listed queue
 //     (one Get, bloom-filtered when absent).
+//   - Schedules (s/, schedule.go) are keyed tenant first: one tenant's
+//     schedules are one range, which the per-tenant bound counts and
+//     ListSchedules pages by name; the leader's scheduler scans all of s/.
 //   - Idempotency keys live as long as their task: Purge deletes both. The
 //     dedupe window is therefore the task's life plus its retention.
 //   - Pebble tuning (OpenDB): a 32 MiB memtable and a block cache of

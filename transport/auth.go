@@ -140,6 +140,15 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.PurgeQueueRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.PutScheduleRequest:
+		if r.GetSchedule() == nil {
+			r.Schedule = &pb.Schedule{}
+		}
+		return []string{def(&r.Schedule.Tenant)}
+	case *pb.ListSchedulesRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.RemoveScheduleRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

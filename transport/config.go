@@ -44,6 +44,10 @@ type Node interface {
 	// PurgeQueue runs a PurgeQueue command step by step on the leader and
 	// counts the tasks it deleted (cluster.Service.PurgeQueue).
 	PurgeQueue(ctx context.Context, cmd *pb.Command) (uint64, error)
+	// Schedule and ListSchedules read recurring tasks at the consistency
+	// asked for (cluster/schedule.go).
+	Schedule(ctx context.Context, tenant, name string, c cluster.Consistency) (*pb.Schedule, error)
+	ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest, c cluster.Consistency) ([]*pb.Schedule, string, error)
 	// Drain ends the node's long polls at once; a stopping server calls it.
 	Drain()
 

@@ -54,6 +54,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.ReapInterval, "reap-interval", c.ReapInterval, "how often the leader scans for expired leases")
 	fs.DurationVar(&c.ReapGrace, "reap-grace", c.ReapGrace, "a new leader waits this long before its first reap (>= a worker heartbeat interval)")
 	fs.DurationVar(&c.PromoteInterval, "promote-interval", c.PromoteInterval, "how often the leader makes due delayed tasks pending")
+	fs.DurationVar(&c.ScheduleInterval, "schedule-interval", c.ScheduleInterval, "how often the leader enqueues the due slots of recurring tasks (schedules)")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often the leader purges finished tasks past retention")
 	fs.DurationVar(&c.ApplyLagBound, "apply-lag-bound", c.ApplyLagBound, "health says NOT_SERVING when a committed entry waits longer than this to be applied, or Pebble stalls writes this long")
 	fs.Int64Var(&c.BallastBytes, "ballast-size", DefaultBallastBytes, "bytes of the data dir's BALLAST file, created at start when missing and the disk has twice that free; delete it to free space on a full disk (0: none)")

@@ -28,6 +28,9 @@ Usage:
   docket queues                  every queue with its counts and pause, across tenants
   docket queue pause|resume QUEUE  stop or restart claims of a queue (enqueues go on)
   docket queue purge QUEUE       delete a queue's pending and delayed tasks
+  docket schedule add NAME --queue Q --cron SPEC [--tz ZONE] [--missed skip|catchup]
+                                 enqueue a task at every slot of a cron spec (@every 1m too)
+  docket schedule list|remove [NAME]  a tenant's schedules, or delete one
   docket dlq list QUEUE          list dead letters
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket dlq purge QUEUE         delete a queue's dead letters
@@ -86,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "gossip":
 		return runGossip(rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot",
-		"queue", "queues", "cancel", "wait":
+		"queue", "queues", "cancel", "wait", "schedule":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":
 		version(stdout)

@@ -70,6 +70,7 @@ var verbs = map[string]func(*verb, context.Context, []string) error{
 	"queues":   (*verb).queues,
 	"cancel":   (*verb).cancel,
 	"wait":     (*verb).wait,
+	"schedule": (*verb).schedule,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
@@ -312,6 +313,7 @@ func printTask(w io.Writer, t *pb.Task) {
 	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\nattempts:  %d of %d\nfence:     %d\npayload:   %q\n",
 		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
 		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
+	printSchedule(w, t)
 	if len(t.GetProgress()) > 0 {
 		fmt.Fprintf(w, "progress:  %q\n", t.GetProgress())
 	}

@@ -3076,7 +3076,7 @@ var File_docketv1_api_proto protoreflect.FileDescriptor
 
 const file_docketv1_api_proto_rawDesc = "" +
 	"\n" +
-	"\x12docketv1/api.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x16docketv1/command.proto\":\n" +
+	"\x12docketv1/api.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x16docketv1/command.proto\x1a\x17docketv1/schedule.proto\":\n" +
 	"\x0eEnqueueRequest\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\">\n" +
 	"\x0fEnqueueResponse\x12+\n" +
@@ -3273,7 +3273,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xda\b\n" +
+	"\rLeaveResponse2\xd3\n" +
+	"\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -3293,7 +3294,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"PauseQueue\x12\x1c.docket.v1.PauseQueueRequest\x1a\x1d.docket.v1.PauseQueueResponse\x12L\n" +
 	"\vResumeQueue\x12\x1d.docket.v1.ResumeQueueRequest\x1a\x1e.docket.v1.ResumeQueueResponse\x12I\n" +
 	"\n" +
-	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse2\x86\x06\n" +
+	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse\x12L\n" +
+	"\vPutSchedule\x12\x1d.docket.v1.PutScheduleRequest\x1a\x1e.docket.v1.PutScheduleResponse\x12R\n" +
+	"\rListSchedules\x12\x1f.docket.v1.ListSchedulesRequest\x1a .docket.v1.ListSchedulesResponse\x12U\n" +
+	"\x0eRemoveSchedule\x12 .docket.v1.RemoveScheduleRequest\x1a!.docket.v1.RemoveScheduleResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3382,6 +3386,12 @@ var file_docketv1_api_proto_goTypes = []any{
 	(Outcome)(0),                       // 58: docket.v1.Outcome
 	(TaskState)(0),                     // 59: docket.v1.TaskState
 	(*QueueStats)(nil),                 // 60: docket.v1.QueueStats
+	(*PutScheduleRequest)(nil),         // 61: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 62: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 63: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 64: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 65: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 66: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
 	54, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
@@ -3419,44 +3429,50 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
 	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
 	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	43, // 35: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	46, // 36: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	48, // 37: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	50, // 38: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	52, // 39: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	35, // 40: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	37, // 41: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	40, // 42: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	32, // 43: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	33, // 44: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 45: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 46: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 47: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 48: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 49: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 50: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 51: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 52: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 53: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 54: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 55: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 56: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 57: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 58: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 59: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 60: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	44, // 61: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	47, // 62: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	49, // 63: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	51, // 64: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	53, // 65: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	36, // 66: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	39, // 67: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	41, // 68: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	33, // 69: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	34, // 70: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	45, // [45:71] is the sub-list for method output_type
-	19, // [19:45] is the sub-list for method input_type
+	61, // 35: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	62, // 36: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	63, // 37: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	43, // 38: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	46, // 39: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	48, // 40: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	50, // 41: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	52, // 42: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	35, // 43: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	37, // 44: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	40, // 45: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	32, // 46: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	33, // 47: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 48: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 49: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 50: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 51: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 52: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 53: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 54: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 55: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 56: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 57: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 58: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 59: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 60: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 61: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 62: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 63: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	64, // 64: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	65, // 65: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	66, // 66: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	44, // 67: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	47, // 68: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	49, // 69: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	51, // 70: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	53, // 71: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	36, // 72: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	39, // 73: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	41, // 74: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	33, // 75: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	34, // 76: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	48, // [48:77] is the sub-list for method output_type
+	19, // [19:48] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -3469,6 +3485,7 @@ func file_docketv1_api_proto_init() {
 	}
 	file_docketv1_task_proto_init()
 	file_docketv1_command_proto_init()
+	file_docketv1_schedule_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

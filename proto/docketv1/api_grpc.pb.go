@@ -22,22 +22,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queue_Enqueue_FullMethodName     = "/docket.v1.Queue/Enqueue"
-	Queue_Claim_FullMethodName       = "/docket.v1.Queue/Claim"
-	Queue_Heartbeat_FullMethodName   = "/docket.v1.Queue/Heartbeat"
-	Queue_Submit_FullMethodName      = "/docket.v1.Queue/Submit"
-	Queue_SubmitBatch_FullMethodName = "/docket.v1.Queue/SubmitBatch"
-	Queue_Nack_FullMethodName        = "/docket.v1.Queue/Nack"
-	Queue_Cancel_FullMethodName      = "/docket.v1.Queue/Cancel"
-	Queue_GetTask_FullMethodName     = "/docket.v1.Queue/GetTask"
-	Queue_WaitResult_FullMethodName  = "/docket.v1.Queue/WaitResult"
-	Queue_Stats_FullMethodName       = "/docket.v1.Queue/Stats"
-	Queue_ListDead_FullMethodName    = "/docket.v1.Queue/ListDead"
-	Queue_RequeueDead_FullMethodName = "/docket.v1.Queue/RequeueDead"
-	Queue_ListTasks_FullMethodName   = "/docket.v1.Queue/ListTasks"
-	Queue_PauseQueue_FullMethodName  = "/docket.v1.Queue/PauseQueue"
-	Queue_ResumeQueue_FullMethodName = "/docket.v1.Queue/ResumeQueue"
-	Queue_PurgeQueue_FullMethodName  = "/docket.v1.Queue/PurgeQueue"
+	Queue_Enqueue_FullMethodName        = "/docket.v1.Queue/Enqueue"
+	Queue_Claim_FullMethodName          = "/docket.v1.Queue/Claim"
+	Queue_Heartbeat_FullMethodName      = "/docket.v1.Queue/Heartbeat"
+	Queue_Submit_FullMethodName         = "/docket.v1.Queue/Submit"
+	Queue_SubmitBatch_FullMethodName    = "/docket.v1.Queue/SubmitBatch"
+	Queue_Nack_FullMethodName           = "/docket.v1.Queue/Nack"
+	Queue_Cancel_FullMethodName         = "/docket.v1.Queue/Cancel"
+	Queue_GetTask_FullMethodName        = "/docket.v1.Queue/GetTask"
+	Queue_WaitResult_FullMethodName     = "/docket.v1.Queue/WaitResult"
+	Queue_Stats_FullMethodName          = "/docket.v1.Queue/Stats"
+	Queue_ListDead_FullMethodName       = "/docket.v1.Queue/ListDead"
+	Queue_RequeueDead_FullMethodName    = "/docket.v1.Queue/RequeueDead"
+	Queue_ListTasks_FullMethodName      = "/docket.v1.Queue/ListTasks"
+	Queue_PauseQueue_FullMethodName     = "/docket.v1.Queue/PauseQueue"
+	Queue_ResumeQueue_FullMethodName    = "/docket.v1.Queue/ResumeQueue"
+	Queue_PurgeQueue_FullMethodName     = "/docket.v1.Queue/PurgeQueue"
+	Queue_PutSchedule_FullMethodName    = "/docket.v1.Queue/PutSchedule"
+	Queue_ListSchedules_FullMethodName  = "/docket.v1.Queue/ListSchedules"
+	Queue_RemoveSchedule_FullMethodName = "/docket.v1.Queue/RemoveSchedule"
 )
 
 // QueueClient is the client API for Queue service.
@@ -77,6 +80,13 @@ type QueueClient interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// PutSchedule adds or replaces a recurring task (a cron schedule); the
+	// leader enqueues one task per slot. ListSchedules pages through a
+	// tenant's schedules; RemoveSchedule deletes one. Producer of the
+	// tenant (List: producer or reader); needs feature level 8.
+	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error)
 }
 
 type queueClient struct {
@@ -247,6 +257,36 @@ func (c *queueClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opt
 	return out, nil
 }
 
+func (c *queueClient) PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutScheduleResponse)
+	err := c.cc.Invoke(ctx, Queue_PutSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, Queue_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveScheduleResponse)
+	err := c.cc.Invoke(ctx, Queue_RemoveSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -284,6 +324,13 @@ type QueueServer interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// PutSchedule adds or replaces a recurring task (a cron schedule); the
+	// leader enqueues one task per slot. ListSchedules pages through a
+	// tenant's schedules; RemoveSchedule deletes one. Producer of the
+	// tenant (List: producer or reader); needs feature level 8.
+	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -341,6 +388,15 @@ func (UnimplementedQueueServer) ResumeQueue(context.Context, *ResumeQueueRequest
 }
 func (UnimplementedQueueServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedQueueServer) PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSchedule not implemented")
+}
+func (UnimplementedQueueServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedQueueServer) RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveSchedule not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -651,6 +707,60 @@ func _Queue_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_PutSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).PutSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_PutSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).PutSchedule(ctx, req.(*PutScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_RemoveSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).RemoveSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_RemoveSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).RemoveSchedule(ctx, req.(*RemoveScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -721,6 +831,18 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeQueue",
 			Handler:    _Queue_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "PutSchedule",
+			Handler:    _Queue_PutSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _Queue_ListSchedules_Handler,
+		},
+		{
+			MethodName: "RemoveSchedule",
+			Handler:    _Queue_RemoveSchedule_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -50,6 +50,9 @@ const (
 	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
 	CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED  CommandType = 18
 	CommandType_COMMAND_TYPE_PURGE_QUEUE       CommandType = 19
+	CommandType_COMMAND_TYPE_PUT_SCHEDULE      CommandType = 20
+	CommandType_COMMAND_TYPE_REMOVE_SCHEDULE   CommandType = 21
+	CommandType_COMMAND_TYPE_FIRE_SCHEDULE     CommandType = 22
 )
 
 // Enum value maps for CommandType.
@@ -75,6 +78,9 @@ var (
 		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
 		18: "COMMAND_TYPE_SET_QUEUE_PAUSED",
 		19: "COMMAND_TYPE_PURGE_QUEUE",
+		20: "COMMAND_TYPE_PUT_SCHEDULE",
+		21: "COMMAND_TYPE_REMOVE_SCHEDULE",
+		22: "COMMAND_TYPE_FIRE_SCHEDULE",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -97,6 +103,9 @@ var (
 		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
 		"COMMAND_TYPE_SET_QUEUE_PAUSED":  18,
 		"COMMAND_TYPE_PURGE_QUEUE":       19,
+		"COMMAND_TYPE_PUT_SCHEDULE":      20,
+		"COMMAND_TYPE_REMOVE_SCHEDULE":   21,
+		"COMMAND_TYPE_FIRE_SCHEDULE":     22,
 	}
 )
 
@@ -218,6 +227,9 @@ type Command struct {
 	//	*Command_SetFeatureLevel
 	//	*Command_SetQueuePaused
 	//	*Command_PurgeQueue
+	//	*Command_PutSchedule
+	//	*Command_RemoveSchedule
+	//	*Command_FireSchedule
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -445,6 +457,33 @@ func (x *Command) GetPurgeQueue() *PurgeQueueCmd {
 	return nil
 }
 
+func (x *Command) GetPutSchedule() *PutScheduleCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_PutSchedule); ok {
+			return x.PutSchedule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRemoveSchedule() *RemoveScheduleCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RemoveSchedule); ok {
+			return x.RemoveSchedule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetFireSchedule() *FireScheduleCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_FireSchedule); ok {
+			return x.FireSchedule
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -525,6 +564,18 @@ type Command_PurgeQueue struct {
 	PurgeQueue *PurgeQueueCmd `protobuf:"bytes,28,opt,name=purge_queue,json=purgeQueue,proto3,oneof"`
 }
 
+type Command_PutSchedule struct {
+	PutSchedule *PutScheduleCmd `protobuf:"bytes,29,opt,name=put_schedule,json=putSchedule,proto3,oneof"`
+}
+
+type Command_RemoveSchedule struct {
+	RemoveSchedule *RemoveScheduleCmd `protobuf:"bytes,30,opt,name=remove_schedule,json=removeSchedule,proto3,oneof"`
+}
+
+type Command_FireSchedule struct {
+	FireSchedule *FireScheduleCmd `protobuf:"bytes,31,opt,name=fire_schedule,json=fireSchedule,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -562,6 +613,12 @@ func (*Command_SetFeatureLevel) isCommand_Body() {}
 func (*Command_SetQueuePaused) isCommand_Body() {}
 
 func (*Command_PurgeQueue) isCommand_Body() {}
+
+func (*Command_PutSchedule) isCommand_Body() {}
+
+func (*Command_RemoveSchedule) isCommand_Body() {}
+
+func (*Command_FireSchedule) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -2299,11 +2356,191 @@ func (x *PurgeQueueCmd) GetLimit() uint32 {
 	return 0
 }
 
+// PutScheduleCmd adds a schedule, or replaces the one of that tenant and
+// name, keeping its last_slot, created_at and fired count: a replace never
+// makes a slot fire twice. Its item is OK (detail "created" or
+// "replaced"), or RESOURCE_EXHAUSTED when the tenant has
+// fsm.MaxSchedules schedules already.
+type PutScheduleCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleCmd) Reset() {
+	*x = PutScheduleCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleCmd) ProtoMessage() {}
+
+func (x *PutScheduleCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleCmd.ProtoReflect.Descriptor instead.
+func (*PutScheduleCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PutScheduleCmd) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// RemoveScheduleCmd deletes a schedule; tasks it enqueued stay. Its item
+// is OK, or NOT_FOUND.
+type RemoveScheduleCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveScheduleCmd) Reset() {
+	*x = RemoveScheduleCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveScheduleCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveScheduleCmd) ProtoMessage() {}
+
+func (x *RemoveScheduleCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveScheduleCmd.ProtoReflect.Descriptor instead.
+func (*RemoveScheduleCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RemoveScheduleCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RemoveScheduleCmd) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// FireScheduleCmd enqueues the task of one slot of a schedule, proposed
+// by the leader's scheduler. The FSM refuses, changing nothing, a slot at
+// or before the schedule's last_slot or updated_at (ALREADY_DONE), after
+// the command's time (WRONG_STATE), or that is not a slot of the spec
+// (INVALID_ARGUMENT): exactly one task per slot, whatever leader proposes
+// it and whatever its clock says.
+type FireScheduleCmd struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Slot   int64                  `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"` // Unix ns
+	// limits as in EnqueueCmd: the leader's, stamped. Over a limit the slot
+	// is refused (RESOURCE_EXHAUSTED) and stays unfired.
+	Limits        *TenantLimits `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FireScheduleCmd) Reset() {
+	*x = FireScheduleCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FireScheduleCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FireScheduleCmd) ProtoMessage() {}
+
+func (x *FireScheduleCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FireScheduleCmd.ProtoReflect.Descriptor instead.
+func (*FireScheduleCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FireScheduleCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *FireScheduleCmd) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FireScheduleCmd) GetSlot() int64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *FireScheduleCmd) GetLimits() *TenantLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xf3\b\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xbf\n" +
+	"\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2327,7 +2564,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevel\x12H\n" +
 	"\x10set_queue_paused\x18\x1b \x01(\v2\x1c.docket.v1.SetQueuePausedCmdH\x00R\x0esetQueuePaused\x12;\n" +
 	"\vpurge_queue\x18\x1c \x01(\v2\x18.docket.v1.PurgeQueueCmdH\x00R\n" +
-	"purgeQueueB\x06\n" +
+	"purgeQueue\x12>\n" +
+	"\fput_schedule\x18\x1d \x01(\v2\x19.docket.v1.PutScheduleCmdH\x00R\vputSchedule\x12G\n" +
+	"\x0fremove_schedule\x18\x1e \x01(\v2\x1c.docket.v1.RemoveScheduleCmdH\x00R\x0eremoveSchedule\x12A\n" +
+	"\rfire_schedule\x18\x1f \x01(\v2\x1a.docket.v1.FireScheduleCmdH\x00R\ffireScheduleB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -2452,7 +2692,17 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit*\xbe\x04\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"A\n" +
+	"\x0ePutScheduleCmd\x12/\n" +
+	"\bschedule\x18\x01 \x01(\v2\x13.docket.v1.ScheduleR\bschedule\"?\n" +
+	"\x11RemoveScheduleCmd\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x82\x01\n" +
+	"\x0fFireScheduleCmd\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04slot\x18\x03 \x01(\x03R\x04slot\x12/\n" +
+	"\x06limits\x18\x04 \x01(\v2\x17.docket.v1.TenantLimitsR\x06limits*\x9f\x05\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2474,7 +2724,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
 	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_PAUSED\x10\x12\x12\x1c\n" +
-	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13*\xb6\x01\n" +
+	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13\x12\x1d\n" +
+	"\x19COMMAND_TYPE_PUT_SCHEDULE\x10\x14\x12 \n" +
+	"\x1cCOMMAND_TYPE_REMOVE_SCHEDULE\x10\x15\x12\x1e\n" +
+	"\x1aCOMMAND_TYPE_FIRE_SCHEDULE\x10\x16*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2498,7 +2751,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2530,9 +2783,13 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
 	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
 	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(Outcome)(0),               // 30: docket.v1.Outcome
-	(TaskState)(0),             // 31: docket.v1.TaskState
-	(*Task)(nil),               // 32: docket.v1.Task
+	(*PutScheduleCmd)(nil),     // 30: docket.v1.PutScheduleCmd
+	(*RemoveScheduleCmd)(nil),  // 31: docket.v1.RemoveScheduleCmd
+	(*FireScheduleCmd)(nil),    // 32: docket.v1.FireScheduleCmd
+	(Outcome)(0),               // 33: docket.v1.Outcome
+	(TaskState)(0),             // 34: docket.v1.TaskState
+	(*Task)(nil),               // 35: docket.v1.Task
+	(*Schedule)(nil),           // 36: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2555,25 +2812,30 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
 	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
 	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
+	31, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
+	32, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
+	2,  // 23: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 24: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 25: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 26: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	33, // 27: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 28: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 29: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 30: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 31: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	34, // 32: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 33: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 34: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	35, // 35: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 36: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	36, // 37: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 38: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2582,6 +2844,7 @@ func file_docketv1_command_proto_init() {
 		return
 	}
 	file_docketv1_task_proto_init()
+	file_docketv1_schedule_proto_init()
 	file_docketv1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Enqueue)(nil),
 		(*Command_Claim)(nil),
@@ -2602,6 +2865,9 @@ func file_docketv1_command_proto_init() {
 		(*Command_SetFeatureLevel)(nil),
 		(*Command_SetQueuePaused)(nil),
 		(*Command_PurgeQueue)(nil),
+		(*Command_PutSchedule)(nil),
+		(*Command_RemoveSchedule)(nil),
+		(*Command_FireSchedule)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2609,7 +2875,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -237,7 +237,12 @@ type Task struct {
 	// fsm.MaxHistory (16), the older ones dropped. Kept once the cluster
 	// enabled feature level 6; a claim before that has no record. Claim
 	// answers carry none; fences in it are shown to admins only (GetTask).
-	History       []*Attempt `protobuf:"bytes,26,rep,name=history,proto3" json:"history,omitempty"`
+	History []*Attempt `protobuf:"bytes,26,rep,name=history,proto3" json:"history,omitempty"`
+	// schedule names the schedule (in the task's tenant) that enqueued the
+	// task, and schedule_slot (Unix ns) the slot it was enqueued for; empty
+	// and 0 for a task enqueued by a caller.
+	Schedule      string `protobuf:"bytes,100,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ScheduleSlot  int64  `protobuf:"varint,101,opt,name=schedule_slot,json=scheduleSlot,proto3" json:"schedule_slot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +457,20 @@ func (x *Task) GetHistory() []*Attempt {
 		return x.History
 	}
 	return nil
+}
+
+func (x *Task) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *Task) GetScheduleSlot() int64 {
+	if x != nil {
+		return x.ScheduleSlot
+	}
+	return 0
 }
 
 // Attempt is one claim of a task, as the FSM recorded it.
@@ -791,7 +810,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\x94\x06\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\xd5\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -825,7 +844,9 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"finishedAt\x12\x1b\n" +
 	"\texpire_at\x18\x18 \x01(\x03R\bexpireAt\x12\x16\n" +
 	"\x06claims\x18\x19 \x01(\rR\x06claims\x12,\n" +
-	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\"\xf8\x01\n" +
+	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\x12\x1a\n" +
+	"\bschedule\x18d \x01(\tR\bschedule\x12#\n" +
+	"\rschedule_slot\x18e \x01(\x03R\fscheduleSlot\"\xf8\x01\n" +
 	"\aAttempt\x12\x14\n" +
 	"\x05claim\x18\x01 \x01(\rR\x05claim\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +

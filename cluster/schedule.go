@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// The scheduler: the leader's loop that fires recurring tasks. Each round
+// it reads every schedule from its own replica, asks fsm.DueSlots which
+// slots are due at its clock under the schedule's missed-slot policy, and
+// proposes one FireSchedule per slot. It decides nothing the FSM trusts:
+// the FSM refuses a slot fired before (by this leader or a deposed one
+// whose entry committed late), not yet due or off the spec, so a round
+// repeated, raced or run by two leaders in turn enqueues a slot once.
+
+const (
+	// schedulePage is how many schedules one read of the keyspace takes.
+	schedulePage = 1000
+	// fireParallel bounds the FIRE commands in flight in one round. Slots
+	// of one schedule go one after another, oldest first: a newer slot
+	// applied first would make the older ALREADY_DONE, a lost catch-up.
+	fireParallel = 16
+	// maxFiresPerRound bounds one round's work; what is left is due in the
+	// next round still.
+	maxFiresPerRound = 4096
+)
+
+// PutScheduleCommand builds the put of s; an empty tenant is the default
+// tenant, and the fields the FSM owns are cleared (it would ignore them),
+// so that a schedule read from a listing can be put back as it is.
+func PutScheduleCommand(s *pb.Schedule) *pb.Command {
+	c := &pb.Schedule{}
+	if s != nil {
+		c = proto.Clone(s).(*pb.Schedule)
+	}
+	if c.Tenant == "" {
+		c.Tenant = pb.DefaultTenant
+	}
+	c.LastSlot, c.CreatedAt, c.UpdatedAt, c.Fired, c.LastTaskId = 0, 0, 0, 0, ""
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE, Body: &pb.Command_PutSchedule{
+		PutSchedule: &pb.PutScheduleCmd{Schedule: c}}}
+}
+
+// RemoveScheduleCommand builds the removal of one schedule; an empty
+// tenant is the default tenant.
+func RemoveScheduleCommand(tenant, name string) *pb.Command {
+	if tenant == "" {
+		tenant = pb.DefaultTenant
+	}
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE, Body: &pb.Command_RemoveSchedule{
+		RemoveSchedule: &pb.RemoveScheduleCmd{Tenant: tenant, Name: name}}}
+}
+
+// FireScheduleCommand builds the fire of one slot of a schedule.
+func FireScheduleCommand(tenant, name string, slot int64) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE, Body: &pb.Command_FireSchedule{
+		FireSchedule: &pb.FireScheduleCmd{Tenant: tenant, Name: name, Slot: slot}}}
+}
+
+// ListSchedules pages through one tenant's schedules by name at
+// consistency c; an empty tenant is the default tenant.
+func (s *Service) ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest, c Consistency) ([]*pb.Schedule, string, error) {
+	if req.GetTenant() == "" {
+		req.Tenant = pb.DefaultTenant
+	}
+	if strings.Contains(req.GetTenant(), "/") {
+		return nil, "", &FieldError{Field: "tenant", Reason: "may not contain '/'"}
+	}
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, "", err
+	}
+	out, next, err := s.r.FSM().ListSchedules(req.GetTenant(), req.GetCursor())
+	if err != nil {
+		return nil, "", fmt.Errorf("list schedules of %s: %w", req.GetTenant(), err)
+	}
+	return out, next, nil
+}
+
+// fire is the due slots of one schedule, oldest first.
+type fire struct {
+	tenant, name string
+	slots        []int64
+}
+
+// scheduleOnce is one round of the scheduler. It does nothing until the
+// cluster latched LevelSchedules: before that no schedule can exist, and
+// a FIRE would stop a server of an older build.
+func (n *Node) scheduleOnce(ctx context.Context) error {
+	if n.enabledLevel() < fsm.LevelSchedules {
+		return nil
+	}
+	now := n.clock.Now().UnixNano()
+	var due []fire
+	total := 0
+	var after []byte
+	for total < maxFiresPerRound {
+		var err error
+		after, err = n.fsm.ScanSchedules(after, schedulePage, func(s *pb.Schedule) error {
+			slots, err := fsm.DueSlots(s, now)
+			if err != nil {
+				// Put by this build's Validate, so not expected; one bad
+				// record must not stop the others.
+				n.log.Warn("schedule skipped", "tenant", s.GetTenant(), "schedule", s.GetName(), "err", err)
+				return nil
+			}
+			if len(slots) > 0 && total < maxFiresPerRound {
+				due = append(due, fire{s.GetTenant(), s.GetName(), slots})
+				total += len(slots)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("scheduler: read schedules: %w", err)
+		}
+		if after == nil {
+			break
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	sem := make(chan struct{}, fireParallel)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, f := range due {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := n.fireSlots(ctx, f); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fireSlots proposes the slots of one schedule, oldest first, and stops at
+// the first that fails to commit: a later one would skip it for good.
+func (n *Node) fireSlots(ctx context.Context, f fire) error {
+	for _, slot := range f.slots {
+		res, err := n.propose(ctx, FireScheduleCommand(f.tenant, f.name, slot))
+		if err != nil {
+			return fmt.Errorf("fire %s/%s slot %d: %w", f.tenant, f.name, slot, err)
+		}
+		it := res.GetItems()
+		if len(it) != 1 {
+			return fmt.Errorf("fire %s/%s slot %d: %d items", f.tenant, f.name, slot, len(it))
+		}
+		switch it[0].GetCode() {
+		case pb.Code_CODE_OK:
+			n.log.Debug("schedule fired", "tenant", f.tenant, "schedule", f.name, "slot", slot, "task", it[0].GetTaskId())
+		case pb.Code_CODE_ALREADY_DONE, pb.Code_CODE_NOT_FOUND:
+			// Fired by an earlier leader, or removed since the read.
+		default:
+			n.log.Warn("schedule slot refused", "tenant", f.tenant, "schedule", f.name, "slot", slot,
+				"code", it[0].GetCode(), "detail", it[0].GetDetail())
+			return nil
+		}
+	}
+	return nil
+}
+
+// Schedule reads one schedule at consistency c; an error wrapping
+// ErrNotFound when there is none.
+func (s *Service) Schedule(ctx context.Context, tenant, name string, c Consistency) (*pb.Schedule, error) {
+	if tenant == "" {
+		tenant = pb.DefaultTenant
+	}
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, err
+	}
+	return s.r.FSM().Schedule(tenant, name)
+}
