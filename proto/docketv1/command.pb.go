@@ -50,6 +50,9 @@ const (
 	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
 	CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED  CommandType = 18
 	CommandType_COMMAND_TYPE_PURGE_QUEUE       CommandType = 19
+	CommandType_COMMAND_TYPE_SET_QUEUE_RETRY   CommandType = 26
+	CommandType_COMMAND_TYPE_SNOOZE            CommandType = 27
+	CommandType_COMMAND_TYPE_UPDATE_TASK       CommandType = 28
 )
 
 // Enum value maps for CommandType.
@@ -75,6 +78,9 @@ var (
 		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
 		18: "COMMAND_TYPE_SET_QUEUE_PAUSED",
 		19: "COMMAND_TYPE_PURGE_QUEUE",
+		26: "COMMAND_TYPE_SET_QUEUE_RETRY",
+		27: "COMMAND_TYPE_SNOOZE",
+		28: "COMMAND_TYPE_UPDATE_TASK",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -97,6 +103,9 @@ var (
 		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
 		"COMMAND_TYPE_SET_QUEUE_PAUSED":  18,
 		"COMMAND_TYPE_PURGE_QUEUE":       19,
+		"COMMAND_TYPE_SET_QUEUE_RETRY":   26,
+		"COMMAND_TYPE_SNOOZE":            27,
+		"COMMAND_TYPE_UPDATE_TASK":       28,
 	}
 )
 
@@ -218,6 +227,9 @@ type Command struct {
 	//	*Command_SetFeatureLevel
 	//	*Command_SetQueuePaused
 	//	*Command_PurgeQueue
+	//	*Command_SetQueueRetry
+	//	*Command_Snooze
+	//	*Command_UpdateTask
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -445,6 +457,33 @@ func (x *Command) GetPurgeQueue() *PurgeQueueCmd {
 	return nil
 }
 
+func (x *Command) GetSetQueueRetry() *SetQueueRetryCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetQueueRetry); ok {
+			return x.SetQueueRetry
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSnooze() *SnoozeCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Snooze); ok {
+			return x.Snooze
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateTask() *UpdateTaskCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_UpdateTask); ok {
+			return x.UpdateTask
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -525,6 +564,18 @@ type Command_PurgeQueue struct {
 	PurgeQueue *PurgeQueueCmd `protobuf:"bytes,28,opt,name=purge_queue,json=purgeQueue,proto3,oneof"`
 }
 
+type Command_SetQueueRetry struct {
+	SetQueueRetry *SetQueueRetryCmd `protobuf:"bytes,35,opt,name=set_queue_retry,json=setQueueRetry,proto3,oneof"`
+}
+
+type Command_Snooze struct {
+	Snooze *SnoozeCmd `protobuf:"bytes,36,opt,name=snooze,proto3,oneof"`
+}
+
+type Command_UpdateTask struct {
+	UpdateTask *UpdateTaskCmd `protobuf:"bytes,37,opt,name=update_task,json=updateTask,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -562,6 +613,12 @@ func (*Command_SetFeatureLevel) isCommand_Body() {}
 func (*Command_SetQueuePaused) isCommand_Body() {}
 
 func (*Command_PurgeQueue) isCommand_Body() {}
+
+func (*Command_SetQueueRetry) isCommand_Body() {}
+
+func (*Command_Snooze) isCommand_Body() {}
+
+func (*Command_UpdateTask) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -627,8 +684,11 @@ type NewTask struct {
 	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (DefaultMaxAttempts, defaults.go)
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// retry is this task's backoff between attempts; missing, its queue's
+	// (QueueConfig.retry); neither, a failed attempt is retried at once.
+	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -722,6 +782,13 @@ func (x *NewTask) GetRetentionNs() int64 {
 		return x.RetentionNs
 	}
 	return 0
+}
+
+func (x *NewTask) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
 }
 
 type EnqueueCmd struct {
@@ -2122,9 +2189,15 @@ type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// paused: claims of the queue take nothing (a long poll waits as on an
 	// empty queue); enqueues, heartbeats and submits go on.
-	Paused        bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	// retry is the backoff of the queue's tasks that bring none of their
+	// own (NewTask.retry); missing, a failed attempt is retried at once.
+	Retry *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	// dead_retention_ns is how long a dead letter is kept before retention
+	// purges it; 0 means DefaultDeadRetention (defaults.go).
+	DeadRetentionNs int64 `protobuf:"varint,141,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueueConfig) Reset() {
@@ -2162,6 +2235,20 @@ func (x *QueueConfig) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueConfig) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+func (x *QueueConfig) GetDeadRetentionNs() int64 {
+	if x != nil {
+		return x.DeadRetentionNs
+	}
+	return 0
 }
 
 // SetQueuePausedCmd pauses or resumes one queue of one tenant. Its item
@@ -2299,11 +2386,260 @@ func (x *PurgeQueueCmd) GetLimit() uint32 {
 	return 0
 }
 
+// SetQueueRetryCmd sets one queue's retry policy and dead-letter
+// retention (each only when its has_ flag is set), or with reset deletes
+// the queue's whole configuration record (g/: pause, retry, retention and
+// any later setting) so that it has the defaults again. Its item is OK
+// when it changed the record, ALREADY_DONE when the record already was so.
+type SetQueueRetryCmd struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant           string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	HasRetry         bool                   `protobuf:"varint,3,opt,name=has_retry,json=hasRetry,proto3" json:"has_retry,omitempty"`
+	Retry            *RetryPolicy           `protobuf:"bytes,4,opt,name=retry,proto3" json:"retry,omitempty"` // with has_retry: missing or base 0 clears it
+	HasDeadRetention bool                   `protobuf:"varint,5,opt,name=has_dead_retention,json=hasDeadRetention,proto3" json:"has_dead_retention,omitempty"`
+	DeadRetentionNs  int64                  `protobuf:"varint,6,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"` // with has_dead_retention: 0 is the default
+	Reset_           bool                   `protobuf:"varint,7,opt,name=reset,proto3" json:"reset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryCmd) Reset() {
+	*x = SetQueueRetryCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryCmd) ProtoMessage() {}
+
+func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryCmd.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetQueueRetryCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueRetryCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueRetryCmd) GetHasRetry() bool {
+	if x != nil {
+		return x.HasRetry
+	}
+	return false
+}
+
+func (x *SetQueueRetryCmd) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+func (x *SetQueueRetryCmd) GetHasDeadRetention() bool {
+	if x != nil {
+		return x.HasDeadRetention
+	}
+	return false
+}
+
+func (x *SetQueueRetryCmd) GetDeadRetentionNs() int64 {
+	if x != nil {
+		return x.DeadRetentionNs
+	}
+	return 0
+}
+
+func (x *SetQueueRetryCmd) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
+	}
+	return false
+}
+
+// SnoozeCmd hands a running task back, by the worker holding its fence,
+// to run again after delay_ns, without counting an attempt: the attempt
+// ends SNOOZED. A delay of 0 makes it pending at once.
+type SnoozeCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	DelayNs       int64                  `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeCmd) Reset() {
+	*x = SnoozeCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeCmd) ProtoMessage() {}
+
+func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeCmd.ProtoReflect.Descriptor instead.
+func (*SnoozeCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SnoozeCmd) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SnoozeCmd) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *SnoozeCmd) GetDelayNs() int64 {
+	if x != nil {
+		return x.DelayNs
+	}
+	return 0
+}
+
+func (x *SnoozeCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// UpdateTaskCmd changes a pending or delayed task's priority and/or when
+// it runs. Any other state is WRONG_STATE. A task whose run_at is at or
+// before now becomes pending (at the back of its priority); later, delayed.
+type UpdateTaskCmd struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant      string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
+	HasPriority bool                   `protobuf:"varint,3,opt,name=has_priority,json=hasPriority,proto3" json:"has_priority,omitempty"`
+	Priority    uint32                 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
+	// run_at is the new time it becomes claimable (Unix ns); 0 keeps it.
+	RunAt         int64 `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskCmd) Reset() {
+	*x = UpdateTaskCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskCmd) ProtoMessage() {}
+
+func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskCmd.ProtoReflect.Descriptor instead.
+func (*UpdateTaskCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdateTaskCmd) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UpdateTaskCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *UpdateTaskCmd) GetHasPriority() bool {
+	if x != nil {
+		return x.HasPriority
+	}
+	return false
+}
+
+func (x *UpdateTaskCmd) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *UpdateTaskCmd) GetRunAt() int64 {
+	if x != nil {
+		return x.RunAt
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xf3\b\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xa7\n" +
+	"\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2327,10 +2663,14 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevel\x12H\n" +
 	"\x10set_queue_paused\x18\x1b \x01(\v2\x1c.docket.v1.SetQueuePausedCmdH\x00R\x0esetQueuePaused\x12;\n" +
 	"\vpurge_queue\x18\x1c \x01(\v2\x18.docket.v1.PurgeQueueCmdH\x00R\n" +
-	"purgeQueueB\x06\n" +
+	"purgeQueue\x12E\n" +
+	"\x0fset_queue_retry\x18# \x01(\v2\x1b.docket.v1.SetQueueRetryCmdH\x00R\rsetQueueRetry\x12.\n" +
+	"\x06snooze\x18$ \x01(\v2\x14.docket.v1.SnoozeCmdH\x00R\x06snooze\x12;\n" +
+	"\vupdate_task\x18% \x01(\v2\x18.docket.v1.UpdateTaskCmdH\x00R\n" +
+	"updateTaskB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\xbd\x02\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -2340,7 +2680,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"g\n" +
+	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\x12-\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -2441,9 +2782,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"%\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"\x81\x01\n" +
 	"\vQueueConfig\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"Y\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12-\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12+\n" +
+	"\x11dead_retention_ns\x18\x8d\x01 \x01(\x03R\x0fdeadRetentionNs\"Y\n" +
 	"\x11SetQueuePausedCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -2452,7 +2795,26 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit*\xbe\x04\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xfb\x01\n" +
+	"\x10SetQueueRetryCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\thas_retry\x18\x03 \x01(\bR\bhasRetry\x12,\n" +
+	"\x05retry\x18\x04 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12,\n" +
+	"\x12has_dead_retention\x18\x05 \x01(\bR\x10hasDeadRetention\x12*\n" +
+	"\x11dead_retention_ns\x18\x06 \x01(\x03R\x0fdeadRetentionNs\x12\x14\n" +
+	"\x05reset\x18\a \x01(\bR\x05reset\"m\n" +
+	"\tSnoozeCmd\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
+	"\bdelay_ns\x18\x03 \x01(\x03R\adelayNs\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\x96\x01\n" +
+	"\rUpdateTaskCmd\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
+	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
+	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt*\x97\x05\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2474,7 +2836,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
 	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_PAUSED\x10\x12\x12\x1c\n" +
-	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13*\xb6\x01\n" +
+	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13\x12 \n" +
+	"\x1cCOMMAND_TYPE_SET_QUEUE_RETRY\x10\x1a\x12\x17\n" +
+	"\x13COMMAND_TYPE_SNOOZE\x10\x1b\x12\x1c\n" +
+	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2498,7 +2863,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2530,9 +2895,13 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
 	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
 	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(Outcome)(0),               // 30: docket.v1.Outcome
-	(TaskState)(0),             // 31: docket.v1.TaskState
-	(*Task)(nil),               // 32: docket.v1.Task
+	(*SetQueueRetryCmd)(nil),   // 30: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 31: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 32: docket.v1.UpdateTaskCmd
+	(*RetryPolicy)(nil),        // 33: docket.v1.RetryPolicy
+	(Outcome)(0),               // 34: docket.v1.Outcome
+	(TaskState)(0),             // 35: docket.v1.TaskState
+	(*Task)(nil),               // 36: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2555,25 +2924,31 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
 	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
 	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 20: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	31, // 21: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	32, // 22: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	2,  // 23: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	33, // 24: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	4,  // 25: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 26: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 27: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	34, // 28: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 29: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 30: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 31: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 32: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	35, // 33: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 34: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 35: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	36, // 36: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 37: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	33, // 38: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	33, // 39: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2602,6 +2977,9 @@ func file_docketv1_command_proto_init() {
 		(*Command_SetFeatureLevel)(nil),
 		(*Command_SetQueuePaused)(nil),
 		(*Command_PurgeQueue)(nil),
+		(*Command_SetQueueRetry)(nil),
+		(*Command_Snooze)(nil),
+		(*Command_UpdateTask)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2609,7 +2987,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
