@@ -38,9 +38,14 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelRetries: SetQueueRetry, Snooze and UpdateTask; and, changing
+	// what apply writes, backoff on nack and reap, dead letters that
+	// expire, and the removal of an empty queue's catalog record
+	// (rules_retries.go).
+	LevelRetries uint32 = 12
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelRetries
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -69,6 +74,9 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelTokens
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		return LevelQueueControl
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
+		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		return LevelRetries
 	default:
 		return LevelBase
 	}

@@ -207,6 +207,9 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 			return err
 		}
 		return checkCount("limit", int(c.GetLimit()), 1, MaxBatch)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
+		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		return validateRetries(cmd, at)
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -255,6 +258,12 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetSetQueuePaused() != nil
 	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		ok = cmd.GetPurgeQueue() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY:
+		ok = cmd.GetSetQueueRetry() != nil
+	case pb.CommandType_COMMAND_TYPE_SNOOZE:
+		ok = cmd.GetSnooze() != nil
+	case pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		ok = cmd.GetUpdateTask() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -303,7 +312,10 @@ func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 	if err := checkLen("idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
 		return err
 	}
-	return checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention)
+	if err := checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention); err != nil {
+		return err
+	}
+	return checkRetryPolicy("retry.", t.GetRetry())
 }
 
 func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
