@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -41,4 +44,23 @@ func SnoozeCommand(req *pb.SnoozeRequest) *pb.Command {
 func UpdateTaskCommand(req *pb.UpdateTaskRequest) *pb.Command {
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_UPDATE_TASK, Body: &pb.Command_UpdateTask{UpdateTask: &pb.UpdateTaskCmd{
 		TaskId: req.GetTaskId(), Tenant: req.GetTenant(), HasPriority: req.GetHasPriority(), Priority: req.GetPriority(), RunAt: req.GetRunAt()}}}
+}
+
+// listTenantDead pages through the dead letters of every queue of the
+// request's tenant at consistency c: up to limit (0: the default; at
+// most MaxBatch).
+func (s *Service) listTenantDead(ctx context.Context, req *pb.ListDeadRequest, c Consistency) ([]*pb.Task, string, error) {
+	n := int(req.GetLimit())
+	if n <= 0 {
+		n = pb.DefaultListLimit
+	}
+	n = min(n, MaxBatch)
+	if err := s.readAt(ctx, c); err != nil {
+		return nil, "", err
+	}
+	tasks, next, err := s.r.FSM().ListTenantDead(req.GetTenant(), req.GetCursor(), n)
+	if err != nil {
+		return nil, "", fmt.Errorf("list dead letters of tenant %s: %w", req.GetTenant(), err)
+	}
+	return tasks, next, nil
 }

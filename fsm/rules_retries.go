@@ -337,3 +337,14 @@ func checkRetryPolicy(prefix string, p *pb.RetryPolicy) error {
 // MaxMultiplier bounds a retry policy's multiplier: past it the second
 // delay is already at any cap worth setting.
 const MaxMultiplier = 1000
+
+// ListTenantDead pages through the dead letters of every queue of tenant
+// (storage.ListTenantDead), from one Pebble snapshot.
+func (f *FSM) ListTenantDead(tenant, cursor string, limit int) ([]*pb.Task, string, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
+	return pageErr(storage.ListTenantDead(r, tenant, cursor, limit, AnswerBudget))
+}

@@ -360,3 +360,59 @@ func Test_ValidateRetries(t *testing.T) {
 		})
 	}
 }
+
+// Test_ListTenantDead: the dead letters of every queue of one tenant,
+// paged across queue boundaries, none of another tenant's, and a cursor
+// of another tenant's listing refused.
+func Test_ListTenantDead(t *testing.T) {
+	h := retryHarness(t)
+	kill := func(q, tn string) string {
+		one := nt(q, tn, 0)
+		one.MaxAttempts = 1
+		h.enqueue(at(0), one)
+		c := h.claimOne(at(0), q, tn)
+		h.one(nackCmd(at(0), c.GetId(), c.GetFence(), 0, ""), pb.Code_CODE_OK)
+		return c.GetId()
+	}
+	want := map[string]bool{}
+	for _, q := range []string{"b", "a", "a-b", "c", "a"} {
+		want[kill(q, "t1")] = true
+	}
+	h.enqueue(at(0), nt("d", "t1", 0)) // a queue without dead letters
+	kill("a", "t2")
+	kill("a", "t2") // two, so that a page of one hands out a cursor
+	got := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		tasks, next, err := h.f.ListTenantDead("t1", cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, task := range tasks {
+			if task.GetTenant() != "t1" || task.GetState() != pb.TaskState_TASK_STATE_DEAD || got[task.GetId()] {
+				t.Fatalf("listed %v (twice: %v)", task, got[task.GetId()])
+			}
+			got[task.GetId()] = true
+		}
+		if next == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("listing does not end")
+		}
+		cursor = next
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d dead letters, want %d", len(got), len(want))
+	}
+	_, foreign, err := h.f.ListTasks("a", "t2", pb.TaskState_TASK_STATE_DEAD, "", 1)
+	if err != nil || foreign == "" {
+		t.Fatalf("t2's listing: cursor %q, %v", foreign, err)
+	}
+	if _, _, err := h.f.ListTenantDead("t1", foreign, 2); err == nil {
+		t.Fatal("a cursor of tenant t2's listing was accepted for t1")
+	} else if fe, ok := err.(*FieldError); !ok || fe.Field != "cursor" {
+		t.Fatalf("foreign cursor: %v, want a FieldError on cursor", err)
+	}
+}
