@@ -88,3 +88,22 @@ func (c *Client) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (d
 	})
 	return st, err
 }
+
+var opListTasks = op{name: "ListTasks", repeatable: true}
+
+// ListTasks pages through one queue's tasks in one state (pending,
+// delayed, running or dead) of req.Tenant ("" is the default tenant), in
+// that index's order; pass the answer's NextCursor to continue. Fences
+// are never in the answer. Reader or admin.
+func (c *Client) ListTasks(ctx context.Context, req *docketv1.ListTasksRequest) (*docketv1.ListTasksResponse, error) {
+	var resp *docketv1.ListTasksResponse
+	_, err := c.invoke(ctx, opListTasks, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).ListTasks(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
