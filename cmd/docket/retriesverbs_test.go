@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // docketFails runs a verb that must fail and returns its error text.
@@ -119,5 +122,54 @@ func Test_CLIRetries(t *testing.T) {
 
 	if s := docket(t, addrs, "queue", "reset", "jobs"); strings.TrimSpace(s) != "jobs/default reset to the defaults" {
 		t.Fatalf("queue reset printed %q", s)
+	}
+}
+
+// Test_ClientRetriesErrors: the Go client's retry methods against a real
+// node answer the sentinels a caller branches on: ErrWrongState for an
+// update of a running task, ErrStaleFence for a snooze under an old fence,
+// ErrInvalidArgument naming nothing to change.
+func Test_ClientRetriesErrors(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	waitFor(t, 10*time.Second, "feature level 12", func() bool {
+		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelRetries
+	})
+	c := mustClient(t, addrsOf(nodes)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := c.Enqueue(ctx, &pb.NewTask{Queue: "q", Payload: []byte("x"),
+		Retry: &pb.RetryPolicy{BaseNs: int64(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := c.Claim(ctx, &pb.ClaimRequest{Queue: "q", WorkerId: "w"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim: %v %v", tasks, err)
+	}
+	task := tasks[0]
+	nine := uint32(9)
+	if _, err := c.UpdateTask(ctx, task.GetId(), client.TaskUpdate{Priority: &nine}); !errors.Is(err, client.ErrWrongState) {
+		t.Fatalf("update of a running task: %v, want ErrWrongState", err)
+	}
+	if _, err := c.UpdateTask(ctx, task.GetId(), client.TaskUpdate{}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("update with nothing: %v, want ErrInvalidArgument", err)
+	}
+	if st, err := c.Snooze(ctx, task.GetId(), task.GetFence(), 0); err != nil || st != pb.TaskState_TASK_STATE_PENDING {
+		t.Fatalf("snooze: %v %v", st, err)
+	}
+	if _, err := c.Snooze(ctx, task.GetId(), task.GetFence(), 0); !errors.Is(err, client.ErrStaleFence) {
+		t.Fatalf("second snooze: %v, want ErrStaleFence", err)
+	}
+	// The task's own policy was stored: a nack now waits an hour.
+	tasks, err = c.Claim(ctx, &pb.ClaimRequest{Queue: "q", WorkerId: "w"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim after snooze: %v %v", tasks, err)
+	}
+	st, err := c.Nack(ctx, &pb.NackRequest{TaskId: tasks[0].GetId(), Fence: tasks[0].GetFence()})
+	if err != nil || st != pb.TaskState_TASK_STATE_DELAYED {
+		t.Fatalf("nack under the task's policy: %v %v, want DELAYED", st, err)
+	}
+	got, err := c.GetTask(ctx, task.GetId(), false)
+	if err != nil || got.GetAttempts() != 1 || got.GetVisibleAt()-time.Now().UnixNano() < int64(50*time.Minute) {
+		t.Fatalf("after the nack: %v %v", got, err)
 	}
 }
