@@ -73,6 +73,14 @@ var methodRoles = map[string][]string{
 	pb.Queue_ListSchedules_FullMethodName:  {RoleProducer, RoleReader, RoleAdmin},
 	pb.Queue_RemoveSchedule_FullMethodName: {RoleProducer, RoleAdmin},
 
+	// Retries (feature level 12): a queue's policy and its reset are
+	// queue control (admin); snooze is the fence holder's (worker); a
+	// waiting task's priority or run-at is its producer's, or an admin's.
+	pb.Queue_SetQueueRetry_FullMethodName: {RoleAdmin},
+	pb.Queue_ResetQueue_FullMethodName:    {RoleAdmin},
+	pb.Queue_Snooze_FullMethodName:        {RoleWorker},
+	pb.Queue_UpdateTask_FullMethodName:    {RoleProducer, RoleAdmin},
+
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},
 	pb.Cluster_RemoveServer_FullMethodName:       {RoleAdmin},

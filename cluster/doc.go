@@ -609,6 +609,23 @@
 //     a producer may do; making it admin-only would push teams to hand
 //     out admin tokens to services that only enqueue.
 //
+// # Retries (retries.go)
+//
+//   - SetQueueRetry (and its reset), Snooze and UpdateTask are commands
+//     of feature level 12 (fsm.LevelRetries), refused with
+//     ErrFeatureDisabled until every server announced it. The backoff
+//     itself is the FSM's, computed from the stamped now at apply; cluster
+//     only builds the commands. A task's own policy on an Enqueue before
+//     the latch is accepted and not stored (the FSM's rule), so a
+//     producer needs no version check of its own.
+//   - ListDead without a queue lists every queue of the tenant (the FSM
+//     walks the catalog); ListTasks still needs a queue, because the
+//     keyspace has no per-tenant index of the other states.
+//   - Roles: a queue's policy and its reset are queue control (admin over
+//     the tenant); Snooze is a worker's, like Nack; UpdateTask a
+//     producer's or an admin's of the tenant: whoever may enqueue a task
+//     may move it while it waits. Cancel stays admin-only, as before.
+//
 // # Authentication and authorization (auth.go)
 //
 //   - One role table, methodRoles, decides which roles allow a method:

@@ -64,20 +64,21 @@ func CheckListDead(req *pb.ListDeadRequest) error {
 		req.Tenant = pb.DefaultTenant
 	}
 	queue, tenant := req.GetQueue(), req.GetTenant()
-	if queue == "" {
-		return &FieldError{Field: "queue", Reason: "required"}
-	}
 	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
 		return &FieldError{Field: "queue", Reason: "queue and tenant may not contain '/'"}
 	}
 	return nil
 }
 
-// ListDead pages through a queue's dead letters, oldest id first: up to
+// ListDead pages through a queue's dead letters, oldest id first, or with
+// no queue those of every queue of the tenant, queue by queue: up to
 // req.limit (default 100, at most MaxBatch, what one RequeueDead replays).
 func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consistency) ([]*pb.Task, string, error) {
 	if err := CheckListDead(req); err != nil {
 		return nil, "", err
+	}
+	if req.GetQueue() == "" {
+		return s.listTenantDead(ctx, req, c)
 	}
 	return s.list(ctx, req.GetQueue(), req.GetTenant(), pb.TaskState_TASK_STATE_DEAD, req.GetCursor(), req.GetLimit(), c)
 }
@@ -85,6 +86,9 @@ func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consi
 // CheckListTasks fills a ListTasks request's default tenant and checks its
 // names and state, so the node that receives it refuses a bad one.
 func CheckListTasks(req *pb.ListTasksRequest) error {
+	if req.GetQueue() == "" {
+		return &FieldError{Field: "queue", Reason: "required"}
+	}
 	if err := CheckListDead(&pb.ListDeadRequest{Queue: req.GetQueue(), Tenant: req.GetTenant()}); err != nil {
 		return err
 	}

@@ -156,6 +156,9 @@ func wantIndexKeys(task *pb.Task) []string {
 		keys = [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(task.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
 		keys = [][]byte{storage.DeadKey(q, tn, id)}
+		if task.GetExpireAt() > 0 { // dead-lettered since LevelRetries: retention purges it
+			keys = append(keys, storage.ExpireKey(task.GetExpireAt(), id))
+		}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
 	}

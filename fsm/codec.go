@@ -42,5 +42,11 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 }
 
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE
+	switch {
+	case t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
+		return true
+	case t >= pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY && t <= pb.CommandType_COMMAND_TYPE_UPDATE_TASK: // LevelRetries
+		return true
+	}
+	return false
 }

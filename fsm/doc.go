@@ -9,7 +9,8 @@
 // with Validate (a bad value is an answer that changes nothing), and runs one
 // rule function over an indexed batch: enqueue, claim, heartbeat, submit,
 // nack, cancel, reap, promoteDelayed, purge, requeueDead, setQueuePaused,
-// purgeQueue, putSchedule, removeSchedule, fireSchedule. Each rule moves a
+// purgeQueue, putSchedule, removeSchedule, fireSchedule, setQueueRetry,
+// snooze, updateTask. Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -85,7 +86,8 @@
 //     task becomes a dead letter that RequeueDead can replay.
 //   - Cancel applies to pending and delayed tasks only. A running task's
 //     worker owns it until its lease ends.
-//   - Dead letters are kept until replayed; they have no retention.
+//   - Dead letters are kept until replayed or, from LevelRetries on,
+//     until their expiry (below).
 //   - The payload limit is configurable at the edge; the FSM re-checks with
 //     a fixed ceiling (PayloadCeiling) so replicas never disagree because of
 //     node configuration.
@@ -340,6 +342,44 @@
 //     MaxSpecLen (256). A fired task passes the stamped tenant limits
 //     like an Enqueue; over them the slot stays unfired, so the next
 //     round tries it again (or, under SKIP, a newer slot replaces it).
+//   - Retries (rules_retries.go, LevelRetries = 12). A retry policy
+//     (base, cap, integer multiplier, jitter percent) lives on the task
+//     (NewTask.retry, stored in the record) or its queue (QueueConfig, set
+//     by SetQueueRetry); the task's wins. Read at each failed attempt, so
+//     a queue's new policy applies to the next failure of every task. A
+//     nack that names its own delay keeps it: the worker knows best (a
+//     Retry-After); only a nack without one, and every reap, wait out the
+//     backoff. The jitter only shortens the delay (by up to jitter_percent),
+//     its fraction an FNV-1a hash of (id, attempt): no randomness, the same
+//     on every replica, spread across tasks that failed together. Before
+//     the latch, nack and reap requeue at once and enqueue does not store
+//     a task's policy, whatever the queue's record says: what a level-7
+//     build writes.
+//   - Snooze is a Nack that is not a failure: the fence holder gives the
+//     task back for a delay, attempts unchanged, the attempt ends SNOOZED.
+//     A worker that snoozes for ever keeps the task for ever; that is its
+//     owner's choice, and the history shows it (16 attempts kept).
+//   - UpdateTask changes a pending or delayed task only: a running one is
+//     its worker's (the fence protects it), a finished one is history.
+//     Refused with WRONG_STATE (FailedPrecondition), which callers branch
+//     on. A changed task goes to the back of its (new) priority.
+//   - A dead letter of LevelRetries gets an expiry: now + its queue's
+//     dead_retention_ns, or DefaultDeadRetention (14 days), indexed in e/
+//     beside the dead index, so retention's Purge removes it as it does a
+//     finished task (txn.remove drops both keys). RequeueDead clears it.
+//     Dead letters of earlier levels have no expiry and stay until
+//     replayed or purged (PurgeQueue): no migration at the latch, which
+//     would be one unbounded apply.
+//   - An empty queue's catalog record (c/) goes once it holds no task in
+//     any state and has no configuration (g/), checked at the end of each
+//     command that wrote the record, so the keyspace does not depend on
+//     batching. Its lifetime totals go with it: they are the totals of the
+//     queue since it last held something, and a queue that only ever saw
+//     finished tasks is removed only after their retention. Configuration
+//     stays until SetQueueRetry's reset deletes the whole record (pause,
+//     policy, retention, any later setting); a reset of a paused queue
+//     resumes it. The command types were three (26-28) for the release:
+//     reset rides on SetQueueRetry rather than a type of its own.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

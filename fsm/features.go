@@ -41,6 +41,11 @@ const (
 	// LevelSchedules: PutSchedule, RemoveSchedule and FireSchedule, the
 	// schedule records (s/) and the schedule fields of a task.
 	LevelSchedules uint32 = 8
+	// LevelRetries: SetQueueRetry, Snooze and UpdateTask; and, changing
+	// what apply writes, backoff on nack and reap, dead letters that
+	// expire, and the removal of an empty queue's catalog record
+	// (rules_retries.go).
+	LevelRetries uint32 = 12
 	// LevelSplitRecords: no new command; a task's record is written as a
 	// small header (t/) and its payload once as a body (v/), so a
 	// heartbeat or submit no longer rewrites the payload
@@ -81,6 +86,9 @@ func RequiredLevel(t pb.CommandType) uint32 {
 	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE, pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE,
 		pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
 		return LevelSchedules
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
+		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		return LevelRetries
 	default:
 		return LevelBase
 	}

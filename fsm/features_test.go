@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -69,6 +70,9 @@ func Test_OlderBuildStopsAndNamesTheLevel(t *testing.T) {
 			Commands: []*pb.Command{enqueueCmd(t0, &pb.NewTask{Queue: "q", Tenant: "default", Payload: []byte("x")})}}}}, LevelBatch},
 		{"pause", setPausedCmd(t0, "q", "default", true), LevelQueueControl},
 		{"purge queue", purgeQueueCmd(t0, "q", "default", false, 10), LevelQueueControl},
+		{"queue retry", setRetryCmd(t0, "q", "default", &pb.RetryPolicy{BaseNs: int64(time.Second)}), LevelRetries},
+		{"snooze", snoozeCmd(t0, "0000000000000001", 1, 0), LevelRetries},
+		{"update task", updateTaskCmd(t0, "0000000000000001", 3, 0), LevelRetries},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

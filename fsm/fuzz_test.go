@@ -43,6 +43,12 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		fireCmd(now, "acme", "tick", now-now%int64(time.Second)),
 		fireCmd(now, "acme", "tick", now+1),
 		removeScheduleCmd(now, "acme", "nightly"),
+		setRetryCmd(now, "emails", "acme", &pb.RetryPolicy{BaseNs: int64(time.Second), CapNs: int64(time.Minute), Multiplier: 2, JitterPercent: 20}),
+		setDeadRetentionCmd(now, "emails", "acme", time.Hour),
+		resetQueueCmd(now, "emails", "acme"),
+		snoozeCmd(now, p.running.id, p.running.fence, 30*time.Second),
+		updateTaskCmd(now, p.pending, 8, now+int64(time.Minute)),
+		updateTaskCmd(now, p.running.id, 1, 0),               // WRONG_STATE
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards

@@ -160,6 +160,7 @@ func (tx *txn) requeueDead(c *pb.RequeueDeadCmd, res *pb.CommandResult) error {
 			t.Seq = tx.nextSeq(pos)
 			t.VisibleAt = tx.now
 			t.FinishedAt = 0
+			t.ExpireAt = 0 // a dead letter's expiry (LevelRetries) ends with it
 		})
 		if err != nil {
 			return err

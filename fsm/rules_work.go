@@ -65,6 +65,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			VisibleAt:      addTime(tx.now, nt.GetDelayNs()),
 			Seq:            tx.nextSeq(pos),
 		}
+		if nt.GetRetry().GetBaseNs() > 0 && tx.feature >= LevelRetries {
+			t.Retry = nt.GetRetry() // an older build would not store it
+		}
 		if t.MaxAttempts == 0 {
 			t.MaxAttempts = pb.DefaultMaxAttempts
 		}

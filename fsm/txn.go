@@ -47,6 +47,10 @@ type metaEntry struct {
 	// tracks changes made, not value differences, so that the keyspace is
 	// the same however entries are grouped into apply batches.
 	dirty bool
+	// dropped: a command left the queue empty and unconfigured
+	// (dropEmptyQueues), so finish deletes its record unless a later
+	// command of the batch wrote it again.
+	dropped bool
 }
 
 func newTxn(b *pebble.Batch, now int64) *txn {
@@ -144,10 +148,19 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.removeSchedule(cmd.GetRemoveSchedule(), res)
 	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
 		err = tx.fireSchedule(cmd.GetFireSchedule(), res)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY:
+		err = tx.setQueueRetry(cmd.GetSetQueueRetry(), res)
+	case pb.CommandType_COMMAND_TYPE_SNOOZE:
+		err = tx.snooze(cmd.GetSnooze(), res)
+	case pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		err = tx.updateTask(cmd.GetUpdateTask(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
 		return fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
+	}
+	if err == nil && cmd.GetType() != pb.CommandType_COMMAND_TYPE_BATCH {
+		err = tx.dropEmptyQueues() // a Batch's commands did, each
 	}
 	if err != nil {
 		return fmt.Errorf("%v: %w", cmd.GetType(), err)
@@ -172,6 +185,11 @@ func (tx *txn) finish(applied uint64) error {
 	for _, k := range keys {
 		e := tx.metas[k]
 		if !e.dirty {
+			if e.dropped {
+				if err := tx.b.Delete(storage.CatalogKey(e.queue, e.tenant), nil); err != nil {
+					return fmt.Errorf("catalog %s: %w", k, err)
+				}
+			}
 			continue
 		}
 		if err := storage.PutQueueMeta(tx.b, e.queue, e.tenant, &e.m); err != nil {
@@ -256,6 +274,9 @@ func indexKeys(t *pb.Task) [][]byte {
 	case pb.TaskState_TASK_STATE_RUNNING:
 		return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
+		if t.GetExpireAt() > 0 { // dead-lettered since LevelRetries
+			return [][]byte{storage.DeadKey(q, tn, id), storage.ExpireKey(t.GetExpireAt(), id)}
+		}
 		return [][]byte{storage.DeadKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		return [][]byte{storage.ExpireKey(t.GetExpireAt(), id)}
@@ -378,7 +399,9 @@ func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(tx.base+po
 
 // requeue puts a running task back after a failed attempt (nack or reap):
 // attempts+1, then dead-letter at max attempts, delayed when delay > 0, or
-// pending at the back of its priority. out is how the attempt ended; a
+// pending at the back of its priority. From LevelRetries on, a requeue
+// without a delay of its own waits out the task's backoff (retryDelay),
+// and a dead letter gets an expiry (deadExpiry). out is how the attempt ended; a
 // nack's reason is its error, an expiry has none but its outcome.
 func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string, out pb.AttemptOutcome) error {
 	attempts := t.GetAttempts() + 1
@@ -392,12 +415,22 @@ func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string, out pb.A
 		t.LastError = reason
 		t.WorkerId = ""
 	}
-	switch {
-	case attempts >= t.GetMaxAttempts():
+	if attempts >= t.GetMaxAttempts() {
+		expire, err := tx.deadExpiry(t)
+		if err != nil {
+			return err
+		}
 		return tx.move(t, pb.TaskState_TASK_STATE_DEAD, func(t *pb.Task) {
 			mutate(t)
 			t.FinishedAt = tx.now
+			t.ExpireAt = expire
 		})
+	}
+	delay, err := tx.retryDelay(t, delay, attempts)
+	if err != nil {
+		return err
+	}
+	switch {
 	case delay > 0:
 		return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
 			mutate(t)

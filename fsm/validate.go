@@ -217,6 +217,9 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return checkName("name", c.GetName())
 	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
 		return validateFireSchedule(cmd.GetFireSchedule())
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
+		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		return validateRetries(cmd, at)
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -271,6 +274,12 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetRemoveSchedule() != nil
 	case pb.CommandType_COMMAND_TYPE_FIRE_SCHEDULE:
 		ok = cmd.GetFireSchedule() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY:
+		ok = cmd.GetSetQueueRetry() != nil
+	case pb.CommandType_COMMAND_TYPE_SNOOZE:
+		ok = cmd.GetSnooze() != nil
+	case pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
+		ok = cmd.GetUpdateTask() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -319,7 +328,10 @@ func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 	if err := checkLen("idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
 		return err
 	}
-	return checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention)
+	if err := checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention); err != nil {
+		return err
+	}
+	return checkRetryPolicy("retry.", t.GetRetry())
 }
 
 func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {

@@ -89,6 +89,9 @@ func (w *workload) newTask() *pb.NewTask {
 	if w.pct(70) {
 		nt.RetentionNs = int64(time.Second) + w.dur(60*time.Second)
 	}
+	if w.pct(15) {
+		nt.Retry = &pb.RetryPolicy{BaseNs: int64(time.Second) + w.dur(3*time.Second), Multiplier: 2, JitterPercent: 25}
+	}
 	return nt
 }
 
@@ -123,6 +126,9 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 	}
 	if w.pct(4) {
 		return entry(t, w.index, w.scheduleCmd(f, now))
+	}
+	if w.pct(4) {
+		return entry(t, w.index, w.retries(now))
 	}
 	return entry(t, w.index, w.command(t, f, now))
 }
@@ -246,6 +252,42 @@ func (w *workload) queueControl(now int64) *pb.Command {
 		return setPausedCmd(now, q.Queue, q.Tenant, w.pct(50))
 	}
 	return purgeQueueCmd(now, q.Queue, q.Tenant, w.pct(40), uint32(1+w.rng.IntN(4)))
+}
+
+// retries sets or resets a queue's retry policy and dead retention,
+// snoozes a task (mostly under its fence) or changes a task's priority
+// or run-at (in any state: the wrong ones are refused).
+func (w *workload) retries(now int64) *pb.Command {
+	q := w.queue()
+	switch w.rng.IntN(5) {
+	case 0:
+		var p *pb.RetryPolicy
+		if w.pct(80) {
+			p = &pb.RetryPolicy{BaseNs: int64(time.Second) + w.dur(5*time.Second), Multiplier: uint32(w.rng.IntN(4)),
+				JitterPercent: uint32(w.rng.IntN(60))}
+			if w.pct(50) {
+				p.CapNs = p.BaseNs + w.dur(20*time.Second)
+			}
+		}
+		return setRetryCmd(now, q.Queue, q.Tenant, p)
+	case 1:
+		if w.pct(30) {
+			return resetQueueCmd(now, q.Queue, q.Tenant)
+		}
+		return setDeadRetentionCmd(now, q.Queue, q.Tenant, time.Duration(w.dur(90*time.Second)))
+	case 2, 3:
+		r := w.ref()
+		return snoozeCmd(now, r.id, r.fence, time.Duration(w.dur(10*time.Second)))
+	default:
+		prio, runAt := -1, int64(0)
+		if w.pct(60) {
+			prio = w.rng.IntN(MaxPriority + 1)
+		}
+		if prio < 0 || w.pct(40) {
+			runAt = now + w.dur(30*time.Second) - int64(10*time.Second)
+		}
+		return updateTaskCmd(now, w.anyID(), prio, runAt)
+	}
 }
 
 // invalid is a command Validate refuses.

@@ -149,6 +149,14 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.RemoveScheduleRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.SetQueueRetryRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.ResetQueueRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.SnoozeRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.UpdateTaskRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

@@ -8,7 +8,8 @@
 //
 // The story of a request: any node accepts it. A write (Enqueue, Claim,
 // Heartbeat, Submit, Nack, Cancel, RequeueDead, PauseQueue, ResumeQueue,
-// PurgeQueue, PutSchedule, RemoveSchedule) is turned into a Command
+// PurgeQueue, PutSchedule, RemoveSchedule, SetQueueRetry, ResetQueue,
+// Snooze, UpdateTask) is turned into a Command
 // by cluster, which fills the request's defaults (an empty tenant becomes
 // "default", Claim's max_tasks and lease get theirs), and checked with
 // Node.Check on the node that received it, so a bad value costs no hop and
@@ -24,7 +25,9 @@
 // Serve, Stop, the interceptor, health), errors.go (toStatus), forward.go
 // (onLeader), queue.go (writes and reads), queuectl.go (PauseQueue,
 // ResumeQueue, PurgeQueue), schedule.go (PutSchedule, ListSchedules,
-// RemoveSchedule), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
+// RemoveSchedule), retries.go (SetQueueRetry, ResetQueue, Snooze,
+// UpdateTask), claim.go (Claim, WaitResult and claimWatch), admin.go (the
+// Cluster service), limits.go (connection and
 // long-poll bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by

@@ -22,6 +22,10 @@ Usage:
   docket submit ID FENCE [RESULT]  complete a claimed task
   docket nack ID FENCE           give a claimed task back for a retry
   docket task ID                 show a task
+  docket task update ID [--priority P] [--run-at T|--in D]
+                                 change a pending or delayed task
+  docket tasks QUEUE [--state S] list a queue's pending|delayed|running|dead tasks
+  docket snooze ID FENCE [--for D]  hand a claimed task back for later, no attempt used
   docket wait ID                 wait (up to --timeout) for a task to finish, show it
   docket cancel ID               cancel a pending or delayed task
   docket stats [QUEUE]           queue depths by state
@@ -31,7 +35,11 @@ Usage:
   docket schedule add NAME --queue Q --cron SPEC [--tz ZONE] [--missed skip|catchup]
                                  enqueue a task at every slot of a cron spec (@every 1m too)
   docket schedule list|remove [NAME]  a tenant's schedules, or delete one
-  docket dlq list QUEUE          list dead letters
+  docket queue retry QUEUE --base D [--cap D] [--multiplier N] [--jitter P]
+                                 backoff between a queue's retries (--base 0 clears)
+  docket queue dead-retention QUEUE D  keep a queue's dead letters D (0: 14 days)
+  docket queue reset QUEUE       drop a queue's configuration (pause, retry, retention)
+  docket dlq list [QUEUE]        list dead letters (no QUEUE: every queue of --tenant)
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket dlq purge QUEUE         delete a queue's dead letters
   docket cluster status          leader, servers, indexes
@@ -89,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "gossip":
 		return runGossip(rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot",
-		"queue", "queues", "cancel", "wait", "schedule":
+		"queue", "queues", "cancel", "wait", "schedule", "snooze", "tasks":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":
 		version(stdout)

@@ -11,13 +11,17 @@ import (
 // queue is `docket queue pause|resume|purge QUEUE`: queue control on one
 // queue of --tenant (the default tenant unless given).
 func (v *verb) queue(ctx context.Context, args []string) error {
-	const what = "pause|resume|purge QUEUE"
-	pos, err := v.parse(args, 2, 2, what)
+	rf := v.retryFlags() // retriesverbs.go
+	const what = "pause|resume|purge|retry|reset QUEUE | queue dead-retention QUEUE D"
+	pos, err := v.parse(args, 2, 3, what)
 	if err != nil {
 		return err
 	}
+	if sub := pos[0]; sub == "retry" || sub == "dead-retention" || sub == "reset" {
+		return v.queueRetries(ctx, pos, rf)
+	}
 	sub, queue := pos[0], pos[1]
-	if sub != "pause" && sub != "resume" && sub != "purge" {
+	if (sub != "pause" && sub != "resume" && sub != "purge") || len(pos) != 2 {
 		return fmt.Errorf("%w: docket queue %s", errUsage, what)
 	}
 	if sub == "purge" {

@@ -71,6 +71,8 @@ var verbs = map[string]func(*verb, context.Context, []string) error{
 	"cancel":   (*verb).cancel,
 	"wait":     (*verb).wait,
 	"schedule": (*verb).schedule,
+	"snooze":   (*verb).snooze,
+	"tasks":    (*verb).tasks,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
@@ -293,9 +295,16 @@ func (v *verb) nack(ctx context.Context, args []string) error {
 
 func (v *verb) task(ctx context.Context, args []string) error {
 	stale := v.fs.Bool("stale", false, "read any node's local copy instead of a linearizable read")
-	pos, err := v.parse(args, 1, 1, "ID")
+	uf := v.updateFlags() // retriesverbs.go
+	pos, err := v.parse(args, 1, 2, "ID | task update ID [--priority P] [--run-at T|--in D]")
 	if err != nil {
 		return err
+	}
+	if pos[0] == "update" && len(pos) == 2 {
+		return v.taskUpdate(ctx, pos[1], uf)
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: docket task ID | task update ID", errUsage)
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {
@@ -411,7 +420,7 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	limit := v.fs.Uint("limit", pb.DefaultListLimit, "at most this many tasks")
 	id := v.fs.String("id", "", "requeue one task by id")
 	cursor := v.fs.String("cursor", "", "continue a list after this cursor")
-	const what = "list QUEUE | dlq requeue QUEUE | dlq requeue --id ID | dlq purge QUEUE"
+	const what = "list [QUEUE] | dlq requeue QUEUE | dlq requeue --id ID | dlq purge QUEUE"
 	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
@@ -420,7 +429,7 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	if sub == "purge" && len(pos) == 1 {
 		return v.purge(ctx, pos[0], true)
 	}
-	if (sub != "list" && sub != "requeue") || (len(pos) == 0 && (sub == "list" || *id == "")) {
+	if (sub != "list" && sub != "requeue") || (len(pos) == 0 && sub == "requeue" && *id == "") {
 		return fmt.Errorf("%w: docket dlq %s", errUsage, what)
 	}
 	c, ctx, done, err := v.connect(ctx)
@@ -429,12 +438,20 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	}
 	defer done()
 	if sub == "list" {
-		res, err := c.ListDead(ctx, &pb.ListDeadRequest{Queue: pos[0], Tenant: v.c.tenant, Cursor: *cursor, Limit: uint32(*limit)})
+		queue := "" // every queue of the tenant
+		if len(pos) > 0 {
+			queue = pos[0]
+		}
+		res, err := c.ListDead(ctx, &pb.ListDeadRequest{Queue: queue, Tenant: v.c.tenant, Cursor: *cursor, Limit: uint32(*limit)})
 		if err != nil {
 			return err
 		}
 		return v.print(func(w io.Writer) {
 			for _, t := range res.GetTasks() {
+				if queue == "" {
+					fmt.Fprintf(w, "%s queue=%s attempts=%d error=%q\n", t.GetId(), t.GetQueue(), t.GetAttempts(), t.GetLastError())
+					continue
+				}
 				fmt.Fprintf(w, "%s attempts=%d error=%q\n", t.GetId(), t.GetAttempts(), t.GetLastError())
 			}
 			if res.GetNextCursor() != "" {

@@ -1107,7 +1107,7 @@ func (x *StatsResponse) GetNextCursor() string {
 
 type ListDeadRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
-	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"` // empty: every queue of the tenant
 	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// cursor continues a listing from a previous answer's next_cursor, for
 	// the same queue and tenant. It is opaque; any other is InvalidArgument
@@ -1781,6 +1781,462 @@ func (x *PurgeQueueResponse) GetPurged() uint64 {
 	return 0
 }
 
+type SetQueueRetryRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant           string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	HasRetry         bool                   `protobuf:"varint,3,opt,name=has_retry,json=hasRetry,proto3" json:"has_retry,omitempty"`
+	Retry            *RetryPolicy           `protobuf:"bytes,4,opt,name=retry,proto3" json:"retry,omitempty"` // with has_retry: missing or base 0 clears it
+	HasDeadRetention bool                   `protobuf:"varint,5,opt,name=has_dead_retention,json=hasDeadRetention,proto3" json:"has_dead_retention,omitempty"`
+	DeadRetentionNs  int64                  `protobuf:"varint,6,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"` // with has_dead_retention: 0 is the default
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryRequest) Reset() {
+	*x = SetQueueRetryRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryRequest) ProtoMessage() {}
+
+func (x *SetQueueRetryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryRequest.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetQueueRetryRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueRetryRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueRetryRequest) GetHasRetry() bool {
+	if x != nil {
+		return x.HasRetry
+	}
+	return false
+}
+
+func (x *SetQueueRetryRequest) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+func (x *SetQueueRetryRequest) GetHasDeadRetention() bool {
+	if x != nil {
+		return x.HasDeadRetention
+	}
+	return false
+}
+
+func (x *SetQueueRetryRequest) GetDeadRetentionNs() int64 {
+	if x != nil {
+		return x.DeadRetentionNs
+	}
+	return 0
+}
+
+type SetQueueRetryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: the queue already had that configuration
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryResponse) Reset() {
+	*x = SetQueueRetryResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryResponse) ProtoMessage() {}
+
+func (x *SetQueueRetryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryResponse.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetQueueRetryResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type ResetQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetQueueRequest) Reset() {
+	*x = ResetQueueRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetQueueRequest) ProtoMessage() {}
+
+func (x *ResetQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResetQueueRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResetQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ResetQueueRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ResetQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: the queue had no configuration
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetQueueResponse) Reset() {
+	*x = ResetQueueResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetQueueResponse) ProtoMessage() {}
+
+func (x *ResetQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetQueueResponse.ProtoReflect.Descriptor instead.
+func (*ResetQueueResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResetQueueResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type SnoozeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	DelayNs       int64                  `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeRequest) Reset() {
+	*x = SnoozeRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeRequest) ProtoMessage() {}
+
+func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
+func (*SnoozeRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SnoozeRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SnoozeRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *SnoozeRequest) GetDelayNs() int64 {
+	if x != nil {
+		return x.DelayNs
+	}
+	return 0
+}
+
+func (x *SnoozeRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type SnoozeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         TaskState              `protobuf:"varint,1,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeResponse) Reset() {
+	*x = SnoozeResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeResponse) ProtoMessage() {}
+
+func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
+func (*SnoozeResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SnoozeResponse) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+type UpdateTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	HasPriority   bool                   `protobuf:"varint,3,opt,name=has_priority,json=hasPriority,proto3" json:"has_priority,omitempty"`
+	Priority      uint32                 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
+	RunAt         int64                  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"` // Unix ns; 0 keeps it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskRequest) Reset() {
+	*x = UpdateTaskRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskRequest) ProtoMessage() {}
+
+func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetHasPriority() bool {
+	if x != nil {
+		return x.HasPriority
+	}
+	return false
+}
+
+func (x *UpdateTaskRequest) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *UpdateTaskRequest) GetRunAt() int64 {
+	if x != nil {
+		return x.RunAt
+	}
+	return 0
+}
+
+type UpdateTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         TaskState              `protobuf:"varint,1,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskResponse) Reset() {
+	*x = UpdateTaskResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskResponse) ProtoMessage() {}
+
+func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UpdateTaskResponse) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1789,7 +2245,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +2257,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +2270,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 type SnapshotChunk struct {
@@ -1826,7 +2282,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2294,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2307,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1873,7 +2329,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2341,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2354,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -1941,7 +2397,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2409,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2422,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2008,7 +2464,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2476,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2489,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2065,7 +2521,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2533,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2546,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 type TokenInfo struct {
@@ -2108,7 +2564,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2576,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2589,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2194,7 +2650,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2662,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2675,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2238,7 +2694,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2706,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2719,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2281,7 +2737,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2749,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2762,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 type Server struct {
@@ -2328,7 +2784,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2796,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2809,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Server) GetId() string {
@@ -2426,7 +2882,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2894,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2907,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -2500,7 +2956,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2968,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2981,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2665,7 +3121,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +3133,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +3146,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -2737,7 +3193,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3205,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3218,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -2781,7 +3237,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +3249,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +3262,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2828,7 +3284,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3296,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3309,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -2892,7 +3348,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3360,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3373,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 type RemoveServerRequest struct {
@@ -2929,7 +3385,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3397,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3410,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2972,7 +3428,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3440,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3453,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 type LeaveRequest struct {
@@ -3008,7 +3464,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3476,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3489,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 type LeaveResponse struct {
@@ -3044,7 +3500,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3512,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3525,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -3184,7 +3640,36 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\",\n" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\x15\n" +
+	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\xe9\x01\n" +
+	"\x14SetQueueRetryRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\thas_retry\x18\x03 \x01(\bR\bhasRetry\x12,\n" +
+	"\x05retry\x18\x04 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12,\n" +
+	"\x12has_dead_retention\x18\x05 \x01(\bR\x10hasDeadRetention\x12*\n" +
+	"\x11dead_retention_ns\x18\x06 \x01(\x03R\x0fdeadRetentionNs\"1\n" +
+	"\x15SetQueueRetryResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"A\n" +
+	"\x11ResetQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\".\n" +
+	"\x12ResetQueueResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"q\n" +
+	"\rSnoozeRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
+	"\bdelay_ns\x18\x03 \x01(\x03R\adelayNs\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"<\n" +
+	"\x0eSnoozeResponse\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\x9a\x01\n" +
+	"\x11UpdateTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
+	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
+	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"@\n" +
+	"\x12UpdateTaskResponse\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -3273,8 +3758,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xd3\n" +
-	"\n" +
+	"\rLeaveResponse2\xfc\f\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -3297,7 +3781,13 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse\x12L\n" +
 	"\vPutSchedule\x12\x1d.docket.v1.PutScheduleRequest\x1a\x1e.docket.v1.PutScheduleResponse\x12R\n" +
 	"\rListSchedules\x12\x1f.docket.v1.ListSchedulesRequest\x1a .docket.v1.ListSchedulesResponse\x12U\n" +
-	"\x0eRemoveSchedule\x12 .docket.v1.RemoveScheduleRequest\x1a!.docket.v1.RemoveScheduleResponse2\x86\x06\n" +
+	"\x0eRemoveSchedule\x12 .docket.v1.RemoveScheduleRequest\x1a!.docket.v1.RemoveScheduleResponse\x12R\n" +
+	"\rSetQueueRetry\x12\x1f.docket.v1.SetQueueRetryRequest\x1a .docket.v1.SetQueueRetryResponse\x12I\n" +
+	"\n" +
+	"ResetQueue\x12\x1c.docket.v1.ResetQueueRequest\x1a\x1d.docket.v1.ResetQueueResponse\x12=\n" +
+	"\x06Snooze\x12\x18.docket.v1.SnoozeRequest\x1a\x19.docket.v1.SnoozeResponse\x12I\n" +
+	"\n" +
+	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3323,7 +3813,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -3357,125 +3847,145 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ResumeQueueResponse)(nil),        // 29: docket.v1.ResumeQueueResponse
 	(*PurgeQueueRequest)(nil),          // 30: docket.v1.PurgeQueueRequest
 	(*PurgeQueueResponse)(nil),         // 31: docket.v1.PurgeQueueResponse
-	(*SnapshotSaveRequest)(nil),        // 32: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 33: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 34: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 35: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 36: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 37: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 38: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 39: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 40: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 41: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 42: docket.v1.Server
-	(*StatusRequest)(nil),              // 43: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 44: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 45: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 46: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 47: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 48: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 49: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 50: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 51: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 52: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 53: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 54: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 55: docket.v1.ItemResult
-	(*Task)(nil),                       // 56: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 57: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 58: docket.v1.Outcome
-	(TaskState)(0),                     // 59: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 60: docket.v1.QueueStats
-	(*PutScheduleRequest)(nil),         // 61: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 62: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 63: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 64: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 65: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 66: docket.v1.RemoveScheduleResponse
+	(*SetQueueRetryRequest)(nil),       // 32: docket.v1.SetQueueRetryRequest
+	(*SetQueueRetryResponse)(nil),      // 33: docket.v1.SetQueueRetryResponse
+	(*ResetQueueRequest)(nil),          // 34: docket.v1.ResetQueueRequest
+	(*ResetQueueResponse)(nil),         // 35: docket.v1.ResetQueueResponse
+	(*SnoozeRequest)(nil),              // 36: docket.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),             // 37: docket.v1.SnoozeResponse
+	(*UpdateTaskRequest)(nil),          // 38: docket.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),         // 39: docket.v1.UpdateTaskResponse
+	(*SnapshotSaveRequest)(nil),        // 40: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 41: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 42: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 43: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 44: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 45: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 46: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 47: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 48: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 49: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 50: docket.v1.Server
+	(*StatusRequest)(nil),              // 51: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 52: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 53: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 54: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 55: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 56: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 57: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 58: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 59: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 60: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 61: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 62: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 63: docket.v1.ItemResult
+	(*Task)(nil),                       // 64: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 65: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 66: docket.v1.Outcome
+	(TaskState)(0),                     // 67: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 68: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 69: docket.v1.RetryPolicy
+	(*PutScheduleRequest)(nil),         // 70: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 71: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 72: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 73: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 74: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 75: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	54, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	55, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	56, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	57, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	55, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	58, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	62, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	63, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	64, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	65, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	63, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	66, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	55, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	59, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	56, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	56, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	60, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	56, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	55, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	59, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	56, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	38, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	42, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	45, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 22: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 23: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 24: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 25: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 26: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 27: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 28: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 29: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 30: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 31: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	61, // 35: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	62, // 36: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	63, // 37: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	43, // 38: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	46, // 39: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	48, // 40: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	50, // 41: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	52, // 42: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	35, // 43: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	37, // 44: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	40, // 45: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	32, // 46: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	33, // 47: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 48: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 49: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 50: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 51: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 52: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 53: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 54: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 55: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 56: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 57: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 58: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 59: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 60: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 61: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 62: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 63: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	64, // 64: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	65, // 65: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	66, // 66: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	44, // 67: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	47, // 68: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	49, // 69: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	51, // 70: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	53, // 71: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	36, // 72: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	39, // 73: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	41, // 74: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	33, // 75: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	34, // 76: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	48, // [48:77] is the sub-list for method output_type
-	19, // [19:48] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	63, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	67, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	64, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	64, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	68, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	64, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	63, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	67, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	64, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	69, // 16: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	67, // 17: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	67, // 18: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	46, // 19: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	50, // 20: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	53, // 21: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 22: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 23: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 24: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 25: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 26: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 27: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 28: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 29: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 30: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 31: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 32: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 33: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 34: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	26, // 35: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 36: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 37: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	70, // 38: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	71, // 39: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	72, // 40: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	32, // 41: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	34, // 42: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	36, // 43: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	38, // 44: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	51, // 45: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	54, // 46: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	56, // 47: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	58, // 48: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	60, // 49: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	43, // 50: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	45, // 51: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	48, // 52: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	40, // 53: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	41, // 54: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 55: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 56: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 57: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 58: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 59: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 60: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 61: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 62: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 63: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 64: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 65: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 66: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 67: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 68: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 69: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 70: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	73, // 71: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	74, // 72: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	75, // 73: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	33, // 74: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	35, // 75: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	37, // 76: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	39, // 77: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	52, // 78: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	55, // 79: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	57, // 80: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	59, // 81: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	61, // 82: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	44, // 83: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	47, // 84: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	49, // 85: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	41, // 86: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	42, // 87: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	55, // [55:88] is the sub-list for method output_type
+	22, // [22:55] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -3492,7 +4002,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -41,6 +41,10 @@ const (
 	Queue_PutSchedule_FullMethodName    = "/docket.v1.Queue/PutSchedule"
 	Queue_ListSchedules_FullMethodName  = "/docket.v1.Queue/ListSchedules"
 	Queue_RemoveSchedule_FullMethodName = "/docket.v1.Queue/RemoveSchedule"
+	Queue_SetQueueRetry_FullMethodName  = "/docket.v1.Queue/SetQueueRetry"
+	Queue_ResetQueue_FullMethodName     = "/docket.v1.Queue/ResetQueue"
+	Queue_Snooze_FullMethodName         = "/docket.v1.Queue/Snooze"
+	Queue_UpdateTask_FullMethodName     = "/docket.v1.Queue/UpdateTask"
 )
 
 // QueueClient is the client API for Queue service.
@@ -87,6 +91,22 @@ type QueueClient interface {
 	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 	RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error)
+	// SetQueueRetry sets a queue's retry policy (backoff between attempts of
+	// its tasks that bring none of their own) and/or how long its dead
+	// letters are kept. Admin over the tenant; needs feature level 12.
+	SetQueueRetry(ctx context.Context, in *SetQueueRetryRequest, opts ...grpc.CallOption) (*SetQueueRetryResponse, error)
+	// ResetQueue deletes a queue's whole configuration (pause, retry policy,
+	// dead-letter retention, ...): it has the defaults again. Admin over the
+	// tenant; needs feature level 12.
+	ResetQueue(ctx context.Context, in *ResetQueueRequest, opts ...grpc.CallOption) (*ResetQueueResponse, error)
+	// Snooze hands a running task back, by the worker holding its fence, to
+	// run again after delay_ns, without counting an attempt. Worker; needs
+	// feature level 12.
+	Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error)
+	// UpdateTask changes a pending or delayed task's priority or run-at; any
+	// other state is FailedPrecondition (WRONG_STATE). Producer or admin;
+	// needs feature level 12.
+	UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error)
 }
 
 type queueClient struct {
@@ -287,6 +307,46 @@ func (c *queueClient) RemoveSchedule(ctx context.Context, in *RemoveScheduleRequ
 	return out, nil
 }
 
+func (c *queueClient) SetQueueRetry(ctx context.Context, in *SetQueueRetryRequest, opts ...grpc.CallOption) (*SetQueueRetryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQueueRetryResponse)
+	err := c.cc.Invoke(ctx, Queue_SetQueueRetry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) ResetQueue(ctx context.Context, in *ResetQueueRequest, opts ...grpc.CallOption) (*ResetQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetQueueResponse)
+	err := c.cc.Invoke(ctx, Queue_ResetQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnoozeResponse)
+	err := c.cc.Invoke(ctx, Queue_Snooze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateTaskResponse)
+	err := c.cc.Invoke(ctx, Queue_UpdateTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -331,6 +391,22 @@ type QueueServer interface {
 	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error)
+	// SetQueueRetry sets a queue's retry policy (backoff between attempts of
+	// its tasks that bring none of their own) and/or how long its dead
+	// letters are kept. Admin over the tenant; needs feature level 12.
+	SetQueueRetry(context.Context, *SetQueueRetryRequest) (*SetQueueRetryResponse, error)
+	// ResetQueue deletes a queue's whole configuration (pause, retry policy,
+	// dead-letter retention, ...): it has the defaults again. Admin over the
+	// tenant; needs feature level 12.
+	ResetQueue(context.Context, *ResetQueueRequest) (*ResetQueueResponse, error)
+	// Snooze hands a running task back, by the worker holding its fence, to
+	// run again after delay_ns, without counting an attempt. Worker; needs
+	// feature level 12.
+	Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error)
+	// UpdateTask changes a pending or delayed task's priority or run-at; any
+	// other state is FailedPrecondition (WRONG_STATE). Producer or admin;
+	// needs feature level 12.
+	UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -397,6 +473,18 @@ func (UnimplementedQueueServer) ListSchedules(context.Context, *ListSchedulesReq
 }
 func (UnimplementedQueueServer) RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveSchedule not implemented")
+}
+func (UnimplementedQueueServer) SetQueueRetry(context.Context, *SetQueueRetryRequest) (*SetQueueRetryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQueueRetry not implemented")
+}
+func (UnimplementedQueueServer) ResetQueue(context.Context, *ResetQueueRequest) (*ResetQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetQueue not implemented")
+}
+func (UnimplementedQueueServer) Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Snooze not implemented")
+}
+func (UnimplementedQueueServer) UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTask not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -761,6 +849,78 @@ func _Queue_RemoveSchedule_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_SetQueueRetry_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQueueRetryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).SetQueueRetry(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_SetQueueRetry_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).SetQueueRetry(ctx, req.(*SetQueueRetryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_ResetQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ResetQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ResetQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ResetQueue(ctx, req.(*ResetQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_Snooze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnoozeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).Snooze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_Snooze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).Snooze(ctx, req.(*SnoozeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_UpdateTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).UpdateTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_UpdateTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).UpdateTask(ctx, req.(*UpdateTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -843,6 +1003,22 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveSchedule",
 			Handler:    _Queue_RemoveSchedule_Handler,
+		},
+		{
+			MethodName: "SetQueueRetry",
+			Handler:    _Queue_SetQueueRetry_Handler,
+		},
+		{
+			MethodName: "ResetQueue",
+			Handler:    _Queue_ResetQueue_Handler,
+		},
+		{
+			MethodName: "Snooze",
+			Handler:    _Queue_Snooze_Handler,
+		},
+		{
+			MethodName: "UpdateTask",
+			Handler:    _Queue_UpdateTask_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -53,6 +53,9 @@ const (
 	CommandType_COMMAND_TYPE_PUT_SCHEDULE      CommandType = 20
 	CommandType_COMMAND_TYPE_REMOVE_SCHEDULE   CommandType = 21
 	CommandType_COMMAND_TYPE_FIRE_SCHEDULE     CommandType = 22
+	CommandType_COMMAND_TYPE_SET_QUEUE_RETRY   CommandType = 26
+	CommandType_COMMAND_TYPE_SNOOZE            CommandType = 27
+	CommandType_COMMAND_TYPE_UPDATE_TASK       CommandType = 28
 )
 
 // Enum value maps for CommandType.
@@ -81,6 +84,9 @@ var (
 		20: "COMMAND_TYPE_PUT_SCHEDULE",
 		21: "COMMAND_TYPE_REMOVE_SCHEDULE",
 		22: "COMMAND_TYPE_FIRE_SCHEDULE",
+		26: "COMMAND_TYPE_SET_QUEUE_RETRY",
+		27: "COMMAND_TYPE_SNOOZE",
+		28: "COMMAND_TYPE_UPDATE_TASK",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -106,6 +112,9 @@ var (
 		"COMMAND_TYPE_PUT_SCHEDULE":      20,
 		"COMMAND_TYPE_REMOVE_SCHEDULE":   21,
 		"COMMAND_TYPE_FIRE_SCHEDULE":     22,
+		"COMMAND_TYPE_SET_QUEUE_RETRY":   26,
+		"COMMAND_TYPE_SNOOZE":            27,
+		"COMMAND_TYPE_UPDATE_TASK":       28,
 	}
 )
 
@@ -230,6 +239,9 @@ type Command struct {
 	//	*Command_PutSchedule
 	//	*Command_RemoveSchedule
 	//	*Command_FireSchedule
+	//	*Command_SetQueueRetry
+	//	*Command_Snooze
+	//	*Command_UpdateTask
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -484,6 +496,33 @@ func (x *Command) GetFireSchedule() *FireScheduleCmd {
 	return nil
 }
 
+func (x *Command) GetSetQueueRetry() *SetQueueRetryCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetQueueRetry); ok {
+			return x.SetQueueRetry
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSnooze() *SnoozeCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Snooze); ok {
+			return x.Snooze
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateTask() *UpdateTaskCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_UpdateTask); ok {
+			return x.UpdateTask
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -576,6 +615,18 @@ type Command_FireSchedule struct {
 	FireSchedule *FireScheduleCmd `protobuf:"bytes,31,opt,name=fire_schedule,json=fireSchedule,proto3,oneof"`
 }
 
+type Command_SetQueueRetry struct {
+	SetQueueRetry *SetQueueRetryCmd `protobuf:"bytes,35,opt,name=set_queue_retry,json=setQueueRetry,proto3,oneof"`
+}
+
+type Command_Snooze struct {
+	Snooze *SnoozeCmd `protobuf:"bytes,36,opt,name=snooze,proto3,oneof"`
+}
+
+type Command_UpdateTask struct {
+	UpdateTask *UpdateTaskCmd `protobuf:"bytes,37,opt,name=update_task,json=updateTask,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -619,6 +670,12 @@ func (*Command_PutSchedule) isCommand_Body() {}
 func (*Command_RemoveSchedule) isCommand_Body() {}
 
 func (*Command_FireSchedule) isCommand_Body() {}
+
+func (*Command_SetQueueRetry) isCommand_Body() {}
+
+func (*Command_Snooze) isCommand_Body() {}
+
+func (*Command_UpdateTask) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -684,8 +741,11 @@ type NewTask struct {
 	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (DefaultMaxAttempts, defaults.go)
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// retry is this task's backoff between attempts; missing, its queue's
+	// (QueueConfig.retry); neither, a failed attempt is retried at once.
+	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -779,6 +839,13 @@ func (x *NewTask) GetRetentionNs() int64 {
 		return x.RetentionNs
 	}
 	return 0
+}
+
+func (x *NewTask) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
 }
 
 type EnqueueCmd struct {
@@ -2179,9 +2246,15 @@ type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// paused: claims of the queue take nothing (a long poll waits as on an
 	// empty queue); enqueues, heartbeats and submits go on.
-	Paused        bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	// retry is the backoff of the queue's tasks that bring none of their
+	// own (NewTask.retry); missing, a failed attempt is retried at once.
+	Retry *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	// dead_retention_ns is how long a dead letter is kept before retention
+	// purges it; 0 means DefaultDeadRetention (defaults.go).
+	DeadRetentionNs int64 `protobuf:"varint,141,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueueConfig) Reset() {
@@ -2219,6 +2292,20 @@ func (x *QueueConfig) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueConfig) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+func (x *QueueConfig) GetDeadRetentionNs() int64 {
+	if x != nil {
+		return x.DeadRetentionNs
+	}
+	return 0
 }
 
 // SetQueuePausedCmd pauses or resumes one queue of one tenant. Its item
@@ -2535,12 +2622,259 @@ func (x *FireScheduleCmd) GetLimits() *TenantLimits {
 	return nil
 }
 
+// SetQueueRetryCmd sets one queue's retry policy and dead-letter
+// retention (each only when its has_ flag is set), or with reset deletes
+// the queue's whole configuration record (g/: pause, retry, retention and
+// any later setting) so that it has the defaults again. Its item is OK
+// when it changed the record, ALREADY_DONE when the record already was so.
+type SetQueueRetryCmd struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant           string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	HasRetry         bool                   `protobuf:"varint,3,opt,name=has_retry,json=hasRetry,proto3" json:"has_retry,omitempty"`
+	Retry            *RetryPolicy           `protobuf:"bytes,4,opt,name=retry,proto3" json:"retry,omitempty"` // with has_retry: missing or base 0 clears it
+	HasDeadRetention bool                   `protobuf:"varint,5,opt,name=has_dead_retention,json=hasDeadRetention,proto3" json:"has_dead_retention,omitempty"`
+	DeadRetentionNs  int64                  `protobuf:"varint,6,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"` // with has_dead_retention: 0 is the default
+	Reset_           bool                   `protobuf:"varint,7,opt,name=reset,proto3" json:"reset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryCmd) Reset() {
+	*x = SetQueueRetryCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryCmd) ProtoMessage() {}
+
+func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryCmd.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetQueueRetryCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueRetryCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueRetryCmd) GetHasRetry() bool {
+	if x != nil {
+		return x.HasRetry
+	}
+	return false
+}
+
+func (x *SetQueueRetryCmd) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+func (x *SetQueueRetryCmd) GetHasDeadRetention() bool {
+	if x != nil {
+		return x.HasDeadRetention
+	}
+	return false
+}
+
+func (x *SetQueueRetryCmd) GetDeadRetentionNs() int64 {
+	if x != nil {
+		return x.DeadRetentionNs
+	}
+	return 0
+}
+
+func (x *SetQueueRetryCmd) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
+	}
+	return false
+}
+
+// SnoozeCmd hands a running task back, by the worker holding its fence,
+// to run again after delay_ns, without counting an attempt: the attempt
+// ends SNOOZED. A delay of 0 makes it pending at once.
+type SnoozeCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	DelayNs       int64                  `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeCmd) Reset() {
+	*x = SnoozeCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeCmd) ProtoMessage() {}
+
+func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeCmd.ProtoReflect.Descriptor instead.
+func (*SnoozeCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SnoozeCmd) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SnoozeCmd) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *SnoozeCmd) GetDelayNs() int64 {
+	if x != nil {
+		return x.DelayNs
+	}
+	return 0
+}
+
+func (x *SnoozeCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// UpdateTaskCmd changes a pending or delayed task's priority and/or when
+// it runs. Any other state is WRONG_STATE. A task whose run_at is at or
+// before now becomes pending (at the back of its priority); later, delayed.
+type UpdateTaskCmd struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant      string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // as HeartbeatItem.tenant
+	HasPriority bool                   `protobuf:"varint,3,opt,name=has_priority,json=hasPriority,proto3" json:"has_priority,omitempty"`
+	Priority    uint32                 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
+	// run_at is the new time it becomes claimable (Unix ns); 0 keeps it.
+	RunAt         int64 `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskCmd) Reset() {
+	*x = UpdateTaskCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskCmd) ProtoMessage() {}
+
+func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskCmd.ProtoReflect.Descriptor instead.
+func (*UpdateTaskCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateTaskCmd) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UpdateTaskCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *UpdateTaskCmd) GetHasPriority() bool {
+	if x != nil {
+		return x.HasPriority
+	}
+	return false
+}
+
+func (x *UpdateTaskCmd) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *UpdateTaskCmd) GetRunAt() int64 {
+	if x != nil {
+		return x.RunAt
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xbf\n" +
-	"\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xf3\v\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2567,10 +2901,14 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"purgeQueue\x12>\n" +
 	"\fput_schedule\x18\x1d \x01(\v2\x19.docket.v1.PutScheduleCmdH\x00R\vputSchedule\x12G\n" +
 	"\x0fremove_schedule\x18\x1e \x01(\v2\x1c.docket.v1.RemoveScheduleCmdH\x00R\x0eremoveSchedule\x12A\n" +
-	"\rfire_schedule\x18\x1f \x01(\v2\x1a.docket.v1.FireScheduleCmdH\x00R\ffireScheduleB\x06\n" +
+	"\rfire_schedule\x18\x1f \x01(\v2\x1a.docket.v1.FireScheduleCmdH\x00R\ffireSchedule\x12E\n" +
+	"\x0fset_queue_retry\x18# \x01(\v2\x1b.docket.v1.SetQueueRetryCmdH\x00R\rsetQueueRetry\x12.\n" +
+	"\x06snooze\x18$ \x01(\v2\x14.docket.v1.SnoozeCmdH\x00R\x06snooze\x12;\n" +
+	"\vupdate_task\x18% \x01(\v2\x18.docket.v1.UpdateTaskCmdH\x00R\n" +
+	"updateTaskB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\xbd\x02\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -2580,7 +2918,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"g\n" +
+	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\x12-\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -2681,9 +3020,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"%\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"\x81\x01\n" +
 	"\vQueueConfig\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"Y\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12-\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12+\n" +
+	"\x11dead_retention_ns\x18\x8d\x01 \x01(\x03R\x0fdeadRetentionNs\"Y\n" +
 	"\x11SetQueuePausedCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -2702,7 +3043,26 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04slot\x18\x03 \x01(\x03R\x04slot\x12/\n" +
-	"\x06limits\x18\x04 \x01(\v2\x17.docket.v1.TenantLimitsR\x06limits*\x9f\x05\n" +
+	"\x06limits\x18\x04 \x01(\v2\x17.docket.v1.TenantLimitsR\x06limits\"\xfb\x01\n" +
+	"\x10SetQueueRetryCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\thas_retry\x18\x03 \x01(\bR\bhasRetry\x12,\n" +
+	"\x05retry\x18\x04 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12,\n" +
+	"\x12has_dead_retention\x18\x05 \x01(\bR\x10hasDeadRetention\x12*\n" +
+	"\x11dead_retention_ns\x18\x06 \x01(\x03R\x0fdeadRetentionNs\x12\x14\n" +
+	"\x05reset\x18\a \x01(\bR\x05reset\"m\n" +
+	"\tSnoozeCmd\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
+	"\bdelay_ns\x18\x03 \x01(\x03R\adelayNs\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\x96\x01\n" +
+	"\rUpdateTaskCmd\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
+	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
+	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt*\xf8\x05\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2727,7 +3087,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13\x12\x1d\n" +
 	"\x19COMMAND_TYPE_PUT_SCHEDULE\x10\x14\x12 \n" +
 	"\x1cCOMMAND_TYPE_REMOVE_SCHEDULE\x10\x15\x12\x1e\n" +
-	"\x1aCOMMAND_TYPE_FIRE_SCHEDULE\x10\x16*\xb6\x01\n" +
+	"\x1aCOMMAND_TYPE_FIRE_SCHEDULE\x10\x16\x12 \n" +
+	"\x1cCOMMAND_TYPE_SET_QUEUE_RETRY\x10\x1a\x12\x17\n" +
+	"\x13COMMAND_TYPE_SNOOZE\x10\x1b\x12\x1c\n" +
+	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2751,7 +3114,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2786,10 +3149,14 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*PutScheduleCmd)(nil),     // 30: docket.v1.PutScheduleCmd
 	(*RemoveScheduleCmd)(nil),  // 31: docket.v1.RemoveScheduleCmd
 	(*FireScheduleCmd)(nil),    // 32: docket.v1.FireScheduleCmd
-	(Outcome)(0),               // 33: docket.v1.Outcome
-	(TaskState)(0),             // 34: docket.v1.TaskState
-	(*Task)(nil),               // 35: docket.v1.Task
-	(*Schedule)(nil),           // 36: docket.v1.Schedule
+	(*SetQueueRetryCmd)(nil),   // 33: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 34: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 35: docket.v1.UpdateTaskCmd
+	(*RetryPolicy)(nil),        // 36: docket.v1.RetryPolicy
+	(Outcome)(0),               // 37: docket.v1.Outcome
+	(TaskState)(0),             // 38: docket.v1.TaskState
+	(*Task)(nil),               // 39: docket.v1.Task
+	(*Schedule)(nil),           // 40: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2815,27 +3182,33 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	30, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
 	31, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
 	32, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
-	2,  // 23: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 24: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 25: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 26: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	33, // 27: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 28: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 29: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 30: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 31: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	34, // 32: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 33: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 34: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	35, // 35: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 36: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	36, // 37: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 38: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	33, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	34, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	35, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	2,  // 26: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	36, // 27: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	4,  // 28: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 29: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 30: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	37, // 31: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 32: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 33: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 34: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 35: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	38, // 36: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 37: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 38: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	39, // 39: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 40: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	36, // 41: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	40, // 42: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 43: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	36, // 44: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2868,6 +3241,9 @@ func file_docketv1_command_proto_init() {
 		(*Command_PutSchedule)(nil),
 		(*Command_RemoveSchedule)(nil),
 		(*Command_FireSchedule)(nil),
+		(*Command_SetQueueRetry)(nil),
+		(*Command_Snooze)(nil),
+		(*Command_UpdateTask)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2875,7 +3251,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -63,4 +63,10 @@ const (
 	// DefaultRetention is how long a finished task (and its idempotency
 	// key) is kept when retention_ns is 0. Applied by the FSM.
 	DefaultRetention = 24 * time.Hour
+
+	// DefaultDeadRetention is how long a dead letter is kept when its
+	// queue sets no dead_retention_ns, once the cluster latched feature
+	// level 12 (retries); dead letters of earlier levels are kept until
+	// replayed or purged. Applied by the FSM.
+	DefaultDeadRetention = 14 * 24 * time.Hour
 )

@@ -153,6 +153,7 @@ const (
 	AttemptOutcome_ATTEMPT_OUTCOME_NACKED      AttemptOutcome = 3 // Nack: the worker gave it back to retry
 	AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED     AttemptOutcome = 4 // the lease expired and the leader reaped it
 	AttemptOutcome_ATTEMPT_OUTCOME_RELEASED    AttemptOutcome = 5 // the claim's answer never reached its worker; put back
+	AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED     AttemptOutcome = 8 // Snooze: handed back for later, no attempt counted
 )
 
 // Enum value maps for AttemptOutcome.
@@ -164,6 +165,7 @@ var (
 		3: "ATTEMPT_OUTCOME_NACKED",
 		4: "ATTEMPT_OUTCOME_EXPIRED",
 		5: "ATTEMPT_OUTCOME_RELEASED",
+		8: "ATTEMPT_OUTCOME_SNOOZED",
 	}
 	AttemptOutcome_value = map[string]int32{
 		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
@@ -172,6 +174,7 @@ var (
 		"ATTEMPT_OUTCOME_NACKED":      3,
 		"ATTEMPT_OUTCOME_EXPIRED":     4,
 		"ATTEMPT_OUTCOME_RELEASED":    5,
+		"ATTEMPT_OUTCOME_SNOOZED":     8,
 	}
 )
 
@@ -241,8 +244,11 @@ type Task struct {
 	// schedule names the schedule (in the task's tenant) that enqueued the
 	// task, and schedule_slot (Unix ns) the slot it was enqueued for; empty
 	// and 0 for a task enqueued by a caller.
-	Schedule      string `protobuf:"bytes,100,opt,name=schedule,proto3" json:"schedule,omitempty"`
-	ScheduleSlot  int64  `protobuf:"varint,101,opt,name=schedule_slot,json=scheduleSlot,proto3" json:"schedule_slot,omitempty"`
+	Schedule     string `protobuf:"bytes,100,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ScheduleSlot int64  `protobuf:"varint,101,opt,name=schedule_slot,json=scheduleSlot,proto3" json:"schedule_slot,omitempty"`
+	// retry is the task's own backoff (NewTask.retry), kept so that every
+	// failed attempt is delayed by the same policy.
+	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -473,6 +479,86 @@ func (x *Task) GetScheduleSlot() int64 {
 	return 0
 }
 
+func (x *Task) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// RetryPolicy is an exponential backoff between a task's attempts: after
+// its n-th failed attempt (nack without a delay of its own, or an expired
+// lease) a task waits min(cap, base * multiplier^(n-1)), less a jitter of
+// up to jitter_percent of it derived from (task id, n), so every replica
+// computes the same time. base_ns 0 means no backoff: retried at once.
+type RetryPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BaseNs        int64                  `protobuf:"varint,1,opt,name=base_ns,json=baseNs,proto3" json:"base_ns,omitempty"`
+	CapNs         int64                  `protobuf:"varint,2,opt,name=cap_ns,json=capNs,proto3" json:"cap_ns,omitempty"`                         // 0: no cap below the FSM's MaxDelay
+	Multiplier    uint32                 `protobuf:"varint,3,opt,name=multiplier,proto3" json:"multiplier,omitempty"`                            // 0 or 1: a constant delay of base
+	JitterPercent uint32                 `protobuf:"varint,4,opt,name=jitter_percent,json=jitterPercent,proto3" json:"jitter_percent,omitempty"` // 0..100
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicy) Reset() {
+	*x = RetryPolicy{}
+	mi := &file_docketv1_task_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicy) ProtoMessage() {}
+
+func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_task_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
+func (*RetryPolicy) Descriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RetryPolicy) GetBaseNs() int64 {
+	if x != nil {
+		return x.BaseNs
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetCapNs() int64 {
+	if x != nil {
+		return x.CapNs
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetMultiplier() uint32 {
+	if x != nil {
+		return x.Multiplier
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetJitterPercent() uint32 {
+	if x != nil {
+		return x.JitterPercent
+	}
+	return 0
+}
+
 // Attempt is one claim of a task, as the FSM recorded it.
 type Attempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -492,7 +578,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_docketv1_task_proto_msgTypes[1]
+	mi := &file_docketv1_task_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +590,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_task_proto_msgTypes[1]
+	mi := &file_docketv1_task_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +603,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Attempt) GetClaim() uint32 {
@@ -598,7 +684,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_docketv1_task_proto_msgTypes[2]
+	mi := &file_docketv1_task_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +696,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_task_proto_msgTypes[2]
+	mi := &file_docketv1_task_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +709,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -715,7 +801,7 @@ type QueueTotals struct {
 
 func (x *QueueTotals) Reset() {
 	*x = QueueTotals{}
-	mi := &file_docketv1_task_proto_msgTypes[3]
+	mi := &file_docketv1_task_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +813,7 @@ func (x *QueueTotals) String() string {
 func (*QueueTotals) ProtoMessage() {}
 
 func (x *QueueTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_task_proto_msgTypes[3]
+	mi := &file_docketv1_task_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +826,7 @@ func (x *QueueTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueTotals.ProtoReflect.Descriptor instead.
 func (*QueueTotals) Descriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueueTotals) GetEnqueued() uint64 {
@@ -810,7 +896,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\xd5\x06\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\x84\a\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -846,7 +932,15 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x06claims\x18\x19 \x01(\rR\x06claims\x12,\n" +
 	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\x12\x1a\n" +
 	"\bschedule\x18d \x01(\tR\bschedule\x12#\n" +
-	"\rschedule_slot\x18e \x01(\x03R\fscheduleSlot\"\xf8\x01\n" +
+	"\rschedule_slot\x18e \x01(\x03R\fscheduleSlot\x12-\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"\x84\x01\n" +
+	"\vRetryPolicy\x12\x17\n" +
+	"\abase_ns\x18\x01 \x01(\x03R\x06baseNs\x12\x15\n" +
+	"\x06cap_ns\x18\x02 \x01(\x03R\x05capNs\x12\x1e\n" +
+	"\n" +
+	"multiplier\x18\x03 \x01(\rR\n" +
+	"multiplier\x12%\n" +
+	"\x0ejitter_percent\x18\x04 \x01(\rR\rjitterPercent\"\xf8\x01\n" +
 	"\aAttempt\x12\x14\n" +
 	"\x05claim\x18\x01 \x01(\rR\x05claim\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
@@ -893,14 +987,15 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x02*\xc3\x01\n" +
+	"\x0eOUTCOME_FAILED\x10\x02*\xe0\x01\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_COMPLETED\x10\x01\x12\x1a\n" +
 	"\x16ATTEMPT_OUTCOME_FAILED\x10\x02\x12\x1a\n" +
 	"\x16ATTEMPT_OUTCOME_NACKED\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_EXPIRED\x10\x04\x12\x1c\n" +
-	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\bB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_task_proto_rawDescOnce sync.Once
@@ -915,27 +1010,29 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_docketv1_task_proto_goTypes = []any{
 	(TaskState)(0),      // 0: docket.v1.TaskState
 	(Outcome)(0),        // 1: docket.v1.Outcome
 	(AttemptOutcome)(0), // 2: docket.v1.AttemptOutcome
 	(*Task)(nil),        // 3: docket.v1.Task
-	(*Attempt)(nil),     // 4: docket.v1.Attempt
-	(*QueueStats)(nil),  // 5: docket.v1.QueueStats
-	(*QueueTotals)(nil), // 6: docket.v1.QueueTotals
+	(*RetryPolicy)(nil), // 4: docket.v1.RetryPolicy
+	(*Attempt)(nil),     // 5: docket.v1.Attempt
+	(*QueueStats)(nil),  // 6: docket.v1.QueueStats
+	(*QueueTotals)(nil), // 7: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
 	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
 	1, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	4, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
-	2, // 3: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
-	6, // 4: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
+	4, // 3: docket.v1.Task.retry:type_name -> docket.v1.RetryPolicy
+	2, // 4: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
+	7, // 5: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -949,7 +1046,7 @@ func file_docketv1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
