@@ -286,6 +286,10 @@ func (x *HeartbeatRequest) GetItems() []*HeartbeatItem {
 	return nil
 }
 
+// HeartbeatResponse: one item per heartbeat, in order. An item's
+// cancel_requested (field 110 of ItemResult) tells the worker that the
+// task was cancelled while it ran; CODE_TIMED_OUT that its claim ran past
+// its execution deadline.
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*ItemResult          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -723,9 +727,14 @@ func (x *CancelRequest) GetTenant() string {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancel_requested: the task was running (feature level 9). It is
+	// marked, its worker is told at its next heartbeat, and it ends
+	// CANCELLED when the worker answers or its lease or deadline passes.
+	CancelRequested bool      `protobuf:"varint,110,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	State           TaskState `protobuf:"varint,111,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"` // the task's state after the call
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CancelResponse) Reset() {
@@ -756,6 +765,20 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CancelResponse) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *CancelResponse) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
 type GetTaskRequest struct {
@@ -3117,8 +3140,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"@\n" +
 	"\rCancelRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\x10\n" +
-	"\x0eCancelResponse\"b\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"g\n" +
+	"\x0eCancelResponse\x12)\n" +
+	"\x10cancel_requested\x18n \x01(\bR\x0fcancelRequested\x12*\n" +
+	"\x05state\x18o \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"b\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vallow_stale\x18\x02 \x01(\bR\n" +
@@ -3393,73 +3418,74 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
 	55, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
 	59, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	56, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	56, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	60, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	56, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	55, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	59, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	56, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	38, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	42, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	45, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 22: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 23: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 24: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 25: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 26: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 27: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 28: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 29: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 30: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 31: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	43, // 35: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	46, // 36: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	48, // 37: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	50, // 38: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	52, // 39: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	35, // 40: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	37, // 41: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	40, // 42: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	32, // 43: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	33, // 44: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 45: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 46: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 47: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 48: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 49: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 50: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 51: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 52: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 53: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 54: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 55: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 56: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 57: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 58: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 59: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 60: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	44, // 61: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	47, // 62: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	49, // 63: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	51, // 64: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	53, // 65: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	36, // 66: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	39, // 67: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	41, // 68: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	33, // 69: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	34, // 70: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	45, // [45:71] is the sub-list for method output_type
-	19, // [19:45] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	59, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	56, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	56, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	60, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	56, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	55, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	59, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	56, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	38, // 17: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	42, // 18: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	45, // 19: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 20: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 21: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 22: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 23: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 24: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 25: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 26: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 27: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 28: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 29: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 30: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 31: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 32: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	26, // 33: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 34: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 35: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	43, // 36: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	46, // 37: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	48, // 38: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	50, // 39: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	52, // 40: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	35, // 41: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	37, // 42: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	40, // 43: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	32, // 44: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	33, // 45: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 46: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 47: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 48: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 49: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 50: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 51: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 52: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 53: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 54: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 55: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 56: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 57: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 58: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 59: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 60: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 61: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	44, // 62: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	47, // 63: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	49, // 64: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	51, // 65: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	53, // 66: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	36, // 67: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	39, // 68: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	41, // 69: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	33, // 70: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	34, // 71: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	46, // [46:72] is the sub-list for method output_type
+	20, // [20:46] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }

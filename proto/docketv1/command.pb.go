@@ -50,6 +50,7 @@ const (
 	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
 	CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED  CommandType = 18
 	CommandType_COMMAND_TYPE_PURGE_QUEUE       CommandType = 19
+	CommandType_COMMAND_TYPE_TIME_OUT          CommandType = 23
 )
 
 // Enum value maps for CommandType.
@@ -75,6 +76,7 @@ var (
 		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
 		18: "COMMAND_TYPE_SET_QUEUE_PAUSED",
 		19: "COMMAND_TYPE_PURGE_QUEUE",
+		23: "COMMAND_TYPE_TIME_OUT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -97,6 +99,7 @@ var (
 		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
 		"COMMAND_TYPE_SET_QUEUE_PAUSED":  18,
 		"COMMAND_TYPE_PURGE_QUEUE":       19,
+		"COMMAND_TYPE_TIME_OUT":          23,
 	}
 )
 
@@ -140,19 +143,23 @@ const (
 	Code_CODE_WRONG_STATE        Code = 5 // e.g. cancel of a running task
 	Code_CODE_DUPLICATE          Code = 6 // enqueue answered by an idempotency key
 	Code_CODE_RESOURCE_EXHAUSTED Code = 7 // over a tenant limit; retry once it has room
+	// CODE_TIMED_OUT: a heartbeat of a claim past its execution deadline
+	// (feature level 9). The worker must stop; the leader ends the claim.
+	Code_CODE_TIMED_OUT Code = 110
 )
 
 // Enum value maps for Code.
 var (
 	Code_name = map[int32]string{
-		0: "CODE_OK",
-		1: "CODE_NOT_FOUND",
-		2: "CODE_STALE_FENCE",
-		3: "CODE_ALREADY_DONE",
-		4: "CODE_INVALID_ARGUMENT",
-		5: "CODE_WRONG_STATE",
-		6: "CODE_DUPLICATE",
-		7: "CODE_RESOURCE_EXHAUSTED",
+		0:   "CODE_OK",
+		1:   "CODE_NOT_FOUND",
+		2:   "CODE_STALE_FENCE",
+		3:   "CODE_ALREADY_DONE",
+		4:   "CODE_INVALID_ARGUMENT",
+		5:   "CODE_WRONG_STATE",
+		6:   "CODE_DUPLICATE",
+		7:   "CODE_RESOURCE_EXHAUSTED",
+		110: "CODE_TIMED_OUT",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":                 0,
@@ -163,6 +170,7 @@ var (
 		"CODE_WRONG_STATE":        5,
 		"CODE_DUPLICATE":          6,
 		"CODE_RESOURCE_EXHAUSTED": 7,
+		"CODE_TIMED_OUT":          110,
 	}
 )
 
@@ -218,6 +226,7 @@ type Command struct {
 	//	*Command_SetFeatureLevel
 	//	*Command_SetQueuePaused
 	//	*Command_PurgeQueue
+	//	*Command_TimeOut
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -445,6 +454,15 @@ func (x *Command) GetPurgeQueue() *PurgeQueueCmd {
 	return nil
 }
 
+func (x *Command) GetTimeOut() *TimeOutCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_TimeOut); ok {
+			return x.TimeOut
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -525,6 +543,10 @@ type Command_PurgeQueue struct {
 	PurgeQueue *PurgeQueueCmd `protobuf:"bytes,28,opt,name=purge_queue,json=purgeQueue,proto3,oneof"`
 }
 
+type Command_TimeOut struct {
+	TimeOut *TimeOutCmd `protobuf:"bytes,32,opt,name=time_out,json=timeOut,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -562,6 +584,8 @@ func (*Command_SetFeatureLevel) isCommand_Body() {}
 func (*Command_SetQueuePaused) isCommand_Body() {}
 
 func (*Command_PurgeQueue) isCommand_Body() {}
+
+func (*Command_TimeOut) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -627,6 +651,12 @@ type NewTask struct {
 	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (DefaultMaxAttempts, defaults.go)
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
+	// timeout_ns bounds each claim's run (feature level 9): past claim time
+	// + timeout the claim ends TIMED_OUT even if it heartbeats. 0: none.
+	TimeoutNs int64 `protobuf:"varint,110,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// retry_on_timeout retries a timed-out claim (an attempt counted)
+	// instead of ending the task FAILED.
+	RetryOnTimeout bool `protobuf:"varint,111,opt,name=retry_on_timeout,json=retryOnTimeout,proto3" json:"retry_on_timeout,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -722,6 +752,20 @@ func (x *NewTask) GetRetentionNs() int64 {
 		return x.RetentionNs
 	}
 	return 0
+}
+
+func (x *NewTask) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *NewTask) GetRetryOnTimeout() bool {
+	if x != nil {
+		return x.RetryOnTimeout
+	}
+	return false
 }
 
 type EnqueueCmd struct {
@@ -1399,6 +1443,54 @@ func (x *ReleaseCmd) GetItems() []*ReapItem {
 	return nil
 }
 
+// TimeOutCmd is proposed by the leader for claims it saw run past their
+// execution deadline at cmd.now (feature level 9). The FSM re-checks each
+// fence and deadline at apply time: the task ends FAILED (or is retried
+// when retry_on_timeout; CANCELLED when a cancel was requested).
+type TimeOutCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReapItem            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeOutCmd) Reset() {
+	*x = TimeOutCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeOutCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeOutCmd) ProtoMessage() {}
+
+func (x *TimeOutCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeOutCmd.ProtoReflect.Descriptor instead.
+func (*TimeOutCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TimeOutCmd) GetItems() []*ReapItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type PromoteDelayedCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -1408,7 +1500,7 @@ type PromoteDelayedCmd struct {
 
 func (x *PromoteDelayedCmd) Reset() {
 	*x = PromoteDelayedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1512,7 @@ func (x *PromoteDelayedCmd) String() string {
 func (*PromoteDelayedCmd) ProtoMessage() {}
 
 func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1525,7 @@ func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteDelayedCmd.ProtoReflect.Descriptor instead.
 func (*PromoteDelayedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PromoteDelayedCmd) GetLimit() uint32 {
@@ -1452,7 +1544,7 @@ type PurgeCmd struct {
 
 func (x *PurgeCmd) Reset() {
 	*x = PurgeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1556,7 @@ func (x *PurgeCmd) String() string {
 func (*PurgeCmd) ProtoMessage() {}
 
 func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1569,7 @@ func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCmd.ProtoReflect.Descriptor instead.
 func (*PurgeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PurgeCmd) GetLimit() uint32 {
@@ -1501,7 +1593,7 @@ type RequeueDeadCmd struct {
 
 func (x *RequeueDeadCmd) Reset() {
 	*x = RequeueDeadCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1605,7 @@ func (x *RequeueDeadCmd) String() string {
 func (*RequeueDeadCmd) ProtoMessage() {}
 
 func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1618,7 @@ func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadCmd.ProtoReflect.Descriptor instead.
 func (*RequeueDeadCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RequeueDeadCmd) GetTaskId() string {
@@ -1569,7 +1661,7 @@ type CheckCmd struct {
 
 func (x *CheckCmd) Reset() {
 	*x = CheckCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1673,7 @@ func (x *CheckCmd) String() string {
 func (*CheckCmd) ProtoMessage() {}
 
 func (x *CheckCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1686,7 @@ func (x *CheckCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckCmd.ProtoReflect.Descriptor instead.
 func (*CheckCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 // CheckResultCmd records the hash a majority of voters reported for the
@@ -1612,7 +1704,7 @@ type CheckResultCmd struct {
 
 func (x *CheckResultCmd) Reset() {
 	*x = CheckResultCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1716,7 @@ func (x *CheckResultCmd) String() string {
 func (*CheckResultCmd) ProtoMessage() {}
 
 func (x *CheckResultCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1729,7 @@ func (x *CheckResultCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResultCmd.ProtoReflect.Descriptor instead.
 func (*CheckResultCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckResultCmd) GetCheckIndex() uint64 {
@@ -1687,7 +1779,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1791,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1804,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Token) GetAccessor() string {
@@ -1783,7 +1875,7 @@ type CreateTokenCmd struct {
 
 func (x *CreateTokenCmd) Reset() {
 	*x = CreateTokenCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1887,7 @@ func (x *CreateTokenCmd) String() string {
 func (*CreateTokenCmd) ProtoMessage() {}
 
 func (x *CreateTokenCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1900,7 @@ func (x *CreateTokenCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenCmd.ProtoReflect.Descriptor instead.
 func (*CreateTokenCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTokenCmd) GetToken() *Token {
@@ -1829,7 +1921,7 @@ type RevokeTokenCmd struct {
 
 func (x *RevokeTokenCmd) Reset() {
 	*x = RevokeTokenCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[21]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1933,7 @@ func (x *RevokeTokenCmd) String() string {
 func (*RevokeTokenCmd) ProtoMessage() {}
 
 func (x *RevokeTokenCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[21]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1946,7 @@ func (x *RevokeTokenCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenCmd.ProtoReflect.Descriptor instead.
 func (*RevokeTokenCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{21}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeTokenCmd) GetAccessor() string {
@@ -1875,14 +1967,18 @@ type ItemResult struct {
 	// held; on an accepted Heartbeat, the time since the last renewal (or
 	// the claim). By the entry's leader time; 0 on other answers. The
 	// leader's lease metrics read it; nothing stores it.
-	SinceNs       int64 `protobuf:"varint,6,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SinceNs int64 `protobuf:"varint,6,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`
+	// cancel_requested, on an accepted Heartbeat (or Cancel), says Cancel
+	// reached the running task: the worker should stop and Nack (or Submit)
+	// with its fence; the task then ends CANCELLED. From feature level 9.
+	CancelRequested bool `protobuf:"varint,110,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[22]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1990,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[22]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2003,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{22}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -1952,6 +2048,13 @@ func (x *ItemResult) GetSinceNs() int64 {
 	return 0
 }
 
+func (x *ItemResult) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
 // CommandResult is the FSM's answer to one log entry. When error_code is not
 // OK the whole command was rejected and nothing changed.
 type CommandResult struct {
@@ -1975,7 +2078,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[23]
+	mi := &file_docketv1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2090,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[23]
+	mi := &file_docketv1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2103,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{23}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -2079,7 +2182,7 @@ type SetFeatureLevelCmd struct {
 
 func (x *SetFeatureLevelCmd) Reset() {
 	*x = SetFeatureLevelCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[24]
+	mi := &file_docketv1_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2194,7 @@ func (x *SetFeatureLevelCmd) String() string {
 func (*SetFeatureLevelCmd) ProtoMessage() {}
 
 func (x *SetFeatureLevelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[24]
+	mi := &file_docketv1_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2207,7 @@ func (x *SetFeatureLevelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFeatureLevelCmd.ProtoReflect.Descriptor instead.
 func (*SetFeatureLevelCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetFeatureLevelCmd) GetLevel() uint32 {
@@ -2129,7 +2232,7 @@ type QueueConfig struct {
 
 func (x *QueueConfig) Reset() {
 	*x = QueueConfig{}
-	mi := &file_docketv1_command_proto_msgTypes[25]
+	mi := &file_docketv1_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2244,7 @@ func (x *QueueConfig) String() string {
 func (*QueueConfig) ProtoMessage() {}
 
 func (x *QueueConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[25]
+	mi := &file_docketv1_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2257,7 @@ func (x *QueueConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
 func (*QueueConfig) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueConfig) GetPaused() bool {
@@ -2178,7 +2281,7 @@ type SetQueuePausedCmd struct {
 
 func (x *SetQueuePausedCmd) Reset() {
 	*x = SetQueuePausedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2293,7 @@ func (x *SetQueuePausedCmd) String() string {
 func (*SetQueuePausedCmd) ProtoMessage() {}
 
 func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2306,7 @@ func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePausedCmd.ProtoReflect.Descriptor instead.
 func (*SetQueuePausedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetQueuePausedCmd) GetQueue() string {
@@ -2243,7 +2346,7 @@ type PurgeQueueCmd struct {
 
 func (x *PurgeQueueCmd) Reset() {
 	*x = PurgeQueueCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2358,7 @@ func (x *PurgeQueueCmd) String() string {
 func (*PurgeQueueCmd) ProtoMessage() {}
 
 func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2371,7 @@ func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueCmd.ProtoReflect.Descriptor instead.
 func (*PurgeQueueCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeQueueCmd) GetQueue() string {
@@ -2303,7 +2406,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xf3\b\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xa7\t\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2327,10 +2430,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevel\x12H\n" +
 	"\x10set_queue_paused\x18\x1b \x01(\v2\x1c.docket.v1.SetQueuePausedCmdH\x00R\x0esetQueuePaused\x12;\n" +
 	"\vpurge_queue\x18\x1c \x01(\v2\x18.docket.v1.PurgeQueueCmdH\x00R\n" +
-	"purgeQueueB\x06\n" +
+	"purgeQueue\x122\n" +
+	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOutB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\xd7\x02\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -2340,7 +2444,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"g\n" +
+	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18n \x01(\x03R\ttimeoutNs\x12(\n" +
+	"\x10retry_on_timeout\x18o \x01(\bR\x0eretryOnTimeout\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -2386,6 +2493,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\"7\n" +
 	"\n" +
 	"ReleaseCmd\x12)\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\"7\n" +
+	"\n" +
+	"TimeOutCmd\x12)\n" +
 	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\")\n" +
 	"\x11PromoteDelayedCmd\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\" \n" +
@@ -2419,7 +2529,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0eCreateTokenCmd\x12&\n" +
 	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\",\n" +
 	"\x0eRevokeTokenCmd\x12\x1a\n" +
-	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xbf\x01\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xea\x01\n" +
 	"\n" +
 	"ItemResult\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\x04code\x12\x17\n" +
@@ -2427,7 +2537,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12*\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x14\n" +
 	"\x05fence\x18\x05 \x01(\x04R\x05fence\x12\x19\n" +
-	"\bsince_ns\x18\x06 \x01(\x03R\asinceNs\"\xdb\x02\n" +
+	"\bsince_ns\x18\x06 \x01(\x03R\asinceNs\x12)\n" +
+	"\x10cancel_requested\x18n \x01(\bR\x0fcancelRequested\"\xdb\x02\n" +
 	"\rCommandResult\x12.\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\terrorCode\x12\x1f\n" +
@@ -2452,7 +2563,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit*\xbe\x04\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit*\xd9\x04\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2474,7 +2585,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
 	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_PAUSED\x10\x12\x12\x1c\n" +
-	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13*\xb6\x01\n" +
+	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13\x12\x19\n" +
+	"\x15COMMAND_TYPE_TIME_OUT\x10\x17*\xca\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2483,7 +2595,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x15CODE_INVALID_ARGUMENT\x10\x04\x12\x14\n" +
 	"\x10CODE_WRONG_STATE\x10\x05\x12\x12\n" +
 	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
-	"\x17CODE_RESOURCE_EXHAUSTED\x10\aB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\a\x12\x12\n" +
+	"\x0eCODE_TIMED_OUT\x10nB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once
@@ -2498,7 +2611,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2516,23 +2629,24 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*ReapItem)(nil),           // 13: docket.v1.ReapItem
 	(*ReapCmd)(nil),            // 14: docket.v1.ReapCmd
 	(*ReleaseCmd)(nil),         // 15: docket.v1.ReleaseCmd
-	(*PromoteDelayedCmd)(nil),  // 16: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),           // 17: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),     // 18: docket.v1.RequeueDeadCmd
-	(*CheckCmd)(nil),           // 19: docket.v1.CheckCmd
-	(*CheckResultCmd)(nil),     // 20: docket.v1.CheckResultCmd
-	(*Token)(nil),              // 21: docket.v1.Token
-	(*CreateTokenCmd)(nil),     // 22: docket.v1.CreateTokenCmd
-	(*RevokeTokenCmd)(nil),     // 23: docket.v1.RevokeTokenCmd
-	(*ItemResult)(nil),         // 24: docket.v1.ItemResult
-	(*CommandResult)(nil),      // 25: docket.v1.CommandResult
-	(*SetFeatureLevelCmd)(nil), // 26: docket.v1.SetFeatureLevelCmd
-	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
-	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
-	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(Outcome)(0),               // 30: docket.v1.Outcome
-	(TaskState)(0),             // 31: docket.v1.TaskState
-	(*Task)(nil),               // 32: docket.v1.Task
+	(*TimeOutCmd)(nil),         // 16: docket.v1.TimeOutCmd
+	(*PromoteDelayedCmd)(nil),  // 17: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),           // 18: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),     // 19: docket.v1.RequeueDeadCmd
+	(*CheckCmd)(nil),           // 20: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),     // 21: docket.v1.CheckResultCmd
+	(*Token)(nil),              // 22: docket.v1.Token
+	(*CreateTokenCmd)(nil),     // 23: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),     // 24: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),         // 25: docket.v1.ItemResult
+	(*CommandResult)(nil),      // 26: docket.v1.CommandResult
+	(*SetFeatureLevelCmd)(nil), // 27: docket.v1.SetFeatureLevelCmd
+	(*QueueConfig)(nil),        // 28: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 29: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 30: docket.v1.PurgeQueueCmd
+	(Outcome)(0),               // 31: docket.v1.Outcome
+	(TaskState)(0),             // 32: docket.v1.TaskState
+	(*Task)(nil),               // 33: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2543,37 +2657,39 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	11, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
 	12, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
 	14, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	16, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	17, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	18, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	17, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	18, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	19, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
 	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	19, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
-	20, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
+	20, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
+	21, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
 	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	22, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
-	23, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
-	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
-	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	23, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
+	24, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
+	27, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
+	29, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	30, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	16, // 20: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
+	2,  // 21: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 22: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 23: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 24: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	31, // 25: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 26: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 27: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 28: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 29: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 30: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	32, // 31: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 32: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	25, // 33: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	33, // 34: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 35: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2602,6 +2718,7 @@ func file_docketv1_command_proto_init() {
 		(*Command_SetFeatureLevel)(nil),
 		(*Command_SetQueuePaused)(nil),
 		(*Command_PurgeQueue)(nil),
+		(*Command_TimeOut)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2609,7 +2726,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
