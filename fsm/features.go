@@ -38,9 +38,13 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelCancelRunning: TimeOut, and Cancel of a running task (it marks
+	// the task cancel-requested instead of answering WRONG_STATE); claims
+	// of a task with timeout_ns get an execution deadline (o/ index).
+	LevelCancelRunning uint32 = 9
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelCancelRunning
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -69,17 +73,30 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelTokens
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		return LevelQueueControl
+	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
+		return LevelCancelRunning
 	default:
 		return LevelBase
 	}
 }
 
 // CommandLevel is the level cmd needs: its type's, or for a Batch the
-// highest of the batch and its commands.
+// highest of the batch and its commands, and higher when a field needs a
+// newer level (fieldLevel).
 func CommandLevel(cmd *pb.Command) uint32 {
-	l := RequiredLevel(cmd.GetType())
+	l := max(RequiredLevel(cmd.GetType()), fieldLevel(cmd))
 	for _, sub := range cmd.GetBatch().GetCommands() {
-		l = max(l, RequiredLevel(sub.GetType()))
+		l = max(l, RequiredLevel(sub.GetType()), fieldLevel(sub))
+	}
+	return l
+}
+
+// fieldLevel is the level the fields of cmd need beyond its type's: a
+// field that older builds would drop must wait for every server.
+func fieldLevel(cmd *pb.Command) uint32 {
+	l := LevelBase
+	for _, nt := range cmd.GetEnqueue().GetTasks() {
+		l = max(l, newTaskLevel(nt))
 	}
 	return l
 }

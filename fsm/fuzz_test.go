@@ -37,6 +37,9 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		setPausedCmd(now, "emails", "acme", false),
 		purgeQueueCmd(now, "emails", "acme", false, 10),
 		purgeQueueCmd(now, "emails", "acme", true, 10),
+		cancelCmd(now, p.running.id), // a cancel request once level 9 is latched
+		timeOutCmd(now, &pb.ReapItem{TaskId: p.running.id, Fence: p.running.fence}),
+		enqueueCmd(now, &pb.NewTask{Queue: "emails", Tenant: "acme", TimeoutNs: int64(time.Minute), RetryOnTimeout: true}),
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards
