@@ -308,10 +308,12 @@
 //     saying so, outcome unset (no Submit ended it, so a late Submit is
 //     STALE_FENCE, not ALREADY_DONE); with retry_on_timeout it is
 //     requeued as a reap would be (an attempt counted, DEAD at
-//     max_attempts); cancel-requested, CANCELLED. Submit and Nack are
-//     not refused past the deadline until TimeOut applies, as a Submit
-//     after a lease expiry is accepted until the reap: the deadline is
-//     enforced by the leader's clock, within one reap interval.
+//     max_attempts); cancel-requested, CANCELLED. A Nack past the
+//     deadline ends the claim exactly so (a worker cannot turn a FAILED
+//     timeout into a retry by nacking). A Submit past the deadline is
+//     accepted until TimeOut applies, as one after a lease expiry is
+//     until the reap: its result is real work, and the deadline is the
+//     leader's to enforce, within one reap interval.
 //   - Before the latch apply writes what a level-7 build writes: the
 //     new NewTask fields are dropped at enqueue (an older build drops
 //     them too) and claims get no deadline (Test_CancelRunningWaitsFor

@@ -119,29 +119,34 @@ func (tx *txn) timeOut(c *pb.TimeOutCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "execution deadline not reached"))
 			continue
 		}
-		why := timedOutWhy(t)
-		ended, err := tx.endIfCancelled(t, cancelledWhy(why), nil)
-		switch {
-		case err != nil:
-			return err
-		case ended:
-		case t.GetRetryOnTimeout():
-			err = tx.requeue(t, pos, 0, why, pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT)
-		default:
-			err = tx.finishTask(t, pb.TaskState_TASK_STATE_FAILED, func(t *pb.Task) {
-				tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT, why)
-				// outcome stays unset: no Submit ended this claim, and a
-				// late one must hear STALE_FENCE (endedBySubmit).
-				t.LastError = why
-				t.WorkerId = ""
-			})
-		}
-		if err != nil {
+		if err := tx.endTimedOut(t, pos); err != nil {
 			return err
 		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
 	}
 	return nil
+}
+
+// endTimedOut ends a claim past its deadline by the task's policy:
+// CANCELLED when a cancel was requested, requeued (as a reap) with
+// retry_on_timeout, else FAILED. pos is the task's place in the command,
+// for its pending seq.
+func (tx *txn) endTimedOut(t *pb.Task, pos int) error {
+	why := timedOutWhy(t)
+	ended, err := tx.endIfCancelled(t, cancelledWhy(why), nil)
+	switch {
+	case err != nil || ended:
+		return err
+	case t.GetRetryOnTimeout():
+		return tx.requeue(t, pos, 0, why, pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT)
+	}
+	return tx.finishTask(t, pb.TaskState_TASK_STATE_FAILED, func(t *pb.Task) {
+		tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT, why)
+		// outcome stays unset: no Submit ended this claim, and a late one
+		// must hear STALE_FENCE (endedBySubmit).
+		t.LastError = why
+		t.WorkerId = ""
+	})
 }
 
 // PastDeadlines lists the running claims whose execution deadline passed

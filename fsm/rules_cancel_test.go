@@ -272,6 +272,18 @@ func Test_CancelRunningRules(t *testing.T) {
 			h.one(timeOutCmd(at(5*time.Second), &pb.ReapItem{TaskId: c.GetId(), Fence: c.GetFence()}), pb.Code_CODE_OK)
 			wantEnded(t, h.task(c.GetId()), pb.TaskState_TASK_STATE_CANCELLED, pb.AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED)
 		}},
+		{"nack past the deadline ends it by the timeout's policy", func(t *testing.T, h *harness) {
+			h.enqueue(at(0), timed(5*time.Second, false), timed(5*time.Second, true))
+			tasks := h.claim(at(0), "q", "a", 2)
+			for i, c := range tasks {
+				it := h.one(nackCmd(at(5*time.Second), c.GetId(), c.GetFence(), 0, "context canceled"), pb.Code_CODE_OK)
+				want := []pb.TaskState{pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_PENDING}[i]
+				if it.GetState() != want {
+					t.Fatalf("nack of task %d past its deadline answered %v, want %v", i, it.GetState(), want)
+				}
+				wantEnded(t, h.task(c.GetId()), want, pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT)
+			}
+		}},
 		{"submit before the leader's timeout wins", func(t *testing.T, h *harness) {
 			h.enqueue(at(0), timed(5*time.Second, false))
 			c := h.claimOne(at(0), "q", "a")

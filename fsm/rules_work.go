@@ -306,7 +306,13 @@ func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
 		return nil
 	}
 	claimed := t.GetClaimedAt()
-	ended, err := tx.endIfCancelled(t, cancelledWhy("the worker nacked: "+c.GetReason()), nil)
+	var ended bool
+	if tx.pastDeadline(t) {
+		// A Nack cannot dodge the timeout's policy (rules_cancel.go).
+		ended, err = true, tx.endTimedOut(t, 0)
+	} else {
+		ended, err = tx.endIfCancelled(t, cancelledWhy("the worker nacked: "+c.GetReason()), nil)
+	}
 	if err != nil {
 		return err
 	}
