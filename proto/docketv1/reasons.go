@@ -78,5 +78,6 @@ func ReasonCodes() map[string]codes.Code {
 		ReasonNotServing:     codes.Unavailable,
 
 		ReasonFeatureDisabled: codes.FailedPrecondition,
+		ReasonTimedOut:        codes.FailedPrecondition,
 	}
 }
