@@ -23,7 +23,7 @@ Usage:
   docket nack ID FENCE           give a claimed task back for a retry
   docket task ID                 show a task
   docket wait ID                 wait (up to --timeout) for a task to finish, show it
-  docket cancel ID               cancel a pending or delayed task
+  docket cancel ID               cancel a task (a running one: ask its worker to stop)
   docket stats [QUEUE]           queue depths by state
   docket queues                  every queue with its counts and pause, across tenants
   docket queue pause|resume QUEUE  stop or restart claims of a queue (enqueues go on)
