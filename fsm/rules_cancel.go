@@ -68,7 +68,9 @@ func (tx *txn) endIfCancelled(t *pb.Task, why string, mutate func(*pb.Task)) (bo
 		if mutate != nil {
 			mutate(t)
 		}
-		t.LastError = why
+		// why carries the worker's reason, which Validate let through at
+		// up to MaxErrorLen: with the prefix it must not grow past it.
+		t.LastError = cutUTF8(why, MaxErrorLen)
 		t.WorkerId = ""
 	})
 	return err == nil, err

@@ -129,6 +129,16 @@ func Test_CancelRunningRules(t *testing.T) {
 			// A Submit after the Nack did not win: it is stale, not done.
 			h.one(completeCmd(at(3*time.Second), c.GetId(), c.GetFence()), pb.Code_CODE_STALE_FENCE)
 		}},
+		{"a cancelled nack's error stays within MaxErrorLen", func(t *testing.T, h *harness) {
+			h.enqueue(at(0), nt("q", "a", 0))
+			c := h.claimOne(at(0), "q", "a")
+			h.one(cancelCmd(at(time.Second), c.GetId()), pb.Code_CODE_OK)
+			long := strings.Repeat("é", MaxErrorLen/2) // the longest reason Validate lets through
+			h.one(nackCmd(at(2*time.Second), c.GetId(), c.GetFence(), 0, long), pb.Code_CODE_OK)
+			if got := len(h.task(c.GetId()).GetLastError()); got > MaxErrorLen {
+				t.Fatalf("last_error of %d bytes, over MaxErrorLen %d", got, MaxErrorLen)
+			}
+		}},
 		{"submit after cancel ends it cancelled and keeps the result", func(t *testing.T, h *harness) {
 			h.enqueue(at(0), nt("q", "a", 0))
 			c := h.claimOne(at(0), "q", "a")
