@@ -345,7 +345,8 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 	t := l.task
 	log := w.log.With("task", t.ID(), "fence", t.Fence(), "attempt", t.Attempt())
 	if w.beginFinish(l) {
-		log.Warn("lease lost: dropping the handler's outcome", "handler_err", herr)
+		log.Warn("the server ended the claim (lease lost or execution timeout): dropping the handler's outcome",
+			"cause", context.Cause(l.ctx), "handler_err", herr)
 		return
 	}
 	// The handler's ctx may be cancelled (shutdown timeout); the report
