@@ -147,4 +147,15 @@
 //     which the server uses too; the client spells none of them. A test
 //     (Test_EveryServerReasonIsMapped) fails when docketv1 lists a reason
 //     the client has no sentinel for.
+//   - Cancel requests (cancel.go): a heartbeat answer with cancel_requested
+//     cancels the handler's ctx with cause ErrCancelRequested, and the
+//     Worker keeps heartbeating until the handler returns, so a handler
+//     that winds down slowly is not reaped meanwhile. It then reports as
+//     usual: a nil error still Submits (the server keeps the result and
+//     marks the task CANCELLED), any other Nacks. A heartbeat refused
+//     TIMED_OUT cancels the ctx with cause ErrTimedOut and the Worker
+//     reports nothing: the leader ends the claim by the task's policy,
+//     and a Nack from the worker would be judged the same way anyway.
+//     Cancel stays an error-only method; CancelTask says whether the task
+//     was running (a request) or waiting (cancelled now).
 package client

@@ -163,6 +163,8 @@ func mapError(err error) error {
 			e.kind = ErrWrongState
 		case docketv1.ReasonFeatureDisabled:
 			e.kind = ErrFeatureDisabled
+		case docketv1.ReasonTimedOut:
+			e.kind = ErrTimedOut
 		}
 	case codes.Unavailable:
 		if reason == docketv1.ReasonLeadershipLost {
@@ -236,6 +238,8 @@ func ItemError(it *docketv1.ItemResult) error {
 		kind = ErrWrongState
 	case docketv1.Code_CODE_RESOURCE_EXHAUSTED:
 		kind = ErrTenantLimit
+	case docketv1.Code_CODE_TIMED_OUT:
+		kind = ErrTimedOut
 	default:
 		return fmt.Errorf("docket: task %s: unknown item code %v: %s", it.GetTaskId(), it.GetCode(), it.GetDetail())
 	}

@@ -85,6 +85,7 @@ type lease struct {
 	deadline  time.Time // past it, by the local clock, the lease may be gone
 	finishing bool      // the handler returned; Submit or Nack is under way
 	lost      bool      // the handler's ctx was cancelled for lease loss
+	stopped   bool      // the handler's ctx was cancelled at the server's ask (cancel.go)
 	gone      bool      // the server said so: Submit or Nack is pointless
 }
 
@@ -165,7 +166,9 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 
 // heartbeat sends one Heartbeat RPC for all in-flight leases and applies
 // the answers: an OK extends the local deadline from the time the RPC was
-// sent; STALE_FENCE, NOT_FOUND or WRONG_STATE cancel the handler.
+// sent, and cancels the handler (cause ErrCancelRequested) when it says
+// cancel_requested; STALE_FENCE, NOT_FOUND or WRONG_STATE cancel the
+// handler for lease loss, TIMED_OUT for its execution deadline.
 func (w *Worker) heartbeat(ctx context.Context) {
 	type pending struct {
 		l   *lease
@@ -205,6 +208,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 
 	var lost []*lease
+	stop := map[*lease]error{}
 	w.mu.Lock()
 	for i, r := range res {
 		p := ps[i]
@@ -215,6 +219,16 @@ func (w *Worker) heartbeat(ctx context.Context) {
 				p.l.timer.Reset(time.Until(p.l.deadline))
 			}
 			p.l.task.ackProgress(p.ver)
+			if r.GetCancelRequested() && p.l.askStop() {
+				stop[p.l] = ErrCancelRequested
+			}
+		case docketv1.Code_CODE_TIMED_OUT:
+			// The server ends the claim itself (FAILED, or retried by the
+			// task's policy): nothing left to report, nothing to beat.
+			p.l.gone = true
+			if p.l.askStop() {
+				stop[p.l] = ErrTimedOut
+			}
 		case docketv1.Code_CODE_STALE_FENCE, docketv1.Code_CODE_NOT_FOUND, docketv1.Code_CODE_WRONG_STATE:
 			if p.l.finishing {
 				// The Submit or Nack racing this heartbeat ended the
@@ -236,4 +250,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			"task", l.task.ID(), "fence", l.task.Fence())
 		l.cancel(ErrLeaseLost)
 	}
+	for l, cause := range stop {
+		w.log.Info("the server asked to stop the task; cancelling handler",
+			"task", l.task.ID(), "fence", l.task.Fence(), "cause", cause)
+		l.cancel(cause)
+	}
+}
+
+// askStop marks that the server asked the handler to stop and reports
+// whether its ctx is still to be cancelled: not when it returned, lost
+// its lease, or was asked before. Called with Worker.mu held.
+func (l *lease) askStop() bool {
+	if l.finishing || l.lost || l.stopped {
+		return false
+	}
+	l.stopped = true
+	return true
 }

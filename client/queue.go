@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -330,21 +329,14 @@ func (c *Client) Nack(ctx context.Context, req *docketv1.NackRequest) (docketv1.
 	return resp.GetState(), nil
 }
 
-// Cancel cancels a pending or delayed task. A running task answers
-// ErrWrongState. When an earlier attempt of this call may have been applied
-// and a retry answers ErrWrongState, Cancel reads the task and reports
-// success if it is cancelled: that attempt is what cancelled it.
+// Cancel cancels a task: CancelTask without saying how. A pending or
+// delayed task ends CANCELLED; a running one is marked cancel-requested
+// on a cluster at feature level 9, and answers ErrWrongState before.
+// When an earlier attempt of this call may have been applied and a retry
+// answers ErrWrongState, Cancel reads the task and reports success if it
+// is cancelled: that attempt is what cancelled it.
 func (c *Client) Cancel(ctx context.Context, taskID string) error {
-	req := &docketv1.CancelRequest{TaskId: taskID, Tenant: c.cfg.tenant}
-	attempts, err := c.invoke(ctx, opCancel, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		_, err := docketv1.NewQueueClient(cc).Cancel(ctx, req, opts...)
-		return err
-	})
-	if attempts > 1 && errors.Is(err, ErrWrongState) {
-		if t, gerr := c.GetTask(ctx, taskID, false); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
-			return nil
-		}
-	}
+	_, err := c.CancelTask(ctx, taskID) // cancel.go
 	return err
 }
 

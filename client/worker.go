@@ -67,8 +67,11 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // Handler runs one task. A nil error completes the task with result. Any
 // other error nacks it for another attempt, unless it wraps ErrPermanent,
 // which fails it for good. ctx is cancelled when the lease is lost
-// (cause ErrLeaseLost) or when shutdown runs out of time (cause
-// ErrShutdownTimeout); a handler must then return promptly.
+// (cause ErrLeaseLost), when shutdown runs out of time (cause
+// ErrShutdownTimeout), when an operator cancelled the task (cause
+// ErrCancelRequested: the task then ends CANCELLED however the handler
+// returns) or when it ran past its execution timeout (cause ErrTimedOut);
+// a handler must then return promptly.
 type Handler func(ctx context.Context, t *Task) (result []byte, err error)
 
 // WorkerConfig configures a Worker. Only Queue is required.
@@ -342,7 +345,8 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 	t := l.task
 	log := w.log.With("task", t.ID(), "fence", t.Fence(), "attempt", t.Attempt())
 	if w.beginFinish(l) {
-		log.Warn("lease lost: dropping the handler's outcome", "handler_err", herr)
+		log.Warn("the server ended the claim (lease lost or execution timeout): dropping the handler's outcome",
+			"cause", context.Cause(l.ctx), "handler_err", herr)
 		return
 	}
 	// The handler's ctx may be cancelled (shutdown timeout); the report

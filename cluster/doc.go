@@ -626,6 +626,24 @@
 //     producer's or an admin's of the tenant: whoever may enqueue a task
 //     may move it while it waits. Cancel stays admin-only, as before.
 //
+// # Cancelling running work and timeouts (cancel.go)
+//
+//   - Cancel keeps its RPC and its role (admin over the task's tenant):
+//     from feature level 9 the FSM marks a running task instead of
+//     refusing it, so no new method, and the worker learns of it from the
+//     Heartbeat answer it already polls (ItemResult.cancel_requested), not
+//     from a push channel the leader would have to hold per worker.
+//   - The leader's "timeout" loop runs at ReapInterval after the same
+//     ReapGrace as the reaper: it scans o/ (fsm.PastDeadlines) and
+//     proposes TimeOut with (id, fence) pairs, which the FSM re-checks. It
+//     proposes nothing until level 9 is latched (no claim has a deadline
+//     before). A deadline is thus enforced within ReapInterval of the
+//     leader's clock, and a new leader whose clock runs ahead by less than
+//     the grace cannot end a claim early.
+//   - An Enqueue with a timeout is refused FEATURE_DISABLED until the
+//     level is latched (fsm.CommandLevel counts the field), so an older
+//     server never meets a field it would drop.
+//
 // # Authentication and authorization (auth.go)
 //
 //   - One role table, methodRoles, decides which roles allow a method:

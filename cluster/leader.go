@@ -121,6 +121,12 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		}
 		return n.reapOnce(ctx)
 	})
+	run("timeout", n.cfg.ReapInterval, func(ctx context.Context) error {
+		if time.Now().Before(reapAfter) {
+			return nil // a new leader's clock may run ahead of the last one's
+		}
+		return n.timeOutOnce(ctx)
+	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
 	run("latch", latchInterval, n.latchOnce)
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)

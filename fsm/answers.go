@@ -73,10 +73,15 @@ func (tx *txn) release(c *pb.ReleaseCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
 			continue
 		}
-		err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
-			tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")
-			t.WorkerId = ""
-		})
+		// A task cancelled while its claim's answer was lost never runs
+		// again: it ends rather than go back (rules_cancel.go).
+		ended, err := tx.endIfCancelled(t, cancelledWhy("its claim's answer never reached the worker"), nil)
+		if err == nil && !ended {
+			err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
+				tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")
+				t.WorkerId = ""
+			})
+		}
 		if err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 			}
 			ks.tasks[task.GetId()] = task
 		case bytes.HasPrefix(k, []byte("q/")), bytes.HasPrefix(k, []byte("w/")),
-			bytes.HasPrefix(k, []byte("l/")), bytes.HasPrefix(k, []byte("e/")):
+			bytes.HasPrefix(k, []byte("l/")), bytes.HasPrefix(k, []byte("e/")), bytes.HasPrefix(k, []byte("o/")):
 			if len(v) != 0 {
 				return fmt.Errorf("index key %q has a value", k)
 			}
@@ -154,6 +154,9 @@ func wantIndexKeys(task *pb.Task) []string {
 		keys = [][]byte{storage.DelayedKey(q, tn, task.GetVisibleAt(), id), storage.WakeKey(task.GetVisibleAt(), id)}
 	case pb.TaskState_TASK_STATE_RUNNING:
 		keys = [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(task.GetLeaseUntil(), id)}
+		if task.GetDeadlineAt() > 0 {
+			keys = append(keys, storage.DeadlineKey(task.GetDeadlineAt(), id))
+		}
 	case pb.TaskState_TASK_STATE_DEAD:
 		keys = [][]byte{storage.DeadKey(q, tn, id)}
 		if task.GetExpireAt() > 0 { // dead-lettered since LevelRetries: retention purges it

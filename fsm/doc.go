@@ -10,7 +10,7 @@
 // rule function over an indexed batch: enqueue, claim, heartbeat, submit,
 // nack, cancel, reap, promoteDelayed, purge, requeueDead, setQueuePaused,
 // purgeQueue, putSchedule, removeSchedule, fireSchedule, setQueueRetry,
-// snooze, updateTask. Each rule moves a
+// snooze, updateTask, timeOut. Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -88,6 +88,10 @@
 //     worker owns it until its lease ends.
 //   - Dead letters are kept until replayed or, from LevelRetries on,
 //     until their expiry (below).
+//   - Cancel ends pending and delayed tasks. Before LevelCancelRunning a
+//     running task's worker owns it until its lease ends (WRONG_STATE);
+//     from the latch on, see "Cancelling running work" below.
+//   - Dead letters are kept until replayed; they have no retention.
 //   - The payload limit is configurable at the edge; the FSM re-checks with
 //     a fixed ceiling (PayloadCeiling) so replicas never disagree because of
 //     node configuration.
@@ -257,7 +261,8 @@
 //     past fences, which are for admins only (cluster.TaskFor decides who
 //     sees which fence). The claim's answer budget still counts the stored
 //     record, history included, so it errs on the side of fewer tasks.
-//     No outcome says "cancelled": Cancel ends only tasks no worker holds.
+//     Before level 9 no outcome says "cancelled": Cancel ended only tasks
+//     no worker held.
 //   - The same latch makes the catalog record version 3, which counts
 //     releases (QueueTotals.released), so lease ends by reason (reaped,
 //     released) are replicated state like the other totals.
@@ -276,6 +281,52 @@
 //     it before level 7 was latched would make a pause that applied
 //     anyway (the FSM does not refuse an unlatched type) silently
 //     ineffective.
+//   - Cancelling running work (rules_cancel.go, LevelCancelRunning = 9):
+//     Cancel of a running task marks it (Task.cancel_requested and _at,
+//     the open attempt's cancel_requested_at) and answers OK with
+//     cancel_requested and a detail saying so; a second Cancel is
+//     ALREADY_DONE and changes nothing. The claim goes on: the worker
+//     learns it from its next Heartbeat answer (ItemResult
+//     .cancel_requested, the lease still extended, so a worker that winds
+//     down slowly is not reaped meanwhile). However the claim ends, under
+//     its fence, it ends CANCELLED, never requeued whatever attempts
+//     remain, with the attempt CANCELLED and no attempt counted: Nack,
+//     Submit, the reaper's lease expiry, the TimeOut, and a Release
+//     (the claim's answer was lost, so nobody ran it; going back to
+//     pending would undo the cancel). A Submit's outcome and result are
+//     kept on the record: the work may have finished with its side
+//     effects, and an operator wants to see them, but the state is
+//     CANCELLED, so WaitResult and Stats say what was asked. The same
+//     Submit again is ALREADY_DONE (endedBySubmit); any other late write
+//     is STALE_FENCE. A claim's answer has cancel_requested false:
+//     Cancel of a task whose claim answer is in flight marks the
+//     running task, so the worker's first heartbeat says it.
+//   - The execution timeout: NewTask.timeout_ns (per task; no queue
+//     default yet: that needs a configuration command and this level has
+//     one command number), separate from the lease. A claim from the
+//     latch on gets deadline_at = claimed_at + timeout_ns, on the task and
+//     its attempt, and an index key o/<deadline_at>/<id> beside l/, kept
+//     by txn.move like every index. A Heartbeat at or past the deadline
+//     is refused CODE_TIMED_OUT and changes nothing; the leader scans o/
+//     (PastDeadlines) and proposes TimeOut, which re-checks fence and
+//     deadline: the task ends FAILED, attempt TIMED_OUT, last_error
+//     saying so, outcome unset (no Submit ended it, so a late Submit is
+//     STALE_FENCE, not ALREADY_DONE); with retry_on_timeout it is
+//     requeued as a reap would be (an attempt counted, DEAD at
+//     max_attempts); cancel-requested, CANCELLED. A Nack past the
+//     deadline ends the claim exactly so (a worker cannot turn a FAILED
+//     timeout into a retry by nacking). A Submit past the deadline is
+//     accepted until TimeOut applies, as one after a lease expiry is
+//     until the reap: its result is real work, and the deadline is the
+//     leader's to enforce, within one reap interval.
+//   - Before the latch apply writes what a level-7 build writes: the
+//     new NewTask fields are dropped at enqueue (an older build drops
+//     them too) and claims get no deadline (Test_CancelRunningWaitsFor
+//     ItsLevel). The leader's gate (CommandLevel's fieldLevel) refuses
+//     an Enqueue with a timeout until the level is latched, so the user
+//     is told rather than the field silently lost. The rules read the
+//     latched level (txn.feature), never the build's, so replicas agree
+//     mid-upgrade.
 //   - PurgeQueue deletes a queue's pending and delayed tasks, or its dead
 //     letters, up to limit (at most MaxBatch) per command; the caller
 //     repeats until an answer has fewer items. It is not retention's

@@ -24,6 +24,10 @@ var (
 	// limit on stored tasks or bytes (see TenantLimits); nothing was
 	// stored. Retry later, once the tenant's tasks finish and are purged.
 	ErrTenantLimit = errors.New("tenant limit reached")
+	// ErrTimedOut means the task's claim ran past its execution deadline
+	// (NewTask.timeout_ns): a Heartbeat is refused, the worker must stop,
+	// and the leader ends the claim. Nothing changed.
+	ErrTimedOut = errors.New("execution deadline passed")
 	// ErrUnknownCommand means a log entry holds a command type this build
 	// does not know. Applying it would diverge, so the node stops.
 	ErrUnknownCommand = errors.New("unknown command type")
@@ -130,6 +134,8 @@ func CodeError(c pb.Code, field, detail string) error {
 		return wrapDetail(ErrWrongState, detail)
 	case pb.Code_CODE_RESOURCE_EXHAUSTED:
 		return wrapDetail(ErrTenantLimit, detail)
+	case pb.Code_CODE_TIMED_OUT:
+		return wrapDetail(ErrTimedOut, detail)
 	default:
 		return fmt.Errorf("code %v: %s", c, detail)
 	}

@@ -41,6 +41,10 @@ const (
 	// LevelSchedules: PutSchedule, RemoveSchedule and FireSchedule, the
 	// schedule records (s/) and the schedule fields of a task.
 	LevelSchedules uint32 = 8
+	// LevelCancelRunning: TimeOut, and Cancel of a running task (it marks
+	// the task cancel-requested instead of answering WRONG_STATE); claims
+	// of a task with timeout_ns get an execution deadline (o/ index).
+	LevelCancelRunning uint32 = 9
 	// LevelRetries: SetQueueRetry, Snooze and UpdateTask; and, changing
 	// what apply writes, backoff on nack and reap, dead letters that
 	// expire, and the removal of an empty queue's catalog record
@@ -89,17 +93,30 @@ func RequiredLevel(t pb.CommandType) uint32 {
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
 		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
 		return LevelRetries
+	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
+		return LevelCancelRunning
 	default:
 		return LevelBase
 	}
 }
 
 // CommandLevel is the level cmd needs: its type's, or for a Batch the
-// highest of the batch and its commands.
+// highest of the batch and its commands, and higher when a field needs a
+// newer level (fieldLevel).
 func CommandLevel(cmd *pb.Command) uint32 {
-	l := RequiredLevel(cmd.GetType())
+	l := max(RequiredLevel(cmd.GetType()), fieldLevel(cmd))
 	for _, sub := range cmd.GetBatch().GetCommands() {
-		l = max(l, RequiredLevel(sub.GetType()))
+		l = max(l, RequiredLevel(sub.GetType()), fieldLevel(sub))
+	}
+	return l
+}
+
+// fieldLevel is the level the fields of cmd need beyond its type's: a
+// field that older builds would drop must wait for every server.
+func fieldLevel(cmd *pb.Command) uint32 {
+	l := LevelBase
+	for _, nt := range cmd.GetEnqueue().GetTasks() {
+		l = max(l, newTaskLevel(nt))
 	}
 	return l
 }

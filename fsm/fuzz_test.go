@@ -48,7 +48,10 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		resetQueueCmd(now, "emails", "acme"),
 		snoozeCmd(now, p.running.id, p.running.fence, 30*time.Second),
 		updateTaskCmd(now, p.pending, 8, now+int64(time.Minute)),
-		updateTaskCmd(now, p.running.id, 1, 0),               // WRONG_STATE
+		updateTaskCmd(now, p.running.id, 1, 0), // WRONG_STATE
+		cancelCmd(now, p.running.id),           // a cancel request once level 9 is latched
+		timeOutCmd(now, &pb.ReapItem{TaskId: p.running.id, Fence: p.running.fence}),
+		enqueueCmd(now, &pb.NewTask{Queue: "emails", Tenant: "acme", TimeoutNs: int64(time.Minute), RetryOnTimeout: true}),
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards

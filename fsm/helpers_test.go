@@ -216,6 +216,11 @@ func reapCmd(now int64, items ...*pb.ReapItem) *pb.Command {
 		Body: &pb.Command_Reap{Reap: &pb.ReapCmd{Items: items}}}
 }
 
+func timeOutCmd(now int64, items ...*pb.ReapItem) *pb.Command {
+	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_TIME_OUT, Now: now,
+		Body: &pb.Command_TimeOut{TimeOut: &pb.TimeOutCmd{Items: items}}}
+}
+
 func promoteCmd(now int64, limit uint32) *pb.Command {
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED, Now: now,
 		Body: &pb.Command_PromoteDelayed{PromoteDelayed: &pb.PromoteDelayedCmd{Limit: limit}}}

@@ -39,6 +39,7 @@ func (tx *txn) openAttempt(t *pb.Task) {
 		Fence:      t.GetFence(),
 		ClaimedAt:  t.GetClaimedAt(),
 		LeaseUntil: t.GetLeaseUntil(),
+		DeadlineAt: t.GetDeadlineAt(),
 	})
 	if n := len(h) - MaxHistory; n > 0 {
 		h = append(h[:0], h[n:]...)

@@ -26,6 +26,8 @@ func (tx *txn) cancel(c *pb.CancelCmd, res *pb.CommandResult) error {
 			return err
 		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+	case t.GetState() == pb.TaskState_TASK_STATE_RUNNING && tx.feature >= LevelCancelRunning:
+		return tx.requestCancel(t, res)
 	default:
 		res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "only pending or delayed tasks can be cancelled"))
 	}

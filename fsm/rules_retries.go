@@ -166,6 +166,23 @@ func (tx *txn) snooze(c *pb.SnoozeCmd, res *pb.CommandResult) error {
 		return nil
 	}
 	claimed := t.GetClaimedAt()
+	// A snooze hands the claim back like a Nack, so it cannot dodge a
+	// cancel request or the execution timeout (rules_cancel.go).
+	var ended bool
+	if tx.pastDeadline(t) {
+		ended, err = true, tx.endTimedOut(t, 0)
+	} else {
+		ended, err = tx.endIfCancelled(t, cancelledWhy("the worker snoozed it"), nil)
+	}
+	if err != nil {
+		return err
+	}
+	if ended {
+		it := item(pb.Code_CODE_OK, t.GetId(), t, "")
+		it.SinceNs = max(0, tx.now-claimed)
+		res.Items = append(res.Items, it)
+		return nil
+	}
 	mutate := func(t *pb.Task) {
 		tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED, "")
 		t.WorkerId = ""

@@ -77,6 +77,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if nt.GetRunAt() > 0 {
 			t.VisibleAt = nt.GetRunAt()
 		}
+		if tx.feature >= LevelCancelRunning { // an older build drops them
+			t.TimeoutNs, t.RetryOnTimeout = nt.GetTimeoutNs(), nt.GetRetryOnTimeout()
+		}
 		t.State = pb.TaskState_TASK_STATE_PENDING
 		if t.VisibleAt > tx.now {
 			t.State = pb.TaskState_TASK_STATE_DELAYED
@@ -178,6 +181,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 				t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
 				t.ClaimedAt = tx.now
 				t.Claims++
+				tx.startDeadline(t)
 				tx.openAttempt(t)
 			})
 			if err != nil {
@@ -216,6 +220,12 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(code, hb.GetTaskId(), t, staleDetail(t, hb.GetFence())))
 			continue
 		}
+		if tx.pastDeadline(t) {
+			// Refused, changing nothing: the worker stops, and the
+			// leader's TimeOut ends the claim (rules_cancel.go).
+			res.Items = append(res.Items, item(pb.Code_CODE_TIMED_OUT, t.GetId(), t, detailTimedOut))
+			continue
+		}
 		lease := hb.GetLeaseNs()
 		if lease == 0 {
 			lease = t.GetLeaseNs()
@@ -235,6 +245,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		}
 		it := item(pb.Code_CODE_OK, t.GetId(), t, "")
 		it.SinceNs = max(0, tx.now-renewed)
+		it.CancelRequested = t.GetCancelRequested()
 		res.Items = append(res.Items, it)
 	}
 	return nil
@@ -247,8 +258,7 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if err != nil {
 		return err
 	}
-	if code == pb.Code_CODE_STALE_FENCE && t.GetFence() == c.GetFence() &&
-		(t.GetState() == pb.TaskState_TASK_STATE_COMPLETED || t.GetState() == pb.TaskState_TASK_STATE_FAILED) {
+	if code == pb.Code_CODE_STALE_FENCE && endedBySubmit(t, c.GetFence()) {
 		code = pb.Code_CODE_ALREADY_DONE
 	}
 	if code != pb.Code_CODE_OK {
@@ -264,12 +274,20 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if to == pb.TaskState_TASK_STATE_FAILED {
 		out = pb.AttemptOutcome_ATTEMPT_OUTCOME_FAILED
 	}
-	err = tx.finishTask(t, to, func(t *pb.Task) {
-		tx.closeAttempt(t, out, c.GetError())
-		t.Outcome = c.GetOutcome()
-		t.Result = c.GetResult()
-		t.LastError = c.GetError()
-	})
+	// A cancelled task keeps what its worker submitted (rules_cancel.go).
+	keep := func(t *pb.Task) { t.Outcome, t.Result = c.GetOutcome(), c.GetResult() }
+	ended, err := tx.endIfCancelled(t, cancelledWhy(submittedWhy(c)), keep)
+	if err != nil {
+		return err
+	}
+	if !ended {
+		err = tx.finishTask(t, to, func(t *pb.Task) {
+			tx.closeAttempt(t, out, c.GetError())
+			t.Outcome = c.GetOutcome()
+			t.Result = c.GetResult()
+			t.LastError = c.GetError()
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -291,8 +309,20 @@ func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
 		return nil
 	}
 	claimed := t.GetClaimedAt()
-	if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason(), pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED); err != nil {
+	var ended bool
+	if tx.pastDeadline(t) {
+		// A Nack cannot dodge the timeout's policy (rules_cancel.go).
+		ended, err = true, tx.endTimedOut(t, 0)
+	} else {
+		ended, err = tx.endIfCancelled(t, cancelledWhy("the worker nacked: "+c.GetReason()), nil)
+	}
+	if err != nil {
 		return err
+	}
+	if !ended {
+		if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason(), pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED); err != nil {
+			return err
+		}
 	}
 	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
 	it.SinceNs = max(0, tx.now-claimed)
@@ -317,8 +347,14 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "lease extended"))
 			continue
 		}
-		if err := tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED); err != nil {
+		ended, err := tx.endIfCancelled(t, cancelledWhy("lease expired"), nil)
+		if err != nil {
 			return err
+		}
+		if !ended {
+			if err := tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED); err != nil {
+				return err
+			}
 		}
 		if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Expired++ }); err != nil {
 			return err

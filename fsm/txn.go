@@ -154,6 +154,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.snooze(cmd.GetSnooze(), res)
 	case pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
 		err = tx.updateTask(cmd.GetUpdateTask(), res)
+	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
+		err = tx.timeOut(cmd.GetTimeOut(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
@@ -272,6 +274,9 @@ func indexKeys(t *pb.Task) [][]byte {
 	case pb.TaskState_TASK_STATE_DELAYED:
 		return [][]byte{storage.DelayedKey(q, tn, t.GetVisibleAt(), id), storage.WakeKey(t.GetVisibleAt(), id)}
 	case pb.TaskState_TASK_STATE_RUNNING:
+		if d := t.GetDeadlineAt(); d > 0 { // a claim with an execution timeout (rules_cancel.go)
+			return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id), storage.DeadlineKey(d, id)}
+		}
 		return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
 		if t.GetExpireAt() > 0 { // dead-lettered since LevelRetries
@@ -406,7 +411,7 @@ func (tx *txn) nextSeq(pos int) uint64 { return tx.index<<16 | uint64(tx.base+po
 func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string, out pb.AttemptOutcome) error {
 	attempts := t.GetAttempts() + 1
 	mutate := func(t *pb.Task) {
-		if out == pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED {
+		if out == pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED || out == pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT {
 			tx.closeAttempt(t, out, reason)
 		} else {
 			tx.closeAttempt(t, out, "")

@@ -164,6 +164,16 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 				return inItem("items", i, err)
 			}
 		}
+	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
+		items := cmd.GetTimeOut().GetItems()
+		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+			return err
+		}
+		for i, it := range items {
+			if err := checkTaskRef("", it.GetTaskId(), it.GetFence()); err != nil {
+				return inItem("items", i, err)
+			}
+		}
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		items := cmd.GetRelease().GetItems()
 		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
@@ -280,6 +290,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetSnooze() != nil
 	case pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
 		ok = cmd.GetUpdateTask() != nil
+	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
+		ok = cmd.GetTimeOut() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -326,6 +338,9 @@ func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 		return fieldErr("max_attempts", "%d > %d", t.GetMaxAttempts(), MaxAttemptsLimit)
 	}
 	if err := checkLen("idempotency_key", t.GetIdempotencyKey(), 0, MaxIdemKeyLen); err != nil {
+		return err
+	}
+	if err := checkDuration("timeout_ns", t.GetTimeoutNs(), MaxDelay); err != nil {
 		return err
 	}
 	if err := checkDuration("retention_ns", t.GetRetentionNs(), MaxRetention); err != nil {

@@ -92,6 +92,12 @@ func (w *workload) newTask() *pb.NewTask {
 	if w.pct(15) {
 		nt.Retry = &pb.RetryPolicy{BaseNs: int64(time.Second) + w.dur(3*time.Second), Multiplier: 2, JitterPercent: 25}
 	}
+	if w.pct(25) {
+		// An execution timeout (level 9; ignored before the latch), some
+		// of them retried: TimeOut below ends the claims that pass it.
+		nt.TimeoutNs = int64(time.Second) + w.dur(10*time.Second)
+		nt.RetryOnTimeout = w.pct(40)
+	}
 	return nt
 }
 
@@ -200,6 +206,18 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 			items = append(items, &pb.ReapItem{TaskId: r.id, Fence: r.fence})
 		}
 		cmd = reapCmd(now, items...)
+	case n < 78:
+		// The leader's TimeOut from its own PastDeadlines scan, now and
+		// then with a claim whose deadline has not passed or a stale one.
+		items, err := f.PastDeadlines(now, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) == 0 || w.pct(20) {
+			r := w.ref()
+			items = append(items, &pb.ReapItem{TaskId: r.id, Fence: r.fence})
+		}
+		cmd = timeOutCmd(now, items...)
 	case n < 80:
 		cmd = promoteCmd(now, uint32(1+w.rng.IntN(50)))
 	case n < 83:
@@ -213,6 +231,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		}
 	case n < 92:
 		cmd = cancelCmd(now, w.anyID())
+		if w.pct(30) {
+			cmd = cancelCmd(now, w.ref().id) // often running: a cancel request from level 9
+		}
 		if w.pct(30) {
 			cmd.GetCancel().Tenant = w.queue().Tenant // sometimes another tenant's: NOT_FOUND
 		}

@@ -24,6 +24,7 @@
 //	q/<queue>/<tenant>/x/<id>               dead letters
 //	w/<visible_at>/<id>                     delayed, global wake index (the mover's scan)
 //	l/<lease_until>/<id>                    lease expiry index (the reaper's scan)
+//	o/<deadline_at>/<id>                    execution deadline of a running claim with a timeout (level 9)
 //	e/<expire_at>/<id>                      retention of finished tasks
 //	i/<queue>/<tenant>/<key>                idempotency key -> task id
 //	c/<queue>/<tenant>                      queue catalog: counters and head hints

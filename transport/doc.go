@@ -43,6 +43,7 @@
 //	cluster.ErrStaleFence          FailedPrecondition, reason STALE_FENCE
 //	cluster.ErrFeatureDisabled     FailedPrecondition, reason FEATURE_DISABLED
 //	cluster.ErrWrongState          FailedPrecondition, reason WRONG_STATE
+//	cluster.ErrTimedOut            FailedPrecondition, reason TIMED_OUT (a claim past its execution deadline)
 //	cluster.ErrTenantLimit         ResourceExhausted, reason TENANT_LIMIT
 //	                               (an Enqueue whose every item the FSM refused)
 //	cluster.ErrLeadershipLost      Unavailable, reason LEADERSHIP_LOST (outcome unknown)

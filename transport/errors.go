@@ -76,6 +76,8 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, cluster.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
+	case errors.Is(err, cluster.ErrTimedOut):
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonTimedOut, nil))
 	case errors.Is(err, cluster.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):

@@ -172,7 +172,9 @@ func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackR
 }
 
 // Cancel of a task already cancelled is a success (the FSM answers
-// ALREADY_DONE); of a running or finished task it is WRONG_STATE.
+// ALREADY_DONE); of a finished task it is WRONG_STATE, and of a running
+// one WRONG_STATE until feature level 9, then a cancel request
+// (cancel_requested in the answer; a repeated one is a success too).
 func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
 	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, cluster.CancelCommand(req),
 		func(res *pb.CommandResult) (*pb.CancelResponse, error) {
@@ -183,7 +185,7 @@ func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.C
 			if err := cluster.ItemError(it); err != nil {
 				return nil, err
 			}
-			return &pb.CancelResponse{}, nil
+			return &pb.CancelResponse{CancelRequested: it.GetCancelRequested(), State: it.GetState()}, nil
 		})
 }
 

@@ -10,6 +10,14 @@
 //     --tenant narrows it: listing is Stats, not an RPC of its own. `docket
 //     wait ID` waits up to --timeout, the common flag, rather than a flag of
 //     its own; past it the verb fails like any call that ran out of time.
+//   - Cancel verbs (cancelverbs.go): `docket cancel ID` prints "cancel
+//     requested" for a running task (feature level 9) and CANCELLED for a
+//     waiting one; --json is the CancelResponse. The execution timeout is
+//     `docket enqueue --exec-timeout D`, not --timeout as issue 14's
+//     brief spelt it: --timeout is every verb's call deadline, and giving
+//     it a second meaning on one verb would change what existing scripts
+//     do. `docket task` shows the timeout, the current claim's deadline
+//     and a cancel request.
 //   - `docket dev` is secure by default (TLS on every channel, --auth, a
 //     throwaway CA and an admin token in the data dir), so the everyday
 //     path is the one a shared network needs; --insecure is the explicit

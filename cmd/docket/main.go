@@ -27,7 +27,7 @@ Usage:
   docket tasks QUEUE [--state S] list a queue's pending|delayed|running|dead tasks
   docket snooze ID FENCE [--for D]  hand a claimed task back for later, no attempt used
   docket wait ID                 wait (up to --timeout) for a task to finish, show it
-  docket cancel ID               cancel a pending or delayed task
+  docket cancel ID               cancel a task (a running one: ask its worker to stop)
   docket stats [QUEUE]           queue depths by state
   docket queues                  every queue with its counts and pause, across tenants
   docket queue pause|resume QUEUE  stop or restart claims of a queue (enqueues go on)

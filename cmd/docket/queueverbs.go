@@ -107,23 +107,6 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 	}, &pb.StatsResponse{Queues: all})
 }
 
-// cancel is `docket cancel ID`: cancel a pending or delayed task.
-func (v *verb) cancel(ctx context.Context, args []string) error {
-	pos, err := v.parse(args, 1, 1, "ID")
-	if err != nil {
-		return err
-	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if err := c.Cancel(ctx, pos[0]); err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) { fmt.Fprintf(w, "%s CANCELLED\n", pos[0]) }, &pb.CancelResponse{})
-}
-
 // wait is `docket wait ID`: wait, up to --timeout, for a task to finish,
 // then show it. Past the timeout it fails.
 func (v *verb) wait(ctx context.Context, args []string) error {

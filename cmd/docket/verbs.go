@@ -154,6 +154,7 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	delay := v.fs.Duration("delay", 0, "invisible for this long")
 	maxAttempts := v.fs.Uint("max-attempts", 0, fmt.Sprintf("dead-letter after this many failed attempts (0: server default %d)", pb.DefaultMaxAttempts))
 	key := v.fs.String("key", "", "idempotency key (default: a fresh random key)")
+	setTimeout := timeoutFlags(v.fs) // cancelverbs.go
 	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
 	if err != nil {
 		return err
@@ -169,8 +170,10 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	items, err := c.Enqueue(ctx, &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
-		Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key})
+	nt := &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
+		Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key}
+	setTimeout(nt)
+	items, err := c.Enqueue(ctx, nt)
 	if err != nil {
 		return err
 	}
@@ -332,6 +335,7 @@ func printTask(w io.Writer, t *pb.Task) {
 	if t.GetLastError() != "" {
 		fmt.Fprintf(w, "error:     %s\n", t.GetLastError())
 	}
+	printCancel(w, t) // cancelverbs.go
 	printAttempts(w, t)
 }
 

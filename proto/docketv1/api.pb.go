@@ -286,6 +286,10 @@ func (x *HeartbeatRequest) GetItems() []*HeartbeatItem {
 	return nil
 }
 
+// HeartbeatResponse: one item per heartbeat, in order. An item's
+// cancel_requested (field 110 of ItemResult) tells the worker that the
+// task was cancelled while it ran; CODE_TIMED_OUT that its claim ran past
+// its execution deadline.
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*ItemResult          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -723,9 +727,14 @@ func (x *CancelRequest) GetTenant() string {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancel_requested: the task was running (feature level 9). It is
+	// marked, its worker is told at its next heartbeat, and it ends
+	// CANCELLED when the worker answers or its lease or deadline passes.
+	CancelRequested bool      `protobuf:"varint,110,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	State           TaskState `protobuf:"varint,111,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"` // the task's state after the call
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CancelResponse) Reset() {
@@ -756,6 +765,20 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CancelResponse) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *CancelResponse) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
 type GetTaskRequest struct {
@@ -3573,8 +3596,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"@\n" +
 	"\rCancelRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\x10\n" +
-	"\x0eCancelResponse\"b\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"g\n" +
+	"\x0eCancelResponse\x12)\n" +
+	"\x10cancel_requested\x18n \x01(\bR\x0fcancelRequested\x12*\n" +
+	"\x05state\x18o \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"b\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vallow_stale\x18\x02 \x01(\bR\n" +
@@ -3902,90 +3927,91 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
 	63, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
 	67, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	64, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	64, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	68, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	64, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	63, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	67, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	64, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	69, // 16: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	67, // 17: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	67, // 18: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	46, // 19: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	50, // 20: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	53, // 21: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 22: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 23: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 24: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 25: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 26: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 27: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 28: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 29: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 30: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 31: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 32: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 33: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 34: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 35: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 36: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 37: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	70, // 38: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	71, // 39: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	72, // 40: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	32, // 41: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	34, // 42: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	36, // 43: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	38, // 44: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	51, // 45: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	54, // 46: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	56, // 47: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	58, // 48: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	60, // 49: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	43, // 50: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	45, // 51: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	48, // 52: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	40, // 53: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	41, // 54: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 55: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 56: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 57: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 58: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 59: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 60: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 61: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 62: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 63: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 64: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 65: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 66: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 67: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 68: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 69: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 70: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	73, // 71: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	74, // 72: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	75, // 73: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	33, // 74: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	35, // 75: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	37, // 76: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	39, // 77: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	52, // 78: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	55, // 79: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	57, // 80: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	59, // 81: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	61, // 82: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	44, // 83: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	47, // 84: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	49, // 85: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	41, // 86: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	42, // 87: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	55, // [55:88] is the sub-list for method output_type
-	22, // [22:55] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	67, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	64, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	64, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	68, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	64, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	63, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	67, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	64, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	69, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	67, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	67, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	46, // 20: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	50, // 21: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	53, // 22: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	0,  // 23: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 24: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 25: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 26: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 27: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 28: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 29: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 30: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 31: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 32: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 33: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 34: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 35: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	26, // 36: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 37: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 38: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	70, // 39: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	71, // 40: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	72, // 41: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	32, // 42: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	34, // 43: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	36, // 44: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	38, // 45: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	51, // 46: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	54, // 47: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	56, // 48: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	58, // 49: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	60, // 50: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	43, // 51: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	45, // 52: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	48, // 53: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	40, // 54: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	41, // 55: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 56: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 57: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 58: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 59: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 60: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 61: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 62: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 63: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 64: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 65: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 66: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 67: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 68: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 69: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 70: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 71: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	73, // 72: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	74, // 73: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	75, // 74: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	33, // 75: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	35, // 76: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	37, // 77: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	39, // 78: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	52, // 79: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	55, // 80: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	57, // 81: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	59, // 82: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	61, // 83: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	44, // 84: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	47, // 85: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	49, // 86: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	41, // 87: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	42, // 88: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	56, // [56:89] is the sub-list for method output_type
+	23, // [23:56] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }

@@ -62,6 +62,9 @@ type QueueClient interface {
 	// NOT_FOUND or WRONG_STATE. An invalid item fails the whole call.
 	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// Cancel ends a pending or delayed task. A running one (feature level 9)
+	// is marked cancel-requested: its worker learns it at its next
+	// heartbeat and the task ends CANCELLED, never requeued. Admin.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
 	// WaitResult waits, up to wait_ns, for a task to finish.
@@ -362,6 +365,9 @@ type QueueServer interface {
 	// NOT_FOUND or WRONG_STATE. An invalid item fails the whole call.
 	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// Cancel ends a pending or delayed task. A running one (feature level 9)
+	// is marked cancel-requested: its worker learns it at its next
+	// heartbeat and the task ends CANCELLED, never requeued. Admin.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
 	// WaitResult waits, up to wait_ns, for a task to finish.

@@ -56,6 +56,7 @@ const (
 	CommandType_COMMAND_TYPE_SET_QUEUE_RETRY   CommandType = 26
 	CommandType_COMMAND_TYPE_SNOOZE            CommandType = 27
 	CommandType_COMMAND_TYPE_UPDATE_TASK       CommandType = 28
+	CommandType_COMMAND_TYPE_TIME_OUT          CommandType = 23
 )
 
 // Enum value maps for CommandType.
@@ -87,6 +88,7 @@ var (
 		26: "COMMAND_TYPE_SET_QUEUE_RETRY",
 		27: "COMMAND_TYPE_SNOOZE",
 		28: "COMMAND_TYPE_UPDATE_TASK",
+		23: "COMMAND_TYPE_TIME_OUT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -115,6 +117,7 @@ var (
 		"COMMAND_TYPE_SET_QUEUE_RETRY":   26,
 		"COMMAND_TYPE_SNOOZE":            27,
 		"COMMAND_TYPE_UPDATE_TASK":       28,
+		"COMMAND_TYPE_TIME_OUT":          23,
 	}
 )
 
@@ -158,19 +161,23 @@ const (
 	Code_CODE_WRONG_STATE        Code = 5 // e.g. cancel of a running task
 	Code_CODE_DUPLICATE          Code = 6 // enqueue answered by an idempotency key
 	Code_CODE_RESOURCE_EXHAUSTED Code = 7 // over a tenant limit; retry once it has room
+	// CODE_TIMED_OUT: a heartbeat of a claim past its execution deadline
+	// (feature level 9). The worker must stop; the leader ends the claim.
+	Code_CODE_TIMED_OUT Code = 110
 )
 
 // Enum value maps for Code.
 var (
 	Code_name = map[int32]string{
-		0: "CODE_OK",
-		1: "CODE_NOT_FOUND",
-		2: "CODE_STALE_FENCE",
-		3: "CODE_ALREADY_DONE",
-		4: "CODE_INVALID_ARGUMENT",
-		5: "CODE_WRONG_STATE",
-		6: "CODE_DUPLICATE",
-		7: "CODE_RESOURCE_EXHAUSTED",
+		0:   "CODE_OK",
+		1:   "CODE_NOT_FOUND",
+		2:   "CODE_STALE_FENCE",
+		3:   "CODE_ALREADY_DONE",
+		4:   "CODE_INVALID_ARGUMENT",
+		5:   "CODE_WRONG_STATE",
+		6:   "CODE_DUPLICATE",
+		7:   "CODE_RESOURCE_EXHAUSTED",
+		110: "CODE_TIMED_OUT",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":                 0,
@@ -181,6 +188,7 @@ var (
 		"CODE_WRONG_STATE":        5,
 		"CODE_DUPLICATE":          6,
 		"CODE_RESOURCE_EXHAUSTED": 7,
+		"CODE_TIMED_OUT":          110,
 	}
 )
 
@@ -242,6 +250,7 @@ type Command struct {
 	//	*Command_SetQueueRetry
 	//	*Command_Snooze
 	//	*Command_UpdateTask
+	//	*Command_TimeOut
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -523,6 +532,15 @@ func (x *Command) GetUpdateTask() *UpdateTaskCmd {
 	return nil
 }
 
+func (x *Command) GetTimeOut() *TimeOutCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_TimeOut); ok {
+			return x.TimeOut
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -627,6 +645,10 @@ type Command_UpdateTask struct {
 	UpdateTask *UpdateTaskCmd `protobuf:"bytes,37,opt,name=update_task,json=updateTask,proto3,oneof"`
 }
 
+type Command_TimeOut struct {
+	TimeOut *TimeOutCmd `protobuf:"bytes,32,opt,name=time_out,json=timeOut,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -676,6 +698,8 @@ func (*Command_SetQueueRetry) isCommand_Body() {}
 func (*Command_Snooze) isCommand_Body() {}
 
 func (*Command_UpdateTask) isCommand_Body() {}
+
+func (*Command_TimeOut) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -743,9 +767,15 @@ type NewTask struct {
 	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
 	// retry is this task's backoff between attempts; missing, its queue's
 	// (QueueConfig.retry); neither, a failed attempt is retried at once.
-	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retry *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	// timeout_ns bounds each claim's run (feature level 9): past claim time
+	// + timeout the claim ends TIMED_OUT even if it heartbeats. 0: none.
+	TimeoutNs int64 `protobuf:"varint,110,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// retry_on_timeout retries a timed-out claim (an attempt counted)
+	// instead of ending the task FAILED.
+	RetryOnTimeout bool `protobuf:"varint,111,opt,name=retry_on_timeout,json=retryOnTimeout,proto3" json:"retry_on_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -846,6 +876,20 @@ func (x *NewTask) GetRetry() *RetryPolicy {
 		return x.Retry
 	}
 	return nil
+}
+
+func (x *NewTask) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *NewTask) GetRetryOnTimeout() bool {
+	if x != nil {
+		return x.RetryOnTimeout
+	}
+	return false
 }
 
 type EnqueueCmd struct {
@@ -1523,6 +1567,54 @@ func (x *ReleaseCmd) GetItems() []*ReapItem {
 	return nil
 }
 
+// TimeOutCmd is proposed by the leader for claims it saw run past their
+// execution deadline at cmd.now (feature level 9). The FSM re-checks each
+// fence and deadline at apply time: the task ends FAILED (or is retried
+// when retry_on_timeout; CANCELLED when a cancel was requested).
+type TimeOutCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReapItem            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeOutCmd) Reset() {
+	*x = TimeOutCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeOutCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeOutCmd) ProtoMessage() {}
+
+func (x *TimeOutCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeOutCmd.ProtoReflect.Descriptor instead.
+func (*TimeOutCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TimeOutCmd) GetItems() []*ReapItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type PromoteDelayedCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -1532,7 +1624,7 @@ type PromoteDelayedCmd struct {
 
 func (x *PromoteDelayedCmd) Reset() {
 	*x = PromoteDelayedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1636,7 @@ func (x *PromoteDelayedCmd) String() string {
 func (*PromoteDelayedCmd) ProtoMessage() {}
 
 func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[14]
+	mi := &file_docketv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1649,7 @@ func (x *PromoteDelayedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteDelayedCmd.ProtoReflect.Descriptor instead.
 func (*PromoteDelayedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PromoteDelayedCmd) GetLimit() uint32 {
@@ -1576,7 +1668,7 @@ type PurgeCmd struct {
 
 func (x *PurgeCmd) Reset() {
 	*x = PurgeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1680,7 @@ func (x *PurgeCmd) String() string {
 func (*PurgeCmd) ProtoMessage() {}
 
 func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[15]
+	mi := &file_docketv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1693,7 @@ func (x *PurgeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCmd.ProtoReflect.Descriptor instead.
 func (*PurgeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PurgeCmd) GetLimit() uint32 {
@@ -1625,7 +1717,7 @@ type RequeueDeadCmd struct {
 
 func (x *RequeueDeadCmd) Reset() {
 	*x = RequeueDeadCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1729,7 @@ func (x *RequeueDeadCmd) String() string {
 func (*RequeueDeadCmd) ProtoMessage() {}
 
 func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[16]
+	mi := &file_docketv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1742,7 @@ func (x *RequeueDeadCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadCmd.ProtoReflect.Descriptor instead.
 func (*RequeueDeadCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{16}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RequeueDeadCmd) GetTaskId() string {
@@ -1693,7 +1785,7 @@ type CheckCmd struct {
 
 func (x *CheckCmd) Reset() {
 	*x = CheckCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1797,7 @@ func (x *CheckCmd) String() string {
 func (*CheckCmd) ProtoMessage() {}
 
 func (x *CheckCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[17]
+	mi := &file_docketv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1810,7 @@ func (x *CheckCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckCmd.ProtoReflect.Descriptor instead.
 func (*CheckCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{17}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 // CheckResultCmd records the hash a majority of voters reported for the
@@ -1736,7 +1828,7 @@ type CheckResultCmd struct {
 
 func (x *CheckResultCmd) Reset() {
 	*x = CheckResultCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1840,7 @@ func (x *CheckResultCmd) String() string {
 func (*CheckResultCmd) ProtoMessage() {}
 
 func (x *CheckResultCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[18]
+	mi := &file_docketv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1853,7 @@ func (x *CheckResultCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResultCmd.ProtoReflect.Descriptor instead.
 func (*CheckResultCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckResultCmd) GetCheckIndex() uint64 {
@@ -1811,7 +1903,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1915,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[19]
+	mi := &file_docketv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1928,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{19}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Token) GetAccessor() string {
@@ -1907,7 +1999,7 @@ type CreateTokenCmd struct {
 
 func (x *CreateTokenCmd) Reset() {
 	*x = CreateTokenCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2011,7 @@ func (x *CreateTokenCmd) String() string {
 func (*CreateTokenCmd) ProtoMessage() {}
 
 func (x *CreateTokenCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[20]
+	mi := &file_docketv1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2024,7 @@ func (x *CreateTokenCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenCmd.ProtoReflect.Descriptor instead.
 func (*CreateTokenCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{20}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTokenCmd) GetToken() *Token {
@@ -1953,7 +2045,7 @@ type RevokeTokenCmd struct {
 
 func (x *RevokeTokenCmd) Reset() {
 	*x = RevokeTokenCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[21]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2057,7 @@ func (x *RevokeTokenCmd) String() string {
 func (*RevokeTokenCmd) ProtoMessage() {}
 
 func (x *RevokeTokenCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[21]
+	mi := &file_docketv1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2070,7 @@ func (x *RevokeTokenCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenCmd.ProtoReflect.Descriptor instead.
 func (*RevokeTokenCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{21}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeTokenCmd) GetAccessor() string {
@@ -1999,14 +2091,18 @@ type ItemResult struct {
 	// held; on an accepted Heartbeat, the time since the last renewal (or
 	// the claim). By the entry's leader time; 0 on other answers. The
 	// leader's lease metrics read it; nothing stores it.
-	SinceNs       int64 `protobuf:"varint,6,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SinceNs int64 `protobuf:"varint,6,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`
+	// cancel_requested, on an accepted Heartbeat (or Cancel), says Cancel
+	// reached the running task: the worker should stop and Nack (or Submit)
+	// with its fence; the task then ends CANCELLED. From feature level 9.
+	CancelRequested bool `protobuf:"varint,110,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_docketv1_command_proto_msgTypes[22]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2114,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[22]
+	mi := &file_docketv1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2127,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{22}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ItemResult) GetCode() Code {
@@ -2076,6 +2172,13 @@ func (x *ItemResult) GetSinceNs() int64 {
 	return 0
 }
 
+func (x *ItemResult) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
 // CommandResult is the FSM's answer to one log entry. When error_code is not
 // OK the whole command was rejected and nothing changed.
 type CommandResult struct {
@@ -2099,7 +2202,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_docketv1_command_proto_msgTypes[23]
+	mi := &file_docketv1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2214,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[23]
+	mi := &file_docketv1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2227,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{23}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandResult) GetErrorCode() Code {
@@ -2203,7 +2306,7 @@ type SetFeatureLevelCmd struct {
 
 func (x *SetFeatureLevelCmd) Reset() {
 	*x = SetFeatureLevelCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[24]
+	mi := &file_docketv1_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2318,7 @@ func (x *SetFeatureLevelCmd) String() string {
 func (*SetFeatureLevelCmd) ProtoMessage() {}
 
 func (x *SetFeatureLevelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[24]
+	mi := &file_docketv1_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2331,7 @@ func (x *SetFeatureLevelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFeatureLevelCmd.ProtoReflect.Descriptor instead.
 func (*SetFeatureLevelCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetFeatureLevelCmd) GetLevel() uint32 {
@@ -2259,7 +2362,7 @@ type QueueConfig struct {
 
 func (x *QueueConfig) Reset() {
 	*x = QueueConfig{}
-	mi := &file_docketv1_command_proto_msgTypes[25]
+	mi := &file_docketv1_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2374,7 @@ func (x *QueueConfig) String() string {
 func (*QueueConfig) ProtoMessage() {}
 
 func (x *QueueConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[25]
+	mi := &file_docketv1_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2387,7 @@ func (x *QueueConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
 func (*QueueConfig) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueConfig) GetPaused() bool {
@@ -2322,7 +2425,7 @@ type SetQueuePausedCmd struct {
 
 func (x *SetQueuePausedCmd) Reset() {
 	*x = SetQueuePausedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2437,7 @@ func (x *SetQueuePausedCmd) String() string {
 func (*SetQueuePausedCmd) ProtoMessage() {}
 
 func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2450,7 @@ func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePausedCmd.ProtoReflect.Descriptor instead.
 func (*SetQueuePausedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetQueuePausedCmd) GetQueue() string {
@@ -2387,7 +2490,7 @@ type PurgeQueueCmd struct {
 
 func (x *PurgeQueueCmd) Reset() {
 	*x = PurgeQueueCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2502,7 @@ func (x *PurgeQueueCmd) String() string {
 func (*PurgeQueueCmd) ProtoMessage() {}
 
 func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2515,7 @@ func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueCmd.ProtoReflect.Descriptor instead.
 func (*PurgeQueueCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeQueueCmd) GetQueue() string {
@@ -2457,7 +2560,7 @@ type PutScheduleCmd struct {
 
 func (x *PutScheduleCmd) Reset() {
 	*x = PutScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[28]
+	mi := &file_docketv1_command_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2572,7 @@ func (x *PutScheduleCmd) String() string {
 func (*PutScheduleCmd) ProtoMessage() {}
 
 func (x *PutScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[28]
+	mi := &file_docketv1_command_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2585,7 @@ func (x *PutScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleCmd.ProtoReflect.Descriptor instead.
 func (*PutScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PutScheduleCmd) GetSchedule() *Schedule {
@@ -2504,7 +2607,7 @@ type RemoveScheduleCmd struct {
 
 func (x *RemoveScheduleCmd) Reset() {
 	*x = RemoveScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[29]
+	mi := &file_docketv1_command_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2619,7 @@ func (x *RemoveScheduleCmd) String() string {
 func (*RemoveScheduleCmd) ProtoMessage() {}
 
 func (x *RemoveScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[29]
+	mi := &file_docketv1_command_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2632,7 @@ func (x *RemoveScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveScheduleCmd.ProtoReflect.Descriptor instead.
 func (*RemoveScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveScheduleCmd) GetTenant() string {
@@ -2566,7 +2669,7 @@ type FireScheduleCmd struct {
 
 func (x *FireScheduleCmd) Reset() {
 	*x = FireScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[30]
+	mi := &file_docketv1_command_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2681,7 @@ func (x *FireScheduleCmd) String() string {
 func (*FireScheduleCmd) ProtoMessage() {}
 
 func (x *FireScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[30]
+	mi := &file_docketv1_command_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2694,7 @@ func (x *FireScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FireScheduleCmd.ProtoReflect.Descriptor instead.
 func (*FireScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FireScheduleCmd) GetTenant() string {
@@ -2642,7 +2745,7 @@ type SetQueueRetryCmd struct {
 
 func (x *SetQueueRetryCmd) Reset() {
 	*x = SetQueueRetryCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[31]
+	mi := &file_docketv1_command_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2757,7 @@ func (x *SetQueueRetryCmd) String() string {
 func (*SetQueueRetryCmd) ProtoMessage() {}
 
 func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[31]
+	mi := &file_docketv1_command_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2770,7 @@ func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueRetryCmd.ProtoReflect.Descriptor instead.
 func (*SetQueueRetryCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetQueueRetryCmd) GetQueue() string {
@@ -2734,7 +2837,7 @@ type SnoozeCmd struct {
 
 func (x *SnoozeCmd) Reset() {
 	*x = SnoozeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[32]
+	mi := &file_docketv1_command_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2849,7 @@ func (x *SnoozeCmd) String() string {
 func (*SnoozeCmd) ProtoMessage() {}
 
 func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[32]
+	mi := &file_docketv1_command_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2862,7 @@ func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeCmd.ProtoReflect.Descriptor instead.
 func (*SnoozeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SnoozeCmd) GetTaskId() string {
@@ -2807,7 +2910,7 @@ type UpdateTaskCmd struct {
 
 func (x *UpdateTaskCmd) Reset() {
 	*x = UpdateTaskCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[33]
+	mi := &file_docketv1_command_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2922,7 @@ func (x *UpdateTaskCmd) String() string {
 func (*UpdateTaskCmd) ProtoMessage() {}
 
 func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[33]
+	mi := &file_docketv1_command_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2935,7 @@ func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskCmd.ProtoReflect.Descriptor instead.
 func (*UpdateTaskCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateTaskCmd) GetTaskId() string {
@@ -2874,7 +2977,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xf3\v\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xa7\f\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2905,10 +3008,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0fset_queue_retry\x18# \x01(\v2\x1b.docket.v1.SetQueueRetryCmdH\x00R\rsetQueueRetry\x12.\n" +
 	"\x06snooze\x18$ \x01(\v2\x14.docket.v1.SnoozeCmdH\x00R\x06snooze\x12;\n" +
 	"\vupdate_task\x18% \x01(\v2\x18.docket.v1.UpdateTaskCmdH\x00R\n" +
-	"updateTaskB\x06\n" +
+	"updateTask\x122\n" +
+	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOutB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\xbd\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x86\x03\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -2919,7 +3023,10 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\x12-\n" +
-	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"g\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18n \x01(\x03R\ttimeoutNs\x12(\n" +
+	"\x10retry_on_timeout\x18o \x01(\bR\x0eretryOnTimeout\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -2965,6 +3072,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\"7\n" +
 	"\n" +
 	"ReleaseCmd\x12)\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\"7\n" +
+	"\n" +
+	"TimeOutCmd\x12)\n" +
 	"\x05items\x18\x01 \x03(\v2\x13.docket.v1.ReapItemR\x05items\")\n" +
 	"\x11PromoteDelayedCmd\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\" \n" +
@@ -2998,7 +3108,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0eCreateTokenCmd\x12&\n" +
 	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\",\n" +
 	"\x0eRevokeTokenCmd\x12\x1a\n" +
-	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xbf\x01\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"\xea\x01\n" +
 	"\n" +
 	"ItemResult\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\x04code\x12\x17\n" +
@@ -3006,7 +3116,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12*\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12\x14\n" +
 	"\x05fence\x18\x05 \x01(\x04R\x05fence\x12\x19\n" +
-	"\bsince_ns\x18\x06 \x01(\x03R\asinceNs\"\xdb\x02\n" +
+	"\bsince_ns\x18\x06 \x01(\x03R\asinceNs\x12)\n" +
+	"\x10cancel_requested\x18n \x01(\bR\x0fcancelRequested\"\xdb\x02\n" +
 	"\rCommandResult\x12.\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x0f.docket.v1.CodeR\terrorCode\x12\x1f\n" +
@@ -3062,7 +3173,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
 	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
-	"\x06run_at\x18\x05 \x01(\x03R\x05runAt*\xf8\x05\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt*\x93\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -3090,7 +3201,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x1aCOMMAND_TYPE_FIRE_SCHEDULE\x10\x16\x12 \n" +
 	"\x1cCOMMAND_TYPE_SET_QUEUE_RETRY\x10\x1a\x12\x17\n" +
 	"\x13COMMAND_TYPE_SNOOZE\x10\x1b\x12\x1c\n" +
-	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c*\xb6\x01\n" +
+	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c\x12\x19\n" +
+	"\x15COMMAND_TYPE_TIME_OUT\x10\x17*\xca\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -3099,7 +3211,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x15CODE_INVALID_ARGUMENT\x10\x04\x12\x14\n" +
 	"\x10CODE_WRONG_STATE\x10\x05\x12\x12\n" +
 	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
-	"\x17CODE_RESOURCE_EXHAUSTED\x10\aB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\a\x12\x12\n" +
+	"\x0eCODE_TIMED_OUT\x10nB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once
@@ -3114,7 +3227,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -3132,31 +3245,32 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*ReapItem)(nil),           // 13: docket.v1.ReapItem
 	(*ReapCmd)(nil),            // 14: docket.v1.ReapCmd
 	(*ReleaseCmd)(nil),         // 15: docket.v1.ReleaseCmd
-	(*PromoteDelayedCmd)(nil),  // 16: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),           // 17: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),     // 18: docket.v1.RequeueDeadCmd
-	(*CheckCmd)(nil),           // 19: docket.v1.CheckCmd
-	(*CheckResultCmd)(nil),     // 20: docket.v1.CheckResultCmd
-	(*Token)(nil),              // 21: docket.v1.Token
-	(*CreateTokenCmd)(nil),     // 22: docket.v1.CreateTokenCmd
-	(*RevokeTokenCmd)(nil),     // 23: docket.v1.RevokeTokenCmd
-	(*ItemResult)(nil),         // 24: docket.v1.ItemResult
-	(*CommandResult)(nil),      // 25: docket.v1.CommandResult
-	(*SetFeatureLevelCmd)(nil), // 26: docket.v1.SetFeatureLevelCmd
-	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
-	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
-	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(*PutScheduleCmd)(nil),     // 30: docket.v1.PutScheduleCmd
-	(*RemoveScheduleCmd)(nil),  // 31: docket.v1.RemoveScheduleCmd
-	(*FireScheduleCmd)(nil),    // 32: docket.v1.FireScheduleCmd
-	(*SetQueueRetryCmd)(nil),   // 33: docket.v1.SetQueueRetryCmd
-	(*SnoozeCmd)(nil),          // 34: docket.v1.SnoozeCmd
-	(*UpdateTaskCmd)(nil),      // 35: docket.v1.UpdateTaskCmd
-	(*RetryPolicy)(nil),        // 36: docket.v1.RetryPolicy
-	(Outcome)(0),               // 37: docket.v1.Outcome
-	(TaskState)(0),             // 38: docket.v1.TaskState
-	(*Task)(nil),               // 39: docket.v1.Task
-	(*Schedule)(nil),           // 40: docket.v1.Schedule
+	(*TimeOutCmd)(nil),         // 16: docket.v1.TimeOutCmd
+	(*PromoteDelayedCmd)(nil),  // 17: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),           // 18: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),     // 19: docket.v1.RequeueDeadCmd
+	(*CheckCmd)(nil),           // 20: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),     // 21: docket.v1.CheckResultCmd
+	(*Token)(nil),              // 22: docket.v1.Token
+	(*CreateTokenCmd)(nil),     // 23: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),     // 24: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),         // 25: docket.v1.ItemResult
+	(*CommandResult)(nil),      // 26: docket.v1.CommandResult
+	(*SetFeatureLevelCmd)(nil), // 27: docket.v1.SetFeatureLevelCmd
+	(*QueueConfig)(nil),        // 28: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 29: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 30: docket.v1.PurgeQueueCmd
+	(*PutScheduleCmd)(nil),     // 31: docket.v1.PutScheduleCmd
+	(*RemoveScheduleCmd)(nil),  // 32: docket.v1.RemoveScheduleCmd
+	(*FireScheduleCmd)(nil),    // 33: docket.v1.FireScheduleCmd
+	(*SetQueueRetryCmd)(nil),   // 34: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 35: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 36: docket.v1.UpdateTaskCmd
+	(*RetryPolicy)(nil),        // 37: docket.v1.RetryPolicy
+	(Outcome)(0),               // 38: docket.v1.Outcome
+	(TaskState)(0),             // 39: docket.v1.TaskState
+	(*Task)(nil),               // 40: docket.v1.Task
+	(*Schedule)(nil),           // 41: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -3167,48 +3281,50 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	11, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
 	12, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
 	14, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	16, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	17, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	18, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	17, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	18, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	19, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
 	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	19, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
-	20, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
+	20, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
+	21, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
 	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	22, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
-	23, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
-	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
-	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	30, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
-	31, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
-	32, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
-	33, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
-	34, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
-	35, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
-	2,  // 26: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	36, // 27: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	4,  // 28: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 29: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 30: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	37, // 31: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 32: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 33: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 34: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 35: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	38, // 36: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 37: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 38: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	39, // 39: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 40: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	36, // 41: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	40, // 42: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 43: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	36, // 44: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	23, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
+	24, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
+	27, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
+	29, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	30, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	31, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
+	32, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
+	33, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
+	34, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	35, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	36, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
+	2,  // 27: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	37, // 28: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	4,  // 29: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 30: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 31: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	38, // 32: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 33: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 34: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 35: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 36: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 37: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	39, // 38: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 39: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	25, // 40: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	40, // 41: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 42: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	37, // 43: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	41, // 44: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 45: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	37, // 46: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -3244,6 +3360,7 @@ func file_docketv1_command_proto_init() {
 		(*Command_SetQueueRetry)(nil),
 		(*Command_Snooze)(nil),
 		(*Command_UpdateTask)(nil),
+		(*Command_TimeOut)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3251,7 +3368,7 @@ func file_docketv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

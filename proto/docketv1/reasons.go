@@ -20,6 +20,9 @@ const (
 	// take its tenant past a limit; nothing was stored. Retry later.
 	// ResourceExhausted without a reason is a value over a size limit.
 	ReasonTenantLimit = "TENANT_LIMIT"
+	// ReasonTimedOut: FailedPrecondition, the task's claim ran past its
+	// execution deadline (timeout_ns). The worker must stop.
+	ReasonTimedOut = "TIMED_OUT"
 	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
 	ReasonLeadershipLost = "LEADERSHIP_LOST"
 	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
@@ -75,5 +78,6 @@ func ReasonCodes() map[string]codes.Code {
 		ReasonNotServing:     codes.Unavailable,
 
 		ReasonFeatureDisabled: codes.FailedPrecondition,
+		ReasonTimedOut:        codes.FailedPrecondition,
 	}
 }

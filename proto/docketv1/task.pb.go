@@ -37,7 +37,10 @@ const (
 	TaskState_TASK_STATE_COMPLETED   TaskState = 4 // submitted as completed; kept until expire_at
 	TaskState_TASK_STATE_FAILED      TaskState = 5 // submitted as failed (terminal); kept until expire_at
 	TaskState_TASK_STATE_DEAD        TaskState = 6 // out of attempts: q/.../x/...
-	TaskState_TASK_STATE_CANCELLED   TaskState = 7 // cancelled while pending or delayed; kept until expire_at
+	// TASK_STATE_CANCELLED: cancelled while waiting, or (feature level 9)
+	// a running task whose worker answered a cancel request; kept until
+	// expire_at.
+	TaskState_TASK_STATE_CANCELLED TaskState = 7
 )
 
 // Enum value maps for TaskState.
@@ -153,6 +156,8 @@ const (
 	AttemptOutcome_ATTEMPT_OUTCOME_NACKED      AttemptOutcome = 3 // Nack: the worker gave it back to retry
 	AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED     AttemptOutcome = 4 // the lease expired and the leader reaped it
 	AttemptOutcome_ATTEMPT_OUTCOME_RELEASED    AttemptOutcome = 5 // the claim's answer never reached its worker; put back
+	AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED   AttemptOutcome = 6 // ended after a cancel request (level 9)
+	AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT   AttemptOutcome = 7 // ran past its execution deadline (level 9)
 	AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED     AttemptOutcome = 8 // Snooze: handed back for later, no attempt counted
 )
 
@@ -165,6 +170,8 @@ var (
 		3: "ATTEMPT_OUTCOME_NACKED",
 		4: "ATTEMPT_OUTCOME_EXPIRED",
 		5: "ATTEMPT_OUTCOME_RELEASED",
+		6: "ATTEMPT_OUTCOME_CANCELLED",
+		7: "ATTEMPT_OUTCOME_TIMED_OUT",
 		8: "ATTEMPT_OUTCOME_SNOOZED",
 	}
 	AttemptOutcome_value = map[string]int32{
@@ -174,6 +181,8 @@ var (
 		"ATTEMPT_OUTCOME_NACKED":      3,
 		"ATTEMPT_OUTCOME_EXPIRED":     4,
 		"ATTEMPT_OUTCOME_RELEASED":    5,
+		"ATTEMPT_OUTCOME_CANCELLED":   6,
+		"ATTEMPT_OUTCOME_TIMED_OUT":   7,
 		"ATTEMPT_OUTCOME_SNOOZED":     8,
 	}
 )
@@ -246,6 +255,20 @@ type Task struct {
 	// and 0 for a task enqueued by a caller.
 	Schedule     string `protobuf:"bytes,100,opt,name=schedule,proto3" json:"schedule,omitempty"`
 	ScheduleSlot int64  `protobuf:"varint,101,opt,name=schedule_slot,json=scheduleSlot,proto3" json:"schedule_slot,omitempty"`
+	// Cancelling running work and the execution timeout (feature level 9).
+	// cancel_requested: Cancel reached the task while it ran; its worker is
+	// told at its next heartbeat, and the claim ends CANCELLED however it
+	// ends (Submit, Nack, lease expiry, timeout). Never requeued.
+	CancelRequested bool `protobuf:"varint,110,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	// timeout_ns bounds one claim's run, separately from the lease: 0 none.
+	TimeoutNs int64 `protobuf:"varint,111,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// deadline_at is the current (or last) claim's execution deadline,
+	// claimed_at + timeout_ns; 0 when the task has no timeout.
+	DeadlineAt int64 `protobuf:"varint,112,opt,name=deadline_at,json=deadlineAt,proto3" json:"deadline_at,omitempty"`
+	// retry_on_timeout: a claim past its deadline counts an attempt and the
+	// task is retried (dead-lettered at max_attempts) instead of FAILED.
+	RetryOnTimeout    bool  `protobuf:"varint,113,opt,name=retry_on_timeout,json=retryOnTimeout,proto3" json:"retry_on_timeout,omitempty"`
+	CancelRequestedAt int64 `protobuf:"varint,114,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"` // when Cancel reached the running task
 	// retry is the task's own backoff (NewTask.retry), kept so that every
 	// failed attempt is delayed by the same policy.
 	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
@@ -479,6 +502,41 @@ func (x *Task) GetScheduleSlot() int64 {
 	return 0
 }
 
+func (x *Task) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *Task) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *Task) GetDeadlineAt() int64 {
+	if x != nil {
+		return x.DeadlineAt
+	}
+	return 0
+}
+
+func (x *Task) GetRetryOnTimeout() bool {
+	if x != nil {
+		return x.RetryOnTimeout
+	}
+	return false
+}
+
+func (x *Task) GetCancelRequestedAt() int64 {
+	if x != nil {
+		return x.CancelRequestedAt
+	}
+	return 0
+}
+
 func (x *Task) GetRetry() *RetryPolicy {
 	if x != nil {
 		return x.Retry
@@ -571,9 +629,11 @@ type Attempt struct {
 	Outcome    AttemptOutcome         `protobuf:"varint,7,opt,name=outcome,proto3,enum=docket.v1.AttemptOutcome" json:"outcome,omitempty"`
 	// error is the Submit error or Nack reason, cut to fsm.MaxAttemptError
 	// (256) bytes; Task.last_error keeps the whole last one.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error             string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	CancelRequestedAt int64  `protobuf:"varint,110,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"` // when Cancel reached this claim; 0 never
+	DeadlineAt        int64  `protobuf:"varint,111,opt,name=deadline_at,json=deadlineAt,proto3" json:"deadline_at,omitempty"`                        // the claim's execution deadline; 0 none
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -660,6 +720,20 @@ func (x *Attempt) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Attempt) GetCancelRequestedAt() int64 {
+	if x != nil {
+		return x.CancelRequestedAt
+	}
+	return 0
+}
+
+func (x *Attempt) GetDeadlineAt() int64 {
+	if x != nil {
+		return x.DeadlineAt
+	}
+	return 0
 }
 
 // QueueStats counts the tasks of one queue and tenant by state.
@@ -896,7 +970,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\x84\a\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\xc9\b\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -932,7 +1006,14 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x06claims\x18\x19 \x01(\rR\x06claims\x12,\n" +
 	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\x12\x1a\n" +
 	"\bschedule\x18d \x01(\tR\bschedule\x12#\n" +
-	"\rschedule_slot\x18e \x01(\x03R\fscheduleSlot\x12-\n" +
+	"\rschedule_slot\x18e \x01(\x03R\fscheduleSlot\x12)\n" +
+	"\x10cancel_requested\x18n \x01(\bR\x0fcancelRequested\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18o \x01(\x03R\ttimeoutNs\x12\x1f\n" +
+	"\vdeadline_at\x18p \x01(\x03R\n" +
+	"deadlineAt\x12(\n" +
+	"\x10retry_on_timeout\x18q \x01(\bR\x0eretryOnTimeout\x12.\n" +
+	"\x13cancel_requested_at\x18r \x01(\x03R\x11cancelRequestedAt\x12-\n" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"\x84\x01\n" +
 	"\vRetryPolicy\x12\x17\n" +
 	"\abase_ns\x18\x01 \x01(\x03R\x06baseNs\x12\x15\n" +
@@ -940,7 +1021,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\rR\n" +
 	"multiplier\x12%\n" +
-	"\x0ejitter_percent\x18\x04 \x01(\rR\rjitterPercent\"\xf8\x01\n" +
+	"\x0ejitter_percent\x18\x04 \x01(\rR\rjitterPercent\"\xc9\x02\n" +
 	"\aAttempt\x12\x14\n" +
 	"\x05claim\x18\x01 \x01(\rR\x05claim\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
@@ -951,7 +1032,10 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"leaseUntil\x12\x19\n" +
 	"\bended_at\x18\x06 \x01(\x03R\aendedAt\x123\n" +
 	"\aoutcome\x18\a \x01(\x0e2\x19.docket.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xae\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12.\n" +
+	"\x13cancel_requested_at\x18n \x01(\x03R\x11cancelRequestedAt\x12\x1f\n" +
+	"\vdeadline_at\x18o \x01(\x03R\n" +
+	"deadlineAt\"\xae\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -987,14 +1071,16 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x02*\xe0\x01\n" +
+	"\x0eOUTCOME_FAILED\x10\x02*\x9e\x02\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_COMPLETED\x10\x01\x12\x1a\n" +
 	"\x16ATTEMPT_OUTCOME_FAILED\x10\x02\x12\x1a\n" +
 	"\x16ATTEMPT_OUTCOME_NACKED\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_EXPIRED\x10\x04\x12\x1c\n" +
-	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05\x12\x1b\n" +
+	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\x06\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\a\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\bB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (

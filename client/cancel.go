@@ -1,0 +1,75 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
+)
+
+var (
+	// ErrCancelRequested is the cause (context.Cause) of a handler's ctx
+	// when an operator cancelled the task while it ran: a heartbeat said
+	// so. The handler should stop; the Worker then ends the task with a
+	// Nack under its fence (or a Submit, if the handler returned nil) and
+	// the server marks it CANCELLED, never retried.
+	ErrCancelRequested = errors.New("docket: cancel requested")
+
+	// ErrTimedOut means the task's claim ran past its execution deadline
+	// (NewTask.timeout_ns): a heartbeat was refused with CODE_TIMED_OUT
+	// (gRPC FailedPrecondition, reason TIMED_OUT). It is also the cause of
+	// the handler's ctx then. The server ends the claim itself: FAILED,
+	// or retried when the task asked for retry_on_timeout.
+	ErrTimedOut = errors.New("docket: execution timeout")
+)
+
+// CancelResult is what Cancel did to a task.
+type CancelResult struct {
+	// Requested is true when the task was running: it is marked, its
+	// worker learns it at its next heartbeat, and the task ends CANCELLED
+	// when the worker answers or its lease or deadline passes. False means
+	// the task was pending or delayed and is CANCELLED now.
+	Requested bool
+	// State is the task's state after the call.
+	State docketv1.TaskState
+}
+
+// CancelTask cancels a task and says how: a pending or delayed task ends
+// CANCELLED at once; a running one (clusters at feature level 9) is
+// marked cancel-requested. Cancelling again is a success. A finished task
+// is ErrWrongState, as is a running one on an older cluster.
+func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, error) {
+	req := &docketv1.CancelRequest{TaskId: taskID, Tenant: c.cfg.tenant}
+	var resp *docketv1.CancelResponse
+	attempts, err := c.invoke(ctx, opCancel, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).Cancel(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if attempts > 1 && errors.Is(err, ErrWrongState) {
+		// An attempt whose answer was lost may have cancelled it.
+		if t, gerr := c.GetTask(ctx, taskID, false); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
+			return CancelResult{State: t.GetState()}, nil
+		}
+	}
+	if err != nil {
+		return CancelResult{}, err
+	}
+	return CancelResult{Requested: resp.GetCancelRequested(), State: resp.GetState()}, nil
+}
+
+// WithTimeout bounds each claim's run of the task (NewTask.timeout_ns),
+// separately from the lease: past it the claim ends even while its worker
+// heartbeats, FAILED unless WithRetryOnTimeout. Needs feature level 9.
+func WithTimeout(d time.Duration) TaskOption {
+	return func(t *docketv1.NewTask) { t.TimeoutNs = int64(d) }
+}
+
+// WithRetryOnTimeout retries a claim that ran past its timeout, counting
+// an attempt (dead-lettered at max attempts), instead of failing the task.
+func WithRetryOnTimeout() TaskOption {
+	return func(t *docketv1.NewTask) { t.RetryOnTimeout = true }
+}

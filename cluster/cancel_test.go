@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Test_CancelRunningGatedBeforeLatch: on a cluster latched below
+// LevelCancelRunning an Enqueue carrying a timeout is refused with
+// FEATURE_DISABLED (nothing proposed), a plain one goes on, and Cancel of
+// a running task is still WRONG_STATE.
+func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
+	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelQueueControl))
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	before := n.FSM().AppliedIndex()
+	timed := EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
+	var fe *FeatureError
+	if _, err := n.Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
+		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
+	}
+	if got := n.FSM().AppliedIndex(); got != before {
+		t.Fatalf("applied index %d → %d: the refused enqueue was proposed", before, got)
+	}
+	mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
+	task := claimNow(t, ctx, n, "q", 0)[0]
+	res := mustApply(t, ctx, n, CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
+	if err := ItemError(res.GetItems()[0]); !errors.Is(err, ErrWrongState) {
+		t.Fatalf("cancel of a running task before the latch: %v, want ErrWrongState", err)
+	}
+}
+
+// Test_LeaderTimesOutPastDeadline: the leader's timeout loop ends a claim
+// past its execution deadline while its worker keeps heartbeating; the
+// heartbeat past the deadline is refused with ErrTimedOut.
+func Test_LeaderTimesOutPastDeadline(t *testing.T) {
+	n := mustCluster(t, 1)[0]
+	waitFor(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}}))
+	task := claimNow(t, ctx, n, "q", 0)[0]
+	if task.GetDeadlineAt() == 0 {
+		t.Fatalf("claimed without a deadline: %v", task)
+	}
+	hb := HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
+	var refused bool
+	waitFor(t, 10*time.Second, "the task to end FAILED", func() bool {
+		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(ItemError(res.GetItems()[0]), ErrTimedOut) {
+			refused = true
+		}
+		got, err := n.FSM().GetTask(task.GetId())
+		return err == nil && got.GetState() == pb.TaskState_TASK_STATE_FAILED
+	})
+	got, _ := n.FSM().GetTask(task.GetId())
+	if h := got.GetHistory(); len(h) != 1 || h[0].GetOutcome() != pb.AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT {
+		t.Fatalf("timed-out task %v", got)
+	}
+	if !refused && got.GetFinishedAt() > task.GetDeadlineAt()+int64(time.Second) {
+		t.Fatal("no heartbeat was refused though the claim outlived its deadline by a second")
+	}
+}
