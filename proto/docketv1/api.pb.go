@@ -3072,6 +3072,199 @@ func (*LeaveResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
+type ParentResultsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// allow_stale reads the local replica without a leadership check.
+	AllowStale    bool `protobuf:"varint,3,opt,name=allow_stale,json=allowStale,proto3" json:"allow_stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResultsRequest) Reset() {
+	*x = ParentResultsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResultsRequest) ProtoMessage() {}
+
+func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
+func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ParentResultsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ParentResultsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ParentResultsRequest) GetAllowStale() bool {
+	if x != nil {
+		return x.AllowStale
+	}
+	return false
+}
+
+// ParentResult is one parent as the child may see it: never its payload
+// or fence.
+type ParentResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// state is UNSPECIFIED when the parent was purged since the child's
+	// enqueue; its result is then gone.
+	State         TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
+	Outcome       Outcome   `protobuf:"varint,3,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
+	Result        []byte    `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	LastError     string    `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResult) Reset() {
+	*x = ParentResult{}
+	mi := &file_docketv1_api_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResult) ProtoMessage() {}
+
+func (x *ParentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
+func (*ParentResult) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ParentResult) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ParentResult) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *ParentResult) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *ParentResult) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ParentResult) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type ParentResultsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parents       []*ParentResult        `protobuf:"bytes,1,rep,name=parents,proto3" json:"parents,omitempty"` // in the child's order of parents
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResultsResponse) Reset() {
+	*x = ParentResultsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResultsResponse) ProtoMessage() {}
+
+func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
+func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ParentResultsResponse) GetParents() []*ParentResult {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *ParentResultsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_docketv1_api_proto protoreflect.FileDescriptor
 
 const file_docketv1_api_proto_rawDesc = "" +
@@ -3273,7 +3466,22 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xda\b\n" +
+	"\rLeaveResponse\"h\n" +
+	"\x14ParentResultsRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vallow_stale\x18\x03 \x01(\bR\n" +
+	"allowStale\"\xb8\x01\n" +
+	"\fParentResult\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12,\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x12.docket.v1.OutcomeR\aoutcome\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x05 \x01(\tR\tlastError\"o\n" +
+	"\x15ParentResultsResponse\x121\n" +
+	"\aparents\x18\x01 \x03(\v2\x17.docket.v1.ParentResultR\aparents\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xae\t\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -3293,7 +3501,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"PauseQueue\x12\x1c.docket.v1.PauseQueueRequest\x1a\x1d.docket.v1.PauseQueueResponse\x12L\n" +
 	"\vResumeQueue\x12\x1d.docket.v1.ResumeQueueRequest\x1a\x1e.docket.v1.ResumeQueueResponse\x12I\n" +
 	"\n" +
-	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse2\x86\x06\n" +
+	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse\x12R\n" +
+	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3319,7 +3528,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -3375,91 +3584,99 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*RemoveServerResponse)(nil),       // 51: docket.v1.RemoveServerResponse
 	(*LeaveRequest)(nil),               // 52: docket.v1.LeaveRequest
 	(*LeaveResponse)(nil),              // 53: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 54: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 55: docket.v1.ItemResult
-	(*Task)(nil),                       // 56: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 57: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 58: docket.v1.Outcome
-	(TaskState)(0),                     // 59: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 60: docket.v1.QueueStats
+	(*ParentResultsRequest)(nil),       // 54: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 55: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 56: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 57: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 58: docket.v1.ItemResult
+	(*Task)(nil),                       // 59: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 60: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 61: docket.v1.Outcome
+	(TaskState)(0),                     // 62: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 63: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	54, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	55, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	56, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	57, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	55, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	58, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	57, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	58, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	59, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	60, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	58, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	61, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	55, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	59, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	56, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	56, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	60, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	56, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	55, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	59, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	56, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	58, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	62, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	59, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	59, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	63, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	59, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	58, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	62, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	59, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
 	38, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
 	42, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
 	45, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 22: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 23: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 24: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 25: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 26: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 27: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 28: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 29: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 30: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 31: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	43, // 35: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	46, // 36: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	48, // 37: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	50, // 38: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	52, // 39: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	35, // 40: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	37, // 41: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	40, // 42: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	32, // 43: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	33, // 44: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 45: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 46: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 47: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 48: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 49: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 50: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 51: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 52: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 53: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 54: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 55: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 56: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 57: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 58: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 59: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 60: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	44, // 61: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	47, // 62: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	49, // 63: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	51, // 64: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	53, // 65: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	36, // 66: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	39, // 67: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	41, // 68: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	33, // 69: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	34, // 70: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	45, // [45:71] is the sub-list for method output_type
-	19, // [19:45] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	62, // 19: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	61, // 20: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	55, // 21: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 22: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 23: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 24: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 25: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 26: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 27: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 28: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 29: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 30: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 31: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 32: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 33: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 34: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	26, // 35: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 36: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 37: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	54, // 38: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	43, // 39: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	46, // 40: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	48, // 41: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	50, // 42: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	52, // 43: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	35, // 44: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	37, // 45: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	40, // 46: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	32, // 47: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	33, // 48: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 49: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 50: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 51: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 52: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 53: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 54: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 55: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 56: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 57: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 58: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 59: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 60: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 61: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 62: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 63: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 64: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	56, // 65: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	44, // 66: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	47, // 67: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	49, // 68: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	51, // 69: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	53, // 70: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	36, // 71: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	39, // 72: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	41, // 73: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	33, // 74: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	34, // 75: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	49, // [49:76] is the sub-list for method output_type
+	22, // [22:49] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -3475,7 +3692,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

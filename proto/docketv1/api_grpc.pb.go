@@ -22,22 +22,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queue_Enqueue_FullMethodName     = "/docket.v1.Queue/Enqueue"
-	Queue_Claim_FullMethodName       = "/docket.v1.Queue/Claim"
-	Queue_Heartbeat_FullMethodName   = "/docket.v1.Queue/Heartbeat"
-	Queue_Submit_FullMethodName      = "/docket.v1.Queue/Submit"
-	Queue_SubmitBatch_FullMethodName = "/docket.v1.Queue/SubmitBatch"
-	Queue_Nack_FullMethodName        = "/docket.v1.Queue/Nack"
-	Queue_Cancel_FullMethodName      = "/docket.v1.Queue/Cancel"
-	Queue_GetTask_FullMethodName     = "/docket.v1.Queue/GetTask"
-	Queue_WaitResult_FullMethodName  = "/docket.v1.Queue/WaitResult"
-	Queue_Stats_FullMethodName       = "/docket.v1.Queue/Stats"
-	Queue_ListDead_FullMethodName    = "/docket.v1.Queue/ListDead"
-	Queue_RequeueDead_FullMethodName = "/docket.v1.Queue/RequeueDead"
-	Queue_ListTasks_FullMethodName   = "/docket.v1.Queue/ListTasks"
-	Queue_PauseQueue_FullMethodName  = "/docket.v1.Queue/PauseQueue"
-	Queue_ResumeQueue_FullMethodName = "/docket.v1.Queue/ResumeQueue"
-	Queue_PurgeQueue_FullMethodName  = "/docket.v1.Queue/PurgeQueue"
+	Queue_Enqueue_FullMethodName       = "/docket.v1.Queue/Enqueue"
+	Queue_Claim_FullMethodName         = "/docket.v1.Queue/Claim"
+	Queue_Heartbeat_FullMethodName     = "/docket.v1.Queue/Heartbeat"
+	Queue_Submit_FullMethodName        = "/docket.v1.Queue/Submit"
+	Queue_SubmitBatch_FullMethodName   = "/docket.v1.Queue/SubmitBatch"
+	Queue_Nack_FullMethodName          = "/docket.v1.Queue/Nack"
+	Queue_Cancel_FullMethodName        = "/docket.v1.Queue/Cancel"
+	Queue_GetTask_FullMethodName       = "/docket.v1.Queue/GetTask"
+	Queue_WaitResult_FullMethodName    = "/docket.v1.Queue/WaitResult"
+	Queue_Stats_FullMethodName         = "/docket.v1.Queue/Stats"
+	Queue_ListDead_FullMethodName      = "/docket.v1.Queue/ListDead"
+	Queue_RequeueDead_FullMethodName   = "/docket.v1.Queue/RequeueDead"
+	Queue_ListTasks_FullMethodName     = "/docket.v1.Queue/ListTasks"
+	Queue_PauseQueue_FullMethodName    = "/docket.v1.Queue/PauseQueue"
+	Queue_ResumeQueue_FullMethodName   = "/docket.v1.Queue/ResumeQueue"
+	Queue_PurgeQueue_FullMethodName    = "/docket.v1.Queue/PurgeQueue"
+	Queue_ParentResults_FullMethodName = "/docket.v1.Queue/ParentResults"
 )
 
 // QueueClient is the client API for Queue service.
@@ -77,6 +78,10 @@ type QueueClient interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// ParentResults reads the parents of a task enqueued with dependencies:
+	// each parent's state, outcome and result, so a child's worker can use
+	// them. Worker, producer or reader over the task's tenant.
+	ParentResults(ctx context.Context, in *ParentResultsRequest, opts ...grpc.CallOption) (*ParentResultsResponse, error)
 }
 
 type queueClient struct {
@@ -247,6 +252,16 @@ func (c *queueClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opt
 	return out, nil
 }
 
+func (c *queueClient) ParentResults(ctx context.Context, in *ParentResultsRequest, opts ...grpc.CallOption) (*ParentResultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ParentResultsResponse)
+	err := c.cc.Invoke(ctx, Queue_ParentResults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -284,6 +299,10 @@ type QueueServer interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// ParentResults reads the parents of a task enqueued with dependencies:
+	// each parent's state, outcome and result, so a child's worker can use
+	// them. Worker, producer or reader over the task's tenant.
+	ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -341,6 +360,9 @@ func (UnimplementedQueueServer) ResumeQueue(context.Context, *ResumeQueueRequest
 }
 func (UnimplementedQueueServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedQueueServer) ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ParentResults not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -651,6 +673,24 @@ func _Queue_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_ParentResults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ParentResultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ParentResults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ParentResults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ParentResults(ctx, req.(*ParentResultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -721,6 +761,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeQueue",
 			Handler:    _Queue_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "ParentResults",
+			Handler:    _Queue_ParentResults_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -627,8 +627,16 @@ type NewTask struct {
 	MaxAttempts    uint32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // 0 means the default (DefaultMaxAttempts, defaults.go)
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	RetentionNs    int64  `protobuf:"varint,9,opt,name=retention_ns,json=retentionNs,proto3" json:"retention_ns,omitempty"` // 0 means the default (DefaultRetention, defaults.go)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Dependencies (feature level 11): the task waits (TASK_STATE_WAITING)
+	// until every parent completed. after names existing tasks by id;
+	// after_index names EARLIER tasks of the same Enqueue by their position,
+	// so a whole DAG goes in one command. An index at or after the task's
+	// own position is refused, so a cycle cannot be written.
+	After           []string            `protobuf:"bytes,130,rep,name=after,proto3" json:"after,omitempty"`
+	AfterIndex      []uint32            `protobuf:"varint,131,rep,packed,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
+	OnParentFailure ParentFailurePolicy `protobuf:"varint,132,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.ParentFailurePolicy" json:"on_parent_failure,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -722,6 +730,27 @@ func (x *NewTask) GetRetentionNs() int64 {
 		return x.RetentionNs
 	}
 	return 0
+}
+
+func (x *NewTask) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *NewTask) GetAfterIndex() []uint32 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return nil
+}
+
+func (x *NewTask) GetOnParentFailure() ParentFailurePolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED
 }
 
 type EnqueueCmd struct {
@@ -2330,7 +2359,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"purgeQueueB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x94\x03\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -2340,7 +2369,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\rR\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\"g\n" +
+	"\fretention_ns\x18\t \x01(\x03R\vretentionNs\x12\x15\n" +
+	"\x05after\x18\x82\x01 \x03(\tR\x05after\x12 \n" +
+	"\vafter_index\x18\x83\x01 \x03(\rR\n" +
+	"afterIndex\x12K\n" +
+	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -2530,9 +2563,10 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
 	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
 	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(Outcome)(0),               // 30: docket.v1.Outcome
-	(TaskState)(0),             // 31: docket.v1.TaskState
-	(*Task)(nil),               // 32: docket.v1.Task
+	(ParentFailurePolicy)(0),   // 30: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 31: docket.v1.Outcome
+	(TaskState)(0),             // 32: docket.v1.TaskState
+	(*Task)(nil),               // 33: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2556,24 +2590,25 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
 	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
 	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 21: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	4,  // 22: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 23: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 24: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	31, // 25: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 26: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 27: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 28: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 29: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	32, // 30: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 31: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 32: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	33, // 33: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 34: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }

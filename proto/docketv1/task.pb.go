@@ -38,6 +38,9 @@ const (
 	TaskState_TASK_STATE_FAILED      TaskState = 5 // submitted as failed (terminal); kept until expire_at
 	TaskState_TASK_STATE_DEAD        TaskState = 6 // out of attempts: q/.../x/...
 	TaskState_TASK_STATE_CANCELLED   TaskState = 7 // cancelled while pending or delayed; kept until expire_at
+	// TASK_STATE_WAITING: enqueued after parents (NewTask.after) that have
+	// not all completed yet: q/.../w/...; from feature level 11.
+	TaskState_TASK_STATE_WAITING TaskState = 8
 )
 
 // Enum value maps for TaskState.
@@ -51,6 +54,7 @@ var (
 		5: "TASK_STATE_FAILED",
 		6: "TASK_STATE_DEAD",
 		7: "TASK_STATE_CANCELLED",
+		8: "TASK_STATE_WAITING",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -61,6 +65,7 @@ var (
 		"TASK_STATE_FAILED":      5,
 		"TASK_STATE_DEAD":        6,
 		"TASK_STATE_CANCELLED":   7,
+		"TASK_STATE_WAITING":     8,
 	}
 )
 
@@ -89,6 +94,60 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_task_proto_rawDescGZIP(), []int{0}
+}
+
+// ParentFailurePolicy is what a task waiting on parents does when one of
+// them ends FAILED, DEAD or CANCELLED (or is purged before it ran).
+type ParentFailurePolicy int32
+
+const (
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED ParentFailurePolicy = 0 // the default: CANCEL
+	// CANCEL ends the child CANCELLED, which cancels its own waiting
+	// children of this policy in turn.
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_CANCEL ParentFailurePolicy = 1
+	// RUN counts the parent as done: the child runs once every parent ended.
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN ParentFailurePolicy = 2
+)
+
+// Enum value maps for ParentFailurePolicy.
+var (
+	ParentFailurePolicy_name = map[int32]string{
+		0: "PARENT_FAILURE_POLICY_UNSPECIFIED",
+		1: "PARENT_FAILURE_POLICY_CANCEL",
+		2: "PARENT_FAILURE_POLICY_RUN",
+	}
+	ParentFailurePolicy_value = map[string]int32{
+		"PARENT_FAILURE_POLICY_UNSPECIFIED": 0,
+		"PARENT_FAILURE_POLICY_CANCEL":      1,
+		"PARENT_FAILURE_POLICY_RUN":         2,
+	}
+)
+
+func (x ParentFailurePolicy) Enum() *ParentFailurePolicy {
+	p := new(ParentFailurePolicy)
+	*p = x
+	return p
+}
+
+func (x ParentFailurePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ParentFailurePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_task_proto_enumTypes[1].Descriptor()
+}
+
+func (ParentFailurePolicy) Type() protoreflect.EnumType {
+	return &file_docketv1_task_proto_enumTypes[1]
+}
+
+func (x ParentFailurePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ParentFailurePolicy.Descriptor instead.
+func (ParentFailurePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
 }
 
 // Outcome is what a worker reports in Submit.
@@ -127,11 +186,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_task_proto_enumTypes[1].Descriptor()
+	return file_docketv1_task_proto_enumTypes[2].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_docketv1_task_proto_enumTypes[1]
+	return &file_docketv1_task_proto_enumTypes[2]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -140,7 +199,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
 }
 
 // AttemptOutcome is how one claim of a task ended.
@@ -186,11 +245,11 @@ func (x AttemptOutcome) String() string {
 }
 
 func (AttemptOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_task_proto_enumTypes[2].Descriptor()
+	return file_docketv1_task_proto_enumTypes[3].Descriptor()
 }
 
 func (AttemptOutcome) Type() protoreflect.EnumType {
-	return &file_docketv1_task_proto_enumTypes[2]
+	return &file_docketv1_task_proto_enumTypes[3]
 }
 
 func (x AttemptOutcome) Number() protoreflect.EnumNumber {
@@ -199,7 +258,7 @@ func (x AttemptOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptOutcome.Descriptor instead.
 func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
 }
 
 // Task is the one stored record of a task. All times are Unix nanoseconds
@@ -237,7 +296,16 @@ type Task struct {
 	// fsm.MaxHistory (16), the older ones dropped. Kept once the cluster
 	// enabled feature level 6; a claim before that has no record. Claim
 	// answers carry none; fences in it are shown to admins only (GetTask).
-	History       []*Attempt `protobuf:"bytes,26,rep,name=history,proto3" json:"history,omitempty"`
+	History []*Attempt `protobuf:"bytes,26,rep,name=history,proto3" json:"history,omitempty"`
+	// Task dependencies (feature level 11). parents are the tasks this one
+	// was enqueued after, in order, without repeats; waiting is how many of
+	// them have not ended yet (the task is WAITING while it is above 0).
+	Parents         []string            `protobuf:"bytes,130,rep,name=parents,proto3" json:"parents,omitempty"`
+	Waiting         uint32              `protobuf:"varint,131,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	OnParentFailure ParentFailurePolicy `protobuf:"varint,132,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.ParentFailurePolicy" json:"on_parent_failure,omitempty"`
+	// children counts the tasks that were enqueued to wait on this one
+	// while it was unfinished: its end visits them (j/c/<id>/...).
+	Children      uint32 `protobuf:"varint,133,opt,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +522,34 @@ func (x *Task) GetHistory() []*Attempt {
 	return nil
 }
 
+func (x *Task) GetParents() []string {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *Task) GetWaiting() uint32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *Task) GetOnParentFailure() ParentFailurePolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED
+}
+
+func (x *Task) GetChildren() uint32 {
+	if x != nil {
+		return x.Children
+	}
+	return 0
+}
+
 // Attempt is one claim of a task, as the FSM recorded it.
 type Attempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -572,7 +668,9 @@ type QueueStats struct {
 	// the cluster enabled feature level 5 and the queue changed since.
 	Totals *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
 	// paused: claims of the queue take nothing until it is resumed.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// waiting: tasks waiting on parents (TASK_STATE_WAITING); level 11.
+	Waiting       uint64 `protobuf:"varint,130,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +773,13 @@ func (x *QueueStats) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueStats) GetWaiting() uint64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
 }
 
 type QueueTotals struct {
@@ -791,7 +896,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\x94\x06\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\xb4\a\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -825,7 +930,11 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"finishedAt\x12\x1b\n" +
 	"\texpire_at\x18\x18 \x01(\x03R\bexpireAt\x12\x16\n" +
 	"\x06claims\x18\x19 \x01(\rR\x06claims\x12,\n" +
-	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\"\xf8\x01\n" +
+	"\ahistory\x18\x1a \x03(\v2\x12.docket.v1.AttemptR\ahistory\x12\x19\n" +
+	"\aparents\x18\x82\x01 \x03(\tR\aparents\x12\x19\n" +
+	"\awaiting\x18\x83\x01 \x01(\rR\awaiting\x12K\n" +
+	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\x12\x1b\n" +
+	"\bchildren\x18\x85\x01 \x01(\rR\bchildren\"\xf8\x01\n" +
 	"\aAttempt\x12\x14\n" +
 	"\x05claim\x18\x01 \x01(\rR\x05claim\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
@@ -836,7 +945,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"leaseUntil\x12\x19\n" +
 	"\bended_at\x18\x06 \x01(\x03R\aendedAt\x123\n" +
 	"\aoutcome\x18\a \x01(\x0e2\x19.docket.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xae\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xc9\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -849,7 +958,8 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
 	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"\x99\x02\n" +
+	" \x01(\bR\x06paused\x12\x19\n" +
+	"\awaiting\x18\x82\x01 \x01(\x04R\awaiting\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
@@ -859,7 +969,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x1a\n" +
 	"\brequeued\x18\a \x01(\x04R\brequeued\x12#\n" +
 	"\rlease_expired\x18\b \x01(\x04R\fleaseExpired\x12\x1a\n" +
-	"\breleased\x18\t \x01(\x04R\breleased*\xcf\x01\n" +
+	"\breleased\x18\t \x01(\x04R\breleased*\xe7\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -868,7 +978,12 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
 	"\x0fTASK_STATE_DEAD\x10\x06\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\a*M\n" +
+	"\x14TASK_STATE_CANCELLED\x10\a\x12\x16\n" +
+	"\x12TASK_STATE_WAITING\x10\b*}\n" +
+	"\x13ParentFailurePolicy\x12%\n" +
+	"!PARENT_FAILURE_POLICY_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cPARENT_FAILURE_POLICY_CANCEL\x10\x01\x12\x1d\n" +
+	"\x19PARENT_FAILURE_POLICY_RUN\x10\x02*M\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
@@ -893,28 +1008,30 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 	return file_docketv1_task_proto_rawDescData
 }
 
-var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_docketv1_task_proto_goTypes = []any{
-	(TaskState)(0),      // 0: docket.v1.TaskState
-	(Outcome)(0),        // 1: docket.v1.Outcome
-	(AttemptOutcome)(0), // 2: docket.v1.AttemptOutcome
-	(*Task)(nil),        // 3: docket.v1.Task
-	(*Attempt)(nil),     // 4: docket.v1.Attempt
-	(*QueueStats)(nil),  // 5: docket.v1.QueueStats
-	(*QueueTotals)(nil), // 6: docket.v1.QueueTotals
+	(TaskState)(0),           // 0: docket.v1.TaskState
+	(ParentFailurePolicy)(0), // 1: docket.v1.ParentFailurePolicy
+	(Outcome)(0),             // 2: docket.v1.Outcome
+	(AttemptOutcome)(0),      // 3: docket.v1.AttemptOutcome
+	(*Task)(nil),             // 4: docket.v1.Task
+	(*Attempt)(nil),          // 5: docket.v1.Attempt
+	(*QueueStats)(nil),       // 6: docket.v1.QueueStats
+	(*QueueTotals)(nil),      // 7: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
 	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
-	1, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	4, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
-	2, // 3: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
-	6, // 4: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
+	5, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
+	1, // 3: docket.v1.Task.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	3, // 4: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
+	7, // 5: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -927,7 +1044,7 @@ func file_docketv1_task_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
