@@ -26,8 +26,9 @@ type keyspace struct {
 	tokens  map[string]string // k/ key -> value (token records and their index)
 	applied uint64
 	now     uint64
-	feature uint64 // the latch; 0 when absent
-	configs int    // g/ records
+	feature uint64            // the latch; 0 when absent
+	configs int               // g/ records
+	deps    map[string][]byte // j/ keys (dependencies) -> value
 }
 
 func readKeyspace(t testing.TB, f *FSM) *keyspace {
@@ -38,7 +39,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	}
 	defer release()
 	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
-		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{}}
+		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{},
+		deps: map[string][]byte{}}
 	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
 		switch {
 		case bytes.HasPrefix(k, []byte("t/")):
@@ -76,6 +78,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 			ks.tenants[string(k[len(storage.TenantPrefix()):])] = u
 		case bytes.HasPrefix(k, []byte("k/")):
 			ks.tokens[string(k)] = string(v)
+		case bytes.HasPrefix(k, storage.DepsPrefix()):
+			ks.deps[string(k)] = bytes.Clone(v)
 		case bytes.HasPrefix(k, storage.QueueConfigPrefix()):
 			// Only a queue with a setting away from the default has a
 			// record (storage.PutQueueConfig).
@@ -123,6 +127,8 @@ func wantIndexKeys(task *pb.Task) []string {
 		keys = [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(task.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
 		keys = [][]byte{storage.DeadKey(q, tn, id)}
+	case pb.TaskState_TASK_STATE_WAITING:
+		keys = [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
 	}
@@ -198,6 +204,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 			fail("stray index key %q", k)
 		}
 	}
+	checkDepsKeyspace(ks, fail)
 	for ik, id := range ks.idem {
 		if task, ok := ks.tasks[id]; !ok {
 			fail("idempotency key %q points at missing task %s", ik, id)

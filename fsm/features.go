@@ -38,9 +38,14 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelDependencies: no new command; an Enqueue may name parents
+	// (NewTask.after, after_index) and its task waits for them
+	// (rules_deps.go). Below the latch apply ignores those fields, as an
+	// older build does, so an Enqueue carrying them needs this level.
+	LevelDependencies uint32 = 11
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelDependencies
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -77,11 +82,20 @@ func RequiredLevel(t pb.CommandType) uint32 {
 // CommandLevel is the level cmd needs: its type's, or for a Batch the
 // highest of the batch and its commands.
 func CommandLevel(cmd *pb.Command) uint32 {
-	l := RequiredLevel(cmd.GetType())
+	l := max(RequiredLevel(cmd.GetType()), fieldsLevel(cmd))
 	for _, sub := range cmd.GetBatch().GetCommands() {
-		l = max(l, RequiredLevel(sub.GetType()))
+		l = max(l, RequiredLevel(sub.GetType()), fieldsLevel(sub))
 	}
 	return l
+}
+
+// fieldsLevel is the level the fields of an existing command type need:
+// an Enqueue with dependencies needs LevelDependencies.
+func fieldsLevel(cmd *pb.Command) uint32 {
+	if hasDeps(cmd.GetEnqueue()) {
+		return LevelDependencies
+	}
+	return LevelBase
 }
 
 // Extension layout: the checksum (checksum.go), then the level the command

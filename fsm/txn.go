@@ -33,6 +33,7 @@ type txn struct {
 	checks    []CheckEvent // accepted CheckResult entries, in log order
 	// feature is the latched feature level as of this batch.
 	feature uint32
+	deps    depsState // parents whose end still visits children (rules_deps.go)
 }
 
 type metaEntry struct {
@@ -228,6 +229,8 @@ func indexKeys(t *pb.Task) [][]byte {
 		return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
 		return [][]byte{storage.DeadKey(q, tn, id)}
+	case pb.TaskState_TASK_STATE_WAITING:
+		return [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		return [][]byte{storage.ExpireKey(t.GetExpireAt(), id)}
 	}
@@ -290,6 +293,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
 		// Keep the head hint a lower bound; this undoes storage.Drained.
 		m.Head[t.GetPriority()] = t.GetSeq()
+	}
+	if err := tx.depsMoved(t, from); err != nil {
+		return err
 	}
 	if t.GetState() == from {
 		return nil
