@@ -67,6 +67,9 @@ var methodRoles = map[string][]string{
 	pb.Queue_PauseQueue_FullMethodName:  {RoleAdmin},
 	pb.Queue_ResumeQueue_FullMethodName: {RoleAdmin},
 	pb.Queue_PurgeQueue_FullMethodName:  {RoleAdmin},
+	// A child's worker reads its parents' results; whoever may read the
+	// task may read them too.
+	pb.Queue_ParentResults_FullMethodName: {RoleWorker, RoleProducer, RoleReader},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},
