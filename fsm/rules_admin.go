@@ -86,7 +86,7 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		}
 		res.Items = append(res.Items, &pb.ItemResult{TaskId: t.GetId()})
 	}
-	return nil
+	return tx.purgeTombs(int(c.GetLimit()))
 }
 
 // remove deletes a stored task for good: its index keys, its record and

@@ -75,7 +75,14 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 			if err != nil {
 				return false, err
 			}
-			if !ok || p.GetTenant() != nt.GetTenant() {
+			if !ok {
+				if ok, err = tx.tombOf(id, nt.GetTenant()); err != nil {
+					return false, err
+				}
+			} else if p.GetTenant() != nt.GetTenant() {
+				ok = false
+			}
+			if !ok {
 				// Another tenant's task is not found, exactly as a missing
 				// one; a purged parent is missing too (doc.go says why).
 				res.ErrorCode, res.ErrorField = pb.Code_CODE_NOT_FOUND, fmt.Sprintf("tasks[%d].after", i)
@@ -124,6 +131,16 @@ func (tx *txn) waitOn(t *pb.Task, nt *pb.NewTask, parents []string) (unfinished 
 		p, ok, err := tx.getTask(id)
 		if err != nil {
 			return nil, nil, err
+		}
+		if !ok {
+			// Purged: completed if its tombstone says so (checkDeps
+			// refused any other missing parent named by id).
+			if done, err := tx.tombOf(id, t.GetTenant()); err != nil || done {
+				if err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
 		}
 		if !ok || p.GetTenant() != t.GetTenant() {
 			return nil, &pb.ItemResult{Code: pb.Code_CODE_NOT_FOUND, TaskId: id, Detail: "parent not stored"}, nil
@@ -222,6 +239,13 @@ func (tx *txn) depsRemoved(t *pb.Task) error {
 			return err
 		}
 	}
+	if t.GetState() == pb.TaskState_TASK_STATE_COMPLETED && tx.feature >= LevelDependencies {
+		// Retention purged a completed task: a task enqueued after it
+		// later still finds it completed, for one more retention.
+		if err := storage.PutTomb(tx.b, t.GetId(), t.GetTenant(), addTime(tx.now, t.GetRetentionNs())); err != nil {
+			return err
+		}
+	}
 	if terminal(t.GetState()) || t.GetChildren() == 0 {
 		return nil // an ended task visited its children when it ended
 	}
@@ -269,6 +293,31 @@ func (tx *txn) parentEnded(e endedParent) error {
 			if err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// tombOf reports whether id is a purged task of tenant that completed:
+// another tenant's tombstone is none, as its task would be.
+func (tx *txn) tombOf(id, tenant string) (bool, error) {
+	tn, ok, err := storage.GetTomb(tx.r, id)
+	return ok && tn == tenant, err
+}
+
+// purgeTombs deletes up to limit tombstones whose time ended. Retention's
+// Purge runs it, so the leader proposes Purge for tombstones too (HasDue).
+func (tx *txn) purgeTombs(limit int) error {
+	if tx.feature < LevelDependencies {
+		return nil
+	}
+	entries, err := storage.ExpiredTombs(tx.r, tx.now, limit)
+	if err != nil {
+		return fmt.Errorf("expired tombstones: %w", err)
+	}
+	for _, e := range entries {
+		if err := storage.DeleteTomb(tx.b, e); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -245,14 +245,32 @@ func Test_DependencyRules(t *testing.T) {
 				t.Fatalf("last error %q", tk.GetLastError())
 			}
 		}},
-		{"a purged parent is refused", func(t *testing.T, h *harness) {
-			p := nt("q", "a", 0)
-			p.RetentionNs = int64(time.Second)
-			pid := h.enqueue(at(0), p)[0]
-			h.finish(at(0), pid, completed)
-			h.do(purgeCmd(at(time.Hour), 10))
-			if res := h.apply(enqueueCmd(at(time.Hour), after([]string{pid}))); res.GetErrorCode() != pb.Code_CODE_NOT_FOUND {
-				t.Fatalf("purged parent: %v", res.GetErrorCode())
+		{"a purged parent counts as completed while its tombstone lasts", func(t *testing.T, h *harness) {
+			ok, bad := nt("q", "a", 0), nt("q", "a", 0)
+			ok.RetentionNs, bad.RetentionNs = int64(time.Second), int64(time.Second)
+			ids := h.enqueue(at(0), ok, bad)
+			h.finish(at(0), ids[0], completed)
+			h.finish(at(0), ids[1], failed)
+			h.do(purgeCmd(at(time.Minute), 10))
+			if _, err := h.f.GetTask(ids[0]); err == nil {
+				t.Fatal("retention kept the parent")
+			}
+			h.wantState(h.enqueue(at(time.Minute), after(ids[:1]))[0], pb.TaskState_TASK_STATE_PENDING)
+			// A purged failed parent and another tenant's purged task are
+			// unknown.
+			for _, n := range []*pb.NewTask{after(ids[1:]), {Queue: "q", Tenant: "b", After: ids[:1]}} {
+				if res := h.apply(enqueueCmd(at(time.Minute), n)); res.GetErrorCode() != pb.Code_CODE_NOT_FOUND {
+					t.Fatalf("purged parent %v: %v", n.GetAfter(), res.GetErrorCode())
+				}
+			}
+			// The tombstone lasts one more retention (a second), then
+			// Purge deletes it and the parent is unknown too.
+			if due, expired, err := h.f.HasDue(at(time.Minute + 2*time.Second)); err != nil || !expired {
+				t.Fatalf("HasDue with an expired tombstone: %v %v %v", due, expired, err)
+			}
+			h.do(purgeCmd(at(time.Minute+2*time.Second), 10))
+			if res := h.apply(enqueueCmd(at(time.Minute+2*time.Second), after(ids[:1]))); res.GetErrorCode() != pb.Code_CODE_NOT_FOUND {
+				t.Fatalf("parent after its tombstone expired: %v", res.GetErrorCode())
 			}
 		}},
 		{"a parent's record stays while its child waits", func(t *testing.T, h *harness) {

@@ -64,6 +64,19 @@ func checkDepsKeyspace(ks *keyspace, fail func(string, ...any)) {
 			} else {
 				counts[k] = binary.BigEndian.Uint64(v)
 			}
+		case strings.HasPrefix(k, "j/t/"):
+			id := k[len("j/t/"):]
+			if ks.tasks[id] != nil || len(v) < 8 {
+				fail("tombstone %q of a live task, or %x malformed", k, v)
+			} else if _, ok := ks.deps[string(storage.TombExpireKey(int64(binary.BigEndian.Uint64(v)), id))]; !ok {
+				fail("tombstone %q has no expiry entry", k)
+			}
+		case strings.HasPrefix(k, "j/e/"):
+			if len(k) < len("j/e/")+9 {
+				fail("tombstone expiry %q: malformed", k)
+			} else if _, ok := ks.deps["j/t/"+k[len("j/e/")+9:]]; !ok {
+				fail("tombstone expiry %q has no tombstone", k)
+			}
 		default:
 			fail("unknown dependency key %q", k)
 		}

@@ -88,3 +88,65 @@ func PutWaitingCount(w Writer, queue, tenant string, n uint64) error {
 	}
 	return SetUint64(w, k, n)
 }
+
+// A completed task purged by retention leaves a tombstone, so that a task
+// enqueued after it later still counts it as completed, for as long again
+// as the task's own retention:
+//
+//	j/t/<id>               tombstone: expiry (8 bytes) then the tenant
+//	j/e/<expire_at>/<id>   the tombstones' expiry index
+var (
+	prefixTomb       = []byte("j/t/")
+	prefixTombExpire = []byte("j/e/")
+)
+
+// TombKey is j/t/<id>.
+func TombKey(id string) []byte {
+	k := make([]byte, 0, len(prefixTomb)+len(id))
+	return append(append(k, prefixTomb...), id...)
+}
+
+// TombExpireKey is j/e/<expire_at>/<id>.
+func TombExpireKey(expireAt int64, id string) []byte {
+	return timeIndexKey(prefixTombExpire, expireAt, id)
+}
+
+// PutTomb writes the tombstone of a completed task of tenant and its
+// expiry index entry.
+func PutTomb(w Writer, id, tenant string, expireAt int64) error {
+	v := append(PutUint64(nil, TimeKey(expireAt)), tenant...)
+	if err := w.Set(TombKey(id), v, nil); err != nil {
+		return fmt.Errorf("tombstone %s: %w", id, err)
+	}
+	return SetIndex(w, TombExpireKey(expireAt, id))
+}
+
+// GetTomb reads the tenant of a completed task's tombstone; ok is false
+// when there is none.
+func GetTomb(r Reader, id string) (tenant string, ok bool, err error) {
+	v, err := getCopy(r, TombKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("tombstone %s: %w", id, err)
+	}
+	if len(v) < 8 {
+		return "", false, fmt.Errorf("tombstone %s: %w", id, errMalformedDeps)
+	}
+	return string(v[8:]), true, nil
+}
+
+// ExpiredTombs lists tombstones whose time ended at or before now, oldest
+// first, up to limit.
+func ExpiredTombs(r Reader, now int64, limit int) ([]TimeEntry, error) {
+	return scanTimeIndex(r, prefixTombExpire, now, limit)
+}
+
+// DeleteTomb deletes a tombstone and its expiry index entry.
+func DeleteTomb(w Writer, e TimeEntry) error {
+	if err := w.Delete(TombKey(e.ID), nil); err != nil {
+		return fmt.Errorf("tombstone %s: %w", e.ID, err)
+	}
+	return w.Delete(TombExpireKey(e.At, e.ID), nil)
+}
