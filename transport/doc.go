@@ -23,7 +23,7 @@
 // Files: config.go (the Node interface, Config), server.go (NewServer,
 // Serve, Stop, the interceptor, health), errors.go (toStatus), forward.go
 // (onLeader), queue.go (writes and reads), queuectl.go (PauseQueue,
-// ResumeQueue, PurgeQueue), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
+// ResumeQueue, PurgeQueue), deps.go (ParentResults), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
 // long-poll bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by
