@@ -26,6 +26,10 @@ func Test_DependenciesOverGRPC(t *testing.T) {
 	if err != nil || got.GetTask().GetState() != pb.TaskState_TASK_STATE_WAITING || got.GetTask().GetParents()[0] != ids[0] {
 		t.Fatalf("child: %v %v", got, err)
 	}
+	lt, err := f.q.ListTasks(ctx, &pb.ListTasksRequest{Queue: "q", State: pb.TaskState_TASK_STATE_WAITING})
+	if err != nil || len(lt.GetTasks()) != 1 || lt.GetTasks()[0].GetId() != ids[1] {
+		t.Fatalf("list waiting: %v %v", lt, err)
+	}
 	st, err := l.q.Stats(ctx, &pb.StatsRequest{Queue: "q"})
 	if err != nil || st.GetQueues()[0].GetWaiting() != 1 {
 		t.Fatalf("stats: %v %v", st, err)
