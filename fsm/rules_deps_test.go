@@ -228,6 +228,17 @@ func Test_DependencyRules(t *testing.T) {
 				t.Fatalf("child answered %v", res.GetItems()[1])
 			}
 		}},
+		{"after_index counts within each command of a Batch", func(t *testing.T, h *harness) {
+			sub := func() *pb.Command { return enqueueCmd(0, nt("q", "a", 0), after(nil, 0)) }
+			res := h.do(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Now: at(0),
+				Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: []*pb.Command{sub(), sub()}}}})
+			for i, r := range res.GetResults() {
+				parent, child := r.GetItems()[0].GetTaskId(), r.GetItems()[1].GetTaskId()
+				if tk := h.wantState(child, pb.TaskState_TASK_STATE_WAITING); tk.GetParents()[0] != parent {
+					t.Fatalf("command %d: child waits on %v, want its own %s", i, tk.GetParents(), parent)
+				}
+			}
+		}},
 		{"a duplicate parent is the existing task", func(t *testing.T, h *harness) {
 			p := nt("q", "a", 0)
 			p.IdempotencyKey = "k"
