@@ -70,7 +70,10 @@
 // without an acknowledged write longer than MaxUnavailable while a majority
 // is healthy), a per-task porcupine model (TaskModel), replica-reads (no
 // node serves a read that differs from the majority's at the same applied
-// index), and coverage (the run did what it claims: below). Their unit
+// index), dependencies (every tenth enqueue of a producer is a diamond
+// of three tasks in one Enqueue, and no task is claimed before a Submit of
+// each parent was invoked; deps.go), and coverage (the run did what it
+// claims: below). Their unit
 // tests feed them doctored histories.
 //
 // # A run that did not test fails
