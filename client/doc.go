@@ -87,6 +87,12 @@
 //
 // # Decisions and trade-offs
 //
+//   - An Enqueue whose tasks name parents (After, AfterIndex) is never
+//     shared with other callers' Enqueues (WithSharedRPCs): AfterIndex
+//     counts positions within the request, and the server refuses the
+//     whole request for one unknown parent. Such a call is one RPC of its
+//     own, which is also what makes a DAG atomic. Task.ParentResults uses
+//     the worker's client under the task's own tenant.
 //   - New blocks until one node answers Status (not until a leader is
 //     elected), bounded by ctx. A wrong address then fails at start, not at
 //     the first call; a caller that wants to start before the cluster gives

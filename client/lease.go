@@ -11,6 +11,7 @@ import (
 // Task is a claimed task as a Handler sees it.
 type Task struct {
 	p *docketv1.Task
+	c *Client // the worker's, for ParentResults
 
 	mu       sync.Mutex
 	progress []byte
@@ -95,7 +96,7 @@ type lease struct {
 func (w *Worker) track(parent context.Context, p *docketv1.Task, sent time.Time) *lease {
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &lease{
-		task:     &Task{p: p, progress: p.GetProgress()},
+		task:     &Task{p: p, c: w.c, progress: p.GetProgress()},
 		ctx:      ctx,
 		cancel:   cancel,
 		deadline: sent.Add(w.cfg.Lease),

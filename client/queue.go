@@ -67,7 +67,7 @@ func (c *Client) Enqueue(ctx context.Context, tasks ...*docketv1.NewTask) ([]*do
 	}
 	var items []*docketv1.ItemResult
 	var err error
-	if c.enq != nil {
+	if c.enq != nil && !hasDeps(tasks) {
 		items, err = c.enq.do(ctx, tasks)
 	} else {
 		items, err = c.enqueueRPC(ctx, tasks)

@@ -80,6 +80,9 @@ var methodRoles = map[string][]string{
 	pb.Queue_ResetQueue_FullMethodName:    {RoleAdmin},
 	pb.Queue_Snooze_FullMethodName:        {RoleWorker},
 	pb.Queue_UpdateTask_FullMethodName:    {RoleProducer, RoleAdmin},
+	// A child's worker reads its parents' results; whoever may read the
+	// task may read them too.
+	pb.Queue_ParentResults_FullMethodName: {RoleWorker, RoleProducer, RoleReader},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},

@@ -661,6 +661,13 @@
 //     tenant's own admin may stop or empty that tenant's queues. A
 //     separate "operator" role would grant nothing admin does not, and
 //     every token holder would need to learn it.
+//   - ParentResults (task dependencies) is allowed to worker, producer
+//     and reader over the task's tenant: the child's worker is who needs
+//     its parents' results, and GetTask is not a worker's method. It
+//     shows each parent's state, outcome, result and error, never its
+//     payload or fence. An Enqueue with parents needs no new role, only
+//     fsm.LevelDependencies latched (fsm.CommandLevel says so, and the
+//     gate above refuses it with ErrFeatureDisabled before).
 //   - Cluster.Status needs no token even with auth on (OpenMethod):
 //     nodes call it on each other for non-voter health and consistency
 //     checks, and have no token of their own before TLS gives them an

@@ -97,10 +97,10 @@ func CheckListTasks(req *pb.ListTasksRequest) error {
 	}
 	switch req.GetState() {
 	case pb.TaskState_TASK_STATE_PENDING, pb.TaskState_TASK_STATE_DELAYED,
-		pb.TaskState_TASK_STATE_RUNNING, pb.TaskState_TASK_STATE_DEAD:
+		pb.TaskState_TASK_STATE_RUNNING, pb.TaskState_TASK_STATE_DEAD, pb.TaskState_TASK_STATE_WAITING:
 		return nil
 	}
-	return &FieldError{Field: "state", Reason: "pending, delayed, running or dead (the states a queue indexes)"}
+	return &FieldError{Field: "state", Reason: "pending, delayed, running, dead or waiting (the states a queue indexes)"}
 }
 
 // ListTasks pages through a queue's tasks in one state: up to req.limit

@@ -30,6 +30,7 @@ type keyspace struct {
 	configs int    // g/ records
 	// schedules are the s/ records by "<tenant>/<name>".
 	schedules map[string]*pb.Schedule
+	deps      map[string][]byte // j/ keys (dependencies) -> value
 }
 
 func readKeyspace(t testing.TB, f *FSM) *keyspace {
@@ -40,7 +41,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 	}
 	defer release()
 	ks := &keyspace{tasks: map[string]*pb.Task{}, index: map[string]bool{}, idem: map[string]string{},
-		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{}}
+		catalog: map[QueueRef]storage.QueueMeta{}, tenants: map[string]storage.TenantUsage{}, tokens: map[string]string{},
+		deps: map[string][]byte{}}
 	split := map[string]bool{}    // tasks stored in the split format with a body
 	bodies := map[string][]byte{} // v/ id -> payload
 	err = storage.Scan(r, nil, nil, 0, func(k, v []byte) error {
@@ -85,6 +87,8 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 			ks.tenants[string(k[len(storage.TenantPrefix()):])] = u
 		case bytes.HasPrefix(k, []byte("k/")):
 			ks.tokens[string(k)] = string(v)
+		case bytes.HasPrefix(k, storage.DepsPrefix()):
+			ks.deps[string(k)] = bytes.Clone(v)
 		case bytes.HasPrefix(k, storage.QueueConfigPrefix()):
 			// Only a queue with a setting away from the default has a
 			// record (storage.PutQueueConfig).
@@ -162,6 +166,8 @@ func wantIndexKeys(task *pb.Task) []string {
 		if task.GetExpireAt() > 0 { // dead-lettered since LevelRetries: retention purges it
 			keys = append(keys, storage.ExpireKey(task.GetExpireAt(), id))
 		}
+	case pb.TaskState_TASK_STATE_WAITING:
+		keys = [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
 	}
@@ -237,6 +243,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 			fail("stray index key %q", k)
 		}
 	}
+	checkDepsKeyspace(ks, fail)
 	for ik, id := range ks.idem {
 		if task, ok := ks.tasks[id]; !ok {
 			fail("idempotency key %q points at missing task %s", ik, id)

@@ -11,6 +11,8 @@
 // nack, cancel, reap, promoteDelayed, purge, requeueDead, setQueuePaused,
 // purgeQueue, putSchedule, removeSchedule, fireSchedule, setQueueRetry,
 // snooze, updateTask, timeOut. Each rule moves a
+// purgeQueue (and, inside enqueue and every move to an end, the task
+// dependencies of rules_deps.go). Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -431,6 +433,58 @@
 //     policy, retention, any later setting); a reset of a paused queue
 //     resumes it. The command types were three (26-28) for the release:
 //     reset rides on SetQueueRetry rather than a type of its own.
+//   - Task dependencies (rules_deps.go, LevelDependencies = 11): an
+//     Enqueue's task may name parents by id (after) or by the position of
+//     an EARLIER task of the same command (after_index), so a whole DAG is
+//     one command. An index at or after the task's own is refused, which
+//     makes a cycle impossible to write: every edge points back in log
+//     order, and a task named by id already existed. The whole command is
+//     refused for a bad reference (INVALID_ARGUMENT) or a parent id that
+//     names no task of the task's tenant (NOT_FOUND), so a DAG is stored
+//     whole or not at all; only a tenant limit still refuses single
+//     items, and then every task after a refused one is refused too
+//     (NOT_FOUND), so no child is stored without its parents.
+//   - A child with an unfinished parent is WAITING (q/<queue>/<tenant>/w/,
+//     counted per queue in j/n/<queue>/<tenant> for Stats, so the catalog
+//     record keeps its format). It keeps its parents' ids and how many are
+//     unfinished; each parent gets a child index key j/c/<parent>/<child>
+//     and counts its children, so a parent's end (txn.write's hook: every
+//     move into COMPLETED, FAILED, CANCELLED or DEAD, whichever rule made
+//     it) scans only its own children, and a task with none costs nothing.
+//     COMPLETED counts down; FAILED, DEAD, CANCELLED, or a purge of the
+//     queue that deletes an unfinished parent, cancels a child of policy
+//     CANCEL (the default), whose end cancels its own children in turn,
+//     and counts down for a child of policy RUN. Ended parents go on a
+//     work list, not the stack. DEAD counts as the end though RequeueDead
+//     may replay it: its children followed their policy when it died.
+//     A child whose last parent ended becomes DELAYED at max(its run_at,
+//     now), so due at once: a pending seq minted there could repeat one
+//     that the entry's own command hands out (a reap's positions, say),
+//     and equal seqs in a priority make a claim's head hint skip a task.
+//     A claim promotes due delayed tasks itself; long polls wake at the
+//     leader's next promote (250 ms).
+//   - Parents already ended at enqueue count at once: COMPLETED, or a
+//     failure under RUN; a failure under CANCEL stores the child CANCELLED.
+//     Cancel now also ends a WAITING task (nothing else can reach that
+//     state before the latch), dropping its child keys.
+//   - A parent with a waiting child has not ended, so retention cannot
+//     purge it; the child index never outlives its parent. A completed
+//     task that retention purges leaves a tombstone j/t/<id> (its tenant)
+//     with an expiry index j/e/<expire_at>/<id>, for one more retention of
+//     the task; Purge deletes expired ones (HasDue says so). A parent
+//     found only as a tombstone counts as COMPLETED; a purged parent that
+//     did not complete, or whose tombstone expired, is NOT_FOUND. The
+//     cost: each purge of a completed task writes two more keys and later
+//     deletes them, and the tombstones of one retention window take about
+//     70 bytes a task.
+//   - Below the latch apply ignores after, after_index and the policy, as
+//     a build that does not know the fields does, so a mixed-version
+//     cluster stays byte-identical (Test_DependenciesWaitForTheirLevel);
+//     CommandLevel gives an Enqueue with parents level 11, so the leader's
+//     gate refuses it until every server has the build. Bounds: MaxParents
+//     (64) per task and MaxChildren (10,000) registered per parent, so one
+//     parent's end visits at most that many children; a cascade through
+//     many levels is bounded only by the tasks that wait.
 //   - Pebble's background errors, write stalls and slow-disk reports go to
 //     Options.OnDiskEvent (storage/events.go) without a time: the FSM has
 //     no clock, so the node stamps them and decides what they mean for

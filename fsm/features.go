@@ -45,6 +45,11 @@ const (
 	// the task cancel-requested instead of answering WRONG_STATE); claims
 	// of a task with timeout_ns get an execution deadline (o/ index).
 	LevelCancelRunning uint32 = 9
+	// LevelDependencies: no new command; an Enqueue may name parents
+	// (NewTask.after, after_index) and its task waits for them
+	// (rules_deps.go). Below the latch apply ignores those fields, as an
+	// older build does, so an Enqueue carrying them needs this level.
+	LevelDependencies uint32 = 11
 	// LevelRetries: SetQueueRetry, Snooze and UpdateTask; and, changing
 	// what apply writes, backoff on nack and reap, dead letters that
 	// expire, and the removal of an empty queue's catalog record
@@ -117,6 +122,9 @@ func fieldLevel(cmd *pb.Command) uint32 {
 	l := LevelBase
 	for _, nt := range cmd.GetEnqueue().GetTasks() {
 		l = max(l, newTaskLevel(nt))
+	}
+	if hasDeps(cmd.GetEnqueue()) {
+		l = max(l, LevelDependencies)
 	}
 	return l
 }

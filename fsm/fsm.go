@@ -512,6 +512,11 @@ func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
 	if err != nil {
 		return false, false, err
 	}
+	if len(e) == 0 { // tombstones of purged tasks expire through Purge too
+		if e, err = storage.ExpiredTombs(r, now, 1); err != nil {
+			return false, false, err
+		}
+	}
 	return len(d) > 0, len(e) > 0, nil
 }
 

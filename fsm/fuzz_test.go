@@ -57,6 +57,7 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards
 			Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{nt("video.encode", "beta", 9)}}}},
 	}
+	cmds = append(cmds, depsSeeds(now, p)...)
 	out := make([][]byte, len(cmds))
 	for i, c := range cmds {
 		out[i] = mustEncode(t, c)

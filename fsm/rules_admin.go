@@ -21,7 +21,8 @@ func (tx *txn) cancel(c *pb.CancelCmd, res *pb.CommandResult) error {
 		res.Items = append(res.Items, item(pb.Code_CODE_NOT_FOUND, c.GetTaskId(), nil, "no such task"))
 	case t.GetState() == pb.TaskState_TASK_STATE_CANCELLED:
 		res.Items = append(res.Items, item(pb.Code_CODE_ALREADY_DONE, t.GetId(), t, ""))
-	case t.GetState() == pb.TaskState_TASK_STATE_PENDING || t.GetState() == pb.TaskState_TASK_STATE_DELAYED:
+	case t.GetState() == pb.TaskState_TASK_STATE_PENDING || t.GetState() == pb.TaskState_TASK_STATE_DELAYED ||
+		t.GetState() == pb.TaskState_TASK_STATE_WAITING:
 		if err := tx.finishTask(t, pb.TaskState_TASK_STATE_CANCELLED, nil); err != nil {
 			return err
 		}
@@ -87,13 +88,16 @@ func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 		}
 		res.Items = append(res.Items, &pb.ItemResult{TaskId: t.GetId()})
 	}
-	return nil
+	return tx.purgeTombs(int(c.GetLimit()))
 }
 
 // remove deletes a stored task for good: its index keys, its record and
 // its idempotency key (when it still owns it), and takes it off its
 // queue's and tenant's counters.
 func (tx *txn) remove(t *pb.Task) error {
+	if err := tx.depsRemoved(t); err != nil {
+		return err
+	}
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("remove %s: %w", t.GetId(), err)

@@ -272,6 +272,15 @@ func (tx *txn) dropEmptyQueues() error {
 		if !e.dirty || m.Pending|m.Delayed|m.Running|m.Dead|m.Finished != 0 {
 			continue
 		}
+		// WAITING tasks (LevelDependencies) are counted apart from the
+		// catalog (j/n/): a queue of waiting tasks is not empty.
+		waiting, err := storage.GetWaitingCount(tx.r, e.queue, e.tenant)
+		if err != nil {
+			return err
+		}
+		if waiting > 0 {
+			continue
+		}
 		cfg, err := storage.GetQueueConfig(tx.r, e.queue, e.tenant)
 		if err != nil {
 			return err

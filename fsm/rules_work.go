@@ -31,6 +31,15 @@ func TaskID(index uint64, pos int) string {
 // enqueue stores new tasks, pending or delayed. A task whose idempotency key
 // is already known is answered with the original id and stores nothing.
 func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
+	// Dependencies count from LevelDependencies on; before it apply ignores
+	// them, as a build that does not know the fields does.
+	deps := tx.feature >= LevelDependencies && hasDeps(c)
+	if deps {
+		if refused, err := tx.checkDeps(c, res); err != nil || refused {
+			return err
+		}
+	}
+	ids := make([]string, len(c.GetTasks())) // per position: the id stored or found, "" if refused
 	for pos, nt := range c.GetTasks() {
 		q, tn := nt.GetQueue(), nt.GetTenant()
 		key := nt.GetIdempotencyKey()
@@ -45,6 +54,7 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 				if t, ok, err := tx.getTask(id); err != nil {
 					return err
 				} else if ok {
+					ids[pos] = id
 					res.Items = append(res.Items, item(pb.Code_CODE_DUPLICATE, id, t, "idempotency key seen"))
 					continue
 				}
@@ -84,6 +94,21 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if t.VisibleAt > tx.now {
 			t.State = pb.TaskState_TASK_STATE_DELAYED
 		}
+		var unfinished []*pb.Task
+		if deps && (len(nt.GetAfter()) > 0 || len(nt.GetAfterIndex()) > 0) {
+			parents, ok := parentsOf(nt, ids)
+			var refuse *pb.ItemResult
+			var err error
+			if !ok {
+				refuse = &pb.ItemResult{Code: pb.Code_CODE_NOT_FOUND, Detail: "a parent of this Enqueue was not stored"}
+			} else if unfinished, refuse, err = tx.waitOn(t, nt, parents); err != nil {
+				return err
+			}
+			if refuse != nil {
+				res.Items = append(res.Items, refuse)
+				continue
+			}
+		}
 		if lim := c.GetLimits(); lim != nil {
 			why, err := tx.overLimit(tn, lim, int(taskBytes(t)))
 			if err != nil {
@@ -99,6 +124,10 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED, 0); err != nil {
 			return err
 		}
+		if err := tx.register(t, unfinished); err != nil {
+			return err
+		}
+		ids[pos] = t.Id
 		if key != "" {
 			if err := tx.setIdem(ik, t.Id, replaced); err != nil {
 				return err

@@ -36,6 +36,7 @@ type txn struct {
 	// formats is how each task this batch read or wrote is stored, so a
 	// write of a split record skips its body when v/ holds it already.
 	formats map[string]storage.RecordFormat
+	deps    depsState // parents whose end still visits children (rules_deps.go)
 }
 
 type metaEntry struct {
@@ -283,6 +284,8 @@ func indexKeys(t *pb.Task) [][]byte {
 			return [][]byte{storage.DeadKey(q, tn, id), storage.ExpireKey(t.GetExpireAt(), id)}
 		}
 		return [][]byte{storage.DeadKey(q, tn, id)}
+	case pb.TaskState_TASK_STATE_WAITING:
+		return [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
 		return [][]byte{storage.ExpireKey(t.GetExpireAt(), id)}
 	}
@@ -345,6 +348,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
 		// Keep the head hint a lower bound; this undoes storage.Drained.
 		m.Head[t.GetPriority()] = t.GetSeq()
+	}
+	if err := tx.depsMoved(t, from); err != nil {
+		return err
 	}
 	if t.GetState() == from {
 		return nil

@@ -160,6 +160,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 		for i := range tasks {
 			tasks[i] = w.newTask()
 		}
+		if w.pct(25) {
+			w.addDeps(tasks)
+		}
 		cmd = enqueueCmd(now, tasks...)
 		if w.pct(30) {
 			// A leader with tenant limits: tight enough to refuse some.

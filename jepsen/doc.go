@@ -73,6 +73,11 @@
 // index), cron-once-per-slot (no slot of the workload's @every 1s
 // schedule enqueued two tasks; cron.go), and coverage (the run did what
 // it claims: below). Their unit tests feed them doctored histories.
+// index), dependencies (every tenth enqueue of a producer is a diamond
+// of three tasks in one Enqueue, and no task is claimed before a Submit of
+// each parent was invoked; deps.go), and coverage (the run did what it
+// claims: below). Their unit
+// tests feed them doctored histories.
 //
 // # A run that did not test fails
 //

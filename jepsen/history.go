@@ -140,6 +140,8 @@ type History struct {
 	DrainAt int64
 	// DrainNote says why the drain ended early, if it did.
 	DrainNote string
+	// Deps are the parents of each task enqueued with dependencies (FDeps).
+	Deps map[string][]string
 }
 
 // Now returns CLOCK_MONOTONIC in nanoseconds. Go's monotonic reading is
@@ -286,6 +288,8 @@ func Parse(evs []Event) *History {
 			}
 		case e.F == FFinal:
 			h.Final = e.Nodes
+		case e.F == FDeps:
+			h.parseDeps(e)
 		case e.F == FPhase:
 			if e.Key == "drain" {
 				h.DrainAt = e.T

@@ -224,6 +224,11 @@ func (w *workload) waitHealed(ctx context.Context) {
 func (w *workload) producer(ctx context.Context, i int) {
 	proc := fmt.Sprintf("%sp%d", w.cfg.ProcPrefix, i)
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
+		if n%dagEvery == dagEvery-1 {
+			w.enqueueDAG(ctx, proc, n)
+			time.Sleep(w.cfg.EnqueueEvery/2 + rand.N(w.cfg.EnqueueEvery))
+			continue
+		}
 		key := fmt.Sprintf("%s-%d", proc, n)
 		for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
 			op := w.rec.Invoke(Event{Proc: proc, F: FEnqueue, Key: key})

@@ -71,6 +71,9 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 			return nil, "", err
 		}
 		s.Paused = cfg.GetPaused()
+		if s.Waiting, err = GetWaitingCount(r, s.Queue, s.Tenant); err != nil {
+			return nil, "", err
+		}
 		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue
@@ -144,6 +147,8 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 		prefix = RunningPrefix(queue, tenant)
 	case pb.TaskState_TASK_STATE_DEAD:
 		prefix = DeadPrefix(queue, tenant)
+	case pb.TaskState_TASK_STATE_WAITING:
+		prefix = WaitingPrefix(queue, tenant)
 	default:
 		return nil, "", fmt.Errorf("list %s: state has no per-queue index", state)
 	}

@@ -157,6 +157,8 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.UpdateTaskRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.ParentResultsRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

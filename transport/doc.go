@@ -28,6 +28,7 @@
 // RemoveSchedule), retries.go (SetQueueRetry, ResetQueue, Snooze,
 // UpdateTask), claim.go (Claim, WaitResult and claimWatch), admin.go (the
 // Cluster service), limits.go (connection and
+// ResumeQueue, PurgeQueue), deps.go (ParentResults), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
 // long-poll bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by

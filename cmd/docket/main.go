@@ -17,7 +17,9 @@ Usage:
   docket agent [flags]           run one server node
   docket dev [flags]             run a local 3-node cluster on loopback, TLS and
                                  tokens on (--insecure: off); source DATA-DIR/env
-  docket enqueue QUEUE PAYLOAD   enqueue a task (payload "-" reads stdin)
+  docket enqueue QUEUE PAYLOAD   enqueue a task (payload "-" reads stdin);
+                                 --after ID[,ID] waits for those tasks to complete
+  docket dag enqueue FILE.json   enqueue a graph of tasks with local names, atomically
   docket claim QUEUE             claim tasks under a lease
   docket submit ID FENCE [RESULT]  complete a claimed task
   docket nack ID FENCE           give a claimed task back for a retry
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "gossip":
 		return runGossip(rest, stdout, stderr)
 	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot",
-		"queue", "queues", "cancel", "wait", "schedule", "snooze", "tasks":
+		"queue", "queues", "cancel", "wait", "schedule", "snooze", "tasks", "dag":
 		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":
 		version(stdout)

@@ -73,6 +73,7 @@ var verbs = map[string]func(*verb, context.Context, []string) error{
 	"schedule": (*verb).schedule,
 	"snooze":   (*verb).snooze,
 	"tasks":    (*verb).tasks,
+	"dag":      (*verb).dag,
 }
 
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
@@ -155,6 +156,8 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	maxAttempts := v.fs.Uint("max-attempts", 0, fmt.Sprintf("dead-letter after this many failed attempts (0: server default %d)", pb.DefaultMaxAttempts))
 	key := v.fs.String("key", "", "idempotency key (default: a fresh random key)")
 	setTimeout := timeoutFlags(v.fs) // cancelverbs.go
+	after := v.fs.String("after", "", "wait until these tasks (ID[,ID]) completed")
+	onFail := v.fs.String("on-parent-failure", "cancel", "when a parent fails, is dead or cancelled: cancel this task, or run it anyway")
 	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
 	if err != nil {
 		return err
@@ -173,6 +176,9 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	nt := &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
 		Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key}
 	setTimeout(nt)
+	if err := afterFlags(nt, *after, *onFail); err != nil {
+		return err
+	}
 	items, err := c.Enqueue(ctx, nt)
 	if err != nil {
 		return err
@@ -326,6 +332,7 @@ func printTask(w io.Writer, t *pb.Task) {
 		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
 		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
 	printSchedule(w, t)
+	printDeps(w, t)
 	if len(t.GetProgress()) > 0 {
 		fmt.Fprintf(w, "progress:  %q\n", t.GetProgress())
 	}
@@ -399,7 +406,7 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "OLDEST")
+		fmt.Fprintf(w, "%-20s %-12s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST")
 		for _, s := range stats {
 			oldest := "-"
 			if s.GetOldestPendingAt() > 0 {
@@ -408,8 +415,8 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 			if s.GetPaused() {
 				oldest += " (paused)"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
-				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
+			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
 		}
 	}, &pb.StatsResponse{Queues: stats})
 }

@@ -3551,6 +3551,199 @@ func (*LeaveResponse) Descriptor() ([]byte, []int) {
 	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
+type ParentResultsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// allow_stale reads the local replica without a leadership check.
+	AllowStale    bool `protobuf:"varint,3,opt,name=allow_stale,json=allowStale,proto3" json:"allow_stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResultsRequest) Reset() {
+	*x = ParentResultsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResultsRequest) ProtoMessage() {}
+
+func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
+func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ParentResultsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ParentResultsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ParentResultsRequest) GetAllowStale() bool {
+	if x != nil {
+		return x.AllowStale
+	}
+	return false
+}
+
+// ParentResult is one parent as the child may see it: never its payload
+// or fence.
+type ParentResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// state is UNSPECIFIED when the parent was purged since the child's
+	// enqueue; its result is then gone.
+	State         TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=docket.v1.TaskState" json:"state,omitempty"`
+	Outcome       Outcome   `protobuf:"varint,3,opt,name=outcome,proto3,enum=docket.v1.Outcome" json:"outcome,omitempty"`
+	Result        []byte    `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	LastError     string    `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResult) Reset() {
+	*x = ParentResult{}
+	mi := &file_docketv1_api_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResult) ProtoMessage() {}
+
+func (x *ParentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
+func (*ParentResult) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ParentResult) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ParentResult) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *ParentResult) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *ParentResult) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ParentResult) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type ParentResultsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parents       []*ParentResult        `protobuf:"bytes,1,rep,name=parents,proto3" json:"parents,omitempty"` // in the child's order of parents
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResultsResponse) Reset() {
+	*x = ParentResultsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResultsResponse) ProtoMessage() {}
+
+func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
+func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ParentResultsResponse) GetParents() []*ParentResult {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *ParentResultsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_docketv1_api_proto protoreflect.FileDescriptor
 
 const file_docketv1_api_proto_rawDesc = "" +
@@ -3783,7 +3976,22 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xfc\f\n" +
+	"\rLeaveResponse\"h\n" +
+	"\x14ParentResultsRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vallow_stale\x18\x03 \x01(\bR\n" +
+	"allowStale\"\xb8\x01\n" +
+	"\fParentResult\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\x12,\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x12.docket.v1.OutcomeR\aoutcome\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x05 \x01(\tR\tlastError\"o\n" +
+	"\x15ParentResultsResponse\x121\n" +
+	"\aparents\x18\x01 \x03(\v2\x17.docket.v1.ParentResultR\aparents\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xd0\r\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -3812,7 +4020,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"ResetQueue\x12\x1c.docket.v1.ResetQueueRequest\x1a\x1d.docket.v1.ResetQueueResponse\x12=\n" +
 	"\x06Snooze\x12\x18.docket.v1.SnoozeRequest\x1a\x19.docket.v1.SnoozeResponse\x12I\n" +
 	"\n" +
-	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse2\x86\x06\n" +
+	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse\x12R\n" +
+	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3838,7 +4047,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -3902,116 +4111,124 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*RemoveServerResponse)(nil),       // 59: docket.v1.RemoveServerResponse
 	(*LeaveRequest)(nil),               // 60: docket.v1.LeaveRequest
 	(*LeaveResponse)(nil),              // 61: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 62: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 63: docket.v1.ItemResult
-	(*Task)(nil),                       // 64: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 65: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 66: docket.v1.Outcome
-	(TaskState)(0),                     // 67: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 68: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 69: docket.v1.RetryPolicy
-	(*PutScheduleRequest)(nil),         // 70: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 71: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 72: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 73: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 74: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 75: docket.v1.RemoveScheduleResponse
+	(*ParentResultsRequest)(nil),       // 62: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 63: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 64: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 65: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 66: docket.v1.ItemResult
+	(*Task)(nil),                       // 67: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 68: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 69: docket.v1.Outcome
+	(TaskState)(0),                     // 70: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 71: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 72: docket.v1.RetryPolicy
+	(*PutScheduleRequest)(nil),         // 73: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 74: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 75: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 76: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 77: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 78: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	62, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	63, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	64, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	65, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	63, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	66, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	65, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	66, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	67, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	68, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	66, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	69, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	63, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	67, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	67, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	64, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	64, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	68, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	64, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	63, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	67, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	64, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	69, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	67, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	67, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	66, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	70, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	70, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	67, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	67, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	71, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	67, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	66, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	70, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	67, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	72, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	70, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	70, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
 	46, // 20: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
 	50, // 21: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
 	53, // 22: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	0,  // 23: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 24: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 25: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 26: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 27: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 28: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 29: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 30: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 31: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 32: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 33: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 34: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 35: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 36: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 37: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 38: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	70, // 39: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	71, // 40: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	72, // 41: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	32, // 42: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	34, // 43: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	36, // 44: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	38, // 45: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	51, // 46: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	54, // 47: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	56, // 48: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	58, // 49: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	60, // 50: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	43, // 51: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	45, // 52: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	48, // 53: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	40, // 54: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	41, // 55: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 56: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 57: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 58: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 59: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 60: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 61: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 62: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 63: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 64: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 65: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 66: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 67: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 68: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 69: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 70: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 71: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	73, // 72: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	74, // 73: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	75, // 74: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	33, // 75: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	35, // 76: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	37, // 77: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	39, // 78: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	52, // 79: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	55, // 80: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	57, // 81: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	59, // 82: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	61, // 83: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	44, // 84: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	47, // 85: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	49, // 86: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	41, // 87: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	42, // 88: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	56, // [56:89] is the sub-list for method output_type
-	23, // [23:56] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	70, // 23: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	69, // 24: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	63, // 25: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 26: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 27: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 28: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	6,  // 29: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	8,  // 30: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	10, // 31: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	12, // 32: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	14, // 33: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	16, // 34: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	18, // 35: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	20, // 36: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	22, // 37: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	24, // 38: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	26, // 39: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	28, // 40: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	30, // 41: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	73, // 42: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	74, // 43: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	75, // 44: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	32, // 45: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	34, // 46: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	36, // 47: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	38, // 48: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	62, // 49: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	51, // 50: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	54, // 51: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	56, // 52: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	58, // 53: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	60, // 54: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	43, // 55: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	45, // 56: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	48, // 57: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	40, // 58: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	41, // 59: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 60: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 61: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 62: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 63: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 64: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 65: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 66: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 67: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 68: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 69: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 70: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 71: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 72: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 73: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 74: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 75: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	76, // 76: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	77, // 77: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	78, // 78: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	33, // 79: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	35, // 80: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	37, // 81: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	39, // 82: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	64, // 83: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	52, // 84: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	55, // 85: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	57, // 86: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	59, // 87: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	61, // 88: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	44, // 89: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	47, // 90: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	49, // 91: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	41, // 92: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	42, // 93: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	60, // [60:94] is the sub-list for method output_type
+	26, // [26:60] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -4028,7 +4245,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

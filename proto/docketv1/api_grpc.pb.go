@@ -45,6 +45,7 @@ const (
 	Queue_ResetQueue_FullMethodName     = "/docket.v1.Queue/ResetQueue"
 	Queue_Snooze_FullMethodName         = "/docket.v1.Queue/Snooze"
 	Queue_UpdateTask_FullMethodName     = "/docket.v1.Queue/UpdateTask"
+	Queue_ParentResults_FullMethodName  = "/docket.v1.Queue/ParentResults"
 )
 
 // QueueClient is the client API for Queue service.
@@ -110,6 +111,10 @@ type QueueClient interface {
 	// other state is FailedPrecondition (WRONG_STATE). Producer or admin;
 	// needs feature level 12.
 	UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error)
+	// ParentResults reads the parents of a task enqueued with dependencies:
+	// each parent's state, outcome and result, so a child's worker can use
+	// them. Worker, producer or reader over the task's tenant.
+	ParentResults(ctx context.Context, in *ParentResultsRequest, opts ...grpc.CallOption) (*ParentResultsResponse, error)
 }
 
 type queueClient struct {
@@ -350,6 +355,16 @@ func (c *queueClient) UpdateTask(ctx context.Context, in *UpdateTaskRequest, opt
 	return out, nil
 }
 
+func (c *queueClient) ParentResults(ctx context.Context, in *ParentResultsRequest, opts ...grpc.CallOption) (*ParentResultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ParentResultsResponse)
+	err := c.cc.Invoke(ctx, Queue_ParentResults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -413,6 +428,10 @@ type QueueServer interface {
 	// other state is FailedPrecondition (WRONG_STATE). Producer or admin;
 	// needs feature level 12.
 	UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error)
+	// ParentResults reads the parents of a task enqueued with dependencies:
+	// each parent's state, outcome and result, so a child's worker can use
+	// them. Worker, producer or reader over the task's tenant.
+	ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -491,6 +510,9 @@ func (UnimplementedQueueServer) Snooze(context.Context, *SnoozeRequest) (*Snooze
 }
 func (UnimplementedQueueServer) UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateTask not implemented")
+}
+func (UnimplementedQueueServer) ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ParentResults not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -927,6 +949,24 @@ func _Queue_UpdateTask_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_ParentResults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ParentResultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ParentResults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ParentResults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ParentResults(ctx, req.(*ParentResultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1025,6 +1065,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateTask",
 			Handler:    _Queue_UpdateTask_Handler,
+		},
+		{
+			MethodName: "ParentResults",
+			Handler:    _Queue_ParentResults_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

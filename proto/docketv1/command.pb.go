@@ -774,8 +774,16 @@ type NewTask struct {
 	// retry_on_timeout retries a timed-out claim (an attempt counted)
 	// instead of ending the task FAILED.
 	RetryOnTimeout bool `protobuf:"varint,111,opt,name=retry_on_timeout,json=retryOnTimeout,proto3" json:"retry_on_timeout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Dependencies (feature level 11): the task waits (TASK_STATE_WAITING)
+	// until every parent completed. after names existing tasks by id;
+	// after_index names EARLIER tasks of the same Enqueue by their position,
+	// so a whole DAG goes in one command. An index at or after the task's
+	// own position is refused, so a cycle cannot be written.
+	After           []string            `protobuf:"bytes,130,rep,name=after,proto3" json:"after,omitempty"`
+	AfterIndex      []uint32            `protobuf:"varint,131,rep,packed,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
+	OnParentFailure ParentFailurePolicy `protobuf:"varint,132,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.ParentFailurePolicy" json:"on_parent_failure,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -890,6 +898,27 @@ func (x *NewTask) GetRetryOnTimeout() bool {
 		return x.RetryOnTimeout
 	}
 	return false
+}
+
+func (x *NewTask) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *NewTask) GetAfterIndex() []uint32 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return nil
+}
+
+func (x *NewTask) GetOnParentFailure() ParentFailurePolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED
 }
 
 type EnqueueCmd struct {
@@ -3012,7 +3041,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOutB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x86\x03\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8c\x04\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -3026,7 +3055,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12\x1d\n" +
 	"\n" +
 	"timeout_ns\x18n \x01(\x03R\ttimeoutNs\x12(\n" +
-	"\x10retry_on_timeout\x18o \x01(\bR\x0eretryOnTimeout\"g\n" +
+	"\x10retry_on_timeout\x18o \x01(\bR\x0eretryOnTimeout\x12\x15\n" +
+	"\x05after\x18\x82\x01 \x03(\tR\x05after\x12 \n" +
+	"\vafter_index\x18\x83\x01 \x03(\rR\n" +
+	"afterIndex\x12K\n" +
+	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -3267,10 +3300,11 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*SnoozeCmd)(nil),          // 35: docket.v1.SnoozeCmd
 	(*UpdateTaskCmd)(nil),      // 36: docket.v1.UpdateTaskCmd
 	(*RetryPolicy)(nil),        // 37: docket.v1.RetryPolicy
-	(Outcome)(0),               // 38: docket.v1.Outcome
-	(TaskState)(0),             // 39: docket.v1.TaskState
-	(*Task)(nil),               // 40: docket.v1.Task
-	(*Schedule)(nil),           // 41: docket.v1.Schedule
+	(ParentFailurePolicy)(0),   // 38: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 39: docket.v1.Outcome
+	(TaskState)(0),             // 40: docket.v1.TaskState
+	(*Task)(nil),               // 41: docket.v1.Task
+	(*Schedule)(nil),           // 42: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -3302,29 +3336,30 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
 	2,  // 27: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
 	37, // 28: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	4,  // 29: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 30: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 31: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	38, // 32: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 33: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 34: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	13, // 35: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
-	22, // 36: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 37: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	39, // 38: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 39: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	25, // 40: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	40, // 41: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	26, // 42: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	37, // 43: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	41, // 44: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 45: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	37, // 46: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	38, // 29: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	4,  // 30: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 31: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 32: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	39, // 33: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 34: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 35: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 36: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 37: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 38: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	40, // 39: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 40: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	25, // 41: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	41, // 42: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 43: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	37, // 44: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	42, // 45: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 46: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	37, // 47: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }

@@ -41,6 +41,9 @@ const (
 	// a running task whose worker answered a cancel request; kept until
 	// expire_at.
 	TaskState_TASK_STATE_CANCELLED TaskState = 7
+	// TASK_STATE_WAITING: enqueued after parents (NewTask.after) that have
+	// not all completed yet: q/.../w/...; from feature level 11.
+	TaskState_TASK_STATE_WAITING TaskState = 8
 )
 
 // Enum value maps for TaskState.
@@ -54,6 +57,7 @@ var (
 		5: "TASK_STATE_FAILED",
 		6: "TASK_STATE_DEAD",
 		7: "TASK_STATE_CANCELLED",
+		8: "TASK_STATE_WAITING",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -64,6 +68,7 @@ var (
 		"TASK_STATE_FAILED":      5,
 		"TASK_STATE_DEAD":        6,
 		"TASK_STATE_CANCELLED":   7,
+		"TASK_STATE_WAITING":     8,
 	}
 )
 
@@ -92,6 +97,60 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_task_proto_rawDescGZIP(), []int{0}
+}
+
+// ParentFailurePolicy is what a task waiting on parents does when one of
+// them ends FAILED, DEAD or CANCELLED (or is purged before it ran).
+type ParentFailurePolicy int32
+
+const (
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED ParentFailurePolicy = 0 // the default: CANCEL
+	// CANCEL ends the child CANCELLED, which cancels its own waiting
+	// children of this policy in turn.
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_CANCEL ParentFailurePolicy = 1
+	// RUN counts the parent as done: the child runs once every parent ended.
+	ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN ParentFailurePolicy = 2
+)
+
+// Enum value maps for ParentFailurePolicy.
+var (
+	ParentFailurePolicy_name = map[int32]string{
+		0: "PARENT_FAILURE_POLICY_UNSPECIFIED",
+		1: "PARENT_FAILURE_POLICY_CANCEL",
+		2: "PARENT_FAILURE_POLICY_RUN",
+	}
+	ParentFailurePolicy_value = map[string]int32{
+		"PARENT_FAILURE_POLICY_UNSPECIFIED": 0,
+		"PARENT_FAILURE_POLICY_CANCEL":      1,
+		"PARENT_FAILURE_POLICY_RUN":         2,
+	}
+)
+
+func (x ParentFailurePolicy) Enum() *ParentFailurePolicy {
+	p := new(ParentFailurePolicy)
+	*p = x
+	return p
+}
+
+func (x ParentFailurePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ParentFailurePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_task_proto_enumTypes[1].Descriptor()
+}
+
+func (ParentFailurePolicy) Type() protoreflect.EnumType {
+	return &file_docketv1_task_proto_enumTypes[1]
+}
+
+func (x ParentFailurePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ParentFailurePolicy.Descriptor instead.
+func (ParentFailurePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
 }
 
 // Outcome is what a worker reports in Submit.
@@ -130,11 +189,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_task_proto_enumTypes[1].Descriptor()
+	return file_docketv1_task_proto_enumTypes[2].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_docketv1_task_proto_enumTypes[1]
+	return &file_docketv1_task_proto_enumTypes[2]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -143,7 +202,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{1}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
 }
 
 // AttemptOutcome is how one claim of a task ended.
@@ -198,11 +257,11 @@ func (x AttemptOutcome) String() string {
 }
 
 func (AttemptOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_task_proto_enumTypes[2].Descriptor()
+	return file_docketv1_task_proto_enumTypes[3].Descriptor()
 }
 
 func (AttemptOutcome) Type() protoreflect.EnumType {
-	return &file_docketv1_task_proto_enumTypes[2]
+	return &file_docketv1_task_proto_enumTypes[3]
 }
 
 func (x AttemptOutcome) Number() protoreflect.EnumNumber {
@@ -211,7 +270,7 @@ func (x AttemptOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptOutcome.Descriptor instead.
 func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_task_proto_rawDescGZIP(), []int{2}
+	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
 }
 
 // Task is the one stored record of a task. All times are Unix nanoseconds
@@ -269,6 +328,15 @@ type Task struct {
 	// task is retried (dead-lettered at max_attempts) instead of FAILED.
 	RetryOnTimeout    bool  `protobuf:"varint,113,opt,name=retry_on_timeout,json=retryOnTimeout,proto3" json:"retry_on_timeout,omitempty"`
 	CancelRequestedAt int64 `protobuf:"varint,114,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"` // when Cancel reached the running task
+	// Task dependencies (feature level 11). parents are the tasks this one
+	// was enqueued after, in order, without repeats; waiting is how many of
+	// them have not ended yet (the task is WAITING while it is above 0).
+	Parents         []string            `protobuf:"bytes,130,rep,name=parents,proto3" json:"parents,omitempty"`
+	Waiting         uint32              `protobuf:"varint,131,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	OnParentFailure ParentFailurePolicy `protobuf:"varint,132,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.ParentFailurePolicy" json:"on_parent_failure,omitempty"`
+	// children counts the tasks that were enqueued to wait on this one
+	// while it was unfinished: its end visits them (j/c/<id>/...).
+	Children uint32 `protobuf:"varint,133,opt,name=children,proto3" json:"children,omitempty"`
 	// retry is the task's own backoff (NewTask.retry), kept so that every
 	// failed attempt is delayed by the same policy.
 	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
@@ -537,6 +605,34 @@ func (x *Task) GetCancelRequestedAt() int64 {
 	return 0
 }
 
+func (x *Task) GetParents() []string {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *Task) GetWaiting() uint32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *Task) GetOnParentFailure() ParentFailurePolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED
+}
+
+func (x *Task) GetChildren() uint32 {
+	if x != nil {
+		return x.Children
+	}
+	return 0
+}
+
 func (x *Task) GetRetry() *RetryPolicy {
 	if x != nil {
 		return x.Retry
@@ -751,7 +847,9 @@ type QueueStats struct {
 	// the cluster enabled feature level 5 and the queue changed since.
 	Totals *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
 	// paused: claims of the queue take nothing until it is resumed.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// waiting: tasks waiting on parents (TASK_STATE_WAITING); level 11.
+	Waiting       uint64 `protobuf:"varint,130,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +952,13 @@ func (x *QueueStats) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueStats) GetWaiting() uint64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
 }
 
 type QueueTotals struct {
@@ -970,7 +1075,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\xc9\b\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\xe9\t\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -1013,7 +1118,11 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\vdeadline_at\x18p \x01(\x03R\n" +
 	"deadlineAt\x12(\n" +
 	"\x10retry_on_timeout\x18q \x01(\bR\x0eretryOnTimeout\x12.\n" +
-	"\x13cancel_requested_at\x18r \x01(\x03R\x11cancelRequestedAt\x12-\n" +
+	"\x13cancel_requested_at\x18r \x01(\x03R\x11cancelRequestedAt\x12\x19\n" +
+	"\aparents\x18\x82\x01 \x03(\tR\aparents\x12\x19\n" +
+	"\awaiting\x18\x83\x01 \x01(\rR\awaiting\x12K\n" +
+	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\x12\x1b\n" +
+	"\bchildren\x18\x85\x01 \x01(\rR\bchildren\x12-\n" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"\x84\x01\n" +
 	"\vRetryPolicy\x12\x17\n" +
 	"\abase_ns\x18\x01 \x01(\x03R\x06baseNs\x12\x15\n" +
@@ -1035,7 +1144,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x12.\n" +
 	"\x13cancel_requested_at\x18n \x01(\x03R\x11cancelRequestedAt\x12\x1f\n" +
 	"\vdeadline_at\x18o \x01(\x03R\n" +
-	"deadlineAt\"\xae\x02\n" +
+	"deadlineAt\"\xc9\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -1048,7 +1157,8 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
 	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"\x99\x02\n" +
+	" \x01(\bR\x06paused\x12\x19\n" +
+	"\awaiting\x18\x82\x01 \x01(\x04R\awaiting\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
@@ -1058,7 +1168,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x1a\n" +
 	"\brequeued\x18\a \x01(\x04R\brequeued\x12#\n" +
 	"\rlease_expired\x18\b \x01(\x04R\fleaseExpired\x12\x1a\n" +
-	"\breleased\x18\t \x01(\x04R\breleased*\xcf\x01\n" +
+	"\breleased\x18\t \x01(\x04R\breleased*\xe7\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -1067,7 +1177,12 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
 	"\x0fTASK_STATE_DEAD\x10\x06\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\a*M\n" +
+	"\x14TASK_STATE_CANCELLED\x10\a\x12\x16\n" +
+	"\x12TASK_STATE_WAITING\x10\b*}\n" +
+	"\x13ParentFailurePolicy\x12%\n" +
+	"!PARENT_FAILURE_POLICY_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cPARENT_FAILURE_POLICY_CANCEL\x10\x01\x12\x1d\n" +
+	"\x19PARENT_FAILURE_POLICY_RUN\x10\x02*M\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
@@ -1095,30 +1210,32 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 	return file_docketv1_task_proto_rawDescData
 }
 
-var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_docketv1_task_proto_goTypes = []any{
-	(TaskState)(0),      // 0: docket.v1.TaskState
-	(Outcome)(0),        // 1: docket.v1.Outcome
-	(AttemptOutcome)(0), // 2: docket.v1.AttemptOutcome
-	(*Task)(nil),        // 3: docket.v1.Task
-	(*RetryPolicy)(nil), // 4: docket.v1.RetryPolicy
-	(*Attempt)(nil),     // 5: docket.v1.Attempt
-	(*QueueStats)(nil),  // 6: docket.v1.QueueStats
-	(*QueueTotals)(nil), // 7: docket.v1.QueueTotals
+	(TaskState)(0),           // 0: docket.v1.TaskState
+	(ParentFailurePolicy)(0), // 1: docket.v1.ParentFailurePolicy
+	(Outcome)(0),             // 2: docket.v1.Outcome
+	(AttemptOutcome)(0),      // 3: docket.v1.AttemptOutcome
+	(*Task)(nil),             // 4: docket.v1.Task
+	(*RetryPolicy)(nil),      // 5: docket.v1.RetryPolicy
+	(*Attempt)(nil),          // 6: docket.v1.Attempt
+	(*QueueStats)(nil),       // 7: docket.v1.QueueStats
+	(*QueueTotals)(nil),      // 8: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
 	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
-	1, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	5, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
-	4, // 3: docket.v1.Task.retry:type_name -> docket.v1.RetryPolicy
-	2, // 4: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
-	7, // 5: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
+	6, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
+	1, // 3: docket.v1.Task.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	5, // 4: docket.v1.Task.retry:type_name -> docket.v1.RetryPolicy
+	3, // 5: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
+	8, // 6: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -1131,7 +1248,7 @@ func file_docketv1_task_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,

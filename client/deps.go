@@ -1,0 +1,85 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/dockethq/docket/proto/docketv1"
+)
+
+// Task dependencies. A task enqueued with WithAfter (or NewTask.After and
+// AfterIndex in Enqueue) waits, TASK_STATE_WAITING, until every parent
+// completed; one Enqueue whose tasks name earlier ones by AfterIndex sends
+// a whole graph as one atomic command. They need a cluster whose every
+// server runs a build with feature level 11 (ErrFeatureDisabled); an
+// unknown parent is ErrNotFound.
+
+var opParentResults = op{name: "ParentResults", repeatable: true}
+
+// ErrNoParents means ParentResults was asked about a task without parents.
+var ErrNoParents = errors.New("task has no parents")
+
+// WithAfter makes the task wait until every task in ids completed.
+func WithAfter(ids ...string) TaskOption {
+	return func(t *docketv1.NewTask) { t.After = append(t.After, ids...) }
+}
+
+// WithParentFailureRun makes the task run even when a parent ends failed,
+// dead or cancelled; by default such a parent cancels it.
+func WithParentFailureRun() TaskOption {
+	return func(t *docketv1.NewTask) { t.OnParentFailure = docketv1.ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN }
+}
+
+// ParentResults reads the parents of task taskID of the client's tenant:
+// each one's state, outcome and result, in the task's order of parents.
+// A parent purged since reads as state UNSPECIFIED with no result. It
+// needs the worker, producer or reader role over the tenant.
+func (c *Client) ParentResults(ctx context.Context, taskID string) ([]*docketv1.ParentResult, error) {
+	return c.parentResults(ctx, taskID, c.cfg.tenant)
+}
+
+func (c *Client) parentResults(ctx context.Context, taskID, tenant string) ([]*docketv1.ParentResult, error) {
+	req := &docketv1.ParentResultsRequest{TaskId: taskID, Tenant: tenant}
+	var parents []*docketv1.ParentResult
+	_, err := c.invoke(ctx, opParentResults, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := docketv1.NewQueueClient(cc).ParentResults(ctx, req, opts...)
+		parents = r.GetParents()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return parents, nil
+}
+
+// Parents returns the ids of the tasks this one waited on.
+func (t *Task) Parents() []string { return t.p.GetParents() }
+
+// ParentResults reads this task's parents' results (Client.ParentResults)
+// with the worker's client, under the task's own tenant. ErrNoParents when
+// the task has none.
+func (t *Task) ParentResults(ctx context.Context) ([]*docketv1.ParentResult, error) {
+	if len(t.p.GetParents()) == 0 {
+		return nil, fmt.Errorf("ParentResults %s: %w", t.ID(), ErrNoParents)
+	}
+	if t.c == nil {
+		return nil, fmt.Errorf("ParentResults %s: task was not claimed by a Worker", t.ID())
+	}
+	return t.c.parentResults(ctx, t.ID(), t.p.GetTenant())
+}
+
+// hasDeps reports whether tasks name parents. Such an Enqueue is sent on
+// its own, never shared with other callers' (WithSharedRPCs): after_index
+// counts positions within the request, and the server refuses the whole
+// request for one unknown parent.
+func hasDeps(tasks []*docketv1.NewTask) bool {
+	for _, t := range tasks {
+		if len(t.GetAfter()) > 0 || len(t.GetAfterIndex()) > 0 {
+			return true
+		}
+	}
+	return false
+}
