@@ -42,5 +42,6 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 }
 
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_PURGE_QUEUE
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_PURGE_QUEUE ||
+		t == pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS
 }

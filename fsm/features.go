@@ -38,9 +38,12 @@ const (
 	// LevelQueueControl: SetQueuePaused and PurgeQueue, and the queue
 	// configuration record (g/) a claim reads.
 	LevelQueueControl uint32 = 7
+	// LevelLimits: SetQueueLimits (rules_limits.go); from the latch on, the
+	// tenant usage record counts running tasks (record version 2).
+	LevelLimits uint32 = 10
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelQueueControl
+	FeatureLevel = LevelLimits
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -69,6 +72,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelTokens
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		return LevelQueueControl
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		return LevelLimits
 	default:
 		return LevelBase
 	}

@@ -207,6 +207,8 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 			return err
 		}
 		return checkCount("limit", int(c.GetLimit()), 1, MaxBatch)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		return validateSetQueueLimits(cmd.GetSetQueueLimits())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -255,6 +257,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetSetQueuePaused() != nil
 	case pb.CommandType_COMMAND_TYPE_PURGE_QUEUE:
 		ok = cmd.GetPurgeQueue() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		ok = cmd.GetSetQueueLimits() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

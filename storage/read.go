@@ -71,6 +71,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 			return nil, "", err
 		}
 		s.Paused = cfg.GetPaused()
+		s.MaxRunning, s.RateMilli, s.Burst = cfg.GetMaxRunning(), cfg.GetRateMilli(), cfg.GetBurst()
 		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue

@@ -1781,6 +1781,126 @@ func (x *PurgeQueueResponse) GetPurged() uint64 {
 	return 0
 }
 
+type SetQueueLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: the tenant's own concurrency limit
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"` // tasks per 1000 seconds
+	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsRequest) Reset() {
+	*x = SetQueueLimitsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsRequest) ProtoMessage() {}
+
+func (x *SetQueueLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetQueueLimitsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetRateMilli() uint64 {
+	if x != nil && x.RateMilli != nil {
+		return *x.RateMilli
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
+type SetQueueLimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: every given value was already so
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsResponse) Reset() {
+	*x = SetQueueLimitsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsResponse) ProtoMessage() {}
+
+func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsResponse.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetQueueLimitsResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1789,7 +1909,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1921,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1934,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 type SnapshotChunk struct {
@@ -1826,7 +1946,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1958,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1971,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1873,7 +1993,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2005,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2018,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -1941,7 +2061,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2073,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2086,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2008,7 +2128,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2140,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2153,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2065,7 +2185,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2197,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2210,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 type TokenInfo struct {
@@ -2108,7 +2228,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2240,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2253,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2194,7 +2314,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2326,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2339,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2238,7 +2358,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2370,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2383,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2281,7 +2401,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2413,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2426,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 type Server struct {
@@ -2328,7 +2448,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2460,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2473,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Server) GetId() string {
@@ -2426,7 +2546,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2558,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2571,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -2500,7 +2620,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2632,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2645,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2665,7 +2785,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2797,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2810,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -2737,7 +2857,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2869,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2882,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -2781,7 +2901,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2913,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2926,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2828,7 +2948,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2960,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2973,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -2892,7 +3012,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3024,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3037,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 type RemoveServerRequest struct {
@@ -2929,7 +3049,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3061,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3074,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2972,7 +3092,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3104,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3117,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 type LeaveRequest struct {
@@ -3008,7 +3128,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3140,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3153,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 type LeaveResponse struct {
@@ -3044,7 +3164,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3176,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3189,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 var File_docketv1_api_proto protoreflect.FileDescriptor
@@ -3184,7 +3304,20 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\",\n" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\x15\n" +
+	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\xd3\x01\n" +
+	"\x15SetQueueLimitsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
+	"\vmax_running\x18\x03 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\r\n" +
+	"\v_rate_milliB\b\n" +
+	"\x06_burst\"2\n" +
+	"\x16SetQueueLimitsResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -3273,7 +3406,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse2\xda\b\n" +
+	"\rLeaveResponse2\xb1\t\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -3293,7 +3426,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"PauseQueue\x12\x1c.docket.v1.PauseQueueRequest\x1a\x1d.docket.v1.PauseQueueResponse\x12L\n" +
 	"\vResumeQueue\x12\x1d.docket.v1.ResumeQueueRequest\x1a\x1e.docket.v1.ResumeQueueResponse\x12I\n" +
 	"\n" +
-	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse2\x86\x06\n" +
+	"PurgeQueue\x12\x1c.docket.v1.PurgeQueueRequest\x1a\x1d.docket.v1.PurgeQueueResponse\x12U\n" +
+	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -3319,7 +3453,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -3353,56 +3487,58 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ResumeQueueResponse)(nil),        // 29: docket.v1.ResumeQueueResponse
 	(*PurgeQueueRequest)(nil),          // 30: docket.v1.PurgeQueueRequest
 	(*PurgeQueueResponse)(nil),         // 31: docket.v1.PurgeQueueResponse
-	(*SnapshotSaveRequest)(nil),        // 32: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 33: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 34: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 35: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 36: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 37: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 38: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 39: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 40: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 41: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 42: docket.v1.Server
-	(*StatusRequest)(nil),              // 43: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 44: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 45: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 46: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 47: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 48: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 49: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 50: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 51: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 52: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 53: docket.v1.LeaveResponse
-	(*NewTask)(nil),                    // 54: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 55: docket.v1.ItemResult
-	(*Task)(nil),                       // 56: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 57: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 58: docket.v1.Outcome
-	(TaskState)(0),                     // 59: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 60: docket.v1.QueueStats
+	(*SetQueueLimitsRequest)(nil),      // 32: docket.v1.SetQueueLimitsRequest
+	(*SetQueueLimitsResponse)(nil),     // 33: docket.v1.SetQueueLimitsResponse
+	(*SnapshotSaveRequest)(nil),        // 34: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 35: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 36: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 37: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 38: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 39: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 40: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 41: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 42: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 43: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 44: docket.v1.Server
+	(*StatusRequest)(nil),              // 45: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 46: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 47: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 48: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 49: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 50: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 51: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 52: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 53: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 54: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 55: docket.v1.LeaveResponse
+	(*NewTask)(nil),                    // 56: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 57: docket.v1.ItemResult
+	(*Task)(nil),                       // 58: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 59: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 60: docket.v1.Outcome
+	(TaskState)(0),                     // 61: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 62: docket.v1.QueueStats
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	54, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	55, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	56, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	57, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	55, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	58, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	56, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	57, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	58, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	59, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	57, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	60, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	55, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	59, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	56, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	56, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	60, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	56, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	55, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	59, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	56, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	38, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	42, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	45, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	57, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	61, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	58, // 9: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	58, // 10: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	62, // 11: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	58, // 12: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	57, // 13: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	61, // 14: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	58, // 15: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	40, // 16: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	44, // 17: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	47, // 18: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
 	0,  // 19: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
 	2,  // 20: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
 	4,  // 21: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
@@ -3419,44 +3555,46 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	26, // 32: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
 	28, // 33: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
 	30, // 34: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	43, // 35: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	46, // 36: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	48, // 37: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	50, // 38: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	52, // 39: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	35, // 40: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	37, // 41: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	40, // 42: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	32, // 43: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	33, // 44: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 45: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 46: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 47: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 48: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 49: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 50: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 51: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 52: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 53: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 54: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 55: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 56: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 57: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 58: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 59: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 60: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	44, // 61: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	47, // 62: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	49, // 63: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	51, // 64: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	53, // 65: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	36, // 66: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	39, // 67: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	41, // 68: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	33, // 69: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	34, // 70: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	45, // [45:71] is the sub-list for method output_type
-	19, // [19:45] is the sub-list for method input_type
+	32, // 35: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	45, // 36: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	48, // 37: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	50, // 38: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	52, // 39: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	54, // 40: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	37, // 41: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	39, // 42: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	42, // 43: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	34, // 44: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	35, // 45: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 46: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 47: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 48: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 49: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 50: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 51: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 52: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 53: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 54: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 55: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 56: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 57: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 58: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 59: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 60: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 61: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	33, // 62: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	46, // 63: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	49, // 64: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	51, // 65: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	53, // 66: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	55, // 67: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	38, // 68: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	41, // 69: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	43, // 70: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	35, // 71: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	36, // 72: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	46, // [46:73] is the sub-list for method output_type
+	19, // [19:46] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -3469,13 +3607,14 @@ func file_docketv1_api_proto_init() {
 	}
 	file_docketv1_task_proto_init()
 	file_docketv1_command_proto_init()
+	file_docketv1_api_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -22,22 +22,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queue_Enqueue_FullMethodName     = "/docket.v1.Queue/Enqueue"
-	Queue_Claim_FullMethodName       = "/docket.v1.Queue/Claim"
-	Queue_Heartbeat_FullMethodName   = "/docket.v1.Queue/Heartbeat"
-	Queue_Submit_FullMethodName      = "/docket.v1.Queue/Submit"
-	Queue_SubmitBatch_FullMethodName = "/docket.v1.Queue/SubmitBatch"
-	Queue_Nack_FullMethodName        = "/docket.v1.Queue/Nack"
-	Queue_Cancel_FullMethodName      = "/docket.v1.Queue/Cancel"
-	Queue_GetTask_FullMethodName     = "/docket.v1.Queue/GetTask"
-	Queue_WaitResult_FullMethodName  = "/docket.v1.Queue/WaitResult"
-	Queue_Stats_FullMethodName       = "/docket.v1.Queue/Stats"
-	Queue_ListDead_FullMethodName    = "/docket.v1.Queue/ListDead"
-	Queue_RequeueDead_FullMethodName = "/docket.v1.Queue/RequeueDead"
-	Queue_ListTasks_FullMethodName   = "/docket.v1.Queue/ListTasks"
-	Queue_PauseQueue_FullMethodName  = "/docket.v1.Queue/PauseQueue"
-	Queue_ResumeQueue_FullMethodName = "/docket.v1.Queue/ResumeQueue"
-	Queue_PurgeQueue_FullMethodName  = "/docket.v1.Queue/PurgeQueue"
+	Queue_Enqueue_FullMethodName        = "/docket.v1.Queue/Enqueue"
+	Queue_Claim_FullMethodName          = "/docket.v1.Queue/Claim"
+	Queue_Heartbeat_FullMethodName      = "/docket.v1.Queue/Heartbeat"
+	Queue_Submit_FullMethodName         = "/docket.v1.Queue/Submit"
+	Queue_SubmitBatch_FullMethodName    = "/docket.v1.Queue/SubmitBatch"
+	Queue_Nack_FullMethodName           = "/docket.v1.Queue/Nack"
+	Queue_Cancel_FullMethodName         = "/docket.v1.Queue/Cancel"
+	Queue_GetTask_FullMethodName        = "/docket.v1.Queue/GetTask"
+	Queue_WaitResult_FullMethodName     = "/docket.v1.Queue/WaitResult"
+	Queue_Stats_FullMethodName          = "/docket.v1.Queue/Stats"
+	Queue_ListDead_FullMethodName       = "/docket.v1.Queue/ListDead"
+	Queue_RequeueDead_FullMethodName    = "/docket.v1.Queue/RequeueDead"
+	Queue_ListTasks_FullMethodName      = "/docket.v1.Queue/ListTasks"
+	Queue_PauseQueue_FullMethodName     = "/docket.v1.Queue/PauseQueue"
+	Queue_ResumeQueue_FullMethodName    = "/docket.v1.Queue/ResumeQueue"
+	Queue_PurgeQueue_FullMethodName     = "/docket.v1.Queue/PurgeQueue"
+	Queue_SetQueueLimits_FullMethodName = "/docket.v1.Queue/SetQueueLimits"
 )
 
 // QueueClient is the client API for Queue service.
@@ -77,6 +78,13 @@ type QueueClient interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// SetQueueLimits sets or clears a queue's concurrency and rate limits
+	// (an absent field keeps its value, 0 clears it), or with an empty queue
+	// the tenant's concurrency limit across its queues. A claim the limits
+	// leave empty answers empty; a long poll waits until a running task ends
+	// or a token is due. Admin over the tenant for a queue; admin over every
+	// tenant for a tenant's own limit. Needs feature level 10.
+	SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequest, opts ...grpc.CallOption) (*SetQueueLimitsResponse, error)
 }
 
 type queueClient struct {
@@ -247,6 +255,16 @@ func (c *queueClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opt
 	return out, nil
 }
 
+func (c *queueClient) SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequest, opts ...grpc.CallOption) (*SetQueueLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQueueLimitsResponse)
+	err := c.cc.Invoke(ctx, Queue_SetQueueLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -284,6 +302,13 @@ type QueueServer interface {
 	// dead letters, with their idempotency keys. Running and finished tasks
 	// stay. Admin over the tenant; needs feature level 7.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// SetQueueLimits sets or clears a queue's concurrency and rate limits
+	// (an absent field keeps its value, 0 clears it), or with an empty queue
+	// the tenant's concurrency limit across its queues. A claim the limits
+	// leave empty answers empty; a long poll waits until a running task ends
+	// or a token is due. Admin over the tenant for a queue; admin over every
+	// tenant for a tenant's own limit. Needs feature level 10.
+	SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -341,6 +366,9 @@ func (UnimplementedQueueServer) ResumeQueue(context.Context, *ResumeQueueRequest
 }
 func (UnimplementedQueueServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedQueueServer) SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQueueLimits not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -651,6 +679,24 @@ func _Queue_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_SetQueueLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQueueLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).SetQueueLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_SetQueueLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).SetQueueLimits(ctx, req.(*SetQueueLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -721,6 +767,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeQueue",
 			Handler:    _Queue_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "SetQueueLimits",
+			Handler:    _Queue_SetQueueLimits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

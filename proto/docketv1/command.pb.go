@@ -50,6 +50,7 @@ const (
 	CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL CommandType = 17
 	CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED  CommandType = 18
 	CommandType_COMMAND_TYPE_PURGE_QUEUE       CommandType = 19
+	CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS  CommandType = 24
 )
 
 // Enum value maps for CommandType.
@@ -75,6 +76,7 @@ var (
 		17: "COMMAND_TYPE_SET_FEATURE_LEVEL",
 		18: "COMMAND_TYPE_SET_QUEUE_PAUSED",
 		19: "COMMAND_TYPE_PURGE_QUEUE",
+		24: "COMMAND_TYPE_SET_QUEUE_LIMITS",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -97,6 +99,7 @@ var (
 		"COMMAND_TYPE_SET_FEATURE_LEVEL": 17,
 		"COMMAND_TYPE_SET_QUEUE_PAUSED":  18,
 		"COMMAND_TYPE_PURGE_QUEUE":       19,
+		"COMMAND_TYPE_SET_QUEUE_LIMITS":  24,
 	}
 )
 
@@ -218,6 +221,7 @@ type Command struct {
 	//	*Command_SetFeatureLevel
 	//	*Command_SetQueuePaused
 	//	*Command_PurgeQueue
+	//	*Command_SetQueueLimits
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -445,6 +449,15 @@ func (x *Command) GetPurgeQueue() *PurgeQueueCmd {
 	return nil
 }
 
+func (x *Command) GetSetQueueLimits() *SetQueueLimitsCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetQueueLimits); ok {
+			return x.SetQueueLimits
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -525,6 +538,10 @@ type Command_PurgeQueue struct {
 	PurgeQueue *PurgeQueueCmd `protobuf:"bytes,28,opt,name=purge_queue,json=purgeQueue,proto3,oneof"`
 }
 
+type Command_SetQueueLimits struct {
+	SetQueueLimits *SetQueueLimitsCmd `protobuf:"bytes,33,opt,name=set_queue_limits,json=setQueueLimits,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -562,6 +579,8 @@ func (*Command_SetFeatureLevel) isCommand_Body() {}
 func (*Command_SetQueuePaused) isCommand_Body() {}
 
 func (*Command_PurgeQueue) isCommand_Body() {}
+
+func (*Command_SetQueueLimits) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -2122,7 +2141,19 @@ type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// paused: claims of the queue take nothing (a long poll waits as on an
 	// empty queue); enqueues, heartbeats and submits go on.
-	Paused        bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	// max_running: at most this many tasks of the queue RUNNING at once; a
+	// claim takes at most max_running - running (maybe none). 0: no limit.
+	MaxRunning uint32 `protobuf:"varint,120,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	// rate_milli: claims take at most rate_milli/1000 tasks per second, a
+	// token bucket of burst tokens refilled from the stamped now. 0: no limit.
+	RateMilli uint64 `protobuf:"varint,121,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	// burst: the bucket's size; 0 with a rate means max(1, rate per second).
+	Burst uint32 `protobuf:"varint,122,opt,name=burst,proto3" json:"burst,omitempty"`
+	// rate_tat is the bucket's moving state (GCRA's theoretical arrival
+	// time, Unix ns): the bucket is full at rate_tat and earlier. Written
+	// by each claim that took tasks from a rate-limited queue.
+	RateTat       int64 `protobuf:"varint,123,opt,name=rate_tat,json=rateTat,proto3" json:"rate_tat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2162,6 +2193,34 @@ func (x *QueueConfig) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueConfig) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateTat() int64 {
+	if x != nil {
+		return x.RateTat
+	}
+	return 0
 }
 
 // SetQueuePausedCmd pauses or resumes one queue of one tenant. Its item
@@ -2299,11 +2358,93 @@ func (x *PurgeQueueCmd) GetLimit() uint32 {
 	return 0
 }
 
+// SetQueueLimitsCmd sets or clears the limits of one queue of one tenant
+// (an absent field keeps its value, 0 clears it), or with an empty queue
+// the tenant's concurrency limit across all its queues (only max_running
+// may be given then). Its item is OK when it changed something,
+// ALREADY_DONE when every given value was already so. Changing the rate or
+// burst refills the bucket.
+type SetQueueLimitsCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"`
+	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsCmd) Reset() {
+	*x = SetQueueLimitsCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsCmd) ProtoMessage() {}
+
+func (x *SetQueueLimitsCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsCmd.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetQueueLimitsCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsCmd) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsCmd) GetRateMilli() uint64 {
+	if x != nil && x.RateMilli != nil {
+		return *x.RateMilli
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsCmd) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xf3\b\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\"\xbd\t\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -2327,7 +2468,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x11set_feature_level\x18\x1a \x01(\v2\x1d.docket.v1.SetFeatureLevelCmdH\x00R\x0fsetFeatureLevel\x12H\n" +
 	"\x10set_queue_paused\x18\x1b \x01(\v2\x1c.docket.v1.SetQueuePausedCmdH\x00R\x0esetQueuePaused\x12;\n" +
 	"\vpurge_queue\x18\x1c \x01(\v2\x18.docket.v1.PurgeQueueCmdH\x00R\n" +
-	"purgeQueueB\x06\n" +
+	"purgeQueue\x12H\n" +
+	"\x10set_queue_limits\x18! \x01(\v2\x1c.docket.v1.SetQueueLimitsCmdH\x00R\x0esetQueueLimitsB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8e\x02\n" +
@@ -2441,9 +2583,15 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"%\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"\x96\x01\n" +
 	"\vQueueConfig\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"Y\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1f\n" +
+	"\vmax_running\x18x \x01(\rR\n" +
+	"maxRunning\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18y \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18z \x01(\rR\x05burst\x12\x19\n" +
+	"\brate_tat\x18{ \x01(\x03R\arateTat\"Y\n" +
 	"\x11SetQueuePausedCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -2452,7 +2600,18 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04dead\x18\x03 \x01(\bR\x04dead\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit*\xbe\x04\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xcf\x01\n" +
+	"\x11SetQueueLimitsCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
+	"\vmax_running\x18\x03 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\r\n" +
+	"\v_rate_milliB\b\n" +
+	"\x06_burst*\xe1\x04\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -2474,7 +2633,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_REVOKE_TOKEN\x10\x10\x12\"\n" +
 	"\x1eCOMMAND_TYPE_SET_FEATURE_LEVEL\x10\x11\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_PAUSED\x10\x12\x12\x1c\n" +
-	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13*\xb6\x01\n" +
+	"\x18COMMAND_TYPE_PURGE_QUEUE\x10\x13\x12!\n" +
+	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18*\xb6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -2498,7 +2658,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -2530,9 +2690,10 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*QueueConfig)(nil),        // 27: docket.v1.QueueConfig
 	(*SetQueuePausedCmd)(nil),  // 28: docket.v1.SetQueuePausedCmd
 	(*PurgeQueueCmd)(nil),      // 29: docket.v1.PurgeQueueCmd
-	(Outcome)(0),               // 30: docket.v1.Outcome
-	(TaskState)(0),             // 31: docket.v1.TaskState
-	(*Task)(nil),               // 32: docket.v1.Task
+	(*SetQueueLimitsCmd)(nil),  // 30: docket.v1.SetQueueLimitsCmd
+	(Outcome)(0),               // 31: docket.v1.Outcome
+	(TaskState)(0),             // 32: docket.v1.TaskState
+	(*Task)(nil),               // 33: docket.v1.Task
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -2555,25 +2716,26 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	26, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
 	28, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
 	29, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	2,  // 20: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	4,  // 21: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 22: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 23: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	30, // 24: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 25: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 26: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	21, // 27: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 28: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	31, // 29: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 30: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	24, // 31: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	32, // 32: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	25, // 33: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 20: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
+	2,  // 21: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	4,  // 22: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 23: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 24: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	31, // 25: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 26: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 27: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	21, // 28: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 29: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	32, // 30: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 31: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	24, // 32: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	33, // 33: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	25, // 34: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -2602,14 +2764,16 @@ func file_docketv1_command_proto_init() {
 		(*Command_SetFeatureLevel)(nil),
 		(*Command_SetQueuePaused)(nil),
 		(*Command_PurgeQueue)(nil),
+		(*Command_SetQueueLimits)(nil),
 	}
+	file_docketv1_command_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

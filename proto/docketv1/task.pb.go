@@ -572,9 +572,20 @@ type QueueStats struct {
 	// the cluster enabled feature level 5 and the queue changed since.
 	Totals *QueueTotals `protobuf:"bytes,9,opt,name=totals,proto3" json:"totals,omitempty"`
 	// paused: claims of the queue take nothing until it is resumed.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Limits (feature level 10), 0 when unset: the queue's concurrency
+	// limit, its rate in tasks per 1000 s (rate_milli/1000 per second) and
+	// bucket size, the bucket's tokens (x1000) at the replica's last applied
+	// time, and its tenant's concurrency limit and running tasks across all
+	// its queues.
+	MaxRunning       uint32 `protobuf:"varint,120,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	RateMilli        uint64 `protobuf:"varint,121,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	Burst            uint32 `protobuf:"varint,122,opt,name=burst,proto3" json:"burst,omitempty"`
+	TokensMilli      uint64 `protobuf:"varint,123,opt,name=tokens_milli,json=tokensMilli,proto3" json:"tokens_milli,omitempty"`
+	TenantMaxRunning uint32 `protobuf:"varint,124,opt,name=tenant_max_running,json=tenantMaxRunning,proto3" json:"tenant_max_running,omitempty"`
+	TenantRunning    uint64 `protobuf:"varint,125,opt,name=tenant_running,json=tenantRunning,proto3" json:"tenant_running,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -675,6 +686,48 @@ func (x *QueueStats) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueStats) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *QueueStats) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueStats) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTokensMilli() uint64 {
+	if x != nil {
+		return x.TokensMilli
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTenantMaxRunning() uint32 {
+	if x != nil {
+		return x.TenantMaxRunning
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTenantRunning() uint64 {
+	if x != nil {
+		return x.TenantRunning
+	}
+	return 0
 }
 
 type QueueTotals struct {
@@ -836,7 +889,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"leaseUntil\x12\x19\n" +
 	"\bended_at\x18\x06 \x01(\x03R\aendedAt\x123\n" +
 	"\aoutcome\x18\a \x01(\x0e2\x19.docket.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xae\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xfc\x03\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -849,7 +902,15 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x11oldest_pending_at\x18\b \x01(\x03R\x0foldestPendingAt\x12.\n" +
 	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"\x99\x02\n" +
+	" \x01(\bR\x06paused\x12\x1f\n" +
+	"\vmax_running\x18x \x01(\rR\n" +
+	"maxRunning\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18y \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18z \x01(\rR\x05burst\x12!\n" +
+	"\ftokens_milli\x18{ \x01(\x04R\vtokensMilli\x12,\n" +
+	"\x12tenant_max_running\x18| \x01(\rR\x10tenantMaxRunning\x12%\n" +
+	"\x0etenant_running\x18} \x01(\x04R\rtenantRunning\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
