@@ -67,6 +67,11 @@ var methodRoles = map[string][]string{
 	pb.Queue_PauseQueue_FullMethodName:  {RoleAdmin},
 	pb.Queue_ResumeQueue_FullMethodName: {RoleAdmin},
 	pb.Queue_PurgeQueue_FullMethodName:  {RoleAdmin},
+	// Limits of a queue: admin over its tenant. A tenant's own limit
+	// (empty queue) bounds what the tenant may take from the cluster, so
+	// its own admin may not lift it: transport names no tenant for it,
+	// and admin over every tenant is needed.
+	pb.Queue_SetQueueLimits_FullMethodName: {RoleAdmin},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},
