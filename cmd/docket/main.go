@@ -28,6 +28,9 @@ Usage:
   docket queues                  every queue with its counts and pause, across tenants
   docket queue pause|resume QUEUE  stop or restart claims of a queue (enqueues go on)
   docket queue purge QUEUE       delete a queue's pending and delayed tasks
+  docket queue limit QUEUE [--concurrency N] [--rate R/s] [--burst B] [--clear]
+                                 limit a queue's running tasks and claim rate (0 clears)
+  docket queue limit --tenant-wide --concurrency N  limit a tenant's running tasks
   docket dlq list QUEUE          list dead letters
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket dlq purge QUEUE         delete a queue's dead letters

@@ -11,10 +11,17 @@ import (
 // queue is `docket queue pause|resume|purge QUEUE`: queue control on one
 // queue of --tenant (the default tenant unless given).
 func (v *verb) queue(ctx context.Context, args []string) error {
-	const what = "pause|resume|purge QUEUE"
-	pos, err := v.parse(args, 2, 2, what)
+	const what = "pause|resume|purge|limit QUEUE"
+	lf := v.limitFlags()
+	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
 		return err
+	}
+	if pos[0] == "limit" {
+		return v.queueLimit(ctx, pos[1:], lf)
+	}
+	if len(pos) != 2 || lf.any() {
+		return fmt.Errorf("%w: docket queue %s", errUsage, what)
 	}
 	sub, queue := pos[0], pos[1]
 	if sub != "pause" && sub != "resume" && sub != "purge" {
@@ -91,14 +98,14 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 		all = mine
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "LIMITS")
 		for _, s := range all {
 			state := "active"
 			if s.GetPaused() {
 				state = "paused"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted())
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limitsText(s))
 		}
 	}, &pb.StatsResponse{Queues: all})
 }
