@@ -8,7 +8,7 @@
 //
 // The story of a request: any node accepts it. A write (Enqueue, Claim,
 // Heartbeat, Submit, Nack, Cancel, RequeueDead, PauseQueue, ResumeQueue,
-// PurgeQueue) is turned into a Command
+// PurgeQueue, SetQueueLimits) is turned into a Command
 // by cluster, which fills the request's defaults (an empty tenant becomes
 // "default", Claim's max_tasks and lease get theirs), and checked with
 // Node.Check on the node that received it, so a bad value costs no hop and
@@ -23,7 +23,7 @@
 // Files: config.go (the Node interface, Config), server.go (NewServer,
 // Serve, Stop, the interceptor, health), errors.go (toStatus), forward.go
 // (onLeader), queue.go (writes and reads), queuectl.go (PauseQueue,
-// ResumeQueue, PurgeQueue), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
+// ResumeQueue, PurgeQueue), queuelimits.go (SetQueueLimits), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
 // long-poll bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by
