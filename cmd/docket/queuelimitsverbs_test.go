@@ -5,13 +5,32 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
+
+// waitClusterLevel waits until every node latched level: the leader
+// latches it shortly after it is elected, and a command of that level
+// sent before is refused FEATURE_DISABLED.
+func waitClusterLevel(t *testing.T, nodes []*sysNode, level uint32) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the feature level latched", func() bool {
+		for _, n := range nodes {
+			if n.node.FSM().EnabledLevel() < level {
+				return false
+			}
+		}
+		return true
+	})
+}
 
 // Test_CLIQueueLimits: `docket queue limit` as the README tour runs it,
 // the limit at claim, and stats and queues showing it, text and --json.
 func Test_CLIQueueLimits(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	addrs := strings.Join(addrsOf(nodes), ",")
+	waitClusterLevel(t, nodes, fsm.LevelLimits)
 	for range 3 {
 		docket(t, addrs, "enqueue", "jobs", "x")
 	}
