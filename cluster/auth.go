@@ -83,6 +83,11 @@ var methodRoles = map[string][]string{
 	// A child's worker reads its parents' results; whoever may read the
 	// task may read them too.
 	pb.Queue_ParentResults_FullMethodName: {RoleWorker, RoleProducer, RoleReader},
+	// Limits of a queue: admin over its tenant. A tenant's own limit
+	// (empty queue) bounds what the tenant may take from the cluster, so
+	// its own admin may not lift it: transport names no tenant for it,
+	// and admin over every tenant is needed.
+	pb.Queue_SetQueueLimits_FullMethodName: {RoleAdmin},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},

@@ -119,10 +119,13 @@ func (s *Service) avail(ref fsm.QueueRef) int {
 // Claim command decides.
 func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
 	f := s.r.FSM()
-	// A paused queue has nothing to claim: its long polls wait as on an
-	// empty one, and resuming wakes them (the FSM's Event).
-	if paused, err := f.Paused(ref.Queue, ref.Tenant); err != nil || paused {
-		return 0, err != nil, 0
+	// A paused queue, or one its limits leave nothing, has nothing to
+	// claim: its long polls wait as on an empty one. Resuming, a running
+	// task's end and a raised limit wake them (the FSM's Event); a rate
+	// limit's next token is their timer.
+	allow, nextToken, err := f.ClaimAllowance(ref.Queue, ref.Tenant, s.r.Now().UnixNano())
+	if err != nil || allow == 0 {
+		return 0, err != nil, nextToken
 	}
 	// One catalog read: Stats would also seek every priority's head to
 	// find the oldest pending task, which a claim does not need.
@@ -131,7 +134,7 @@ func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisibl
 		return 0, true, 0
 	}
 	if p > 0 || delayed == 0 {
-		return int(p), false, 0
+		return int(min(p, uint64(allow))), false, 0
 	}
 	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)
 	if err != nil || len(head) == 0 {

@@ -644,13 +644,32 @@
 //     level is latched (fsm.CommandLevel counts the field), so an older
 //     server never meets a field it would drop.
 //
+// # Limits (queuelimits.go)
+//
+//   - SetQueueLimits is a command of feature level 10 (fsm.LevelLimits).
+//     The FSM enforces the limits at claim; this package only keeps long
+//     polls from proposing claims they would leave empty. claimable asks
+//     fsm.ClaimAllowance (pause, concurrency, tenant limit, tokens: three
+//     Gets on a Pebble snapshot) and caps the pending count with it, so
+//     the claim gate reserves no more than the limits allow. Before, a
+//     waiting claim on a queue at its limit saw pending tasks, proposed,
+//     got nothing and looked again: hundreds of empty entries a second
+//     (Test_ConcurrencyLimitedLongPoll, Test_RateLimitedLongPoll).
+//   - Wake-ups: a running task's end names its queue in the FSM's Event
+//     when tasks wait there; under a tenant limit, Event.Freed names the
+//     tenant and one waiter of each of the tenant's waiting queues looks
+//     (the event carries no counts of the other queues, and the observer
+//     reads no Pebble). An empty bucket gives its waiters a timer at the
+//     next token's time (the next-visible path delayed tasks use), taken
+//     from the leader's clock; the FSM's own time is used when later.
+//
 // # Authentication and authorization (auth.go)
 //
 //   - One role table, methodRoles, decides which roles allow a method:
 //     producer (Enqueue, GetTask, WaitResult), worker (Claim, Heartbeat,
 //     Submit, SubmitBatch, Nack), reader (Stats, GetTask), admin (the
 //     Cluster service, tokens, the DLQ, Cancel, and queue control:
-//     PauseQueue, ResumeQueue, PurgeQueue). A method missing from
+//     PauseQueue, ResumeQueue, PurgeQueue, SetQueueLimits). A method missing from
 //     it is refused to every token. Roles cover the token's tenants; a
 //     call naming no tenant (the Cluster service, token management,
 //     RequeueDead by id) needs its role over "*", so an admin of one
@@ -668,6 +687,11 @@
 //     payload or fence. An Enqueue with parents needs no new role, only
 //     fsm.LevelDependencies latched (fsm.CommandLevel says so, and the
 //     gate above refuses it with ErrFeatureDisabled before).
+//   - SetQueueLimits is admin too: over the queue's tenant for a queue's
+//     limits, as queue control; over every tenant for a tenant's own
+//     limit (transport names no tenant for it). That limit bounds what the
+//     tenant takes from the cluster, so the tenant's own admin must not be
+//     able to lift it.
 //   - Cluster.Status needs no token even with auth on (OpenMethod):
 //     nodes call it on each other for non-voter health and consistency
 //     checks, and have no token of their own before TLS gives them an

@@ -133,6 +133,9 @@ func (h *hub) observe(ev fsm.Event) {
 			h.wakeQueue(c.QueueRef, h.gate.free(c.QueueRef, int(min(c.Pending, uint64(maxInt)))))
 		}
 	}
+	for _, tn := range ev.Freed {
+		h.wakeTenant(tn)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ev.Finished {

@@ -42,11 +42,5 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 }
 
 func knownType(t pb.CommandType) bool {
-	switch {
-	case t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_TIME_OUT:
-		return true
-	case t >= pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY && t <= pb.CommandType_COMMAND_TYPE_UPDATE_TASK: // LevelRetries
-		return true
-	}
-	return false
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_UPDATE_TASK
 }

@@ -13,6 +13,7 @@
 // snooze, updateTask, timeOut. Each rule moves a
 // purgeQueue (and, inside enqueue and every move to an end, the task
 // dependencies of rules_deps.go). Each rule moves a
+// purgeQueue, setQueueLimits. Each rule moves a
 // task between keyspace indexes only through txn.move, which keeps the
 // counters and the one-index-per-task invariant.
 //
@@ -329,6 +330,47 @@
 //     is told rather than the field silently lost. The rules read the
 //     latched level (txn.feature), never the build's, so replicas agree
 //     mid-upgrade.
+//   - Limits (rules_limits.go, LevelLimits = 10). A queue's concurrency
+//     limit (max_running) and rate limit (rate_milli, tasks per 1000 s,
+//     and burst) live in its configuration record, g/, next to pause: a
+//     claim reads that record anyway, so a limit costs it no new key. A
+//     claim takes at most max_running - running (the catalog's count),
+//     at most the tenant's limit - the tenant's running tasks, and at
+//     most the bucket's whole tokens; a claim they leave none takes
+//     nothing, writes nothing, and answers empty like a paused queue.
+//   - The bucket is GCRA: its whole moving state is one time, rate_tat,
+//     at or before which the bucket is full; taking n tokens moves it n
+//     intervals (1e12/rate_milli ns, integer) later, and time refills it.
+//     It is stored in the configuration record, not under its own key
+//     (b/ stays unused): a claim that takes tasks from a rate-limited
+//     queue rewrites that record (a few dozen bytes) instead of reading
+//     and writing a second key, and Stats reads one record. Integers
+//     only, bounded (rate at most 1e9, burst at most 1e6, so burst times
+//     interval is at most 1e18 ns and now + that stays below 2^63), from
+//     the stamped now: every replica takes the same tasks. A new rate or
+//     burst refills the bucket; a burst of 0 means the rate per second,
+//     at least 1. The integer interval rounds down, so a rate runs at
+//     most a nanosecond per token fast.
+//   - A tenant's concurrency limit is set at runtime by an admin of every
+//     tenant (the same command with an empty queue), not stamped by the
+//     leader like TenantLimits: users expect a record they change without
+//     restarting agents, and a stamped value would differ per leader. It
+//     lives in the tenant's usage record (u/, version 2 from the latch),
+//     next to a count of the tenant's RUNNING tasks, which txn.write keeps
+//     on every move to or from RUNNING: that record is read and written
+//     per apply batch anyway, so counting costs 16 bytes per write and no
+//     Get. At the latch the counts are set from the catalog's per-queue
+//     running counts (stored and this batch's), so tasks running before
+//     it count; a tenant limit set before the latch (the leader never
+//     proposes one; the FSM does not refuse it) counts that tenant the
+//     same way. Before the latch the record stays version 1, byte for
+//     byte (Test_TenantRecordWaitsForItsLevel).
+//   - Changing a limit announces the queue's pending tasks; a running
+//     task's end announces its queue when tasks wait there, and under a
+//     tenant limit names the tenant in Event.Freed, so long polls that a
+//     limit held back look again. Events are not state: no keyspace
+//     changes. Every claim reads the tenant's usage record whatever the
+//     latch, like the pause flag, so a limit applied is a limit kept.
 //   - PurgeQueue deletes a queue's pending and delayed tasks, or its dead
 //     letters, up to limit (at most MaxBatch) per command; the caller
 //     repeats until an answer has fewer items. It is not retention's

@@ -45,6 +45,9 @@ const (
 	// the task cancel-requested instead of answering WRONG_STATE); claims
 	// of a task with timeout_ns get an execution deadline (o/ index).
 	LevelCancelRunning uint32 = 9
+	// LevelLimits: SetQueueLimits (rules_limits.go); from the latch on, the
+	// tenant usage record counts running tasks (record version 2).
+	LevelLimits uint32 = 10
 	// LevelDependencies: no new command; an Enqueue may name parents
 	// (NewTask.after, after_index) and its task waits for them
 	// (rules_deps.go). Below the latch apply ignores those fields, as an
@@ -100,6 +103,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelRetries
 	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
 		return LevelCancelRunning
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		return LevelLimits
 	default:
 		return LevelBase
 	}

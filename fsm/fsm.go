@@ -62,6 +62,9 @@ type Event struct {
 	// have claimable tasks and any task may have finished, so every waiter
 	// looks again. Pending and Finished are empty then.
 	Restored bool
+	// Freed names tenants with a concurrency limit whose running tasks
+	// dropped: a claim of any of their queues may take a task now.
+	Freed []string
 }
 
 // QueueCount is a queue's pending count at the end of an applied batch.
@@ -357,7 +360,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if tx.feature > f.feature.Load() {
 		f.feature.Store(tx.feature)
 	}
-	if fn := f.observer.Load(); fn != nil && (len(tx.ev.Pending) > 0 || len(tx.ev.Finished) > 0) {
+	if fn := f.observer.Load(); fn != nil && (len(tx.ev.Pending) > 0 || len(tx.ev.Finished) > 0 || len(tx.ev.Freed) > 0) {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
@@ -446,7 +449,11 @@ func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
 		return nil, err
 	}
 	defer release()
-	return storage.Stats(r, queue, tenant)
+	out, err := storage.Stats(r, queue, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return out, fillLimits(r, out, f.now.Load())
 }
 
 // StatsPage is Stats from after cursor, within AnswerBudget bytes (at
@@ -457,7 +464,11 @@ func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string,
 		return nil, "", err
 	}
 	defer release()
-	return pageErr(storage.StatsPage(r, queue, tenant, cursor, AnswerBudget))
+	out, next, err := pageErr(storage.StatsPage(r, queue, tenant, cursor, AnswerBudget))
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, fillLimits(r, out, f.now.Load())
 }
 
 // ListTasks lists a queue's tasks in one state (pending, delayed, running or

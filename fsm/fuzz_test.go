@@ -52,6 +52,9 @@ func seedCommands(t testing.TB, p *fuzzPrefix) [][]byte {
 		cancelCmd(now, p.running.id),           // a cancel request once level 9 is latched
 		timeOutCmd(now, &pb.ReapItem{TaskId: p.running.id, Fence: p.running.fence}),
 		enqueueCmd(now, &pb.NewTask{Queue: "emails", Tenant: "acme", TimeoutNs: int64(time.Minute), RetryOnTimeout: true}),
+		limitsCmd(now, "emails", "acme", u32(2), u64(1500), u32(3)),
+		limitsCmd(now, "emails", "acme", nil, u64(0), nil),
+		limitsCmd(now, "", "acme", u32(1), nil, nil),
 		claimCmd(now, "emails", "acme", "", 0, 0),            // invalid
 		{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: now}, // no body
 		{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: now - int64(time.Hour), // time runs backwards

@@ -15,6 +15,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 	if c.GetLevel() <= tx.feature {
 		return nil
 	}
+	if tx.feature < LevelLimits && c.GetLevel() >= LevelLimits {
+		if err := tx.countTenantsRunning(""); err != nil {
+			return err
+		}
+	}
 	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
 		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
 	}

@@ -37,17 +37,6 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 	return nil
 }
 
-// paused reports whether claims of the queue stop. It reads the record
-// whatever the latch: a pause applied is a pause kept, so the rule does
-// not depend on which gate let the command in.
-func (tx *txn) paused(queue, tenant string) (bool, error) {
-	cfg, err := storage.GetQueueConfig(tx.r, queue, tenant)
-	if err != nil {
-		return false, err
-	}
-	return cfg.GetPaused(), nil
-}
-
 // purgeQueue deletes up to limit waiting tasks of a queue (pending and
 // delayed, in index order) or its dead letters. Running tasks belong to
 // their workers and finished ones to retention; neither is touched.

@@ -151,8 +151,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 // BenchmarkApplyBatch_ClaimSubmit).
 func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	q, tn := c.GetQueue(), c.GetTenant()
-	if paused, err := tx.paused(q, tn); err != nil || paused {
-		return err // a paused queue hands out nothing: an empty answer
+	cfg, want, err := tx.admitClaim(q, tn, int(c.GetMaxTasks()))
+	if err != nil || want == 0 {
+		return err // paused, or limited to nothing: an empty answer
 	}
 	m, err := tx.meta(q, tn, false)
 	if err != nil {
@@ -165,7 +166,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			return err
 		}
 	}
-	want := int(c.GetMaxTasks())
+	claimed := len(res.Tasks)
 	// The answer's byte budget is per claim, so each caller of a Batch has
 	// its own; a claim that reaches it stops, and the rest stays pending.
 	var bud budget
@@ -234,7 +235,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			}
 		}
 	}
-	return nil
+	return tx.spendTokens(q, tn, cfg, len(res.Tasks)-claimed)
 }
 
 // heartbeat extends each lease held under exactly its fence and stores the

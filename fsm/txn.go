@@ -157,6 +157,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.updateTask(cmd.GetUpdateTask(), res)
 	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
 		err = tx.timeOut(cmd.GetTimeOut(), res)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		err = tx.setQueueLimits(cmd.GetSetQueueLimits(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
@@ -344,6 +346,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		// Marked per command, like the totals themselves, so the record's
 		// version does not depend on how entries are batched.
 		m.Totals.HasReleased = m.Totals.HasReleased || tx.feature >= LevelAttempts
+	}
+	if err := tx.countRunning(t, from, m); err != nil {
+		return err
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_PENDING && t.GetSeq() < m.Head[t.GetPriority()] {
 		// Keep the head hint a lower bound; this undoes storage.Drained.

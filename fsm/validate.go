@@ -230,6 +230,8 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_RETRY, pb.CommandType_COMMAND_TYPE_SNOOZE,
 		pb.CommandType_COMMAND_TYPE_UPDATE_TASK:
 		return validateRetries(cmd, at)
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		return validateSetQueueLimits(cmd.GetSetQueueLimits())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -292,6 +294,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetUpdateTask() != nil
 	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
 		ok = cmd.GetTimeOut() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
+		ok = cmd.GetSetQueueLimits() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

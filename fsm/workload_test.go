@@ -136,6 +136,9 @@ func (w *workload) next(t testing.TB, f *FSM) *raft.Log {
 	if w.pct(4) {
 		return entry(t, w.index, w.retries(now))
 	}
+	if w.pct(2) {
+		return entry(t, w.index, w.limits(now))
+	}
 	return entry(t, w.index, w.command(t, f, now))
 }
 

@@ -74,6 +74,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		if s.Waiting, err = GetWaitingCount(r, s.Queue, s.Tenant); err != nil {
 			return nil, "", err
 		}
+		s.MaxRunning, s.RateMilli, s.Burst = cfg.GetMaxRunning(), cfg.GetRateMilli(), cfg.GetBurst()
 		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue

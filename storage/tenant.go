@@ -18,31 +18,52 @@ func TenantKey(tenant string) []byte {
 func TenantPrefix() []byte { return prefixTenant }
 
 // TenantUsage is the record u/<tenant>: the tenant's stored task records
-// (in every state, until purged) and their encoded bytes.
+// (in every state, until purged) and their encoded bytes; from version 2
+// also its running tasks across all its queues and its concurrency limit.
 type TenantUsage struct {
 	Tasks, Bytes uint64
+	// Running counts the tenant's RUNNING tasks and MaxRunning is its
+	// concurrency limit (0: none). Kept only in a version 2 record
+	// (HasRunning), which fsm writes from its LevelLimits latch on; until
+	// then the record is byte for byte what older builds write.
+	Running, MaxRunning uint64
+	HasRunning          bool
 }
 
 const (
 	tenantVersion1 = 1
 	tenantLenV1    = 1 + 8 + 8
+	tenantVersion2 = 2
+	tenantLenV2    = tenantLenV1 + 8 + 8
 )
 
-// Marshal encodes u in its fixed binary form: a version byte, then the two
-// counters big-endian.
+// Marshal encodes u in its fixed binary form: a version byte, then the
+// counters big-endian (two in version 1, four in version 2).
 func (u *TenantUsage) Marshal() []byte {
-	b := make([]byte, 0, tenantLenV1)
-	b = append(b, tenantVersion1)
-	b = binary.BigEndian.AppendUint64(b, u.Tasks)
-	return binary.BigEndian.AppendUint64(b, u.Bytes)
+	if !u.HasRunning {
+		b := make([]byte, 0, tenantLenV1)
+		b = append(b, tenantVersion1)
+		b = binary.BigEndian.AppendUint64(b, u.Tasks)
+		return binary.BigEndian.AppendUint64(b, u.Bytes)
+	}
+	b := make([]byte, 0, tenantLenV2)
+	b = append(b, tenantVersion2)
+	for _, v := range []uint64{u.Tasks, u.Bytes, u.Running, u.MaxRunning} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
 }
 
-// UnmarshalTenantUsage decodes a u/ value.
+// UnmarshalTenantUsage decodes a u/ value of either version.
 func UnmarshalTenantUsage(b []byte) (TenantUsage, error) {
-	if len(b) < tenantLenV1 || b[0] != tenantVersion1 {
-		return TenantUsage{}, fmt.Errorf("tenant usage: %d bytes, version %v", len(b), b[:min(1, len(b))])
+	switch {
+	case len(b) >= tenantLenV1 && b[0] == tenantVersion1:
+		return TenantUsage{Tasks: binary.BigEndian.Uint64(b[1:]), Bytes: binary.BigEndian.Uint64(b[9:])}, nil
+	case len(b) >= tenantLenV2 && b[0] == tenantVersion2:
+		return TenantUsage{Tasks: binary.BigEndian.Uint64(b[1:]), Bytes: binary.BigEndian.Uint64(b[9:]),
+			Running: binary.BigEndian.Uint64(b[17:]), MaxRunning: binary.BigEndian.Uint64(b[25:]), HasRunning: true}, nil
 	}
-	return TenantUsage{Tasks: binary.BigEndian.Uint64(b[1:]), Bytes: binary.BigEndian.Uint64(b[9:])}, nil
+	return TenantUsage{}, fmt.Errorf("tenant usage: %d bytes, version %v", len(b), b[:min(1, len(b))])
 }
 
 // GetTenantUsage reads u/<tenant>; a tenant with nothing stored reads as

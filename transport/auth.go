@@ -159,6 +159,12 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.ParentResultsRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.SetQueueLimitsRequest:
+		tn := def(&r.Tenant)
+		if r.GetQueue() == "" {
+			return nil // a tenant's own limit: admin over every tenant
+		}
+		return []string{tn}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

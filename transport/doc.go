@@ -10,6 +10,7 @@
 // Heartbeat, Submit, Nack, Cancel, RequeueDead, PauseQueue, ResumeQueue,
 // PurgeQueue, PutSchedule, RemoveSchedule, SetQueueRetry, ResetQueue,
 // Snooze, UpdateTask) is turned into a Command
+// PurgeQueue, SetQueueLimits) is turned into a Command
 // by cluster, which fills the request's defaults (an empty tenant becomes
 // "default", Claim's max_tasks and lease get theirs), and checked with
 // Node.Check on the node that received it, so a bad value costs no hop and
@@ -29,6 +30,7 @@
 // UpdateTask), claim.go (Claim, WaitResult and claimWatch), admin.go (the
 // Cluster service), limits.go (connection and
 // ResumeQueue, PurgeQueue), deps.go (ParentResults), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
+// ResumeQueue, PurgeQueue), queuelimits.go (SetQueueLimits), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
 // long-poll bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by

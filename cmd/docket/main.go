@@ -40,7 +40,10 @@ Usage:
   docket queue retry QUEUE --base D [--cap D] [--multiplier N] [--jitter P]
                                  backoff between a queue's retries (--base 0 clears)
   docket queue dead-retention QUEUE D  keep a queue's dead letters D (0: 14 days)
-  docket queue reset QUEUE       drop a queue's configuration (pause, retry, retention)
+  docket queue reset QUEUE       drop a queue's configuration (pause, limits, retry, retention)
+  docket queue limit QUEUE [--concurrency N] [--rate R/s] [--burst B] [--clear]
+                                 limit a queue's running tasks and claim rate (0 clears)
+  docket queue limit --tenant-wide --concurrency N  limit a tenant's running tasks
   docket dlq list [QUEUE]        list dead letters (no QUEUE: every queue of --tenant)
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket dlq purge QUEUE         delete a queue's dead letters

@@ -8,16 +8,24 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// queue is `docket queue pause|resume|purge QUEUE`: queue control on one
-// queue of --tenant (the default tenant unless given).
+// queue is `docket queue pause|resume|purge|retry|reset|limit QUEUE` and
+// `docket queue dead-retention QUEUE D`: queue control on one queue of
+// --tenant (the default tenant unless given).
 func (v *verb) queue(ctx context.Context, args []string) error {
 	rf := v.retryFlags() // retriesverbs.go
-	const what = "pause|resume|purge|retry|reset QUEUE | queue dead-retention QUEUE D"
-	pos, err := v.parse(args, 2, 3, what)
+	lf := v.limitFlags() // queuelimitsverbs.go
+	const what = "pause|resume|purge|retry|reset|limit QUEUE | queue dead-retention QUEUE D"
+	pos, err := v.parse(args, 1, 3, what)
 	if err != nil {
 		return err
 	}
-	if sub := pos[0]; sub == "retry" || sub == "dead-retention" || sub == "reset" {
+	if pos[0] == "limit" {
+		return v.queueLimit(ctx, pos[1:], lf)
+	}
+	if lf.any() {
+		return fmt.Errorf("%w: docket queue %s", errUsage, what)
+	}
+	if sub := pos[0]; (sub == "retry" || sub == "dead-retention" || sub == "reset") && len(pos) >= 2 {
 		return v.queueRetries(ctx, pos, rf)
 	}
 	sub, queue := pos[0], pos[1]
@@ -95,14 +103,14 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 		all = mine
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "LIMITS")
 		for _, s := range all {
 			state := "active"
 			if s.GetPaused() {
 				state = "paused"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted())
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limitsText(s))
 		}
 	}, &pb.StatsResponse{Queues: all})
 }

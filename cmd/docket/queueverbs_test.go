@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/fsm"
 )
 
 // Test_CLIQueueControl: the queue control verbs, cancel and wait, as the
@@ -15,6 +17,7 @@ import (
 func Test_CLIQueueControl(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	addrs := strings.Join(addrsOf(nodes), ",")
+	waitClusterLevel(t, nodes, fsm.LevelQueueControl) // pause before the latch is FEATURE_DISABLED
 	idOf := func(out string) string { return strings.Fields(out)[0] }
 
 	first := idOf(docket(t, addrs, "enqueue", "jobs", "a"))

@@ -415,6 +415,9 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 			if s.GetPaused() {
 				oldest += " (paused)"
 			}
+			if l := limitsText(s); l != "" {
+				oldest += " (" + l + ")"
+			}
 			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
 				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
 		}

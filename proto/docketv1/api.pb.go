@@ -2260,6 +2260,126 @@ func (x *UpdateTaskResponse) GetState() TaskState {
 	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
+type SetQueueLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: the tenant's own concurrency limit
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"` // tasks per 1000 seconds
+	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsRequest) Reset() {
+	*x = SetQueueLimitsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsRequest) ProtoMessage() {}
+
+func (x *SetQueueLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SetQueueLimitsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetRateMilli() uint64 {
+	if x != nil && x.RateMilli != nil {
+		return *x.RateMilli
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
+type SetQueueLimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: every given value was already so
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsResponse) Reset() {
+	*x = SetQueueLimitsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsResponse) ProtoMessage() {}
+
+func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsResponse.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *SetQueueLimitsResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2268,7 +2388,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2400,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2413,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 type SnapshotChunk struct {
@@ -2305,7 +2425,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2437,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2450,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2352,7 +2472,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2484,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2497,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -2420,7 +2540,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2552,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2565,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2487,7 +2607,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2619,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2632,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2544,7 +2664,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2676,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2689,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 type TokenInfo struct {
@@ -2587,7 +2707,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2719,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2732,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2673,7 +2793,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2805,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2818,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2717,7 +2837,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2849,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2862,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2760,7 +2880,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2892,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2905,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 type Server struct {
@@ -2807,7 +2927,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2939,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2952,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Server) GetId() string {
@@ -2905,7 +3025,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3037,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3050,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -2979,7 +3099,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3111,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3124,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3144,7 +3264,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3276,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3289,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -3216,7 +3336,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3348,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3361,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -3260,7 +3380,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3392,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3405,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3307,7 +3427,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3439,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3452,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -3371,7 +3491,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3503,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3516,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 type RemoveServerRequest struct {
@@ -3408,7 +3528,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3540,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3553,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -3451,7 +3571,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3583,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3596,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 type LeaveRequest struct {
@@ -3487,7 +3607,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3619,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3632,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
 }
 
 type LeaveResponse struct {
@@ -3523,7 +3643,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3655,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3668,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
 }
 
 type ParentResultsRequest struct {
@@ -3563,7 +3683,7 @@ type ParentResultsRequest struct {
 
 func (x *ParentResultsRequest) Reset() {
 	*x = ParentResultsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3695,7 @@ func (x *ParentResultsRequest) String() string {
 func (*ParentResultsRequest) ProtoMessage() {}
 
 func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3708,7 @@ func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
 func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ParentResultsRequest) GetTaskId() string {
@@ -3629,7 +3749,7 @@ type ParentResult struct {
 
 func (x *ParentResult) Reset() {
 	*x = ParentResult{}
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3761,7 @@ func (x *ParentResult) String() string {
 func (*ParentResult) ProtoMessage() {}
 
 func (x *ParentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3774,7 @@ func (x *ParentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
 func (*ParentResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ParentResult) GetTaskId() string {
@@ -3702,7 +3822,7 @@ type ParentResultsResponse struct {
 
 func (x *ParentResultsResponse) Reset() {
 	*x = ParentResultsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3834,7 @@ func (x *ParentResultsResponse) String() string {
 func (*ParentResultsResponse) ProtoMessage() {}
 
 func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3847,7 @@ func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
 func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ParentResultsResponse) GetParents() []*ParentResult {
@@ -3887,7 +4007,20 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"@\n" +
 	"\x12UpdateTaskResponse\x12*\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\x15\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\xd3\x01\n" +
+	"\x15SetQueueLimitsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
+	"\vmax_running\x18\x03 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\r\n" +
+	"\v_rate_milliB\b\n" +
+	"\x06_burst\"2\n" +
+	"\x16SetQueueLimitsResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -3991,7 +4124,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"last_error\x18\x05 \x01(\tR\tlastError\"o\n" +
 	"\x15ParentResultsResponse\x121\n" +
 	"\aparents\x18\x01 \x03(\v2\x17.docket.v1.ParentResultR\aparents\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xd0\r\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xa7\x0e\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
@@ -4021,7 +4154,8 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x06Snooze\x12\x18.docket.v1.SnoozeRequest\x1a\x19.docket.v1.SnoozeResponse\x12I\n" +
 	"\n" +
 	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse\x12R\n" +
-	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse2\x86\x06\n" +
+	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse\x12U\n" +
+	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -4047,7 +4181,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -4089,73 +4223,75 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*SnoozeResponse)(nil),             // 37: docket.v1.SnoozeResponse
 	(*UpdateTaskRequest)(nil),          // 38: docket.v1.UpdateTaskRequest
 	(*UpdateTaskResponse)(nil),         // 39: docket.v1.UpdateTaskResponse
-	(*SnapshotSaveRequest)(nil),        // 40: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 41: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 42: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 43: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 44: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 45: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 46: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 47: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 48: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 49: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 50: docket.v1.Server
-	(*StatusRequest)(nil),              // 51: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 52: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 53: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 54: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 55: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 56: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 57: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 58: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 59: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 60: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 61: docket.v1.LeaveResponse
-	(*ParentResultsRequest)(nil),       // 62: docket.v1.ParentResultsRequest
-	(*ParentResult)(nil),               // 63: docket.v1.ParentResult
-	(*ParentResultsResponse)(nil),      // 64: docket.v1.ParentResultsResponse
-	(*NewTask)(nil),                    // 65: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 66: docket.v1.ItemResult
-	(*Task)(nil),                       // 67: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 68: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 69: docket.v1.Outcome
-	(TaskState)(0),                     // 70: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 71: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 72: docket.v1.RetryPolicy
-	(*PutScheduleRequest)(nil),         // 73: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 74: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 75: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 76: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 77: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 78: docket.v1.RemoveScheduleResponse
+	(*SetQueueLimitsRequest)(nil),      // 40: docket.v1.SetQueueLimitsRequest
+	(*SetQueueLimitsResponse)(nil),     // 41: docket.v1.SetQueueLimitsResponse
+	(*SnapshotSaveRequest)(nil),        // 42: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 43: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 44: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 45: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 46: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 47: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 48: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 49: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 50: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 51: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 52: docket.v1.Server
+	(*StatusRequest)(nil),              // 53: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 54: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 55: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 56: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 57: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 58: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 59: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 60: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 61: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 62: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 63: docket.v1.LeaveResponse
+	(*ParentResultsRequest)(nil),       // 64: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 65: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 66: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 67: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 68: docket.v1.ItemResult
+	(*Task)(nil),                       // 69: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 70: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 71: docket.v1.Outcome
+	(TaskState)(0),                     // 72: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 73: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 74: docket.v1.RetryPolicy
+	(*PutScheduleRequest)(nil),         // 75: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 76: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 77: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 78: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 79: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 80: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	65, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	66, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	67, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	68, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	66, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	69, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	67, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	68, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	69, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	70, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	68, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	71, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	66, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	70, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	70, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	67, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	67, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	71, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	67, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	66, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	70, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	67, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	72, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	70, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	70, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	46, // 20: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	50, // 21: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	53, // 22: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	70, // 23: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	69, // 24: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	63, // 25: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	68, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	72, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	72, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	69, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	69, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	73, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	69, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	68, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	72, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	69, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	74, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	72, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	72, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	48, // 20: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	52, // 21: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	55, // 22: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	72, // 23: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	71, // 24: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	65, // 25: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
 	0,  // 26: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
 	2,  // 27: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
 	4,  // 28: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
@@ -4172,60 +4308,62 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	26, // 39: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
 	28, // 40: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
 	30, // 41: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	73, // 42: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	74, // 43: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	75, // 44: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	75, // 42: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	76, // 43: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	77, // 44: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
 	32, // 45: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
 	34, // 46: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
 	36, // 47: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
 	38, // 48: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	62, // 49: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	51, // 50: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	54, // 51: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	56, // 52: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	58, // 53: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	60, // 54: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	43, // 55: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	45, // 56: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	48, // 57: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	40, // 58: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	41, // 59: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 60: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 61: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 62: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 63: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 64: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 65: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 66: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 67: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 68: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 69: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 70: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 71: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 72: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 73: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 74: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 75: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	76, // 76: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	77, // 77: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	78, // 78: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	33, // 79: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	35, // 80: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	37, // 81: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	39, // 82: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	64, // 83: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	52, // 84: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	55, // 85: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	57, // 86: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	59, // 87: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	61, // 88: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	44, // 89: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	47, // 90: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	49, // 91: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	41, // 92: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	42, // 93: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	60, // [60:94] is the sub-list for method output_type
-	26, // [26:60] is the sub-list for method input_type
+	64, // 49: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	40, // 50: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	53, // 51: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	56, // 52: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	58, // 53: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	60, // 54: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	62, // 55: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	45, // 56: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	47, // 57: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	50, // 58: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	42, // 59: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	43, // 60: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 61: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 62: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 63: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	7,  // 64: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	9,  // 65: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	11, // 66: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	13, // 67: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	15, // 68: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	17, // 69: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	19, // 70: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	21, // 71: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	23, // 72: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	25, // 73: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	27, // 74: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	29, // 75: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	31, // 76: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	78, // 77: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	79, // 78: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	80, // 79: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	33, // 80: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	35, // 81: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	37, // 82: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	39, // 83: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	66, // 84: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	41, // 85: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	54, // 86: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	57, // 87: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	59, // 88: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	61, // 89: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	63, // 90: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	46, // 91: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	49, // 92: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	51, // 93: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	43, // 94: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	44, // 95: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	61, // [61:96] is the sub-list for method output_type
+	26, // [26:61] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -4239,13 +4377,14 @@ func file_docketv1_api_proto_init() {
 	file_docketv1_task_proto_init()
 	file_docketv1_command_proto_init()
 	file_docketv1_schedule_proto_init()
+	file_docketv1_api_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -46,6 +46,7 @@ const (
 	Queue_Snooze_FullMethodName         = "/docket.v1.Queue/Snooze"
 	Queue_UpdateTask_FullMethodName     = "/docket.v1.Queue/UpdateTask"
 	Queue_ParentResults_FullMethodName  = "/docket.v1.Queue/ParentResults"
+	Queue_SetQueueLimits_FullMethodName = "/docket.v1.Queue/SetQueueLimits"
 )
 
 // QueueClient is the client API for Queue service.
@@ -115,6 +116,13 @@ type QueueClient interface {
 	// each parent's state, outcome and result, so a child's worker can use
 	// them. Worker, producer or reader over the task's tenant.
 	ParentResults(ctx context.Context, in *ParentResultsRequest, opts ...grpc.CallOption) (*ParentResultsResponse, error)
+	// SetQueueLimits sets or clears a queue's concurrency and rate limits
+	// (an absent field keeps its value, 0 clears it), or with an empty queue
+	// the tenant's concurrency limit across its queues. A claim the limits
+	// leave empty answers empty; a long poll waits until a running task ends
+	// or a token is due. Admin over the tenant for a queue; admin over every
+	// tenant for a tenant's own limit. Needs feature level 10.
+	SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequest, opts ...grpc.CallOption) (*SetQueueLimitsResponse, error)
 }
 
 type queueClient struct {
@@ -365,6 +373,16 @@ func (c *queueClient) ParentResults(ctx context.Context, in *ParentResultsReques
 	return out, nil
 }
 
+func (c *queueClient) SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequest, opts ...grpc.CallOption) (*SetQueueLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQueueLimitsResponse)
+	err := c.cc.Invoke(ctx, Queue_SetQueueLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -432,6 +450,13 @@ type QueueServer interface {
 	// each parent's state, outcome and result, so a child's worker can use
 	// them. Worker, producer or reader over the task's tenant.
 	ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error)
+	// SetQueueLimits sets or clears a queue's concurrency and rate limits
+	// (an absent field keeps its value, 0 clears it), or with an empty queue
+	// the tenant's concurrency limit across its queues. A claim the limits
+	// leave empty answers empty; a long poll waits until a running task ends
+	// or a token is due. Admin over the tenant for a queue; admin over every
+	// tenant for a tenant's own limit. Needs feature level 10.
+	SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -513,6 +538,9 @@ func (UnimplementedQueueServer) UpdateTask(context.Context, *UpdateTaskRequest) 
 }
 func (UnimplementedQueueServer) ParentResults(context.Context, *ParentResultsRequest) (*ParentResultsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ParentResults not implemented")
+}
+func (UnimplementedQueueServer) SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQueueLimits not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -967,6 +995,24 @@ func _Queue_ParentResults_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_SetQueueLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQueueLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).SetQueueLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_SetQueueLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).SetQueueLimits(ctx, req.(*SetQueueLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1069,6 +1115,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ParentResults",
 			Handler:    _Queue_ParentResults_Handler,
+		},
+		{
+			MethodName: "SetQueueLimits",
+			Handler:    _Queue_SetQueueLimits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -57,6 +57,7 @@ const (
 	CommandType_COMMAND_TYPE_SNOOZE            CommandType = 27
 	CommandType_COMMAND_TYPE_UPDATE_TASK       CommandType = 28
 	CommandType_COMMAND_TYPE_TIME_OUT          CommandType = 23
+	CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS  CommandType = 24
 )
 
 // Enum value maps for CommandType.
@@ -89,6 +90,7 @@ var (
 		27: "COMMAND_TYPE_SNOOZE",
 		28: "COMMAND_TYPE_UPDATE_TASK",
 		23: "COMMAND_TYPE_TIME_OUT",
+		24: "COMMAND_TYPE_SET_QUEUE_LIMITS",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -118,6 +120,7 @@ var (
 		"COMMAND_TYPE_SNOOZE":            27,
 		"COMMAND_TYPE_UPDATE_TASK":       28,
 		"COMMAND_TYPE_TIME_OUT":          23,
+		"COMMAND_TYPE_SET_QUEUE_LIMITS":  24,
 	}
 )
 
@@ -251,6 +254,7 @@ type Command struct {
 	//	*Command_Snooze
 	//	*Command_UpdateTask
 	//	*Command_TimeOut
+	//	*Command_SetQueueLimits
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -541,6 +545,15 @@ func (x *Command) GetTimeOut() *TimeOutCmd {
 	return nil
 }
 
+func (x *Command) GetSetQueueLimits() *SetQueueLimitsCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetQueueLimits); ok {
+			return x.SetQueueLimits
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -649,6 +662,10 @@ type Command_TimeOut struct {
 	TimeOut *TimeOutCmd `protobuf:"bytes,32,opt,name=time_out,json=timeOut,proto3,oneof"`
 }
 
+type Command_SetQueueLimits struct {
+	SetQueueLimits *SetQueueLimitsCmd `protobuf:"bytes,33,opt,name=set_queue_limits,json=setQueueLimits,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -700,6 +717,8 @@ func (*Command_Snooze) isCommand_Body() {}
 func (*Command_UpdateTask) isCommand_Body() {}
 
 func (*Command_TimeOut) isCommand_Body() {}
+
+func (*Command_SetQueueLimits) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -2385,8 +2404,20 @@ type QueueConfig struct {
 	// dead_retention_ns is how long a dead letter is kept before retention
 	// purges it; 0 means DefaultDeadRetention (defaults.go).
 	DeadRetentionNs int64 `protobuf:"varint,141,opt,name=dead_retention_ns,json=deadRetentionNs,proto3" json:"dead_retention_ns,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// max_running: at most this many tasks of the queue RUNNING at once; a
+	// claim takes at most max_running - running (maybe none). 0: no limit.
+	MaxRunning uint32 `protobuf:"varint,120,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	// rate_milli: claims take at most rate_milli/1000 tasks per second, a
+	// token bucket of burst tokens refilled from the stamped now. 0: no limit.
+	RateMilli uint64 `protobuf:"varint,121,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	// burst: the bucket's size; 0 with a rate means max(1, rate per second).
+	Burst uint32 `protobuf:"varint,122,opt,name=burst,proto3" json:"burst,omitempty"`
+	// rate_tat is the bucket's moving state (GCRA's theoretical arrival
+	// time, Unix ns): the bucket is full at rate_tat and earlier. Written
+	// by each claim that took tasks from a rate-limited queue.
+	RateTat       int64 `protobuf:"varint,123,opt,name=rate_tat,json=rateTat,proto3" json:"rate_tat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueConfig) Reset() {
@@ -2436,6 +2467,34 @@ func (x *QueueConfig) GetRetry() *RetryPolicy {
 func (x *QueueConfig) GetDeadRetentionNs() int64 {
 	if x != nil {
 		return x.DeadRetentionNs
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateTat() int64 {
+	if x != nil {
+		return x.RateTat
 	}
 	return 0
 }
@@ -3002,11 +3061,93 @@ func (x *UpdateTaskCmd) GetRunAt() int64 {
 	return 0
 }
 
+// SetQueueLimitsCmd sets or clears the limits of one queue of one tenant
+// (an absent field keeps its value, 0 clears it), or with an empty queue
+// the tenant's concurrency limit across all its queues (only max_running
+// may be given then). Its item is OK when it changed something,
+// ALREADY_DONE when every given value was already so. Changing the rate or
+// burst refills the bucket.
+type SetQueueLimitsCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"`
+	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsCmd) Reset() {
+	*x = SetQueueLimitsCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsCmd) ProtoMessage() {}
+
+func (x *SetQueueLimitsCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsCmd.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetQueueLimitsCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsCmd) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsCmd) GetRateMilli() uint64 {
+	if x != nil && x.RateMilli != nil {
+		return *x.RateMilli
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsCmd) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xa7\f\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xf1\f\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -3038,7 +3179,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06snooze\x18$ \x01(\v2\x14.docket.v1.SnoozeCmdH\x00R\x06snooze\x12;\n" +
 	"\vupdate_task\x18% \x01(\v2\x18.docket.v1.UpdateTaskCmdH\x00R\n" +
 	"updateTask\x122\n" +
-	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOutB\x06\n" +
+	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOut\x12H\n" +
+	"\x10set_queue_limits\x18! \x01(\v2\x1c.docket.v1.SetQueueLimitsCmdH\x00R\x0esetQueueLimitsB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8c\x04\n" +
@@ -3164,11 +3306,17 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"\x81\x01\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"\xf2\x01\n" +
 	"\vQueueConfig\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12-\n" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12+\n" +
-	"\x11dead_retention_ns\x18\x8d\x01 \x01(\x03R\x0fdeadRetentionNs\"Y\n" +
+	"\x11dead_retention_ns\x18\x8d\x01 \x01(\x03R\x0fdeadRetentionNs\x12\x1f\n" +
+	"\vmax_running\x18x \x01(\rR\n" +
+	"maxRunning\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18y \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18z \x01(\rR\x05burst\x12\x19\n" +
+	"\brate_tat\x18{ \x01(\x03R\arateTat\"Y\n" +
 	"\x11SetQueuePausedCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -3206,7 +3354,18 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
 	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
-	"\x06run_at\x18\x05 \x01(\x03R\x05runAt*\x93\x06\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"\xcf\x01\n" +
+	"\x11SetQueueLimitsCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
+	"\vmax_running\x18\x03 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\r\n" +
+	"\v_rate_milliB\b\n" +
+	"\x06_burst*\xb6\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -3235,7 +3394,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x1cCOMMAND_TYPE_SET_QUEUE_RETRY\x10\x1a\x12\x17\n" +
 	"\x13COMMAND_TYPE_SNOOZE\x10\x1b\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c\x12\x19\n" +
-	"\x15COMMAND_TYPE_TIME_OUT\x10\x17*\xca\x01\n" +
+	"\x15COMMAND_TYPE_TIME_OUT\x10\x17\x12!\n" +
+	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18*\xca\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -3260,7 +3420,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -3299,12 +3459,13 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*SetQueueRetryCmd)(nil),   // 34: docket.v1.SetQueueRetryCmd
 	(*SnoozeCmd)(nil),          // 35: docket.v1.SnoozeCmd
 	(*UpdateTaskCmd)(nil),      // 36: docket.v1.UpdateTaskCmd
-	(*RetryPolicy)(nil),        // 37: docket.v1.RetryPolicy
-	(ParentFailurePolicy)(0),   // 38: docket.v1.ParentFailurePolicy
-	(Outcome)(0),               // 39: docket.v1.Outcome
-	(TaskState)(0),             // 40: docket.v1.TaskState
-	(*Task)(nil),               // 41: docket.v1.Task
-	(*Schedule)(nil),           // 42: docket.v1.Schedule
+	(*SetQueueLimitsCmd)(nil),  // 37: docket.v1.SetQueueLimitsCmd
+	(*RetryPolicy)(nil),        // 38: docket.v1.RetryPolicy
+	(ParentFailurePolicy)(0),   // 39: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 40: docket.v1.Outcome
+	(TaskState)(0),             // 41: docket.v1.TaskState
+	(*Task)(nil),               // 42: docket.v1.Task
+	(*Schedule)(nil),           // 43: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -3334,32 +3495,33 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	35, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
 	36, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
 	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
-	2,  // 27: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	37, // 28: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	38, // 29: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
-	4,  // 30: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 31: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 32: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	39, // 33: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 34: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 35: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	13, // 36: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
-	22, // 37: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 38: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	40, // 39: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 40: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	25, // 41: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	41, // 42: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	26, // 43: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	37, // 44: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	42, // 45: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 46: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	37, // 47: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	37, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
+	2,  // 28: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	38, // 29: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	39, // 30: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	4,  // 31: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 32: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 33: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	40, // 34: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 35: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 36: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 37: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 38: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 39: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	41, // 40: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 41: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	25, // 42: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	42, // 43: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 44: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	38, // 45: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	43, // 46: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 47: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	38, // 48: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -3396,14 +3558,16 @@ func file_docketv1_command_proto_init() {
 		(*Command_Snooze)(nil),
 		(*Command_UpdateTask)(nil),
 		(*Command_TimeOut)(nil),
+		(*Command_SetQueueLimits)(nil),
 	}
+	file_docketv1_command_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -849,9 +849,20 @@ type QueueStats struct {
 	// paused: claims of the queue take nothing until it is resumed.
 	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
 	// waiting: tasks waiting on parents (TASK_STATE_WAITING); level 11.
-	Waiting       uint64 `protobuf:"varint,130,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Waiting uint64 `protobuf:"varint,130,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// Limits (feature level 10), 0 when unset: the queue's concurrency
+	// limit, its rate in tasks per 1000 s (rate_milli/1000 per second) and
+	// bucket size, the bucket's tokens (x1000) at the replica's last applied
+	// time, and its tenant's concurrency limit and running tasks across all
+	// its queues.
+	MaxRunning       uint32 `protobuf:"varint,120,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	RateMilli        uint64 `protobuf:"varint,121,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	Burst            uint32 `protobuf:"varint,122,opt,name=burst,proto3" json:"burst,omitempty"`
+	TokensMilli      uint64 `protobuf:"varint,123,opt,name=tokens_milli,json=tokensMilli,proto3" json:"tokens_milli,omitempty"`
+	TenantMaxRunning uint32 `protobuf:"varint,124,opt,name=tenant_max_running,json=tenantMaxRunning,proto3" json:"tenant_max_running,omitempty"`
+	TenantRunning    uint64 `protobuf:"varint,125,opt,name=tenant_running,json=tenantRunning,proto3" json:"tenant_running,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -957,6 +968,48 @@ func (x *QueueStats) GetPaused() bool {
 func (x *QueueStats) GetWaiting() uint64 {
 	if x != nil {
 		return x.Waiting
+	}
+	return 0
+}
+
+func (x *QueueStats) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *QueueStats) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueStats) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTokensMilli() uint64 {
+	if x != nil {
+		return x.TokensMilli
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTenantMaxRunning() uint32 {
+	if x != nil {
+		return x.TenantMaxRunning
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTenantRunning() uint64 {
+	if x != nil {
+		return x.TenantRunning
 	}
 	return 0
 }
@@ -1144,7 +1197,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x12.\n" +
 	"\x13cancel_requested_at\x18n \x01(\x03R\x11cancelRequestedAt\x12\x1f\n" +
 	"\vdeadline_at\x18o \x01(\x03R\n" +
-	"deadlineAt\"\xc9\x02\n" +
+	"deadlineAt\"\x97\x04\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -1158,7 +1211,15 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x06totals\x18\t \x01(\v2\x16.docket.v1.QueueTotalsR\x06totals\x12\x16\n" +
 	"\x06paused\x18\n" +
 	" \x01(\bR\x06paused\x12\x19\n" +
-	"\awaiting\x18\x82\x01 \x01(\x04R\awaiting\"\x99\x02\n" +
+	"\awaiting\x18\x82\x01 \x01(\x04R\awaiting\x12\x1f\n" +
+	"\vmax_running\x18x \x01(\rR\n" +
+	"maxRunning\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18y \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18z \x01(\rR\x05burst\x12!\n" +
+	"\ftokens_milli\x18{ \x01(\x04R\vtokensMilli\x12,\n" +
+	"\x12tenant_max_running\x18| \x01(\rR\x10tenantMaxRunning\x12%\n" +
+	"\x0etenant_running\x18} \x01(\x04R\rtenantRunning\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
