@@ -111,8 +111,11 @@ func Test_DeadLetters(t *testing.T) {
 	}
 	_, err := ts.q.ListDead(ctx, &pb.ListDeadRequest{Queue: "q", Cursor: "t/elsewhere"})
 	wantErr(t, err, codes.InvalidArgument, "", "cursor")
-	_, err = ts.q.ListDead(ctx, &pb.ListDeadRequest{})
-	wantErr(t, err, codes.InvalidArgument, "", "queue")
+	// No queue: every queue of the tenant (LevelRetries).
+	all, err := ts.q.ListDead(ctx, &pb.ListDeadRequest{Tenant: "acme"})
+	if err != nil || len(all.GetTasks()) != len(ids) {
+		t.Fatalf("dead letters of every queue of acme: %v, %v; want %d", all, err, len(ids))
+	}
 
 	// Replay one by id, then the rest of the queue.
 	one, err := ts.q.RequeueDead(ctx, &pb.RequeueDeadRequest{TaskId: ids[0]})
