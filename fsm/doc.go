@@ -386,6 +386,19 @@
 //     purge fails its apply on any read error but not-found (the
 //     idempotency key's owner): skipping the delete there would keep a key
 //     that replicas whose read worked deleted.
+//   - Cross-feature rules settled at merge: empty-queue removal looks
+//     only at catalog records the current command wrote (metaEntry.touched,
+//     reset per command), never at the batch-wide dirty mark, so what a
+//     command leaves does not depend on how Raft grouped entries into
+//     apply batches (Test_EmptyQueueDropIsPerCommand); a queue of WAITING
+//     tasks is not empty; a Snooze, like a Nack, cannot requeue a
+//     cancel-requested or timed-out claim; a Reap of a claim past its
+//     execution deadline ends it by the timeout's rule, so the outcome does
+//     not depend on whether the leader's Reap or TimeOut landed first.
+//   - Apply clears a new task's fields of levels above the latch before it
+//     validates (dropUnlatched): an older leader forwards them as unknown
+//     fields that older replicas neither check nor apply, so refusing a
+//     bad value here would diverge (Test_NewFieldsIgnoredBeforeTheirLevel).
 //   - Split task records (LevelSplitRecords = 13, storage/taskrecord.go):
 //     from the latch on, putTask writes a task's payload once (v/) and a
 //     header without it (t/); the batch remembers each task's record

@@ -164,3 +164,27 @@ func tooNew(l *raft.Log, have uint32, err error) string {
 	}
 	return fmt.Sprintf("docket fsm: log index %d: %v: it needs feature level %d and this build applies up to %d; upgrade this node", l.Index, err, need, have)
 }
+
+// dropUnlatched clears the fields of cmd's new tasks that need a level
+// above feature, before apply validates cmd. A build below that level
+// does not know them (an older leader forwards them as unknown fields)
+// and so neither checks nor applies them: this build must do the same,
+// or it would refuse, for a bad value, an Enqueue that older replicas
+// store. The rules of each level ignore their fields below it anyway;
+// clearing them first keeps Validate out of it too.
+func dropUnlatched(cmd *pb.Command, feature uint32) {
+	for _, sub := range cmd.GetBatch().GetCommands() {
+		dropUnlatched(sub, feature)
+	}
+	for _, nt := range cmd.GetEnqueue().GetTasks() {
+		if feature < LevelCancelRunning {
+			nt.TimeoutNs, nt.RetryOnTimeout = 0, false
+		}
+		if feature < LevelDependencies {
+			nt.After, nt.AfterIndex, nt.OnParentFailure = nil, nil, 0
+		}
+		if feature < LevelRetries {
+			nt.Retry = nil
+		}
+	}
+}

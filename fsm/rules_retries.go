@@ -269,7 +269,7 @@ func (tx *txn) dropEmptyQueues() error {
 	}
 	for _, e := range tx.metas {
 		m := &e.m
-		if !e.dirty || m.Pending|m.Delayed|m.Running|m.Dead|m.Finished != 0 {
+		if !e.touched || m.Pending|m.Delayed|m.Running|m.Dead|m.Finished != 0 {
 			continue
 		}
 		// WAITING tasks (LevelDependencies) are counted apart from the
@@ -288,7 +288,7 @@ func (tx *txn) dropEmptyQueues() error {
 		if proto.Size(cfg) > 0 {
 			continue
 		}
-		e.m, e.dirty, e.dropped = storage.QueueMeta{}, false, true
+		e.m, e.dirty, e.dropped, e.touched = storage.QueueMeta{}, false, true, false
 	}
 	return nil
 }

@@ -377,6 +377,16 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "lease extended"))
 			continue
 		}
+		if tx.pastDeadline(t) {
+			// Past its execution deadline too: the timeout's rule, as if
+			// the leader's TimeOut had landed first (rules_cancel.go), so
+			// the outcome does not depend on which loop proposed first.
+			if err := tx.endTimedOut(t, pos); err != nil {
+				return err
+			}
+			res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+			continue
+		}
 		ended, err := tx.endIfCancelled(t, cancelledWhy("lease expired"), nil)
 		if err != nil {
 			return err

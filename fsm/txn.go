@@ -52,6 +52,10 @@ type metaEntry struct {
 	// (dropEmptyQueues), so finish deletes its record unless a later
 	// command of the batch wrote it again.
 	dropped bool
+	// touched: written by the command being applied. Empty-queue removal
+	// looks at these only, so what a command leaves does not depend on
+	// which other commands share its apply batch (dirty is batch-wide).
+	touched bool
 }
 
 func newTxn(b *pebble.Batch, now int64) *txn {
@@ -89,6 +93,7 @@ func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 // Times are judged at the time the command runs: max(last now, cmd.now),
 // which for a Batch's commands is the batch's.
 func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
+	dropUnlatched(cmd, tx.feature)
 	err := validateAt(cmd, fsmLimits, max(tx.now, cmd.GetNow()))
 	if err == nil {
 		return false, nil
@@ -104,6 +109,11 @@ func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
 // run dispatches a valid command to its rule.
 func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 	var err error
+	if cmd.GetType() != pb.CommandType_COMMAND_TYPE_BATCH {
+		for _, e := range tx.metas {
+			e.touched = false
+		}
+	}
 	switch cmd.GetType() {
 	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
 		err = tx.enqueue(cmd.GetEnqueue(), res)
@@ -234,6 +244,7 @@ func (tx *txn) meta(queue, tenant string, forWrite bool) (*storage.QueueMeta, er
 		tx.metas[k] = e
 	}
 	e.dirty = e.dirty || forWrite
+	e.touched = e.touched || forWrite
 	return &e.m, nil
 }
 

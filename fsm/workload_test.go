@@ -34,7 +34,13 @@ type claimRef struct {
 
 func newWorkload(seed uint64) *workload {
 	w := &workload{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), now: t0}
-	for _, q := range []string{"emails", "reports", "video.encode"} {
+	names := []string{"emails", "reports", "video.encode"}
+	if seed%2 == 1 { // sparse: many queues that often run empty
+		for i := range 24 {
+			names = append(names, fmt.Sprintf("q%d", i))
+		}
+	}
+	for _, q := range names {
 		for _, tn := range []string{"acme", "beta"} {
 			w.queues = append(w.queues, QueueRef{q, tn})
 		}
