@@ -3,12 +3,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,45 +20,10 @@ import (
 // ErrCancelRequested, through a heartbeat answer), and the task ends
 // CANCELLED, never run again.
 func Test_SystemCancelStopsWorker(t *testing.T) {
-	bin := buildDocket(t)
-	dir := t.TempDir()
-	var grpcs, gossips []string
-	for i := 0; i < 3; i++ {
-		grpcs, gossips = append(grpcs, freeAddr(t)), append(gossips, freeAddr(t))
-	}
-	for i := range grpcs {
-		id := fmt.Sprintf("n%d", i+1)
-		startLimitedAgent(t, bin, 4096, filepath.Join(dir, id+".log"),
-			"agent", "--id", id, "--data-dir", filepath.Join(dir, id), "--grpc-addr", grpcs[i],
-			"--raft-addr", freeAddr(t), "--gossip-addr", gossips[i], "--gossip-local",
-			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ","))
-	}
-	cli := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		full := append([]string{args[0], "--addr", strings.Join(grpcs, ","), "--timeout", "20s"}, args[1:]...)
-		out, err := exec.CommandContext(ctx, bin, full...).Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return string(out), err
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		if err != nil {
-			t.Fatalf("docket %s: %v", strings.Join(args, " "), err)
-		}
-		return out
-	}
-	waitFor(t, 60*time.Second, "a leader with level 9 latched", func() bool {
-		var st struct {
-			LeaderID            string `json:"leaderId"`
-			EnabledFeatureLevel uint32 `json:"enabledFeatureLevel"`
-		}
-		out, err := cli("cluster", "status", "--json")
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LeaderID != "" && st.EnabledFeatureLevel >= fsm.LevelCancelRunning
-	})
+	ac := startAgentCluster(t, fsm.LevelCancelRunning)
+	grpcs := ac.grpcs
+	cli := func(args ...string) (string, error) { return ac.cli(grpcs, args...) }
+	must := func(args ...string) string { t.Helper(); return ac.must(grpcs, args...) }
 
 	id := strings.Fields(must("enqueue", "transcode", "movie.mkv", "--max-attempts", "5"))[0]
 	c := mustClient(t, grpcs...)

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,37 +33,9 @@ func Test_SystemConcurrencyLimitHolds(t *testing.T) {
 		limit   = 3
 		work    = 40 * time.Millisecond
 	)
-	bin := buildDocket(t)
-	dir := t.TempDir()
-	var grpcs, gossips []string
-	for range 3 {
-		grpcs, gossips = append(grpcs, freeAddr(t)), append(gossips, freeAddr(t))
-	}
-	for i := range 3 {
-		id := fmt.Sprintf("n%d", i+1)
-		startLimitedAgent(t, bin, 4096, filepath.Join(dir, id+".log"),
-			"agent", "--id", id, "--data-dir", filepath.Join(dir, id), "--grpc-addr", grpcs[i],
-			"--raft-addr", freeAddr(t), "--gossip-addr", gossips[i], "--gossip-local",
-			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ","))
-	}
-	cli := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		full := append([]string{args[0], "--addr", strings.Join(grpcs, ","), "--timeout", "20s"}, args[1:]...)
-		out, err := exec.CommandContext(ctx, bin, full...).Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return string(out), err
-	}
-	waitFor(t, 60*time.Second, "a leader with limits latched", func() bool {
-		var st struct {
-			LeaderID            string `json:"leaderId"`
-			EnabledFeatureLevel uint32 `json:"enabledFeatureLevel"`
-		}
-		out, err := cli("cluster", "status", "--json")
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LeaderID != "" && st.EnabledFeatureLevel >= fsm.LevelLimits
-	})
+	ac := startAgentCluster(t, fsm.LevelLimits)
+	grpcs := ac.grpcs
+	cli := func(args ...string) (string, error) { return ac.cli(grpcs, args...) }
 	if out, err := cli("queue", "limit", "jobs", "--concurrency", strconv.Itoa(limit)); err != nil || !strings.Contains(out, "concurrency 3") {
 		t.Fatalf("docket queue limit: %q %v", out, err)
 	}
@@ -91,7 +61,10 @@ func Test_SystemConcurrencyLimitHolds(t *testing.T) {
 		n := active.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(work) // the task's work
+		select { // the task's work, cut short if the worker stops
+		case <-time.After(work):
+		case <-ctx.Done():
+		}
 		active.Add(-1)
 		if _, dup := seen.LoadOrStore(task.ID(), true); !dup {
 			handled.Add(1)
@@ -118,24 +91,18 @@ func Test_SystemConcurrencyLimitHolds(t *testing.T) {
 
 	// The cluster's own count, sampled while the workers run.
 	var maxRunning uint64
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitFor(t, 60*time.Second, "every task completed", func() bool {
 		out, err := cli("stats", "jobs", "--json")
 		var st struct {
 			Queues []struct{ Running, Completed string }
 		}
-		if err == nil && json.Unmarshal([]byte(out), &st) == nil && len(st.Queues) == 1 {
-			r, _ := strconv.ParseUint(st.Queues[0].Running, 10, 64)
-			maxRunning = max(maxRunning, r)
-			if st.Queues[0].Completed == strconv.Itoa(tasks) {
-				break
-			}
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil || len(st.Queues) != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s %d of %d tasks handled (stats %q %v)", handled.Load(), tasks, out, err)
-		}
-		time.Sleep(20 * time.Millisecond) // a sampling period, not a wait for a state
-	}
+		r, _ := strconv.ParseUint(st.Queues[0].Running, 10, 64)
+		maxRunning = max(maxRunning, r)
+		return st.Queues[0].Completed == strconv.Itoa(tasks)
+	})
 	stop()
 	wg.Wait()
 	t.Logf("%d tasks by %d workers: at most %d handlers at once, stats at most %d running", handled.Load(), workers, peak.Load(), maxRunning)

@@ -3,14 +3,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,60 +20,8 @@ import (
 // between the first and the last is missing (catch-up fired what the
 // failovers delayed).
 func Test_SystemScheduleOncePerSlotAcrossLeaderKills(t *testing.T) {
-	bin := buildDocket(t)
-	dir := t.TempDir()
-	type node struct {
-		id, grpc string
-		args     []string
-		proc     *childProc
-		starts   int
-	}
-	var nodes []*node
-	var grpcs, gossips []string
-	for i := 1; i <= 3; i++ {
-		n := &node{id: fmt.Sprintf("n%d", i), grpc: freeAddr(t)}
-		nodes = append(nodes, n)
-		grpcs, gossips = append(grpcs, n.grpc), append(gossips, freeAddr(t))
-	}
-	start := func(n *node) {
-		n.starts++
-		n.proc = startLimitedAgent(t, bin, 4096, filepath.Join(dir, fmt.Sprintf("%s-%d.log", n.id, n.starts)), n.args...)
-	}
-	for i, n := range nodes {
-		n.args = []string{"agent", "--id", n.id, "--data-dir", filepath.Join(dir, n.id), "--grpc-addr", n.grpc,
-			"--raft-addr", freeAddr(t), "--gossip-addr", gossips[i], "--gossip-local",
-			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
-		start(n)
-	}
-	cli := func(addrs []string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		full := append([]string{args[0], "--addr", strings.Join(addrs, ","), "--timeout", "20s"}, args[1:]...)
-		out, err := exec.CommandContext(ctx, bin, full...).Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return string(out), err
-	}
-	must := func(addrs []string, args ...string) string {
-		t.Helper()
-		out, err := cli(addrs, args...)
-		if err != nil {
-			t.Fatalf("docket %s: %v", strings.Join(args, " "), err)
-		}
-		return out
-	}
-	type status struct {
-		LeaderID            string `json:"leaderId"`
-		EnabledFeatureLevel uint32 `json:"enabledFeatureLevel"`
-	}
-	statusOf := func(addrs []string) status {
-		var st status
-		if out, err := cli(addrs, "cluster", "status", "--json"); err == nil {
-			_ = json.Unmarshal([]byte(out), &st)
-		}
-		return st
-	}
+	ac := startAgentCluster(t, fsm.LevelSchedules)
+	grpcs, cli, must, statusOf := ac.grpcs, ac.cli, ac.must, ac.status
 	// fired is the schedule's count of enqueued tasks, -1 when unknown.
 	fired := func() int {
 		out, err := cli(grpcs, "schedule", "list", "--json")
@@ -92,44 +35,15 @@ func Test_SystemScheduleOncePerSlotAcrossLeaderKills(t *testing.T) {
 		n, _ := strconv.Atoi(l.Schedules[0].Fired)
 		return n
 	}
-	waitFor(t, 60*time.Second, "a leader with schedules latched", func() bool {
-		st := statusOf(grpcs)
-		return st.LeaderID != "" && st.EnabledFeatureLevel >= fsm.LevelSchedules
-	})
 	must(grpcs, "schedule", "add", "tick", "--queue", "ticks", "--cron", "@every 1s", "--payload", "tick",
 		"--missed", "catchup", "--catchup-max", "100")
 	waitFor(t, 20*time.Second, "three slots fired", func() bool { return fired() >= 3 })
 
 	for kill := 1; kill <= 2; kill++ {
-		leader := statusOf(grpcs).LeaderID
-		var victim *node
-		var rest []string
-		for _, n := range nodes {
-			if n.id == leader {
-				victim = n
-			} else {
-				rest = append(rest, n.grpc)
-			}
-		}
-		if victim == nil {
-			t.Fatalf("kill %d: leader %q is none of the nodes", kill, leader)
-		}
-		if err := victim.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-victim.proc.done:
-			victim.proc.gone = true
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s survived SIGKILL", victim.id)
-		}
-		waitFor(t, 30*time.Second, "a new leader among the survivors", func() bool {
-			st := statusOf(rest)
-			return st.LeaderID != "" && st.LeaderID != leader
-		})
+		victim, _ := ac.killLeader()
 		before := fired()
 		waitFor(t, 30*time.Second, "three slots fired by the new leader", func() bool { return fired() >= before+3 })
-		start(victim)
+		ac.start(victim)
 		waitFor(t, 30*time.Second, victim.id+" back", func() bool { return statusOf([]string{victim.grpc}).LeaderID != "" })
 	}
 	before := fired()

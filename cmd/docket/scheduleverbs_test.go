@@ -38,17 +38,12 @@ func Test_CLISchedule(t *testing.T) {
 	}
 	// The first slot fires within a second or two; claim its task.
 	var id string
-	deadline := time.Now().Add(15 * time.Second)
-	for id == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no scheduled task within 15s")
-		}
+	waitFor(t, 15*time.Second, "a scheduled task", func() bool {
 		if s := docket(t, addrs, "claim", "ticks"); !strings.Contains(s, "no task") {
 			id = strings.Fields(s)[0]
-			break
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return id != ""
+	})
 	if s := docket(t, addrs, "task", id); !regexp.MustCompile(`(?m)^schedule:\s+tick \(slot \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$`).MatchString(s) {
 		t.Fatalf("task printed %q", s)
 	}
