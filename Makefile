@@ -127,7 +127,7 @@ jepsen: jepsen-build
 WORKLOAD   ?= enqueue
 BENCHFLAGS ?=
 
-.PHONY: bench-cluster natsbench
+.PHONY: bench-cluster natsbench bench-sitting
 
 # natsbench: the NATS side of BENCHMARKS.md's comparison (cmd/natsbench, its
 # own module so the NATS client stays out of the docket binary and out of
@@ -135,6 +135,12 @@ BENCHFLAGS ?=
 #   go install github.com/nats-io/nats-server/v2@v2.15.2
 natsbench:
 	cd cmd/natsbench && $(GO) build -o ../../bin/natsbench .
+
+# bench-sitting: BENCHMARKS.md's one-sitting comparison: Docket and NATS
+# JetStream run by turns, 3 interleaved rounds (ROUNDS=n), then the medians.
+# About 20 minutes on 2 cores; reports stay in .bench/sitting-<time>.
+bench-sitting: build natsbench
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" flock /tmp/docket-heavy.lock cmd/natsbench/sitting.sh
 
 bench-cluster: build
 	flock /tmp/docket-heavy.lock $(BIN) bench --workload $(WORKLOAD) $(BENCHFLAGS)

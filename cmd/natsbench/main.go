@@ -90,6 +90,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 2 && args[0] == "table" {
+		return table(args[1], stdout)
+	}
 	fs := flag.NewFlagSet("natsbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config

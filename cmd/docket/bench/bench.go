@@ -57,6 +57,9 @@ type Config struct {
 	// TLS runs the local cluster (and the ceiling's Raft) with throwaway
 	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
 	TLS                    bool
+	// Auth runs the local cluster with --auth; the bench then calls it
+	// with the bootstrap admin token, as a production client would.
+	Auth bool
 	TLSCA, TLSCert, TLSKey string
 	// Token is the bearer token sent to an --addr cluster run with --auth
 	// (--token, or DOCKET_TOKEN). Never in the report.
@@ -150,6 +153,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.LogStore, "log-store", cluster.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
+	fs.BoolVar(&c.Auth, "auth", false, "local cluster: run it with --auth (bearer tokens checked on every call) and call it with a minted admin token")
 	fs.StringVar(&c.TLSCA, "tls-ca", os.Getenv("DOCKET_TLS_CA"), "--addr cluster: PEM file of its CA (env DOCKET_TLS_CA)")
 	fs.StringVar(&c.TLSCert, "tls-cert", os.Getenv("DOCKET_TLS_CERT"), "--addr cluster: client certificate (env DOCKET_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", os.Getenv("DOCKET_TLS_KEY"), "--addr cluster: client certificate's key (env DOCKET_TLS_KEY)")
@@ -198,7 +202,10 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 		errs = append(errs, errors.New("--tls makes the local cluster's certificates; for --addr give --tls-ca (and --tls-cert, --tls-key)"))
 	}
 	if tokenFlag && c.Addr == "" {
-		errs = append(errs, errors.New("--token is for an --addr cluster; the local cluster runs without --auth"))
+		errs = append(errs, errors.New("--token is for an --addr cluster; the local cluster mints its own with --auth"))
+	}
+	if c.Auth && c.Addr != "" {
+		errs = append(errs, errors.New("--auth starts the local cluster with tokens; for --addr give --token"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -230,7 +237,7 @@ func (c Config) describe() map[string]any {
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
-		"tls": c.TLS || c.TLSCA != "", "token": c.Addr != "" && c.Token != ""}
+		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
 }
 
 func loadavg() string {
@@ -268,7 +275,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	} else {
 		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
 		lc, _, err := localcluster.Start(ctx, localcluster.Options{
-			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS,
+			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS, Auth: r.cfg.Auth,
 			ExtraArgs: append([]string{"--log-level", "warn", "--log-store", r.cfg.LogStore}, r.cfg.AgentArgs...),
 		})
 		if err != nil {

@@ -70,6 +70,9 @@ func Test_ParseToken(t *testing.T) {
 	if _, err := parse([]string{"--token", "x"}, io.Discard); !errors.Is(err, ErrUsage) {
 		t.Fatalf("--token without --addr: %v, want ErrUsage", err)
 	}
+	if _, err := parse([]string{"--addr", "127.0.0.1:1", "--auth"}, io.Discard); !errors.Is(err, ErrUsage) {
+		t.Fatalf("--auth with --addr: %v, want ErrUsage", err)
+	}
 	got := strings.Join(redactToken([]string{"--addr", "a", "--token", "s3cret", "-token=s3cret", "--token=s3cret"}), " ")
 	if strings.Contains(got, "s3cret") || strings.Count(got, "REDACTED") != 3 {
 		t.Fatalf("redacted: %q", got)

@@ -1,0 +1,48 @@
+#!/bin/bash
+# One sitting: Docket beside NATS JetStream on this box, ROUNDS interleaved
+# rounds (default 3), each run as its own fresh 3-node cluster. Every run's
+# JSON report goes to $OUT/r<round>-<name>.json; `natsbench table $OUT`
+# prints the medians. Run from the repository root (make bench-sitting).
+set -u
+OUT=${OUT:-.bench/sitting-$(date -u +%Y%m%dT%H%M)}
+ROUNDS=${ROUNDS:-3}
+D=${DOCKET:-./bin/docket}
+N=${NATSBENCH:-./bin/natsbench}
+mkdir -p "$OUT"
+fails=0
+run() { # name, command...
+	local name=$1
+	shift
+	if "$@" --json >"$OUT/r$R-$name.json" 2>"$OUT/r$R-$name.err"; then
+		echo "$(date -u +%T) round $R $name: ok"
+	else
+		echo "$(date -u +%T) round $R $name: FAILED (see $OUT/r$R-$name.err)"
+		fails=$((fails + 1))
+	fi
+}
+for R in $(seq 1 "$ROUNDS"); do
+	run nats-pub-c1 $N --workload pub -c 1 --duration 5s
+	run docket-enq-c1 $D bench --workload enqueue -c 1 --duration 5s
+	run nats-pub-c16 $N --workload pub -c 16 --duration 5s
+	run docket-enq-c16 $D bench --workload enqueue -c 16 --duration 5s
+	run nats-pub-c256 $N --workload pub -c 256 --duration 5s
+	run docket-enq-c256 $D bench --workload enqueue -c 256 --duration 5s
+	run nats-async $N --workload async -c 4 --window 100 --duration 5s
+	run docket-batch $D bench --workload enqueue -c 16 --batch 100 --duration 5s --ceiling=false
+	run nats-fetch $N --workload fetch -c 4 --fetch 100 --count 50000
+	run docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 50000 --ceiling=false
+	run docket-cycle-batched $D bench --workload cycle --producers 8 --batch 100 --workers 256 --claim-batch 32 --duration 8s --ceiling=false
+	run ceiling3-c1 $D bench --workload ceiling --procs 3 -c 1 --duration 5s
+	run docket-wal-c1 $D bench --workload enqueue -c 1 --duration 5s --log-store wal --ceiling=false
+	run docket-wal-c16 $D bench --workload enqueue -c 16 --duration 5s --log-store wal --ceiling=false
+	# Production defaults: TLS on every hop and a bearer token on every call.
+	run docket-prod-c1 $D bench --workload enqueue -c 1 --duration 5s --tls --auth --ceiling=false
+	run docket-prod-c16 $D bench --workload enqueue -c 16 --duration 5s --tls --auth --ceiling=false
+	run docket-prod-c256 $D bench --workload enqueue -c 256 --duration 5s --tls --auth --ceiling=false
+	run docket-prod-drain $D bench --workload drain -c 4 --claim-batch 100 --count 50000 --tls --auth --ceiling=false
+	run nats-pub-1m $N --workload pub -c 16 --payload 1048576 --duration 5s
+	run docket-enq-1m $D bench --workload enqueue -c 16 --payload 1048576 --duration 5s --ceiling=false
+done
+echo "reports in $OUT; $fails failed"
+$N table "$OUT"
+exit $((fails > 0))
