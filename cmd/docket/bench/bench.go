@@ -56,10 +56,10 @@ type Config struct {
 	LogStore string
 	// TLS runs the local cluster (and the ceiling's Raft) with throwaway
 	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
-	TLS                    bool
+	TLS bool
 	// Auth runs the local cluster with --auth; the bench then calls it
 	// with the bootstrap admin token, as a production client would.
-	Auth bool
+	Auth                   bool
 	TLSCA, TLSCert, TLSKey string
 	// Token is the bearer token sent to an --addr cluster run with --auth
 	// (--token, or DOCKET_TOKEN). Never in the report.
