@@ -71,7 +71,7 @@ func table(dir string, w io.Writer) error {
 		return fmt.Errorf("table: no reports in %s", dir)
 	}
 	slices.Sort(order)
-	fmt.Fprintf(w, "%-22s %6s %12s %9s %9s %12s %9s\n", "run", "rounds", "items/s", "p50 ms", "p99 ms", "ceiling/s", "ceil p50")
+	fmt.Fprintf(w, "%-22s %6s %12s %19s %9s %9s %12s %9s\n", "run", "rounds", "items/s", "(min-max)", "p50 ms", "p99 ms", "ceiling/s", "ceil p50")
 	for _, name := range order {
 		ss := runs[name]
 		med := func(f func(sample) float64) float64 {
@@ -85,8 +85,12 @@ func table(dir string, w io.Writer) error {
 			}
 			return (v[len(v)/2-1] + v[len(v)/2]) / 2
 		}
-		fmt.Fprintf(w, "%-22s %6d %12.1f %9.3f %9.3f %12.1f %9.3f\n", name, len(ss),
-			med(func(s sample) float64 { return s.rate }), med(func(s sample) float64 { return s.p50 }),
+		lo, hi := ss[0].rate, ss[0].rate
+		for _, s := range ss {
+			lo, hi = min(lo, s.rate), max(hi, s.rate)
+		}
+		fmt.Fprintf(w, "%-22s %6d %12.1f %19s %9.3f %9.3f %12.1f %9.3f\n", name, len(ss),
+			med(func(s sample) float64 { return s.rate }), fmt.Sprintf("(%.0f-%.0f)", lo, hi), med(func(s sample) float64 { return s.p50 }),
 			med(func(s sample) float64 { return s.p99 }), med(func(s sample) float64 { return s.ceil }),
 			med(func(s sample) float64 { return s.ceilP50 }))
 	}
