@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -76,6 +77,16 @@ type checker struct {
 	last    *pb.CheckResultCmd            // last result applied
 	lastOwn string                        // own hash at last.CheckIndex, "" if unknown
 	hashing bool                          // one hash at a time
+	// hashingAt is the check index of the hash under way (0: none), and
+	// stopHash ends it.
+	hashingAt uint64
+	stopHash  context.CancelFunc
+
+	// urgent asks for the next hash at full speed, in place of a paced
+	// one under way: the leader sets it for the first check of its term
+	// and for a check a restarted voter asked for; the next hash to start
+	// takes it. A node that awaits a check hashes at full speed anyway.
+	urgent atomic.Bool
 
 	wake chan struct{} // asks the leader's check loop for a check now
 }
@@ -134,15 +145,24 @@ func (c *checker) observe(ev fsm.CheckEvent) {
 
 // startHash hashes view on its own goroutine. A check that arrives while
 // the previous hash still runs is skipped: this node then simply has no
-// hash for it, and the next check covers it.
+// hash for it, and the next check covers it. An urgent check (see urgent)
+// is not skipped: the paced hash under way gives way to it, since a paced
+// hash of a large keyspace runs for most of CheckInterval and a restarted
+// voter waits on the urgent one.
 func (c *checker) startHash(index uint64, view *fsm.CheckView) {
 	c.mu.Lock()
-	if c.hashing || c.state == checkDiverged {
+	urgent := c.urgent.Load()
+	if c.state == checkDiverged || (c.hashing && !urgent) {
 		c.mu.Unlock()
 		view.Release()
 		return
 	}
-	c.hashing = true
+	if c.hashing {
+		c.stopHash() // its check goes without this node's hash
+	}
+	c.urgent.Store(false) // taken by this check
+	ctx, stop := context.WithCancel(c.n.ctx)
+	c.hashing, c.hashingAt, c.stopHash = true, index, stop
 	h := &ownHash{done: make(chan struct{})}
 	c.hashes[index] = h
 	for i := range c.hashes {
@@ -157,22 +177,47 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView) {
 	c.n.wg.Add(1)
 	go func() {
 		defer c.n.wg.Done()
-		hash, err := view.Hash()
+		defer stop()
+		hash, err := view.HashPaced(ctx, func() int64 { return c.rate(urgent) })
 		view.Release()
 		c.mu.Lock()
 		h.hash, h.err = hash, err
-		c.hashing = false
+		if c.hashingAt == index { // not replaced by an urgent check
+			c.hashing, c.hashingAt, c.stopHash = false, 0, nil
+		}
 		close(h.done)
 		res := c.results[index]
 		delete(c.results, index)
 		c.mu.Unlock()
-		if err != nil {
+		switch {
+		case err == nil:
+		case ctx.Err() != nil && c.n.ctx.Err() == nil:
+			c.n.log.Debug("consistency check: hash gave way to an urgent check", "check_index", index)
+		default:
 			c.n.log.Warn("consistency check: hashing failed", "check_index", index, "err", err)
 		}
 		if res != nil {
 			c.compare(res, h)
 		}
 	}()
+}
+
+// rate is the pace of this node's hashing now, in bytes a second: the
+// configured CheckRate, or full speed (0) for an urgent check or while
+// this node awaits a check (it serves nothing until one passes on it).
+func (c *checker) rate(urgent bool) int64 {
+	if urgent || errors.Is(c.err(), ErrAwaitingCheck) {
+		return 0
+	}
+	return c.n.cfg.CheckRate
+}
+
+// hashPending reports whether this node is still hashing its keyspace at
+// a check index.
+func (c *checker) hashPending(index uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hashing && c.hashingAt == index
 }
 
 // hashAt returns this node's hash at a check index, "" when unknown or
@@ -294,9 +339,14 @@ func (n *Node) checkLoop(ctx context.Context) {
 	if n.cfg.CheckInterval < 0 {
 		return
 	}
+	urgent := true // a new leader's first check: a restarted node may wait on it
 	for {
 		wait := n.cfg.CheckInterval
 		started := time.Now()
+		if urgent {
+			n.check.urgent.Store(true)
+		}
+		urgent = false
 		err := n.checkOnce(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil:
@@ -316,6 +366,7 @@ func (n *Node) checkLoop(ctx context.Context) {
 		case <-t.C:
 		case <-n.check.wake:
 			t.Stop()
+			urgent = true
 			if !sleepCtx(ctx, time.Until(started.Add(min(checkPokeGap, n.cfg.CheckInterval)))) {
 				return
 			}
@@ -376,12 +427,13 @@ func (n *Node) checkOnce(ctx context.Context) error {
 }
 
 // collectHashes asks every voter for its hash at index until a majority
-// agrees, all answered, or CheckTimeout passes. It returns hashes by voter
-// id. A voter that had not answered still compares its own hash when it
-// applies the result.
+// agrees, all answered, or CheckTimeout passes after the leader's own hash
+// at index is done: the voters hash the same keyspace at the same pace
+// (CheckRate), so a keyspace too large to hash within CheckTimeout still
+// gets its check. It returns hashes by voter id. A voter that had not
+// answered still compares its own hash when it applies the result.
 func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string, need int) map[string]string {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CheckTimeout)
-	defer cancel()
+	deadline := time.Now().Add(n.cfg.CheckTimeout)
 	got := map[string]string{}
 	conns := map[string]*grpc.ClientConn{}
 	defer func() {
@@ -407,7 +459,10 @@ func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string,
 		if len(got) == len(voters) {
 			return got
 		}
-		if !sleepCtx(ctx, checkPoll) {
+		if n.check.hashPending(index) {
+			deadline = time.Now().Add(n.cfg.CheckTimeout)
+		}
+		if time.Now().After(deadline) || !sleepCtx(ctx, checkPoll) {
 			return got
 		}
 	}

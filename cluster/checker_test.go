@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,5 +26,84 @@ func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 	}
 	if got := l.FSM().AppliedIndex(); got != before {
 		t.Fatalf("applied index moved from %d to %d: something was proposed", before, got)
+	}
+}
+
+// A paced hash that outlasts CheckTimeout still gets its check recorded:
+// the leader's wait for the voters' hashes counts from the end of its
+// own, which runs at the same pace as theirs. Before, the leader gave up
+// CheckTimeout after proposing and recorded nothing, so a keyspace larger
+// than CheckRate x CheckTimeout was never checked. One voter is enough to
+// show it: its own hash is the majority (peers answer over gRPC, which
+// transport's tests have).
+func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
+	nodes := mustClusterWith(t, 1, func(c *Config) {
+		c.CheckInterval = -1 // checks run by hand below
+		c.CheckTimeout = 200 * time.Millisecond
+		c.CheckRate = 2 << 20 // bytes a second: about a second for this keyspace
+	})
+	l := leaderOf(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	payload := strings.Repeat("x", 128<<10)
+	for i := 0; i < 20; i++ { // 2.5 MiB of payloads
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := l.checkOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	st := l.check.status()
+	if st.GetIndex() == 0 || st.GetMajorityHash() == "" {
+		t.Fatalf("no check recorded after %v: %v", took, st)
+	}
+	if took < 500*time.Millisecond {
+		t.Fatalf("the check took %v: the hash was not paced", took)
+	}
+	if st.GetOwnHash() != st.GetMajorityHash() {
+		t.Fatalf("leader's own hash %s, majority %s", st.GetOwnHash(), st.GetMajorityHash())
+	}
+}
+
+// An urgent check (a new leader's first, one a restarted voter asks for)
+// does not wait behind a paced hash of an earlier check: that hash gives
+// way, and the urgent one runs at full speed. Before, a check arriving
+// while a hash ran was skipped, and with a paced hash running most of each
+// CheckInterval a restarted voter would wait a whole interval or more.
+func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
+	nodes := mustClusterWith(t, 1, func(c *Config) {
+		c.CheckInterval = -1 // checks run by hand below
+		c.CheckTimeout = 200 * time.Millisecond
+		c.CheckRate = 64 << 10 // bytes a second: about 40 s for this keyspace
+	})
+	l := leaderOf(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	payload := strings.Repeat("x", 128<<10)
+	for i := 0; i < 20; i++ {
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paced := make(chan error, 1)
+	go func() { paced <- l.checkOnce(ctx) }()
+	waitFor(t, 5*time.Second, "the paced hash to start", func() bool {
+		l.check.mu.Lock()
+		defer l.check.mu.Unlock()
+		return l.check.hashing
+	})
+	l.check.urgent.Store(true)
+	if err := l.checkOnce(ctx); err != nil {
+		t.Fatalf("urgent check: %v", err)
+	}
+	st := l.check.status()
+	if st.GetMajorityHash() == "" || st.GetOwnHash() != st.GetMajorityHash() {
+		t.Fatalf("urgent check not recorded: %v", st)
+	}
+	if err := <-paced; err != nil {
+		t.Fatalf("paced check: %v", err)
 	}
 }

@@ -244,8 +244,24 @@ type Config struct {
 	CheckInterval time.Duration
 
 	// CheckTimeout bounds how long the leader waits for the voters' hashes
-	// of one check. Default 30s, room for hashing a large keyspace.
+	// of one check once its own is done. Default 30s.
 	CheckTimeout time.Duration
+
+	// CheckRate paces the consistency check's hash, in bytes of keys and
+	// values read a second (negative: full speed). Default 8 MiB/s, the
+	// rate CockroachDB's consistency checker defaults to. Hashing costs
+	// about 11 ms of CPU per MiB here (Pebble's iteration over small keys,
+	// then SHA-256): a million tasks are 384 MiB, 4 s of a core on every
+	// voter at once each CheckInterval at full speed, and claim p99 at
+	// that backlog rose to 2.3-3.3x the empty queue's; at 64 MiB/s the
+	// three hashes still took both cores (3.3x); at 8 MiB/s, 1.9x, against
+	// 1.7x with checks off (BENCHMARKS.md). A check then takes 48 s per
+	// million tasks; a check that arrives while the last one still hashes
+	// is skipped, so on large keyspaces checks run back to back at a small
+	// share of a core. A check someone waits on (a new leader's first, one
+	// a restarted voter asks for) and a node that awaits a check hash at
+	// full speed.
+	CheckRate int64
 
 	// PebbleMemTableBytes is the FSM's largest Pebble memtable; 0 keeps
 	// the fsm package's default (32 MiB). Tests lower it so that Pebble
@@ -373,6 +389,7 @@ func DefaultConfig() Config {
 		ApplyLagBound:      5 * time.Second,
 		CheckInterval:      time.Minute,
 		CheckTimeout:       30 * time.Second,
+		CheckRate:          8 << 20,
 		Limits:             fsm.DefaultLimits(),
 		RaftMaxConns:       128,
 		MaxOpenFiles:       1000,
@@ -407,6 +424,9 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
+	if c.CheckRate == 0 {
+		c.CheckRate = d.CheckRate
+	}
 	setDur(&c.RaftHandshakeTimeout, DefaultRaftHandshakeTimeout)
 	setDur(&c.ReconcileInterval, d.ReconcileInterval)
 	setDur(&c.DeadServerTimeout, d.DeadServerTimeout)

@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
@@ -95,18 +97,89 @@ type CheckView struct{ s *fsmSnapshot }
 func (v *CheckView) Index() uint64 { return v.s.applied }
 
 // Hash is the keyspace hash of the view, as FSM.Hash would have answered
-// at Index. It reads every key; call it off the apply goroutine.
+// at Index. It reads every key at full speed; call it off the apply
+// goroutine.
 func (v *CheckView) Hash() (string, error) {
-	var h string
-	err := v.s.read(func(r storage.Reader) error {
-		var err error
-		h, err = hashKeyspace(r)
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("check hash at %d: %w", v.s.applied, err)
+	return v.HashPaced(context.Background(), nil)
+}
+
+// hashChunk is how many bytes of keys and values a paced hash reads under
+// one hold of the FSM's lock: small enough that a Restore waiting for the
+// lock (and the applies queued behind it) wait milliseconds, not the
+// whole hash.
+const hashChunk = 1 << 20
+
+// HashPaced is Hash read at no more than rate() bytes of keys and values a
+// second (rate nil, or a rate of 0 or less, is full speed). rate is asked
+// again after every chunk, so a caller can lift the pace of a hash already
+// under way. The result is the same at any pace: one SHA-256 over the keys
+// in order, read in chunks from the same Pebble snapshot. A full-speed
+// hash of a keyspace of a million tasks took every core for seconds on
+// each replica at once, and claims at that backlog waited behind it
+// (BENCHMARKS.md, "1M backlog"). It ends early, with ctx's error, when ctx
+// ends.
+func (v *CheckView) HashPaced(ctx context.Context, rate func() int64) (string, error) {
+	h := sha256.New()
+	var lenBuf [8]byte
+	var lower []byte
+	start, read := time.Now(), int64(0)
+	for {
+		var last []byte
+		chunk := 0
+		err := v.s.read(func(r storage.Reader) error {
+			return storage.Scan(r, lower, nil, 0, func(k, val []byte) error {
+				binary.BigEndian.PutUint32(lenBuf[:4], uint32(len(k)))
+				binary.BigEndian.PutUint32(lenBuf[4:], uint32(len(val)))
+				h.Write(lenBuf[:])
+				h.Write(k)
+				h.Write(val)
+				chunk += len(k) + len(val)
+				if chunk >= hashChunk {
+					last = append(last[:0], k...)
+					return storage.ErrStop
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return "", fmt.Errorf("check hash at %d: %w", v.s.applied, err)
+		}
+		if last == nil {
+			return hex.EncodeToString(h.Sum(nil)), nil // the scan reached the end
+		}
+		lower = append(last, 0) // the next key after last
+		read += int64(chunk)
+		if err := pace(ctx, rate, start, read); err != nil {
+			return "", fmt.Errorf("check hash at %d: %w", v.s.applied, err)
+		}
 	}
-	return h, nil
+}
+
+// pace sleeps until read bytes since start are within rate(), or ctx ends.
+func pace(ctx context.Context, rate func() int64, start time.Time, read int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if rate == nil {
+		return nil
+	}
+	r := rate()
+	if r <= 0 {
+		return nil
+	}
+	due := start.Add(time.Duration(float64(read) / float64(r) * float64(time.Second)))
+	wait := time.Until(due)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Release frees the snapshot. It is safe to call more than once.
