@@ -138,7 +138,7 @@ natsbench:
 
 # bench-sitting: BENCHMARKS.md's one-sitting comparison: Docket and NATS
 # JetStream run by turns, 3 interleaved rounds (ROUNDS=n), then the medians.
-# About 20 minutes on 2 cores; reports stay in .bench/sitting-<time>.
+# About 10 minutes on 2 cores; reports stay in .bench/sitting-<time>.
 bench-sitting: build natsbench
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" flock /tmp/docket-heavy.lock cmd/natsbench/sitting.sh
 
