@@ -204,10 +204,12 @@ type Client struct {
 	// leader at once send one round of Status calls, not one each.
 	discoverSem chan struct{}
 
-	// enq and sub share Enqueue and Submit RPCs between concurrent
-	// callers; nil when sharing is off.
+	// enq, sub, clm and hb share Enqueue, Submit, Claim and Heartbeat
+	// RPCs between concurrent callers; nil when sharing is off.
 	enq *sharer[*docketv1.NewTask, *docketv1.ItemResult]
 	sub *sharer[*docketv1.SubmitRequest, submitResult]
+	clm *sharer[*docketv1.ClaimRequest, []*docketv1.Task]
+	hb  *sharer[*docketv1.HeartbeatItem, *docketv1.ItemResult]
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by gRPC address, created lazily, closed only by Close
@@ -271,8 +273,10 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		_, err := c.discover(ctx, nil)
 		if err == nil {
 			if n := cfg.shareInflight; n > 0 {
-				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], c.enqueueRPC, c.enqueueRPC)
-				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], c.submitAlone, c.submitBatchRPC)
+				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], nil, c.enqueueRPC, c.enqueueRPC)
+				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], nil, c.submitAlone, c.submitBatchRPC)
+				c.clm = newSharer("Claim", n, sizeOf[*docketv1.ClaimRequest], claimWeight, c.claimAlone, c.claimBatchRPC)
+				c.hb = newSharer("Heartbeat", n, sizeOf[*docketv1.HeartbeatItem], nil, c.heartbeatRPC, c.heartbeatRPC)
 			}
 			return c, nil
 		}
@@ -306,6 +310,8 @@ func (c *Client) Close() error {
 		// After the connections: the shared RPCs then end at once.
 		c.enq.close()
 		c.sub.close()
+		c.clm.close()
+		c.hb.close()
 	}
 	return err
 }

@@ -13,8 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// DefaultShareInflight is how many Enqueue (or Submit) RPCs a Client keeps
-// in flight before concurrent calls start to share RPCs. Two, because
+// DefaultShareInflight is how many RPCs of each kind (Enqueue, Submit,
+// Claim, Heartbeat) a Client keeps in flight before concurrent calls of
+// that kind start to share RPCs. Two, because
 // fewer, larger requests won at every concurrency measured: 256 callers
 // made 26.1k enqueues/s with 2 against 23.1k/s with 8, and 16 callers
 // 4.0k/s (p50 3.8 ms) against 3.0k/s (p50 5.0 ms) (BENCHMARKS.md). A
@@ -22,25 +23,32 @@ import (
 const DefaultShareInflight = 2
 
 // Bounds of one shared RPC: the server's items-per-call limit
-// (fsm.MaxBatch) and half its default 8 MiB request limit.
+// (fsm.MaxBatch; for ClaimBatch, the sum of max_tasks) and half its
+// default 8 MiB request limit.
 const (
 	maxSharedItems = 1000
 	maxSharedBytes = 4 << 20
 )
 
-// WithSharedRPCs sets how many Enqueue RPCs, and separately how many
-// Submit RPCs, the client keeps in flight before concurrent calls share
-// one RPC; 0 turns sharing off. Default DefaultShareInflight.
+// WithSharedRPCs sets how many RPCs of each kind the client keeps in
+// flight before concurrent calls of that kind share one RPC; 0 turns
+// sharing off. Enqueue, Submit, Claim and Heartbeat each have their own
+// limit of this size. Default DefaultShareInflight.
 //
 // Below the limit every call is sent at once on its own, so a lone caller
 // waits for nothing. While the limit is reached, calls queue, and the next
-// free slot sends all of them as one request (up to 1,000 items and
-// 4 MiB): group commit, the way Kafka producers batch but without a
-// linger. Concurrent Enqueues share an Enqueue RPC; concurrent Submits a
-// SubmitBatch RPC. Each caller still gets exactly its own results. If the
-// server refuses a shared request as invalid or too large, each caller's
-// items are sent again on their own, so one caller's bad item fails that
-// caller only; idempotency keys and fences make this safe.
+// free slot sends all of them as one request (up to 1,000 items, or for
+// claims 1,000 max_tasks, and 4 MiB): group commit, the way Kafka
+// producers batch but without a linger. Concurrent Enqueues share an
+// Enqueue RPC; concurrent Submits a SubmitBatch RPC; concurrent Claims a
+// ClaimBatch RPC (claimshare.go: a long-poll shares only its first,
+// wait-free try); concurrent Heartbeats a Heartbeat RPC. Each caller
+// still gets exactly its own results, and each claimer its own tasks
+// under its own worker id and lease. If the server refuses a shared
+// request as invalid, too large or not permitted, or does not know the
+// RPC (a server older than ClaimBatch), each caller's items are sent
+// again on their own, so one caller's bad item fails that caller only;
+// idempotency keys and fences make this safe, and a claim is repeatable.
 func WithSharedRPCs(inflight int) Option {
 	return func(c *config) { c.shareInflight = inflight }
 }
@@ -48,8 +56,10 @@ func WithSharedRPCs(inflight int) Option {
 // sharer lets concurrent calls of one kind share RPCs. Each call carries
 // items of type T and gets one R per item.
 type sharer[T, R any] struct {
-	op     string
-	size   func(T) int
+	op   string
+	size func(T) int
+	// weight is what an item counts against maxSharedItems; nil: 1.
+	weight func(T) int
 	alone  func(context.Context, []T) ([]R, error) // one caller's RPC
 	shared func(context.Context, []T) ([]R, error) // many callers' RPC
 	calls  chan *shareCall[T, R]
@@ -60,10 +70,11 @@ type sharer[T, R any] struct {
 }
 
 type shareCall[T, R any] struct {
-	ctx   context.Context
-	items []T
-	size  int
-	reply chan shareReply[R] // buffered: a send never blocks on a caller
+	ctx    context.Context
+	items  []T
+	size   int
+	weight int
+	reply  chan shareReply[R] // buffered: a send never blocks on a caller
 	// alone is set when the call is sent on its own, with the caller's
 	// context: its answer then comes as soon as that context ends, and
 	// the caller takes it, so that it sees exactly what an unshared call
@@ -76,10 +87,10 @@ type shareReply[R any] struct {
 	err error
 }
 
-func newSharer[T, R any](op string, inflight int, size func(T) int,
+func newSharer[T, R any](op string, inflight int, size, weight func(T) int,
 	alone, shared func(context.Context, []T) ([]R, error)) *sharer[T, R] {
 	ctx, stop := context.WithCancel(context.Background())
-	s := &sharer[T, R]{op: op, size: size, alone: alone, shared: shared,
+	s := &sharer[T, R]{op: op, size: size, weight: weight, alone: alone, shared: shared,
 		calls: make(chan *shareCall[T, R], 4096), sem: make(chan struct{}, inflight), ctx: ctx, stop: stop}
 	s.wg.Add(1)
 	go s.run()
@@ -94,11 +105,17 @@ func (s *sharer[T, R]) close() {
 
 // do sends items, alone or sharing an RPC, and returns their results.
 func (s *sharer[T, R]) do(ctx context.Context, items []T) ([]R, error) {
-	size := 0
+	size, weight := 0, len(items)
 	for _, it := range items {
 		size += s.size(it)
 	}
-	call := &shareCall[T, R]{ctx: ctx, items: items, size: size, reply: make(chan shareReply[R], 1)}
+	if s.weight != nil {
+		weight = 0
+		for _, it := range items {
+			weight += s.weight(it)
+		}
+	}
+	call := &shareCall[T, R]{ctx: ctx, items: items, size: size, weight: weight, reply: make(chan shareReply[R], 1)}
 	select {
 	case s.calls <- call:
 	case <-ctx.Done():
@@ -142,17 +159,17 @@ func (s *sharer[T, R]) run() {
 			s.drain()
 			return
 		}
-		batch, n, size := []*shareCall[T, R]{first}, len(first.items), first.size
+		batch, n, size := []*shareCall[T, R]{first}, first.weight, first.size
 	collect:
 		for {
 			select {
 			case call := <-s.calls:
-				if n+len(call.items) > maxSharedItems || size+call.size > maxSharedBytes {
+				if n+call.weight > maxSharedItems || size+call.size > maxSharedBytes {
 					carry = call
 					break collect
 				}
 				batch = append(batch, call)
-				n, size = n+len(call.items), size+call.size
+				n, size = n+call.weight, size+call.size
 			default:
 				break collect
 			}
@@ -212,9 +229,11 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 	}
 	defer cancel()
 	out, err := s.shared(ctx, items)
-	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) || status.Code(err) == codes.Unimplemented {
-		// Nothing was applied (or the server predates SubmitBatch): let
-		// each caller's own items answer.
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrPermissionDenied) ||
+		status.Code(err) == codes.Unimplemented {
+		// Nothing was applied (or the server predates SubmitBatch or
+		// ClaimBatch): let each caller's own items answer. A token may
+		// cover one caller's tenant and not another's.
 		var wg sync.WaitGroup
 		for _, call := range live {
 			wg.Add(1)

@@ -58,15 +58,18 @@
 //
 // # Shared RPCs
 //
-// Concurrent Enqueue calls of one Client share Enqueue RPCs, and
-// concurrent Submits share SubmitBatch RPCs, once DefaultShareInflight of
-// them are in flight (WithSharedRPCs): group commit without a linger, so a
-// lone caller is sent at once and a busy process makes a few large
-// requests instead of thousands of small ones (per-call gRPC work on both
-// ends was half the cost of a single-task enqueue; BENCHMARKS.md). Each
-// caller gets its own results. A caller whose ctx ends while its items
-// ride a shared RPC gets ErrOutcomeUnknown: they may still apply, and a
-// retry cannot apply them twice (idempotency keys, fences).
+// Concurrent Enqueue calls of one Client share Enqueue RPCs, concurrent
+// Submits share SubmitBatch RPCs, concurrent Claims ClaimBatch RPCs and
+// concurrent Heartbeats Heartbeat RPCs, once DefaultShareInflight RPCs of
+// that kind are in flight (WithSharedRPCs): group commit without a
+// linger, so a lone caller is sent at once and a busy process makes a few
+// large requests instead of thousands of small ones (per-call gRPC work on
+// both ends was half the cost of a single-task enqueue; BENCHMARKS.md).
+// Each caller gets its own results; each claimer its own tasks, under its
+// own worker id and lease. A caller whose ctx ends while its items ride a
+// shared RPC gets ErrOutcomeUnknown: they may still apply, and a retry
+// cannot apply them twice (idempotency keys, fences), or, for a claim,
+// the tasks claimed for it wait out their lease.
 //
 // # Workers
 //
@@ -87,6 +90,19 @@
 //
 // # Decisions and trade-offs
 //
+//   - Claims share a ClaimBatch that never waits. A shared RPC holds one
+//     of a few slots until it answers, and a long poll may take 30 s, so
+//     a Claim with a wait rides the sharer without one and, if it got
+//     nothing, long-polls for the rest of its wait on its own Claim RPC,
+//     outside the sharer. The price: a lone long-poll on an empty queue
+//     is two RPCs (a try, then the poll) where it was one; the try costs
+//     no Raft entry (the leader's admit gate sees nothing to claim). A
+//     Claim without a wait is one RPC, as before, when it is alone.
+//     Against a server older than ClaimBatch (Unimplemented) each caller
+//     claims alone, as SubmitBatch falls back. Heartbeats share the
+//     Heartbeat RPC itself, which already takes many items; the Worker
+//     sends its own leases in one, so this helps many Workers, or
+//     callers, on one Client.
 //   - An Enqueue whose tasks name parents (After, AfterIndex) is never
 //     shared with other callers' Enqueues (WithSharedRPCs): AfterIndex
 //     counts positions within the request, and the server refuses the

@@ -41,10 +41,14 @@ type fakeCluster struct {
 	fence      uint64
 	calls      []map[string]int // per node: every call by method name
 	claimMax   []uint32         // max_tasks of every Claim the leader handled
+	claimWaits []int64          // wait_ns of every Claim RPC the leader handled
 	heartbeats [][]*docketv1.HeartbeatItem
 	submits    []*docketv1.SubmitRequest
 	nacks      []*docketv1.NackRequest
 	staleHB    map[string]bool // task ids whose heartbeats answer STALE_FENCE
+	// noClaimBatch makes the leader answer ClaimBatch Unimplemented, as a
+	// server older than it does.
+	noClaimBatch bool
 	// hintInErrorOnly makes followers name the leader only in the
 	// ErrorInfo of a NOT_LEADER answer, not in the metadata.
 	hintInErrorOnly bool
@@ -149,6 +153,19 @@ func (fc *fakeCluster) countAll(method string) int {
 	n := 0
 	for _, m := range fc.calls {
 		n += m[method]
+	}
+	return n
+}
+
+// longPolls counts the Claim RPCs with a wait the leader handled.
+func (fc *fakeCluster) longPolls() int {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	n := 0
+	for _, w := range fc.claimWaits {
+		if w > 0 {
+			n++
+		}
 	}
 	return n
 }
@@ -362,33 +379,41 @@ func (q *fakeQueue) Claim(ctx context.Context, req *docketv1.ClaimRequest) (*doc
 	fc := q.fc
 	fc.mu.Lock()
 	fc.claimMax = append(fc.claimMax, req.GetMaxTasks())
+	fc.claimWaits = append(fc.claimWaits, req.GetWaitNs())
 	fc.mu.Unlock()
 	resp := &docketv1.ClaimResponse{}
 	err := fc.waitChange(ctx, time.Duration(req.GetWaitNs()), func() bool {
-		var fence uint64
-		for _, id := range slices.Clone(fc.pending) {
-			if uint32(len(resp.Tasks)) >= max(req.GetMaxTasks(), 1) {
-				break
-			}
-			t := fc.tasks[id]
-			if t.GetQueue() != req.GetQueue() || t.GetTenant() != tenantOf(req.GetTenant()) {
-				continue
-			}
-			if fence == 0 {
-				fc.fence++
-				fence = fc.fence
-			}
-			fc.pending = slices.DeleteFunc(fc.pending, func(p string) bool { return p == id })
-			t.State, t.Fence, t.WorkerId, t.LeaseNs = docketv1.TaskState_TASK_STATE_RUNNING, fence, req.GetWorkerId(), req.GetLeaseNs()
-			t.Claims++
-			resp.Tasks = append(resp.Tasks, proto.Clone(t).(*docketv1.Task))
-		}
+		resp.Tasks = fc.claimLocked(req)
 		return len(resp.Tasks) > 0
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// claimLocked claims up to req's max_tasks pending tasks of its queue.
+func (fc *fakeCluster) claimLocked(req *docketv1.ClaimRequest) []*docketv1.Task {
+	var out []*docketv1.Task
+	var fence uint64
+	for _, id := range slices.Clone(fc.pending) {
+		if uint32(len(out)) >= max(req.GetMaxTasks(), 1) {
+			break
+		}
+		t := fc.tasks[id]
+		if t.GetQueue() != req.GetQueue() || t.GetTenant() != tenantOf(req.GetTenant()) {
+			continue
+		}
+		if fence == 0 {
+			fc.fence++
+			fence = fc.fence
+		}
+		fc.pending = slices.DeleteFunc(fc.pending, func(p string) bool { return p == id })
+		t.State, t.Fence, t.WorkerId, t.LeaseNs = docketv1.TaskState_TASK_STATE_RUNNING, fence, req.GetWorkerId(), req.GetLeaseNs()
+		t.Claims++
+		out = append(out, proto.Clone(t).(*docketv1.Task))
+	}
+	return out
 }
 
 func (q *fakeQueue) Heartbeat(_ context.Context, req *docketv1.HeartbeatRequest) (*docketv1.HeartbeatResponse, error) {

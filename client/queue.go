@@ -25,6 +25,7 @@ const MaxWait = docketv1.MaxWait
 var (
 	opEnqueue     = op{name: "Enqueue", repeatable: true}
 	opClaim       = op{name: "Claim", repeatable: true}
+	opClaimBatch  = op{name: "ClaimBatch", repeatable: true}
 	opHeartbeat   = op{name: "Heartbeat", repeatable: true}
 	opSubmit      = op{name: "Submit", repeatable: true}
 	opSubmitBatch = op{name: "SubmitBatch", repeatable: true}
@@ -154,58 +155,24 @@ func (c *Client) EnqueueOne(ctx context.Context, queue string, payload []byte, o
 	return items[0].GetTaskId(), nil
 }
 
-// Claim takes up to req.MaxTasks tasks under a lease of req.LeaseNs. With
-// req.WaitNs > 0 the server holds the call until a task is claimable or the
-// wait ends; the client shortens the wait to fit ctx's deadline, so that a
-// long-poll that finds nothing returns no tasks rather than a deadline
-// error. req is not modified.
-func (c *Client) Claim(ctx context.Context, req *docketv1.ClaimRequest) ([]*docketv1.Task, error) {
-	if req == nil {
-		return nil, fmt.Errorf("Claim: %w: nil request", ErrInvalidArgument)
-	}
-	var resp *docketv1.ClaimResponse
-	var wait time.Duration // this attempt's, set from the caller's ctx before it
-	waitFor := func(ctx context.Context) time.Duration {
-		wait = clampWait(ctx, time.Duration(req.GetWaitNs()))
-		return wait
-	}
-	_, err := c.invokeWait(ctx, opClaim, waitFor, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		r, err := docketv1.NewQueueClient(cc).Claim(ctx, &docketv1.ClaimRequest{
-			Queue:    req.GetQueue(),
-			Tenant:   req.GetTenant(),
-			WorkerId: req.GetWorkerId(),
-			LeaseNs:  req.GetLeaseNs(),
-			MaxTasks: req.GetMaxTasks(),
-			WaitNs:   int64(wait),
-		}, opts...)
-		resp = r
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetTasks(), nil
-}
-
-// clampWait shortens a long-poll wait to MaxWait and to ctx's deadline,
-// leaving a tenth of the remaining time (at most a second) for the reply.
-func clampWait(ctx context.Context, wait time.Duration) time.Duration {
-	wait = min(wait, MaxWait)
-	if dl, ok := ctx.Deadline(); ok {
-		rem := time.Until(dl)
-		rem -= min(rem/10, time.Second)
-		wait = min(wait, rem)
-	}
-	return max(wait, 0)
-}
-
 // Heartbeat extends the leases of running tasks, all in one command. The
 // results come one per item, in order: CODE_STALE_FENCE or CODE_NOT_FOUND
-// means that lease is lost.
+// means that lease is lost. With shared RPCs on (WithSharedRPCs),
+// concurrent Heartbeats share one Heartbeat RPC, and each caller gets the
+// results of its own items.
 func (c *Client) Heartbeat(ctx context.Context, items ...*docketv1.HeartbeatItem) ([]*docketv1.ItemResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
+	if c.hb != nil {
+		return c.hb.do(ctx, items)
+	}
+	return c.heartbeatRPC(ctx, items)
+}
+
+// heartbeatRPC sends one Heartbeat RPC of items, with the client's
+// retries: what a caller alone sends, and what callers that share send.
+func (c *Client) heartbeatRPC(ctx context.Context, items []*docketv1.HeartbeatItem) ([]*docketv1.ItemResult, error) {
 	req := &docketv1.HeartbeatRequest{Items: items}
 	var resp *docketv1.HeartbeatResponse
 	_, err := c.invoke(ctx, opHeartbeat, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {

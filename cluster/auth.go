@@ -53,6 +53,7 @@ var methodRoles = map[string][]string{
 	pb.Queue_GetTask_FullMethodName:     {RoleProducer, RoleReader},
 	pb.Queue_WaitResult_FullMethodName:  {RoleProducer},
 	pb.Queue_Claim_FullMethodName:       {RoleWorker},
+	pb.Queue_ClaimBatch_FullMethodName:  {RoleWorker},
 	pb.Queue_Heartbeat_FullMethodName:   {RoleWorker},
 	pb.Queue_Submit_FullMethodName:      {RoleWorker},
 	pb.Queue_SubmitBatch_FullMethodName: {RoleWorker},

@@ -28,11 +28,13 @@ const minRetry = time.Millisecond
 // releases those it then fails to deliver (ReleaseTasks).
 func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error) {
 	deadline := time.Now().Add(waitBudget(ctx, wait))
+	settleBy := time.Now().Add(waitBudget(ctx, wait+maxSettle))
 	ref := fsm.QueueRef{Queue: cmd.GetClaim().GetQueue(), Tenant: cmd.GetClaim().GetTenant()}
 	want := int(cmd.GetClaim().GetMaxTasks())
 	for {
 		wake, release := s.hub.watchQueue(ref)
-		if n, next := s.admit(ref, want); n > 0 {
+		n, next, settled := s.admit(ref, want)
+		if n > 0 {
 			release() // not a waiter while it proposes
 			res, err := s.ProposeOrphan(ctx, cmd, s.Release)
 			s.gate.release(ref, n)
@@ -70,11 +72,29 @@ func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration
 			if err != nil {
 				return nil, err
 			}
+		} else if left := time.Until(settleBy); settled != nil && left > 0 && !s.draining() {
+			// Nothing was free only because claims in flight still hold
+			// reservations, though the replica may already show their
+			// tasks claimed: the count is low until they release. Look
+			// again then rather than answer empty on it. Without this,
+			// the items of one ClaimBatch, which all claim at once,
+			// answered empty while tasks were pending.
+			release()
+			if err := s.settle(ctx, settled, left); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		release()
 		return nil, nil
 	}
 }
+
+// maxSettle bounds how long a claim whose wait is over waits for claims
+// in flight to release their reservations (admit): about one apply on a
+// busy leader (claim p99 was 207 ms; BENCHMARKS.md). Past it the claim
+// answers empty, as it did before.
+const maxSettle = 250 * time.Millisecond
 
 // wakeQueue wakes as many waiters of ref as may claim now, reading the
 // catalog only when someone waits.
@@ -87,11 +107,13 @@ func (s *Service) wakeQueue(ref fsm.QueueRef) {
 // admit decides whether a waiting Claim for up to want tasks of ref
 // proposes now, and reserves what it may take. Without it every waiter of
 // a queue proposed a Claim on each enqueue, and all but a few were empty
-// claims applied on every replica. It returns the reservation (0: wait)
-// and when the next delayed task becomes visible (0: none).
-func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64) {
+// claims applied on every replica. It returns the reservation (0: wait),
+// when the next delayed task becomes visible (0: none), and, when it
+// reserved nothing while other claims of ref hold reservations, a channel
+// closed when one of them releases.
+func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64, <-chan struct{}) {
 	var next int64
-	n := s.gate.reserve(ref, want, func() int {
+	n, settled := s.gate.reserve(ref, want, func() int {
 		pending, due, nv := s.claimable(ref)
 		next = nv
 		if due {
@@ -99,7 +121,7 @@ func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64) {
 		}
 		return pending
 	})
-	return n, next
+	return n, next, settled
 }
 
 // avail is how many Claims of ref may propose now: pending tasks not
@@ -148,24 +170,40 @@ func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisibl
 type claimGate struct {
 	mu       sync.Mutex
 	reserved map[fsm.QueueRef]int
+	// released holds, per queue, a channel closed at its next release:
+	// what a claim that found nothing free waits on (admit).
+	released map[fsm.QueueRef]chan struct{}
 }
 
-func newClaimGate() *claimGate { return &claimGate{reserved: map[fsm.QueueRef]int{}} }
+func newClaimGate() *claimGate {
+	return &claimGate{reserved: map[fsm.QueueRef]int{}, released: map[fsm.QueueRef]chan struct{}{}}
+}
 
 // reserve takes up to want of the tasks of ref that avail reports and no
 // claim in flight has reserved. avail reads the replica under the gate's
 // lock: read outside it, a claim could apply and release its reservation
 // between the read and the reservation, and the stale count would let a
-// second claim propose for the same task.
-func (g *claimGate) reserve(ref fsm.QueueRef, want int, avail func() int) int {
+// second claim propose for the same task. When it reserves nothing while
+// other claims of ref hold reservations, it returns a channel closed at
+// the next release of ref, taken under the same lock so that no release
+// falls between the count and the channel.
+func (g *claimGate) reserve(ref fsm.QueueRef, want int, avail func() int) (int, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := min(want, avail()-g.reserved[ref])
-	if n <= 0 {
-		return 0
+	if n > 0 {
+		g.reserved[ref] += n
+		return n, nil
 	}
-	g.reserved[ref] += n
-	return n
+	if g.reserved[ref] <= 0 {
+		return 0, nil
+	}
+	ch, ok := g.released[ref]
+	if !ok {
+		ch = make(chan struct{})
+		g.released[ref] = ch
+	}
+	return 0, ch
 }
 
 // free is how many of the avail tasks of ref no claim has reserved.
@@ -181,6 +219,10 @@ func (g *claimGate) release(ref fsm.QueueRef, n int) {
 	if g.reserved[ref] -= n; g.reserved[ref] <= 0 {
 		delete(g.reserved, ref)
 	}
+	if ch, ok := g.released[ref]; ok {
+		close(ch)
+		delete(g.released, ref)
+	}
 }
 
 // waitBudget shortens a wait to end before the caller's deadline, leaving a
@@ -192,6 +234,22 @@ func waitBudget(ctx context.Context, wait time.Duration) time.Duration {
 		wait = min(wait, left-min(left/10, time.Second))
 	}
 	return max(wait, 0)
+}
+
+// settle waits for released, d, ctx or Drain, as sleep does, but is not a
+// long-poll waiter: it only waits out claims in flight. Only ctx is an
+// error.
+func (s *Service) settle(ctx context.Context, released <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-released:
+	case <-t.C:
+	case <-s.drain:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // sleep waits for wake, d, ctx or Drain. Only ctx is an error.

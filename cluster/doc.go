@@ -103,7 +103,14 @@
 //     tasks not reserved by claims in flight (claimGate), and only those
 //     propose; the count read and the reservation happen under one lock.
 //     A claim that finishes, and a woken waiter that leaves without
-//     claiming, wake the next ones if unreserved tasks remain.
+//     claiming, wake the next ones if unreserved tasks remain. A claim
+//     counts as reserved from admit until its caller has the answer, so
+//     for a moment after it applies its tasks count twice (gone from the
+//     replica, still reserved). A claim whose wait is over (or that has
+//     none) and finds nothing free while others hold reservations waits
+//     for their next release, at most maxSettle (250 ms), and looks again:
+//     answering empty on that count gave the items of one ClaimBatch,
+//     which all claim at once, nothing while tasks were pending.
 //   - The observer runs on Raft's apply goroutine and reads no Pebble: the
 //     FSM's Event carries each queue's pending count at the end of the
 //     batch (Test_ObserverReadsNoPebble). A claimer that wakes its

@@ -99,6 +99,14 @@ func requestTenants(req any) []string {
 		return out
 	case *pb.ClaimRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.ClaimBatchRequest:
+		var out []string
+		for _, it := range r.GetItems() {
+			if it != nil {
+				out = appendNew(out, def(&it.Tenant))
+			}
+		}
+		return out
 	case *pb.HeartbeatRequest:
 		var out []string
 		for _, it := range r.GetItems() {

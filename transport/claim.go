@@ -88,23 +88,24 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 		})
 }
 
-// claimWatch is a gRPC stats handler that sees the end of each Claim: when
-// the handler answered tasks but gRPC could not send the answer (the
-// caller reset the stream, the connection broke), they are undelivered and
-// the node releases them. An answer lost after it was written to the
-// connection is not seen; its leases expire and the reaper counts an
-// attempt, as before.
+// claimWatch is a gRPC stats handler that sees the end of each Claim and
+// ClaimBatch: when the handler answered tasks but gRPC could not send the
+// answer (the caller reset the stream, the connection broke), they are
+// undelivered and the node releases them, every item's of a ClaimBatch.
+// An answer lost after it was written to the connection is not seen; its
+// leases expire and the reaper counts an attempt, as before.
 type claimWatch struct{ s *Server }
 
 type claimSlotKey struct{}
 
-// claimSlot carries a Claim's tasks from the handler to claimWatch.
+// claimSlot carries a Claim's tasks (all items' of a ClaimBatch) from the
+// handler to claimWatch.
 type claimSlot struct {
 	tasks atomic.Pointer[[]*pb.Task]
 }
 
 func (w claimWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if info.FullMethodName != pb.Queue_Claim_FullMethodName {
+	if info.FullMethodName != pb.Queue_Claim_FullMethodName && info.FullMethodName != pb.Queue_ClaimBatch_FullMethodName {
 		return ctx
 	}
 	return context.WithValue(ctx, claimSlotKey{}, &claimSlot{})

@@ -278,6 +278,10 @@ type Config struct {
 	// Registerer, when set, receives the server's Prometheus metrics
 	// (docket_transport_*). nil keeps them unregistered.
 	Registerer prometheus.Registerer
+
+	// answerLimit lowers the bytes a ClaimBatch answer may take, so that
+	// tests can reach it; 0 is MaxAnswerBytes.
+	answerLimit int
 }
 
 func (c Config) withDefaults() Config {

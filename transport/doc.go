@@ -7,11 +7,10 @@
 // long polls, reads at a consistency) and the FSM's (the rules).
 //
 // The story of a request: any node accepts it. A write (Enqueue, Claim,
-// Heartbeat, Submit, Nack, Cancel, RequeueDead, PauseQueue, ResumeQueue,
-// PurgeQueue, PutSchedule, RemoveSchedule, SetQueueRetry, ResetQueue,
-// Snooze, UpdateTask) is turned into a Command
-// PurgeQueue, SetQueueLimits) is turned into a Command
-// by cluster, which fills the request's defaults (an empty tenant becomes
+// ClaimBatch, Heartbeat, Submit, SubmitBatch, Nack, Cancel, RequeueDead,
+// PauseQueue, ResumeQueue, PurgeQueue, PutSchedule, RemoveSchedule,
+// SetQueueRetry, ResetQueue, Snooze, UpdateTask, SetQueueLimits) is turned
+// into a Command by cluster, which fills the request's defaults (an empty tenant becomes
 // "default", Claim's max_tasks and lease get theirs), and checked with
 // Node.Check on the node that received it, so a bad value costs no hop and
 // names its field. On the leader the handler hands the command to
@@ -27,11 +26,10 @@
 // (onLeader), queue.go (writes and reads), queuectl.go (PauseQueue,
 // ResumeQueue, PurgeQueue), schedule.go (PutSchedule, ListSchedules,
 // RemoveSchedule), retries.go (SetQueueRetry, ResetQueue, Snooze,
-// UpdateTask), claim.go (Claim, WaitResult and claimWatch), admin.go (the
-// Cluster service), limits.go (connection and
-// ResumeQueue, PurgeQueue), deps.go (ParentResults), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
-// ResumeQueue, PurgeQueue), queuelimits.go (SetQueueLimits), claim.go (Claim, WaitResult and claimWatch), admin.go (the Cluster service), limits.go (connection and
-// long-poll bounds), codec.go (requests that do not decode), metrics.go.
+// UpdateTask), deps.go (ParentResults), queuelimits.go (SetQueueLimits),
+// claim.go (Claim, WaitResult and claimWatch), claimbatch.go (ClaimBatch),
+// admin.go (the Cluster service), limits.go (connection and long-poll
+// bounds), codec.go (requests that do not decode), metrics.go.
 //
 // Every error is mapped to a gRPC status in one place, toStatus, called by
 // the server's unary interceptor, which also puts the leader's address in
@@ -98,9 +96,31 @@
 //     limit (MaxRecvMsgSize, 8 MiB) bounds requests, not answers.
 //   - An undelivered claim is released, not reaped (cluster.Service.Release
 //     holds the reasoning). transport's part is claimWatch: a gRPC stats
-//     handler that sees a Claim whose answer gRPC failed to send and hands
-//     its tasks back to the node (ReleaseTasks). An answer lost after gRPC
+//     handler that sees a Claim or ClaimBatch whose answer gRPC failed to
+//     send and hands its tasks back to the node (ReleaseTasks). An answer lost after gRPC
 //     wrote it to the connection is not seen; its leases expire.
+//   - ClaimBatch (for the Go client, which lets concurrent Claims share an
+//     RPC) adds no Raft command and no feature level: each item is the
+//     ordinary Claim command, checked as Claim's is, and all run at once
+//     through Node.Claim, so the node's group commit folds them into
+//     shared entries exactly as it folds concurrent Claims of many
+//     clients. A new command would have needed a latch for rolling
+//     upgrades and bought nothing the coalescer does not already do. It
+//     never long-polls (wait_ns > 0 is InvalidArgument): a batch that
+//     waited would hold every item's caller for the slowest, and would
+//     need a long-poll slot; the client long-polls a claimer that found
+//     nothing on its own Claim. Bounds: 1,000 items, max_tasks adding up
+//     to 1,000, so one call claims no more than one Claim may. Each item's
+//     answer is bounded (fsm.AnswerBudget, or one larger task), but a
+//     thousand are not; the handler measures the encoded answer and, past
+//     MaxAnswerBytes, answers the items from the first that does not fit
+//     to the end empty and releases their tasks (ReleaseTasks, no attempt
+//     counted). The first item always fits (MaxAnswerBytes holds one
+//     Claim's answer). If an item fails, the others' tasks are released
+//     and the call fails as a Claim would; a not-leader error after some
+//     items claimed is LEADERSHIP_LOST, not forwarded, since forwarding
+//     promises nothing was done. claimWatch releases every item's tasks
+//     when gRPC fails to send the answer.
 //   - Cluster changes (TransferLeadership, AddServer, RemoveServer) are
 //     forwarded like writes, so an operator can point the CLI at any node.
 //     Status always answers locally.

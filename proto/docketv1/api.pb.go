@@ -242,6 +242,97 @@ func (x *ClaimResponse) GetTasks() []*Task {
 	return nil
 }
 
+type ClaimBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ClaimRequest        `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimBatchRequest) Reset() {
+	*x = ClaimBatchRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimBatchRequest) ProtoMessage() {}
+
+func (x *ClaimBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimBatchRequest.ProtoReflect.Descriptor instead.
+func (*ClaimBatchRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClaimBatchRequest) GetItems() []*ClaimRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ClaimBatchResponse: one item per request item, in order. Items at the end
+// may be answered empty although they claimed tasks, when the answer would
+// exceed the server's answer limit: their tasks were put back at once.
+type ClaimBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ClaimResponse       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimBatchResponse) Reset() {
+	*x = ClaimBatchResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimBatchResponse) ProtoMessage() {}
+
+func (x *ClaimBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimBatchResponse.ProtoReflect.Descriptor instead.
+func (*ClaimBatchResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ClaimBatchResponse) GetItems() []*ClaimResponse {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*HeartbeatItem       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -251,7 +342,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[4]
+	mi := &file_docketv1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +354,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[4]
+	mi := &file_docketv1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +367,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{4}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatRequest) GetItems() []*HeartbeatItem {
@@ -299,7 +390,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[5]
+	mi := &file_docketv1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +402,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[5]
+	mi := &file_docketv1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +415,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{5}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatResponse) GetItems() []*ItemResult {
@@ -351,7 +442,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[6]
+	mi := &file_docketv1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +454,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[6]
+	mi := &file_docketv1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +467,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{6}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitRequest) GetTaskId() string {
@@ -431,7 +522,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[7]
+	mi := &file_docketv1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +534,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[7]
+	mi := &file_docketv1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +547,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{7}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubmitResponse) GetAlreadyDone() bool {
@@ -475,7 +566,7 @@ type SubmitBatchRequest struct {
 
 func (x *SubmitBatchRequest) Reset() {
 	*x = SubmitBatchRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[8]
+	mi := &file_docketv1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +578,7 @@ func (x *SubmitBatchRequest) String() string {
 func (*SubmitBatchRequest) ProtoMessage() {}
 
 func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[8]
+	mi := &file_docketv1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +591,7 @@ func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBatchRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{8}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitBatchRequest) GetItems() []*SubmitRequest {
@@ -519,7 +610,7 @@ type SubmitBatchResponse struct {
 
 func (x *SubmitBatchResponse) Reset() {
 	*x = SubmitBatchResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[9]
+	mi := &file_docketv1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +622,7 @@ func (x *SubmitBatchResponse) String() string {
 func (*SubmitBatchResponse) ProtoMessage() {}
 
 func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[9]
+	mi := &file_docketv1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +635,7 @@ func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{9}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubmitBatchResponse) GetItems() []*ItemResult {
@@ -567,7 +658,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[10]
+	mi := &file_docketv1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +670,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[10]
+	mi := &file_docketv1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +683,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{10}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NackRequest) GetTaskId() string {
@@ -639,7 +730,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[11]
+	mi := &file_docketv1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +742,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[11]
+	mi := &file_docketv1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +755,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{11}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NackResponse) GetState() TaskState {
@@ -684,7 +775,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[12]
+	mi := &file_docketv1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +787,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[12]
+	mi := &file_docketv1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +800,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{12}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRequest) GetTaskId() string {
@@ -739,7 +830,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[13]
+	mi := &file_docketv1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +842,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[13]
+	mi := &file_docketv1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +855,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{13}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelResponse) GetCancelRequested() bool {
@@ -793,7 +884,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[14]
+	mi := &file_docketv1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +896,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[14]
+	mi := &file_docketv1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +909,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{14}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -857,7 +948,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[15]
+	mi := &file_docketv1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +960,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[15]
+	mi := &file_docketv1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +973,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{15}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -910,7 +1001,7 @@ type WaitResultRequest struct {
 
 func (x *WaitResultRequest) Reset() {
 	*x = WaitResultRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[16]
+	mi := &file_docketv1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1013,7 @@ func (x *WaitResultRequest) String() string {
 func (*WaitResultRequest) ProtoMessage() {}
 
 func (x *WaitResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[16]
+	mi := &file_docketv1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1026,7 @@ func (x *WaitResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResultRequest.ProtoReflect.Descriptor instead.
 func (*WaitResultRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{16}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitResultRequest) GetTaskId() string {
@@ -969,7 +1060,7 @@ type WaitResultResponse struct {
 
 func (x *WaitResultResponse) Reset() {
 	*x = WaitResultResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[17]
+	mi := &file_docketv1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1072,7 @@ func (x *WaitResultResponse) String() string {
 func (*WaitResultResponse) ProtoMessage() {}
 
 func (x *WaitResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[17]
+	mi := &file_docketv1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1085,7 @@ func (x *WaitResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResultResponse.ProtoReflect.Descriptor instead.
 func (*WaitResultResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{17}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WaitResultResponse) GetTask() *Task {
@@ -1025,7 +1116,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[18]
+	mi := &file_docketv1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1128,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[18]
+	mi := &file_docketv1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1141,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{18}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -1086,7 +1177,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[19]
+	mi := &file_docketv1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1189,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[19]
+	mi := &file_docketv1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1202,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{19}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsResponse) GetQueues() []*QueueStats {
@@ -1143,7 +1234,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[20]
+	mi := &file_docketv1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1246,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[20]
+	mi := &file_docketv1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1259,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{20}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -1209,7 +1300,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[21]
+	mi := &file_docketv1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1312,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[21]
+	mi := &file_docketv1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1325,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{21}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -1263,7 +1354,7 @@ type RequeueDeadRequest struct {
 
 func (x *RequeueDeadRequest) Reset() {
 	*x = RequeueDeadRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[22]
+	mi := &file_docketv1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1366,7 @@ func (x *RequeueDeadRequest) String() string {
 func (*RequeueDeadRequest) ProtoMessage() {}
 
 func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[22]
+	mi := &file_docketv1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1379,7 @@ func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{22}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RequeueDeadRequest) GetTaskId() string {
@@ -1328,7 +1419,7 @@ type RequeueDeadResponse struct {
 
 func (x *RequeueDeadResponse) Reset() {
 	*x = RequeueDeadResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[23]
+	mi := &file_docketv1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1431,7 @@ func (x *RequeueDeadResponse) String() string {
 func (*RequeueDeadResponse) ProtoMessage() {}
 
 func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[23]
+	mi := &file_docketv1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1444,7 @@ func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{23}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RequeueDeadResponse) GetItems() []*ItemResult {
@@ -1379,7 +1470,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1482,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[24]
+	mi := &file_docketv1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1495,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{24}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -1457,7 +1548,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1560,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[25]
+	mi := &file_docketv1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1573,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{25}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -1516,7 +1607,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1619,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[26]
+	mi := &file_docketv1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1632,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1567,7 +1658,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1670,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[27]
+	mi := &file_docketv1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1683,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PauseQueueResponse) GetChanged() bool {
@@ -1612,7 +1703,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1715,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[28]
+	mi := &file_docketv1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1728,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1663,7 +1754,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1766,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[29]
+	mi := &file_docketv1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1779,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResumeQueueResponse) GetChanged() bool {
@@ -1709,7 +1800,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1812,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[30]
+	mi := &file_docketv1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1825,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1769,7 +1860,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1872,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[31]
+	mi := &file_docketv1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1885,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PurgeQueueResponse) GetPurged() uint64 {
@@ -1818,7 +1909,7 @@ type SetQueueRetryRequest struct {
 
 func (x *SetQueueRetryRequest) Reset() {
 	*x = SetQueueRetryRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1921,7 @@ func (x *SetQueueRetryRequest) String() string {
 func (*SetQueueRetryRequest) ProtoMessage() {}
 
 func (x *SetQueueRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[32]
+	mi := &file_docketv1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1934,7 @@ func (x *SetQueueRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueRetryRequest.ProtoReflect.Descriptor instead.
 func (*SetQueueRetryRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetQueueRetryRequest) GetQueue() string {
@@ -1897,7 +1988,7 @@ type SetQueueRetryResponse struct {
 
 func (x *SetQueueRetryResponse) Reset() {
 	*x = SetQueueRetryResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2000,7 @@ func (x *SetQueueRetryResponse) String() string {
 func (*SetQueueRetryResponse) ProtoMessage() {}
 
 func (x *SetQueueRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[33]
+	mi := &file_docketv1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2013,7 @@ func (x *SetQueueRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueRetryResponse.ProtoReflect.Descriptor instead.
 func (*SetQueueRetryResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetQueueRetryResponse) GetChanged() bool {
@@ -1942,7 +2033,7 @@ type ResetQueueRequest struct {
 
 func (x *ResetQueueRequest) Reset() {
 	*x = ResetQueueRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2045,7 @@ func (x *ResetQueueRequest) String() string {
 func (*ResetQueueRequest) ProtoMessage() {}
 
 func (x *ResetQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[34]
+	mi := &file_docketv1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2058,7 @@ func (x *ResetQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResetQueueRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResetQueueRequest) GetQueue() string {
@@ -1993,7 +2084,7 @@ type ResetQueueResponse struct {
 
 func (x *ResetQueueResponse) Reset() {
 	*x = ResetQueueResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2096,7 @@ func (x *ResetQueueResponse) String() string {
 func (*ResetQueueResponse) ProtoMessage() {}
 
 func (x *ResetQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[35]
+	mi := &file_docketv1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2109,7 @@ func (x *ResetQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResetQueueResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResetQueueResponse) GetChanged() bool {
@@ -2040,7 +2131,7 @@ type SnoozeRequest struct {
 
 func (x *SnoozeRequest) Reset() {
 	*x = SnoozeRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2143,7 @@ func (x *SnoozeRequest) String() string {
 func (*SnoozeRequest) ProtoMessage() {}
 
 func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[36]
+	mi := &file_docketv1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2156,7 @@ func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
 func (*SnoozeRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{36}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnoozeRequest) GetTaskId() string {
@@ -2105,7 +2196,7 @@ type SnoozeResponse struct {
 
 func (x *SnoozeResponse) Reset() {
 	*x = SnoozeResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2208,7 @@ func (x *SnoozeResponse) String() string {
 func (*SnoozeResponse) ProtoMessage() {}
 
 func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[37]
+	mi := &file_docketv1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2221,7 @@ func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
 func (*SnoozeResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{37}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SnoozeResponse) GetState() TaskState {
@@ -2153,7 +2244,7 @@ type UpdateTaskRequest struct {
 
 func (x *UpdateTaskRequest) Reset() {
 	*x = UpdateTaskRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2256,7 @@ func (x *UpdateTaskRequest) String() string {
 func (*UpdateTaskRequest) ProtoMessage() {}
 
 func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[38]
+	mi := &file_docketv1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2269,7 @@ func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{38}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateTaskRequest) GetTaskId() string {
@@ -2225,7 +2316,7 @@ type UpdateTaskResponse struct {
 
 func (x *UpdateTaskResponse) Reset() {
 	*x = UpdateTaskResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2328,7 @@ func (x *UpdateTaskResponse) String() string {
 func (*UpdateTaskResponse) ProtoMessage() {}
 
 func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[39]
+	mi := &file_docketv1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2341,7 @@ func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{39}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateTaskResponse) GetState() TaskState {
@@ -2273,7 +2364,7 @@ type SetQueueLimitsRequest struct {
 
 func (x *SetQueueLimitsRequest) Reset() {
 	*x = SetQueueLimitsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2376,7 @@ func (x *SetQueueLimitsRequest) String() string {
 func (*SetQueueLimitsRequest) ProtoMessage() {}
 
 func (x *SetQueueLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[40]
+	mi := &file_docketv1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2389,7 @@ func (x *SetQueueLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitsRequest.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{40}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetQueueLimitsRequest) GetQueue() string {
@@ -2345,7 +2436,7 @@ type SetQueueLimitsResponse struct {
 
 func (x *SetQueueLimitsResponse) Reset() {
 	*x = SetQueueLimitsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2448,7 @@ func (x *SetQueueLimitsResponse) String() string {
 func (*SetQueueLimitsResponse) ProtoMessage() {}
 
 func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[41]
+	mi := &file_docketv1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2461,7 @@ func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitsResponse.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{41}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetQueueLimitsResponse) GetChanged() bool {
@@ -2388,7 +2479,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2491,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[42]
+	mi := &file_docketv1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2504,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{42}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
 }
 
 type SnapshotChunk struct {
@@ -2425,7 +2516,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2528,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[43]
+	mi := &file_docketv1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2541,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{43}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2472,7 +2563,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2575,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2588,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -2540,7 +2631,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2643,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2656,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2607,7 +2698,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2710,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2723,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2664,7 +2755,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2767,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2780,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 type TokenInfo struct {
@@ -2707,7 +2798,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2810,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2823,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2793,7 +2884,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2896,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2909,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2837,7 +2928,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2940,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +2953,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2880,7 +2971,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +2983,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +2996,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 type Server struct {
@@ -2927,7 +3018,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3030,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3043,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Server) GetId() string {
@@ -3025,7 +3116,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3128,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3141,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -3099,7 +3190,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3202,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3215,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3264,7 +3355,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3367,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3380,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -3336,7 +3427,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3439,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3452,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -3380,7 +3471,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3483,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3496,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3427,7 +3518,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3530,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3543,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -3491,7 +3582,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3594,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3607,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 type RemoveServerRequest struct {
@@ -3528,7 +3619,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3631,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3644,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -3571,7 +3662,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3674,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3687,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
 }
 
 type LeaveRequest struct {
@@ -3607,7 +3698,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3710,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3723,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
 }
 
 type LeaveResponse struct {
@@ -3643,7 +3734,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3746,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3759,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
 }
 
 type ParentResultsRequest struct {
@@ -3683,7 +3774,7 @@ type ParentResultsRequest struct {
 
 func (x *ParentResultsRequest) Reset() {
 	*x = ParentResultsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3786,7 @@ func (x *ParentResultsRequest) String() string {
 func (*ParentResultsRequest) ProtoMessage() {}
 
 func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3799,7 @@ func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
 func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ParentResultsRequest) GetTaskId() string {
@@ -3749,7 +3840,7 @@ type ParentResult struct {
 
 func (x *ParentResult) Reset() {
 	*x = ParentResult{}
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3852,7 @@ func (x *ParentResult) String() string {
 func (*ParentResult) ProtoMessage() {}
 
 func (x *ParentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3865,7 @@ func (x *ParentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
 func (*ParentResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ParentResult) GetTaskId() string {
@@ -3822,7 +3913,7 @@ type ParentResultsResponse struct {
 
 func (x *ParentResultsResponse) Reset() {
 	*x = ParentResultsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3925,7 @@ func (x *ParentResultsResponse) String() string {
 func (*ParentResultsResponse) ProtoMessage() {}
 
 func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3938,7 @@ func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
 func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ParentResultsResponse) GetParents() []*ParentResult {
@@ -3882,6 +3973,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\await_ns\x18\x06 \x01(\x03R\x06waitNs\"6\n" +
 	"\rClaimResponse\x12%\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x0f.docket.v1.TaskR\x05tasks\"B\n" +
+	"\x11ClaimBatchRequest\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.docket.v1.ClaimRequestR\x05items\"D\n" +
+	"\x12ClaimBatchResponse\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.ClaimResponseR\x05items\"B\n" +
 	"\x10HeartbeatRequest\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.HeartbeatItemR\x05items\"@\n" +
 	"\x11HeartbeatResponse\x12+\n" +
@@ -4124,10 +4219,12 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"last_error\x18\x05 \x01(\tR\tlastError\"o\n" +
 	"\x15ParentResultsResponse\x121\n" +
 	"\aparents\x18\x01 \x03(\v2\x17.docket.v1.ParentResultR\aparents\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xa7\x0e\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xf2\x0e\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
-	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
+	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12I\n" +
+	"\n" +
+	"ClaimBatch\x12\x1c.docket.v1.ClaimBatchRequest\x1a\x1d.docket.v1.ClaimBatchResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.docket.v1.HeartbeatRequest\x1a\x1c.docket.v1.HeartbeatResponse\x12=\n" +
 	"\x06Submit\x12\x18.docket.v1.SubmitRequest\x1a\x19.docket.v1.SubmitResponse\x12L\n" +
 	"\vSubmitBatch\x12\x1d.docket.v1.SubmitBatchRequest\x1a\x1e.docket.v1.SubmitBatchResponse\x127\n" +
@@ -4181,192 +4278,198 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
 	(*ClaimRequest)(nil),               // 2: docket.v1.ClaimRequest
 	(*ClaimResponse)(nil),              // 3: docket.v1.ClaimResponse
-	(*HeartbeatRequest)(nil),           // 4: docket.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 5: docket.v1.HeartbeatResponse
-	(*SubmitRequest)(nil),              // 6: docket.v1.SubmitRequest
-	(*SubmitResponse)(nil),             // 7: docket.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),         // 8: docket.v1.SubmitBatchRequest
-	(*SubmitBatchResponse)(nil),        // 9: docket.v1.SubmitBatchResponse
-	(*NackRequest)(nil),                // 10: docket.v1.NackRequest
-	(*NackResponse)(nil),               // 11: docket.v1.NackResponse
-	(*CancelRequest)(nil),              // 12: docket.v1.CancelRequest
-	(*CancelResponse)(nil),             // 13: docket.v1.CancelResponse
-	(*GetTaskRequest)(nil),             // 14: docket.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),            // 15: docket.v1.GetTaskResponse
-	(*WaitResultRequest)(nil),          // 16: docket.v1.WaitResultRequest
-	(*WaitResultResponse)(nil),         // 17: docket.v1.WaitResultResponse
-	(*StatsRequest)(nil),               // 18: docket.v1.StatsRequest
-	(*StatsResponse)(nil),              // 19: docket.v1.StatsResponse
-	(*ListDeadRequest)(nil),            // 20: docket.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),           // 21: docket.v1.ListDeadResponse
-	(*RequeueDeadRequest)(nil),         // 22: docket.v1.RequeueDeadRequest
-	(*RequeueDeadResponse)(nil),        // 23: docket.v1.RequeueDeadResponse
-	(*ListTasksRequest)(nil),           // 24: docket.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),          // 25: docket.v1.ListTasksResponse
-	(*PauseQueueRequest)(nil),          // 26: docket.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),         // 27: docket.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),         // 28: docket.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),        // 29: docket.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),          // 30: docket.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),         // 31: docket.v1.PurgeQueueResponse
-	(*SetQueueRetryRequest)(nil),       // 32: docket.v1.SetQueueRetryRequest
-	(*SetQueueRetryResponse)(nil),      // 33: docket.v1.SetQueueRetryResponse
-	(*ResetQueueRequest)(nil),          // 34: docket.v1.ResetQueueRequest
-	(*ResetQueueResponse)(nil),         // 35: docket.v1.ResetQueueResponse
-	(*SnoozeRequest)(nil),              // 36: docket.v1.SnoozeRequest
-	(*SnoozeResponse)(nil),             // 37: docket.v1.SnoozeResponse
-	(*UpdateTaskRequest)(nil),          // 38: docket.v1.UpdateTaskRequest
-	(*UpdateTaskResponse)(nil),         // 39: docket.v1.UpdateTaskResponse
-	(*SetQueueLimitsRequest)(nil),      // 40: docket.v1.SetQueueLimitsRequest
-	(*SetQueueLimitsResponse)(nil),     // 41: docket.v1.SetQueueLimitsResponse
-	(*SnapshotSaveRequest)(nil),        // 42: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 43: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 44: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 45: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 46: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 47: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 48: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 49: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 50: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 51: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 52: docket.v1.Server
-	(*StatusRequest)(nil),              // 53: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 54: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 55: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 56: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 57: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 58: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 59: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 60: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 61: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 62: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 63: docket.v1.LeaveResponse
-	(*ParentResultsRequest)(nil),       // 64: docket.v1.ParentResultsRequest
-	(*ParentResult)(nil),               // 65: docket.v1.ParentResult
-	(*ParentResultsResponse)(nil),      // 66: docket.v1.ParentResultsResponse
-	(*NewTask)(nil),                    // 67: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 68: docket.v1.ItemResult
-	(*Task)(nil),                       // 69: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 70: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 71: docket.v1.Outcome
-	(TaskState)(0),                     // 72: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 73: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 74: docket.v1.RetryPolicy
-	(*PutScheduleRequest)(nil),         // 75: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 76: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 77: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 78: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 79: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 80: docket.v1.RemoveScheduleResponse
+	(*ClaimBatchRequest)(nil),          // 4: docket.v1.ClaimBatchRequest
+	(*ClaimBatchResponse)(nil),         // 5: docket.v1.ClaimBatchResponse
+	(*HeartbeatRequest)(nil),           // 6: docket.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 7: docket.v1.HeartbeatResponse
+	(*SubmitRequest)(nil),              // 8: docket.v1.SubmitRequest
+	(*SubmitResponse)(nil),             // 9: docket.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),         // 10: docket.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil),        // 11: docket.v1.SubmitBatchResponse
+	(*NackRequest)(nil),                // 12: docket.v1.NackRequest
+	(*NackResponse)(nil),               // 13: docket.v1.NackResponse
+	(*CancelRequest)(nil),              // 14: docket.v1.CancelRequest
+	(*CancelResponse)(nil),             // 15: docket.v1.CancelResponse
+	(*GetTaskRequest)(nil),             // 16: docket.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),            // 17: docket.v1.GetTaskResponse
+	(*WaitResultRequest)(nil),          // 18: docket.v1.WaitResultRequest
+	(*WaitResultResponse)(nil),         // 19: docket.v1.WaitResultResponse
+	(*StatsRequest)(nil),               // 20: docket.v1.StatsRequest
+	(*StatsResponse)(nil),              // 21: docket.v1.StatsResponse
+	(*ListDeadRequest)(nil),            // 22: docket.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),           // 23: docket.v1.ListDeadResponse
+	(*RequeueDeadRequest)(nil),         // 24: docket.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),        // 25: docket.v1.RequeueDeadResponse
+	(*ListTasksRequest)(nil),           // 26: docket.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),          // 27: docket.v1.ListTasksResponse
+	(*PauseQueueRequest)(nil),          // 28: docket.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),         // 29: docket.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),         // 30: docket.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),        // 31: docket.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),          // 32: docket.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),         // 33: docket.v1.PurgeQueueResponse
+	(*SetQueueRetryRequest)(nil),       // 34: docket.v1.SetQueueRetryRequest
+	(*SetQueueRetryResponse)(nil),      // 35: docket.v1.SetQueueRetryResponse
+	(*ResetQueueRequest)(nil),          // 36: docket.v1.ResetQueueRequest
+	(*ResetQueueResponse)(nil),         // 37: docket.v1.ResetQueueResponse
+	(*SnoozeRequest)(nil),              // 38: docket.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),             // 39: docket.v1.SnoozeResponse
+	(*UpdateTaskRequest)(nil),          // 40: docket.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),         // 41: docket.v1.UpdateTaskResponse
+	(*SetQueueLimitsRequest)(nil),      // 42: docket.v1.SetQueueLimitsRequest
+	(*SetQueueLimitsResponse)(nil),     // 43: docket.v1.SetQueueLimitsResponse
+	(*SnapshotSaveRequest)(nil),        // 44: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 45: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 46: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 47: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 48: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 49: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 50: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 51: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 52: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 53: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 54: docket.v1.Server
+	(*StatusRequest)(nil),              // 55: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 56: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 57: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 58: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 59: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 60: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 61: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 62: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 63: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 64: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 65: docket.v1.LeaveResponse
+	(*ParentResultsRequest)(nil),       // 66: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 67: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 68: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 69: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 70: docket.v1.ItemResult
+	(*Task)(nil),                       // 71: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 72: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 73: docket.v1.Outcome
+	(TaskState)(0),                     // 74: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 75: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 76: docket.v1.RetryPolicy
+	(*PutScheduleRequest)(nil),         // 77: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 78: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 79: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 80: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 81: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 82: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	67, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	68, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	69, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
-	70, // 3: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	68, // 4: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	71, // 5: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
-	6,  // 6: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	68, // 7: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	72, // 8: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	72, // 9: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	69, // 10: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	69, // 11: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	73, // 12: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	69, // 13: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	68, // 14: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	72, // 15: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	69, // 16: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	74, // 17: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	72, // 18: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	72, // 19: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	48, // 20: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	52, // 21: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	55, // 22: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	72, // 23: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	71, // 24: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	65, // 25: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
-	0,  // 26: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 27: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 28: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	6,  // 29: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	8,  // 30: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	10, // 31: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	12, // 32: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	14, // 33: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	16, // 34: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	18, // 35: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	20, // 36: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	22, // 37: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	24, // 38: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	26, // 39: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	28, // 40: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	30, // 41: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	75, // 42: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	76, // 43: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	77, // 44: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	32, // 45: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	34, // 46: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	36, // 47: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	38, // 48: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	64, // 49: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	40, // 50: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
-	53, // 51: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	56, // 52: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	58, // 53: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	60, // 54: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	62, // 55: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	45, // 56: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	47, // 57: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	50, // 58: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	42, // 59: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	43, // 60: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 61: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 62: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 63: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	7,  // 64: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	9,  // 65: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	11, // 66: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	13, // 67: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	15, // 68: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	17, // 69: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	19, // 70: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	21, // 71: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	23, // 72: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	25, // 73: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	27, // 74: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	29, // 75: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	31, // 76: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	78, // 77: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	79, // 78: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	80, // 79: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	33, // 80: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	35, // 81: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	37, // 82: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	39, // 83: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	66, // 84: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	41, // 85: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
-	54, // 86: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	57, // 87: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	59, // 88: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	61, // 89: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	63, // 90: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	46, // 91: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	49, // 92: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	51, // 93: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	43, // 94: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	44, // 95: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	61, // [61:96] is the sub-list for method output_type
-	26, // [26:61] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	69, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	70, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	71, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	2,  // 3: docket.v1.ClaimBatchRequest.items:type_name -> docket.v1.ClaimRequest
+	3,  // 4: docket.v1.ClaimBatchResponse.items:type_name -> docket.v1.ClaimResponse
+	72, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	70, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	73, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	8,  // 8: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
+	70, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	74, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	74, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	71, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	71, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	75, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	71, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	70, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	74, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	71, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	76, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	74, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	74, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	50, // 22: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	54, // 23: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	57, // 24: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	74, // 25: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	73, // 26: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	67, // 27: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 28: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 29: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 30: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
+	6,  // 31: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	8,  // 32: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	10, // 33: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	12, // 34: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	14, // 35: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	16, // 36: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	18, // 37: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	20, // 38: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	22, // 39: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	24, // 40: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	26, // 41: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	28, // 42: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	30, // 43: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	32, // 44: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	77, // 45: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	78, // 46: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	79, // 47: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	34, // 48: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	36, // 49: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	38, // 50: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	40, // 51: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	66, // 52: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	42, // 53: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	55, // 54: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	58, // 55: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	60, // 56: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	62, // 57: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	64, // 58: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	47, // 59: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	49, // 60: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	52, // 61: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	44, // 62: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	45, // 63: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 64: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 65: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 66: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
+	7,  // 67: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	9,  // 68: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	11, // 69: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	13, // 70: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	15, // 71: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	17, // 72: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	19, // 73: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	21, // 74: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	23, // 75: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	25, // 76: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	27, // 77: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	29, // 78: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	31, // 79: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	33, // 80: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	80, // 81: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	81, // 82: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	82, // 83: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	35, // 84: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	37, // 85: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	39, // 86: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	41, // 87: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	68, // 88: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	43, // 89: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	56, // 90: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	59, // 91: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	61, // 92: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	63, // 93: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	65, // 94: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	48, // 95: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	51, // 96: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	53, // 97: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	45, // 98: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	46, // 99: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	64, // [64:100] is the sub-list for method output_type
+	28, // [28:64] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -4377,14 +4480,14 @@ func file_docketv1_api_proto_init() {
 	file_docketv1_task_proto_init()
 	file_docketv1_command_proto_init()
 	file_docketv1_schedule_proto_init()
-	file_docketv1_api_proto_msgTypes[40].OneofWrappers = []any{}
+	file_docketv1_api_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

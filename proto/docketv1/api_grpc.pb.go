@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Queue_Enqueue_FullMethodName        = "/docket.v1.Queue/Enqueue"
 	Queue_Claim_FullMethodName          = "/docket.v1.Queue/Claim"
+	Queue_ClaimBatch_FullMethodName     = "/docket.v1.Queue/ClaimBatch"
 	Queue_Heartbeat_FullMethodName      = "/docket.v1.Queue/Heartbeat"
 	Queue_Submit_FullMethodName         = "/docket.v1.Queue/Submit"
 	Queue_SubmitBatch_FullMethodName    = "/docket.v1.Queue/SubmitBatch"
@@ -57,6 +58,13 @@ type QueueClient interface {
 	// Claim takes up to max_tasks pending tasks, waiting up to wait_ns for one
 	// to become claimable.
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
+	// ClaimBatch is many Claims in one call, for a client that lets its
+	// concurrent claimers share one RPC: each item is an ordinary Claim, with
+	// its own worker_id, lease and max_tasks, and gets its own answer, in
+	// order. It does not long-poll: an item's wait_ns must be 0. At most
+	// 1,000 items, whose max_tasks add up to at most 1,000. Worker over
+	// every item's tenant.
+	ClaimBatch(ctx context.Context, in *ClaimBatchRequest, opts ...grpc.CallOption) (*ClaimBatchResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
 	// SubmitBatch reports up to 1,000 tasks in one call. Each item is a
@@ -147,6 +155,16 @@ func (c *queueClient) Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClaimResponse)
 	err := c.cc.Invoke(ctx, Queue_Claim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) ClaimBatch(ctx context.Context, in *ClaimBatchRequest, opts ...grpc.CallOption) (*ClaimBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimBatchResponse)
+	err := c.cc.Invoke(ctx, Queue_ClaimBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -391,6 +409,13 @@ type QueueServer interface {
 	// Claim takes up to max_tasks pending tasks, waiting up to wait_ns for one
 	// to become claimable.
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
+	// ClaimBatch is many Claims in one call, for a client that lets its
+	// concurrent claimers share one RPC: each item is an ordinary Claim, with
+	// its own worker_id, lease and max_tasks, and gets its own answer, in
+	// order. It does not long-poll: an item's wait_ns must be 0. At most
+	// 1,000 items, whose max_tasks add up to at most 1,000. Worker over
+	// every item's tenant.
+	ClaimBatch(context.Context, *ClaimBatchRequest) (*ClaimBatchResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
 	// SubmitBatch reports up to 1,000 tasks in one call. Each item is a
@@ -472,6 +497,9 @@ func (UnimplementedQueueServer) Enqueue(context.Context, *EnqueueRequest) (*Enqu
 }
 func (UnimplementedQueueServer) Claim(context.Context, *ClaimRequest) (*ClaimResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Claim not implemented")
+}
+func (UnimplementedQueueServer) ClaimBatch(context.Context, *ClaimBatchRequest) (*ClaimBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClaimBatch not implemented")
 }
 func (UnimplementedQueueServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
@@ -595,6 +623,24 @@ func _Queue_Claim_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(QueueServer).Claim(ctx, req.(*ClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_ClaimBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ClaimBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ClaimBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ClaimBatch(ctx, req.(*ClaimBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1027,6 +1073,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Claim",
 			Handler:    _Queue_Claim_Handler,
+		},
+		{
+			MethodName: "ClaimBatch",
+			Handler:    _Queue_ClaimBatch_Handler,
 		},
 		{
 			MethodName: "Heartbeat",

@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// Test_ClaimWithoutWaitWaitsOutClaimsInFlight: a claim in flight that has
+// applied but not yet released its reservation makes the gate's count of
+// free tasks low. A claim without a wait then waits for the release and
+// takes the task still pending, instead of answering empty: the items of
+// one ClaimBatch, which all claim at once, met this every time.
+func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
+	m := mustMemNode(t, true)
+	s := m.Service
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if res, err := m.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{
+			{Queue: "q", Tenant: "default"}, {Queue: "q", Tenant: "default"},
+		}}}}); err != nil || res.GetErrorCode() != pb.Code_CODE_OK {
+		t.Fatalf("enqueue: %v, %v", res, err)
+	}
+	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
+	// The claim in flight: reserved one task, applied, not yet released.
+	if n, _ := s.gate.reserve(ref, 1, func() int { return 2 }); n != 1 {
+		t.Fatalf("reserved %d, want 1", n)
+	}
+	res, err := m.apply(ctx, s.ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}))
+	if err != nil || len(res.GetTasks()) != 1 {
+		t.Fatalf("the claim in flight: %v, %v", res, err)
+	}
+
+	type result struct {
+		tasks []*pb.Task
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		tasks, err := s.Claim(ctx, s.ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "second", MaxTasks: 1}), 0)
+		got <- result{tasks, err}
+	}()
+	waiting := func() bool {
+		s.gate.mu.Lock()
+		defer s.gate.mu.Unlock()
+		_, ok := s.gate.released[ref]
+		return ok
+	}
+	for deadline := time.Now().Add(2 * time.Second); !waiting(); {
+		select {
+		case r := <-got:
+			t.Fatalf("the claim answered %d tasks (%v) before the claim in flight released", len(r.tasks), r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim neither answered nor waited for the claim in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.gate.release(ref, 1)
+	if r := <-got; r.err != nil || len(r.tasks) != 1 || r.tasks[0].GetWorkerId() != "second" {
+		t.Fatalf("claim after the release: %v, %v; want the pending task", r.tasks, r.err)
+	}
+}
