@@ -178,7 +178,10 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView) {
 	go func() {
 		defer c.n.wg.Done()
 		defer stop()
-		hash, err := view.HashPaced(ctx, func() int64 { return c.rate(urgent) })
+		start := time.Now()
+		hash, err := view.HashChunked(func(read int64) error {
+			return pace(ctx, c.rate(urgent), start, read)
+		})
 		view.Release()
 		c.mu.Lock()
 		h.hash, h.err = hash, err
@@ -210,6 +213,29 @@ func (c *checker) rate(urgent bool) int64 {
 		return 0
 	}
 	return c.n.cfg.CheckRate
+}
+
+// pace sleeps until read bytes since start are within rate bytes a second
+// (0 or less: no wait), or ctx ends.
+func pace(ctx context.Context, rate int64, start time.Time, read int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if rate <= 0 {
+		return nil
+	}
+	wait := time.Until(start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second))))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // hashPending reports whether this node is still hashing its keyspace at

@@ -18,6 +18,11 @@ func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
 	nodes := []*Node{n}
 	l := leaderOf(t, nodes)
+	// The leader's first entries may still be applying: wait, or they
+	// would look like a proposal.
+	waitFor(t, 5*time.Second, "the leader to apply its log", func() bool {
+		return l.FSM().AppliedIndex() >= l.raft.LastIndex()
+	})
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

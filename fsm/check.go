@@ -1,12 +1,10 @@
 package fsm
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
@@ -100,29 +98,27 @@ func (v *CheckView) Index() uint64 { return v.s.applied }
 // at Index. It reads every key at full speed; call it off the apply
 // goroutine.
 func (v *CheckView) Hash() (string, error) {
-	return v.HashPaced(context.Background(), nil)
+	return v.HashChunked(func(int64) error { return nil })
 }
 
-// hashChunk is how many bytes of keys and values a paced hash reads under
+// hashChunk is how many bytes of keys and values HashChunked reads under
 // one hold of the FSM's lock: small enough that a Restore waiting for the
 // lock (and the applies queued behind it) wait milliseconds, not the
 // whole hash.
 const hashChunk = 1 << 20
 
-// HashPaced is Hash read at no more than rate() bytes of keys and values a
-// second (rate nil, or a rate of 0 or less, is full speed). rate is asked
-// again after every chunk, so a caller can lift the pace of a hash already
-// under way. The result is the same at any pace: one SHA-256 over the keys
-// in order, read in chunks from the same Pebble snapshot. A full-speed
-// hash of a keyspace of a million tasks took every core for seconds on
-// each replica at once, and claims at that backlog waited behind it
-// (BENCHMARKS.md, "1M backlog"). It ends early, with ctx's error, when ctx
-// ends.
-func (v *CheckView) HashPaced(ctx context.Context, rate func() int64) (string, error) {
+// HashChunked is Hash read in chunks of about a MiB of keys and values,
+// the FSM's lock held per chunk only. After each chunk it calls between
+// with the bytes read so far; an error from between ends the hash with
+// it. The caller paces the hash there (the consistency checker holds it
+// to a rate, cluster's Config.CheckRate), so that reading the clock stays
+// out of the FSM. The result is the same however it is paced: one
+// SHA-256 over the keys in order, from the same Pebble snapshot.
+func (v *CheckView) HashChunked(between func(read int64) error) (string, error) {
 	h := sha256.New()
 	var lenBuf [8]byte
 	var lower []byte
-	start, read := time.Now(), int64(0)
+	read := int64(0)
 	for {
 		var last []byte
 		chunk := 0
@@ -149,36 +145,9 @@ func (v *CheckView) HashPaced(ctx context.Context, rate func() int64) (string, e
 		}
 		lower = append(last, 0) // the next key after last
 		read += int64(chunk)
-		if err := pace(ctx, rate, start, read); err != nil {
+		if err := between(read); err != nil {
 			return "", fmt.Errorf("check hash at %d: %w", v.s.applied, err)
 		}
-	}
-}
-
-// pace sleeps until read bytes since start are within rate(), or ctx ends.
-func pace(ctx context.Context, rate func() int64, start time.Time, read int64) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if rate == nil {
-		return nil
-	}
-	r := rate()
-	if r <= 0 {
-		return nil
-	}
-	due := start.Add(time.Duration(float64(read) / float64(r) * float64(time.Second)))
-	wait := time.Until(due)
-	if wait <= 0 {
-		return nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -1,17 +1,16 @@
 package fsm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 )
 
-// pacedViews builds a keyspace of several hash chunks and returns a func
+// chunkedViews builds a keyspace of several hash chunks and returns a func
 // that applies a Check entry and gives its view with the keyspace's hash
 // at that entry, as FSM.Hash answers it.
-func pacedViews(t *testing.T) func() (*CheckView, string) {
+func chunkedViews(t *testing.T) func() (*CheckView, string) {
 	t.Helper()
 	h := newHarness(t)
 	body := make([]byte, 4096)
@@ -34,37 +33,37 @@ func pacedViews(t *testing.T) func() (*CheckView, string) {
 	}
 }
 
-// A paced hash reads the view in chunks, releasing the FSM's lock between
-// them, yet hashes exactly what a full-speed hash does; its rate holds it
-// back; and it stops when its context ends.
-func Test_CheckHashPacedMatchesFullSpeed(t *testing.T) {
-	next := pacedViews(t)
+// A hash read in chunks, the FSM's lock released between them, is exactly
+// the full hash; the caller sees the bytes read after each chunk (where
+// the consistency checker paces it), and an error there stops the hash.
+func Test_CheckHashChunkedMatchesFullHash(t *testing.T) {
+	next := chunkedViews(t)
 
 	v, want := next()
-	full, errFull := v.Hash()
-	paced, errPaced := v.HashPaced(context.Background(), func() int64 { return 64 << 20 })
-	if errFull != nil || errPaced != nil || full != want || paced != want {
-		t.Fatalf("full %s (%v), paced %s (%v); want the keyspace's %s", full, errFull, paced, errPaced, want)
+	full, err := v.Hash()
+	if err != nil || full != want {
+		t.Fatalf("full hash %s, %v; want the keyspace's %s", full, err, want)
+	}
+	var reads []int64
+	chunked, err := v.HashChunked(func(read int64) error {
+		reads = append(reads, read)
+		return nil
+	})
+	if err != nil || chunked != want {
+		t.Fatalf("chunked hash %s, %v; want %s", chunked, err, want)
+	}
+	if len(reads) < 3 {
+		t.Fatalf("%d chunks of a 3 MB keyspace, want at least 3", len(reads))
+	}
+	for i, r := range reads {
+		if r < int64(i+1)*hashChunk {
+			t.Fatalf("after chunk %d: %d bytes read, want at least %d", i+1, r, int64(i+1)*hashChunk)
+		}
 	}
 
-	const rate = 4 << 20 // bytes a second: about 0.8 s for the keyspace
-	v, want = next()
-	start := time.Now()
-	paced, err := v.HashPaced(context.Background(), func() int64 { return rate })
-	took := time.Since(start)
-	if err != nil || paced != want {
-		t.Fatalf("paced hash %s, %v; want %s", paced, err, want)
-	}
-	// Three full chunks were read before the last one, so the pace held it
-	// back at least 3 MiB / rate.
-	if least := time.Duration(float64(3*hashChunk) / rate * float64(time.Second)); took < least {
-		t.Fatalf("paced hash took %v, want at least %v at %d B/s", took, least, rate)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	stop := errors.New("stop")
 	v, _ = next()
-	if _, err := v.HashPaced(ctx, func() int64 { return 1 }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled hash: %v, want context.Canceled", err)
+	if _, err := v.HashChunked(func(int64) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("hash stopped by its caller: %v, want %v", err, stop)
 	}
 }
