@@ -119,27 +119,7 @@ func Test_ConcurrentClaimsShareOneBatch(t *testing.T) {
 			}, nil)
 			release := sync.OnceFunc(func() { close(hold) })
 			defer release()
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}); err != nil {
-					t.Errorf("first claim: %v", err)
-				}
-			}()
-			waitFor(t, 5*time.Second, "the first claim to hold the slot", func() bool { return held.Load() == 1 })
-			got, errs := make([][]*docketv1.Task, n), make([]error, n)
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					got[i], errs[i] = cl.Claim(ctx, reqs[i])
-				}()
-			}
-			// The sharer has taken one of them and waits for the slot with it.
-			waitFor(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
-			release()
-			wg.Wait()
+			got, errs := claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return held.Load() == 1 })
 			checkOwnTasks(t, reqs, got, errs)
 			if cl, cb := fc.count(0, "Claim"), fc.count(0, "ClaimBatch"); cl != c.claims || cb != 1 {
 				t.Fatalf("%d Claim and %d ClaimBatch RPCs, want %d and 1", cl, cb, c.claims)
@@ -260,26 +240,7 @@ func Test_ConcurrentClaimsShareOnARealServer(t *testing.T) {
 	// while the others queue behind it.
 	release := rs.node.Hold()
 	defer release()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if _, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}); err != nil {
-			t.Errorf("first claim: %v", err)
-		}
-	}()
-	waitFor(t, 5*time.Second, "the first claim to be held", func() bool { return rs.node.Held() == 1 })
-	got, errs := make([][]*docketv1.Task, n), make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i], errs[i] = cl.Claim(ctx, reqs[i])
-		}()
-	}
-	waitFor(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
-	release()
-	wg.Wait()
+	got, errs := claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return rs.node.Held() == 1 })
 
 	checkOwnTasks(t, reqs, got, errs)
 	for i, req := range reqs {
@@ -421,4 +382,36 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 	if h := fc.count(0, "Heartbeat"); h != 2 {
 		t.Fatalf("%d Heartbeat RPCs for %d callers, want 2", h, n+1)
 	}
+}
+
+// claimBehindHeldSlot sends a first claim of queue "q" that the server
+// holds (held reports it held), so its RPC keeps the client's only claim
+// slot; queues a Claim of each of reqs behind it; then lets it go with
+// release and returns what each of reqs got.
+func claimBehindHeldSlot(t *testing.T, ctx context.Context, cl *Client, reqs []*docketv1.ClaimRequest,
+	release func(), held func() bool) ([][]*docketv1.Task, []error) {
+	t.Helper()
+	n := len(reqs)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}); err != nil {
+			t.Errorf("first claim: %v", err)
+		}
+	}()
+	waitFor(t, 5*time.Second, "the first claim to hold the slot", held)
+	got, errs := make([][]*docketv1.Task, n), make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = cl.Claim(ctx, reqs[i])
+		}()
+	}
+	// The sharer has taken one of them and waits for the slot with it.
+	waitFor(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
+	release()
+	wg.Wait()
+	return got, errs
 }

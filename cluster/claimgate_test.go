@@ -50,17 +50,14 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 		_, ok := s.gate.released[ref]
 		return ok
 	}
-	for deadline := time.Now().Add(2 * time.Second); !waiting(); {
+	waitFor(t, 2*time.Second, "the claim to wait for the claim in flight", func() bool {
 		select {
 		case r := <-got:
 			t.Fatalf("the claim answered %d tasks (%v) before the claim in flight released", len(r.tasks), r.err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the claim neither answered nor waited for the claim in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return waiting()
+	})
 	s.gate.release(ref, 1)
 	if r := <-got; r.err != nil || len(r.tasks) != 1 || r.tasks[0].GetWorkerId() != "second" {
 		t.Fatalf("claim after the release: %v, %v; want the pending task", r.tasks, r.err)
