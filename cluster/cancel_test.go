@@ -20,15 +20,13 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	before := n.FSM().AppliedIndex()
+	before := n.raft.LastIndex()
 	timed := EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
 	var fe *FeatureError
 	if _, err := n.Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
 		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
 	}
-	if got := n.FSM().AppliedIndex(); got != before {
-		t.Fatalf("applied index %d → %d: the refused enqueue was proposed", before, got)
-	}
+	assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_ENQUEUE, "enqueue with a timeout")
 	mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
 	task := claimNow(t, ctx, n, "q", 0)[0]
 	res := mustApply(t, ctx, n, CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))

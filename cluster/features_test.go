@@ -63,7 +63,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 
 	refused := func(n *Node, when string) {
 		t.Helper()
-		before := n.FSM().AppliedIndex()
+		before := n.raft.LastIndex()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := n.Propose(ctx, createTokenCmd())
@@ -71,9 +71,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		if !errors.As(err, &fe) || !errors.Is(err, ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
 			t.Fatalf("%s: CreateToken answered %v, want FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
 		}
-		if got := n.FSM().AppliedIndex(); got != before {
-			t.Fatalf("%s: applied index %d → %d: the refused command was proposed", when, before, got)
-		}
+		assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, when)
 	}
 	refused(leaderOf(t, nodes), "old build leads")
 
@@ -254,5 +252,31 @@ func Test_CommandWaitsForAPendingLatch(t *testing.T) {
 	m.SetEnabledLevel(fsm.FeatureLevel)
 	if err := <-done; err != nil {
 		t.Fatalf("after the latch: %v", err)
+	}
+}
+
+// assertNotProposedSince fails if an entry of type typ is in n's log after
+// index from. It reads the log rather than the applied index because the
+// leader appends entries of its own (its first check, the level latch) at
+// any time, so "the index did not move" would be a race.
+func assertNotProposedSince(t *testing.T, n *Node, from uint64, typ pb.CommandType, when string) {
+	t.Helper()
+	for i := from + 1; i <= n.raft.LastIndex(); i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			t.Fatalf("%s: read entry %d: %v", when, i, err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.DecodeCommand(l.Data)
+		if err != nil {
+			t.Fatalf("%s: decode entry %d: %v", when, i, err)
+		}
+		for _, c := range append([]*pb.Command{cmd}, cmd.GetBatch().GetCommands()...) {
+			if c.GetType() == typ {
+				t.Fatalf("%s: entry %d holds %v: the refused command was proposed", when, i, typ)
+			}
+		}
 	}
 }
