@@ -46,6 +46,8 @@ fuzz-smoke:
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzTaskHistory$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./storage -run '^$$' -fuzz '^FuzzCursor$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzClaimBatchRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFitClaimAnswer$$' -fuzztime $(FUZZTIME)
 
 # fuzz: a longer local run of the same targets (FUZZTIME=2000000x make fuzz;
 # a duration such as 10m works too, with the flake above).
