@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -28,6 +29,9 @@ func (q *fakeQueue) ClaimBatch(_ context.Context, req *docketv1.ClaimBatchReques
 		return nil, status.Error(codes.Unimplemented, "unknown method ClaimBatch for service docket.v1.Queue")
 	}
 	for i, it := range req.GetItems() {
+		if fc.deniedTenant != "" && it.GetTenant() == fc.deniedTenant {
+			return nil, status.Error(codes.PermissionDenied, "the token does not grant tenant "+it.GetTenant())
+		}
 		if it.GetWaitNs() != 0 {
 			return nil, errBadField(fmt.Sprintf("items[%d].wait_ns", i), "must be 0")
 		}
@@ -108,23 +112,109 @@ func Test_ConcurrentClaimsShareOneBatch(t *testing.T) {
 				}
 			}
 			mustEnqueue(t, cl, "q", "first")
-
-			hold := make(chan struct{})
-			var held atomic.Int32
-			fc.setHooks(func(method string) error {
-				if method == "Claim" && held.Add(1) == 1 {
-					<-hold
-				}
-				return nil
-			}, nil)
-			release := sync.OnceFunc(func() { close(hold) })
-			defer release()
-			got, errs := claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return held.Load() == 1 })
+			got, errs := fakeClaimsBehindHeldSlot(t, ctx, fc, cl, reqs)
 			checkOwnTasks(t, reqs, got, errs)
 			if cl, cb := fc.count(0, "Claim"), fc.count(0, "ClaimBatch"); cl != c.claims || cb != 1 {
 				t.Fatalf("%d Claim and %d ClaimBatch RPCs, want %d and 1", cl, cb, c.claims)
 			}
 		})
+	}
+}
+
+// fakeClaimsBehindHeldSlot is claimBehindHeldSlot on the fake cluster: its
+// first Claim RPC is held until every claimer has queued.
+func fakeClaimsBehindHeldSlot(t *testing.T, ctx context.Context, fc *fakeCluster, cl *Client,
+	reqs []*docketv1.ClaimRequest) ([][]*docketv1.Task, []error) {
+	t.Helper()
+	hold := make(chan struct{})
+	var held atomic.Int32
+	fc.setHooks(func(method string) error {
+		if method == "Claim" && held.Add(1) == 1 {
+			<-hold
+		}
+		return nil
+	}, nil)
+	defer fc.setHooks(nil, nil)
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	return claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return held.Load() == 1 })
+}
+
+// Test_OlderServerIsRememberedForAWhile: once a server answers ClaimBatch
+// Unimplemented, the next shared claims go alone at once rather than
+// asking again (and paying an extra RPC) on every shared batch.
+func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
+	const n = 4
+	fc := newFakeCluster(t, 1)
+	fc.noClaimBatch = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	reqs := make([]*docketv1.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimer("q", i)
+	}
+	for round := range 2 {
+		for _, req := range reqs {
+			for range req.GetMaxTasks() {
+				mustEnqueue(t, cl, "q", "x")
+			}
+		}
+		mustEnqueue(t, cl, "q", "first")
+		got, errs := fakeClaimsBehindHeldSlot(t, ctx, fc, cl, reqs)
+		checkOwnTasks(t, reqs, got, errs)
+		if cb := fc.count(0, "ClaimBatch"); cb != 1 {
+			t.Fatalf("round %d: %d ClaimBatch RPCs, want only the first round's", round, cb)
+		}
+	}
+	if got, want := fc.count(0, "Claim"), 2*(1+n); got != want {
+		t.Fatalf("%d Claim RPCs, want %d", got, want)
+	}
+}
+
+// Test_SharedClaimSplitsOnPermissionDenied: a token may grant one
+// claimer's tenant and not another's. A shared ClaimBatch refused with
+// PermissionDenied claims nothing, so each claimer asks alone and gets its
+// own answer: tasks for the granted tenant, PermissionDenied for the other.
+func Test_SharedClaimSplitsOnPermissionDenied(t *testing.T) {
+	const n = 4
+	fc := newFakeCluster(t, 1)
+	fc.deniedTenant = "secret"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	reqs := make([]*docketv1.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimer("q", i)
+		if i%2 == 1 {
+			reqs[i].Tenant = "secret"
+			continue
+		}
+		for range reqs[i].GetMaxTasks() {
+			mustEnqueue(t, cl, "q", "x")
+		}
+	}
+	mustEnqueue(t, cl, "q", "first")
+	got, errs := fakeClaimsBehindHeldSlot(t, ctx, fc, cl, reqs)
+	for i := range reqs {
+		if i%2 == 1 {
+			if !errors.Is(errs[i], ErrPermissionDenied) {
+				t.Fatalf("claimer %d of a denied tenant: %v, want ErrPermissionDenied", i, errs[i])
+			}
+			continue
+		}
+		checkOwnTasks(t, reqs[i:i+1], got[i:i+1], errs[i:i+1])
+	}
+	if cl, cb := fc.count(0, "Claim"), fc.count(0, "ClaimBatch"); cl != 1+n || cb != 1 {
+		t.Fatalf("%d Claim and %d ClaimBatch RPCs, want %d and 1", cl, cb, 1+n)
 	}
 }
 

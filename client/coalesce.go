@@ -30,6 +30,12 @@ const (
 	maxSharedBytes = 4 << 20
 )
 
+// retrySharedAfter is how long a sharer sends calls alone after the server
+// answered its shared RPC Unimplemented: long enough that an older server
+// costs nearly no extra RPCs, short enough that sharing comes back soon
+// after a rolling upgrade reaches the leader.
+const retrySharedAfter = time.Minute
+
 // WithSharedRPCs sets how many RPCs of each kind the client keeps in
 // flight before concurrent calls of that kind share one RPC; 0 turns
 // sharing off. Enqueue, Submit, Claim and Heartbeat each have their own
@@ -66,7 +72,10 @@ type sharer[T, R any] struct {
 	sem    chan struct{}
 	ctx    context.Context // ends when the Client closes
 	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	// sharedOffUntil (Unix ns) is when to try the shared RPC again after
+	// the server answered it Unimplemented; until then calls go alone.
+	sharedOffUntil atomic.Int64
+	wg             sync.WaitGroup
 }
 
 type shareCall[T, R any] struct {
@@ -223,27 +232,27 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 	}
 	// The request serves every caller: it may run until the last of their
 	// deadlines, and ends early only when the Client closes.
+	if time.Now().UnixNano() < s.sharedOffUntil.Load() {
+		s.eachAlone(live)
+		return
+	}
 	ctx, cancel := s.ctx, context.CancelFunc(func() {})
 	if !unbounded {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
 	out, err := s.shared(ctx, items)
+	if status.Code(err) == codes.Unimplemented {
+		// The server predates SubmitBatch or ClaimBatch. Asking it again on
+		// every batch would cost each batch an extra RPC; asking again
+		// after a while finds the new server once a rolling upgrade ends.
+		s.sharedOffUntil.Store(time.Now().Add(retrySharedAfter).UnixNano())
+	}
 	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrPermissionDenied) ||
 		status.Code(err) == codes.Unimplemented {
-		// Nothing was applied (or the server predates SubmitBatch or
-		// ClaimBatch): let each caller's own items answer. A token may
-		// cover one caller's tenant and not another's.
-		var wg sync.WaitGroup
-		for _, call := range live {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out, err := s.alone(call.ctx, call.items)
-				call.reply <- shareReply[R]{out, err}
-			}()
-		}
-		wg.Wait()
+		// Nothing was applied: let each caller's own items answer. A
+		// token may cover one caller's tenant and not another's.
+		s.eachAlone(live)
 		return
 	}
 	if err == nil && len(out) != len(items) {
@@ -258,6 +267,21 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 		off += len(call.items)
 		call.reply <- r
 	}
+}
+
+// eachAlone sends every call on its own RPC, at once, and hands each its
+// answer.
+func (s *sharer[T, R]) eachAlone(live []*shareCall[T, R]) {
+	var wg sync.WaitGroup
+	for _, call := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := s.alone(call.ctx, call.items)
+			call.reply <- shareReply[R]{out, err}
+		}()
+	}
+	wg.Wait()
 }
 
 // sizeOf is the encoded size of one item, for the 4 MiB bound.

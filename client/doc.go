@@ -99,7 +99,10 @@
 //     no Raft entry (the leader's admit gate sees nothing to claim). A
 //     Claim without a wait is one RPC, as before, when it is alone.
 //     Against a server older than ClaimBatch (Unimplemented) each caller
-//     claims alone, as SubmitBatch falls back. Heartbeats share the
+//     claims alone, as SubmitBatch falls back, and the sharer remembers
+//     the answer for a minute (retrySharedAfter) rather than paying an
+//     extra RPC per shared batch; then it asks again, so sharing returns
+//     once a rolling upgrade reaches the leader. Heartbeats share the
 //     Heartbeat RPC itself, which already takes many items; the Worker
 //     sends its own leases in one, so this helps many Workers, or
 //     callers, on one Client.

@@ -49,6 +49,9 @@ type fakeCluster struct {
 	// noClaimBatch makes the leader answer ClaimBatch Unimplemented, as a
 	// server older than it does.
 	noClaimBatch bool
+	// deniedTenant, when set, is a tenant the caller's token does not
+	// grant: a Claim or ClaimBatch naming it is PermissionDenied.
+	deniedTenant string
 	// hintInErrorOnly makes followers name the leader only in the
 	// ErrorInfo of a NOT_LEADER answer, not in the metadata.
 	hintInErrorOnly bool
@@ -380,7 +383,11 @@ func (q *fakeQueue) Claim(ctx context.Context, req *docketv1.ClaimRequest) (*doc
 	fc.mu.Lock()
 	fc.claimMax = append(fc.claimMax, req.GetMaxTasks())
 	fc.claimWaits = append(fc.claimWaits, req.GetWaitNs())
+	denied := fc.deniedTenant != "" && req.GetTenant() == fc.deniedTenant
 	fc.mu.Unlock()
+	if denied {
+		return nil, status.Error(codes.PermissionDenied, "the token does not grant tenant "+req.GetTenant())
+	}
 	resp := &docketv1.ClaimResponse{}
 	err := fc.waitChange(ctx, time.Duration(req.GetWaitNs()), func() bool {
 		resp.Tasks = fc.claimLocked(req)
