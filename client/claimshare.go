@@ -30,8 +30,9 @@ import (
 // error. req is not modified.
 //
 // With shared RPCs on (WithSharedRPCs), concurrent Claims share ClaimBatch
-// RPCs, and a long-poll first tries without a wait, with the others, then
-// waits out the rest of its wait on its own RPC. A caller
+// RPCs, and a long-poll among other claims first tries without a wait,
+// with the others, then waits out the rest of its wait on its own RPC; a
+// lone long-poll is one Claim RPC. A caller
 // whose ctx ends while its shared RPC is out gets ErrOutcomeUnknown: tasks
 // claimed for it wait for their lease to expire.
 func (c *Client) Claim(ctx context.Context, req *docketv1.ClaimRequest) ([]*docketv1.Task, error) {
@@ -83,8 +84,16 @@ func clampWait(ctx context.Context, wait time.Duration) time.Duration {
 	return max(wait, 0)
 }
 
-// claimShared is Claim while sharing is on.
+// claimShared is Claim while sharing is on. A long poll with no other
+// Claim under way has nobody to share with: it is sent as one Claim with
+// its wait, not as a try and then a poll. It holds no sharer slot, and a
+// claim that comes while it waits takes the sharer's path.
 func (c *Client) claimShared(ctx context.Context, req *docketv1.ClaimRequest) ([]*docketv1.Task, error) {
+	n := c.claiming.Add(1)
+	defer c.claiming.Add(-1)
+	if req.GetWaitNs() > 0 && n == 1 {
+		return c.claimRPC(ctx, req, time.Duration(req.GetWaitNs()))
+	}
 	start := time.Now()
 	out, err := c.clm.do(ctx, []*docketv1.ClaimRequest{withoutWait(req)})
 	if err != nil {

@@ -403,6 +403,25 @@ func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 	}
 }
 
+// Test_LoneLongPollIsOneRPC: a long poll with no other claim under way,
+// as a lone Worker's, is one Claim RPC with its wait: no shared try
+// before it.
+func Test_LoneLongPollIsOneRPC(t *testing.T) {
+	rs := startRealServer(t)
+	var cnt rpcCounter
+	cl := countedClient(t, rs.addr, &cnt, WithSharedRPCs(1))
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 3 {
+		tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "empty", WorkerId: "w", MaxTasks: 4, WaitNs: int64(50 * time.Millisecond)})
+		if err != nil || len(tasks) != 0 {
+			t.Fatalf("long poll of an empty queue: %v, %v", tasks, err)
+		}
+	}
+	if c, cb, p := cnt.count("Claim"), cnt.count("ClaimBatch"), cnt.polls(); c != 3 || cb != 0 || p != 3 {
+		t.Fatalf("%d Claim (%d with a wait) and %d ClaimBatch RPCs for 3 lone long polls, want 3 (3) and 0", c, p, cb)
+	}
+}
+
 // Test_ConcurrentHeartbeatsShareOneRPC holds the client's only Heartbeat
 // slot, queues ten callers behind it, and checks that they share one RPC
 // while each gets the results of its own items, a stale one included.

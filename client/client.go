@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -210,6 +211,9 @@ type Client struct {
 	sub *sharer[*docketv1.SubmitRequest, submitResult]
 	clm *sharer[*docketv1.ClaimRequest, []*docketv1.Task]
 	hb  *sharer[*docketv1.HeartbeatItem, *docketv1.ItemResult]
+	// claiming counts the Claim calls under way while sharing is on, so
+	// that a lone long poll can skip the shared try (claimShared).
+	claiming atomic.Int32
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by gRPC address, created lazily, closed only by Close

@@ -94,10 +94,11 @@
 //     of a few slots until it answers, and a long poll may take 30 s, so
 //     a Claim with a wait rides the sharer without one and, if it got
 //     nothing, long-polls for the rest of its wait on its own Claim RPC,
-//     outside the sharer. The price: a lone long-poll on an empty queue
-//     is two RPCs (a try, then the poll) where it was one; the try costs
-//     no Raft entry (the leader's admit gate sees nothing to claim). A
-//     Claim without a wait is one RPC, as before, when it is alone.
+//     outside the sharer. The price: a long-poll among other claims on an
+//     empty queue is two RPCs (a try, then the poll) where it was one;
+//     the try costs no Raft entry (the leader's admit gate sees nothing
+//     to claim). A Claim alone, with a wait or without, is one RPC, as
+//     before: a lone Worker's long polls pay nothing for sharing.
 //     Against a server older than ClaimBatch (Unimplemented) each caller
 //     claims alone, as SubmitBatch falls back, and the sharer remembers
 //     the answer for a minute (retrySharedAfter) rather than paying an
