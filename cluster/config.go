@@ -254,8 +254,8 @@ type Config struct {
 	// then SHA-256): a million tasks are 384 MiB, 4 s of a core on every
 	// voter at once each CheckInterval at full speed, and claim p99 at
 	// that backlog rose to 2.3-3.3x the empty queue's; at 64 MiB/s the
-	// three hashes still took both cores (3.3x); at 8 MiB/s, 1.9x, against
-	// 1.7x with checks off (BENCHMARKS.md). A check then takes 48 s per
+	// three hashes still took both cores (3.3x); at 8 MiB/s, 1.6-2.5x,
+	// against 0.9-1.5x with no check during the sample (BENCHMARKS.md). A check then takes 48 s per
 	// million tasks; a check that arrives while the last one still hashes
 	// is skipped, so on large keyspaces checks run back to back at a small
 	// share of a core. A check someone waits on (a new leader's first, one
