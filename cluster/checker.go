@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -82,12 +81,6 @@ type checker struct {
 	hashingAt uint64
 	stopHash  context.CancelFunc
 
-	// urgent asks for the next hash at full speed, in place of a paced
-	// one under way: the leader sets it for the first check of its term
-	// and for a check a restarted voter asked for; the next hash to start
-	// takes it. A node that awaits a check hashes at full speed anyway.
-	urgent atomic.Bool
-
 	wake chan struct{} // asks the leader's check loop for a check now
 }
 
@@ -122,7 +115,7 @@ func (c *checker) err() error {
 // only records and starts goroutines.
 func (c *checker) observe(ev fsm.CheckEvent) {
 	if ev.View != nil {
-		c.startHash(ev.Index, ev.View)
+		c.startHash(ev.Index, ev.View, ev.Urgent)
 		return
 	}
 	res := ev.Result
@@ -145,13 +138,16 @@ func (c *checker) observe(ev fsm.CheckEvent) {
 
 // startHash hashes view on its own goroutine. A check that arrives while
 // the previous hash still runs is skipped: this node then simply has no
-// hash for it, and the next check covers it. An urgent check (see urgent)
-// is not skipped: the paced hash under way gives way to it, since a paced
-// hash of a large keyspace runs for most of CheckInterval and a restarted
-// voter waits on the urgent one.
-func (c *checker) startHash(index uint64, view *fsm.CheckView) {
+// hash for it, and the next check covers it. An urgent check (its
+// CheckCmd says so: a new leader's first, or one a restarted voter asked
+// for) is not skipped, and runs at full speed on every voter: the paced
+// hash under way gives way to it, since a paced hash of a large keyspace
+// runs for most of CheckInterval and a restarted voter waits on the
+// urgent one. Before the leader said so in the entry, only its own hash
+// knew a check was urgent, and in a 5-node cluster the majority it needs
+// waited on a third voter's paced hash.
+func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	c.mu.Lock()
-	urgent := c.urgent.Load()
 	if c.state == checkDiverged || (c.hashing && !urgent) {
 		c.mu.Unlock()
 		view.Release()
@@ -160,7 +156,6 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView) {
 	if c.hashing {
 		c.stopHash() // its check goes without this node's hash
 	}
-	c.urgent.Store(false) // taken by this check
 	ctx, stop := context.WithCancel(c.n.ctx)
 	c.hashing, c.hashingAt, c.stopHash = true, index, stop
 	h := &ownHash{done: make(chan struct{})}
@@ -369,11 +364,8 @@ func (n *Node) checkLoop(ctx context.Context) {
 	for {
 		wait := n.cfg.CheckInterval
 		started := time.Now()
-		if urgent {
-			n.check.urgent.Store(true)
-		}
+		err := n.checkOnce(ctx, urgent)
 		urgent = false
-		err := n.checkOnce(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil:
 		case errors.Is(err, errChecksUnsupported):
@@ -403,11 +395,11 @@ func (n *Node) checkLoop(ctx context.Context) {
 // checkOnce proposes a Check, collects the voters' hashes at its index and
 // records the majority's hash with a CheckResult. Without a majority (too
 // few voters answered, or they disagree) nothing is recorded.
-func (n *Node) checkOnce(ctx context.Context) error {
+func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
 	if enabled := n.enabledLevel(); enabled < fsm.LevelCheck {
 		return fmt.Errorf("%w: the cluster enabled feature level %d, checks need %d", errChecksUnsupported, enabled, fsm.LevelCheck)
 	}
-	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{}}})
+	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
 	if err != nil {
 		return fmt.Errorf("propose check: %w", err)
 	}

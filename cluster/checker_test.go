@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // A leader proposes no Check while the cluster has not latched the
@@ -26,7 +27,7 @@ func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.checkOnce(ctx); !errors.Is(err, errChecksUnsupported) {
+	if err := l.checkOnce(ctx, false); !errors.Is(err, errChecksUnsupported) {
 		t.Fatalf("check with unknown voters: %v, want errChecksUnsupported", err)
 	}
 	if got := l.FSM().AppliedIndex(); got != before {
@@ -57,7 +58,7 @@ func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if err := l.checkOnce(ctx); err != nil {
+	if err := l.checkOnce(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -94,14 +95,13 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 		}
 	}
 	paced := make(chan error, 1)
-	go func() { paced <- l.checkOnce(ctx) }()
+	go func() { paced <- l.checkOnce(ctx, false) }()
 	waitFor(t, 5*time.Second, "the paced hash to start", func() bool {
 		l.check.mu.Lock()
 		defer l.check.mu.Unlock()
 		return l.check.hashing
 	})
-	l.check.urgent.Store(true)
-	if err := l.checkOnce(ctx); err != nil {
+	if err := l.checkOnce(ctx, true); err != nil {
 		t.Fatalf("urgent check: %v", err)
 	}
 	st := l.check.status()
@@ -110,5 +110,37 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 	}
 	if err := <-paced; err != nil {
 		t.Fatalf("paced check: %v", err)
+	}
+}
+
+// Test_UrgentCheckIsFullSpeedOnEveryVoter: the leader marks an urgent
+// check in its entry, and every voter, not only the leader, hashes it at
+// full speed. In a 5-node cluster the leader and a restarted voter are no
+// majority: a third voter's paced hash (about 40 s here) would hold the
+// restarted voter out of service.
+func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
+	nodes := mustClusterWith(t, 3, func(c *Config) {
+		c.CheckInterval = -1 // checks run by hand below
+		c.CheckRate = 64 << 10
+	})
+	l := leaderOf(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	payload := strings.Repeat("x", 128<<10)
+	for i := 0; i < 20; i++ {
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := res.GetIndex()
+	for _, n := range nodes {
+		waitFor(t, 8*time.Second, n.ID()+"'s hash of the urgent check", func() bool { return n.CheckHash(index) != "" })
+	}
+	if a, b, c := nodes[0].CheckHash(index), nodes[1].CheckHash(index), nodes[2].CheckHash(index); a != b || b != c {
+		t.Fatalf("voters' hashes differ: %s %s %s", a, b, c)
 	}
 }

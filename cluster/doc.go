@@ -271,16 +271,16 @@
 // in 1 MiB chunks from the Pebble snapshot, the FSM's lock held per chunk
 // only): at full speed every node hashed a million-task keyspace at once
 // each minute, 4 s of a core each, and claims at that backlog queued
-// behind it (p99 2.3-3.3x the empty queue's against 1.7x without checks;
-// the arithmetic is at Config.CheckRate). A check that someone
-// waits on runs at full speed: a new leader's first and one a restarted
-// voter asks for (the leader's and the restarted node's hashes make a
-// majority of three), and a node awaiting a check always hashes at full
-// speed. CheckTimeout counts from the end of the leader's own hash, so a
-// keyspace larger than CheckRate x CheckTimeout is still checked. In a
-// five-node cluster the third agreeing hash after a restart may be a paced
-// one; a Check entry that marks itself urgent for every voter would need a
-// field in CheckCmd (not done).
+// behind it (p99 2.3-3.3x the empty queue's; the arithmetic is at
+// Config.CheckRate). A check that someone waits on runs at full speed on
+// every voter: a new leader's first and one a restarted voter asks for.
+// The leader says so in the entry (CheckCmd.urgent), because in a
+// five-node cluster the leader's and the restarted node's hashes are no
+// majority and a third voter's paced hash would keep the restarted node
+// out of service for most of a minute; a build without the field paces
+// it. A node awaiting a check always hashes at full speed. CheckTimeout
+// counts from the end of the leader's own hash, so a keyspace larger than
+// CheckRate x CheckTimeout is still checked.
 //
 // # Repair of a diverged node
 //

@@ -19,6 +19,9 @@ type CheckEvent struct {
 	// View is, for a Check entry, the keyspace exactly as it stood right
 	// after the entry was applied. The receiver owns it and must Release it.
 	View *CheckView
+	// Urgent is, for a Check entry, its CheckCmd's urgent: the leader asks
+	// every voter to hash it at full speed.
+	Urgent bool
 	// Result is, for an accepted CheckResult entry, the hash the majority
 	// recorded for the keyspace at Result.CheckIndex.
 	Result *pb.CheckResultCmd
@@ -37,10 +40,11 @@ func (f *FSM) SetCheckObserver(fn func(CheckEvent)) {
 }
 
 // emitChecks hands the batch's CheckResult entries, then the snapshot of a
-// Check entry that ended the batch (check > 0), to the check observer.
+// Check entry that ended the batch (check > 0, urgent as its CheckCmd
+// says), to the check observer.
 // Both come after the batch committed, in log order: a CheckResult always
 // precedes the Check that ends its batch.
-func (f *FSM) emitChecks(results []CheckEvent, check uint64) {
+func (f *FSM) emitChecks(results []CheckEvent, check uint64, urgent bool) {
 	fnp := f.checkObs.Load()
 	if fnp == nil {
 		return
@@ -55,7 +59,7 @@ func (f *FSM) emitChecks(results []CheckEvent, check uint64) {
 	if err != nil {
 		return // closed under us: the node is stopping and checks nothing
 	}
-	(*fnp)(CheckEvent{Index: check, View: &CheckView{s: s.(*fsmSnapshot)}})
+	(*fnp)(CheckEvent{Index: check, View: &CheckView{s: s.(*fsmSnapshot)}, Urgent: urgent})
 }
 
 // checkResult accepts a CheckResult whose check index lies before its own

@@ -305,7 +305,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		tx.idem = idem
 	}
 	applied := f.applied.Load()
-	n, check := len(logs), uint64(0)
+	n, check, urgent := len(logs), uint64(0), false
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue
@@ -335,7 +335,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 		results[i] = res
 		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_CHECK && res.GetErrorCode() == pb.Code_CODE_OK {
-			n, check = i+1, l.Index
+			n, check, urgent = i+1, l.Index, cmd.GetCheck().GetUrgent()
 			break
 		}
 	}
@@ -364,7 +364,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
-	f.emitChecks(tx.checks, check)
+	f.emitChecks(tx.checks, check, urgent)
 	return n
 }
 

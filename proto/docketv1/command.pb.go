@@ -1826,7 +1826,15 @@ func (x *RequeueDeadCmd) GetLimit() uint32 {
 // applying this entry; the command changes nothing but the applied index
 // and time. Proposed only by the leader, never inside a Batch.
 type CheckCmd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// urgent asks every voter to hash this check at full speed rather than
+	// at its CheckRate, because someone waits on it: a new leader's first
+	// check, or one a restarted voter asked for. In a 5-node cluster the
+	// leader and the restarted voter are not a majority, so the others'
+	// speed decides how long the restarted voter serves nothing. A pacing
+	// hint only: the keyspace does not change, and a build without the
+	// field paces as before.
+	Urgent        bool `protobuf:"varint,1,opt,name=urgent,proto3" json:"urgent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1859,6 +1867,13 @@ func (x *CheckCmd) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CheckCmd.ProtoReflect.Descriptor instead.
 func (*CheckCmd) Descriptor() ([]byte, []int) {
 	return file_docketv1_command_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CheckCmd) GetUrgent() bool {
+	if x != nil {
+		return x.Urgent
+	}
+	return false
 }
 
 // CheckResultCmd records the hash a majority of voters reported for the
@@ -3259,9 +3274,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\n" +
-	"\n" +
-	"\bCheckCmd\"y\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\"\n" +
+	"\bCheckCmd\x12\x16\n" +
+	"\x06urgent\x18\x01 \x01(\bR\x06urgent\"y\n" +
 	"\x0eCheckResultCmd\x12\x1f\n" +
 	"\vcheck_index\x18\x01 \x01(\x04R\n" +
 	"checkIndex\x12\x12\n" +
