@@ -54,6 +54,21 @@ const checkPokeGap = 5 * time.Second
 // start (a voter not yet known to apply Check entries, or no leadership).
 const checkRetry = time.Second
 
+// checkIdleFactor bounds the share of time periodic checks keep the voters
+// hashing: after a check that took d, the next periodic one waits at
+// least checkIdleFactor·d, so hashing takes at most a quarter of the time
+// however large the keyspace. With CheckInterval alone a paced hash of a
+// million tasks (48 s) ran 44 % of the time, and claims at that backlog
+// had a p99 1.6-2.5x the empty queue's while it ran (BENCHMARKS.md). A
+// check someone waits on is not held back by this.
+const checkIdleFactor = 3
+
+// nextCheckWait is how long the leader waits after a check that took
+// took before the next periodic one.
+func nextCheckWait(interval, took time.Duration) time.Duration {
+	return max(interval, checkIdleFactor*took)
+}
+
 // errChecksUnsupported means a voter has not shown that its build applies
 // Check entries; proposing one would stop it (unknown command type).
 var errChecksUnsupported = errors.New("not every voter is known to support consistency checks")
@@ -354,8 +369,8 @@ func (n *Node) CheckHash(index uint64) string { return n.check.hashAt(index) }
 
 // checkLoop runs the leader's consistency checks: one as soon as it leads
 // (a node that just restarted may lead and must not serve from an unchecked
-// keyspace for long), then every CheckInterval, and sooner when a voter
-// reports it awaits one.
+// keyspace for long), then every CheckInterval (longer after a long check:
+// nextCheckWait), and sooner when a voter reports it awaits one.
 func (n *Node) checkLoop(ctx context.Context) {
 	if n.cfg.CheckInterval < 0 {
 		return
@@ -367,7 +382,9 @@ func (n *Node) checkLoop(ctx context.Context) {
 		err := n.checkOnce(ctx, urgent)
 		urgent = false
 		switch {
-		case err == nil, ctx.Err() != nil:
+		case err == nil:
+			wait = nextCheckWait(wait, time.Since(started))
+		case ctx.Err() != nil:
 		case errors.Is(err, errChecksUnsupported):
 			n.log.Debug("consistency check postponed", "err", err)
 			wait = min(wait, checkRetry)

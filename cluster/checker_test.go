@@ -144,3 +144,25 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 		t.Fatalf("voters' hashes differ: %s %s %s", a, b, c)
 	}
 }
+
+// Periodic checks hash at most a quarter of the time: after a long check
+// the next waits three times its length; a short one leaves CheckInterval.
+func Test_NextCheckWaitBoundsHashingTime(t *testing.T) {
+	for _, c := range []struct {
+		interval, took, want time.Duration
+	}{
+		{time.Minute, 2 * time.Second, time.Minute},
+		{time.Minute, 20 * time.Second, time.Minute},
+		{time.Minute, 48 * time.Second, 144 * time.Second}, // a million tasks at 8 MiB/s
+		{time.Second, 10 * time.Second, 30 * time.Second},
+		{time.Hour, 10 * time.Minute, time.Hour},
+	} {
+		got := nextCheckWait(c.interval, c.took)
+		if got != c.want {
+			t.Errorf("interval %v, check took %v: next in %v, want %v", c.interval, c.took, got, c.want)
+		}
+		if share := float64(c.took) / float64(c.took+got); share > 0.25 {
+			t.Errorf("interval %v, check took %v: hashing %.0f%% of the time", c.interval, c.took, 100*share)
+		}
+	}
+}
