@@ -73,6 +73,12 @@ func nextCheckWait(interval, took time.Duration) time.Duration {
 // Check entries; proposing one would stop it (unknown command type).
 var errChecksUnsupported = errors.New("not every voter is known to support consistency checks")
 
+// errCheckNotRun marks a checkOnce that failed before, or while,
+// proposing its Check entry, so that an urgent check stays urgent for the
+// retry (at worst, an entry that did apply is followed by one more
+// full-speed check).
+var errCheckNotRun = errors.New("check did not run")
+
 // checkPoll is how often the leader re-asks voters that have not reported
 // their hash yet.
 const checkPoll = 50 * time.Millisecond
@@ -95,6 +101,11 @@ type checker struct {
 	// stopHash ends it.
 	hashingAt uint64
 	stopHash  context.CancelFunc
+	// hashingFull says the hash under way runs at full speed (its check
+	// was urgent, or this node awaited a check when it began): no later
+	// check may stop it, or a slow restarted voter poked into urgent
+	// checks back to back would never finish one.
+	hashingFull bool
 
 	wake chan struct{} // asks the leader's check loop for a check now
 }
@@ -155,24 +166,26 @@ func (c *checker) observe(ev fsm.CheckEvent) {
 // the previous hash still runs is skipped: this node then simply has no
 // hash for it, and the next check covers it. An urgent check (its
 // CheckCmd says so: a new leader's first, or one a restarted voter asked
-// for) is not skipped, and runs at full speed on every voter: the paced
-// hash under way gives way to it, since a paced hash of a large keyspace
-// runs for most of CheckInterval and a restarted voter waits on the
-// urgent one. Before the leader said so in the entry, only its own hash
+// for) runs at full speed on every voter, and a paced hash under way gives
+// way to it, since a paced hash of a large keyspace runs for most of
+// CheckInterval and a restarted voter waits on the urgent one; a
+// full-speed hash under way does not (hashAdmission). Before the leader said so in the entry, only its own hash
 // knew a check was urgent, and in a 5-node cluster the majority it needs
 // waited on a third voter's paced hash.
 func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	c.mu.Lock()
-	if c.state == checkDiverged || (c.hashing && !urgent) {
+	start, replace := hashAdmission(c.hashing, c.hashingFull, urgent)
+	if c.state == checkDiverged || !start {
 		c.mu.Unlock()
 		view.Release()
 		return
 	}
-	if c.hashing {
+	if replace {
 		c.stopHash() // its check goes without this node's hash
 	}
 	ctx, stop := context.WithCancel(c.n.ctx)
 	c.hashing, c.hashingAt, c.stopHash = true, index, stop
+	c.hashingFull = urgent || c.state == checkAwaiting
 	h := &ownHash{done: make(chan struct{})}
 	c.hashes[index] = h
 	for i := range c.hashes {
@@ -196,7 +209,7 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 		c.mu.Lock()
 		h.hash, h.err = hash, err
 		if c.hashingAt == index { // not replaced by an urgent check
-			c.hashing, c.hashingAt, c.stopHash = false, 0, nil
+			c.hashing, c.hashingAt, c.stopHash, c.hashingFull = false, 0, nil, false
 		}
 		close(h.done)
 		res := c.results[index]
@@ -213,6 +226,21 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 			c.compare(res, h)
 		}
 	}()
+}
+
+// hashAdmission decides what a check arriving at a voter does: start a
+// hash, and whether it stops the one under way. Only a paced hash gives
+// way, and only to an urgent check; otherwise the check is skipped while
+// a hash runs.
+func hashAdmission(hashing, runningFull, urgent bool) (start, replace bool) {
+	switch {
+	case !hashing:
+		return true, false
+	case urgent && !runningFull:
+		return true, true
+	default:
+		return false, false
+	}
 }
 
 // rate is the pace of this node's hashing now, in bytes a second: the
@@ -380,7 +408,9 @@ func (n *Node) checkLoop(ctx context.Context) {
 		wait := n.cfg.CheckInterval
 		started := time.Now()
 		err := n.checkOnce(ctx, urgent)
-		urgent = false
+		if !errors.Is(err, errCheckNotRun) {
+			urgent = false // taken by the Check entry; a check that did not run leaves it for the retry
+		}
 		switch {
 		case err == nil:
 			wait = nextCheckWait(wait, time.Since(started))
@@ -414,11 +444,11 @@ func (n *Node) checkLoop(ctx context.Context) {
 // few voters answered, or they disagree) nothing is recorded.
 func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
 	if enabled := n.enabledLevel(); enabled < fsm.LevelCheck {
-		return fmt.Errorf("%w: the cluster enabled feature level %d, checks need %d", errChecksUnsupported, enabled, fsm.LevelCheck)
+		return fmt.Errorf("%w: %w: the cluster enabled feature level %d, checks need %d", errCheckNotRun, errChecksUnsupported, enabled, fsm.LevelCheck)
 	}
 	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
 	if err != nil {
-		return fmt.Errorf("propose check: %w", err)
+		return fmt.Errorf("%w: propose check: %w", errCheckNotRun, err)
 	}
 	index := res.GetIndex()
 	voters := n.voterIDs()

@@ -132,16 +132,30 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
-	if err != nil {
-		t.Fatal(err)
+	check := func(urgent bool) uint64 {
+		t.Helper()
+		res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetIndex()
 	}
-	index := res.GetIndex()
+	// The control: a periodic check is paced on every voter (about 40 s).
+	paced := check(false)
+	for _, n := range nodes {
+		waitFor(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.hashPending(paced) })
+	}
+	index := check(true)
 	for _, n := range nodes {
 		waitFor(t, 8*time.Second, n.ID()+"'s hash of the urgent check", func() bool { return n.CheckHash(index) != "" })
 	}
 	if a, b, c := nodes[0].CheckHash(index), nodes[1].CheckHash(index), nodes[2].CheckHash(index); a != b || b != c {
 		t.Fatalf("voters' hashes differ: %s %s %s", a, b, c)
+	}
+	for _, n := range nodes {
+		if n.CheckHash(paced) != "" {
+			t.Fatalf("%s finished the paced hash: the pace did not hold it", n.ID())
+		}
 	}
 }
 
@@ -163,6 +177,31 @@ func Test_NextCheckWaitBoundsHashingTime(t *testing.T) {
 		}
 		if share := float64(c.took) / float64(c.took+got); share > 0.25 {
 			t.Errorf("interval %v, check took %v: hashing %.0f%% of the time", c.interval, c.took, 100*share)
+		}
+	}
+}
+
+// What a check arriving at a voter does to the hash under way: only a
+// paced hash gives way, and only to an urgent check. A full-speed hash (an
+// urgent check's, or a restarted voter's that awaits a check) finishes
+// whatever comes, or a slow restarted voter poked into urgent checks back
+// to back would never complete one.
+func Test_HashAdmission(t *testing.T) {
+	for _, c := range []struct {
+		name                         string
+		hashing, runningFull, urgent bool
+		wantStart, wantReplace       bool
+	}{
+		{"idle, periodic check", false, false, false, true, false},
+		{"idle, urgent check", false, false, true, true, false},
+		{"paced hash running, periodic check", true, false, false, false, false},
+		{"paced hash running, urgent check", true, false, true, true, true},
+		{"full-speed hash running, periodic check", true, true, false, false, false},
+		{"full-speed hash running, urgent check", true, true, true, false, false},
+	} {
+		start, replace := hashAdmission(c.hashing, c.runningFull, c.urgent)
+		if start != c.wantStart || replace != c.wantReplace {
+			t.Errorf("%s: start %v replace %v, want %v %v", c.name, start, replace, c.wantStart, c.wantReplace)
 		}
 	}
 }
