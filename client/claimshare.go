@@ -18,10 +18,13 @@ import (
 //
 // A long poll may wait up to 30 s, and a shared RPC holds one of the
 // sharer's few slots until it answers: waiting in one would stall every
-// other claimer of the Client. So ClaimBatch never waits, and a Claim with
-// a wait rides the sharer without one; only if that found nothing does the
-// caller long-poll for the rest of its wait, on its own Claim RPC, outside
-// the sharer.
+// other claimer of the Client. So ClaimBatch never waits. A Claim with a
+// wait, while other Claims are under way, rides the sharer without one;
+// only if that found nothing does the caller long-poll for the rest of its
+// wait, on its own Claim RPC, outside the sharer. A long poll with no other
+// Claim under way has nobody to share with and goes out at once as one
+// Claim RPC. While such a poll waits it counts as a Claim under way, so a
+// second poller then pays a try that may share with nobody.
 
 // Claim takes up to req.MaxTasks tasks under a lease of req.LeaseNs. With
 // req.WaitNs > 0 the server holds the call until a task is claimable or the

@@ -142,7 +142,8 @@ func fakeClaimsBehindHeldSlot(t *testing.T, ctx context.Context, fc *fakeCluster
 
 // Test_OlderServerIsRememberedForAWhile: once a server answers ClaimBatch
 // Unimplemented, the next shared claims go alone at once rather than
-// asking again (and paying an extra RPC) on every shared batch.
+// asking again (and paying an extra RPC) on every shared batch; after the
+// pause they ask again, and share once the server has ClaimBatch.
 func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
 	const n = 4
 	fc := newFakeCluster(t, 1)
@@ -158,7 +159,10 @@ func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = claimer("q", i)
 	}
-	for round := range 2 {
+	// Set before the first call, which the sharer's goroutines see after.
+	cl.clm.retryShared = 2 * time.Second
+	round := func() {
+		t.Helper()
 		for _, req := range reqs {
 			for range req.GetMaxTasks() {
 				mustEnqueue(t, cl, "q", "x")
@@ -167,12 +171,26 @@ func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
 		mustEnqueue(t, cl, "q", "first")
 		got, errs := fakeClaimsBehindHeldSlot(t, ctx, fc, cl, reqs)
 		checkOwnTasks(t, reqs, got, errs)
+	}
+	for i := range 2 {
+		round()
 		if cb := fc.count(0, "ClaimBatch"); cb != 1 {
-			t.Fatalf("round %d: %d ClaimBatch RPCs, want only the first round's", round, cb)
+			t.Fatalf("round %d: %d ClaimBatch RPCs, want only the first round's", i, cb)
 		}
 	}
 	if got, want := fc.count(0, "Claim"), 2*(1+n); got != want {
 		t.Fatalf("%d Claim RPCs, want %d", got, want)
+	}
+
+	// The upgrade reaches the leader; once the pause ends, claims share again.
+	fc.mu.Lock()
+	fc.noClaimBatch = false
+	fc.mu.Unlock()
+	s := cl.clm
+	waitFor(t, 5*time.Second, "the pause to end", func() bool { return time.Since(s.born) >= time.Duration(s.sharedOffUntil.Load()) })
+	round()
+	if cb, c := fc.count(0, "ClaimBatch"), fc.count(0, "Claim"); cb != 2 || c != 2*(1+n)+1 {
+		t.Fatalf("after the pause: %d ClaimBatch and %d Claim RPCs, want 2 and %d", cb, c, 2*(1+n)+1)
 	}
 }
 
@@ -351,10 +369,11 @@ func Test_ConcurrentClaimsShareOnARealServer(t *testing.T) {
 }
 
 // Test_LongPollClaimLeavesSharedSlotsFree: a long-poll claimer on an empty
-// queue tries with the others, then waits on its own RPC, so a claim
-// without a wait from another goroutine answers at once meanwhile, through
-// the client's only slot; and the poller gets a task enqueued during its
-// wait.
+// queue, while another claim is under way (here a bystander's long poll),
+// tries with the others, then waits on its own RPC, so a claim without a
+// wait from another goroutine answers at once meanwhile, through the
+// client's only slot; and the poller gets a task enqueued during its
+// wait as soon as it comes.
 func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 	rs := startRealServer(t)
 	var cnt rpcCounter
@@ -365,13 +384,23 @@ func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 		tasks []*docketv1.Task
 		err   error
 	}
+	bystander := make(chan result, 1)
+	go func() {
+		tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "idle", WorkerId: "bystander", MaxTasks: 1, WaitNs: int64(3 * time.Second)})
+		bystander <- result{tasks, err}
+	}()
+	waitFor(t, 2*time.Second, "the bystander's lone long poll", func() bool { return cnt.polls() == 1 })
+
 	polled := make(chan result, 1)
 	start := time.Now()
 	go func() {
 		tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "lp", WorkerId: "poller", MaxTasks: 1, WaitNs: int64(2 * time.Second)})
 		polled <- result{tasks, err}
 	}()
-	waitFor(t, 2*time.Second, "the poller's own long poll", func() bool { return cnt.polls() == 1 })
+	waitFor(t, 2*time.Second, "the poller's own long poll", func() bool { return cnt.polls() == 2 })
+	if tries := cnt.count("Claim") - cnt.polls(); tries != 1 {
+		t.Fatalf("%d Claims without a wait before the poller's poll, want its one try", tries)
+	}
 
 	now := mustEnqueue(t, cl, "now", "x")
 	asked := time.Now()
@@ -398,8 +427,11 @@ func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 	if took := time.Since(start); took >= 2*time.Second {
 		t.Fatalf("long poll returned after %v, at the end of its wait rather than with the task", took)
 	}
-	if n := cnt.polls(); n != 1 {
-		t.Fatalf("%d long-poll Claims, want 1", n)
+	if n := cnt.polls(); n != 2 {
+		t.Fatalf("%d long-poll Claims, want the bystander's and the poller's", n)
+	}
+	if b := <-bystander; b.err != nil || len(b.tasks) != 0 {
+		t.Fatalf("bystander's poll of an empty queue: %v, %v", b.tasks, b.err)
 	}
 }
 

@@ -372,8 +372,8 @@ func Test_ClaimLongPoll(t *testing.T) {
 		tasks, _ := c.Claim(ctxTimeout(t, 2*time.Second), &docketv1.ClaimRequest{Queue: "q", MaxTasks: 2, WaitNs: int64(time.Second)})
 		got <- tasks
 	}()
-	// Each call long-polls once (after a try without a wait, when
-	// claims are shared): the second poll is this call's.
+	// Each call long-polls once (alone, it skips the shared try): the
+	// second poll is this call's.
 	waitFor(t, time.Second, "claim to wait", func() bool { return fc.longPolls() == 2 })
 	id := mustEnqueue(t, c, "q", "x")
 	if tasks := <-got; len(tasks) != 1 || tasks[0].GetId() != id {

@@ -72,9 +72,13 @@ type sharer[T, R any] struct {
 	sem    chan struct{}
 	ctx    context.Context // ends when the Client closes
 	stop   context.CancelFunc
-	// sharedOffUntil (Unix ns) is when to try the shared RPC again after
-	// the server answered it Unimplemented; until then calls go alone.
+	// sharedOffUntil (ns since born, a monotonic reading) is when to try
+	// the shared RPC again after the server answered it Unimplemented;
+	// until then calls go alone. An older follower that answers before
+	// redirecting to the leader pauses sharing the same way.
+	born           time.Time
 	sharedOffUntil atomic.Int64
+	retryShared    time.Duration // retrySharedAfter; tests shorten it
 	wg             sync.WaitGroup
 }
 
@@ -99,7 +103,7 @@ type shareReply[R any] struct {
 func newSharer[T, R any](op string, inflight int, size, weight func(T) int,
 	alone, shared func(context.Context, []T) ([]R, error)) *sharer[T, R] {
 	ctx, stop := context.WithCancel(context.Background())
-	s := &sharer[T, R]{op: op, size: size, weight: weight, alone: alone, shared: shared,
+	s := &sharer[T, R]{op: op, size: size, weight: weight, alone: alone, shared: shared, born: time.Now(), retryShared: retrySharedAfter,
 		calls: make(chan *shareCall[T, R], 4096), sem: make(chan struct{}, inflight), ctx: ctx, stop: stop}
 	s.wg.Add(1)
 	go s.run()
@@ -232,7 +236,7 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 	}
 	// The request serves every caller: it may run until the last of their
 	// deadlines, and ends early only when the Client closes.
-	if time.Now().UnixNano() < s.sharedOffUntil.Load() {
+	if time.Since(s.born) < time.Duration(s.sharedOffUntil.Load()) {
 		s.eachAlone(live)
 		return
 	}
@@ -246,12 +250,14 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 		// The server predates SubmitBatch or ClaimBatch. Asking it again on
 		// every batch would cost each batch an extra RPC; asking again
 		// after a while finds the new server once a rolling upgrade ends.
-		s.sharedOffUntil.Store(time.Now().Add(retrySharedAfter).UnixNano())
+		s.sharedOffUntil.Store(int64(time.Since(s.born) + s.retryShared))
 	}
 	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrPermissionDenied) ||
-		status.Code(err) == codes.Unimplemented {
+		errors.Is(err, ErrFeatureDisabled) || status.Code(err) == codes.Unimplemented {
 		// Nothing was applied: let each caller's own items answer. A
-		// token may cover one caller's tenant and not another's.
+		// token may cover one caller's tenant and not another's, and
+		// during a rolling upgrade one caller's item may need a feature
+		// the cluster has not enabled while the others' do not.
 		s.eachAlone(live)
 		return
 	}
@@ -274,6 +280,9 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 func (s *sharer[T, R]) eachAlone(live []*shareCall[T, R]) {
 	var wg sync.WaitGroup
 	for _, call := range live {
+		// As for a lone call: the RPC runs on the caller's context, and
+		// the caller takes its answer even when that context ends.
+		call.alone.Store(true)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

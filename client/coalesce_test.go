@@ -15,15 +15,19 @@ import (
 // Test_ConcurrentEnqueuesShareRPCs holds the client's only Enqueue slot,
 // queues twenty callers behind it, and checks that they share one RPC
 // while each gets exactly its own task; and that when one caller's task
-// is invalid, the shared request is split so that only that caller fails.
+// is invalid, or needs a feature the cluster has not enabled (a rolling
+// upgrade), the shared request is split so that only that caller fails.
 func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		bad      int // index of the caller with an invalid task; -1: none
+		bad      int    // index of the caller with a refused task; -1: none
+		badQueue string // its queue: "" is invalid, "gated" needs a disabled feature
+		wantErr  error
 		wantRPCs int
 	}{
-		{"all valid", -1, 2},
-		{"one invalid", 7, 2 + 20}, // the first, the shared one refused, then one each
+		{"all valid", -1, "", nil, 2},
+		{"one invalid", 7, "", ErrInvalidArgument, 2 + 20}, // the first, the shared one refused, then one each
+		{"one needs a disabled feature", 7, "gated", ErrFeatureDisabled, 2 + 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fc := newFakeCluster(t, 1)
@@ -60,7 +64,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 			for i := range n {
 				queue := "q"
 				if i == c.bad {
-					queue = "" // the fake refuses it, naming the field
+					queue = c.badQueue // the fake refuses the whole request
 				}
 				wg.Add(1)
 				go func() {
@@ -75,8 +79,8 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 
 			for i := range n {
 				if i == c.bad {
-					if !errors.Is(errs[i], ErrInvalidArgument) {
-						t.Fatalf("caller %d with the bad task: %v, want ErrInvalidArgument", i, errs[i])
+					if !errors.Is(errs[i], c.wantErr) {
+						t.Fatalf("caller %d with the refused task: %v, want %v", i, errs[i], c.wantErr)
 					}
 					continue
 				}

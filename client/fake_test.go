@@ -276,6 +276,18 @@ func errBadField(field, desc string) error {
 	return st.Err()
 }
 
+// errFeatureDisabled is a server's refusal of a request that needs a
+// feature level the cluster has not latched.
+func errFeatureDisabled() error {
+	st, err := status.New(codes.FailedPrecondition, "feature disabled").WithDetails(&errdetails.ErrorInfo{
+		Reason: docketv1.ReasonFeatureDisabled, Domain: docketv1.ErrorDomain,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
 type fakeClusterSvc struct {
 	docketv1.UnimplementedClusterServer
 	node *fakeNode
@@ -331,6 +343,9 @@ func (q *fakeQueue) Enqueue(_ context.Context, req *docketv1.EnqueueRequest) (*d
 	for i, nt := range req.GetTasks() {
 		if nt.GetQueue() == "" {
 			return nil, errBadField(fmt.Sprintf("tasks[%d].queue", i), "must not be empty")
+		}
+		if nt.GetQueue() == "gated" {
+			return nil, errFeatureDisabled()
 		}
 	}
 	resp := &docketv1.EnqueueResponse{}

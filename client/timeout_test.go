@@ -70,8 +70,7 @@ func Test_LongPollAttemptGetsItsWait(t *testing.T) {
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Fatalf("long-poll returned after %v, before its wait", took)
 	}
-	// One long-poll attempt (after a try without a wait, when claims are
-	// shared), not cut short and sent again.
+	// One long-poll attempt, not cut short and sent again.
 	if n := fc.longPolls(); n != 1 {
 		t.Fatalf("%d long-poll Claim attempts, want 1", n)
 	}
