@@ -44,13 +44,14 @@ func FuzzClaimBatchRequest(f *testing.F) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		asked := proto.Clone(req).(*pb.ClaimBatchRequest) // claimBatchCommands fills defaults in req
 		cmds, err := ts.srv.claimBatchCommands(ctx, req)
 		if err != nil {
 			if c := status.Code(toStatus(err)); c != codes.InvalidArgument {
 				t.Fatalf("refusal %v is %v, want InvalidArgument", err, c)
 			}
 		} else {
-			checkClaimBatchCommands(t, req, cmds)
+			checkClaimBatchCommands(t, asked, cmds)
 		}
 		resp, rpcErr := ts.q.ClaimBatch(ctx, req)
 		switch {
@@ -70,7 +71,8 @@ func FuzzClaimBatchRequest(f *testing.F) {
 }
 
 // checkClaimBatchCommands asserts what claimBatchCommands promises of an
-// accepted request.
+// accepted request: each item's own queue, tenant, worker and lease, with
+// Claim's defaults where the item left them out.
 func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb.Command) {
 	t.Helper()
 	if len(cmds) != len(req.GetItems()) || len(cmds) == 0 || len(cmds) > cluster.MaxBatch {
@@ -82,8 +84,24 @@ func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb
 		if c == nil || cmd.GetType() != pb.CommandType_COMMAND_TYPE_CLAIM {
 			t.Fatalf("item %d became %v", i, cmd)
 		}
-		if c.GetQueue() != req.GetItems()[i].GetQueue() {
-			t.Fatalf("item %d claims queue %q, asked %q", i, c.GetQueue(), req.GetItems()[i].GetQueue())
+		it := req.GetItems()[i]
+		tenant := it.GetTenant()
+		if tenant == "" {
+			tenant = pb.DefaultTenant
+		}
+		if c.GetQueue() != it.GetQueue() || c.GetTenant() != tenant || c.GetWorkerId() != it.GetWorkerId() {
+			t.Fatalf("item %d claims %q/%q for %q, asked %q/%q for %q", i, c.GetTenant(), c.GetQueue(), c.GetWorkerId(),
+				it.GetTenant(), it.GetQueue(), it.GetWorkerId())
+		}
+		if it.GetLeaseNs() != 0 && c.GetLeaseNs() != it.GetLeaseNs() {
+			t.Fatalf("item %d: lease %v, asked %v", i, time.Duration(c.GetLeaseNs()), time.Duration(it.GetLeaseNs()))
+		}
+		want := it.GetMaxTasks()
+		if want == 0 {
+			want = pb.DefaultMaxTasks
+		}
+		if c.GetMaxTasks() != want {
+			t.Fatalf("item %d: max_tasks %d, asked %d", i, c.GetMaxTasks(), it.GetMaxTasks())
 		}
 		if c.GetMaxTasks() < 1 || c.GetMaxTasks() > cluster.MaxBatch || c.GetLeaseNs() <= 0 {
 			t.Fatalf("item %d: max_tasks %d lease %v", i, c.GetMaxTasks(), time.Duration(c.GetLeaseNs()))
@@ -126,28 +144,45 @@ func FuzzFitClaimAnswer(f *testing.F) {
 		if sz := proto.Size(resp); limit >= empty && sz > limit {
 			t.Fatalf("answer of %d bytes over the limit %d", sz, limit)
 		}
-		seen := map[string]bool{}
-		served, stopped := 0, false
+		var answered []string
+		stopped := false
 		for i, it := range resp.GetItems() {
 			switch n := len(it.GetTasks()); {
-			case n == 0 && len(got[i]) > 0:
+			case n == 0 && len(got[i]) > 0 && !stopped:
 				stopped = true
+				// The first item left out must not have fitted.
+				with := proto.Clone(resp).(*pb.ClaimBatchResponse)
+				with.Items[i].Tasks = got[i]
+				if limit >= empty && proto.Size(with) <= limit {
+					t.Fatalf("item %d left out though the answer with it is %d bytes of %d", i, proto.Size(with), limit)
+				}
 			case n > 0 && stopped:
 				t.Fatalf("item %d served after an item that was not", i)
 			case n > 0 && n != len(got[i]):
 				t.Fatalf("item %d got %d of its %d tasks", i, n, len(got[i]))
 			}
 			for _, task := range it.GetTasks() {
-				seen[task.GetId()] = true
-				served++
+				answered = append(answered, task.GetId())
 			}
 		}
-		if served != len(sent) {
-			t.Fatalf("answer carries %d tasks, sent says %d", served, len(sent))
+		if len(answered) != len(sent) {
+			t.Fatalf("answer carries %d tasks, sent says %d", len(answered), len(sent))
+		}
+		once := map[string]int{}
+		for i, task := range sent {
+			if task.GetId() != answered[i] {
+				t.Fatalf("sent[%d] is %s, the answer's is %s", i, task.GetId(), answered[i])
+			}
+			once[task.GetId()]++
 		}
 		for _, task := range kept {
-			if seen[task.GetId()] {
-				t.Fatalf("task %s both sent and kept", task.GetId())
+			once[task.GetId()]++
+		}
+		for _, tasks := range got {
+			for _, task := range tasks {
+				if once[task.GetId()] != 1 {
+					t.Fatalf("task %s is sent or kept %d times, want once", task.GetId(), once[task.GetId()])
+				}
 			}
 		}
 	})
