@@ -258,7 +258,7 @@ type Config struct {
 	// voter at once each CheckInterval at full speed, and claim p99 at
 	// that backlog rose to 2.3-3.3x the empty queue's; at 64 MiB/s the
 	// three hashes still took both cores (3.3x); at 8 MiB/s, 1.6-2.5x,
-	// against 0.9-1.5x with no check during the sample (BENCHMARKS.md). A
+	// against 0.9-1.7x with no check during the sample (BENCHMARKS.md). A
 	// check then takes 48 s per million tasks, and CheckInterval's rest
 	// after a long check keeps hashing to a quarter of the time. A check
 	// that arrives while the last one still hashes is skipped. A check

@@ -259,6 +259,8 @@ func Test_CommandWaitsForAPendingLatch(t *testing.T) {
 // index from. It reads the log rather than the applied index because the
 // leader appends entries of its own (its first check, the level latch) at
 // any time, so "the index did not move" would be a race.
+// n must be the node the command was refused on, and the log must not be
+// compacted past from meanwhile (a missing entry fails the test).
 func assertNotProposedSince(t *testing.T, n *Node, from uint64, typ pb.CommandType, when string) {
 	t.Helper()
 	for i := from + 1; i <= n.raft.LastIndex(); i++ {
