@@ -7,7 +7,6 @@ import (
 	"net"
 	"path"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,13 +96,7 @@ func Test_ConcurrentClaimsShareOneBatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fc := newFakeCluster(t, 1)
 			fc.noClaimBatch = c.noClaimBatch
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl, ctx := sharingClient(t, fc)
 			reqs := make([]*docketv1.ClaimRequest, n)
 			for i := range reqs {
 				reqs[i] = claimer("q", i)
@@ -121,23 +114,27 @@ func Test_ConcurrentClaimsShareOneBatch(t *testing.T) {
 	}
 }
 
+// sharingClient is a client of fc with one RPC of each kind in flight
+// before calls share, and a 5 s context for the test's calls.
+func sharingClient(t *testing.T, fc *fakeCluster) (*Client, context.Context) {
+	t.Helper()
+	ctx := ctxTimeout(t, 5*time.Second)
+	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl, ctx
+}
+
 // fakeClaimsBehindHeldSlot is claimBehindHeldSlot on the fake cluster: its
 // first Claim RPC is held until every claimer has queued.
 func fakeClaimsBehindHeldSlot(t *testing.T, ctx context.Context, fc *fakeCluster, cl *Client,
 	reqs []*docketv1.ClaimRequest) ([][]*docketv1.Task, []error) {
 	t.Helper()
-	hold := make(chan struct{})
-	var held atomic.Int32
-	fc.setHooks(func(method string) error {
-		if method == "Claim" && held.Add(1) == 1 {
-			<-hold
-		}
-		return nil
-	}, nil)
+	held, release := fc.holdFirst(t, "Claim")
 	defer fc.setHooks(nil, nil)
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
-	return claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return held.Load() == 1 })
+	return claimBehindHeldSlot(t, ctx, cl, reqs, release, func() bool { return held() == 1 })
 }
 
 // Test_OlderServerIsRememberedForAWhile: once a server answers ClaimBatch
@@ -148,13 +145,7 @@ func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
 	const n = 4
 	fc := newFakeCluster(t, 1)
 	fc.noClaimBatch = true
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := sharingClient(t, fc)
 	reqs := make([]*docketv1.ClaimRequest, n)
 	for i := range reqs {
 		reqs[i] = claimer("q", i)
@@ -202,13 +193,7 @@ func Test_SharedClaimSplitsOnPermissionDenied(t *testing.T) {
 	const n = 4
 	fc := newFakeCluster(t, 1)
 	fc.deniedTenant = "secret"
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := sharingClient(t, fc)
 	reqs := make([]*docketv1.ClaimRequest, n)
 	for i := range reqs {
 		reqs[i] = claimer("q", i)
@@ -459,13 +444,7 @@ func Test_LoneLongPollIsOneRPC(t *testing.T) {
 // while each gets the results of its own items, a stale one included.
 func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := sharingClient(t, fc)
 	const n = 10
 	for i := range n + 1 {
 		mustEnqueue(t, cl, "q", fmt.Sprint(i))
@@ -474,16 +453,7 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 	if err != nil || len(tasks) != n+1 {
 		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
 	}
-	hold := make(chan struct{})
-	var held atomic.Int32
-	fc.setHooks(func(method string) error {
-		if method == "Heartbeat" && held.Add(1) == 1 {
-			<-hold
-		}
-		return nil
-	}, nil)
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
+	held, release := fc.holdFirst(t, "Heartbeat")
 	beat := func(tk *docketv1.Task, fence uint64) ([]*docketv1.ItemResult, error) {
 		return cl.Heartbeat(ctx, &docketv1.HeartbeatItem{TaskId: tk.GetId(), Fence: fence})
 	}
@@ -495,7 +465,7 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 			t.Errorf("first heartbeat: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "the first heartbeat to hold the slot", func() bool { return held.Load() == 1 })
+	waitFor(t, 5*time.Second, "the first heartbeat to hold the slot", func() bool { return held() == 1 })
 	got, errs := make([][]*docketv1.ItemResult, n), make([]error, n)
 	for i := range n {
 		fence := tasks[i].GetFence()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,24 +30,9 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fc := newFakeCluster(t, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl, ctx := sharingClient(t, fc)
 
-			hold := make(chan struct{})
-			var held atomic.Int32
-			fc.setHooks(func(method string) error {
-				if method == "Enqueue" && held.Add(1) == 1 {
-					<-hold
-				}
-				return nil
-			}, nil)
-			release := sync.OnceFunc(func() { close(hold) })
-			defer release()
+			held, release := fc.holdFirst(t, "Enqueue")
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
@@ -57,7 +41,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 					t.Errorf("first enqueue: %v", err)
 				}
 			}()
-			waitFor(t, 5*time.Second, "the first enqueue to hold the slot", func() bool { return held.Load() == 1 })
+			waitFor(t, 5*time.Second, "the first enqueue to hold the slot", func() bool { return held() == 1 })
 
 			const n = 20
 			ids, errs := make([]string, n), make([]error, n)
@@ -128,13 +112,7 @@ func Test_EnqueueCoalescingOff(t *testing.T) {
 // go as one SubmitBatch, and each caller gets its own answer.
 func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := sharingClient(t, fc)
 	const n = 10
 	for i := range n + 1 {
 		mustEnqueue(t, cl, "q", fmt.Sprint(i))
@@ -143,16 +121,7 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 	if err != nil || len(tasks) != n+1 {
 		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
 	}
-	hold := make(chan struct{})
-	var held atomic.Int32
-	fc.setHooks(func(method string) error {
-		if method == "Submit" && held.Add(1) == 1 {
-			<-hold
-		}
-		return nil
-	}, nil)
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
+	held, release := fc.holdFirst(t, "Submit")
 	submit := func(tk *docketv1.Task, fence uint64) error {
 		_, err := cl.Submit(ctx, &docketv1.SubmitRequest{TaskId: tk.GetId(), Fence: fence, Outcome: docketv1.Outcome_OUTCOME_COMPLETED})
 		return err
@@ -165,7 +134,7 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 			t.Errorf("first submit: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "the first submit to hold the slot", func() bool { return held.Load() == 1 })
+	waitFor(t, 5*time.Second, "the first submit to hold the slot", func() bool { return held() == 1 })
 	errs := make([]error, n)
 	for i := range n {
 		fence := tasks[i].GetFence()

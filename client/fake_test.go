@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,6 +275,24 @@ func errBadField(field, desc string) error {
 		panic(err)
 	}
 	return st.Err()
+}
+
+// holdFirst makes the leader hold the first call of method until
+// release, so that later calls queue behind it; held counts the calls of
+// method so far. release may run more than once, and runs at the test's
+// end.
+func (fc *fakeCluster) holdFirst(t testing.TB, method string) (held func() int32, release func()) {
+	hold := make(chan struct{})
+	var n atomic.Int32
+	fc.setHooks(func(m string) error {
+		if m == method && n.Add(1) == 1 {
+			<-hold
+		}
+		return nil
+	}, nil)
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	return n.Load, release
 }
 
 // errFeatureDisabled is a server's refusal of a request that needs a

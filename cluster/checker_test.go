@@ -80,20 +80,10 @@ func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
 // while a hash ran was skipped, and with a paced hash running most of each
 // CheckInterval a restarted voter would wait a whole interval or more.
 func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
-	nodes := mustClusterWith(t, 1, func(c *Config) {
-		c.CheckInterval = -1 // checks run by hand below
-		c.CheckTimeout = 200 * time.Millisecond
-		c.CheckRate = 64 << 10 // bytes a second: about 40 s for this keyspace
-	})
-	l := leaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	payload := strings.Repeat("x", 128<<10)
-	for i := 0; i < 20; i++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := pacedCluster(t, ctx, 1, func(c *Config) { c.CheckTimeout = 200 * time.Millisecond })
+	l := leaderOf(t, nodes)
 	paced := make(chan error, 1)
 	go func() { paced <- l.checkOnce(ctx, false) }()
 	waitFor(t, 5*time.Second, "the paced hash to start", func() bool {
@@ -119,19 +109,10 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 // majority: a third voter's paced hash (about 40 s here) would hold the
 // restarted voter out of service.
 func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
-	nodes := mustClusterWith(t, 3, func(c *Config) {
-		c.CheckInterval = -1 // checks run by hand below
-		c.CheckRate = 64 << 10
-	})
-	l := leaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	payload := strings.Repeat("x", 128<<10)
-	for i := 0; i < 20; i++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := pacedCluster(t, ctx, 3, func(*Config) {})
+	l := leaderOf(t, nodes)
 	check := func(urgent bool) uint64 {
 		t.Helper()
 		res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
@@ -204,4 +185,24 @@ func Test_HashAdmission(t *testing.T) {
 			t.Errorf("%s: start %v replace %v, want %v %v", c.name, start, replace, c.wantStart, c.wantReplace)
 		}
 	}
+}
+
+// pacedCluster is a cluster of size nodes whose checks run only by hand
+// and hash at 64 KiB/s, holding 2.5 MiB of tasks: a paced hash takes about
+// 40 s, a full-speed one milliseconds.
+func pacedCluster(t *testing.T, ctx context.Context, size int, edit func(*Config)) []*Node {
+	t.Helper()
+	nodes := mustClusterWith(t, size, func(c *Config) {
+		c.CheckInterval = -1
+		c.CheckRate = 64 << 10
+		edit(c)
+	})
+	l := leaderOf(t, nodes)
+	payload := strings.Repeat("x", 128<<10)
+	for i := 0; i < 20; i++ {
+		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
 }
