@@ -169,9 +169,10 @@ func (c *checker) observe(ev fsm.CheckEvent) {
 // for) runs at full speed on every voter, and a paced hash under way gives
 // way to it, since a paced hash of a large keyspace runs for most of
 // CheckInterval and a restarted voter waits on the urgent one; a
-// full-speed hash under way does not (hashAdmission). Before the leader said so in the entry, only its own hash
-// knew a check was urgent, and in a 5-node cluster the majority it needs
-// waited on a third voter's paced hash.
+// full-speed hash under way does not (hashAdmission). Before the leader
+// said so in the entry, only its own hash knew a check was urgent, and in
+// a 5-node cluster the majority it needs waited on a third voter's paced
+// hash.
 func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	c.mu.Lock()
 	start, replace := hashAdmission(c.hashing, c.hashingFull, urgent)
