@@ -451,9 +451,24 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 	if err := l.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {
 		t.Fatalf("damaged proposal: %v, want %q", err, fsm.ErrChecksum)
 	}
-	l = leaderOf(t, nodes)
-	proposeOK(t, l, "after")
-	last := l.FSM().AppliedIndex()
+	// The leader whose store refused the entry steps down (Raft does, on
+	// a failed local append), so the next proposal goes to whichever node
+	// leads once the cluster settles.
+	var l2 *Node
+	waitFor(t, 10*time.Second, "a leader to take a proposal", func() bool {
+		l2 = leaderOf(t, nodes)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		res, err := l2.Propose(ctx, enqueueCmd("jobs", "after"))
+		if errors.Is(err, ErrNotLeader) {
+			return false
+		}
+		if err != nil || len(res.GetItems()) != 1 || res.GetItems()[0].GetCode() != pb.Code_CODE_OK {
+			t.Fatalf("propose after the damaged one: %v, %v", res, err)
+		}
+		return true
+	})
+	last := l2.FSM().AppliedIndex()
 	waitFor(t, 5*time.Second, "every node to apply", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < last {

@@ -310,7 +310,12 @@
 //     latch on gets deadline_at = claimed_at + timeout_ns, on the task and
 //     its attempt, and an index key o/<deadline_at>/<id> beside l/, kept
 //     by txn.move like every index. A Heartbeat at or past the deadline
-//     is refused CODE_TIMED_OUT and changes nothing; the leader scans o/
+//     is refused CODE_TIMED_OUT and changes nothing, and so is one of a
+//     claim that TimeOut (or a reap past the deadline) already ended, so
+//     the worker hears the same cause whichever applied first
+//     (timedOutClaim; before, it heard STALE_FENCE and reported a lost
+//     lease); answers are not in the keyspace, so replicas of either
+//     build stay identical. The leader scans o/
 //     (PastDeadlines) and proposes TimeOut, which re-checks fence and
 //     deadline: the task ends FAILED, attempt TIMED_OUT, last_error
 //     saying so, outcome unset (no Submit ended it, so a late Submit is

@@ -197,6 +197,22 @@ func submittedWhy(c *pb.SubmitCmd) string {
 // Only a Submit sets the outcome (Validate requires one); a claim ended
 // by its deadline, or cancelled by a Nack or an expiry, has none. Before
 // LevelCancelRunning every COMPLETED or FAILED task was a Submit's.
+// timedOutClaim reports whether t's claim under fence is over and ran past
+// its execution deadline: the task is no longer running under it (no
+// later claim took it, no Submit or Cancel ended it), so TimeOut (or a
+// reap past the deadline) ended it. A heartbeat of that claim is answered
+// TIMED_OUT, whichever of the two applied first.
+func timedOutClaim(tx *txn, t *pb.Task, fence uint64) bool {
+	if t == nil || t.GetFence() != fence || !tx.pastDeadline(t) || endedBySubmit(t, fence) {
+		return false
+	}
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_PENDING, pb.TaskState_TASK_STATE_DEAD:
+		return true
+	}
+	return false
+}
+
 func endedBySubmit(t *pb.Task, fence uint64) bool {
 	switch t.GetState() {
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:

@@ -253,6 +253,27 @@ func Test_CancelRunningRules(t *testing.T) {
 			h.one(timeOutCmd(at(6*time.Second), ref), pb.Code_CODE_STALE_FENCE)
 			h.one(completeCmd(at(6*time.Second), c.GetId(), c.GetFence()), pb.Code_CODE_STALE_FENCE)
 		}},
+		{"a heartbeat after the timeout ended its claim hears TIMED_OUT", func(t *testing.T, h *harness) {
+			// The leader's TimeOut and the worker's heartbeat race; the
+			// worker must learn of the timeout either way, not of a lost lease.
+			h.enqueue(at(0), timed(5*time.Second, false), timed(5*time.Second, true))
+			tasks := h.claim(at(0), "q", "a", 2)
+			for _, c := range tasks {
+				h.one(timeOutCmd(at(5*time.Second), &pb.ReapItem{TaskId: c.GetId(), Fence: c.GetFence()}), pb.Code_CODE_OK)
+				it := h.one(heartbeatCmd(at(6*time.Second), &pb.HeartbeatItem{TaskId: c.GetId(), Fence: c.GetFence()}), pb.Code_CODE_TIMED_OUT)
+				if it.GetFence() != 0 {
+					t.Fatal("the refused heartbeat shows the fence")
+				}
+			}
+			// Once a later claim holds the requeued task, the old fence is only stale.
+			again := h.claimOne(at(7*time.Second), "q", "a")
+			h.one(heartbeatCmd(at(8*time.Second), &pb.HeartbeatItem{TaskId: again.GetId(), Fence: tasks[1].GetFence()}), pb.Code_CODE_STALE_FENCE)
+			// A claim its worker completed in time is stale to a late heartbeat, not timed out.
+			h.enqueue(at(8*time.Second), timed(5*time.Second, false))
+			done := h.claimOne(at(8*time.Second), "q", "a")
+			h.one(completeCmd(at(9*time.Second), done.GetId(), done.GetFence()), pb.Code_CODE_OK)
+			h.one(heartbeatCmd(at(20*time.Second), &pb.HeartbeatItem{TaskId: done.GetId(), Fence: done.GetFence()}), pb.Code_CODE_STALE_FENCE)
+		}},
 		{"timeout with retry_on_timeout requeues, then dead-letters", func(t *testing.T, h *harness) {
 			n := timed(5*time.Second, true)
 			n.MaxAttempts = 2

@@ -246,6 +246,13 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if err != nil {
 			return err
 		}
+		if code != pb.Code_CODE_OK && timedOutClaim(tx, t, hb.GetFence()) {
+			// The leader's TimeOut ended this very claim before the
+			// heartbeat applied: tell its worker what a heartbeat a moment
+			// earlier would have (TIMED_OUT), not that its lease was lost.
+			res.Items = append(res.Items, item(pb.Code_CODE_TIMED_OUT, t.GetId(), t, detailTimedOut))
+			continue
+		}
 		if code != pb.Code_CODE_OK {
 			res.Items = append(res.Items, item(code, hb.GetTaskId(), t, staleDetail(t, hb.GetFence())))
 			continue
