@@ -264,17 +264,10 @@ func pace(ctx context.Context, rate int64, start time.Time, read int64) error {
 		return nil
 	}
 	wait := time.Until(start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second))))
-	if wait <= 0 {
-		return nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if wait > 0 && !sleepCtx(ctx, wait) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // hashPending reports whether this node is still hashing its keyspace at

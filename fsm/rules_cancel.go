@@ -202,7 +202,7 @@ func submittedWhy(c *pb.SubmitCmd) string {
 // later claim took it, no Submit or Cancel ended it), so TimeOut (or a
 // reap past the deadline) ended it. A heartbeat of that claim is answered
 // TIMED_OUT, whichever of the two applied first.
-func timedOutClaim(tx *txn, t *pb.Task, fence uint64) bool {
+func (tx *txn) timedOutClaim(t *pb.Task, fence uint64) bool {
 	if t == nil || t.GetFence() != fence || !tx.pastDeadline(t) || endedBySubmit(t, fence) {
 		return false
 	}

@@ -246,7 +246,7 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 		if err != nil {
 			return err
 		}
-		if code != pb.Code_CODE_OK && timedOutClaim(tx, t, hb.GetFence()) {
+		if code != pb.Code_CODE_OK && tx.timedOutClaim(t, hb.GetFence()) {
 			// The leader's TimeOut ended this very claim before the
 			// heartbeat applied: tell its worker what a heartbeat a moment
 			// earlier would have (TIMED_OUT), not that its lease was lost.
