@@ -220,8 +220,10 @@
 //   - checkedStore passes raft-wal's IsMonotonic on: raft-wal refuses a gap
 //     in the log, so Raft must empty it after restoring a user snapshot
 //     (docket snapshot restore leaves a one-entry gap otherwise).
-//   - raft-wal v0.4.0's Close leaves its meta file open and flock'd;
-//     walBackend closes it, so a node can restart in one process.
+//   - raft-wal is v0.4.2 or later: v0.4.0 sealed a truncated tail segment
+//     without its index block, so a node killed after Raft cleared its log
+//     suffix could not reopen its log (raft-wal #31); its Close also left
+//     the meta file flock'd.
 //
 // Log byte budget (logbytes.go, --log-max-bytes, default 512 MiB). Raft
 // snapshots by entry count (16384) and keeps TrailingLogs (10240) entries

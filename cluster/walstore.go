@@ -79,7 +79,7 @@ func openCheckedWAL(dir string, log *slog.Logger) (*checkedStore, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("raft-wal %s: %w", dir, err), meta.Close())
 	}
-	return newCheckedStore(walBackend{WAL: w, meta: meta}, dir, log)
+	return newCheckedStore(walBackend{WAL: w}, dir, log)
 }
 
 // errStableNotFound is the missing-key error Raft matches by its text, as
@@ -88,17 +88,12 @@ var errStableNotFound = errors.New("not found")
 
 // walBackend is raft-wal with BoltDB's answer for a missing stable key:
 // raft-wal returns no value and no error, which checkedStore would read as
-// a value too short for its checksum. It also closes the meta file, which
-// raft-wal v0.4.0's Close leaves open (and flock'd): a node restarted in
-// the same process would wait on the lock for ever.
+// a value too short for its checksum. Its Close (from v0.4.1 on) also
+// closes the meta file; v0.4.0 left it open and flock'd, which is why the
+// module is pinned at v0.4.2 or later (also for raft-wal #31, see
+// Test_WALStoreTailTruncationSurvivesKill).
 type walBackend struct {
 	*wal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-// Close closes the segments, then the meta file.
-func (w walBackend) Close() error {
-	return errors.Join(w.WAL.Close(), w.meta.Close())
 }
 
 func (w walBackend) Get(k []byte) ([]byte, error) {
