@@ -63,7 +63,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 // cfg.RaftMaxConns (limitedStream), so a flood of connections to the Raft
 // port cannot take the descriptors the stores need. With cfg.TLS the same
 // listener carries mutual TLS (tlsStream).
-func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
+func openRaftTransport(cfg Config, log *slog.Logger, ident *identity, p *raftParts) error {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
@@ -82,7 +82,7 @@ func openRaftTransport(cfg Config, log *slog.Logger, p *raftParts) error {
 	limited := connlimit.New(lis, cfg.RaftMaxConns, "raft", log)
 	var stream raft.StreamLayer = &limitedStream{Listener: limited, advertise: advertise}
 	if cfg.TLS != nil {
-		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.RaftHandshakeTimeout}
+		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.RaftHandshakeTimeout, ident: ident}
 	}
 	p.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: newHCLog(log, "raft"),
@@ -184,7 +184,8 @@ func NewBareRaft(cfg Config, f raft.FSM) (*BareRaft, error) {
 	if err := openRaftStores(cfg, log, &b.parts); err != nil {
 		return nil, errors.Join(err, b.parts.close())
 	}
-	if err := openRaftTransport(cfg, log, &b.parts); err != nil {
+	// A BareRaft has no FSM of ours to read an id from: it checks none.
+	if err := openRaftTransport(cfg, log, nil, &b.parts); err != nil {
 		return nil, errors.Join(err, b.parts.close())
 	}
 	b.Addr = b.parts.transport.LocalAddr()

@@ -540,7 +540,7 @@ func (n *Node) peerHash(ctx context.Context, conns map[string]*grpc.ClientConn, 
 	c, ok := conns[p.GRPCAddr]
 	if !ok {
 		var err error
-		if c, err = grpc.NewClient(p.GRPCAddr, n.peerDialCreds()); err != nil {
+		if c, err = grpc.NewClient(p.GRPCAddr, n.peerDialOptions()...); err != nil {
 			return ""
 		}
 		conns[p.GRPCAddr] = c

@@ -48,7 +48,7 @@ func (n *Node) startGossip() error {
 	n.gossip, err = gossip.New(gossip.Config{
 		BindAddr: addr,
 		Meta: gossip.Meta{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, GRPCAddr: n.cfg.GRPCAddr, Version: Version,
-			Features: n.fsm.MaxLevel(), HasState: n.hasState()},
+			Features: n.fsm.MaxLevel(), HasState: n.hasState(), Cluster: n.fsm.ClusterID()},
 		Keys:     n.cfg.GossipKeys,
 		Local:    n.cfg.GossipLocal,
 		OnChange: func() { wake(n.gossipChanged) },
@@ -147,7 +147,8 @@ func (n *Node) announce() {
 	}
 	has := n.hasState()
 	unchecked := n.check.status().GetStatus() == checkAwaiting
-	if err := n.gossip.SetMeta(func(m *gossip.Meta) { m.HasState, m.Unchecked = has, unchecked }); err != nil {
+	cluster := n.fsm.ClusterID()
+	if err := n.gossip.SetMeta(func(m *gossip.Meta) { m.HasState, m.Unchecked, m.Cluster = has, unchecked, cluster }); err != nil {
 		n.log.Debug("gossip announce", "err", err)
 	}
 }

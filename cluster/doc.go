@@ -225,6 +225,18 @@
 //     suffix could not reopen its log (raft-wal #31); its Close also left
 //     the meta file flock'd.
 //
+// Cluster identity (identity.go, gossip/identity.go). The first leader at
+// feature level 14 proposes SetClusterID with a random id; apply keeps the
+// first, so the id is the same on every replica and never changes. A node
+// compares it with a peer's on each Raft connection (ALPN
+// "docket-raft/<id>" in the TLS handshake: no change to Raft's bytes, so
+// older builds, which offer no ALPN, still connect), on gossip (the id in
+// the member's meta, checked by memberlist's alive and merge delegates)
+// and on calls between nodes (docket-cluster metadata). A peer naming
+// another id is refused and logged with both; a side without an id (an
+// empty node before it has the log, an older build) passes, as etcd's
+// members do before they learn the cluster id.
+//
 // Log byte budget (logbytes.go, --log-max-bytes, default 512 MiB). Raft
 // snapshots by entry count (16384) and keeps TrailingLogs (10240) entries
 // after a snapshot, which says nothing about bytes: with 1 MiB payloads, or

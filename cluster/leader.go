@@ -88,6 +88,9 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	if err := n.latchOnce(ctx); err != nil && ctx.Err() == nil {
 		n.log.Warn("feature level latch failed", "err", err)
 	}
+	if err := n.nameClusterOnce(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("naming the cluster failed", "err", err)
+	}
 	wgBoot := sync.WaitGroup{}
 	wgBoot.Add(1)
 	go func() {
@@ -128,7 +131,12 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		return n.timeOutOnce(ctx)
 	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
-	run("latch", latchInterval, n.latchOnce)
+	run("latch", latchInterval, func(ctx context.Context) error {
+		if err := n.latchOnce(ctx); err != nil {
+			return err
+		}
+		return n.nameClusterOnce(ctx) // once every server applies it
+	})
 	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
 	run("schedule", n.cfg.ScheduleInterval, n.scheduleOnce)
 	wg.Add(2)

@@ -77,6 +77,7 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 	leaderID, leaderGRPC := n.Leader()
 	st := &pb.StatusResponse{
 		NodeId:          n.cfg.ID,
+		ClusterId:       n.fsm.ClusterID(),
 		State:           n.raft.State().String(),
 		LeaderId:        leaderID,
 		LeaderGrpcAddr:  leaderGRPC,

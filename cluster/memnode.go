@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -309,4 +310,13 @@ func (n *MemNode) Latch(ctx context.Context, level uint32) error {
 		err = fsm.ResultError(res)
 	}
 	return err
+}
+
+// ClusterID is the id the FSM holds: a MemNode proposes none itself.
+func (n *MemNode) ClusterID() string { return n.fsm.ClusterID() }
+
+// CheckPeerCluster refuses a call that named another cluster than the one
+// the FSM holds.
+func (n *MemNode) CheckPeerCluster(peer, theirs string) error {
+	return (&identity{id: n.fsm.ClusterID, log: slog.Default()}).check("grpc", peer, theirs)
 }

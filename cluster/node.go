@@ -48,6 +48,7 @@ type Node struct {
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
 	logFault *logFault // damage found in the log while running (logfault.go)
+	ident    *identity // the cluster's id, checked on every peer (identity.go)
 	check    *checker
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
@@ -124,7 +125,8 @@ func New(cfg Config) (*Node, error) {
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	if err := openRaftTransport(cfg, log, &parts); err != nil {
+	n.ident = &identity{id: n.fsm.ClusterID, log: log}
+	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err
 	}
 	n.transport = parts.transport

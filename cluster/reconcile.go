@@ -353,7 +353,7 @@ func (r *reconciler) status(ctx context.Context, n *Node, addr string) (*pb.Stat
 	c, ok := r.conns[addr]
 	if !ok {
 		var err error
-		if c, err = grpc.NewClient(addr, n.peerDialCreds()); err != nil {
+		if c, err = grpc.NewClient(addr, n.peerDialOptions()...); err != nil {
 			return nil, fmt.Errorf("dial %s: %w", addr, err)
 		}
 		r.conns[addr] = c

@@ -23,6 +23,7 @@ type tlsStream struct {
 	advertise net.Addr
 	certs     *certs.Reloader
 	timeout   time.Duration // handshake deadline, both ways
+	ident     *identity     // refuses a peer of another cluster
 }
 
 // Accept hands Raft a connection whose handshake runs on its first read or
@@ -35,7 +36,16 @@ func (s *tlsStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handshakeConn{Conn: tls.Server(c, s.certs.PeerServerConfig()), timeout: s.timeout}, nil
+	cfg := s.certs.PeerServerConfig()
+	inner := cfg.GetConfigForClient
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := inner(hello)
+		if err != nil {
+			return nil, err
+		}
+		return s.ident.acceptConfig(c, hello), nil
+	}
+	return &handshakeConn{Conn: tls.Server(c, cfg), timeout: s.timeout}, nil
 }
 
 // Dial opens an outgoing Raft connection and completes the handshake
@@ -45,7 +55,8 @@ func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 		timeout = s.timeout
 	}
 	d := &net.Dialer{Timeout: timeout}
-	return tls.DialWithDialer(d, "tcp", string(addr), s.certs.PeerClientConfig())
+	c, err := tls.DialWithDialer(d, "tcp", string(addr), s.ident.dialConfig(s.certs.PeerClientConfig()))
+	return c, s.ident.dialError(string(addr), err)
 }
 
 // Addr is the address other servers reach this one at.
@@ -89,11 +100,13 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// peerDialCreds are the credentials of the node's gRPC calls to other
-// nodes: TLS with its certificate when cfg.TLS is set, else plaintext.
-func (n *Node) peerDialCreds() grpc.DialOption {
+// peerDialOptions are the options of the node's gRPC calls to other
+// nodes: TLS with its certificate when cfg.TLS is set, else plaintext,
+// and this node's cluster id on every call.
+func (n *Node) peerDialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
 	if n.cfg.TLS != nil {
-		return grpc.WithTransportCredentials(n.cfg.TLS.PeerCredentials())
+		creds = n.cfg.TLS.PeerCredentials()
 	}
-	return grpc.WithTransportCredentials(insecure.NewCredentials())
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(n.ident.unaryClient)}
 }

@@ -114,6 +114,10 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 				return fmt.Errorf("%q: %x is no feature level", k, v)
 			}
 			ks.feature = binary.BigEndian.Uint64(v)
+		case bytes.Equal(k, storage.KeyClusterID):
+			if err := checkClusterID(string(v)); err != nil {
+				return fmt.Errorf("%q: %w", k, err)
+			}
 		case bytes.Equal(k, storage.KeyApplied), bytes.Equal(k, storage.KeyNow):
 			if len(v) != 8 {
 				return fmt.Errorf("%q: %d bytes", k, len(v))

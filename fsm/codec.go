@@ -41,6 +41,7 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 	return cmd, nil
 }
 
+// knownType: SET_CLUSTER_ID (29) is the highest type this build knows.
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_UPDATE_TASK
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID
 }

@@ -64,9 +64,12 @@ const (
 	// (storage.FormatSplit). It changes the bytes apply writes, so it
 	// waits for every server.
 	LevelSplitRecords uint32 = 13
+	// LevelIdentity: SetClusterID, the cluster's id (m/cluster-id) that
+	// nodes compare before they accept a peer.
+	LevelIdentity uint32 = 14
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelSplitRecords
+	FeatureLevel = LevelIdentity
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -105,6 +108,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelCancelRunning
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
 		return LevelLimits
+	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
+		return LevelIdentity
 	default:
 		return LevelBase
 	}

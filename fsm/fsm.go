@@ -93,6 +93,7 @@ type FSM struct {
 	applied  atomic.Uint64
 	now      atomic.Int64
 	feature  atomic.Uint32 // the latched feature level (features.go)
+	cluster  atomic.Pointer[string] // the cluster's id, nil before SetClusterID (identity.go)
 	observer atomic.Pointer[func(Event)]
 
 	logFault atomic.Pointer[error] // set once; then nothing more applies
@@ -175,9 +176,14 @@ func (f *FSM) loadMeta(db *pebble.DB) error {
 		// snapshot from a newer cluster restored into an older one.
 		return fmt.Errorf("%w: the keyspace was written at feature level %d and this build applies up to %d; run a newer build", ErrKeyspaceTooNew, feature, have)
 	}
+	id, err := readClusterID(r)
+	if err != nil {
+		return err
+	}
 	f.applied.Store(applied)
 	f.now.Store(int64(now))
 	f.feature.Store(uint32(feature))
+	f.cluster.Store(id)
 	return nil
 }
 
@@ -359,6 +365,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.now.Store(tx.now)
 	if tx.feature > f.feature.Load() {
 		f.feature.Store(tx.feature)
+	}
+	if tx.clusterID != "" {
+		f.cluster.Store(&tx.clusterID)
 	}
 	if fn := f.observer.Load(); fn != nil && (len(tx.ev.Pending) > 0 || len(tx.ev.Finished) > 0 || len(tx.ev.Freed) > 0) {
 		tx.ev.Index = applied

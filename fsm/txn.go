@@ -33,6 +33,8 @@ type txn struct {
 	checks    []CheckEvent // accepted CheckResult entries, in log order
 	// feature is the latched feature level as of this batch.
 	feature uint32
+	// clusterID is the id this batch set, if it set one (identity.go).
+	clusterID string
 	// formats is how each task this batch read or wrote is stored, so a
 	// write of a split record skips its body when v/ holds it already.
 	formats map[string]storage.RecordFormat
@@ -169,6 +171,8 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.timeOut(cmd.GetTimeOut(), res)
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
 		err = tx.setQueueLimits(cmd.GetSetQueueLimits(), res)
+	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
+		err = tx.setClusterID(cmd.GetSetClusterId())
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.

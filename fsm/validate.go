@@ -232,6 +232,8 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return validateRetries(cmd, at)
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
 		return validateSetQueueLimits(cmd.GetSetQueueLimits())
+	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
+		return checkClusterID(cmd.GetSetClusterId().GetId())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -296,6 +298,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetTimeOut() != nil
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
 		ok = cmd.GetSetQueueLimits() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
+		ok = cmd.GetSetClusterId() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}

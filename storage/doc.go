@@ -32,6 +32,7 @@
 //	g/<queue>/<tenant>                      queue configuration (pb.QueueConfig: paused)
 //	s/<tenant>/<name>                       a recurring task's schedule (pb.Schedule, last slot fired)
 //	m/applied, m/now, m/feature             FSM metadata (m/feature: the latched feature level)
+//	m/cluster-id                            the cluster's id (SetClusterID), set once
 //
 // Queue and tenant names never contain '/', which keeps every prefix unique.
 //

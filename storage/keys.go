@@ -25,6 +25,9 @@ var (
 	// KeyFeature holds the feature level the cluster latched (fsm's
 	// SetFeatureLevel); absent reads as 0, before any latch.
 	KeyFeature = []byte("m/feature")
+	// KeyClusterID holds the cluster's id (fsm's SetClusterID); absent
+	// until the first leader at feature level 14 proposes one.
+	KeyClusterID = []byte("m/cluster-id")
 )
 
 // Index state letters inside q/<queue>/<tenant>/.

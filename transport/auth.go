@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/dockethq/docket/cluster"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -195,6 +196,9 @@ func appendNew(list []string, s string) []string {
 // streaming Docket method today, so any that appears is held to its role
 // with no tenant (cluster.Authorize: closed unless listed).
 func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.checkPeerCluster(ss.Context()); err != nil {
+		return toStatus(err)
+	}
 	ctx, err := s.authorize(ss.Context(), info.FullMethod, nil)
 	if err != nil {
 		return toStatus(err)
@@ -237,4 +241,20 @@ func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {
 		}
 	}
 	return out
+}
+
+// checkPeerCluster refuses a call that another node sent on behalf of a
+// different cluster (pb.MetadataCluster): a forwarded write or a status
+// poll from a node of another cluster under the same CA.
+func (s *Server) checkPeerCluster(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(pb.MetadataCluster)
+	if len(v) == 0 {
+		return nil
+	}
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	return s.node.CheckPeerCluster(addr, v[0])
 }

@@ -53,6 +53,11 @@ type Node interface {
 
 	// IsLeader reports whether this node currently leads.
 	IsLeader() bool
+	// ClusterID is the cluster's id, "" while the node knows none.
+	ClusterID() string
+	// CheckPeerCluster refuses (cluster.ErrOtherCluster, logged with both
+	// ids) a call whose sending node named another cluster.
+	CheckPeerCluster(peer, theirs string) error
 	// LeaderGRPCAddr is the leader's advertised gRPC address, "" when no
 	// leader is known. On the leader it is its own address.
 	LeaderGRPCAddr() string

@@ -60,6 +60,8 @@ func toStatus(err error) error {
 		})
 	case errors.Is(err, cluster.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, cluster.ErrOtherCluster):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, cluster.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, cluster.ErrBootstrapped):

@@ -106,6 +106,9 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
 	fctx := forwardAuth(ctx, metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1"))
+	if id := s.node.ClusterID(); id != "" {
+		fctx = metadata.AppendToOutgoingContext(fctx, pb.MetadataCluster, id)
+	}
 	if err := cc.Invoke(fctx, method, req, out); err != nil {
 		s.log.Debug("forward failed", "method", method, "leader", hint, "err", err)
 		return zero, err

@@ -147,6 +147,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	var resp any
 	err := s.codec.take(req)
 	if err == nil {
+		err = s.checkPeerCluster(ctx)
+	}
+	if err == nil {
 		ctx, err = s.authorize(ctx, info.FullMethod, req)
 	}
 	if err == nil {

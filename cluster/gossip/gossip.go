@@ -35,6 +35,10 @@ type Meta struct {
 	// others tell it from a failure (memberlist v0.5's leave callback
 	// does not say which it was).
 	Leaving bool `json:"leaving,omitempty"`
+	// Cluster is the id of the cluster this server belongs to, once it
+	// knows it. A member that announces another cluster's id is refused
+	// (identity.go); "" on either side is accepted.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Status is what the pool knows of a member.
@@ -103,6 +107,7 @@ type Gossip struct {
 	meta    Meta
 	members map[string]Member
 	now     func() time.Time
+	refused map[string]string // member name -> the other cluster it named, logged once
 }
 
 // ErrKeyringFixed means SetKeys was asked to switch encryption on or off,
@@ -140,6 +145,8 @@ func New(cfg Config) (*Gossip, error) {
 	mc.AdvertiseAddr, mc.AdvertisePort = "", port
 	mc.Delegate = (*delegate)(g)
 	mc.Events = (*events)(g)
+	mc.Alive = (*filter)(g)
+	mc.Merge = (*filter)(g)
 	mc.Logger = newStdLogger(log)
 	if len(cfg.Keys) > 0 {
 		if g.keyring, err = memberlist.NewKeyring(cfg.Keys, cfg.Keys[0]); err != nil {

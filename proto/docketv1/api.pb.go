@@ -3184,8 +3184,11 @@ type StatusResponse struct {
 	// loses its quorum: voters alive in this node's gossip minus the quorum
 	// of all voters; negative when the quorum is already lost.
 	FailureTolerance int32 `protobuf:"varint,17,opt,name=failure_tolerance,json=failureTolerance,proto3" json:"failure_tolerance,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// cluster_id names the cluster this node belongs to (feature level 14);
+	// empty until the cluster named itself or this node caught up with it.
+	ClusterId     string `protobuf:"bytes,18,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -3335,6 +3338,13 @@ func (x *StatusResponse) GetFailureTolerance() int32 {
 		return x.FailureTolerance
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 // ConsistencyCheck is what a node knows of the consistency checks: whether
@@ -4163,7 +4173,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\rStatusRequest\x12\x1b\n" +
 	"\twith_hash\x18\x01 \x01(\bR\bwithHash\x12\x1f\n" +
 	"\vcheck_index\x18\x02 \x01(\x04R\n" +
-	"checkIndex\"\xfe\x04\n" +
+	"checkIndex\"\x9d\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -4183,7 +4193,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\vconsistency\x18\x0e \x01(\v2\x1b.docket.v1.ConsistencyCheckR\vconsistency\x12#\n" +
 	"\rfeature_level\x18\x0f \x01(\rR\ffeatureLevel\x122\n" +
 	"\x15enabled_feature_level\x18\x10 \x01(\rR\x13enabledFeatureLevel\x12+\n" +
-	"\x11failure_tolerance\x18\x11 \x01(\x05R\x10failureTolerance\"\x98\x01\n" +
+	"\x11failure_tolerance\x18\x11 \x01(\x05R\x10failureTolerance\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x12 \x01(\tR\tclusterId\"\x98\x01\n" +
 	"\x10ConsistencyCheck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +

@@ -58,6 +58,7 @@ const (
 	CommandType_COMMAND_TYPE_UPDATE_TASK       CommandType = 28
 	CommandType_COMMAND_TYPE_TIME_OUT          CommandType = 23
 	CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS  CommandType = 24
+	CommandType_COMMAND_TYPE_SET_CLUSTER_ID    CommandType = 29
 )
 
 // Enum value maps for CommandType.
@@ -91,6 +92,7 @@ var (
 		28: "COMMAND_TYPE_UPDATE_TASK",
 		23: "COMMAND_TYPE_TIME_OUT",
 		24: "COMMAND_TYPE_SET_QUEUE_LIMITS",
+		29: "COMMAND_TYPE_SET_CLUSTER_ID",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -121,6 +123,7 @@ var (
 		"COMMAND_TYPE_UPDATE_TASK":       28,
 		"COMMAND_TYPE_TIME_OUT":          23,
 		"COMMAND_TYPE_SET_QUEUE_LIMITS":  24,
+		"COMMAND_TYPE_SET_CLUSTER_ID":    29,
 	}
 )
 
@@ -255,6 +258,7 @@ type Command struct {
 	//	*Command_UpdateTask
 	//	*Command_TimeOut
 	//	*Command_SetQueueLimits
+	//	*Command_SetClusterId
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -554,6 +558,15 @@ func (x *Command) GetSetQueueLimits() *SetQueueLimitsCmd {
 	return nil
 }
 
+func (x *Command) GetSetClusterId() *SetClusterIDCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetClusterId); ok {
+			return x.SetClusterId
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -666,6 +679,10 @@ type Command_SetQueueLimits struct {
 	SetQueueLimits *SetQueueLimitsCmd `protobuf:"bytes,33,opt,name=set_queue_limits,json=setQueueLimits,proto3,oneof"`
 }
 
+type Command_SetClusterId struct {
+	SetClusterId *SetClusterIDCmd `protobuf:"bytes,38,opt,name=set_cluster_id,json=setClusterId,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -719,6 +736,8 @@ func (*Command_UpdateTask) isCommand_Body() {}
 func (*Command_TimeOut) isCommand_Body() {}
 
 func (*Command_SetQueueLimits) isCommand_Body() {}
+
+func (*Command_SetClusterId) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -2404,6 +2423,55 @@ func (x *SetFeatureLevelCmd) GetLevel() uint32 {
 	return 0
 }
 
+// SetClusterIDCmd names the cluster (feature level 14). The first leader
+// that may propose it mints a random id; apply keeps the first id and
+// ignores any later one, so a cluster's id never changes. Nodes compare
+// ids on every Raft connection, gossip message and forwarded call and
+// refuse a peer of another cluster.
+type SetClusterIDCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterIDCmd) Reset() {
+	*x = SetClusterIDCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterIDCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterIDCmd) ProtoMessage() {}
+
+func (x *SetClusterIDCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterIDCmd.ProtoReflect.Descriptor instead.
+func (*SetClusterIDCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetClusterIDCmd) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // QueueConfig is one queue's configuration as the FSM stores it, under
 // g/<queue>/<tenant>. Only a queue with a setting away from its default
 // has a record: a change that brings every field back to its default
@@ -2437,7 +2505,7 @@ type QueueConfig struct {
 
 func (x *QueueConfig) Reset() {
 	*x = QueueConfig{}
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2517,7 @@ func (x *QueueConfig) String() string {
 func (*QueueConfig) ProtoMessage() {}
 
 func (x *QueueConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[26]
+	mi := &file_docketv1_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2530,7 @@ func (x *QueueConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
 func (*QueueConfig) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{26}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueueConfig) GetPaused() bool {
@@ -2528,7 +2596,7 @@ type SetQueuePausedCmd struct {
 
 func (x *SetQueuePausedCmd) Reset() {
 	*x = SetQueuePausedCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2608,7 @@ func (x *SetQueuePausedCmd) String() string {
 func (*SetQueuePausedCmd) ProtoMessage() {}
 
 func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[27]
+	mi := &file_docketv1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2621,7 @@ func (x *SetQueuePausedCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePausedCmd.ProtoReflect.Descriptor instead.
 func (*SetQueuePausedCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{27}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetQueuePausedCmd) GetQueue() string {
@@ -2593,7 +2661,7 @@ type PurgeQueueCmd struct {
 
 func (x *PurgeQueueCmd) Reset() {
 	*x = PurgeQueueCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[28]
+	mi := &file_docketv1_command_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2673,7 @@ func (x *PurgeQueueCmd) String() string {
 func (*PurgeQueueCmd) ProtoMessage() {}
 
 func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[28]
+	mi := &file_docketv1_command_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2686,7 @@ func (x *PurgeQueueCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueCmd.ProtoReflect.Descriptor instead.
 func (*PurgeQueueCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{28}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeQueueCmd) GetQueue() string {
@@ -2663,7 +2731,7 @@ type PutScheduleCmd struct {
 
 func (x *PutScheduleCmd) Reset() {
 	*x = PutScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[29]
+	mi := &file_docketv1_command_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2743,7 @@ func (x *PutScheduleCmd) String() string {
 func (*PutScheduleCmd) ProtoMessage() {}
 
 func (x *PutScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[29]
+	mi := &file_docketv1_command_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2756,7 @@ func (x *PutScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleCmd.ProtoReflect.Descriptor instead.
 func (*PutScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{29}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PutScheduleCmd) GetSchedule() *Schedule {
@@ -2710,7 +2778,7 @@ type RemoveScheduleCmd struct {
 
 func (x *RemoveScheduleCmd) Reset() {
 	*x = RemoveScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[30]
+	mi := &file_docketv1_command_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2790,7 @@ func (x *RemoveScheduleCmd) String() string {
 func (*RemoveScheduleCmd) ProtoMessage() {}
 
 func (x *RemoveScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[30]
+	mi := &file_docketv1_command_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2803,7 @@ func (x *RemoveScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveScheduleCmd.ProtoReflect.Descriptor instead.
 func (*RemoveScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{30}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RemoveScheduleCmd) GetTenant() string {
@@ -2772,7 +2840,7 @@ type FireScheduleCmd struct {
 
 func (x *FireScheduleCmd) Reset() {
 	*x = FireScheduleCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[31]
+	mi := &file_docketv1_command_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2852,7 @@ func (x *FireScheduleCmd) String() string {
 func (*FireScheduleCmd) ProtoMessage() {}
 
 func (x *FireScheduleCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[31]
+	mi := &file_docketv1_command_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2865,7 @@ func (x *FireScheduleCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FireScheduleCmd.ProtoReflect.Descriptor instead.
 func (*FireScheduleCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{31}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FireScheduleCmd) GetTenant() string {
@@ -2848,7 +2916,7 @@ type SetQueueRetryCmd struct {
 
 func (x *SetQueueRetryCmd) Reset() {
 	*x = SetQueueRetryCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[32]
+	mi := &file_docketv1_command_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2928,7 @@ func (x *SetQueueRetryCmd) String() string {
 func (*SetQueueRetryCmd) ProtoMessage() {}
 
 func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[32]
+	mi := &file_docketv1_command_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2941,7 @@ func (x *SetQueueRetryCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueRetryCmd.ProtoReflect.Descriptor instead.
 func (*SetQueueRetryCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{32}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetQueueRetryCmd) GetQueue() string {
@@ -2940,7 +3008,7 @@ type SnoozeCmd struct {
 
 func (x *SnoozeCmd) Reset() {
 	*x = SnoozeCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[33]
+	mi := &file_docketv1_command_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3020,7 @@ func (x *SnoozeCmd) String() string {
 func (*SnoozeCmd) ProtoMessage() {}
 
 func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[33]
+	mi := &file_docketv1_command_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3033,7 @@ func (x *SnoozeCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeCmd.ProtoReflect.Descriptor instead.
 func (*SnoozeCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{33}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SnoozeCmd) GetTaskId() string {
@@ -3013,7 +3081,7 @@ type UpdateTaskCmd struct {
 
 func (x *UpdateTaskCmd) Reset() {
 	*x = UpdateTaskCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[34]
+	mi := &file_docketv1_command_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3093,7 @@ func (x *UpdateTaskCmd) String() string {
 func (*UpdateTaskCmd) ProtoMessage() {}
 
 func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[34]
+	mi := &file_docketv1_command_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3106,7 @@ func (x *UpdateTaskCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskCmd.ProtoReflect.Descriptor instead.
 func (*UpdateTaskCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{34}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateTaskCmd) GetTaskId() string {
@@ -3095,7 +3163,7 @@ type SetQueueLimitsCmd struct {
 
 func (x *SetQueueLimitsCmd) Reset() {
 	*x = SetQueueLimitsCmd{}
-	mi := &file_docketv1_command_proto_msgTypes[35]
+	mi := &file_docketv1_command_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3175,7 @@ func (x *SetQueueLimitsCmd) String() string {
 func (*SetQueueLimitsCmd) ProtoMessage() {}
 
 func (x *SetQueueLimitsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_command_proto_msgTypes[35]
+	mi := &file_docketv1_command_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3188,7 @@ func (x *SetQueueLimitsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitsCmd.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitsCmd) Descriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{35}
+	return file_docketv1_command_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetQueueLimitsCmd) GetQueue() string {
@@ -3162,7 +3230,7 @@ var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xf1\f\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xb5\r\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -3195,7 +3263,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\vupdate_task\x18% \x01(\v2\x18.docket.v1.UpdateTaskCmdH\x00R\n" +
 	"updateTask\x122\n" +
 	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOut\x12H\n" +
-	"\x10set_queue_limits\x18! \x01(\v2\x1c.docket.v1.SetQueueLimitsCmdH\x00R\x0esetQueueLimitsB\x06\n" +
+	"\x10set_queue_limits\x18! \x01(\v2\x1c.docket.v1.SetQueueLimitsCmdH\x00R\x0esetQueueLimits\x12B\n" +
+	"\x0eset_cluster_id\x18& \x01(\v2\x1a.docket.v1.SetClusterIDCmdH\x00R\fsetClusterIdB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
 	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8c\x04\n" +
@@ -3321,7 +3390,9 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\aresults\x18\b \x03(\v2\x18.docket.v1.CommandResultR\aresults\x12&\n" +
 	"\x0ferror_too_large\x18\t \x01(\bR\rerrorTooLarge\"*\n" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"\xf2\x01\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"!\n" +
+	"\x0fSetClusterIDCmd\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xf2\x01\n" +
 	"\vQueueConfig\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12-\n" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12+\n" +
@@ -3380,7 +3451,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
 	"\f_max_runningB\r\n" +
 	"\v_rate_milliB\b\n" +
-	"\x06_burst*\xb6\x06\n" +
+	"\x06_burst*\xd7\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -3410,7 +3481,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x13COMMAND_TYPE_SNOOZE\x10\x1b\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c\x12\x19\n" +
 	"\x15COMMAND_TYPE_TIME_OUT\x10\x17\x12!\n" +
-	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18*\xca\x01\n" +
+	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_SET_CLUSTER_ID\x10\x1d*\xca\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -3435,7 +3507,7 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
@@ -3465,22 +3537,23 @@ var file_docketv1_command_proto_goTypes = []any{
 	(*ItemResult)(nil),         // 25: docket.v1.ItemResult
 	(*CommandResult)(nil),      // 26: docket.v1.CommandResult
 	(*SetFeatureLevelCmd)(nil), // 27: docket.v1.SetFeatureLevelCmd
-	(*QueueConfig)(nil),        // 28: docket.v1.QueueConfig
-	(*SetQueuePausedCmd)(nil),  // 29: docket.v1.SetQueuePausedCmd
-	(*PurgeQueueCmd)(nil),      // 30: docket.v1.PurgeQueueCmd
-	(*PutScheduleCmd)(nil),     // 31: docket.v1.PutScheduleCmd
-	(*RemoveScheduleCmd)(nil),  // 32: docket.v1.RemoveScheduleCmd
-	(*FireScheduleCmd)(nil),    // 33: docket.v1.FireScheduleCmd
-	(*SetQueueRetryCmd)(nil),   // 34: docket.v1.SetQueueRetryCmd
-	(*SnoozeCmd)(nil),          // 35: docket.v1.SnoozeCmd
-	(*UpdateTaskCmd)(nil),      // 36: docket.v1.UpdateTaskCmd
-	(*SetQueueLimitsCmd)(nil),  // 37: docket.v1.SetQueueLimitsCmd
-	(*RetryPolicy)(nil),        // 38: docket.v1.RetryPolicy
-	(ParentFailurePolicy)(0),   // 39: docket.v1.ParentFailurePolicy
-	(Outcome)(0),               // 40: docket.v1.Outcome
-	(TaskState)(0),             // 41: docket.v1.TaskState
-	(*Task)(nil),               // 42: docket.v1.Task
-	(*Schedule)(nil),           // 43: docket.v1.Schedule
+	(*SetClusterIDCmd)(nil),    // 28: docket.v1.SetClusterIDCmd
+	(*QueueConfig)(nil),        // 29: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 30: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 31: docket.v1.PurgeQueueCmd
+	(*PutScheduleCmd)(nil),     // 32: docket.v1.PutScheduleCmd
+	(*RemoveScheduleCmd)(nil),  // 33: docket.v1.RemoveScheduleCmd
+	(*FireScheduleCmd)(nil),    // 34: docket.v1.FireScheduleCmd
+	(*SetQueueRetryCmd)(nil),   // 35: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 36: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 37: docket.v1.UpdateTaskCmd
+	(*SetQueueLimitsCmd)(nil),  // 38: docket.v1.SetQueueLimitsCmd
+	(*RetryPolicy)(nil),        // 39: docket.v1.RetryPolicy
+	(ParentFailurePolicy)(0),   // 40: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 41: docket.v1.Outcome
+	(TaskState)(0),             // 42: docket.v1.TaskState
+	(*Task)(nil),               // 43: docket.v1.Task
+	(*Schedule)(nil),           // 44: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
@@ -3501,42 +3574,43 @@ var file_docketv1_command_proto_depIdxs = []int32{
 	23, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
 	24, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
 	27, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	29, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
-	30, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	31, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
-	32, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
-	33, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
-	34, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
-	35, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
-	36, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	30, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	31, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	32, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
+	33, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
+	34, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
+	35, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	36, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	37, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
 	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
-	37, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
-	2,  // 28: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	38, // 29: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	39, // 30: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
-	4,  // 31: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 32: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 33: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	40, // 34: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 35: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 36: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	13, // 37: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
-	22, // 38: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 39: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	41, // 40: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 41: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	25, // 42: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	42, // 43: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	26, // 44: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	38, // 45: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	43, // 46: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 47: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	38, // 48: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	38, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
+	28, // 28: docket.v1.Command.set_cluster_id:type_name -> docket.v1.SetClusterIDCmd
+	2,  // 29: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	39, // 30: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	40, // 31: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	4,  // 32: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 33: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 34: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	41, // 35: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 36: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 37: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 38: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 39: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 40: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	42, // 41: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 42: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	25, // 43: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	43, // 44: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 45: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	39, // 46: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	44, // 47: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	6,  // 48: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	39, // 49: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -3574,15 +3648,16 @@ func file_docketv1_command_proto_init() {
 		(*Command_UpdateTask)(nil),
 		(*Command_TimeOut)(nil),
 		(*Command_SetQueueLimits)(nil),
+		(*Command_SetClusterId)(nil),
 	}
-	file_docketv1_command_proto_msgTypes[35].OneofWrappers = []any{}
+	file_docketv1_command_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

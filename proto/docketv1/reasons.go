@@ -55,6 +55,10 @@ const (
 	// MetadataForwarded marks a request a follower forwarded to the
 	// leader; a forwarded request is never forwarded again.
 	MetadataForwarded = "docket-forwarded"
+	// MetadataCluster carries the sending node's cluster id on a node's
+	// calls to other nodes (forwarding, status, hashes); a node of another
+	// cluster refuses the call with PermissionDenied.
+	MetadataCluster = "docket-cluster"
 	// MetadataAuthorization carries a caller's token as
 	// "Bearer <secret>"; a follower passes it on when it forwards.
 	MetadataAuthorization = "authorization"

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// ErrOtherCluster means a peer belongs to another cluster: its cluster id
+// differs from this node's. The node refuses it on Raft, gossip and
+// forwarded calls alike.
+var ErrOtherCluster = errors.New("peer belongs to another cluster")
+
+// raftALPNPrefix names a Raft connection's TLS application protocol:
+// "docket-raft/<cluster id>". Carrying the id in ALPN checks it inside
+// the handshake without changing the bytes Raft sends, so builds that
+// offer no ALPN (before feature level 14) still talk to this one.
+const raftALPNPrefix = "docket-raft/"
+
+// identity answers which cluster this node belongs to, and refuses peers
+// of another. The id comes from the FSM (SetClusterID), so every replica
+// holds the same one and a node that has not caught up yet has none: such
+// a node accepts any peer of the cluster CA, as it did before ids existed,
+// and learns the id from the log it is sent.
+type identity struct {
+	id      func() string
+	log     *slog.Logger
+	refused atomic.Uint64 // peers refused for naming another cluster
+}
+
+// ID is this node's cluster id, "" while it has none.
+func (c *identity) ID() string {
+	if c == nil || c.id == nil {
+		return ""
+	}
+	return c.id()
+}
+
+// check refuses a peer that named another cluster; "" on either side
+// passes.
+func (c *identity) check(kind, peer, theirs string) error {
+	mine := c.ID()
+	if mine == "" || theirs == "" || mine == theirs {
+		return nil
+	}
+	c.refused.Add(1)
+	c.log.Error("refusing a peer of another cluster", "via", kind, "peer", peer,
+		"this_cluster", mine, "peer_cluster", theirs)
+	return fmt.Errorf("%w: %s peer %s is in cluster %s, this node in cluster %s", ErrOtherCluster, kind, peer, theirs, mine)
+}
+
+// dialConfig adds this node's id to an outgoing Raft handshake.
+func (c *identity) dialConfig(base *tls.Config) *tls.Config {
+	if id := c.ID(); id != "" {
+		base.NextProtos = []string{raftALPNPrefix + id}
+	}
+	return base
+}
+
+// acceptConfig checks the id a dialling peer offered. A peer of another
+// cluster is sent this node's id as the only protocol it speaks, so the
+// handshake fails with no_application_protocol on both ends and the
+// dialler learns why; a peer that offered no id is accepted.
+func (c *identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tls.Config {
+	mine := c.ID()
+	if mine == "" {
+		return cfg
+	}
+	for _, p := range hello.SupportedProtos {
+		theirs, ok := strings.CutPrefix(p, raftALPNPrefix)
+		if !ok {
+			continue
+		}
+		peer := ""
+		if hello.Conn != nil {
+			peer = hello.Conn.RemoteAddr().String()
+		}
+		_ = c.check("raft", peer, theirs) // logged; the handshake fails below
+		break
+	}
+	cfg.NextProtos = []string{raftALPNPrefix + mine}
+	return cfg
+}
+
+// dialError names the likely cause of a handshake the peer ended with
+// no_application_protocol: only another cluster's node does that.
+func (c *identity) dialError(addr string, err error) error {
+	if err != nil && strings.Contains(err.Error(), "no application protocol") {
+		return fmt.Errorf("%w: raft peer %s refused cluster id %s (its log names its own): %w", ErrOtherCluster, addr, c.ID(), err)
+	}
+	return err
+}
+
+// newClusterID mints a cluster id: 128 random bits in hex.
+func newClusterID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cluster id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// nameClusterOnce proposes the cluster's id when the cluster has none and
+// every server applies SetClusterID. Apply keeps the first id, so two
+// leaders that both propose one (a lost answer, a quick re-election)
+// leave the cluster with one name.
+func (n *Node) nameClusterOnce(ctx context.Context) error {
+	if n.fsm.ClusterID() != "" || n.enabledLevel() < fsm.LevelIdentity {
+		return nil
+	}
+	id, err := newClusterID()
+	if err != nil {
+		return err
+	}
+	_, err = n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID,
+		Body: &pb.Command_SetClusterId{SetClusterId: &pb.SetClusterIDCmd{Id: id}}})
+	if err != nil {
+		return fmt.Errorf("name the cluster: %w", err)
+	}
+	n.log.Info("cluster named", "cluster", n.fsm.ClusterID())
+	return nil
+}
+
+// unaryClient stamps this node's cluster id on a call to another node.
+func (c *identity) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if id := c.ID(); id != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataCluster, id)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// ClusterID is the cluster's id, "" until the cluster named itself or
+// while this node has not caught up with the entry that did.
+func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
+
+// CheckPeerCluster refuses a call from a node that named another cluster
+// (pb.MetadataCluster); calls without the key (clients, older builds) pass.
+func (n *Node) CheckPeerCluster(peer, theirs string) error {
+	return n.ident.check("grpc", peer, theirs)
+}
