@@ -92,7 +92,7 @@ type FSM struct {
 
 	applied  atomic.Uint64
 	now      atomic.Int64
-	feature  atomic.Uint32 // the latched feature level (features.go)
+	feature  atomic.Uint32          // the latched feature level (features.go)
 	cluster  atomic.Pointer[string] // the cluster's id, nil before SetClusterID (identity.go)
 	observer atomic.Pointer[func(Event)]
 
