@@ -69,7 +69,7 @@ func (s *Server) peerStatus(ctx context.Context, addr, id string) (*pb.StatusRes
 	}
 	st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
 	if err != nil {
-		return nil, "unreachable: " + err.Error()
+		return nil, "does not answer: " + explain(err)
 	}
 	if st.GetNodeId() != id {
 		return nil, fmt.Sprintf("%s answers as %q", addr, st.GetNodeId())
@@ -111,14 +111,31 @@ func (s *Server) queuesPage(v *view) {
 		return all[i].GetTenant() < all[j].GetTenant()
 	})
 	var sum pb.QueueStats
+	tenants := make([]string, 0, len(all))
 	for _, q := range all {
 		sum.Pending += q.GetPending()
 		sum.Delayed += q.GetDelayed()
+		sum.Waiting += q.GetWaiting()
 		sum.Running += q.GetRunning()
 		sum.Dead += q.GetDead()
 		sum.Completed += q.GetCompleted()
+		tenants = append(tenants, q.GetTenant())
 	}
-	s.renderView(v, http.StatusOK, "queues", map[string]any{"Queues": all, "Sum": &sum, "Queue": queue, "Truncated": truncated})
+	admin := s.adminTenants(v, tenants)
+	rows := make([]*queueRow, len(all))
+	for i, q := range all {
+		rows[i] = &queueRow{QueueStats: q, Rates: s.rates.series(q.GetQueue(), q.GetTenant()), Admin: admin[q.GetTenant()]}
+	}
+	s.renderView(v, http.StatusOK, "queues", map[string]any{"Queues": rows, "Sum": &sum, "Queue": queue,
+		"Truncated": truncated, "Back": v.r.URL.RequestURI()})
+}
+
+// queueRow is one row of the Queues page: the queue's stats, its rate
+// history, and whether the viewer may act on it.
+type queueRow struct {
+	*pb.QueueStats
+	Rates rateSeries
+	Admin bool
 }
 
 // taskPage looks one task up by id, in the tenant the viewer names (the
@@ -154,29 +171,82 @@ func (s *Server) taskPage(v *view) {
 			data["PastFences"] = true
 		}
 	}
+	if len(t.GetParents()) > 0 {
+		// The parents' states, in the child's order; a refusal or an
+		// older cluster leaves the plain ids.
+		pr, err := pb.NewQueueClient(s.conn).ParentResults(ctx, &pb.ParentResultsRequest{TaskId: id, Tenant: t.GetTenant(), AllowStale: true})
+		if err == nil {
+			data["Parents"] = pr.GetParents()
+		} else {
+			s.log.Debug("dashboard parent results", "task", id, "err", err)
+		}
+	}
+	data["Admin"] = s.adminOf(v, t.GetTenant())
+	data["Back"] = v.r.URL.RequestURI()
 	s.renderView(v, http.StatusOK, "task", data)
 }
 
-// deadPageSize is how many dead letters one page lists.
+// deadPageSize is how many dead letters one queue's table lists.
 const deadPageSize = 50
 
-// deadPage lists a queue's dead letters, a page at a time.
+// deadQueues bounds the queues the Dead letters page lists without a
+// filter: the first this many with dead letters, each with its first
+// deadPageSize.
+const deadQueues = 20
+
+// deadGroup is one queue's dead letters on the Dead letters page.
+type deadGroup struct {
+	Queue, Tenant string
+	Count         uint64
+	Tasks         []*pb.Task
+	Next          string
+	Admin         bool
+}
+
+// deadPage lists dead letters: of the queue named, a page at a time, or
+// of every queue the viewer's Stats shows dead letters in. It reads them
+// with ListTasks, which a reader may call (ListDead needs admin).
 func (s *Server) deadPage(v *view) {
 	q := v.r.URL.Query()
 	queue, tenant, cursor := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("tenant")), q.Get("cursor")
-	data := map[string]any{"Queue": queue, "Tenant": tenant, "Done": q.Get("done"), "Failed": q.Get("failed")}
-	if queue == "" {
-		s.renderView(v, http.StatusOK, "dead", data)
-		return
-	}
+	data := map[string]any{"Queue": queue, "Tenant": tenant, "Done": q.Get("done"), "Failed": q.Get("failed"), "Back": v.r.URL.RequestURI()}
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
-	resp, err := pb.NewQueueClient(s.conn).ListDead(ctx, &pb.ListDeadRequest{Queue: queue, Tenant: tenant, Cursor: cursor, Limit: deadPageSize})
-	if err != nil {
-		s.fail(v, "dead letters of "+queue, err)
-		return
+	qc := pb.NewQueueClient(s.conn)
+	var groups []*deadGroup
+	if queue != "" {
+		if tenant == "" {
+			tenant = pb.DefaultTenant
+		}
+		groups = append(groups, &deadGroup{Queue: queue, Tenant: tenant})
+	} else {
+		resp, err := qc.Stats(ctx, &pb.StatsRequest{})
+		if err != nil {
+			s.fail(v, "queue stats", err)
+			return
+		}
+		for _, st := range resp.GetQueues() {
+			if st.GetDead() == 0 {
+				continue
+			}
+			if len(groups) == deadQueues {
+				data["Truncated"] = true
+				break
+			}
+			groups = append(groups, &deadGroup{Queue: st.GetQueue(), Tenant: st.GetTenant(), Count: st.GetDead()})
+		}
 	}
-	data["Tasks"], data["Next"] = resp.GetTasks(), resp.GetNextCursor()
+	for _, g := range groups {
+		resp, err := qc.ListTasks(ctx, &pb.ListTasksRequest{Queue: g.Queue, Tenant: g.Tenant, State: pb.TaskState_TASK_STATE_DEAD,
+			Cursor: cursor, Limit: deadPageSize})
+		if err != nil {
+			s.fail(v, "dead letters of "+g.Queue, err)
+			return
+		}
+		g.Tasks, g.Next = resp.GetTasks(), resp.GetNextCursor()
+		g.Admin = s.adminOf(v, g.Tenant)
+	}
+	data["Groups"] = groups
 	s.renderView(v, http.StatusOK, "dead", data)
 }
 
