@@ -103,7 +103,7 @@ func Test_DashboardTaskWording(t *testing.T) {
 		t.Errorf("running parent's page writes seconds with decimals past a minute:\n%s", text)
 	}
 	_, body = b.get("/task?id=" + child)
-	if !regexp.MustCompile(`(?s)<table id="parents">.*data-id="` + parent + `".*running`).MatchString(body) || !strings.Contains(body, "Waits on 1 of 1 parents") {
+	if !regexp.MustCompile(`(?s)<table id="parents">.*data-id="`+parent+`".*running`).MatchString(body) || !strings.Contains(body, "Waits on 1 of 1 parents") {
 		t.Errorf("child's page does not show its running parent:\n%s", body)
 	}
 	if _, err := f.admin.Submit(ctx, &pb.SubmitRequest{TaskId: parent, Fence: claimed[0].GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED}); err != nil {
