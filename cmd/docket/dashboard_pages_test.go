@@ -171,3 +171,28 @@ func (f *dashFixture) browserLoggedIn() *browser {
 	b.login(dashBoot)
 	return b
 }
+
+// Test_DashboardDownNodeSentence: the Cluster page writes a stopped
+// server's row as a sentence, not a raw gRPC error.
+func Test_DashboardDownNodeSentence(t *testing.T) {
+	f := startDashboard(t, 3)
+	leader := waitLeader(t, f.nodes)
+	var down *sysNode
+	for _, n := range followers(f.nodes, leader) {
+		if n != f.nodes[0] {
+			down = n
+		}
+	}
+	down.stop()
+	b := f.browser()
+	b.login(dashBoot)
+	var row string
+	waitFor(t, 20*time.Second, "the page to show "+down.id+" down", func() bool {
+		_, body := b.get("/")
+		row = regexp.MustCompile(`(?s)<tr data-id="` + down.id + `".*?</tr>`).FindString(body)
+		return strings.Contains(row, `class="err"`)
+	})
+	if !strings.Contains(row, "The node does not answer") || strings.Contains(row, "rpc error") || strings.Contains(row, "desc =") {
+		t.Fatalf("down server's row:\n%s", row)
+	}
+}

@@ -227,14 +227,14 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	shoot(t, b, dirs, "leases")
 
 	step(t, b, "dead-letter page", chromedp.Navigate(f.url+"/dead?queue=invoices"),
-		chromedp.WaitVisible(chromedp.CSS(`#dead tr[data-id="`+dead+`"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`table.dead tr[data-id="`+dead+`"]`)))
 	shoot(t, b, dirs, "dead")
 	step(t, b, "requeue", chromedp.Click(chromedp.CSS(`input[name="id"][value="`+dead+`"]`)),
-		chromedp.Click(chromedp.CSS("#requeue-selected")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+		chromedp.Click(chromedp.CSS(".requeue-selected")), chromedp.WaitVisible(chromedp.CSS("#requeued")))
 	if got := f.state(ctx, dead, "default"); got != pb.TaskState_TASK_STATE_PENDING {
 		t.Fatalf("after the requeue from the page the task is %v, want pending", got)
 	}
-	if got := text(t, b, "#flash"); !strings.Contains(got, "Requeued 1") {
+	if got := text(t, b, "#requeued"); !strings.Contains(got, "Requeued 1") {
 		t.Fatalf("flash after requeue: %q", got)
 	}
 

@@ -69,7 +69,7 @@ func (s *Server) peerStatus(ctx context.Context, addr, id string) (*pb.StatusRes
 	}
 	st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
 	if err != nil {
-		return nil, "does not answer: " + explain(err)
+		return nil, explain(err)
 	}
 	if st.GetNodeId() != id {
 		return nil, fmt.Sprintf("%s answers as %q", addr, st.GetNodeId())

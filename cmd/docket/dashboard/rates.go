@@ -101,6 +101,12 @@ func (b *rateBook) forget(secret string) {
 func (b *rateBook) record(at time.Time, qs []*pb.QueueStats) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// Gone queues first, so that their room goes to new ones.
+	for k, r := range b.m {
+		if last := r.buf[(r.head-1+rateSamples)%rateSamples].at; at.Sub(last) > rateSamples*rateEvery {
+			delete(b.m, k)
+		}
+	}
 	for _, q := range qs {
 		if q.GetTotals() == nil {
 			continue
@@ -115,11 +121,6 @@ func (b *rateBook) record(at time.Time, qs []*pb.QueueStats) {
 			b.m[k] = r
 		}
 		r.add(rateSample{at: at, enq: q.GetTotals().GetEnqueued(), done: q.GetTotals().GetCompleted()})
-	}
-	for k, r := range b.m {
-		if last := r.buf[(r.head-1+rateSamples)%rateSamples].at; at.Sub(last) > rateSamples*rateEvery {
-			delete(b.m, k)
-		}
 	}
 }
 
@@ -224,7 +225,9 @@ func drawSpark(ss []rateSample, v func(rateSample) uint64) spark {
 		sp.Peak = max(sp.Peak, r)
 	}
 	top := max(1, sp.Peak)
-	step := sparkW / float64(rateSamples-2)
+	// Few samples spread over the width; once there are enough, each
+	// keeps a fixed step and the oldest scroll off the left.
+	step := max(sparkW/float64(rateSamples-2), sparkW/float64(max(1, len(rates)-1)))
 	pts := make([]string, len(rates))
 	for i, r := range rates {
 		x := sparkW - float64(len(rates)-1-i)*step
