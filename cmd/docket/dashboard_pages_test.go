@@ -196,3 +196,27 @@ func Test_DashboardDownNodeSentence(t *testing.T) {
 		t.Fatalf("down server's row:\n%s", row)
 	}
 }
+
+// Test_DashboardQueueSchedules: the Queue page lists the schedules that
+// enqueue into it with their next run.
+func Test_DashboardQueueSchedules(t *testing.T) {
+	f := startDashboard(t, 1)
+	ctx := ctxT(t, 60*time.Second)
+	waitFor(t, 30*time.Second, "the schedules level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 8 })
+	for _, sc := range []*pb.Schedule{{Name: "nightly", Queue: "reports", Spec: "0 3 * * *"}, {Name: "other", Queue: "elsewhere", Spec: "*/5 * * * *"}} {
+		if _, _, err := f.admin.PutSchedule(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := f.browser()
+	b.login(dashBoot)
+	var body string
+	waitFor(t, 10*time.Second, "the schedule on the queue page", func() bool {
+		_, body = b.get("/queue?queue=reports")
+		return strings.Contains(body, `data-name="nightly"`)
+	})
+	row := regexp.MustCompile(`(?s)<tr data-name="nightly">.*?</tr>`).FindString(body)
+	if !regexp.MustCompile(`class="next">\d{4}-\d\d-\d\d 03:00:00\.000Z \(in `).MatchString(row) || strings.Contains(body, `data-name="other"`) {
+		t.Fatalf("queue page's schedules:\n%s", body)
+	}
+}

@@ -217,7 +217,6 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	if got := text(t, b, `#attempts tr[data-claim="1"] td.outcome`); got != "nacked" {
 		t.Fatalf("task page shows attempt 1 as %q, want nacked", got)
 	}
-	shoot(t, b, dirs, "task")
 
 	step(t, b, "leases page", chromedp.Navigate(f.url+"/leases"),
 		chromedp.WaitVisible(chromedp.CSS(`table.leases tr[data-id="`+running[0].GetId()+`"]`)))
@@ -225,6 +224,14 @@ func Test_System_DashboardBrowser(t *testing.T) {
 		t.Fatalf("leases page shows worker %q, want worker-7", got)
 	}
 	shoot(t, b, dirs, "leases")
+
+	// The running task's page counts its attempt as people do.
+	step(t, b, "running task page", chromedp.Navigate(f.url+"/task?id="+running[0].GetId()),
+		chromedp.WaitVisible(chromedp.CSS("#attempts-text")))
+	if got := text(t, b, "#attempts-text"); got != "attempt 1 of 5" {
+		t.Fatalf("running task's attempts read %q, want attempt 1 of 5", got)
+	}
+	shoot(t, b, dirs, "task")
 
 	step(t, b, "dead-letter page", chromedp.Navigate(f.url+"/dead?queue=invoices"),
 		chromedp.WaitVisible(chromedp.CSS(`table.dead tr[data-id="`+dead+`"]`)))

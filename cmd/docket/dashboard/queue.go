@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -72,10 +74,50 @@ func (s *Server) queuePage(v *view) {
 		orphans[id] = true
 	}
 	s.renderView(v, http.StatusOK, "queue", map[string]any{
-		"Queue": queue, "Tenant": tenant, "Stats": st, "Tabs": tabs, "State": stateName(state),
+		"Schedules": s.schedulesOf(ctx, queue, tenant),
+		"Queue":     queue, "Tenant": tenant, "Stats": st, "Tabs": tabs, "State": stateName(state),
 		"Tasks": list.GetTasks(), "Next": list.GetNextCursor(), "First": q.Get("cursor") != "", "Orphans": orphans,
 		"Admin": s.adminOf(v, tenant), "Back": v.r.URL.RequestURI(), "Rates": s.rates.series(queue, tenant),
 	})
+}
+
+// scheduleRow is a schedule of the queue and its next slot.
+type scheduleRow struct {
+	*pb.Schedule
+	Next int64 // Unix ns; 0 when the spec does not parse here
+}
+
+// schedulePages bounds the ListSchedules pages the Queue page reads.
+const schedulePages = 4
+
+// schedulesOf lists the tenant's schedules that enqueue into queue, with
+// their next slot as the leader will compute it (fsm's cron rules). The
+// list is read from the local replica: it is context, not the page's
+// subject, and a refusal (a token without reader) leaves it out.
+func (s *Server) schedulesOf(ctx context.Context, queue, tenant string) []scheduleRow {
+	var out []scheduleRow
+	cursor := ""
+	for range schedulePages {
+		resp, err := pb.NewQueueClient(s.conn).ListSchedules(ctx, &pb.ListSchedulesRequest{Tenant: tenant, Cursor: cursor, Stale: true})
+		if err != nil {
+			s.log.Debug("dashboard schedules", "queue", queue, "err", err)
+			return out
+		}
+		for _, sc := range resp.GetSchedules() {
+			if sc.GetQueue() != queue {
+				continue
+			}
+			row := scheduleRow{Schedule: sc}
+			if spec, err := fsm.ParseCronSpec(sc.GetSpec(), sc.GetZone()); err == nil {
+				row.Next = spec.Next(max(time.Now().UnixNano(), sc.GetLastSlot()))
+			}
+			out = append(out, row)
+		}
+		if cursor = resp.GetNextCursor(); cursor == "" {
+			break
+		}
+	}
+	return out
 }
 
 // stateNamed is the listed state a URL names, pending when none or
