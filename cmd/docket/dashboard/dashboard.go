@@ -228,7 +228,6 @@ func (s *Server) session(h func(*view)) http.Handler {
 			}
 			v.secret = c.Value
 			v.ctx = metadata.AppendToOutgoingContext(v.ctx, pb.MetadataAuthorization, "Bearer "+v.secret)
-			s.rates.sawViewer(v.secret)
 		}
 		v.csrf = s.csrfFor(v.secret)
 		if r.Method == http.MethodPost {

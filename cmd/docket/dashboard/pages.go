@@ -104,6 +104,8 @@ func (s *Server) queuesPage(v *view) {
 			break
 		}
 	}
+	// A token the API just accepted for Stats may sample the rates.
+	s.rates.sawViewer(v.secret)
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].GetQueue() != all[j].GetQueue() {
 			return all[i].GetQueue() < all[j].GetQueue()

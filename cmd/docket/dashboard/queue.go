@@ -49,6 +49,7 @@ func (s *Server) queuePage(v *view) {
 		s.fail(v, "queue "+queue, err)
 		return
 	}
+	s.rates.sawViewer(v.secret) // the API accepted it for Stats
 	st := &pb.QueueStats{Queue: queue, Tenant: tenant}
 	for _, x := range stats.GetQueues() {
 		if x.GetQueue() == queue && x.GetTenant() == tenant {

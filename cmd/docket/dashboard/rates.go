@@ -21,8 +21,10 @@ import (
 // dashboard of the cluster draws the same rates.
 //
 // With --auth the dashboard has no token of its own: it samples with the
-// token of its most recent viewer, for viewerTTL after that viewer's last
-// request, and forgets it at once when the API stops accepting it. A
+// token of the viewer whose Stats (Queues or Queue page) the API accepted
+// last, for viewerTTL after that, and forgets it at once when the API
+// stops accepting it. Until a viewer opens one of those pages, nothing is
+// sampled. A
 // page shows history only for the rows its own viewer's Stats returned,
 // so a viewer never learns of another tenant's queues.
 
@@ -72,7 +74,8 @@ type rateBook struct {
 
 func newRateBook() *rateBook { return &rateBook{m: map[rateKey]*rateRing{}} }
 
-// sawViewer notes a viewer's request: the sampler may use its token.
+// sawViewer notes a viewer whose Stats the API accepted: the sampler may
+// use its token.
 func (b *rateBook) sawViewer(secret string) {
 	b.mu.Lock()
 	b.viewer, b.viewerAt = secret, time.Now()
