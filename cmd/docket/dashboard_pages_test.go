@@ -220,3 +220,27 @@ func Test_DashboardQueueSchedules(t *testing.T) {
 		t.Fatalf("queue page's schedules:\n%s", body)
 	}
 }
+
+// Test_DashboardFindTaskInTheViewersTenant: the header's search box names
+// no tenant; a viewer of tenant a finds a's task by its id alone, and an
+// id of a tenant it does not see stays not found.
+func Test_DashboardFindTaskInTheViewersTenant(t *testing.T) {
+	f := startDashboard(t, 1)
+	ctx := ctxT(t, 60*time.Second)
+	aID, err := f.admin.EnqueueOne(ctx, "qa", []byte("x"), client.WithTenant("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bID, err := f.admin.EnqueueOne(ctx, "qb", []byte("y"), client.WithTenant("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"a"}))
+	if resp, body := b.get("/task?id=" + aID); resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="state">pending<`) {
+		t.Fatalf("own task by id alone: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, body := b.get("/task?id=" + bID); resp.StatusCode == http.StatusOK || strings.Contains(body, "qb") {
+		t.Fatalf("tenant b's task by id alone: %d\n%s", resp.StatusCode, body)
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -152,7 +155,7 @@ func (s *Server) taskPage(v *view) {
 	}
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
-	resp, err := pb.NewQueueClient(s.conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tenant})
+	resp, err := s.findTask(ctx, id, tenant)
 	if err != nil {
 		s.fail(v, "task "+id, err)
 		return
@@ -186,6 +189,34 @@ func (s *Server) taskPage(v *view) {
 	data["Admin"] = s.adminOf(v, t.GetTenant())
 	data["Back"] = v.r.URL.RequestURI()
 	s.renderView(v, http.StatusOK, "task", data)
+}
+
+// findTask reads a task. When the viewer named no tenant (the header's
+// search box names none) and the default tenant has no such task, or the
+// token does not cover it, the tenants of the viewer's queues are tried
+// in turn, up to maxProbedTenants of them.
+func (s *Server) findTask(ctx context.Context, id, tenant string) (*pb.GetTaskResponse, error) {
+	qc := pb.NewQueueClient(s.conn)
+	resp, err := qc.GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tenant})
+	if c := status.Code(err); tenant != "" || c != codes.NotFound && c != codes.PermissionDenied {
+		return resp, err
+	}
+	st, serr := qc.Stats(ctx, &pb.StatsRequest{})
+	if serr != nil {
+		return resp, err
+	}
+	tried := map[string]bool{"": true, pb.DefaultTenant: true}
+	for _, q := range st.GetQueues() {
+		tn := q.GetTenant()
+		if tried[tn] || len(tried) >= maxProbedTenants+2 {
+			continue
+		}
+		tried[tn] = true
+		if r, e := qc.GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tn}); e == nil {
+			return r, nil
+		}
+	}
+	return resp, err
 }
 
 // deadPageSize is how many dead letters one queue's table lists.
