@@ -48,6 +48,7 @@ var funcs = template.FuncMap{
 	"lastWorker":  lastWorker,
 	"short":       func(b []byte) string { return cut(preview(b), 80) },
 	"limits":      limits,
+	"backoff":     backoff,
 	"stateName":   stateName,
 	// dict passes several values to a shared template: dict "K" v ...
 	"dict": func(kv ...any) (map[string]any, error) {
@@ -253,4 +254,28 @@ func cut(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n]) + "…"
+}
+
+// backoff is a retry policy in words: "5s, doubling, up to 10m0s, less up
+// to 20% jitter"; "" when it has none.
+func backoff(p *pb.RetryPolicy) string {
+	if p.GetBaseNs() == 0 {
+		return ""
+	}
+	out := human(time.Duration(p.GetBaseNs()))
+	switch m := p.GetMultiplier(); {
+	case m == 2:
+		out += ", doubling"
+	case m > 2:
+		out += fmt.Sprintf(", times %d", m)
+	default:
+		out += " each time"
+	}
+	if p.GetCapNs() > 0 {
+		out += ", up to " + human(time.Duration(p.GetCapNs()))
+	}
+	if p.GetJitterPercent() > 0 {
+		out += fmt.Sprintf(", less up to %d%% jitter", p.GetJitterPercent())
+	}
+	return out
 }
