@@ -217,7 +217,6 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	if got := text(t, b, `#attempts tr[data-claim="1"] td.outcome`); got != "nacked" {
 		t.Fatalf("task page shows attempt 1 as %q, want nacked", got)
 	}
-	shoot(t, b, dirs, "task")
 
 	step(t, b, "leases page", chromedp.Navigate(f.url+"/leases"),
 		chromedp.WaitVisible(chromedp.CSS(`table.leases tr[data-id="`+running[0].GetId()+`"]`)))
@@ -226,15 +225,23 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	}
 	shoot(t, b, dirs, "leases")
 
+	// The running task's page counts its attempt as people do.
+	step(t, b, "running task page", chromedp.Navigate(f.url+"/task?id="+running[0].GetId()),
+		chromedp.WaitVisible(chromedp.CSS("#attempts-text")))
+	if got := text(t, b, "#attempts-text"); got != "attempt 1 of 5" {
+		t.Fatalf("running task's attempts read %q, want attempt 1 of 5", got)
+	}
+	shoot(t, b, dirs, "task")
+
 	step(t, b, "dead-letter page", chromedp.Navigate(f.url+"/dead?queue=invoices"),
-		chromedp.WaitVisible(chromedp.CSS(`#dead tr[data-id="`+dead+`"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`table.dead tr[data-id="`+dead+`"]`)))
 	shoot(t, b, dirs, "dead")
 	step(t, b, "requeue", chromedp.Click(chromedp.CSS(`input[name="id"][value="`+dead+`"]`)),
-		chromedp.Click(chromedp.CSS("#requeue-selected")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+		chromedp.Click(chromedp.CSS(".requeue-selected")), chromedp.WaitVisible(chromedp.CSS("#requeued")))
 	if got := f.state(ctx, dead, "default"); got != pb.TaskState_TASK_STATE_PENDING {
 		t.Fatalf("after the requeue from the page the task is %v, want pending", got)
 	}
-	if got := text(t, b, "#flash"); !strings.Contains(got, "Requeued 1") {
+	if got := text(t, b, "#requeued"); !strings.Contains(got, "Requeued 1") {
 		t.Fatalf("flash after requeue: %q", got)
 	}
 

@@ -74,6 +74,12 @@ type Server struct {
 
 	mu    sync.Mutex
 	peers map[string]*grpc.ClientConn
+
+	roles *roleCache
+	rates *rateBook
+	// stop ends the rate sampler; done is closed when it has returned.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New dials the node lazily (gRPC connects on the first call) and parses
@@ -86,11 +92,12 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, peers: map[string]*grpc.ClientConn{}, csrfKey: make([]byte, 32)}
+	s := &Server{cfg: cfg, log: log, peers: map[string]*grpc.ClientConn{}, csrfKey: make([]byte, 32),
+		roles: newRoleCache(), rates: newRateBook()}
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("dashboard: csrf key: %w", err)
 	}
-	conn, err := s.dial(cfg.GRPCAddr)
+	conn, err := s.dial(cfg.GRPCAddr, grpc.WithUnaryInterceptor(s.followLeader))
 	if err != nil {
 		return nil, err
 	}
@@ -100,16 +107,23 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.routes()
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop, s.done = stop, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		s.sampleRates(ctx)
+	}()
 	return s, nil
 }
 
-func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
+func (s *Server) dial(addr string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	creds := s.cfg.Creds
 	if creds == nil {
 		creds = insecureCreds()
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes)))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes))}, extra...)
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: dial %s: %w", addr, err)
 	}
@@ -142,8 +156,11 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// Close closes the connections to the node and its peers.
+// Close stops the rate sampler and closes the connections to the node
+// and its peers.
 func (s *Server) Close() error {
+	s.stop()
+	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	errs := []error{s.conn.Close()}
@@ -178,6 +195,13 @@ func (s *Server) routes() {
 	m.Handle("GET /dead", s.session(s.deadPage))
 	m.Handle("POST /dead/requeue", cop.Handler(s.session(s.requeue)))
 	m.Handle("GET /leases", s.session(s.leasesPage))
+	m.Handle("GET /queue", s.session(s.queuePage))
+	for _, a := range queueActions {
+		m.Handle("POST /queue/"+a.name, cop.Handler(s.session(s.queueAction(a))))
+	}
+	for _, a := range taskActions {
+		m.Handle("POST /task/"+a.name, cop.Handler(s.session(s.taskAction(a))))
+	}
 	s.mux = m
 }
 
@@ -269,8 +293,8 @@ func (s *Server) logout(v *view) {
 	http.Redirect(v.w, v.r, "/login", http.StatusSeeOther)
 }
 
-// errBadToken is a token the node does not accept.
-var errBadToken = errors.New("the node does not accept this token (unknown, revoked or expired)")
+// errBadToken is a token the cluster does not accept.
+var errBadToken = errors.New("token not accepted: the cluster does not know it (unknown, revoked or expired)")
 
 // checkToken asks the node whether ctx's token is one it knows: a stale
 // GetTask of an id that cannot exist. NotFound or PermissionDenied mean
@@ -285,7 +309,7 @@ func (s *Server) checkToken(ctx context.Context) error {
 	case codes.Unauthenticated:
 		return errBadToken
 	}
-	return fmt.Errorf("cannot check the token now: %w", err)
+	return fmt.Errorf("cannot check the token now: %s", explain(err))
 }
 
 // fail answers an API error as a page: to the login page when the token
@@ -303,12 +327,11 @@ func (s *Server) fail(v *view, what string, err error) {
 		code = http.StatusNotFound
 	case codes.InvalidArgument:
 		code = http.StatusBadRequest
+	case codes.FailedPrecondition:
+		code = http.StatusConflict
 	default:
 		s.log.Warn("dashboard call failed", "what", what, "err", err)
 	}
-	msg := err.Error()
-	if st, ok := status.FromError(err); ok {
-		msg = st.Code().String() + ": " + st.Message()
-	}
-	s.renderView(v, code, "error", map[string]any{"What": what, "Message": msg, "Forbidden": code == http.StatusForbidden})
+	s.renderView(v, code, "error", map[string]any{"What": what, "Message": explain(err),
+		"Forbidden": code == http.StatusForbidden, "Back": backURL(v.r)})
 }

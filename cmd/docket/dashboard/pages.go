@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -69,7 +72,7 @@ func (s *Server) peerStatus(ctx context.Context, addr, id string) (*pb.StatusRes
 	}
 	st, err := pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
 	if err != nil {
-		return nil, "unreachable: " + err.Error()
+		return nil, explain(err)
 	}
 	if st.GetNodeId() != id {
 		return nil, fmt.Sprintf("%s answers as %q", addr, st.GetNodeId())
@@ -104,6 +107,8 @@ func (s *Server) queuesPage(v *view) {
 			break
 		}
 	}
+	// A token the API just accepted for Stats may sample the rates.
+	s.rates.sawViewer(v.secret)
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].GetQueue() != all[j].GetQueue() {
 			return all[i].GetQueue() < all[j].GetQueue()
@@ -111,14 +116,31 @@ func (s *Server) queuesPage(v *view) {
 		return all[i].GetTenant() < all[j].GetTenant()
 	})
 	var sum pb.QueueStats
+	tenants := make([]string, 0, len(all))
 	for _, q := range all {
 		sum.Pending += q.GetPending()
 		sum.Delayed += q.GetDelayed()
+		sum.Waiting += q.GetWaiting()
 		sum.Running += q.GetRunning()
 		sum.Dead += q.GetDead()
 		sum.Completed += q.GetCompleted()
+		tenants = append(tenants, q.GetTenant())
 	}
-	s.renderView(v, http.StatusOK, "queues", map[string]any{"Queues": all, "Sum": &sum, "Queue": queue, "Truncated": truncated})
+	admin := s.adminTenants(v, tenants)
+	rows := make([]*queueRow, len(all))
+	for i, q := range all {
+		rows[i] = &queueRow{QueueStats: q, Rates: s.rates.series(q.GetQueue(), q.GetTenant()), Admin: admin[q.GetTenant()]}
+	}
+	s.renderView(v, http.StatusOK, "queues", map[string]any{"Queues": rows, "Sum": &sum, "Queue": queue,
+		"Truncated": truncated, "Back": v.r.URL.RequestURI()})
+}
+
+// queueRow is one row of the Queues page: the queue's stats, its rate
+// history, and whether the viewer may act on it.
+type queueRow struct {
+	*pb.QueueStats
+	Rates rateSeries
+	Admin bool
 }
 
 // taskPage looks one task up by id, in the tenant the viewer names (the
@@ -133,7 +155,7 @@ func (s *Server) taskPage(v *view) {
 	}
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
-	resp, err := pb.NewQueueClient(s.conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tenant})
+	resp, err := s.findTask(ctx, id, tenant)
 	if err != nil {
 		s.fail(v, "task "+id, err)
 		return
@@ -154,29 +176,110 @@ func (s *Server) taskPage(v *view) {
 			data["PastFences"] = true
 		}
 	}
+	if len(t.GetParents()) > 0 {
+		// The parents' states, in the child's order; a refusal or an
+		// older cluster leaves the plain ids.
+		pr, err := pb.NewQueueClient(s.conn).ParentResults(ctx, &pb.ParentResultsRequest{TaskId: id, Tenant: t.GetTenant(), AllowStale: true})
+		if err == nil {
+			data["Parents"] = pr.GetParents()
+		} else {
+			s.log.Debug("dashboard parent results", "task", id, "err", err)
+		}
+	}
+	data["Admin"] = s.adminOf(v, t.GetTenant())
+	data["Back"] = v.r.URL.RequestURI()
 	s.renderView(v, http.StatusOK, "task", data)
 }
 
-// deadPageSize is how many dead letters one page lists.
+// findTask reads a task. When the viewer named no tenant (the header's
+// search box names none) and the default tenant has no such task, or the
+// token does not cover it, the tenants of the viewer's queues are tried
+// in turn, up to maxProbedTenants of them.
+func (s *Server) findTask(ctx context.Context, id, tenant string) (*pb.GetTaskResponse, error) {
+	qc := pb.NewQueueClient(s.conn)
+	resp, err := qc.GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tenant})
+	if c := status.Code(err); tenant != "" || c != codes.NotFound && c != codes.PermissionDenied {
+		return resp, err
+	}
+	st, serr := qc.Stats(ctx, &pb.StatsRequest{})
+	if serr != nil {
+		return resp, err
+	}
+	tried := map[string]bool{"": true, pb.DefaultTenant: true}
+	for _, q := range st.GetQueues() {
+		tn := q.GetTenant()
+		if tried[tn] || len(tried) >= maxProbedTenants+2 {
+			continue
+		}
+		tried[tn] = true
+		if r, e := qc.GetTask(ctx, &pb.GetTaskRequest{TaskId: id, Tenant: tn}); e == nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+// deadPageSize is how many dead letters one queue's table lists.
 const deadPageSize = 50
 
-// deadPage lists a queue's dead letters, a page at a time.
+// deadQueues bounds the queues the Dead letters page lists without a
+// filter: the first this many with dead letters, each with its first
+// deadPageSize.
+const deadQueues = 20
+
+// deadGroup is one queue's dead letters on the Dead letters page.
+type deadGroup struct {
+	Queue, Tenant string
+	Count         uint64
+	Tasks         []*pb.Task
+	Next          string
+	Admin         bool
+}
+
+// deadPage lists dead letters: of the queue named, a page at a time, or
+// of every queue the viewer's Stats shows dead letters in. It reads them
+// with ListTasks, which a reader may call (ListDead needs admin).
 func (s *Server) deadPage(v *view) {
 	q := v.r.URL.Query()
 	queue, tenant, cursor := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("tenant")), q.Get("cursor")
-	data := map[string]any{"Queue": queue, "Tenant": tenant, "Done": q.Get("done"), "Failed": q.Get("failed")}
-	if queue == "" {
-		s.renderView(v, http.StatusOK, "dead", data)
-		return
-	}
+	data := map[string]any{"Queue": queue, "Tenant": tenant, "Done": q.Get("done"), "Failed": q.Get("failed"), "Back": v.r.URL.RequestURI()}
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
-	resp, err := pb.NewQueueClient(s.conn).ListDead(ctx, &pb.ListDeadRequest{Queue: queue, Tenant: tenant, Cursor: cursor, Limit: deadPageSize})
-	if err != nil {
-		s.fail(v, "dead letters of "+queue, err)
-		return
+	qc := pb.NewQueueClient(s.conn)
+	var groups []*deadGroup
+	if queue != "" {
+		if tenant == "" {
+			tenant = pb.DefaultTenant
+		}
+		groups = append(groups, &deadGroup{Queue: queue, Tenant: tenant})
+	} else {
+		resp, err := qc.Stats(ctx, &pb.StatsRequest{})
+		if err != nil {
+			s.fail(v, "queue stats", err)
+			return
+		}
+		for _, st := range resp.GetQueues() {
+			if st.GetDead() == 0 {
+				continue
+			}
+			if len(groups) == deadQueues {
+				data["Truncated"] = true
+				break
+			}
+			groups = append(groups, &deadGroup{Queue: st.GetQueue(), Tenant: st.GetTenant(), Count: st.GetDead()})
+		}
 	}
-	data["Tasks"], data["Next"] = resp.GetTasks(), resp.GetNextCursor()
+	for _, g := range groups {
+		resp, err := qc.ListTasks(ctx, &pb.ListTasksRequest{Queue: g.Queue, Tenant: g.Tenant, State: pb.TaskState_TASK_STATE_DEAD,
+			Cursor: cursor, Limit: deadPageSize})
+		if err != nil {
+			s.fail(v, "dead letters of "+g.Queue, err)
+			return
+		}
+		g.Tasks, g.Next = resp.GetTasks(), resp.GetNextCursor()
+		g.Admin = s.adminOf(v, g.Tenant)
+	}
+	data["Groups"] = groups
 	s.renderView(v, http.StatusOK, "dead", data)
 }
 

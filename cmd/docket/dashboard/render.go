@@ -17,7 +17,7 @@ import (
 
 // pageNames are the templates under templates/, each parsed with the
 // layout.
-var pageNames = []string{"login", "error", "cluster", "queues", "task", "dead", "leases"}
+var pageNames = []string{"login", "error", "cluster", "queues", "queue", "task", "dead", "leases", "confirm"}
 
 var funcs = template.FuncMap{
 	"state": func(s pb.TaskState) string {
@@ -42,7 +42,29 @@ var funcs = template.FuncMap{
 		}
 		return 0
 	},
-	"int":     func(v uint32) int { return int(v) },
+	"int":         func(v uint32) int { return int(v) },
+	"dur":         func(ns int64) string { return human(time.Duration(ns)) },
+	"attemptText": attemptText,
+	"lastWorker":  lastWorker,
+	"short":       func(b []byte) string { return cut(preview(b), 80) },
+	"limits":      limits,
+	"backoff":     backoff,
+	"stateName":   stateName,
+	// dict passes several values to a shared template: dict "K" v ...
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, fmt.Errorf("dict: odd arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 	"ts":      stamp,
 	"ago":     ago,
 	"until":   until,
@@ -56,7 +78,7 @@ var funcs = template.FuncMap{
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, p := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: template %s: %w", p, err)
 		}
@@ -72,6 +94,10 @@ func (s *Server) render(w http.ResponseWriter, code int, page string, data map[s
 }
 
 func (s *Server) renderView(v *view, code int, page string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["Flash"] = s.takeFlash(v)
 	s.renderCSRF(v.w, code, page, v.csrf, data)
 }
 
@@ -105,7 +131,7 @@ func ago(ns int64) string {
 	if ns == 0 {
 		return "-"
 	}
-	return roundDur(time.Since(time.Unix(0, ns))).String()
+	return human(time.Since(time.Unix(0, ns)))
 }
 
 // until is how long from now to ns; negative when past.
@@ -113,7 +139,16 @@ func until(ns int64) string {
 	if ns == 0 {
 		return "-"
 	}
-	return roundDur(time.Until(time.Unix(0, ns))).String()
+	return human(time.Until(time.Unix(0, ns)))
+}
+
+// human is a duration for reading: 19m34s, 4.2s, 120ms, 3d4h.
+func human(d time.Duration) string {
+	if d >= 48*time.Hour || d <= -48*time.Hour {
+		days := d / (24 * time.Hour)
+		return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour).Abs()/time.Hour)
+	}
+	return roundDur(d).String()
 }
 
 func roundDur(d time.Duration) time.Duration {
@@ -146,3 +181,101 @@ func preview(b []byte) string {
 }
 
 func insecureCreds() credentials.TransportCredentials { return insecure.NewCredentials() }
+
+// attemptText says where a task stands with its attempts, in words that
+// fit its state: attempt 1 of 5 while the first runs, nothing about
+// attempts left on a task that finished.
+func attemptText(t *pb.Task) string {
+	a, m := t.GetAttempts(), t.GetMaxAttempts()
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_RUNNING:
+		return fmt.Sprintf("attempt %d of %d", a+1, m)
+	case pb.TaskState_TASK_STATE_PENDING, pb.TaskState_TASK_STATE_DELAYED, pb.TaskState_TASK_STATE_WAITING:
+		if a == 0 {
+			return fmt.Sprintf("not run yet; up to %d attempts", m)
+		}
+		return fmt.Sprintf("%d failed; next is attempt %d of %d", a, a+1, m)
+	case pb.TaskState_TASK_STATE_DEAD:
+		return fmt.Sprintf("%d of %d attempts failed", a, m)
+	}
+	claims := t.GetClaims()
+	out := fmt.Sprintf("finished after %d claim%s", claims, plural(uint64(claims)))
+	if a > 0 {
+		out += fmt.Sprintf(", %d of them failed", a)
+	}
+	return out
+}
+
+func plural(n uint64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// lastWorker is the worker of a task's last claim: its newest recorded
+// attempt's, else the record's, else "-".
+func lastWorker(t *pb.Task) string {
+	if h := t.GetHistory(); len(h) > 0 && h[len(h)-1].GetWorkerId() != "" {
+		return h[len(h)-1].GetWorkerId()
+	}
+	if t.GetWorkerId() != "" {
+		return t.GetWorkerId()
+	}
+	return "-"
+}
+
+// limits is a queue's limits in words, "-" when it has none.
+func limits(q *pb.QueueStats) string {
+	var parts []string
+	if q.GetMaxRunning() > 0 {
+		parts = append(parts, fmt.Sprintf("%d running", q.GetMaxRunning()))
+	}
+	if q.GetRateMilli() > 0 {
+		r := fmt.Sprintf("%g/s", float64(q.GetRateMilli())/1000)
+		if q.GetBurst() > 0 {
+			r += fmt.Sprintf(" (burst %d)", q.GetBurst())
+		}
+		parts = append(parts, r)
+	}
+	if q.GetTenantMaxRunning() > 0 {
+		parts = append(parts, fmt.Sprintf("tenant %d/%d running", q.GetTenantRunning(), q.GetTenantMaxRunning()))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cut shortens s to n runes for a table cell.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
+}
+
+// backoff is a retry policy in words: "5s, doubling, up to 10m0s, less up
+// to 20% jitter"; "" when it has none.
+func backoff(p *pb.RetryPolicy) string {
+	if p.GetBaseNs() == 0 {
+		return ""
+	}
+	out := human(time.Duration(p.GetBaseNs()))
+	switch m := p.GetMultiplier(); {
+	case m == 2:
+		out += ", doubling"
+	case m > 2:
+		out += fmt.Sprintf(", times %d", m)
+	default:
+		out += " each time"
+	}
+	if p.GetCapNs() > 0 {
+		out += ", up to " + human(time.Duration(p.GetCapNs()))
+	}
+	if p.GetJitterPercent() > 0 {
+		out += fmt.Sprintf(", less up to %d%% jitter", p.GetJitterPercent())
+	}
+	return out
+}
