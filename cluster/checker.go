@@ -141,6 +141,15 @@ func (c *checker) err() error {
 // only records and starts goroutines.
 func (c *checker) observe(ev fsm.CheckEvent) {
 	if ev.View != nil {
+		if c.stale(ev.Term) {
+			// A check of an earlier term: its leader's collection ended
+			// with that term, so no one waits for this hash. A restarted
+			// voter replays such checks from its log, and hashing one at
+			// full speed made it skip the new leader's urgent check, which
+			// then waited out CheckTimeout (30 s without service).
+			ev.View.Release()
+			return
+		}
 		c.startHash(ev.Index, ev.View, ev.Urgent)
 		return
 	}
@@ -227,6 +236,13 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 			c.compare(res, h)
 		}
 	}()
+}
+
+// stale reports whether a Check entry of term was proposed by a leader
+// whose term is over on this node.
+func (c *checker) stale(term uint64) bool {
+	r := c.n.role.raft.Load()
+	return r != nil && term < r.CurrentTerm()
 }
 
 // hashAdmission decides what a check arriving at a voter does: start a

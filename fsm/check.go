@@ -16,6 +16,8 @@ import (
 type CheckEvent struct {
 	// Index is the log index of the entry.
 	Index uint64
+	// Term is, for a Check entry, the term of the leader that proposed it.
+	Term uint64
 	// View is, for a Check entry, the keyspace exactly as it stood right
 	// after the entry was applied. The receiver owns it and must Release it.
 	View *CheckView
@@ -44,7 +46,7 @@ func (f *FSM) SetCheckObserver(fn func(CheckEvent)) {
 // says), to the check observer.
 // Both come after the batch committed, in log order: a CheckResult always
 // precedes the Check that ends its batch.
-func (f *FSM) emitChecks(results []CheckEvent, check uint64, urgent bool) {
+func (f *FSM) emitChecks(results []CheckEvent, check, term uint64, urgent bool) {
 	fnp := f.checkObs.Load()
 	if fnp == nil {
 		return
@@ -59,7 +61,7 @@ func (f *FSM) emitChecks(results []CheckEvent, check uint64, urgent bool) {
 	if err != nil {
 		return // closed under us: the node is stopping and checks nothing
 	}
-	(*fnp)(CheckEvent{Index: check, View: &CheckView{s: s.(*fsmSnapshot)}, Urgent: urgent})
+	(*fnp)(CheckEvent{Index: check, Term: term, View: &CheckView{s: s.(*fsmSnapshot)}, Urgent: urgent})
 }
 
 // checkResult accepts a CheckResult whose check index lies before its own

@@ -311,7 +311,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		tx.idem = idem
 	}
 	applied := f.applied.Load()
-	n, check, urgent := len(logs), uint64(0), false
+	n, check, checkTerm, urgent := len(logs), uint64(0), uint64(0), false
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue
@@ -341,7 +341,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 		results[i] = res
 		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_CHECK && res.GetErrorCode() == pb.Code_CODE_OK {
-			n, check, urgent = i+1, l.Index, cmd.GetCheck().GetUrgent()
+			n, check, checkTerm, urgent = i+1, l.Index, l.Term, cmd.GetCheck().GetUrgent()
 			break
 		}
 	}
@@ -373,7 +373,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		tx.ev.Index = applied
 		(*fn)(tx.ev)
 	}
-	f.emitChecks(tx.checks, check, urgent)
+	f.emitChecks(tx.checks, check, checkTerm, urgent)
 	return n
 }
 
