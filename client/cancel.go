@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -51,7 +50,7 @@ func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, e
 	})
 	if attempts > 1 && errors.Is(err, ErrWrongState) {
 		// An attempt whose answer was lost may have cancelled it.
-		if t, gerr := c.GetTask(ctx, taskID, false); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
+		if t, gerr := c.ReadTask(ctx, taskID); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
 			return CancelResult{State: t.GetState()}, nil
 		}
 	}
@@ -59,17 +58,4 @@ func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, e
 		return CancelResult{}, err
 	}
 	return CancelResult{Requested: resp.GetCancelRequested(), State: resp.GetState()}, nil
-}
-
-// WithTimeout bounds each claim's run of the task (NewTask.timeout_ns),
-// separately from the lease: past it the claim ends even while its worker
-// heartbeats, FAILED unless WithRetryOnTimeout. Needs feature level 9.
-func WithTimeout(d time.Duration) TaskOption {
-	return func(t *docketv1.NewTask) { t.TimeoutNs = int64(d) }
-}
-
-// WithRetryOnTimeout retries a claim that ran past its timeout, counting
-// an attempt (dead-lettered at max attempts), instead of failing the task.
-func WithRetryOnTimeout() TaskOption {
-	return func(t *docketv1.NewTask) { t.RetryOnTimeout = true }
 }
