@@ -314,3 +314,27 @@ func ExampleClient_CancelTask() {
 	// handler's ctx: docket: cancel requested
 	// running task ends TASK_STATE_CANCELLED
 }
+
+// Work runs one Worker until ctx ends: the quickstart program
+// (client/examples/quickstart) in full, its handler stopping the Worker
+// after one task.
+func ExampleClient_Work() {
+	type Email struct{ To string }
+	ctx, stop := context.WithCancel(context.Background())
+	c, err := client.New(ctx, nil, client.WithEnv())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.EnqueueJSON(ctx, "newsletter", Email{To: "ada@example.com"}); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Work(ctx, client.WorkerConfig{Queue: "newsletter"}, client.Handle(func(_ context.Context, t *client.Task, e Email) error {
+		fmt.Println("sending to", e.To, "attempt", t.Attempt())
+		stop() // one task is enough here: Work submits it, then returns
+		return nil
+	})); err != nil {
+		log.Fatal(err)
+	}
+	// Output: sending to ada@example.com attempt 1
+}
