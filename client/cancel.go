@@ -25,7 +25,7 @@ var (
 	ErrTimedOut = errors.New("docket: execution timeout")
 )
 
-// CancelResult is what Cancel did to a task.
+// CancelResult is what CancelTask did to a task.
 type CancelResult struct {
 	// Requested is true when the task was running: it is marked, its
 	// worker learns it at its next heartbeat, and the task ends CANCELLED

@@ -142,7 +142,7 @@ func WithToken(secret string) Option {
 	return func(c *config) { c.token = secret }
 }
 
-// WithRequestTenant names the tenant that GetTask, WaitResult and Cancel
+// WithRequestTenant names the tenant that ReadTask, WaitResult and CancelTask
 // send with a task id. A server with auth on answers NotFound for a task
 // of another tenant, and takes an empty tenant as the default one; with
 // auth off an empty tenant checks nothing.
