@@ -39,7 +39,10 @@ type CancelResult struct {
 // CancelTask cancels a task and says how: a pending or delayed task ends
 // CANCELLED at once; a running one (clusters at feature level 9) is
 // marked cancel-requested. Cancelling again is a success. A finished task
-// is ErrWrongState, as is a running one on an older cluster.
+// is ErrWrongState, as is a running one on an older cluster. When an
+// attempt whose answer was lost may have applied and the retry answers
+// ErrWrongState, CancelTask reads the task and reports success if it is
+// cancelled: that attempt is what cancelled it.
 func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, error) {
 	req := &docketv1.CancelRequest{TaskId: taskID, Tenant: c.cfg.tenant}
 	var resp *docketv1.CancelResponse
