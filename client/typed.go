@@ -67,7 +67,8 @@ func HandleResult[T, R any](fn func(ctx context.Context, t *Task, args T) (R, er
 // HandleCodec is HandleResult with codec for the payload and the result.
 // A result that codec cannot encode fails the task for good (Permanent):
 // the work is done, and running it again would repeat its effects to
-// fail the same way.
+// fail the same way. A function whose result type is struct{} (Handle's)
+// completes its tasks with no result.
 func HandleCodec[T, R any](codec Codec, fn func(ctx context.Context, t *Task, args T) (R, error)) Handler {
 	_, noResult := any(fn).(func(context.Context, *Task, T) (struct{}, error))
 	return func(ctx context.Context, t *Task) ([]byte, error) {
