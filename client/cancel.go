@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -26,7 +25,7 @@ var (
 	ErrTimedOut = errors.New("docket: execution timeout")
 )
 
-// CancelResult is what Cancel did to a task.
+// CancelResult is what CancelTask did to a task.
 type CancelResult struct {
 	// Requested is true when the task was running: it is marked, its
 	// worker learns it at its next heartbeat, and the task ends CANCELLED
@@ -40,7 +39,10 @@ type CancelResult struct {
 // CancelTask cancels a task and says how: a pending or delayed task ends
 // CANCELLED at once; a running one (clusters at feature level 9) is
 // marked cancel-requested. Cancelling again is a success. A finished task
-// is ErrWrongState, as is a running one on an older cluster.
+// is ErrWrongState, as is a running one on an older cluster. When an
+// attempt whose answer was lost may have applied and the retry answers
+// ErrWrongState, CancelTask reads the task and reports success if it is
+// cancelled: that attempt is what cancelled it.
 func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, error) {
 	req := &docketv1.CancelRequest{TaskId: taskID, Tenant: c.cfg.tenant}
 	var resp *docketv1.CancelResponse
@@ -51,7 +53,7 @@ func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, e
 	})
 	if attempts > 1 && errors.Is(err, ErrWrongState) {
 		// An attempt whose answer was lost may have cancelled it.
-		if t, gerr := c.GetTask(ctx, taskID, false); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
+		if t, gerr := c.ReadTask(ctx, taskID); gerr == nil && t.GetState() == docketv1.TaskState_TASK_STATE_CANCELLED {
 			return CancelResult{State: t.GetState()}, nil
 		}
 	}
@@ -59,17 +61,4 @@ func (c *Client) CancelTask(ctx context.Context, taskID string) (CancelResult, e
 		return CancelResult{}, err
 	}
 	return CancelResult{Requested: resp.GetCancelRequested(), State: resp.GetState()}, nil
-}
-
-// WithTimeout bounds each claim's run of the task (NewTask.timeout_ns),
-// separately from the lease: past it the claim ends even while its worker
-// heartbeats, FAILED unless WithRetryOnTimeout. Needs feature level 9.
-func WithTimeout(d time.Duration) TaskOption {
-	return func(t *docketv1.NewTask) { t.TimeoutNs = int64(d) }
-}
-
-// WithRetryOnTimeout retries a claim that ran past its timeout, counting
-// an attempt (dead-lettered at max attempts), instead of failing the task.
-func WithRetryOnTimeout() TaskOption {
-	return func(t *docketv1.NewTask) { t.RetryOnTimeout = true }
 }

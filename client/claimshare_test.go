@@ -119,7 +119,7 @@ func Test_ConcurrentClaimsShareOneBatch(t *testing.T) {
 func sharingClient(t *testing.T, fc *fakeCluster) (*Client, context.Context) {
 	t.Helper()
 	ctx := ctxTimeout(t, 5*time.Second)
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
+	cl, err := New(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func countedClient(t *testing.T, addr string, cnt *rpcCounter, opts ...Option) *
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	opts = append([]Option{WithLogger(testLogger()), WithDialOptions(grpc.WithChainUnaryInterceptor(cnt.intercept))}, opts...)
-	cl, err := NewWithOptions(ctx, []string{addr}, opts...)
+	cl, err := New(ctx, []string{addr}, opts...)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

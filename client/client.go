@@ -111,7 +111,8 @@ type config struct {
 	shareInflight    int
 	token            string
 	tenant           string
-	err              error // an option that failed (WithTLS), returned by New
+	addrs            []string // from WithEnv, after New's own
+	err              error    // an option that failed (WithTLS), returned by New
 }
 
 // WithLogger sets the logger. The default is slog.Default(). Retries and
@@ -141,7 +142,7 @@ func WithToken(secret string) Option {
 	return func(c *config) { c.token = secret }
 }
 
-// WithRequestTenant names the tenant that GetTask, WaitResult and Cancel
+// WithRequestTenant names the tenant that ReadTask, WaitResult and CancelTask
 // send with a task id. A server with auth on answers NotFound for a task
 // of another tenant, and takes an empty tenant as the default one; with
 // auth off an empty tenant checks nothing.
@@ -224,16 +225,13 @@ type Client struct {
 }
 
 // New returns a Client for the cluster that the given gRPC addresses
-// belong to. One address is enough: the others are learned from
-// Cluster.Status. New returns once a node has answered Status (it need not
+// belong to, configured by opts (the With* functions of type Option).
+// One address is enough: the others are learned from Cluster.Status.
+// WithEnv adds the addresses, TLS files and token of the docket CLI's
+// environment. New returns once a node has answered Status (it need not
 // know a leader yet), retrying with backoff until ctx ends; give ctx a
 // deadline to fail fast on a wrong address.
-func New(ctx context.Context, addrs ...string) (*Client, error) {
-	return NewWithOptions(ctx, addrs)
-}
-
-// NewWithOptions is New with options.
-func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
+func New(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
 	cfg := config{
 		log:              slog.Default(),
 		retryBase:        DefaultRetryBase,
@@ -260,7 +258,7 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 		discoverSem: make(chan struct{}, 1),
 		conns:       make(map[string]*grpc.ClientConn),
 	}
-	for _, a := range addrs {
+	for _, a := range slices.Concat(addrs, cfg.addrs) {
 		a = strings.TrimSpace(a)
 		if a == "" || slices.Contains(c.addrs, a) {
 			continue
@@ -293,6 +291,13 @@ func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Clien
 			return nil, errors.Join(newClientError(c.Addrs(), lastErr, ctx.Err()), c.Close())
 		}
 	}
+}
+
+// NewWithOptions is New, under the name it had when New took no options.
+//
+// Deprecated: use New.
+func NewWithOptions(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
+	return New(ctx, addrs, opts...)
 }
 
 // newClientError explains why New gave up: it always wraps ErrNoLeader,

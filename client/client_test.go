@@ -51,7 +51,7 @@ func Test_New_FailsWhenNoNodeAnswers(t *testing.T) {
 	lis.Close()
 
 	start := time.Now()
-	_, err = NewWithOptions(ctxTimeout(t, 200*time.Millisecond), []string{dead},
+	_, err = New(ctxTimeout(t, 200*time.Millisecond), []string{dead},
 		WithLogger(testLogger()), WithRetryBackoff(time.Millisecond, 10*time.Millisecond))
 	if !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("err = %v, want ErrNoLeader", err)
@@ -62,7 +62,7 @@ func Test_New_FailsWhenNoNodeAnswers(t *testing.T) {
 }
 
 func Test_New_NeedsAnAddress(t *testing.T) {
-	if _, err := New(context.Background()); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := New(context.Background(), nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("err = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -154,7 +154,7 @@ func Test_RetriesUnavailableUntilDeadline(t *testing.T) {
 	c := mustClient(t, fc.addrs()...)
 
 	start := time.Now()
-	_, err := c.GetTask(ctxTimeout(t, 300*time.Millisecond), "t1", false)
+	_, err := c.ReadTask(ctxTimeout(t, 300*time.Millisecond), "t1")
 	if !errors.Is(err, ErrNoLeader) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrNoLeader and DeadlineExceeded", err)
 	}
@@ -231,7 +231,7 @@ func Test_EnqueueKeepsCallerKey(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := mustClient(t, fc.addr(0))
 	ctx := ctxTimeout(t, time.Second)
-	id1, err := c.EnqueueOne(ctx, "q", []byte("x"), WithIdempotencyKey("order-7"), WithPriority(3))
+	id1, err := c.EnqueueOne(ctx, "q", []byte("x"), TaskIdempotencyKey("order-7"), TaskPriority(3))
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
@@ -339,7 +339,7 @@ func Test_CancelRetriedAfterLeadershipLost(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.Cancel(ctxTimeout(t, time.Second), id); err != nil {
+	if _, err := c.CancelTask(ctxTimeout(t, time.Second), id); err != nil {
 		t.Fatalf("cancel: %v; the first attempt did cancel it", err)
 	}
 	fc.setHooks(nil, nil)
@@ -347,7 +347,7 @@ func Test_CancelRetriedAfterLeadershipLost(t *testing.T) {
 	if _, err := c.Claim(ctxTimeout(t, time.Second), &docketv1.ClaimRequest{Queue: "q", MaxTasks: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Cancel(ctxTimeout(t, time.Second), id2); !errors.Is(err, ErrWrongState) {
+	if _, err := c.CancelTask(ctxTimeout(t, time.Second), id2); !errors.Is(err, ErrWrongState) {
 		t.Fatalf("cancel of a running task = %v, want ErrWrongState", err)
 	}
 }
@@ -414,10 +414,10 @@ func Test_StaleReadWithoutLeader(t *testing.T) {
 	id := mustEnqueue(t, c, "q", "x")
 	fc.setLeader(-1)
 	ctx := ctxTimeout(t, time.Second)
-	if task, err := c.GetTask(ctx, id, true); err != nil || task.GetId() != id {
+	if task, err := c.ReadTaskStale(ctx, id); err != nil || task.GetId() != id {
 		t.Fatalf("stale read without a leader = %v, %v", task, err)
 	}
-	if _, err := c.GetTask(ctxTimeout(t, 100*time.Millisecond), id, false); !errors.Is(err, ErrNoLeader) {
+	if _, err := c.ReadTask(ctxTimeout(t, 100*time.Millisecond), id); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("linearizable read without a leader = %v, want ErrNoLeader", err)
 	}
 }
@@ -515,7 +515,7 @@ func newClientNoSleep(t testing.TB, addrs ...string) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := NewWithOptions(ctx, addrs, WithLogger(testLogger()), WithRetryBackoff(time.Hour, time.Hour))
+	c, err := New(ctx, addrs, WithLogger(testLogger()), WithRetryBackoff(time.Hour, time.Hour))
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

@@ -87,7 +87,7 @@ func Test_EnqueueCoalescingOff(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(0))
+	cl, err := New(ctx, fc.addrs(), WithLogger(testLogger()), WithSharedRPCs(0))
 	if err != nil {
 		t.Fatal(err)
 	}

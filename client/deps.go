@@ -10,7 +10,7 @@ import (
 	"github.com/dockethq/docket/proto/docketv1"
 )
 
-// Task dependencies. A task enqueued with WithAfter (or NewTask.After and
+// Task dependencies. A task enqueued with TaskAfter (or NewTask.After and
 // AfterIndex in Enqueue) waits, TASK_STATE_WAITING, until every parent
 // completed; one Enqueue whose tasks name earlier ones by AfterIndex sends
 // a whole graph as one atomic command. They need a cluster whose every
@@ -21,17 +21,6 @@ var opParentResults = op{name: "ParentResults", repeatable: true}
 
 // ErrNoParents means ParentResults was asked about a task without parents.
 var ErrNoParents = errors.New("task has no parents")
-
-// WithAfter makes the task wait until every task in ids completed.
-func WithAfter(ids ...string) TaskOption {
-	return func(t *docketv1.NewTask) { t.After = append(t.After, ids...) }
-}
-
-// WithParentFailureRun makes the task run even when a parent ends failed,
-// dead or cancelled; by default such a parent cancels it.
-func WithParentFailureRun() TaskOption {
-	return func(t *docketv1.NewTask) { t.OnParentFailure = docketv1.ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN }
-}
 
 // ParentResults reads the parents of task taskID of the client's tenant:
 // each one's state, outcome and result, in the task's order of parents.

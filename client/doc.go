@@ -2,6 +2,34 @@
 // leader, follows it when it moves, retries by error class, and runs
 // workers that heartbeat their leases on their own.
 //
+// # Using it
+//
+// New is the one constructor: node addresses and options. Options of the
+// Client are named With* (WithTLS, WithToken, WithAttemptTimeout, ...);
+// WithEnv reads the environment the docket CLI reads (DOCKET_ADDR,
+// DOCKET_TLS_*, DOCKET_TOKEN). Options of a task are of another type,
+// TaskOption, and named Task* (TaskPriority, TaskDelay, TaskTimeout,
+// TaskAfter, ...), so a task's execution timeout cannot be taken for a
+// call's.
+//
+// A producer calls EnqueueJSON (or EnqueueOne with bytes, or Enqueue with
+// whole NewTask messages, for a graph of tasks in one call). A worker is a
+// Worker run by NewWorker and Run, or by Client.Work, over a Handler. Handle
+// and HandleResult adapt a function of the payload's Go type to a Handler:
+// the payload is decoded with a Codec (JSONCodec unless HandleCodec names
+// another) and a result is encoded with it. A payload that does not decode
+// never reaches the function: the task is nacked with an error wrapping
+// ErrBadPayload, so a worker of another build may still run it, and after
+// its max attempts it waits among the dead letters with that cause. A
+// result that does not encode fails the task for good, since running it
+// again would repeat its effects.
+//
+// Methods say what they do by their name rather than by a flag: ReadTask
+// is linearizable and ReadTaskStale reads any node's replica; PurgeQueued
+// and PurgeDead delete different tasks; CancelTask is the one cancel. The
+// names these replace (NewWithOptions, GetTask, PurgeQueue, Cancel and the
+// task options' With* names) still work, marked deprecated.
+//
 // # Finding and following the leader
 //
 // New is given one or more node addresses. It makes one gRPC connection per
@@ -42,11 +70,11 @@
 //     only for calls that are safe to repeat: Enqueue (it always carries an
 //     idempotency key, minted before the first attempt), Claim (a lost
 //     reply leaves a lease to expire), Heartbeat and Submit (fenced),
-//     Cancel (a retry that finds the task cancelled reports success),
+//     CancelTask (a retry that finds the task cancelled reports success),
 //     PauseQueue and ResumeQueue (they set a state; a retry may then say
-//     unchanged), PurgeQueue (a retry deletes only what is left, and its
-//     count misses what the lost attempt deleted), and reads. Nack,
-//     RequeueDead and TransferLeadership return it.
+//     unchanged), PurgeQueued and PurgeDead (a retry deletes only what is
+//     left, and its count misses what the lost attempt deleted), and
+//     reads. Nack, RequeueDead and TransferLeadership return it.
 //   - ErrInvalidArgument, ErrNotFound, ErrStaleFence, ErrWrongState,
 //     ErrTooLarge, ErrTenantLimit: answers, never retried. ErrTenantLimit
 //     may succeed later, once the tenant's tasks are purged; how long that
@@ -84,9 +112,10 @@
 // than the server's. On return the Worker submits the result under the
 // claim's fence, nacks on error (after the delay RetryAfter asks for), or
 // submits FAILED for an error that wraps ErrPermanent (see Permanent); a
-// panic is recovered and nacked. Run returns after ctx ends and every handler, heartbeat and
-// helper goroutine it started has stopped; handlers still running after
-// ShutdownTimeout are cancelled and their tasks nacked.
+// panic is recovered and nacked. Run returns after ctx ends and every
+// handler, heartbeat and helper goroutine it started has stopped; handlers
+// still running after ShutdownTimeout are cancelled and their tasks
+// nacked.
 //
 // # Decisions and trade-offs
 //
@@ -95,10 +124,10 @@
 //     a Claim with a wait rides the sharer without one and, if it got
 //     nothing, long-polls for the rest of its wait on its own Claim RPC,
 //     outside the sharer. The price: a long-poll among other claims on an
-//     empty queue is two RPCs (a try, then the poll) where it was one;
+//     empty queue is two RPCs (a try, then the poll) rather than one;
 //     the try costs no Raft entry (the leader's admit gate sees nothing
-//     to claim). A Claim alone, with a wait or without, is one RPC, as
-//     before: a lone Worker's long polls pay nothing for sharing.
+//     to claim). A Claim alone, with a wait or without, is one RPC: a
+//     lone Worker's long polls pay nothing for sharing.
 //     Against a server older than ClaimBatch (Unimplemented) each caller
 //     claims alone, as SubmitBatch falls back, and the sharer remembers
 //     the answer for a minute (retrySharedAfter) rather than paying an
@@ -124,10 +153,10 @@
 //   - The backoff between rounds grows per call (full jitter, 50 ms
 //     doubling to 500 ms), and a caller asleep in it does not learn that
 //     another caller found the new leader, so it may sleep up to 500 ms
-//     past an election. The cap was 2 s until shared RPCs made a busy
-//     client look like one or two callers to the cluster: a failover's
-//     client share then reached 0.6 s. Waking sleepers on a confirmed
-//     leader would remove the rest; it is not done yet.
+//     past an election. A longer cap costs more: shared RPCs make a busy
+//     client look like one or two callers to the cluster, and with a 2 s
+//     cap a failover's client share reached 0.6 s (BENCHMARKS.md).
+//     Sleepers are not woken when another caller confirms a new leader.
 //   - Connections are never closed before Close, even for nodes that left:
 //     closing a connection under a call in flight would fail it with
 //     Canceled, and an idle connection costs little. A long-lived client in
@@ -160,9 +189,9 @@
 //     told to drop. Stopping early is safe; working past the server's
 //     deadline is not.
 //   - A stale-fence error carries no server text, and stale items lose
-//     their fence and state (hideStale): servers of this release send
-//     neither, older ones named the task's current fence, and a worker
-//     that retried with it would defeat fencing.
+//     their fence and state (hideStale): an older server named the task's
+//     current fence there, and a worker that retried with it would defeat
+//     fencing.
 //   - After a lease loss the server reported, the handler's outcome is
 //     dropped; after a loss by the local clock only, the Worker still tries
 //     to report it, since the fence makes a late report safe and it may
@@ -182,6 +211,15 @@
 //     TIMED_OUT cancels the ctx with cause ErrTimedOut and the Worker
 //     reports nothing: the leader ends the claim by the task's policy,
 //     and a Nack from the worker would be judged the same way anyway.
-//     Cancel stays an error-only method; CancelTask says whether the task
-//     was running (a request) or waiting (cancelled now).
+//     CancelTask says whether the task was running (a request) or waiting
+//     (cancelled now).
+//   - A payload that does not decode as a typed handler's type is retried
+//     rather than failed: during a rolling upgrade of workers a payload
+//     one build cannot read another may, and a payload no worker reads
+//     ends among the dead letters, where it can be requeued once one does.
+//     The price: a malformed payload costs its max attempts before it
+//     gets there.
+//   - Deprecated names are thin wrappers over the new ones, kept for one
+//     release, so callers migrate at their own pace and both run the same
+//     code.
 package client

@@ -636,7 +636,7 @@ func mustClient(t testing.TB, addrs ...string) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := NewWithOptions(ctx, addrs, WithLogger(testLogger()), WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
+	c, err := New(ctx, addrs, WithLogger(testLogger()), WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

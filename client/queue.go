@@ -103,41 +103,6 @@ func (c *Client) enqueueRPC(ctx context.Context, tasks []*docketv1.NewTask) ([]*
 	return resp.GetItems(), nil
 }
 
-// TaskOption sets a field of a task for EnqueueOne.
-type TaskOption func(*docketv1.NewTask)
-
-// WithTenant sets the tenant; empty means docketv1.DefaultTenant.
-func WithTenant(tenant string) TaskOption { return func(t *docketv1.NewTask) { t.Tenant = tenant } }
-
-// WithPriority sets the priority, 0..9; 9 is claimed first.
-func WithPriority(p uint32) TaskOption { return func(t *docketv1.NewTask) { t.Priority = p } }
-
-// WithDelay makes the task claimable only after d.
-func WithDelay(d time.Duration) TaskOption {
-	return func(t *docketv1.NewTask) { t.DelayNs = int64(d) }
-}
-
-// WithRunAt makes the task claimable only at at; it wins over WithDelay.
-func WithRunAt(at time.Time) TaskOption {
-	return func(t *docketv1.NewTask) { t.RunAt = at.UnixNano() }
-}
-
-// WithMaxAttempts sets how many claims may end without a Submit before the
-// task is dead-lettered; 0 is the server's default.
-func WithMaxAttempts(n uint32) TaskOption { return func(t *docketv1.NewTask) { t.MaxAttempts = n } }
-
-// WithIdempotencyKey sets the key that deduplicates the enqueue. Without
-// one the client mints a random key.
-func WithIdempotencyKey(key string) TaskOption {
-	return func(t *docketv1.NewTask) { t.IdempotencyKey = key }
-}
-
-// WithRetention sets how long the finished task is kept; 0 is the server's
-// default.
-func WithRetention(d time.Duration) TaskOption {
-	return func(t *docketv1.NewTask) { t.RetentionNs = int64(d) }
-}
-
 // EnqueueOne adds one task and returns its id. An idempotency key that
 // matches an existing task returns that task's id and no error.
 func (c *Client) EnqueueOne(ctx context.Context, queue string, payload []byte, opts ...TaskOption) (string, error) {
@@ -296,21 +261,37 @@ func (c *Client) Nack(ctx context.Context, req *docketv1.NackRequest) (docketv1.
 	return resp.GetState(), nil
 }
 
-// Cancel cancels a task: CancelTask without saying how. A pending or
-// delayed task ends CANCELLED; a running one is marked cancel-requested
-// on a cluster at feature level 9, and answers ErrWrongState before.
-// When an earlier attempt of this call may have been applied and a retry
-// answers ErrWrongState, Cancel reads the task and reports success if it
-// is cancelled: that attempt is what cancelled it.
+// Cancel cancels a task, as CancelTask does, without saying how.
+//
+// Deprecated: use CancelTask, which also says whether the task was
+// running (a request) or waiting (cancelled now).
 func (c *Client) Cancel(ctx context.Context, taskID string) error {
 	_, err := c.CancelTask(ctx, taskID) // cancel.go
 	return err
 }
 
-// GetTask reads a task. With allowStale, any node answers from its local
-// replica, which may lag the leader but works without one; otherwise the
-// read is linearizable.
+// ReadTask reads a task, linearizably: the answer reflects every write
+// acknowledged before the call. It needs a leader.
+func (c *Client) ReadTask(ctx context.Context, taskID string) (*docketv1.Task, error) {
+	return c.readTask(ctx, taskID, false)
+}
+
+// ReadTaskStale reads a task from any node's local replica, which may lag
+// the leader but answers without one: for dashboards and for looking
+// around while the cluster has no leader.
+func (c *Client) ReadTaskStale(ctx context.Context, taskID string) (*docketv1.Task, error) {
+	return c.readTask(ctx, taskID, true)
+}
+
+// GetTask reads a task: ReadTaskStale with allowStale, else ReadTask.
+//
+// Deprecated: use ReadTask or ReadTaskStale, which say which read they
+// are where they are called.
 func (c *Client) GetTask(ctx context.Context, taskID string, allowStale bool) (*docketv1.Task, error) {
+	return c.readTask(ctx, taskID, allowStale)
+}
+
+func (c *Client) readTask(ctx context.Context, taskID string, allowStale bool) (*docketv1.Task, error) {
 	o := opGetTask
 	if allowStale {
 		o = opGetStale

@@ -45,10 +45,28 @@ func (c *Client) ResumeQueue(ctx context.Context, queue, tenant string) (changed
 	return changed, err
 }
 
-// PurgeQueue deletes a queue's pending and delayed tasks, or with dead its
-// dead letters, and returns how many it deleted. Running and finished
-// tasks stay. Tasks enqueued while it runs may be deleted too.
+// PurgeQueued deletes a queue's pending and delayed tasks and returns how
+// many it deleted. Running, waiting, finished and dead tasks stay. Tasks
+// enqueued while it runs may be deleted too.
+func (c *Client) PurgeQueued(ctx context.Context, queue, tenant string) (uint64, error) {
+	return c.purge(ctx, queue, tenant, false)
+}
+
+// PurgeDead deletes a queue's dead letters and returns how many it
+// deleted.
+func (c *Client) PurgeDead(ctx context.Context, queue, tenant string) (uint64, error) {
+	return c.purge(ctx, queue, tenant, true)
+}
+
+// PurgeQueue is PurgeDead with dead, else PurgeQueued.
+//
+// Deprecated: use PurgeQueued or PurgeDead, which say what they delete
+// where they are called.
 func (c *Client) PurgeQueue(ctx context.Context, queue, tenant string, dead bool) (uint64, error) {
+	return c.purge(ctx, queue, tenant, dead)
+}
+
+func (c *Client) purge(ctx context.Context, queue, tenant string, dead bool) (uint64, error) {
 	req := &docketv1.PurgeQueueRequest{Queue: queue, Tenant: tenant, Dead: dead}
 	var purged uint64
 	_, err := c.invoke(ctx, opPurgeQueue, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {

@@ -97,7 +97,7 @@ func timeoutClient(t *testing.T, fc *fakeCluster, d time.Duration) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := NewWithOptions(ctx, fc.addrs(), WithLogger(testLogger()),
+	c, err := New(ctx, fc.addrs(), WithLogger(testLogger()),
 		WithRetryBackoff(time.Millisecond, 20*time.Millisecond), WithAttemptTimeout(d))
 	if err != nil {
 		t.Fatalf("new client: %v", err)

@@ -16,7 +16,7 @@ func Test_WithTLSRefusesUnreadableFiles(t *testing.T) {
 		"no CA":            WithTLS("", "", ""),
 		"cert without key": WithTLS(missing, missing, ""),
 	} {
-		if c, err := NewWithOptions(ctx, []string{"127.0.0.1:1"}, opt); err == nil {
+		if c, err := New(ctx, []string{"127.0.0.1:1"}, opt); err == nil {
 			_ = c.Close()
 			t.Errorf("%s: New succeeded", name)
 		}

@@ -191,6 +191,18 @@ func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
 	}, nil
 }
 
+// Work runs a Worker of cfg and h on c until ctx ends: NewWorker and
+// Run in one call, for a program that runs one worker (as
+// http.ListenAndServe is a Server and its ListenAndServe). It returns
+// NewWorker's error or Run's.
+func (c *Client) Work(ctx context.Context, cfg WorkerConfig, h Handler) error {
+	w, err := NewWorker(c, cfg, h)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
 // Config returns the configuration with its defaults filled in.
 func (w *Worker) Config() WorkerConfig { return w.cfg }
 

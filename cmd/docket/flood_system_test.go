@@ -139,7 +139,7 @@ func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 	waitFor(t, 20*time.Second, "a new client after the flood", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		nc, err := client.New(ctx, grpcAddr)
+		nc, err := client.New(ctx, []string{grpcAddr})
 		if err != nil {
 			return false
 		}

@@ -42,7 +42,7 @@ func Test_SystemConcurrencyLimitHolds(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, grpcs...)
+	c, err := client.New(ctx, grpcs)
 	if err != nil {
 		t.Fatal(err)
 	}
