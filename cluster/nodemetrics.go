@@ -74,7 +74,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 	c.stalls = d("pebble_write_stalls_total", "Times Pebble stalled writes since start.")
 	c.slowWrites = d("pebble_slow_writes_total", "Writes to a file Pebble reported slow since start.")
 	c.snapBytes = d("fsm_snapshot_bytes", "Size of the last snapshot this node persisted (Raft's, or a backup); its duration is docket_raft_snapshot_persist.")
-	c.serving = d("health_serving", "1 when the node can do its job (its health check says SERVING), 0 when a problem keeps it from it.")
+	c.serving = d("health_serving", "1 when the node can do its job (its health check says SERVING), 0 when a problem keeps it from it, it diverged, or it awaits a consistency check.")
 	for _, t := range []struct {
 		name, help string
 		get        func(*pb.QueueTotals) uint64
@@ -158,7 +158,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.bgErrors, float64(n.health.bgErrors.Load()))
 	counter(c.stalls, float64(n.health.stalls.Load()))
 	counter(c.slowWrites, float64(n.health.slowWrites.Load()))
-	gauge(c.serving, b2f(len(n.HealthProblems()) == 0))
+	gauge(c.serving, b2f(len(n.HealthProblems()) == 0 && n.CheckErr() == nil))
 	gauge(c.snapBytes, float64(n.fsm.SnapshotBytes()))
 	c.collectQueues(ch)
 }

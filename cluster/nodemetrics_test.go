@@ -192,6 +192,18 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		if got, ok := metricValue(t, reg, "docket_health_serving"); !ok || got != 1 {
 			t.Errorf("%s: health_serving %v (present %v)", n.ID(), got, ok)
 		}
+		// A diverged node is NOT_SERVING in its gRPC health, and the gauge
+		// says the same (it stayed 1 on a DIVERGED node).
+		n.check.mu.Lock()
+		state := n.check.state
+		n.check.state = checkDiverged
+		n.check.mu.Unlock()
+		if got, _ := metricValue(t, reg, "docket_health_serving"); got != 0 {
+			t.Errorf("%s: health_serving %v while diverged, want 0", n.ID(), got)
+		}
+		n.check.mu.Lock()
+		n.check.state = state
+		n.check.mu.Unlock()
 		// Leader-local: only the node that proposed saw the answers.
 		wantLocal := b2f(n == l)
 		if got, _ := metricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {
