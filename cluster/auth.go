@@ -44,85 +44,6 @@ const (
 	AllTenants = fsm.AllTenants
 )
 
-// methodRoles is the role table: the roles that allow each method. A
-// method missing from it is refused to every token (closed by default).
-// Cluster-wide methods (clusterWide) also need their role over every
-// tenant ("*"): an admin of one tenant may not move leadership.
-var methodRoles = map[string][]string{
-	pb.Queue_Enqueue_FullMethodName:     {RoleProducer},
-	pb.Queue_GetTask_FullMethodName:     {RoleProducer, RoleReader},
-	pb.Queue_WaitResult_FullMethodName:  {RoleProducer},
-	pb.Queue_Claim_FullMethodName:       {RoleWorker},
-	pb.Queue_ClaimBatch_FullMethodName:  {RoleWorker},
-	pb.Queue_Heartbeat_FullMethodName:   {RoleWorker},
-	pb.Queue_Submit_FullMethodName:      {RoleWorker},
-	pb.Queue_SubmitBatch_FullMethodName: {RoleWorker},
-	pb.Queue_Nack_FullMethodName:        {RoleWorker},
-	pb.Queue_Stats_FullMethodName:       {RoleReader, RoleAdmin},
-	pb.Queue_ListDead_FullMethodName:    {RoleAdmin},
-	pb.Queue_ListTasks_FullMethodName:   {RoleReader, RoleAdmin},
-	pb.Queue_RequeueDead_FullMethodName: {RoleAdmin},
-	pb.Queue_Cancel_FullMethodName:      {RoleAdmin},
-	// Queue control acts on a whole queue of one tenant, like the DLQ's
-	// verbs: admin over that tenant (doc.go says why not a new role).
-	pb.Queue_PauseQueue_FullMethodName:  {RoleAdmin},
-	pb.Queue_ResumeQueue_FullMethodName: {RoleAdmin},
-	pb.Queue_PurgeQueue_FullMethodName:  {RoleAdmin},
-	// A schedule enqueues tasks in its tenant's name, so whoever may
-	// enqueue there may schedule (cluster/doc.go); readers may look.
-	pb.Queue_PutSchedule_FullMethodName:    {RoleProducer, RoleAdmin},
-	pb.Queue_ListSchedules_FullMethodName:  {RoleProducer, RoleReader, RoleAdmin},
-	pb.Queue_RemoveSchedule_FullMethodName: {RoleProducer, RoleAdmin},
-
-	// Retries (feature level 12): a queue's policy and its reset are
-	// queue control (admin); snooze is the fence holder's (worker); a
-	// waiting task's priority or run-at is its producer's, or an admin's.
-	pb.Queue_SetQueueRetry_FullMethodName: {RoleAdmin},
-	pb.Queue_ResetQueue_FullMethodName:    {RoleAdmin},
-	pb.Queue_Snooze_FullMethodName:        {RoleWorker},
-	pb.Queue_UpdateTask_FullMethodName:    {RoleProducer, RoleAdmin},
-	// A child's worker reads its parents' results; whoever may read the
-	// task may read them too.
-	pb.Queue_ParentResults_FullMethodName: {RoleWorker, RoleProducer, RoleReader},
-	// Limits of a queue: admin over its tenant. A tenant's own limit
-	// (empty queue) bounds what the tenant may take from the cluster, so
-	// its own admin may not lift it: transport names no tenant for it,
-	// and admin over every tenant is needed.
-	pb.Queue_SetQueueLimits_FullMethodName: {RoleAdmin},
-
-	pb.Cluster_TransferLeadership_FullMethodName: {RoleAdmin},
-	pb.Cluster_AddServer_FullMethodName:          {RoleAdmin},
-	pb.Cluster_RemoveServer_FullMethodName:       {RoleAdmin},
-	pb.Cluster_Leave_FullMethodName:              {RoleAdmin},
-	pb.Cluster_CreateToken_FullMethodName:        {RoleAdmin},
-	pb.Cluster_ListTokens_FullMethodName:         {RoleAdmin},
-	pb.Cluster_RevokeToken_FullMethodName:        {RoleAdmin},
-	pb.Cluster_SnapshotSave_FullMethodName:       {RoleAdmin},
-	pb.Cluster_SnapshotRestore_FullMethodName:    {RoleAdmin},
-}
-
-var clusterWide = map[string]bool{
-	pb.Cluster_TransferLeadership_FullMethodName: true,
-	pb.Cluster_AddServer_FullMethodName:          true,
-	pb.Cluster_RemoveServer_FullMethodName:       true,
-	pb.Cluster_Leave_FullMethodName:              true,
-	pb.Cluster_CreateToken_FullMethodName:        true,
-	pb.Cluster_ListTokens_FullMethodName:         true,
-	pb.Cluster_RevokeToken_FullMethodName:        true,
-	pb.Cluster_SnapshotSave_FullMethodName:       true,
-	pb.Cluster_SnapshotRestore_FullMethodName:    true,
-	// RequeueDead by task id names no tenant; the FSM has none to check.
-}
-
-// OpenMethod reports whether a method needs no token even with auth on:
-// Cluster.Status, which every node calls on the others for discovery,
-// joins and consistency checks before any token exists, and which tells
-// only the cluster's shape (as Consul's /v1/status endpoints, which take
-// no ACL token). Health is not a Docket method and is always open.
-func OpenMethod(method string) bool {
-	return method == pb.Cluster_Status_FullMethodName
-}
-
 // Authenticate finds the token whose secret is secret in the local
 // replica and checks its expiry against this node's clock. The read is
 // local and may be stale: authentication must not cost a quorum round per
@@ -148,29 +69,6 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 		return nil, fmt.Errorf("%w: token expired", ErrUnauthenticated)
 	}
 	return tok, nil
-}
-
-// Authorize decides whether tok may call method for tenant: one of the
-// method's roles, over that tenant. tenant "" is a call that names no
-// tenant: a listing (Stats), answered only with the token's tenants
-// (GrantsTenant); any other call without a tenant (cluster-wide methods,
-// RequeueDead by id) needs its role over "*".
-func Authorize(tok *pb.Token, method, tenant string) error {
-	roles, ok := methodRoles[method]
-	if !ok || !slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(tok.GetRoles(), r) }) {
-		return fmt.Errorf("%w: %s needs one of the roles %v", ErrPermissionDenied, method, roles)
-	}
-	switch {
-	case clusterWide[method] || tenant == "" && method != pb.Queue_Stats_FullMethodName:
-		if !slices.Contains(tok.GetTenants(), AllTenants) {
-			return fmt.Errorf("%w: %s needs its role over every tenant (\"*\")", ErrPermissionDenied, method)
-		}
-	case tenant != "":
-		if !GrantsTenant(tok, tenant) {
-			return fmt.Errorf("%w: the token does not grant tenant %q", ErrPermissionDenied, tenant)
-		}
-	}
-	return nil
 }
 
 // GrantsTenant reports whether tok names tenant, or every tenant.

@@ -18,7 +18,7 @@ import (
 // but Cluster.Status carries "authorization: Bearer <secret>"; this file
 // finds the token (cluster.Service.Authenticate, the local replica),
 // names the tenants the request touches (filling an empty tenant with the
-// default one, so the FSM re-checks it), and asks cluster.Authorize for
+// default one, so the FSM re-checks it), and asks authorizeToken (roles.go) for
 // each. Health and reflection are not Docket methods and stay open.
 // cluster decides; this file only reads the request.
 
@@ -51,7 +51,7 @@ func bearer(ctx context.Context) string {
 // revoked or expired token. PermissionDenied: a valid token whose roles
 // or tenants do not cover the call.
 func (s *Server) authorize(ctx context.Context, method string, req any) (context.Context, error) {
-	if !s.cfg.Auth || !docketMethod(method) || cluster.OpenMethod(method) {
+	if !s.cfg.Auth || !docketMethod(method) || openMethod(method) {
 		return ctx, nil
 	}
 	tok, err := s.node.Authenticate(bearer(ctx))
@@ -70,7 +70,7 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 		tenants = []string{""}
 	}
 	for _, tn := range tenants {
-		if err := cluster.Authorize(tok, method, tn); err != nil {
+		if err := authorizeToken(tok, method, tn); err != nil {
 			return ctx, err
 		}
 	}
@@ -81,7 +81,7 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 // request that names a task or a queue, so that the FSM and the reads
 // compare it with the task's, and returns the tenants named. Stats keeps
 // an empty tenant: it lists, and the answer is filtered (filterStats).
-// RequeueDead by id names none: cluster.Authorize then needs "*".
+// RequeueDead by id names none: authorizeToken then needs "*".
 func requestTenants(req any) []string {
 	def := func(p *string) string {
 		if *p == "" {
@@ -194,7 +194,7 @@ func appendNew(list []string, s string) []string {
 
 // authStream is the stream half of the interceptor: the API has no
 // streaming Docket method today, so any that appears is held to its role
-// with no tenant (cluster.Authorize: closed unless listed).
+// with no tenant (authorizeToken: closed unless listed).
 func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.checkPeerCluster(ss.Context()); err != nil {
 		return toStatus(err)
