@@ -113,4 +113,3 @@ func authorizeToken(tok *pb.Token, method, tenant string) error {
 	}
 	return nil
 }
-

@@ -49,4 +49,3 @@ func Test_RoleTable(t *testing.T) {
 		t.Error("only Status is open")
 	}
 }
-
