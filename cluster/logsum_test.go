@@ -206,7 +206,7 @@ var stableKeys = []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"}
 // readStore opens path as a node does and reads it whole. Per entry and
 // per stable key it records either the value or that reading failed. A
 // panic or memory fault in BoltDB counts as a failure at open.
-func readStore(path string) (img storeImage, openErr error, readErrs int) {
+func readStore(path string) (img storeImage, readErrs int, openErr error) {
 	defer func() {
 		if r := recover(); r != nil {
 			openErr = fmt.Errorf("panic: %v", r)
@@ -215,18 +215,18 @@ func readStore(path string) (img storeImage, openErr error, readErrs int) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	s, err := openCheckedStore(path, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return img, err, 0
+		return img, 0, err
 	}
 	defer s.Close()
 	if err := s.verifyLog(0); err != nil {
-		return img, err, 0
+		return img, 0, err
 	}
 	img.logs, img.stable = map[uint64]raft.Log{}, map[string]string{}
 	if img.first, err = s.FirstIndex(); err != nil {
-		return img, err, 0
+		return img, 0, err
 	}
 	if img.last, err = s.LastIndex(); err != nil {
-		return img, err, 0
+		return img, 0, err
 	}
 	for i := img.first; i <= img.last && i < img.first+100000; i++ {
 		var l raft.Log
@@ -244,7 +244,7 @@ func readStore(path string) (img storeImage, openErr error, readErrs int) {
 		}
 		img.stable[k] = string(v)
 	}
-	return img, nil, readErrs
+	return img, readErrs, nil
 }
 
 func sameLog(a, b raft.Log) bool {
@@ -270,7 +270,7 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	truth, err, errs := readStore(copyTo(t, dir, "truth.db", pristine))
+	truth, errs, err := readStore(copyTo(t, dir, "truth.db", pristine))
 	if err != nil || errs != 0 {
 		t.Fatalf("pristine copy: %v, %d read errors", err, errs)
 	}
@@ -295,7 +295,7 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 		for j := 0; j < 8; j++ {
 			img[off+j] ^= byte(1 + rng.IntN(255))
 		}
-		got, openErr, readErrs := readStoreBounded(t, copyTo(t, dir, fmt.Sprintf("flip%d.db", k), img))
+		got, readErrs, openErr := readStoreBounded(t, copyTo(t, dir, fmt.Sprintf("flip%d.db", k), img))
 		switch {
 		case openErr != nil:
 			if os.Getenv("DOCKET_LOGSUM_DEBUG") != "" {
@@ -358,26 +358,26 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 // lands on one can make it allocate without bound (a CI run's test binary
 // grew to 24 GiB and was OOM-killed). Dying of that is a refusal at open,
 // loud, not silent damage; the parent compares what the child read.
-func readStoreBounded(t *testing.T, path string) (storeImage, error, int) {
+func readStoreBounded(t *testing.T, path string) (storeImage, int, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^Test_LogSumReadHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "DOCKET_LOGSUM_READ="+path)
 	out, err := cmd.Output()
 	if err != nil {
-		return storeImage{}, fmt.Errorf("reading %s died: %v", path, err), 0
+		return storeImage{}, 0, fmt.Errorf("reading %s died: %v", path, err)
 	}
 	var r readResult
 	if err := json.Unmarshal(lastLine(out), &r); err != nil {
 		t.Fatalf("helper output of %d bytes: %v", len(out), err)
 	}
 	if r.OpenErr != "" {
-		return storeImage{}, errors.New(r.OpenErr), 0
+		return storeImage{}, 0, errors.New(r.OpenErr)
 	}
 	img := storeImage{first: r.First, last: r.Last, logs: map[uint64]raft.Log{}, stable: r.Stable}
 	for _, l := range r.Logs {
 		img.logs[l.Index] = l
 	}
-	return img, nil, r.ReadErrs
+	return img, r.ReadErrs, nil
 }
 
 type readResult struct {
@@ -411,7 +411,7 @@ func Test_LogSumReadHelper(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &lim); err != nil {
 		t.Fatal(err)
 	}
-	img, openErr, readErrs := readStore(path)
+	img, readErrs, openErr := readStore(path)
 	r := readResult{First: img.first, Last: img.last, Stable: img.stable, ReadErrs: readErrs}
 	if openErr != nil {
 		r.OpenErr = openErr.Error()

@@ -158,7 +158,7 @@ func (f *idemFilter) committed(db storage.Reader) {
 		f.drop(fp)
 	}
 	f.added, f.removed = f.added[:0], f.removed[:0]
-	if f.slots != nil && len(f.slots) > idemMinSlots && f.used*idemShrinkDen < len(f.slots) {
+	if len(f.slots) > idemMinSlots && f.used*idemShrinkDen < len(f.slots) {
 		f.resize(f.used)
 	}
 	// Back on once the keys fit in half the largest table, so that a
