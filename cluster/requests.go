@@ -12,11 +12,10 @@ import (
 const MaxBatch = fsm.MaxBatch
 
 // Check validates cmd against the node's limits, with times judged by
-// the node's clock. The API layer calls it on the node that received the
-// request, so a bad value costs no hop and names its field, and again on
-// the leader for a request a follower forwarded: the forwarded mark is a
-// header any client can set until nodes prove who they are, and apply
-// does not check before proposing. The FSM judges every command again in
+// the node's clock. The API layer calls it once, on the node that received
+// the request, so a bad value costs no hop and names its field; a leader
+// checks a forwarded request again only when the sender did not prove it
+// is a node (transport's check). The FSM judges every command again in
 // apply, against the leader's stamped time: that check is the rule.
 func (s *Service) Check(cmd *pb.Command) error {
 	lim, now := s.r.Limits(), s.r.Now().UnixNano()

@@ -7,10 +7,13 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/certs"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -23,10 +26,28 @@ type queueService struct {
 	s *Server
 }
 
-// check validates cmd on this node: where the request arrived, and on the
-// leader again when a follower forwarded it (Node.Check says why).
-func (s *Server) check(_ context.Context, cmd *pb.Command) error {
+// check validates cmd on the node where the request arrived. A request
+// that a node of the cluster forwarded was checked there, so the leader
+// does not check it again: the follower proved what it is with its server
+// certificate (certs.IsPeer), and apply judges the command once more in
+// any case. Without that proof (plaintext, or a client that set the
+// forwarded header itself) the leader checks it as if it arrived there.
+func (s *Server) check(ctx context.Context, cmd *pb.Command) error {
+	if isForwarded(ctx) && fromPeer(ctx) {
+		return nil
+	}
 	return s.node.Check(cmd)
+}
+
+// fromPeer reports whether the call came over TLS from a node of the
+// cluster (certs.IsPeer).
+func fromPeer(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && certs.IsPeer(&info.State)
 }
 
 // propose runs cmd on this node, the leader, through the node's group

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -258,4 +259,24 @@ func (p peerCreds) ClientHandshake(ctx context.Context, authority string, conn n
 
 func (p peerCreds) Clone() credentials.TransportCredentials {
 	return peerCreds{r: p.r, TransportCredentials: p.TransportCredentials.Clone()}
+}
+
+// IsPeer reports whether a connection's client proved it is a node of the
+// cluster: its certificate chain was verified against the cluster CA (the
+// API server's ClientCAs) and its leaf is a server certificate for
+// ServerName, which only nodes hold. A worker's client certificate is not.
+func IsPeer(state *tls.ConnectionState) bool {
+	if state == nil {
+		return false
+	}
+	for _, chain := range state.VerifiedChains {
+		if len(chain) == 0 {
+			continue
+		}
+		leaf := chain[0]
+		if leaf.VerifyHostname(ServerName) == nil && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+			return true
+		}
+	}
+	return false
 }

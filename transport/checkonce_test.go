@@ -1,0 +1,125 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// countingNode counts the request checks a node runs.
+type countingNode struct {
+	*cluster.MemNode
+	checks atomic.Int64
+}
+
+func (c *countingNode) Check(cmd *pb.Command) error {
+	c.checks.Add(1)
+	return c.MemNode.Check(cmd)
+}
+
+// tlsFiles writes a certificate of the CA in dir.
+func tlsFiles(t *testing.T, dir, name string, server bool) certs.Files {
+	t.Helper()
+	c, k, err := tlsgen.Cert(tlsgen.CertOptions{Dir: dir, Name: name, Server: server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certs.Files{CA: filepath.Join(dir, tlsgen.CAFile), Cert: c, Key: k}
+}
+
+// serveTLS serves node over TLS with a server certificate of the CA in
+// dir, and returns its address.
+func serveTLS(t *testing.T, node *countingNode, dir, name, leaderAddr string) string {
+	t.Helper()
+	r, err := certs.Load(tlsFiles(t, dir, name, true), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if node.IsLeader() {
+		leaderAddr = addr
+	}
+	node.SetLeaderAddr(leaderAddr)
+	srv := NewServer(node, Config{TLS: r, ClientAuth: certs.VerifyIfGiven})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return addr
+}
+
+// A Claim sent to a follower is checked there, once, and the leader does
+// not check it again before it proposes: the follower forwarded it over
+// TLS with its server certificate. A client that sets the forwarded header
+// itself proves nothing, and the leader checks its request.
+func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := tlsgen.CA(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	leader := &countingNode{MemNode: newMemNode(t, true, cluster.ServiceConfig{})}
+	follower := &countingNode{MemNode: newMemNode(t, false, cluster.ServiceConfig{})}
+	leaderAddr := serveTLS(t, leader, dir, "n1", "")
+	followerAddr := serveTLS(t, follower, dir, "n2", leaderAddr)
+
+	worker := tlsFiles(t, dir, "worker", false)
+	pair, err := tls.LoadX509KeyPair(worker.Cert, worker.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certs.Load(worker, nil) // the worker's view of the CA
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(addr string) pb.QueueClient {
+		cfg := ca.PeerClientConfig()
+		cfg.Certificates = []tls.Certificate{pair}
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return pb.NewQueueClient(cc)
+	}
+	ctx := testCtx(t)
+	req := &pb.ClaimRequest{Queue: "q", WorkerId: "w"}
+	if _, err := dial(followerAddr).Claim(ctx, req); err != nil {
+		t.Fatalf("claim through the follower: %v", err)
+	}
+	if f, l := follower.checks.Load(), leader.checks.Load(); f != 1 || l != 0 {
+		t.Fatalf("checks: follower %d, leader %d; want 1 and 0", f, l)
+	}
+	// The worker claims to have been forwarded; the leader checks anyway.
+	fake := metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1")
+	if _, err := dial(leaderAddr).Claim(fake, req); err != nil {
+		t.Fatalf("claim on the leader: %v", err)
+	}
+	if l := leader.checks.Load(); l != 1 {
+		t.Fatalf("leader checks after a self-forwarded claim: %d, want 1", l)
+	}
+}
