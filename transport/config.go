@@ -143,6 +143,12 @@ const (
 // at the default 1 MiB limit one task is at most 3 MiB + 66 KiB.
 const MaxAnswerBytes = 49 << 20
 
+// MaxHeaderListBytes bounds a request's headers (HTTP/2's
+// SETTINGS_MAX_HEADER_LIST_SIZE, which also counts 32 bytes a header):
+// gRPC's own default is 16 MiB, so a single 8 MiB header and 20,000 small
+// ones were accepted.
+const MaxHeaderListBytes = 16 << 10
+
 // HTTP/2 flow-control windows of the server and of forwarding, per stream
 // and per connection. gRPC's default starts at 64 KiB and grows by BDP
 // estimation; fixed windows this size never stall a LAN connection that

@@ -72,6 +72,10 @@ func NewServer(node Node, cfg Config) *Server {
 		// answer that somehow passed the bound fail here, loudly, rather
 		// than at a client that cannot receive it.
 		grpc.MaxSendMsgSize(MaxAnswerBytes),
+		// Docket's own headers (a token, a leader hint, the forwarded mark
+		// and cluster id) fit in a few hundred bytes; a client sending
+		// megabytes of headers, or thousands of them, is refused.
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		// A Claim answer gRPC could not send releases its tasks.
 		grpc.StatsHandler(claimWatch{s}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
