@@ -45,11 +45,11 @@
 //   - The state of each member (alive, failed, left and since when) is
 //     kept here, not read from memberlist, which forgets dead nodes after
 //     GossipToTheDeadTime: the leader needs "failed since" to wait out its
-//     dead-server timeout. Forget drops a member the caller no longer needs.
+//     dead-server timeout. Forget drops a member the caller has done with.
 //   - A keyring can be rotated but not switched on or off at run time:
 //     memberlist fixes encryption at Create. Turning it on needs a restart
 //     of every node (a rolling restart with the key cannot talk to the old
 //     plain nodes, so it is a full restart).
-//   - The gossip listener is not bounded by connlimit yet (cluster/doc.go
-//     names the gap): memberlist owns its listener.
+//   - The gossip listener is not bounded by connlimit: memberlist owns its
+//     TCP listener and UDP socket (cluster/DESIGN.md names the gap).
 package gossip
