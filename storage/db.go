@@ -63,6 +63,9 @@ const (
 // tuning. Pebble's fatal errors panic with a *FatalError (pebbleLogger).
 func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	o = o.withDefaults()
+	if err := checkDamage(o.FS, path); err != nil {
+		return nil, err
+	}
 	memBytes := uint64(memTableBytes)
 	if o.MemTableBytes > 0 {
 		memBytes = uint64(o.MemTableBytes)
@@ -72,7 +75,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	po := &pebble.Options{
 		FS:                 o.FS,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{o.Logger},
+		Logger:             pebbleLogger{log: o.Logger, fs: o.FS, dir: path},
 		Cache:              cache,
 		MemTableSize:       memBytes,
 		MaxOpenFiles:       o.MaxOpenFiles,
@@ -97,8 +100,14 @@ type FatalError struct{ Msg string }
 
 func (e *FatalError) Error() string { return "pebble fatal: " + e.Msg }
 
-// pebbleLogger sends Pebble's printf-style messages to slog.
-type pebbleLogger struct{ log *slog.Logger }
+// pebbleLogger sends Pebble's printf-style messages to slog. dir is the
+// keyspace it logs for: a fatal report of on-disk damage leaves a marker
+// there (damage.go).
+type pebbleLogger struct {
+	log *slog.Logger
+	fs  vfs.FS
+	dir string
+}
 
 func (l pebbleLogger) Infof(format string, args ...interface{}) {
 	l.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
@@ -113,6 +122,9 @@ func (l pebbleLogger) Errorf(format string, args ...interface{}) {
 func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
 	l.log.Error(msg, "source", "pebble", "fatal", true)
+	if isDamage(msg) {
+		l.markDamaged(msg)
+	}
 	panic(&FatalError{Msg: msg})
 }
 

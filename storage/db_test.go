@@ -17,7 +17,7 @@ import (
 // (and a test can see it at all).
 func Test_PebbleFatalPanics(t *testing.T) {
 	var logged bytes.Buffer
-	l := pebbleLogger{slog.New(slog.NewTextHandler(&logged, nil))}
+	l := pebbleLogger{log: slog.New(slog.NewTextHandler(&logged, nil)), fs: vfs.NewMem(), dir: "db"}
 	defer func() {
 		fe, ok := recover().(*FatalError)
 		if !ok {
