@@ -109,6 +109,14 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
+	addrs := splitList(v.c.addr)
+	// A CA that cannot be read is client.WithTLS's to report.
+	if cfg := probeTLS(v.c.tls); cfg != nil || v.c.tls.ca == "" {
+		if err := probe(ctx, addrs, cfg, v.c.tls); err != nil {
+			cancel()
+			return nil, nil, nil, err
+		}
+	}
 	opts := v.c.tls.options()
 	if tok := v.c.token; tok != "" || os.Getenv(envToken) != "" {
 		if tok == "" {
@@ -120,7 +128,7 @@ func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, co
 		// Only when asked: with auth off, a tenant on a task id is checked.
 		opts = append(opts, client.WithRequestTenant(v.c.tenant))
 	}
-	c, err := client.NewWithOptions(ctx, splitList(v.c.addr), opts...)
+	c, err := client.NewWithOptions(ctx, addrs, opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
