@@ -115,4 +115,3 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
 	}
 }
-
