@@ -107,7 +107,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, o := agentFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, o.logLevel, o.logFormat)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/status"
 
@@ -58,11 +59,11 @@ func exitCode(err error) int {
 	var f *failure
 	var ce *connErr
 	switch {
-	case err == nil:
-		return exitOK
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK // help asked for is no error
 	case errors.As(err, &f):
 		return f.code
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp), isUTF8Error(err):
+	case errors.Is(err, errUsage), isUTF8Error(err):
 		return exitUsage
 	case errors.As(err, &ce), errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
 		return exitConnect
@@ -120,4 +121,41 @@ func serverMessage(err error) string {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return msg
+}
+
+// checkText refuses a text argument that is not UTF-8 before it is sent:
+// gRPC would refuse to marshal it, and call that Internal.
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return &failure{code: exitUsage, err: client.ErrInvalidArgument,
+			msg: fmt.Sprintf("invalid argument: the %s %q is not valid UTF-8", what, s)}
+	}
+	return nil
+}
+
+// checkPayload refuses a payload above limit before it is sent, naming
+// the payload rule rather than gRPC's message limit, which a large
+// payload hits first. read says the payload came from stdin, where only
+// limit+1 bytes were read.
+func checkPayload(n, limit int, read bool) error {
+	if n <= limit {
+		return nil
+	}
+	size := fmt.Sprintf("%d bytes", n)
+	if read {
+		size = fmt.Sprintf("more than %d bytes", limit)
+	}
+	return &failure{code: exitFailed, err: client.ErrTooLarge, msg: fmt.Sprintf(
+		"too large: the payload is %s; a task's payload may be at most %d bytes (1 MiB unless the cluster runs "+
+			"with a larger --max-payload; then pass the same --max-payload here)", size, limit)}
+}
+
+// parseFlags is fs.Parse with its errors marked as usage errors (exit 2);
+// -h stays flag.ErrHelp (exit 0).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
 }

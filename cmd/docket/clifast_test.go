@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,17 +23,7 @@ const failFastWithin = time.Second
 // second, far inside --timeout 10s, with exit code 4 and a sentence that
 // names the fix.
 func Test_CLIFailsFastAndClearly(t *testing.T) {
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return addr
-	}()
+	closed := closedAddr(t)
 	pki := newPKIDir(t)
 	tlsNodes, _ := startSecureCluster(t, 1, pki, certs.VerifyIfGiven)
 	mpki := newPKIDir(t) // its own: node ids name the certificate files

@@ -26,7 +26,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
 	logStore := fs.String("log-store", cluster.LogStoreBolt, "the nodes' Raft log store: bolt or wal (a kept --data-dir keeps the store it was created with)")
 	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *nodes < 1 || *nodes > 9 {

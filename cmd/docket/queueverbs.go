@@ -129,7 +129,14 @@ func (v *verb) wait(ctx context.Context, args []string) error {
 	defer done()
 	t, err := c.WaitResult(ctx, pos[0])
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			// The deadline cut the long poll: gRPC's words for it are a
+			// stream reset, which says nothing to a person.
+			return &failure{code: exitTimeout, err: ctx.Err(), msg: fmt.Sprintf(
+				"task %s did not finish within --timeout %v (docket task %s shows where it is; a longer --timeout waits longer)",
+				pos[0], v.c.timeout, pos[0])}
+		}
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { printTask(w, t) }, t)
 }

@@ -63,7 +63,11 @@ func (v *verb) queueRetries(ctx context.Context, pos []string, rf retryFlagSet) 
 	default:
 		p := &pb.RetryPolicy{BaseNs: int64(*base), CapNs: int64(*maxDelay), Multiplier: uint32(*mult), JitterPercent: uint32(*jitter)}
 		changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant, HasRetry: true, Retry: p})
-		said = fmt.Sprintf("retries after %v, x%d, capped at %v, jitter %d%%", *base, *mult, *maxDelay, *jitter)
+		capText := "no cap"
+		if *maxDelay > 0 {
+			capText = fmt.Sprintf("capped at %v", *maxDelay)
+		}
+		said = fmt.Sprintf("retries after %v, x%d, %s, jitter %d%%", *base, *mult, capText, *jitter)
 		if *base == 0 {
 			said = "retries at once (no policy)"
 		}
@@ -98,7 +102,7 @@ func (v *verb) snooze(ctx context.Context, args []string) error {
 	defer done()
 	state, err := c.Snooze(ctx, pos[0], fence, *delay)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
 		&pb.SnoozeResponse{State: state})
@@ -147,7 +151,7 @@ func (v *verb) taskUpdate(ctx context.Context, id string, uf updateFlagSet) erro
 	defer done()
 	state, err := c.UpdateTask(ctx, id, u)
 	if err != nil {
-		return err
+		return noTask(err, id)
 	}
 	return v.print(func(w io.Writer) {
 		fmt.Fprintf(w, "%s %s\n", id, strings.TrimPrefix(state.String(), "TASK_STATE_"))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dockethq/docket/client"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -79,13 +80,16 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return v.print(func(w io.Writer) {
-			if removed {
-				fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1])
-			} else {
-				fmt.Fprintf(w, "no schedule %s/%s\n", v.c.tenant, pos[1])
+		if !removed {
+			if v.c.json {
+				if err := v.print(nil, &pb.RemoveScheduleResponse{}); err != nil {
+					return err
+				}
 			}
-		}, &pb.RemoveScheduleResponse{Removed: removed})
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("no schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1]) },
+			&pb.RemoveScheduleResponse{Removed: removed})
 	}
 	all, err := c.ListSchedules(ctx, v.c.tenant)
 	if err != nil {

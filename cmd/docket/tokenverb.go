@@ -49,7 +49,7 @@ func (v *verb) token(ctx context.Context, args []string) error {
 		}, resp)
 	case "revoke":
 		if err := c.RevokeToken(ctx, pos[0]); err != nil {
-			return err
+			return notFound(err, "token with accessor", pos[0], "docket token list shows the accessors")
 		}
 		return v.print(func(w io.Writer) { fmt.Fprintf(w, "revoked %s\n", pos[0]) }, &pb.RevokeTokenResponse{})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -91,7 +93,7 @@ func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.
 func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, error) {
 	var pos []string
 	for {
-		if err := v.fs.Parse(args); err != nil {
+		if err := parseFlags(v.fs, args); err != nil {
 			return nil, err
 		}
 		args = v.fs.Args()
@@ -166,15 +168,23 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	setTimeout := timeoutFlags(v.fs) // cancelverbs.go
 	after := v.fs.String("after", "", "wait until these tasks (ID[,ID]) completed")
 	onFail := v.fs.String("on-parent-failure", "cancel", "when a parent fails, is dead or cancelled: cancel this task, or run it anyway")
+	maxPayload := v.fs.Int("max-payload", fsm.DefaultMaxPayload, "refuse a payload above this many bytes before sending it: the cluster's --max-payload (default 1 MiB)")
 	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
 	if err != nil {
 		return err
 	}
+	if err := checkText("queue name", pos[0]); err != nil {
+		return err
+	}
 	payload := []byte(pos[1])
 	if pos[1] == "-" {
-		if payload, err = io.ReadAll(os.Stdin); err != nil {
+		// One byte past the limit is enough to refuse.
+		if payload, err = io.ReadAll(io.LimitReader(os.Stdin, int64(*maxPayload)+1)); err != nil {
 			return fmt.Errorf("read payload: %w", err)
 		}
+	}
+	if err := checkPayload(len(payload), *maxPayload, pos[1] == "-"); err != nil {
+		return err
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {
@@ -271,14 +281,17 @@ func (v *verb) submit(ctx context.Context, args []string) error {
 	defer done()
 	already, err := c.Submit(ctx, req)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) {
-		if already {
+		switch {
+		case already:
 			fmt.Fprintln(w, "already submitted")
-			return
+		case *failed:
+			fmt.Fprintln(w, "submitted as failed")
+		default:
+			fmt.Fprintln(w, "submitted")
 		}
-		fmt.Fprintln(w, "submitted")
 	}, &pb.SubmitResponse{AlreadyDone: already})
 }
 
@@ -304,7 +317,7 @@ func (v *verb) nack(ctx context.Context, args []string) error {
 	}
 	state, err := c.Nack(ctx, req)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
 		&pb.NackResponse{State: state})
@@ -330,7 +343,7 @@ func (v *verb) task(ctx context.Context, args []string) error {
 	defer done()
 	t, err := c.GetTask(ctx, pos[0], *stale)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { printTask(w, t) }, t)
 }
@@ -489,6 +502,12 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *id != "" && len(items) == 1 {
+		// One task asked for: its item's code is the answer.
+		if err := client.ItemError(items[0]); err != nil {
+			return noTask(err, *id)
+		}
+	}
 	return v.print(func(w io.Writer) {
 		for _, it := range items {
 			fmt.Fprintf(w, "%s %s\n", it.GetTaskId(), strings.TrimPrefix(it.GetCode().String(), "CODE_"))
@@ -520,6 +539,15 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 		return v.print(func(w io.Writer) { fmt.Fprintf(w, "%s left the cluster and stops\n", addr) }, &pb.LeaveResponse{})
 	}
 	if sub == "remove" {
+		// RemoveServer of an id outside the configuration changes nothing
+		// and answers OK: say so rather than "removed".
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(st.GetServers(), func(s *pb.Server) bool { return s.GetId() == pos[0] }) {
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("no server %s in the cluster's configuration (docket cluster status lists them)", pos[0]), err: client.ErrNotFound}
+		}
 		if err := c.RemoveServer(ctx, pos[0]); err != nil {
 			return err
 		}
