@@ -37,13 +37,13 @@ type failure struct {
 func (f *failure) Error() string { return f.msg }
 func (f *failure) Unwrap() error { return f.err }
 
-// notFound turns the client's ErrNotFound into "no WHAT NAME", which says
+// notFound turns the client's ErrNotFound into "not found: WHAT NAME", which says
 // which argument was wrong; other errors pass through.
 func notFound(err error, what, name, hint string) error {
 	if !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
-	msg := fmt.Sprintf("no %s %s", what, name)
+	msg := fmt.Sprintf("not found: %s %s", what, name)
 	if hint != "" {
 		msg += " (" + hint + ")"
 	}

@@ -86,7 +86,7 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 					return err
 				}
 			}
-			return &failure{code: exitNotFound, msg: fmt.Sprintf("no schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
 		}
 		return v.print(func(w io.Writer) { fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1]) },
 			&pb.RemoveScheduleResponse{Removed: removed})

@@ -64,8 +64,12 @@ func Test_CLISchedule(t *testing.T) {
 	if s := docket(t, addrs, "schedule", "remove", "tick"); strings.TrimSpace(s) != "schedule default/tick removed" {
 		t.Fatalf("remove printed %q", s)
 	}
-	if s := docket(t, addrs, "schedule", "remove", "tick", "--json"); strings.TrimSpace(s) != "{}" {
-		t.Fatalf("second remove printed %q", s)
+	// A second remove finds nothing: exit code 3, and --json still
+	// prints the answer.
+	var out2 bytes.Buffer
+	err2 := run(testCtx(t), []string{"schedule", "remove", "tick", "--json", "--addr", addrs}, &out2, &bytes.Buffer{})
+	if exitCode(err2) != exitNotFound || strings.TrimSpace(out2.String()) != "{}" {
+		t.Fatalf("second remove: exit %d (%v), printed %q", exitCode(err2), err2, out2.String())
 	}
 	// A bad spec is refused before it reaches the log, naming the field.
 	var o, e bytes.Buffer

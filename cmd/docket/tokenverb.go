@@ -15,8 +15,11 @@ import (
 // revoke deletes by accessor. Each needs an admin token over "*".
 func (v *verb) token(ctx context.Context, args []string) error {
 	name := v.fs.String("name", "", "token name, for people")
-	roles := v.fs.String("roles", "", "comma-separated roles: producer, worker, reader, admin")
-	tenants := v.fs.String("tenants", "", "comma-separated tenants the roles cover (* for every tenant)")
+	roles := v.fs.String("roles", "", "create: comma-separated roles the token grants: producer (enqueue, wait, task, task update, schedules), "+
+		"worker (claim, heartbeat, submit, nack, snooze), reader (stats, task, tasks, schedule list), admin (stats, tasks, "+
+		"dead letters, cancel, queue control, tokens, cluster); give several for their union, e.g. producer,reader")
+	tenants := v.fs.String("tenants", "", "create: comma-separated tenants the roles hold over, e.g. acme,globex; '*' for every tenant "+
+		"(an admin over '*' may manage tokens and the cluster). A call for a tenant not listed answers PermissionDenied, and another tenant's task answers NotFound")
 	ttl := v.fs.Duration("ttl", 0, "the token expires after this long (0: never)")
 	const what = "create --roles R --tenants T [--name N] [--ttl D] | token list | token revoke ACCESSOR"
 	pos, err := v.parse(args, 1, 2, what)

@@ -82,6 +82,7 @@ func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	v := &verb{fs: fs, c: commonFlags(fs), out: stdout}
+	setUsage(fs, name, stderr) // verbhelp.go
 	if fn, ok := verbs[name]; ok {
 		return fn(v, ctx, args)
 	}
@@ -546,7 +547,7 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 			return err
 		}
 		if !slices.ContainsFunc(st.GetServers(), func(s *pb.Server) bool { return s.GetId() == pos[0] }) {
-			return &failure{code: exitNotFound, msg: fmt.Sprintf("no server %s in the cluster's configuration (docket cluster status lists them)", pos[0]), err: client.ErrNotFound}
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: server %s is not in the cluster's configuration (docket cluster status lists them)", pos[0]), err: client.ErrNotFound}
 		}
 		if err := c.RemoveServer(ctx, pos[0]); err != nil {
 			return err
