@@ -176,7 +176,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	if out, err := sourced(t, dir, "enqueue", "jobs", "hello"); err != nil || !strings.Contains(out, "PENDING") {
 		t.Fatalf("enqueue with the env file: %v\n%s", err, out)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("stats with the env file: %v\n%s", err, out)
 	}
 
@@ -190,7 +190,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	if out, err := sourced(t, dir, "enqueue", "jobs", "again"); err != nil {
 		t.Fatalf("enqueue after a restart: %v\n%s", err, out)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+2\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+2\s`).MatchString(out) {
 		t.Fatalf("stats after a restart: %v\n%s", err, out)
 	}
 }
@@ -227,7 +227,7 @@ func Test_DevInsecureIsPlain(t *testing.T) {
 	if err != nil || strings.Contains(string(env), "export DOCKET_TOKEN") || !strings.Contains(string(env), "unset DOCKET_TLS_CA") {
 		t.Fatalf("env file: %v\n%s", err, env)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("stats with the env file: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tls")); !errors.Is(err, os.ErrNotExist) {

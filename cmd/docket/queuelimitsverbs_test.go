@@ -49,7 +49,7 @@ func Test_CLIQueueLimits(t *testing.T) {
 		t.Fatalf("queues printed %q", out)
 	}
 	// Tokens refill as the cluster's time goes on: 3 of 5 left, and more.
-	if s := docket(t, addrs, "stats", "jobs"); !regexp.MustCompile(`\(running 2/2, rate 0.5/s tokens 3(\.\d+)?/5\)`).MatchString(s) {
+	if s := docket(t, addrs, "stats", "jobs"); !regexp.MustCompile(` running 2/2, rate 0.5/s tokens 3(\.\d+)?/5\n`).MatchString(s) {
 		t.Fatalf("stats printed %q", s)
 	}
 	var st struct {

@@ -184,9 +184,15 @@ func (v *verb) tasks(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
+		// A running task's time that matters is its lease's end.
+		when, at := "VISIBLE AT", (*pb.Task).GetVisibleAt
+		if pb.TaskState(st) == pb.TaskState_TASK_STATE_RUNNING {
+			when, at = "LEASE UNTIL", (*pb.Task).GetLeaseUntil
+		}
+		fmt.Fprintf(w, "%-20s %4s %8s %-20s %s\n", "ID", "PRIO", "FAILED", when, "PAYLOAD")
 		for _, t := range res.GetTasks() {
-			fmt.Fprintf(w, "%s prio=%d attempts=%d/%d visible_at=%s\n", t.GetId(), t.GetPriority(), t.GetAttempts(),
-				t.GetMaxAttempts(), time.Unix(0, t.GetVisibleAt()).UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "%-20s %4d %8s %-20s %s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+				slotText(at(t)), cell(string(t.GetPayload()), payloadWidth))
 		}
 		if res.GetNextCursor() != "" {
 			fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())

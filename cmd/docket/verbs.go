@@ -350,9 +350,24 @@ func (v *verb) task(ctx context.Context, args []string) error {
 }
 
 func printTask(w io.Writer, t *pb.Task) {
-	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\nattempts:  %d of %d\nfence:     %d\npayload:   %q\n",
-		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
-		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
+	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\n",
+		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"), t.GetPriority())
+	running := t.GetState() == pb.TaskState_TASK_STATE_RUNNING
+	// attempts counts claims that ended without a submit: while one runs,
+	// the running one is attempt attempts+1.
+	if running {
+		fmt.Fprintf(w, "attempt:   %d of %d, running\n", t.GetAttempts()+1, t.GetMaxAttempts())
+	} else {
+		fmt.Fprintf(w, "attempts:  %d failed of %d allowed\n", t.GetAttempts(), t.GetMaxAttempts())
+	}
+	switch {
+	case t.GetFence() != 0:
+		fmt.Fprintf(w, "fence:     %d\n", t.GetFence())
+	case running:
+		// The API shows a running claim's fence only to its worker.
+		fmt.Fprintf(w, "fence:     (shown only to the worker holding the claim)\n")
+	}
+	fmt.Fprintf(w, "payload:   %q\n", t.GetPayload())
 	printSchedule(w, t)
 	printDeps(w, t)
 	if len(t.GetProgress()) > 0 {
@@ -428,20 +443,23 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %-10s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED",
+			"WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST", "LIMITS")
 		for _, s := range stats {
 			oldest := "-"
 			if s.GetOldestPendingAt() > 0 {
-				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Millisecond).String()
+				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Second).String()
 			}
+			state := "active"
 			if s.GetPaused() {
-				oldest += " (paused)"
+				state = "paused"
 			}
-			if l := limitsText(s); l != "" {
-				oldest += " (" + l + ")"
+			limits := limitsText(s)
+			if limits == "" {
+				limits = "-"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
-				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %-10s %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest, limits)
 		}
 	}, &pb.StatsResponse{Queues: stats})
 }
@@ -483,12 +501,10 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 			return err
 		}
 		return v.print(func(w io.Writer) {
+			fmt.Fprintf(w, "%-20s %-16s %8s %-32s %s\n", "ID", "QUEUE", "ATTEMPTS", "ERROR", "PAYLOAD")
 			for _, t := range res.GetTasks() {
-				if queue == "" {
-					fmt.Fprintf(w, "%s queue=%s attempts=%d error=%q\n", t.GetId(), t.GetQueue(), t.GetAttempts(), t.GetLastError())
-					continue
-				}
-				fmt.Fprintf(w, "%s attempts=%d error=%q\n", t.GetId(), t.GetAttempts(), t.GetLastError())
+				fmt.Fprintf(w, "%-20s %-16s %8s %-32s %s\n", t.GetId(), t.GetQueue(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+					cell(t.GetLastError(), 32), cell(string(t.GetPayload()), payloadWidth))
 			}
 			if res.GetNextCursor() != "" {
 				fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())
