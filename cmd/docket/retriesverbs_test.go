@@ -77,7 +77,7 @@ func Test_CLIRetries(t *testing.T) {
 	if s := docket(t, addrs, "nack", id, fence); strings.TrimSpace(s) != "DELAYED" {
 		t.Fatalf("nack under a 1h backoff printed %q, want DELAYED", s)
 	}
-	if s := docket(t, addrs, "tasks", "jobs", "--state", "delayed"); !regexp.MustCompile(`^ID +PRIO +FAILED +VISIBLE AT +PAYLOAD\n`+id+` +0 +1/5 +\S+ +a\n`).MatchString(s) {
+	if s := docket(t, addrs, "tasks", "jobs", "--state", "delayed"); !regexp.MustCompile(`^ID +PRIO +FAILED +VISIBLE AT +PAYLOAD\n` + id + ` +0 +1/5 +\S+ +a\n`).MatchString(s) {
 		t.Fatalf("tasks --state delayed printed %q", s)
 	}
 	if s := docket(t, addrs, "task", "update", id, "--priority", "7", "--in", "0s"); strings.TrimSpace(s) != id+" PENDING" {
