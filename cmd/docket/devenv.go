@@ -27,6 +27,22 @@ func devEnv(c *localcluster.Cluster) [][2]string {
 	if c.Token != "" {
 		env = append(env, [2]string{envToken, c.Token})
 	}
+	// Not read by the verbs: for a user's scripts and scrape configs.
+	var metrics, dashboards []string
+	for _, n := range c.Nodes {
+		if n.Metrics != "" {
+			metrics = append(metrics, n.Metrics)
+		}
+		if n.HTTP != "" {
+			dashboards = append(dashboards, n.HTTP)
+		}
+	}
+	if len(metrics) > 0 {
+		env = append(env, [2]string{"DOCKET_METRICS", strings.Join(metrics, ",")})
+	}
+	if len(dashboards) > 0 {
+		env = append(env, [2]string{"DOCKET_DASHBOARD", strings.Join(dashboards, ",")})
+	}
 	return env
 }
 
