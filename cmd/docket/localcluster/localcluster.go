@@ -69,10 +69,10 @@ type Node struct {
 	// and Auth, as the agent's debug server is.
 	Metrics string
 	DataDir string
-	Args   []string // the agent's arguments, to restart it by hand
-	exe    string
-	cmd    *exec.Cmd
-	exited chan error // nil while not running
+	Args    []string // the agent's arguments, to restart it by hand
+	exe     string
+	cmd     *exec.Cmd
+	exited  chan error // nil while not running
 }
 
 // Cluster is a running local cluster.
