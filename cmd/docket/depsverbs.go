@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"container/heap"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
