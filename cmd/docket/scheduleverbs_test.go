@@ -48,7 +48,7 @@ func Test_CLISchedule(t *testing.T) {
 		t.Fatalf("task printed %q", s)
 	}
 	out = docket(t, addrs, "schedule", "list")
-	if !regexp.MustCompile(`(?m)^nightly\s+reports\s+30 2 \* \* \*\s+Europe/Berlin\s+skip\s+0\s+-$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^nightly\s+reports\s+30 2 \* \* \*\s+Europe/Berlin\s+skip\s+0\s+-\s+\d{4}-\d\d-\d\dT0[01]:30:00Z \(in \S+\)$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^tick\s+ticks\s+@every 1s\s+UTC\s+catchup:3\s+[1-9]\d*\s+\d{4}-`).MatchString(out) {
 		t.Fatalf("list printed %q", out)
 	}
