@@ -103,14 +103,18 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 		all = mine
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "LIMITS")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "LIMITS")
 		for _, s := range all {
 			state := "active"
 			if s.GetPaused() {
 				state = "paused"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limitsText(s))
+			limits := limitsText(s)
+			if limits == "" {
+				limits = "-"
+			}
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limits)
 		}
 	}, &pb.StatsResponse{Queues: all})
 }

@@ -61,12 +61,13 @@ func (v *verb) token(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", "ACCESSOR", "NAME", "ROLES", "TENANTS", "EXPIRES")
 		for _, t := range toks {
 			exp := "never"
 			if t.GetExpiresAt() != 0 {
 				exp = time.Unix(0, t.GetExpiresAt()).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%s  %-12s roles=%s tenants=%s expires=%s\n", t.GetAccessor(), t.GetName(),
+			fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", t.GetAccessor(), cell(t.GetName(), 16),
 				strings.Join(t.GetRoles(), ","), strings.Join(t.GetTenants(), ","), exp)
 		}
 	}, &pb.ListTokensResponse{Tokens: toks})

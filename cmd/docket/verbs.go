@@ -357,8 +357,10 @@ func printTask(w io.Writer, t *pb.Task) {
 	// the running one is attempt attempts+1.
 	if running {
 		fmt.Fprintf(w, "attempt:   %d of %d, running\n", t.GetAttempts()+1, t.GetMaxAttempts())
+	} else if t.GetClaims() == 0 {
+		fmt.Fprintf(w, "attempts:  none yet, %d allowed\n", t.GetMaxAttempts())
 	} else {
-		fmt.Fprintf(w, "attempts:  %d failed of %d allowed\n", t.GetAttempts(), t.GetMaxAttempts())
+		fmt.Fprintf(w, "attempts:  %d claimed, %d failed, %d allowed\n", t.GetClaims(), t.GetAttempts(), t.GetMaxAttempts())
 	}
 	switch {
 	case t.GetFence() != 0:
