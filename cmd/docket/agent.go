@@ -107,7 +107,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, o := agentFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, o.logLevel, o.logFormat)
@@ -127,6 +127,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.GossipKeys, err = gossipKeys(o.gossipKeyFile); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	warnKeyFileMode(log, o.gossipKeyFile)
 	o.api.Logger = log
 	plan, err := planFDs(o.fdReserve, o.raftMaxConns, o.maxConns)
 	if err != nil {
@@ -203,6 +204,11 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	log.Info("serving", "id", cfg.ID, "grpc", cfg.GRPCAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
+	if err := writePIDFile(cfg.DataDir); err != nil {
+		log.Warn("no pid file; docket dev cannot see this node's pid", "err", err)
+	} else {
+		defer removePIDFile(cfg.DataDir, log)
+	}
 
 	if gossipKeyFile != "" {
 		defer watchGossipKeys(ctx, node, gossipKeyFile, log)()

@@ -25,7 +25,7 @@ func (v *verb) cancel(ctx context.Context, args []string) error {
 	defer done()
 	res, err := c.CancelTask(ctx, pos[0])
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) {
 		if res.Requested {

@@ -37,7 +37,7 @@ func Test_CLITour(t *testing.T) {
 		t.Fatalf("enqueue printed %q", first)
 	}
 	docket(t, addrs, "enqueue", "jobs", "urgent", "--priority", "9")
-	if s := docket(t, addrs, "stats"); !regexp.MustCompile(`jobs\s+default\s+2\s`).MatchString(s) {
+	if s := docket(t, addrs, "stats"); !regexp.MustCompile(`jobs\s+default\s+active\s+2\s`).MatchString(s) {
 		t.Fatalf("stats printed %q", s)
 	}
 	claim := docket(t, addrs, "claim", "jobs")
@@ -69,7 +69,7 @@ func Test_CLITour(t *testing.T) {
 	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
 		t.Fatalf("stats --json printed %q", s)
 	}
-	if s := docket(t, addrs, "dlq", "list", "jobs"); s != "" {
+	if s := docket(t, addrs, "dlq", "list", "jobs"); strings.Count(s, "\n") != 1 || !strings.HasPrefix(s, "ID ") {
 		t.Fatalf("dlq list printed %q for an empty dead-letter queue", s)
 	}
 	// The repair procedure's first steps (README, "Corruption"): stop the

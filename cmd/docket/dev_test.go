@@ -32,7 +32,7 @@ type devRun struct {
 }
 
 // freeBase finds a base port whose gRPC (base+1..n), Raft
-// (base+101..100+n) and dashboard (base+301..300+n) ports are free now on
+// (base+101..100+n), metrics (base+201..200+n) and dashboard (base+301..300+n) ports are free now on
 // 127.0.0.1.
 func freeBase(t *testing.T, n int) int {
 	t.Helper()
@@ -40,7 +40,7 @@ func freeBase(t *testing.T, n int) int {
 		base := 20000 + (os.Getpid()*7+try*311)%20000
 		ok := true
 		for i := 1; i <= n && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 300 + i} {
+			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 300 + i} {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
@@ -164,6 +164,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 
 	ca := filepath.Join(dir, "tls", "docket-ca.pem")
 	checkDevDashboard(t, dev, base, ca, tok)
+	checkDevMetrics(t, dev, dir, ca, tok)
 	anon, err := client.NewWithOptions(ctx, addrs, client.WithTLS(ca, "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	if out, err := sourced(t, dir, "enqueue", "jobs", "hello"); err != nil || !strings.Contains(out, "PENDING") {
 		t.Fatalf("enqueue with the env file: %v\n%s", err, out)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("stats with the env file: %v\n%s", err, out)
 	}
 
@@ -190,7 +191,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	if out, err := sourced(t, dir, "enqueue", "jobs", "again"); err != nil {
 		t.Fatalf("enqueue after a restart: %v\n%s", err, out)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+2\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+2\s`).MatchString(out) {
 		t.Fatalf("stats after a restart: %v\n%s", err, out)
 	}
 }
@@ -213,6 +214,7 @@ func Test_DevInsecureIsPlain(t *testing.T) {
 	if !dev.out.has("INSECURE") {
 		t.Fatalf("no warning:\n%s", dev.out.String())
 	}
+	checkDevMetrics(t, dev, dir, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := client.NewWithOptions(ctx, []string{fmt.Sprintf("127.0.0.1:%d", base+1)})
@@ -227,7 +229,7 @@ func Test_DevInsecureIsPlain(t *testing.T) {
 	if err != nil || strings.Contains(string(env), "export DOCKET_TOKEN") || !strings.Contains(string(env), "unset DOCKET_TLS_CA") {
 		t.Fatalf("env file: %v\n%s", err, env)
 	}
-	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+1\s`).MatchString(out) {
+	if out, err := sourced(t, dir, "stats"); err != nil || !regexp.MustCompile(`jobs\s+default\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("stats with the env file: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tls")); !errors.Is(err, os.ErrNotExist) {

@@ -27,7 +27,50 @@ func devEnv(c *localcluster.Cluster) [][2]string {
 	if c.Token != "" {
 		env = append(env, [2]string{envToken, c.Token})
 	}
+	// Not read by the verbs: for a user's scripts and scrape configs.
+	var metrics, dashboards []string
+	for _, n := range c.Nodes {
+		if n.Metrics != "" {
+			metrics = append(metrics, n.Metrics)
+		}
+		if n.HTTP != "" {
+			dashboards = append(dashboards, n.HTTP)
+		}
+	}
+	if len(metrics) > 0 {
+		env = append(env, [2]string{"DOCKET_METRICS", strings.Join(metrics, ",")})
+	}
+	if len(dashboards) > 0 {
+		env = append(env, [2]string{"DOCKET_DASHBOARD", strings.Join(dashboards, ",")})
+	}
 	return env
+}
+
+// DevPrometheusFile is the Prometheus configuration `docket dev` writes
+// into its data dir: a scrape job for every node's /metrics.
+const DevPrometheusFile = "prometheus.yml"
+
+// prometheusConfig is a Prometheus configuration that scrapes every node
+// of c as job "docket", the name cmd/docket/monitoring/alerts.yml selects.
+// A secure cluster is scraped over HTTPS with its CA and the admin token's
+// file (any token with reader or admin over every tenant works).
+func prometheusConfig(c *localcluster.Cluster) string {
+	var targets []string
+	for _, n := range c.Nodes {
+		if n.Metrics != "" {
+			u := strings.TrimPrefix(strings.TrimPrefix(n.Metrics, "https://"), "http://")
+			targets = append(targets, "'"+strings.TrimSuffix(u, "/metrics")+"'")
+		}
+	}
+	var b strings.Builder
+	b.WriteString("# Written by docket dev: prometheus --config.file THIS-FILE\n")
+	b.WriteString("global:\n  scrape_interval: 15s\n")
+	b.WriteString("scrape_configs:\n  - job_name: docket  # cmd/docket/monitoring/alerts.yml selects job=\"docket\"\n")
+	if c.TLS != nil && c.Token != "" {
+		fmt.Fprintf(&b, "    scheme: https\n    authorization:\n      credentials_file: %s\n    tls_config:\n      ca_file: %s\n", c.TokenFile, c.TLS.CA)
+	}
+	fmt.Fprintf(&b, "    static_configs:\n      - targets: [%s]\n", strings.Join(targets, ", "))
+	return b.String()
 }
 
 // shellQuote quotes s for a POSIX shell.
@@ -61,6 +104,11 @@ func printDevAccess(w io.Writer, c *localcluster.Cluster) error {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	prom := filepath.Join(c.Dir, DevPrometheusFile)
+	if err := os.WriteFile(prom, []byte(prometheusConfig(c)), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", prom, err)
+	}
+	fmt.Fprintf(w, "Prometheus: prometheus --config.file %s\n", prom)
 	if c.TLS == nil {
 		fmt.Fprintf(w, "INSECURE: no TLS, no tokens; anyone who reaches these ports may do anything\n")
 	} else {

@@ -32,7 +32,8 @@ func Test_CLIDeadLetterPages(t *testing.T) {
 		}
 		out := docket(t, addrs, args...)
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if id, _, ok := strings.Cut(line, " attempts="); ok {
+			if f := strings.Fields(line); len(f) >= 3 && f[1] == "jobs" {
+				id := f[0]
 				if seen[id] {
 					t.Fatalf("%s listed twice", id)
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,16 +81,44 @@ func watchGossipKeys(ctx context.Context, node *cluster.Node, file string, log *
 	return func() { signal.Stop(ch); cancel(); <-done }
 }
 
-// runGossip is `docket gossip keygen`: print a fresh gossip key.
+// runGossip is `docket gossip keygen [--out FILE]`: a fresh gossip key,
+// printed, or written to FILE with mode 0600. A shell redirect creates
+// its file under the umask (0644 under the usual 022), so printing also
+// tells stderr how to keep the key private.
 func runGossip(args []string, stdout, stderr io.Writer) error {
-	if len(args) != 1 || args[0] != "keygen" {
-		fmt.Fprintln(stderr, "usage: docket gossip keygen")
+	fs := flag.NewFlagSet("gossip keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "write the key to this file, mode 0600, refusing to replace one (default: print it)")
+	if len(args) < 1 || args[0] != "keygen" {
+		fmt.Fprintln(stderr, "usage: docket gossip keygen [--out FILE]")
 		return errUsage
+	}
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: docket gossip keygen [--out FILE]", errUsage)
 	}
 	k, err := gossip.NewKey()
 	if err != nil {
-		return err
+		return fmt.Errorf("gossip key: %w", err)
+	}
+	if *out != "" {
+		f, err := os.OpenFile(*out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("gossip keygen: %w", err)
+		}
+		_, err = fmt.Fprintln(f, k)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("gossip keygen: %w", err)
+		}
+		fmt.Fprintf(stderr, "wrote %s (mode 0600)\n", *out)
+		return nil
 	}
 	fmt.Fprintln(stdout, k)
+	fmt.Fprintln(stderr, "docket: keep the key private: (umask 077; docket gossip keygen > gossip.key), or docket gossip keygen --out gossip.key")
 	return nil
 }

@@ -65,3 +65,46 @@ func Test_GossipKeysFromFileOrEnv(t *testing.T) {
 		t.Fatalf("no file, no variable: %v %v, want plain gossip", keys, err)
 	}
 }
+
+// Test_GossipKeyFileModes: keygen --out writes the key 0600 and refuses to
+// replace a file; printing it tells stderr how to keep a redirect private;
+// the agent warns about a key file that group or others may read.
+func Test_GossipKeyFileModes(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "gossip.key")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"gossip", "keygen", "--out", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("keygen --out: %v", err)
+	}
+	fi, err := os.Stat(out)
+	if err != nil || fi.Mode().Perm() != 0o600 || stdout.Len() != 0 {
+		t.Fatalf("keygen --out: %v %v, printed %q; want a 0600 file and nothing printed", fi, err, stdout.String())
+	}
+	if keys, err := gossipKeys(out); err != nil || len(keys) != 1 {
+		t.Fatalf("the file written: %d keys, %v", len(keys), err)
+	}
+	if err := run(context.Background(), []string{"gossip", "keygen", "--out", out}, &stdout, &stderr); err == nil {
+		t.Fatal("keygen --out replaced an existing key file")
+	}
+	stderr.Reset()
+	if err := run(context.Background(), []string{"gossip", "keygen"}, &stdout, &stderr); err != nil || !strings.Contains(stderr.String(), "umask 077") {
+		t.Fatalf("keygen to stdout: %v, stderr %q; want the umask hint", err, stderr.String())
+	}
+
+	var logs bytes.Buffer
+	log, err := newLogger(&logs, "info", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnKeyFileMode(log, out)
+	if logs.Len() != 0 {
+		t.Fatalf("a 0600 key file was warned about: %s", logs.String())
+	}
+	if err := os.Chmod(out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnKeyFileMode(log, out)
+	if !strings.Contains(logs.String(), "readable by group or others") || !strings.Contains(logs.String(), "mode=0644") {
+		t.Fatalf("a 0644 key file: log %q, want a warning", logs.String())
+	}
+}

@@ -77,7 +77,7 @@ func main() {
 	stop()
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "docket:", err)
+			fmt.Fprintln(os.Stderr, "docket:", describe(err))
 		}
 		os.Exit(exitCode(err))
 	}
@@ -114,13 +114,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
 	}
-}
-
-var errUsage = errors.New("usage")
-
-func exitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	return 1
 }

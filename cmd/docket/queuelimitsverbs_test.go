@@ -45,11 +45,11 @@ func Test_CLIQueueLimits(t *testing.T) {
 	if s := docket(t, addrs, "claim", "jobs"); strings.TrimSpace(s) != "no task" {
 		t.Fatalf("a claim over the concurrency limit printed %q", s)
 	}
-	if out := docket(t, addrs, "queues"); !regexp.MustCompile(`(?m)^jobs\s+default\s+active\s+1\s+0\s+2\s+0\s+0\s+running 2/2, rate 0.5/s tokens 3(\.\d+)?/5$`).MatchString(out) {
+	if out := docket(t, addrs, "queues"); !regexp.MustCompile(`(?m)^jobs\s+default\s+active\s+1\s+0\s+0\s+2\s+0\s+0\s+running 2/2, rate 0.5/s tokens 3(\.\d+)?/5$`).MatchString(out) {
 		t.Fatalf("queues printed %q", out)
 	}
 	// Tokens refill as the cluster's time goes on: 3 of 5 left, and more.
-	if s := docket(t, addrs, "stats", "jobs"); !regexp.MustCompile(`\(running 2/2, rate 0.5/s tokens 3(\.\d+)?/5\)`).MatchString(s) {
+	if s := docket(t, addrs, "stats", "jobs"); !regexp.MustCompile(` running 2/2, rate 0.5/s tokens 3(\.\d+)?/5\n`).MatchString(s) {
 		t.Fatalf("stats printed %q", s)
 	}
 	var st struct {

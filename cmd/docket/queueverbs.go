@@ -103,14 +103,18 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 		all = mine
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "RUNNING", "DEAD", "FINISHED", "LIMITS")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "LIMITS")
 		for _, s := range all {
 			state := "active"
 			if s.GetPaused() {
 				state = "paused"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-				s.GetDelayed(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limitsText(s))
+			limits := limitsText(s)
+			if limits == "" {
+				limits = "-"
+			}
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limits)
 		}
 	}, &pb.StatsResponse{Queues: all})
 }
@@ -129,7 +133,14 @@ func (v *verb) wait(ctx context.Context, args []string) error {
 	defer done()
 	t, err := c.WaitResult(ctx, pos[0])
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			// The deadline cut the long poll: gRPC's words for it are a
+			// stream reset, which says nothing to a person.
+			return &failure{code: exitTimeout, err: ctx.Err(), msg: fmt.Sprintf(
+				"task %s did not finish within --timeout %v (docket task %s shows where it is; a longer --timeout waits longer)",
+				pos[0], v.c.timeout, pos[0])}
+		}
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { printTask(w, t) }, t)
 }

@@ -36,7 +36,7 @@ func Test_CLIQueueControl(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^jobs\s+default\s+paused\s+2\s`).MatchString(out) || !regexp.MustCompile(`(?m)^mail\s+acme\s+active\s+1\s`).MatchString(out) {
 		t.Fatalf("queues printed %q", out)
 	}
-	if s := docket(t, addrs, "stats", "jobs"); !strings.Contains(s, "(paused)") {
+	if s := docket(t, addrs, "stats", "jobs"); !regexp.MustCompile(`jobs +default +paused `).MatchString(s) {
 		t.Fatalf("stats of a paused queue printed %q", s)
 	}
 	var listed struct {

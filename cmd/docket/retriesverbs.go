@@ -63,7 +63,11 @@ func (v *verb) queueRetries(ctx context.Context, pos []string, rf retryFlagSet) 
 	default:
 		p := &pb.RetryPolicy{BaseNs: int64(*base), CapNs: int64(*maxDelay), Multiplier: uint32(*mult), JitterPercent: uint32(*jitter)}
 		changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant, HasRetry: true, Retry: p})
-		said = fmt.Sprintf("retries after %v, x%d, capped at %v, jitter %d%%", *base, *mult, *maxDelay, *jitter)
+		capText := "no cap"
+		if *maxDelay > 0 {
+			capText = fmt.Sprintf("capped at %v", *maxDelay)
+		}
+		said = fmt.Sprintf("retries after %v, x%d, %s, jitter %d%%", *base, *mult, capText, *jitter)
 		if *base == 0 {
 			said = "retries at once (no policy)"
 		}
@@ -98,7 +102,7 @@ func (v *verb) snooze(ctx context.Context, args []string) error {
 	defer done()
 	state, err := c.Snooze(ctx, pos[0], fence, *delay)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
 		&pb.SnoozeResponse{State: state})
@@ -147,7 +151,7 @@ func (v *verb) taskUpdate(ctx context.Context, id string, uf updateFlagSet) erro
 	defer done()
 	state, err := c.UpdateTask(ctx, id, u)
 	if err != nil {
-		return err
+		return noTask(err, id)
 	}
 	return v.print(func(w io.Writer) {
 		fmt.Fprintf(w, "%s %s\n", id, strings.TrimPrefix(state.String(), "TASK_STATE_"))
@@ -180,9 +184,15 @@ func (v *verb) tasks(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
+		// A running task's time that matters is its lease's end.
+		when, at := "VISIBLE AT", (*pb.Task).GetVisibleAt
+		if pb.TaskState(st) == pb.TaskState_TASK_STATE_RUNNING {
+			when, at = "LEASE UNTIL", (*pb.Task).GetLeaseUntil
+		}
+		fmt.Fprintf(w, "%-20s %4s %8s %-20s %s\n", "ID", "PRIO", "FAILED", when, "PAYLOAD")
 		for _, t := range res.GetTasks() {
-			fmt.Fprintf(w, "%s prio=%d attempts=%d/%d visible_at=%s\n", t.GetId(), t.GetPriority(), t.GetAttempts(),
-				t.GetMaxAttempts(), time.Unix(0, t.GetVisibleAt()).UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "%-20s %4d %8s %-20s %s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+				slotText(at(t)), cell(string(t.GetPayload()), payloadWidth))
 		}
 		if res.GetNextCursor() != "" {
 			fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())

@@ -77,7 +77,7 @@ func Test_CLIRetries(t *testing.T) {
 	if s := docket(t, addrs, "nack", id, fence); strings.TrimSpace(s) != "DELAYED" {
 		t.Fatalf("nack under a 1h backoff printed %q, want DELAYED", s)
 	}
-	if s := docket(t, addrs, "tasks", "jobs", "--state", "delayed"); !strings.HasPrefix(s, id+" prio=0 attempts=1/5") {
+	if s := docket(t, addrs, "tasks", "jobs", "--state", "delayed"); !regexp.MustCompile(`^ID +PRIO +FAILED +VISIBLE AT +PAYLOAD\n` + id + ` +0 +1/5 +\S+ +a\n`).MatchString(s) {
 		t.Fatalf("tasks --state delayed printed %q", s)
 	}
 	if s := docket(t, addrs, "task", "update", id, "--priority", "7", "--in", "0s"); strings.TrimSpace(s) != id+" PENDING" {
@@ -106,7 +106,8 @@ func Test_CLIRetries(t *testing.T) {
 		docket(t, addrs, "nack", qid, qf)
 	}
 	out := docket(t, addrs, "dlq", "list")
-	if !strings.Contains(out, "queue=mail") || !strings.Contains(out, "queue=sms") {
+	if !regexp.MustCompile(`(?m)^ID +QUEUE +ATTEMPTS +ERROR +PAYLOAD$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m) mail +1/1 +- +x$`).MatchString(out) || !regexp.MustCompile(`(?m) sms +1/1 +- +x$`).MatchString(out) {
 		t.Fatalf("dlq list of every queue printed %q", out)
 	}
 	var page struct {

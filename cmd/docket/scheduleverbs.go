@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -79,25 +81,44 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return v.print(func(w io.Writer) {
-			if removed {
-				fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1])
-			} else {
-				fmt.Fprintf(w, "no schedule %s/%s\n", v.c.tenant, pos[1])
+		if !removed {
+			if v.c.json {
+				if err := v.print(nil, &pb.RemoveScheduleResponse{}); err != nil {
+					return err
+				}
 			}
-		}, &pb.RemoveScheduleResponse{Removed: removed})
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1]) },
+			&pb.RemoveScheduleResponse{Removed: removed})
 	}
 	all, err := c.ListSchedules(ctx, v.c.tenant)
 	if err != nil {
 		return err
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7s  %s\n", "NAME", "QUEUE", "SPEC", "ZONE", "MISSED", "FIRED", "LAST SLOT")
+		now := time.Now().UnixNano()
+		fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7s  %-20s  %s\n", "NAME", "QUEUE", "SPEC", "ZONE", "MISSED", "FIRED", "LAST SLOT", "NEXT RUN")
 		for _, s := range all {
-			fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7d  %s\n", s.GetName(), s.GetQueue(), s.GetSpec(),
-				zoneName(s.GetZone()), missedName(s), s.GetFired(), slotText(s.GetLastSlot()))
+			fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7d  %-20s  %s\n", s.GetName(), s.GetQueue(), s.GetSpec(),
+				zoneName(s.GetZone()), missedName(s), s.GetFired(), slotText(s.GetLastSlot()), nextRun(s, now))
 		}
 	}, &pb.ListSchedulesResponse{Schedules: all})
+}
+
+// nextRun is a schedule's next slot after now, as the FSM computes slots
+// (fsm.ParseCronSpec: the same zone database and @every rule), with how
+// far away it is.
+func nextRun(s *pb.Schedule, now int64) string {
+	spec, err := fsm.ParseCronSpec(s.GetSpec(), s.GetZone())
+	if err != nil {
+		return "-"
+	}
+	next := spec.Next(now)
+	if next <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (in %v)", slotText(next), time.Duration(next-now).Round(time.Second))
 }
 
 func zoneName(z string) string {

@@ -48,7 +48,7 @@ func Test_CLISchedule(t *testing.T) {
 		t.Fatalf("task printed %q", s)
 	}
 	out = docket(t, addrs, "schedule", "list")
-	if !regexp.MustCompile(`(?m)^nightly\s+reports\s+30 2 \* \* \*\s+Europe/Berlin\s+skip\s+0\s+-$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^nightly\s+reports\s+30 2 \* \* \*\s+Europe/Berlin\s+skip\s+0\s+-\s+\d{4}-\d\d-\d\dT0[01]:30:00Z \(in \S+\)$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^tick\s+ticks\s+@every 1s\s+UTC\s+catchup:3\s+[1-9]\d*\s+\d{4}-`).MatchString(out) {
 		t.Fatalf("list printed %q", out)
 	}
@@ -64,8 +64,12 @@ func Test_CLISchedule(t *testing.T) {
 	if s := docket(t, addrs, "schedule", "remove", "tick"); strings.TrimSpace(s) != "schedule default/tick removed" {
 		t.Fatalf("remove printed %q", s)
 	}
-	if s := docket(t, addrs, "schedule", "remove", "tick", "--json"); strings.TrimSpace(s) != "{}" {
-		t.Fatalf("second remove printed %q", s)
+	// A second remove finds nothing: exit code 3, and --json still
+	// prints the answer.
+	var out2 bytes.Buffer
+	err2 := run(testCtx(t), []string{"schedule", "remove", "tick", "--json", "--addr", addrs}, &out2, &bytes.Buffer{})
+	if exitCode(err2) != exitNotFound || strings.TrimSpace(out2.String()) != "{}" {
+		t.Fatalf("second remove: exit %d (%v), printed %q", exitCode(err2), err2, out2.String())
 	}
 	// A bad spec is refused before it reaches the log, naming the field.
 	var o, e bytes.Buffer

@@ -62,7 +62,7 @@ func Test_CLISnapshotSaveRestore(t *testing.T) {
 		})
 	}
 	docket(t, follower, "enqueue", "jobs", "later")
-	if s := docket(t, follower, "stats"); !regexp.MustCompile(`jobs\s+default\s+4\s`).MatchString(s) {
+	if s := docket(t, follower, "stats"); !regexp.MustCompile(`jobs\s+default\s+active\s+4\s`).MatchString(s) {
 		t.Fatalf("stats after a write following the restore: %q", s)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // a FILE is always a complete backup; restore checks the file here first,
 // and the leader checks it again before Raft sees it.
 func (v *verb) snapshot(ctx context.Context, args []string) error {
-	const what = "save FILE | snapshot restore FILE"
+	force := v.fs.Bool("force", false, "save: replace FILE if it exists")
+	const what = "save FILE [--force] | snapshot restore FILE"
 	pos, err := v.parse(args, 2, 2, what)
 	if err != nil {
 		return err
@@ -32,6 +33,13 @@ func (v *verb) snapshot(ctx context.Context, args []string) error {
 	}
 	if sub == "restore" {
 		return v.restore(ctx, path)
+	}
+	// An existing backup may be the only good one: replace it only when
+	// asked, and say so before any work.
+	if _, err := os.Lstat(path); err == nil && !*force {
+		return fmt.Errorf("snapshot save: %s exists; pass --force to replace it, or save to a new name", path)
+	} else if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("snapshot save: %w", err)
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {

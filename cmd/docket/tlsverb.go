@@ -34,7 +34,7 @@ func runTLS(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	days := fs.Int("days", 0, "validity in days (default: CA 1825, certificate 365)")
 	switch args[0] {
 	case "ca":
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		cert, key, err := tlsgen.CA(*dir, *days)
@@ -50,7 +50,7 @@ func runTLS(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		var dns, ips stringList
 		fs.Var(&dns, "dns", "extra DNS name (repeatable or comma-separated)")
 		fs.Var(&ips, "ip", "extra IP address (repeatable or comma-separated)")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		if *server == *clientCert {

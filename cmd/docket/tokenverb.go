@@ -15,8 +15,11 @@ import (
 // revoke deletes by accessor. Each needs an admin token over "*".
 func (v *verb) token(ctx context.Context, args []string) error {
 	name := v.fs.String("name", "", "token name, for people")
-	roles := v.fs.String("roles", "", "comma-separated roles: producer, worker, reader, admin")
-	tenants := v.fs.String("tenants", "", "comma-separated tenants the roles cover (* for every tenant)")
+	roles := v.fs.String("roles", "", "create: comma-separated roles the token grants: producer (enqueue, wait, task, task update, schedules), "+
+		"worker (claim, heartbeat, submit, nack, snooze), reader (stats, task, tasks, schedule list), admin (stats, tasks, "+
+		"dead letters, cancel, queue control, tokens, cluster); give several for their union, e.g. producer,reader")
+	tenants := v.fs.String("tenants", "", "create: comma-separated tenants the roles hold over, e.g. acme,globex; '*' for every tenant "+
+		"(an admin over '*' may manage tokens and the cluster). A call for a tenant not listed answers PermissionDenied, and another tenant's task answers NotFound")
 	ttl := v.fs.Duration("ttl", 0, "the token expires after this long (0: never)")
 	const what = "create --roles R --tenants T [--name N] [--ttl D] | token list | token revoke ACCESSOR"
 	pos, err := v.parse(args, 1, 2, what)
@@ -49,7 +52,7 @@ func (v *verb) token(ctx context.Context, args []string) error {
 		}, resp)
 	case "revoke":
 		if err := c.RevokeToken(ctx, pos[0]); err != nil {
-			return err
+			return notFound(err, "token with accessor", pos[0], "docket token list shows the accessors")
 		}
 		return v.print(func(w io.Writer) { fmt.Fprintf(w, "revoked %s\n", pos[0]) }, &pb.RevokeTokenResponse{})
 	}
@@ -58,12 +61,13 @@ func (v *verb) token(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", "ACCESSOR", "NAME", "ROLES", "TENANTS", "EXPIRES")
 		for _, t := range toks {
 			exp := "never"
 			if t.GetExpiresAt() != 0 {
 				exp = time.Unix(0, t.GetExpiresAt()).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%s  %-12s roles=%s tenants=%s expires=%s\n", t.GetAccessor(), t.GetName(),
+			fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", t.GetAccessor(), cell(t.GetName(), 16),
 				strings.Join(t.GetRoles(), ","), strings.Join(t.GetTenants(), ","), exp)
 		}
 	}, &pb.ListTokensResponse{Tokens: toks})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -80,6 +82,7 @@ func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	v := &verb{fs: fs, c: commonFlags(fs), out: stdout}
+	setUsage(fs, name, stderr) // verbhelp.go
 	if fn, ok := verbs[name]; ok {
 		return fn(v, ctx, args)
 	}
@@ -91,7 +94,7 @@ func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.
 func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, error) {
 	var pos []string
 	for {
-		if err := v.fs.Parse(args); err != nil {
+		if err := parseFlags(v.fs, args); err != nil {
 			return nil, err
 		}
 		args = v.fs.Args()
@@ -109,6 +112,14 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
+	addrs := splitList(v.c.addr)
+	// A CA that cannot be read is client.WithTLS's to report.
+	if cfg := probeTLS(v.c.tls); cfg != nil || v.c.tls.ca == "" {
+		if err := probe(ctx, addrs, cfg, v.c.tls); err != nil {
+			cancel()
+			return nil, nil, nil, err
+		}
+	}
 	opts := v.c.tls.options()
 	if tok := v.c.token; tok != "" || os.Getenv(envToken) != "" {
 		if tok == "" {
@@ -120,7 +131,7 @@ func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, co
 		// Only when asked: with auth off, a tenant on a task id is checked.
 		opts = append(opts, client.WithRequestTenant(v.c.tenant))
 	}
-	c, err := client.NewWithOptions(ctx, splitList(v.c.addr), opts...)
+	c, err := client.NewWithOptions(ctx, addrs, opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
@@ -158,15 +169,23 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	setTimeout := timeoutFlags(v.fs) // cancelverbs.go
 	after := v.fs.String("after", "", "wait until these tasks (ID[,ID]) completed")
 	onFail := v.fs.String("on-parent-failure", "cancel", "when a parent fails, is dead or cancelled: cancel this task, or run it anyway")
+	maxPayload := v.fs.Int("max-payload", fsm.DefaultMaxPayload, "refuse a payload above this many bytes before sending it: the cluster's --max-payload (default 1 MiB)")
 	pos, err := v.parse(args, 2, 2, "QUEUE PAYLOAD ('-' reads stdin)")
 	if err != nil {
 		return err
 	}
+	if err := checkText("queue name", pos[0]); err != nil {
+		return err
+	}
 	payload := []byte(pos[1])
 	if pos[1] == "-" {
-		if payload, err = io.ReadAll(os.Stdin); err != nil {
+		// One byte past the limit is enough to refuse.
+		if payload, err = io.ReadAll(io.LimitReader(os.Stdin, int64(*maxPayload)+1)); err != nil {
 			return fmt.Errorf("read payload: %w", err)
 		}
+	}
+	if err := checkPayload(len(payload), *maxPayload, pos[1] == "-"); err != nil {
+		return err
 	}
 	c, ctx, done, err := v.connect(ctx)
 	if err != nil {
@@ -263,14 +282,17 @@ func (v *verb) submit(ctx context.Context, args []string) error {
 	defer done()
 	already, err := c.Submit(ctx, req)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) {
-		if already {
+		switch {
+		case already:
 			fmt.Fprintln(w, "already submitted")
-			return
+		case *failed:
+			fmt.Fprintln(w, "submitted as failed")
+		default:
+			fmt.Fprintln(w, "submitted")
 		}
-		fmt.Fprintln(w, "submitted")
 	}, &pb.SubmitResponse{AlreadyDone: already})
 }
 
@@ -296,7 +318,7 @@ func (v *verb) nack(ctx context.Context, args []string) error {
 	}
 	state, err := c.Nack(ctx, req)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
 		&pb.NackResponse{State: state})
@@ -322,15 +344,32 @@ func (v *verb) task(ctx context.Context, args []string) error {
 	defer done()
 	t, err := c.GetTask(ctx, pos[0], *stale)
 	if err != nil {
-		return err
+		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { printTask(w, t) }, t)
 }
 
 func printTask(w io.Writer, t *pb.Task) {
-	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\nattempts:  %d of %d\nfence:     %d\npayload:   %q\n",
-		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"),
-		t.GetPriority(), t.GetAttempts(), t.GetMaxAttempts(), t.GetFence(), t.GetPayload())
+	fmt.Fprintf(w, "id:        %s\nqueue:     %s/%s\nstate:     %s\npriority:  %d\n",
+		t.GetId(), t.GetQueue(), t.GetTenant(), strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"), t.GetPriority())
+	running := t.GetState() == pb.TaskState_TASK_STATE_RUNNING
+	// attempts counts claims that ended without a submit: while one runs,
+	// the running one is attempt attempts+1.
+	if running {
+		fmt.Fprintf(w, "attempt:   %d of %d, running\n", t.GetAttempts()+1, t.GetMaxAttempts())
+	} else if t.GetClaims() == 0 {
+		fmt.Fprintf(w, "attempts:  none yet, %d allowed\n", t.GetMaxAttempts())
+	} else {
+		fmt.Fprintf(w, "attempts:  %d claimed, %d failed, %d allowed\n", t.GetClaims(), t.GetAttempts(), t.GetMaxAttempts())
+	}
+	switch {
+	case t.GetFence() != 0:
+		fmt.Fprintf(w, "fence:     %d\n", t.GetFence())
+	case running:
+		// The API shows a running claim's fence only to its worker.
+		fmt.Fprintf(w, "fence:     (shown only to the worker holding the claim)\n")
+	}
+	fmt.Fprintf(w, "payload:   %q\n", t.GetPayload())
 	printSchedule(w, t)
 	printDeps(w, t)
 	if len(t.GetProgress()) > 0 {
@@ -406,20 +445,23 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 		return err
 	}
 	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-20s %-12s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST")
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %-10s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED",
+			"WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST", "LIMITS")
 		for _, s := range stats {
 			oldest := "-"
 			if s.GetOldestPendingAt() > 0 {
-				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Millisecond).String()
+				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Second).String()
 			}
+			state := "active"
 			if s.GetPaused() {
-				oldest += " (paused)"
+				state = "paused"
 			}
-			if l := limitsText(s); l != "" {
-				oldest += " (" + l + ")"
+			limits := limitsText(s)
+			if limits == "" {
+				limits = "-"
 			}
-			fmt.Fprintf(w, "%-20s %-12s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), s.GetPending(),
-				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest)
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %-10s %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest, limits)
 		}
 	}, &pb.StatsResponse{Queues: stats})
 }
@@ -461,12 +503,10 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 			return err
 		}
 		return v.print(func(w io.Writer) {
+			fmt.Fprintf(w, "%-20s %-16s %8s %-32s %s\n", "ID", "QUEUE", "ATTEMPTS", "ERROR", "PAYLOAD")
 			for _, t := range res.GetTasks() {
-				if queue == "" {
-					fmt.Fprintf(w, "%s queue=%s attempts=%d error=%q\n", t.GetId(), t.GetQueue(), t.GetAttempts(), t.GetLastError())
-					continue
-				}
-				fmt.Fprintf(w, "%s attempts=%d error=%q\n", t.GetId(), t.GetAttempts(), t.GetLastError())
+				fmt.Fprintf(w, "%-20s %-16s %8s %-32s %s\n", t.GetId(), t.GetQueue(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+					cell(t.GetLastError(), 32), cell(string(t.GetPayload()), payloadWidth))
 			}
 			if res.GetNextCursor() != "" {
 				fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())
@@ -480,6 +520,12 @@ func (v *verb) dlq(ctx context.Context, args []string) error {
 	items, err := c.RequeueDead(ctx, req)
 	if err != nil {
 		return err
+	}
+	if *id != "" && len(items) == 1 {
+		// One task asked for: its item's code is the answer.
+		if err := client.ItemError(items[0]); err != nil {
+			return noTask(err, *id)
+		}
 	}
 	return v.print(func(w io.Writer) {
 		for _, it := range items {
@@ -512,6 +558,15 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 		return v.print(func(w io.Writer) { fmt.Fprintf(w, "%s left the cluster and stops\n", addr) }, &pb.LeaveResponse{})
 	}
 	if sub == "remove" {
+		// RemoveServer of an id outside the configuration changes nothing
+		// and answers OK: say so rather than "removed".
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(st.GetServers(), func(s *pb.Server) bool { return s.GetId() == pos[0] }) {
+			return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: server %s is not in the cluster's configuration (docket cluster status lists them)", pos[0]), err: client.ErrNotFound}
+		}
 		if err := c.RemoveServer(ctx, pos[0]); err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ type Options struct {
 	Keep      bool     // leave the data dir at Close (always when Dir is given)
 	BasePort  int      // node i: gRPC base+i, Raft base+100+i, gossip base-100+i
 	Nodes     int      // how many
-	Debug     bool     // serve pprof on base+200+i
+	Debug     bool     // serve /metrics and pprof on base+200+i (Node.Metrics)
 	Dashboard bool     // serve the web dashboard on base+300+i (Node.HTTP)
 	ExtraArgs []string // more `docket agent` flags for every node
 	// TLS makes a throwaway CA in Dir/tls, a server certificate per node
@@ -63,11 +63,16 @@ type TLSFiles struct{ CA, Cert, Key string }
 type Node struct {
 	ID, GRPC, Raft, LogPath string
 	// HTTP is the dashboard's URL when Options.Dashboard, else "".
-	HTTP   string
-	Args   []string // the agent's arguments, to restart it by hand
-	exe    string
-	cmd    *exec.Cmd
-	exited chan error // nil while not running
+	HTTP string
+	// Metrics is the node's Prometheus /metrics URL when Options.Debug,
+	// else "". It is HTTPS with a bearer token when the cluster runs TLS
+	// and Auth, as the agent's debug server is.
+	Metrics string
+	DataDir string
+	Args    []string // the agent's arguments, to restart it by hand
+	exe     string
+	cmd     *exec.Cmd
+	exited  chan error // nil while not running
 }
 
 // Cluster is a running local cluster.
@@ -127,8 +132,11 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 			// A throwaway cluster needs no space kept in reserve; writing
 			// 64 MiB per node would only slow its start.
 			"--ballast-size", "0"}
+		n.DataDir = filepath.Join(c.Dir, n.ID)
 		if o.Debug {
-			n.Args = append(n.Args, "--debug-addr", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
+			addr := fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i)
+			n.Args = append(n.Args, "--debug-addr", addr)
+			n.Metrics = map[bool]string{true: "https://", false: "http://"}[o.TLS && o.Auth] + addr + "/metrics"
 		}
 		if o.Dashboard {
 			addr := fmt.Sprintf("127.0.0.1:%d", o.BasePort+300+i)
@@ -171,10 +179,9 @@ func Start(ctx context.Context, o Options) (*Cluster, string, error) {
 	if err != nil {
 		return nil, "", errors.Join(err, c.Close())
 	}
-	if c.Token != "" {
-		if err := c.waitToken(ctx, 30*time.Second); err != nil {
-			return nil, "", errors.Join(err, c.Close())
-		}
+	// "ready" means every node serves, not only that one leads.
+	if err := c.waitServing(ctx, 60*time.Second); err != nil {
+		return nil, "", errors.Join(err, c.Close())
 	}
 	c.Ready = time.Now()
 	return c, leader, nil
@@ -257,6 +264,59 @@ func (n *Node) Kill() error {
 	return nil
 }
 
+// PIDFile is the file in an agent's data dir that holds its pid while it
+// serves (docket agent writes it).
+const PIDFile = "docket.pid"
+
+// HandPID is the pid of an agent that serves this node's data dir while
+// the cluster does not run it: one an operator restarted by hand with the
+// printed command. 0 when there is none.
+func (n *Node) HandPID() int {
+	if n.exited != nil {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(n.DataDir, PIDFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || !alive(pid, n.DataDir) {
+		return 0
+	}
+	return pid
+}
+
+// alive reports whether pid runs an agent on dataDir: a pid file left by
+// a killed agent may name a pid reused since by another process.
+func alive(pid int, dataDir string) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // no /proc to read: trust the signal
+	}
+	return strings.Contains(string(cmdline), dataDir)
+}
+
+// waitGone polls until pid no longer runs an agent on dataDir; past
+// deadline it sends SIGKILL and waits one more second.
+func waitGone(pid int, dataDir string, deadline <-chan time.Time) error {
+	killed := false
+	for alive(pid, dataDir) {
+		select {
+		case <-deadline:
+			if killed {
+				return fmt.Errorf("pid %d did not stop", pid)
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone or going: the loop checks
+			killed, deadline = true, time.After(time.Second)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // RSSBytes reads VmRSS of the running node from /proc.
 func (n *Node) RSSBytes() (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.Pid()))
@@ -301,15 +361,22 @@ func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) (string, erro
 	}
 }
 
-// Close stops every running node (SIGTERM, SIGKILL after 15 s) and removes
-// the data dir unless it is kept.
+// Close stops every running node (SIGTERM, SIGKILL after 15 s), and any
+// node an operator restarted by hand on its data dir (HandPID), and
+// removes the data dir unless it is kept.
 func (c *Cluster) Close() error {
 	var errs []error
+	hand := map[*Node]int{}
 	for _, n := range c.Nodes {
 		if n.exited != nil {
 			if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				errs = append(errs, fmt.Errorf("stop %s: %w", n.ID, err))
 			}
+		} else if pid := n.HandPID(); pid > 0 {
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", n.ID, pid, err))
+			}
+			hand[n] = pid
 		}
 	}
 	deadline := time.After(15 * time.Second)
@@ -324,6 +391,12 @@ func (c *Cluster) Close() error {
 			<-n.exited
 		}
 		n.exited = nil
+	}
+	// Not our children: poll until each is gone, SIGKILL past the window.
+	for n, pid := range hand {
+		if err := waitGone(pid, n.DataDir, deadline); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", n.ID, err))
+		}
 	}
 	if !c.keep {
 		if err := os.RemoveAll(c.Dir); err != nil {

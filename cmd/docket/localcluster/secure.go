@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -119,10 +120,13 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// waitToken polls until every node accepts the admin token: each node
-// authenticates from its own replica, so a node that has not applied the
-// bootstrap token yet would refuse the first call a user makes through it.
-func (c *Cluster) waitToken(ctx context.Context, d time.Duration) error {
+// waitServing polls until every node serves the Queue API on its own:
+// its health says SERVING for the Queue service (it knows a leader, has
+// no problem, and a restarted node has passed its consistency check) and
+// it answers a stale GetTask itself, with the admin token when there is
+// one (each node authenticates from its own replica, so a node that has
+// not applied the bootstrap token yet would refuse a user's first call).
+func (c *Cluster) waitServing(ctx context.Context, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	for _, n := range c.Nodes {
@@ -135,7 +139,10 @@ func (c *Cluster) waitToken(ctx context.Context, d time.Duration) error {
 			case <-ctx.Done():
 				// A kept cluster bootstraps its token once: an admin.token
 				// replaced since then is not the one it knows.
-				return fmt.Errorf("%s never accepted the admin token in %s within %v: %w (last: %v; logs in %s)", n.ID, c.TokenFile, d, ctx.Err(), err, c.Dir)
+				if c.Token != "" {
+					return fmt.Errorf("%s did not serve the Queue API or accept the admin token in %s within %v: %w (last: %v; logs in %s)", n.ID, c.TokenFile, d, ctx.Err(), err, c.Dir)
+				}
+				return fmt.Errorf("%s did not serve the Queue API within %v: %w (last: %v; logs in %s)", n.ID, d, ctx.Err(), err, c.Dir)
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -143,9 +150,14 @@ func (c *Cluster) waitToken(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// tryNode asks the node at addr, and only it, for a task with a stale
-// read, which that node authenticates and answers from its own replica:
-// NotFound means it accepted the token.
+// Serving reports whether the node at addr serves the Queue API now
+// (waitServing's test), for a node restarted by hand.
+func (c *Cluster) Serving(ctx context.Context, addr string) bool { return c.tryNode(ctx, addr) == nil }
+
+// tryNode asks the node at addr, and only it, for its Queue service's
+// health and for a task with a stale read, which that node authenticates
+// and answers from its own replica: NotFound means it serves, and
+// accepted the token.
 func (c *Cluster) tryNode(ctx context.Context, addr string) error {
 	creds := insecure.NewCredentials()
 	if c.TLS != nil {
@@ -159,11 +171,20 @@ func (c *Cluster) tryNode(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", addr, err)
 	}
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+c.Token), 2*time.Second)
+	if c.Token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+c.Token)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err = pb.NewQueueClient(cc).GetTask(ctx, &pb.GetTaskRequest{TaskId: "00000000000000000000", AllowStale: true})
-	if status.Code(err) == codes.NotFound {
-		err = nil
+	h, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: pb.Queue_ServiceDesc.ServiceName})
+	if err == nil && h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		err = fmt.Errorf("%s: health %v", addr, h.GetStatus())
+	}
+	if err == nil {
+		_, err = pb.NewQueueClient(cc).GetTask(ctx, &pb.GetTaskRequest{TaskId: "00000000000000000000", AllowStale: true})
+		if status.Code(err) == codes.NotFound {
+			err = nil
+		}
 	}
 	return errors.Join(err, cc.Close())
 }
