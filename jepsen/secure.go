@@ -250,7 +250,7 @@ func checkAuthEnforced(ctx context.Context, producer, worker *client.Client, ano
 			return err
 		}},
 		{"enqueue with the worker token", client.ErrPermissionDenied, func(c context.Context) error {
-			_, err := worker.EnqueueOne(c, Queue, []byte("auth-probe"), client.WithTenant(Tenant), client.WithIdempotencyKey("auth-probe"))
+			_, err := worker.EnqueueOne(c, Queue, []byte("auth-probe"), client.TaskTenant(Tenant), client.TaskIdempotencyKey("auth-probe"))
 			return err
 		}},
 		{"read without a token", nil, func(c context.Context) error {

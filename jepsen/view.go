@@ -59,7 +59,7 @@ func ClusterView(ctx context.Context, nodes []string, cr Creds, probe bool) (Vie
 	}
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
+	cl, err := client.New(c, nodes, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return View{}, fmt.Errorf("view: %w", err)
 	}
@@ -114,7 +114,7 @@ func LeaveNode(ctx context.Context, addr string, cr Creds) error {
 	}
 	c, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, []string{addr}, append(opts, client.WithLogger(quiet))...)
+	cl, err := client.New(c, []string{addr}, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}

@@ -185,7 +185,7 @@ func newRoleClient(ctx context.Context, cfg WorkloadConfig, role string) (*clien
 		client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithDiscoveryTimeout(time.Second))
 	nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(nctx, cfg.Nodes, opts...)
+	cl, err := client.New(nctx, cfg.Nodes, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s client: %w", role, err)
 	}
@@ -233,7 +233,7 @@ func (w *workload) producer(ctx context.Context, i int) {
 		for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
 			op := w.rec.Invoke(Event{Proc: proc, F: FEnqueue, Key: key})
 			c, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.WithIdempotencyKey(key), client.WithMaxAttempts(1000), client.WithTenant(Tenant))
+			id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.TaskIdempotencyKey(key), client.TaskMaxAttempts(1000), client.TaskTenant(Tenant))
 			cancel()
 			if err == nil {
 				w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FEnqueue, Key: key, Task: id})
@@ -406,7 +406,7 @@ func TransferTo(ctx context.Context, nodes []string, id string, cr Creds) (strin
 	}
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
+	cl, err := client.New(c, nodes, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return "", fmt.Errorf("transfer: %w", err)
 	}
@@ -429,7 +429,7 @@ func LeaderID(ctx context.Context, nodes []string, cr Creds) (string, error) {
 	}
 	c, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cl, err := client.NewWithOptions(c, nodes, append(opts, client.WithLogger(quiet))...)
+	cl, err := client.New(c, nodes, append(opts, client.WithLogger(quiet))...)
 	if err != nil {
 		return "", fmt.Errorf("leader: %w", err)
 	}

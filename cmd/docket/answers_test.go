@@ -116,7 +116,7 @@ func Test_WorkerOneMegabytePayloadsAllComplete(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, id := range ids {
-		task, err := c.GetTask(ctxT(t, 5*time.Second), id, false)
+		task, err := c.ReadTask(ctxT(t, 5*time.Second), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,15 +176,15 @@ func Test_TenantLimitRefusesAtTheEdge(t *testing.T) {
 	nodes := startCluster(t, 3, func(c *cluster.Config) { c.TenantMaxTasks = 3 })
 	c := mustClient(t, addrsOf(nodes)...)
 	for i := 0; i < 3; i++ {
-		if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("acme")); err != nil {
+		if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.TaskTenant("acme")); err != nil {
 			t.Fatalf("enqueue %d: %v", i, err)
 		}
 	}
-	_, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("acme"))
+	_, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.TaskTenant("acme"))
 	if !errors.Is(err, client.ErrTenantLimit) || status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("enqueue past the limit: %v (code %v)", err, status.Code(err))
 	}
-	if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.WithTenant("beta")); err != nil {
+	if _, err := c.EnqueueOne(ctxT(t, 5*time.Second), "q", []byte("x"), client.TaskTenant("beta")); err != nil {
 		t.Fatalf("another tenant: %v", err)
 	}
 	waitConverged(t, nodes)

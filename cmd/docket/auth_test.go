@@ -36,7 +36,7 @@ func Test_AuthReplayAfterRevokeOnEveryNode(t *testing.T) {
 		return err == nil
 	})
 	prod := mustClientWith(t, addrsOf(nodes), client.WithToken(tok.GetSecret()), client.WithRequestTenant("a"))
-	id, err := prod.EnqueueOne(ctx, "q", []byte("x"), client.WithTenant("a"))
+	id, err := prod.EnqueueOne(ctx, "q", []byte("x"), client.TaskTenant("a"))
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
@@ -67,14 +67,14 @@ func Test_AuthReplayAfterRevokeOnEveryNode(t *testing.T) {
 		case got == codes.Unauthenticated:
 		case got == codes.Unavailable && n != leader && strings.Contains(err.Error(), "unknown to this replica"):
 			via := mustClientWith(t, []string{n.grpcAddr}, client.WithToken(tok.GetSecret()), client.WithRequestTenant("a"))
-			if _, err := via.GetTask(ctx, id, true); !errors.Is(err, client.ErrUnauthenticated) {
+			if _, err := via.ReadTaskStale(ctx, id); !errors.Is(err, client.ErrUnauthenticated) {
 				t.Fatalf("%s: replayed token through a client: %v, want Unauthenticated", n.id, err)
 			}
 		default:
 			t.Fatalf("%s: replayed token answered %v (%v), want it refused", n.id, got, err)
 		}
 	}
-	_, err = prod.EnqueueOne(ctx, "q", []byte("y"), client.WithTenant("a"))
+	_, err = prod.EnqueueOne(ctx, "q", []byte("y"), client.TaskTenant("a"))
 	if sysAuthOn && !errors.Is(err, client.ErrUnauthenticated) {
 		t.Fatalf("enqueue with the revoked token: %v", err)
 	}

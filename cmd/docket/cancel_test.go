@@ -75,7 +75,7 @@ func waitState(t *testing.T, c *client.Client, id string, state pb.TaskState) *p
 	waitFor(t, 15*time.Second, "task "+id+" "+state.String(), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		got, err := c.GetTask(ctx, id, false)
+		got, err := c.ReadTask(ctx, id)
 		task = got
 		return err == nil && got.GetState() == state
 	})
@@ -93,7 +93,7 @@ func Test_WorkerCancelStopsHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	id, err := c.EnqueueOne(ctx, "cancel.me", []byte("long job"), client.WithMaxAttempts(5))
+	id, err := c.EnqueueOne(ctx, "cancel.me", []byte("long job"), client.TaskMaxAttempts(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func Test_WorkerExecutionTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	id, err := c.EnqueueOne(ctx, "slow", []byte("x"), client.WithTimeout(time.Second))
+	id, err := c.EnqueueOne(ctx, "slow", []byte("x"), client.TaskTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func Test_WorkerExecutionTimeout(t *testing.T) {
 		t.Fatalf("timed-out task %v", task)
 	}
 
-	retried, err := c.EnqueueOne(ctx, "slow", []byte("y"), client.WithTimeout(500*time.Millisecond),
-		client.WithRetryOnTimeout(), client.WithMaxAttempts(2))
+	retried, err := c.EnqueueOne(ctx, "slow", []byte("y"), client.TaskTimeout(500*time.Millisecond),
+		client.TaskRetryOnTimeout(), client.TaskMaxAttempts(2))
 	if err != nil {
 		t.Fatal(err)
 	}

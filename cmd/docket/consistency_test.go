@@ -167,7 +167,7 @@ func mustHaveAll(t *testing.T, healthy []*sysNode, ids []string) {
 	c := mustClient(t, addrsOf(healthy)...)
 	ctx := ctxT(t, 30*time.Second)
 	for _, id := range ids {
-		if _, err := c.GetTask(ctx, id, false); err != nil {
+		if _, err := c.ReadTask(ctx, id); err != nil {
 			t.Fatalf("acknowledged task %s through the cluster: %v", id, err)
 		}
 		for _, n := range healthy {

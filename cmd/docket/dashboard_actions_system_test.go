@@ -62,7 +62,7 @@ func Test_System_DashboardActions(t *testing.T) {
 	for range 3 {
 		enqueue("reports")
 	}
-	later := enqueue("reports", client.WithDelay(time.Hour))
+	later := enqueue("reports", client.TaskDelay(time.Hour))
 	b := headless(t)
 	step(t, b, "login", chromedp.Navigate(f.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), dashBoot), chromedp.Click(chromedp.CSS("#login")),

@@ -144,7 +144,7 @@ func Test_DashboardTaskActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delayed, err := f.admin.EnqueueOne(ctx, "jobs", []byte("d"), client.WithDelay(time.Hour))
+	delayed, err := f.admin.EnqueueOne(ctx, "jobs", []byte("d"), client.TaskDelay(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func Test_DashboardBrowseByState(t *testing.T) {
 	if _, err := f.admin.Enqueue(ctx, tasks...); err != nil {
 		t.Fatal(err)
 	}
-	delayed, err := f.admin.EnqueueOne(ctx, "bulk", []byte("later"), client.WithDelay(time.Hour))
+	delayed, err := f.admin.EnqueueOne(ctx, "bulk", []byte("later"), client.TaskDelay(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func Test_DashboardTaskShowsAttempts(t *testing.T) {
 	waitFor(t, 10*time.Second, "the attempts level latched", func() bool {
 		return f.nodes[0].node.FSM().EnabledLevel() >= 6
 	})
-	id, err := f.admin.EnqueueOne(ctx, "jobs", []byte("x"), client.WithTenant("a"))
+	id, err := f.admin.EnqueueOne(ctx, "jobs", []byte("x"), client.TaskTenant("a"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,11 @@ func Test_DashboardTaskWording(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
 	waitFor(t, 30*time.Second, "the dependencies level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 11 })
-	parent, err := f.admin.EnqueueOne(ctx, "dag", []byte("p"), client.WithTimeout(20*time.Minute))
+	parent, err := f.admin.EnqueueOne(ctx, "dag", []byte("p"), client.TaskTimeout(20*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	child, err := f.admin.EnqueueOne(ctx, "dag", []byte("c"), client.WithAfter(parent))
+	child, err := f.admin.EnqueueOne(ctx, "dag", []byte("c"), client.TaskAfter(parent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,11 +227,11 @@ func Test_DashboardQueueSchedules(t *testing.T) {
 func Test_DashboardFindTaskInTheViewersTenant(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	aID, err := f.admin.EnqueueOne(ctx, "qa", []byte("x"), client.WithTenant("a"))
+	aID, err := f.admin.EnqueueOne(ctx, "qa", []byte("x"), client.TaskTenant("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bID, err := f.admin.EnqueueOne(ctx, "qb", []byte("y"), client.WithTenant("b"))
+	bID, err := f.admin.EnqueueOne(ctx, "qb", []byte("y"), client.TaskTenant("b"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	waitFor(t, 30*time.Second, "the attempts level latched", func() bool {
 		return f.nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts
 	})
-	pending, err := f.admin.EnqueueOne(ctx, "emails", []byte(`{"to":"ada@example.com"}`), client.WithPriority(5))
+	pending, err := f.admin.EnqueueOne(ctx, "emails", []byte(`{"to":"ada@example.com"}`), client.TaskPriority(5))
 	if err != nil {
 		t.Fatal(err)
 	}

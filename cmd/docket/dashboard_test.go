@@ -92,7 +92,7 @@ func (f *dashFixture) token(ctx context.Context, roles, tenants []string) string
 // and nacks it, so it is dead.
 func (f *dashFixture) deadLetter(ctx context.Context, queue, tenant string) string {
 	f.t.Helper()
-	id, err := f.admin.EnqueueOne(ctx, queue, []byte("payload"), client.WithTenant(tenant), client.WithMaxAttempts(1))
+	id, err := f.admin.EnqueueOne(ctx, queue, []byte("payload"), client.TaskTenant(tenant), client.TaskMaxAttempts(1))
 	if err != nil {
 		f.t.Fatalf("enqueue: %v", err)
 	}
@@ -239,11 +239,11 @@ func Test_DashboardLoginRequired(t *testing.T) {
 func Test_DashboardTenantScoped(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	aID, err := f.admin.EnqueueOne(ctx, "qa", []byte("x"), client.WithTenant("a"))
+	aID, err := f.admin.EnqueueOne(ctx, "qa", []byte("x"), client.TaskTenant("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bID, err := f.admin.EnqueueOne(ctx, "qb", []byte("y"), client.WithTenant("b"))
+	bID, err := f.admin.EnqueueOne(ctx, "qb", []byte("y"), client.TaskTenant("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func Test_DashboardRequeueNeedsAdminAndFormToken(t *testing.T) {
 func Test_ListTasksHidesFencesAndTenants(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	id, err := f.admin.EnqueueOne(ctx, "work", []byte("x"), client.WithTenant("a"))
+	id, err := f.admin.EnqueueOne(ctx, "work", []byte("x"), client.TaskTenant("a"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
-	plain, err := client.NewWithOptions(pctx, addrs)
+	plain, err := client.New(pctx, addrs)
 	if err == nil {
 		_, err = plain.Stats(pctx, "", "")
 		_ = plain.Close()
@@ -165,7 +165,7 @@ func Test_DevSecureByDefault(t *testing.T) {
 	ca := filepath.Join(dir, "tls", "docket-ca.pem")
 	checkDevDashboard(t, dev, base, ca, tok)
 	checkDevMetrics(t, dev, dir, ca, tok)
-	anon, err := client.NewWithOptions(ctx, addrs, client.WithTLS(ca, "", ""))
+	anon, err := client.New(ctx, addrs, client.WithTLS(ca, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func Test_DevInsecureIsPlain(t *testing.T) {
 	checkDevMetrics(t, dev, dir, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.NewWithOptions(ctx, []string{fmt.Sprintf("127.0.0.1:%d", base+1)})
+	c, err := client.New(ctx, []string{fmt.Sprintf("127.0.0.1:%d", base+1)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func Test_FrozenLeaderCostsAboutAnElection(t *testing.T) {
 	t.Logf("enqueue finished %v after the leader froze; new leader %s", took.Round(time.Millisecond), newLeader.id)
 	ctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	if task, err := c.GetTask(ctx, r.id, false); err != nil || task.GetId() != r.id {
+	if task, err := c.ReadTask(ctx, r.id); err != nil || task.GetId() != r.id {
 		t.Fatalf("acknowledged task %s: %v, %v", r.id, task, err)
 	}
 }

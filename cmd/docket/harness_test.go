@@ -258,7 +258,7 @@ func mustClientWith(t *testing.T, addrs []string, opts ...client.Option) *client
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.NewWithOptions(ctx, addrs, opts...)
+	c, err := client.New(ctx, addrs, opts...)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

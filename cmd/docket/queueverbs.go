@@ -66,7 +66,11 @@ func (v *verb) purge(ctx context.Context, queue string, dead bool) error {
 		return err
 	}
 	defer done()
-	n, err := c.PurgeQueue(ctx, queue, v.c.tenant, dead)
+	purge := c.PurgeQueued
+	if dead {
+		purge = c.PurgeDead
+	}
+	n, err := purge(ctx, queue, v.c.tenant)
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func Test_ClientRetriesErrors(t *testing.T) {
 	if err != nil || st != pb.TaskState_TASK_STATE_DELAYED {
 		t.Fatalf("nack under the task's policy: %v %v, want DELAYED", st, err)
 	}
-	got, err := c.GetTask(ctx, task.GetId(), false)
+	got, err := c.ReadTask(ctx, task.GetId())
 	if err != nil || got.GetAttempts() != 1 || got.GetVisibleAt()-time.Now().UnixNano() < int64(50*time.Minute) {
 		t.Fatalf("after the nack: %v %v", got, err)
 	}

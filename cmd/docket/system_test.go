@@ -137,7 +137,7 @@ func Test_System_LeaderCrashUnderLoad(t *testing.T) {
 	}
 	ctx := ctxT(t, 20*time.Second)
 	for id := range acked {
-		task, err := c.GetTask(ctx, id, false)
+		task, err := c.ReadTask(ctx, id)
 		if err != nil {
 			t.Fatalf("acked task %s after failover: %v", id, err)
 		}
@@ -242,7 +242,7 @@ func Test_System_HeartbeatKeepsLeaseAcrossLeaderChange(t *testing.T) {
 	if err := <-hbErr; err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	task, err := c.GetTask(ctx, id, false)
+	task, err := c.ReadTask(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func Test_System_FullRestart(t *testing.T) {
 	}
 	before := map[string]*pb.Task{}
 	for _, id := range ids {
-		task, err := c.GetTask(ctx, id, false)
+		task, err := c.ReadTask(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func Test_System_FullRestart(t *testing.T) {
 	waitLeader(t, nodes)
 	c2 := mustClient(t, addrsOf(nodes)...)
 	for _, id := range ids {
-		task, err := c2.GetTask(ctx, id, false)
+		task, err := c2.ReadTask(ctx, id)
 		if err != nil {
 			t.Fatalf("task %s after restart: %v", id, err)
 		}

@@ -131,7 +131,7 @@ func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, co
 		// Only when asked: with auth off, a tenant on a task id is checked.
 		opts = append(opts, client.WithRequestTenant(v.c.tenant))
 	}
-	c, err := client.NewWithOptions(ctx, addrs, opts...)
+	c, err := client.New(ctx, addrs, opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("connect %s: %w", v.c.addr, err)
@@ -342,7 +342,11 @@ func (v *verb) task(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	t, err := c.GetTask(ctx, pos[0], *stale)
+	read := c.ReadTask
+	if *stale {
+		read = c.ReadTaskStale
+	}
+	t, err := read(ctx, pos[0])
 	if err != nil {
 		return noTask(err, pos[0])
 	}

@@ -333,7 +333,7 @@ func (r *runner) client(ctx context.Context) (*client.Client, error) {
 			opts = append(opts, client.WithToken(r.cfg.Token))
 		}
 	}
-	c, err := client.NewWithOptions(ctx, r.addrs, opts...)
+	c, err := client.New(ctx, r.addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %v: %w", r.addrs, err)
 	}

@@ -345,7 +345,7 @@ func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) (string, erro
 				return "", fmt.Errorf("%s exited during start (%v); see %s", n.ID, err, n.LogPath)
 			}
 		}
-		cl, err := client.NewWithOptions(ctx, c.Addrs(), c.ClientOptions()...)
+		cl, err := client.New(ctx, c.Addrs(), c.ClientOptions()...)
 		if err == nil {
 			st, serr := cl.Status(ctx)
 			cerr := cl.Close()
