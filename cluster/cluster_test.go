@@ -54,10 +54,19 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // added as voters.
 func mustCluster(t *testing.T, size int) []*Node {
 	t.Helper()
-	nodes := []*Node{mustNode(t, testConfig(t, "n1", 1))}
+	return mustClusterJoined(t, size, func(*Config) {})
+}
+
+// mustClusterJoined is mustCluster with each node's config edited.
+func mustClusterJoined(t *testing.T, size int, edit func(*Config)) []*Node {
+	t.Helper()
+	first := testConfig(t, "n1", 1)
+	edit(&first)
+	nodes := []*Node{mustNode(t, first)}
 	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
 		cfg := testConfig(t, fmt.Sprintf("n%d", i), 0)
+		edit(&cfg)
 		cfg.Join = []string{nodes[0].GossipAddr()}
 		n := mustNode(t, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

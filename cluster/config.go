@@ -147,6 +147,13 @@ type Config struct {
 	// soon.
 	ElectionTimeout time.Duration
 
+	// CampaignHold is how long a node that awaits its first consistency
+	// check holds its campaign back while a checked voter is alive
+	// (campaign.go). 0 means 10 election timeouts (3 s by default): long
+	// enough for a checked voter to win, short enough that a cluster whose
+	// checked voters cannot win (their logs are behind) still elects.
+	CampaignHold time.Duration
+
 	// LeaderLeaseTimeout is how long a leader stays leader without hearing
 	// from a quorum. Default 250ms: it must be below HeartbeatTimeout so an
 	// isolated leader steps down (raft checks when the oldest contact

@@ -57,6 +57,7 @@ func (n *Node) startGossip() error {
 	if err != nil {
 		return err
 	}
+	n.campaign.pool.Store(n.gossip)
 	if !n.gossip.Encrypted() {
 		n.log.Warn("gossip is plain: any host that reaches the gossip port can join (set a gossip key)", "gossip", n.gossip.Addr())
 	}

@@ -48,6 +48,22 @@ func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Nod
 		}
 		return true
 	})
+	// Gossip refuses by the ids members announce, which each node does
+	// within a discovery tick of learning it.
+	waitFor(t, 10*time.Second, prefix+" nodes announce the id in gossip", func() bool {
+		for _, n := range nodes {
+			seen := 0
+			for _, m := range n.gossip.Members() {
+				if m.Cluster == nodes[0].ClusterID() {
+					seen++
+				}
+			}
+			if seen < len(nodes)-1 {
+				return false
+			}
+		}
+		return true
+	})
 	return nodes
 }
 

@@ -49,6 +49,7 @@ type Node struct {
 
 	logFault *logFault // damage found in the log while running (logfault.go)
 	ident    *identity // the cluster's id, checked on every peer (identity.go)
+	campaign campaignView
 	check    *checker
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
@@ -144,7 +145,8 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.onFault = n.logFault.set
-	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.transport); err != nil {
+	trans := &campaignTransport{NetworkTransport: n.transport, may: n.mayCampaign, asked: &n.campaign.asked}
+	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	role.raft.Store(n.raft)
