@@ -296,12 +296,21 @@
 //     remain, with the attempt CANCELLED and no attempt counted: Nack,
 //     Submit, the reaper's lease expiry, the TimeOut, and a Release
 //     (the claim's answer was lost, so nobody ran it; going back to
-//     pending would undo the cancel). A Submit's outcome and result are
-//     kept on the record: the work may have finished with its side
-//     effects, and an operator wants to see them, but the state is
-//     CANCELLED, so WaitResult and Stats say what was asked. The same
-//     Submit again is ALREADY_DONE (endedBySubmit); any other late write
-//     is STALE_FENCE. A claim's answer has cancel_requested false:
+//     pending would undo the cancel). Below LevelCancelledOutcome a
+//     Submit's outcome and result are kept on the record and the Submit is
+//     answered OK; the same Submit again is ALREADY_DONE (endedBySubmit);
+//     any other late write is STALE_FENCE. From LevelCancelledOutcome
+//     (15) on, the worker is told: a Submit under the fence of the claim
+//     Cancel reached is answered CODE_CANCELLED however that claim ended
+//     (this Submit, an earlier one, a Nack, its lease or deadline;
+//     cancelledClaim), keeps neither outcome nor result (its words go to
+//     last_error), and every task that ends CANCELLED, pending or running
+//     or by a parent's failure, gets outcome CANCELLED, so a WaitResult
+//     reader never sees COMPLETED on a CANCELLED task. Only a Submit sets
+//     COMPLETED or FAILED, which is what endedBySubmit reads. Below the
+//     latch apply writes what a level-14 build writes
+//     (Test_CancelledOutcomeWaitsForItsLevel). A claim's answer has
+//     cancel_requested false:
 //     Cancel of a task whose claim answer is in flight marks the
 //     running task, so the worker's first heartbeat says it.
 //   - The execution timeout: NewTask.timeout_ns (per task; no queue

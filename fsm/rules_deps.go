@@ -161,6 +161,7 @@ func (tx *txn) waitOn(t *pb.Task, nt *pb.NewTask, parents []string) (unfinished 
 	}
 	if failed != "" && t.GetOnParentFailure() != pb.ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN {
 		t.State = pb.TaskState_TASK_STATE_CANCELLED
+		tx.cancelledOutcome(t, t.GetState())
 		t.LastError = failed
 		t.FinishedAt = tx.now
 		t.ExpireAt = addTime(tx.now, t.GetRetentionNs())
