@@ -508,11 +508,15 @@
 //     one command. An index at or after the task's own is refused, which
 //     makes a cycle impossible to write: every edge points back in log
 //     order, and a task named by id already existed. The whole command is
-//     refused for a bad reference (INVALID_ARGUMENT) or a parent id that
-//     names no task of the task's tenant (NOT_FOUND), so a DAG is stored
+//     refused INVALID_ARGUMENT, naming the field, for a bad reference
+//     (an index not before the task, too many parents) and for a parent
+//     id that names no task of the task's tenant (unknown, purged, or
+//     another tenant's, which reads exactly as unknown): one rule, the
+//     request names something that cannot be a parent. So a DAG is stored
 //     whole or not at all; only a tenant limit still refuses single
-//     items, and then every task after a refused one is refused too
-//     (NOT_FOUND), so no child is stored without its parents.
+//     items, and then every task whose parent was refused is refused with
+//     the parent's code (refusedParent), so no child is stored without
+//     its parents. These are answers only: apply writes the same.
 //   - A child with an unfinished parent is WAITING (q/<queue>/<tenant>/w/,
 //     counted per queue in j/n/<queue>/<tenant> for Stats, so the catalog
 //     record keeps its format). It keeps its parents' ids and how many are
@@ -542,7 +546,7 @@
 //     with an expiry index j/e/<expire_at>/<id>, for one more retention of
 //     the task; Purge deletes expired ones (HasDue says so). A parent
 //     found only as a tombstone counts as COMPLETED; a purged parent that
-//     did not complete, or whose tombstone expired, is NOT_FOUND. The
+//     did not complete, or whose tombstone expired, is unknown. The
 //     cost: each purge of a completed task writes two more keys and later
 //     deletes them, and the tombstones of one retention window take about
 //     70 bytes a task.

@@ -96,11 +96,11 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		}
 		var unfinished []*pb.Task
 		if deps && (len(nt.GetAfter()) > 0 || len(nt.GetAfterIndex()) > 0) {
-			parents, ok := parentsOf(nt, ids)
+			parents, refused := parentsOf(nt, ids)
 			var refuse *pb.ItemResult
 			var err error
-			if !ok {
-				refuse = &pb.ItemResult{Code: pb.Code_CODE_NOT_FOUND, Detail: "a parent of this Enqueue was not stored"}
+			if refused >= 0 {
+				refuse = refusedParent(res.GetItems(), refused)
 			} else if unfinished, refuse, err = tx.waitOn(t, nt, parents); err != nil {
 				return err
 			}
