@@ -60,7 +60,7 @@ func Test_CLIDependencies(t *testing.T) {
 	}
 	c := mustClient(t, addrs)
 	ctx := testCtx(t)
-	tr, err := c.GetTask(ctx, byName["transform"].ID, false)
+	tr, err := c.ReadTask(ctx, byName["transform"].ID)
 	if err != nil || strings.Join(tr.GetParents(), ",") != root+","+byName["extract"].ID {
 		t.Fatalf("transform waits on %v (%v)", tr.GetParents(), err)
 	}
@@ -160,7 +160,7 @@ func Test_SharedEnqueueKeepsDAGsApart(t *testing.T) {
 				errs <- err
 				return
 			}
-			child, err := c.GetTask(ctx, items[1].GetTaskId(), false)
+			child, err := c.ReadTask(ctx, items[1].GetTaskId())
 			if err != nil {
 				errs <- err
 				return
