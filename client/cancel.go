@@ -23,6 +23,14 @@ var (
 	// the handler's ctx then. The server ends the claim itself: FAILED,
 	// or retried when the task asked for retry_on_timeout.
 	ErrTimedOut = errors.New("docket: execution timeout")
+
+	// ErrCancelled means a Submit came under the fence of a claim that an
+	// operator cancelled while it ran (gRPC FailedPrecondition, reason
+	// CANCELLED; item code CODE_CANCELLED): the task ended CANCELLED,
+	// nothing of the Submit was stored, and it will not run again. Drop
+	// the result. Clusters at feature level 15; older ones answer such a
+	// Submit with success and store the result on the CANCELLED task.
+	ErrCancelled = errors.New("docket: task cancelled")
 )
 
 // CancelResult is what CancelTask did to a task.

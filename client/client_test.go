@@ -288,18 +288,53 @@ func Test_ErrorMapping(t *testing.T) {
 
 func Test_ItemError(t *testing.T) {
 	for code, want := range map[docketv1.Code]error{
-		docketv1.Code_CODE_OK:               nil,
-		docketv1.Code_CODE_DUPLICATE:        nil,
-		docketv1.Code_CODE_ALREADY_DONE:     nil,
-		docketv1.Code_CODE_NOT_FOUND:        ErrNotFound,
-		docketv1.Code_CODE_STALE_FENCE:      ErrStaleFence,
-		docketv1.Code_CODE_WRONG_STATE:      ErrWrongState,
-		docketv1.Code_CODE_INVALID_ARGUMENT: ErrInvalidArgument,
+		docketv1.Code_CODE_OK:                 nil,
+		docketv1.Code_CODE_DUPLICATE:          nil,
+		docketv1.Code_CODE_ALREADY_DONE:       nil,
+		docketv1.Code_CODE_NOT_FOUND:          ErrNotFound,
+		docketv1.Code_CODE_STALE_FENCE:        ErrStaleFence,
+		docketv1.Code_CODE_WRONG_STATE:        ErrWrongState,
+		docketv1.Code_CODE_INVALID_ARGUMENT:   ErrInvalidArgument,
+		docketv1.Code_CODE_RESOURCE_EXHAUSTED: ErrTenantLimit,
+		docketv1.Code_CODE_TIMED_OUT:          ErrTimedOut,
+		docketv1.Code_CODE_CANCELLED:          ErrCancelled,
 	} {
 		err := ItemError(&docketv1.ItemResult{Code: code, TaskId: "t1"})
 		if (want == nil) != (err == nil) || (want != nil && !errors.Is(err, want)) {
 			t.Fatalf("ItemError(%v) = %v, want %v", code, err, want)
 		}
+	}
+	// Every code a server sends has a meaning here.
+	for n, name := range docketv1.Code_name {
+		if err := ItemError(&docketv1.ItemResult{Code: docketv1.Code(n), TaskId: "t1"}); err != nil && strings.Contains(err.Error(), "unknown item code") {
+			t.Errorf("item code %s is not mapped: %v", name, err)
+		}
+	}
+}
+
+// Test_SubmitOnACancelledTaskSaysSo: a Submit the server answers CANCELLED
+// (the task was cancelled while the claim ran) is ErrCancelled, alone and
+// shared in a SubmitBatch, and not retried.
+func Test_SubmitOnACancelledTaskSaysSo(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	c := mustClient(t, fc.addr(0))
+	fc.setHooks(func(m string) error {
+		if m == "Submit" {
+			return withInfo(codes.FailedPrecondition, docketv1.ReasonCancelled)
+		}
+		return nil
+	}, nil)
+	req := &docketv1.SubmitRequest{TaskId: "t1", Fence: 1, Outcome: docketv1.Outcome_OUTCOME_COMPLETED}
+	done, err := c.Submit(ctxTimeout(t, time.Second), req)
+	if !errors.Is(err, ErrCancelled) || done || status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Submit on a cancelled claim: done %v err %v, want ErrCancelled", done, err)
+	}
+	if n := fc.count(0, "Submit"); n != 1 {
+		t.Fatalf("%d Submit attempts, want 1", n)
+	}
+	err = ItemError(&docketv1.ItemResult{Code: docketv1.Code_CODE_CANCELLED, TaskId: "t1", Detail: "cancelled"})
+	if !errors.Is(err, ErrCancelled) || errors.Is(err, ErrStaleFence) {
+		t.Fatalf("a CANCELLED item maps to %v", err)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 // completed; one Enqueue whose tasks name earlier ones by AfterIndex sends
 // a whole graph as one atomic command. They need a cluster whose every
 // server runs a build with feature level 11 (ErrFeatureDisabled); an
-// unknown parent is ErrNotFound.
+// unknown parent (or another tenant's) is ErrInvalidArgument naming
+// tasks[i].after, as a forward reference is.
 
 var opParentResults = op{name: "ParentResults", repeatable: true}
 

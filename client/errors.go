@@ -165,6 +165,8 @@ func mapError(err error) error {
 			e.kind = ErrFeatureDisabled
 		case docketv1.ReasonTimedOut:
 			e.kind = ErrTimedOut
+		case docketv1.ReasonCancelled:
+			e.kind = ErrCancelled
 		}
 	case codes.Unavailable:
 		if reason == docketv1.ReasonLeadershipLost {
@@ -240,6 +242,8 @@ func ItemError(it *docketv1.ItemResult) error {
 		kind = ErrTenantLimit
 	case docketv1.Code_CODE_TIMED_OUT:
 		kind = ErrTimedOut
+	case docketv1.Code_CODE_CANCELLED:
+		kind = ErrCancelled
 	default:
 		return fmt.Errorf("docket: task %s: unknown item code %v: %s", it.GetTaskId(), it.GetCode(), it.GetDetail())
 	}

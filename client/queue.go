@@ -159,7 +159,8 @@ func (c *Client) heartbeatRPC(ctx context.Context, items []*docketv1.HeartbeatIt
 // alreadyDone is true when the same Submit was accepted before (the client
 // retried after an unknown outcome, or the caller did): the task is done
 // either way. ErrStaleFence means the lease was lost and the Submit was not
-// accepted.
+// accepted. ErrCancelled means an operator cancelled the task while this
+// claim ran: it ended CANCELLED and nothing of the Submit was stored.
 func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alreadyDone bool, err error) {
 	if c.sub == nil {
 		return c.submitOne(ctx, req)
@@ -173,7 +174,7 @@ func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alrea
 
 // SubmitBatch reports many tasks in one call and returns one result per
 // item, in order: CODE_OK, CODE_ALREADY_DONE, or a code that ItemError
-// maps (ErrStaleFence, ErrNotFound, ErrWrongState). An invalid item fails
+// maps (ErrStaleFence, ErrNotFound, ErrWrongState, ErrCancelled). An invalid item fails
 // the whole call with ErrInvalidArgument. Like Submit it is retried after
 // ErrOutcomeUnknown: each item is fenced.
 func (c *Client) SubmitBatch(ctx context.Context, reqs ...*docketv1.SubmitRequest) ([]*docketv1.ItemResult, error) {

@@ -21,6 +21,7 @@ func Test_EveryServerReasonIsMapped(t *testing.T) {
 		docketv1.ReasonTenantLimit:     ErrTenantLimit,
 		docketv1.ReasonFeatureDisabled: ErrFeatureDisabled,
 		docketv1.ReasonTimedOut:        ErrTimedOut,
+		docketv1.ReasonCancelled:       ErrCancelled,
 		docketv1.ReasonLeadershipLost:  ErrOutcomeUnknown,
 		// Nothing was done: retry on another node or the leader.
 		docketv1.ReasonNotLeader:    ErrNoLeader,

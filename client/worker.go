@@ -400,6 +400,8 @@ func (w *Worker) logReport(log *slog.Logger, what string, err error, args ...any
 	switch {
 	case err == nil:
 		log.Debug("task "+what, args...)
+	case errors.Is(err, ErrCancelled):
+		log.Info("task "+what+" after it was cancelled: the task ended CANCELLED and its result was dropped", args...)
 	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrNotFound):
 		log.Warn("task "+what+" too late: the lease was lost", append(args, "err", err)...)
 	case errors.Is(err, ErrOutcomeUnknown):

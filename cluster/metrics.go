@@ -9,6 +9,20 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
+// fencedCommands are the commands whose items can be refused STALE_FENCE:
+// the label values of docket_lease_stale_fence_total.
+var fencedCommands = []pb.CommandType{
+	pb.CommandType_COMMAND_TYPE_HEARTBEAT, pb.CommandType_COMMAND_TYPE_SUBMIT, pb.CommandType_COMMAND_TYPE_NACK,
+	pb.CommandType_COMMAND_TYPE_SNOOZE, pb.CommandType_COMMAND_TYPE_REAP, pb.CommandType_COMMAND_TYPE_RELEASE,
+	pb.CommandType_COMMAND_TYPE_TIME_OUT,
+}
+
+// opName is a command type's label value: "SUBMIT".
+func opName(t pb.CommandType) string { return strings.TrimPrefix(t.String(), "COMMAND_TYPE_") }
+
+// heldOutcomes are the label values of docket_lease_claim_to_answer_seconds.
+var heldOutcomes = []string{"completed", "failed", "nack"}
+
 // serviceMetrics are the Service's Prometheus collectors. They always
 // exist, so the code never checks; they are exported only when
 // ServiceConfig.Registerer is set.
@@ -72,6 +86,15 @@ func newServiceMetrics(reg prometheus.Registerer, log *slog.Logger) *serviceMetr
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms .. about 80 s
 		}),
 	}
+	// Every label value known in advance exists from the start at 0, on
+	// every node: a series that appears only with its first event (and only
+	// on the node that led then) leaves rate() and alerts blind until then.
+	for _, op := range fencedCommands {
+		m.staleFence.WithLabelValues(opName(op))
+	}
+	for _, o := range heldOutcomes {
+		m.held.WithLabelValues(o)
+	}
 	if reg == nil {
 		return m
 	}
@@ -94,7 +117,7 @@ func (m *serviceMetrics) observe(cmd *pb.Command, res *pb.CommandResult) {
 		}
 		return
 	}
-	op := strings.TrimPrefix(cmd.GetType().String(), "COMMAND_TYPE_")
+	op := opName(cmd.GetType())
 	for _, it := range res.GetItems() {
 		switch {
 		case it.GetCode() == pb.Code_CODE_STALE_FENCE:

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,7 +17,9 @@ const maxQueueSeries = 2000
 // nodeCollector exports what a scrape reads from the node at that moment:
 // Raft's indexes and state, the FSM's applied index and latch, the
 // consistency-check state and the queue depths from the replica's catalog
-// counters (one key per queue and tenant, never a scan of tasks). Every
+// counters (one key per queue and tenant, never a scan of tasks), the
+// queues' pause flags and limits, and the tenants' schedules (a bounded
+// scan of the schedule records). Every
 // value is this node's view; the queue depths and totals are replicated
 // state, the same on every node once it applied the same index.
 type nodeCollector struct {
@@ -24,6 +28,8 @@ type nodeCollector struct {
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
 	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
 	totals []queueTotal
+	// Queue control: pause, limits, and the tenants' schedules.
+	paused, queueLimit, tenantLimit, schedules *prometheus.Desc
 	// Pebble and health.
 	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving, snapBytes *prometheus.Desc
 }
@@ -55,6 +61,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		check: d("consistency_check_state", "1 for this node's consistency-check state (ok, awaiting, diverged), 0 for the others.",
 			"state"),
 		queueTasks: d("queue_tasks", "Tasks by queue, tenant and state, from the replicated catalog counters. "+
+			"waiting counts tasks waiting on their parents (task dependencies); "+
 			"finished counts completed, failed and cancelled tasks kept until their retention ends.",
 			"queue", "tenant", "state"),
 		queueDropped: d("queue_series_dropped", "Queue/tenant pairs left out of docket_queue_tasks this scrape (more than the bound)."),
@@ -65,6 +72,13 @@ func newNodeCollector(n *Node) *nodeCollector {
 			"the leader put the task back). Replicated state from the queues' totals: every node reports the same count at "+
 			"the same index; expired counted since feature level 5, released since level 6.", "reason"),
 	}
+	c.paused = d("queue_paused", "1 when the queue is paused (claims take nothing from it), 0 otherwise.", "queue", "tenant")
+	c.queueLimit = d("queue_limit", "A queue's limit by kind, present only when set: max_running (tasks RUNNING at once), "+
+		"rate_per_second (claimed tasks per second) and burst (the rate's bucket size).", "queue", "tenant", "kind")
+	c.tenantLimit = d("tenant_limit", "A tenant's limit across its queues by kind, present only when set: max_running "+
+		"(its tasks RUNNING at once). Reported for the tenants of the queues exported.", "tenant", "kind")
+	c.schedules = d("schedules", fmt.Sprintf("Schedules (recurring tasks) by tenant; tenants without any are absent. "+
+		"Counted over at most %d schedules per scrape.", maxScheduleScan), "tenant")
 	c.compactions = d("pebble_compactions_total", "Compactions Pebble finished since the node started.")
 	c.compactionsFailed = d("pebble_compactions_failed_total", "Compactions that failed since the node started.")
 	c.compactionDebt = d("pebble_compaction_debt_bytes", "Bytes Pebble estimates it must compact; growing debt means compactions cannot keep up.")
@@ -98,7 +112,8 @@ func newNodeCollector(n *Node) *nodeCollector {
 // Describe sends every descriptor.
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
-		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds} {
+		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds,
+		c.paused, c.queueLimit, c.tenantLimit, c.schedules} {
 		ch <- d
 	}
 	for _, t := range c.totals {
@@ -161,6 +176,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.serving, b2f(len(n.HealthProblems()) == 0 && n.CheckErr() == nil))
 	gauge(c.snapBytes, float64(n.fsm.SnapshotBytes()))
 	c.collectQueues(ch)
+	c.collectSchedules(ch)
 }
 
 func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
@@ -169,6 +185,7 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 	// Summed over every queue, the dropped ones too: the reason series
 	// have no queue label, so they stay two however many queues exist.
 	var expired, released uint64
+	tenants := map[string]bool{} // whose tenant limit is exported
 	for {
 		page, next, err := c.n.fsm.StatsPage("", "", cursor)
 		if err != nil {
@@ -185,10 +202,11 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 			exported++
 			for state, v := range map[string]uint64{
 				"pending": q.GetPending(), "delayed": q.GetDelayed(), "running": q.GetRunning(),
-				"dead": q.GetDead(), "finished": q.GetCompleted(),
+				"dead": q.GetDead(), "finished": q.GetCompleted(), "waiting": q.GetWaiting(),
 			} {
 				ch <- prometheus.MustNewConstMetric(c.queueTasks, prometheus.GaugeValue, float64(v), q.GetQueue(), q.GetTenant(), state)
 			}
+			c.collectControl(ch, q, tenants)
 			if at := q.GetOldestPendingAt(); at > 0 {
 				ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, float64(max(0, now-at))/1e9, q.GetQueue(), q.GetTenant())
 			}
@@ -206,6 +224,66 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.queueDropped, prometheus.GaugeValue, float64(dropped))
 	ch <- prometheus.MustNewConstMetric(c.leaseEnds, prometheus.CounterValue, float64(expired), "expired")
 	ch <- prometheus.MustNewConstMetric(c.leaseEnds, prometheus.CounterValue, float64(released), "released")
+}
+
+// collectControl exports q's pause flag and the limits set on it and, once
+// per tenant, on its tenant.
+func (c *nodeCollector) collectControl(ch chan<- prometheus.Metric, q *pb.QueueStats, tenants map[string]bool) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.paused, b2f(q.GetPaused()), q.GetQueue(), q.GetTenant())
+	if v := q.GetMaxRunning(); v > 0 {
+		gauge(c.queueLimit, float64(v), q.GetQueue(), q.GetTenant(), "max_running")
+	}
+	if v := q.GetRateMilli(); v > 0 {
+		gauge(c.queueLimit, float64(v)/1000, q.GetQueue(), q.GetTenant(), "rate_per_second")
+	}
+	if v := q.GetBurst(); v > 0 {
+		gauge(c.queueLimit, float64(v), q.GetQueue(), q.GetTenant(), "burst")
+	}
+	if tenants[q.GetTenant()] {
+		return
+	}
+	tenants[q.GetTenant()] = true
+	if v := q.GetTenantMaxRunning(); v > 0 {
+		gauge(c.tenantLimit, float64(v), q.GetTenant(), "max_running")
+	}
+}
+
+// maxScheduleScan bounds the schedules one scrape reads to count them.
+const maxScheduleScan = 100_000
+
+// collectSchedules counts the schedules of each tenant, at most
+// maxQueueSeries tenants and maxScheduleScan schedules.
+func (c *nodeCollector) collectSchedules(ch chan<- prometheus.Metric) {
+	const page = 1000
+	counts := map[string]int{}
+	var order []string // tenants in key order, for a stable export
+	var after []byte
+	for scanned := 0; scanned < maxScheduleScan; scanned += page {
+		var err error
+		after, err = c.n.fsm.ScanSchedules(after, page, func(s *pb.Schedule) error {
+			if _, ok := counts[s.GetTenant()]; !ok {
+				if len(order) >= maxQueueSeries {
+					return nil
+				}
+				order = append(order, s.GetTenant())
+			}
+			counts[s.GetTenant()]++
+			return nil
+		})
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.schedules, err)
+			return
+		}
+		if after == nil {
+			break
+		}
+	}
+	for _, tn := range order {
+		ch <- prometheus.MustNewConstMetric(c.schedules, prometheus.GaugeValue, float64(counts[tn]), tn)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -272,3 +272,107 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 		t.Errorf("help text does not say the counter is replicated: %q", f.GetHelp())
 	}
 }
+
+// Test_MetricsExistAtZeroOnAFreshNode: a node exports every counter whose
+// label values are known in advance from its start, at 0, before any
+// event and whether or not it ever leads, so that rate() and the alerts
+// see them. docket_lease_stale_fence_total (which the shipped dashboard
+// graphs) existed only after the first stale fence, and only on the
+// leader.
+func Test_MetricsExistAtZeroOnAFreshNode(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	reg := prometheus.NewRegistry()
+	cfg.Service.Registerer = reg
+	mustNode(t, cfg) // scraped at once: no leader yet, nothing applied
+	zero := func(name string, labels ...string) {
+		t.Helper()
+		if got, ok := metricValue(t, reg, name, labels...); !ok || got != 0 {
+			t.Errorf("%s%v = %v (present %v), want 0 from the start", name, labels, got, ok)
+		}
+	}
+	for _, cmd := range []string{"HEARTBEAT", "SUBMIT", "NACK", "SNOOZE", "REAP", "RELEASE", "TIME_OUT"} {
+		zero("docket_lease_stale_fence_total", "command="+cmd)
+	}
+	zero("docket_lease_heartbeats_total")
+	zero("docket_cluster_claim_undelivered_tasks_total")
+	zero("docket_cluster_claim_released_tasks_total")
+	zero("docket_lease_expirations_total", "reason=expired")
+	zero("docket_lease_expirations_total", "reason=released")
+	for _, outcome := range []string{"completed", "failed", "nack"} {
+		if _, m := series(t, reg, "docket_lease_claim_to_answer_seconds", "outcome="+outcome); m == nil || m.GetHistogram().GetSampleCount() != 0 {
+			t.Errorf("docket_lease_claim_to_answer_seconds{outcome=%s} = %v, want present and empty", outcome, m)
+		}
+	}
+}
+
+// Test_QueueControlGauges: docket_queue_tasks counts the tasks waiting on
+// their parents, and the queues' pause flags, limits and the tenants'
+// schedules have gauges, on every node's replica alike.
+func Test_QueueControlGauges(t *testing.T) {
+	cfg := testConfig(t, "n1", 1)
+	reg := prometheus.NewRegistry()
+	cfg.Service.Registerer = reg
+	n := mustNode(t, cfg)
+	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	waitFor(t, 5*time.Second, "the dependencies level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelRetries })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	must := func(cmd *pb.Command) {
+		t.Helper()
+		res, err := n.Propose(ctx, cmd)
+		if err == nil {
+			err = fsm.ResultError(res)
+		}
+		for _, it := range res.GetItems() {
+			if err == nil {
+				err = fsm.ItemError(it)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", cmd.GetType(), err)
+		}
+	}
+	// One parent, four children waiting on it; one more queue left alone.
+	tasks := []*pb.NewTask{{Queue: "m", Tenant: "default"}}
+	for range 4 {
+		tasks = append(tasks, &pb.NewTask{Queue: "m", Tenant: "default", AfterIndex: []uint32{0}})
+	}
+	tasks = append(tasks, &pb.NewTask{Queue: "other", Tenant: "default"})
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: tasks}}})
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED, Body: &pb.Command_SetQueuePaused{
+		SetQueuePaused: &pb.SetQueuePausedCmd{Queue: "m", Tenant: "default", Paused: true}}})
+	maxRunning, rate, burst, tenantMax := uint32(3), uint64(2500), uint32(5), uint32(7)
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS, Body: &pb.Command_SetQueueLimits{
+		SetQueueLimits: &pb.SetQueueLimitsCmd{Queue: "m", Tenant: "default", MaxRunning: &maxRunning, RateMilli: &rate, Burst: &burst}}})
+	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS, Body: &pb.Command_SetQueueLimits{
+		SetQueueLimits: &pb.SetQueueLimitsCmd{Tenant: "default", MaxRunning: &tenantMax}}})
+	for _, name := range []string{"hourly", "daily"} {
+		must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE, Body: &pb.Command_PutSchedule{PutSchedule: &pb.PutScheduleCmd{
+			Schedule: &pb.Schedule{Name: name, Tenant: "default", Queue: "m", Spec: "@hourly"}}}})
+	}
+	want := []struct {
+		name   string
+		labels []string
+		value  float64
+	}{
+		{"docket_queue_tasks", []string{"queue=m", "tenant=default", "state=waiting"}, 4},
+		{"docket_queue_tasks", []string{"queue=m", "tenant=default", "state=pending"}, 1},
+		{"docket_queue_tasks", []string{"queue=other", "tenant=default", "state=waiting"}, 0},
+		{"docket_queue_paused", []string{"queue=m", "tenant=default"}, 1},
+		{"docket_queue_paused", []string{"queue=other", "tenant=default"}, 0},
+		{"docket_queue_limit", []string{"queue=m", "tenant=default", "kind=max_running"}, 3},
+		{"docket_queue_limit", []string{"queue=m", "tenant=default", "kind=rate_per_second"}, 2.5},
+		{"docket_queue_limit", []string{"queue=m", "tenant=default", "kind=burst"}, 5},
+		{"docket_tenant_limit", []string{"tenant=default", "kind=max_running"}, 7},
+		{"docket_schedules", []string{"tenant=default"}, 2},
+	}
+	for _, w := range want {
+		if got, ok := metricValue(t, reg, w.name, w.labels...); !ok || got != w.value {
+			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value)
+		}
+	}
+	// A limit not set is absent, not 0: 0 would read as "nothing may run".
+	if _, ok := metricValue(t, reg, "docket_queue_limit", "queue=other"); ok {
+		t.Errorf("docket_queue_limit exported for a queue without limits")
+	}
+}

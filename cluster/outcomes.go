@@ -14,6 +14,9 @@ var (
 	ErrWrongState = fsm.ErrWrongState
 	// ErrTenantLimit: the tenant's task or byte limit refused the command.
 	ErrTenantLimit = fsm.ErrTenantLimit
+	// ErrCancelled: a Submit under a claim that Cancel reached; the task
+	// ended CANCELLED and kept nothing of the Submit.
+	ErrCancelled = fsm.ErrCancelled
 )
 
 // FieldError is a request value that the rules refuse, naming its field.

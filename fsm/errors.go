@@ -28,6 +28,10 @@ var (
 	// (NewTask.timeout_ns): a Heartbeat is refused, the worker must stop,
 	// and the leader ends the claim. Nothing changed.
 	ErrTimedOut = errors.New("execution deadline passed")
+	// ErrCancelled means a Submit came under the fence of a claim that
+	// Cancel reached: the task ended CANCELLED, nothing of the Submit was
+	// kept, and it will not run again. The worker drops its result.
+	ErrCancelled = errors.New("task cancelled")
 	// ErrUnknownCommand means a log entry holds a command type this build
 	// does not know. Applying it would diverge, so the node stops.
 	ErrUnknownCommand = errors.New("unknown command type")
@@ -136,6 +140,8 @@ func CodeError(c pb.Code, field, detail string) error {
 		return wrapDetail(ErrTenantLimit, detail)
 	case pb.Code_CODE_TIMED_OUT:
 		return wrapDetail(ErrTimedOut, detail)
+	case pb.Code_CODE_CANCELLED:
+		return wrapDetail(ErrCancelled, detail)
 	default:
 		return fmt.Errorf("code %v: %s", c, detail)
 	}

@@ -67,9 +67,16 @@ const (
 	// LevelIdentity: SetClusterID, the cluster's id (m/cluster-id) that
 	// nodes compare before they accept a peer.
 	LevelIdentity uint32 = 14
+	// LevelCancelledOutcome: no new command; a task that ends CANCELLED
+	// gets outcome CANCELLED, and a Submit under the fence of a claim that
+	// Cancel reached ends it CANCELLED without keeping its outcome or
+	// result and is answered CODE_CANCELLED (rules_cancel.go). Before the
+	// latch such a Submit stored the worker's outcome and result. It
+	// changes the bytes apply writes, so it waits for every server.
+	LevelCancelledOutcome uint32 = 15
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelIdentity
+	FeatureLevel = LevelCancelledOutcome
 )
 
 // levelOverride lowers BuildLevel at link time

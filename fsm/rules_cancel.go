@@ -18,6 +18,7 @@ const (
 	detailCancelRequested = "cancel requested: the worker is told at its next heartbeat"
 	detailCancelPending   = "cancel already requested"
 	detailTimedOut        = "execution deadline passed"
+	detailCancelled       = "the task was cancelled while this claim ran: nothing of the submit was kept"
 )
 
 // requestCancel marks a running task cancel-requested, on the task and on
@@ -192,11 +193,6 @@ func submittedWhy(c *pb.SubmitCmd) string {
 	return "the worker submitted completed"
 }
 
-// endedBySubmit reports whether t's claim under fence ended with a Submit,
-// so that the same Submit again is ALREADY_DONE rather than STALE_FENCE.
-// Only a Submit sets the outcome (Validate requires one); a claim ended
-// by its deadline, or cancelled by a Nack or an expiry, has none. Before
-// LevelCancelRunning every COMPLETED or FAILED task was a Submit's.
 // timedOutClaim reports whether t's claim under fence is over and ran past
 // its execution deadline: the task is no longer running under it (no
 // later claim took it, no Submit or Cancel ended it), so TimeOut (or a
@@ -213,10 +209,53 @@ func (tx *txn) timedOutClaim(t *pb.Task, fence uint64) bool {
 	return false
 }
 
+// endedBySubmit reports whether t's claim under fence ended with a Submit,
+// so that the same Submit again is ALREADY_DONE rather than STALE_FENCE.
+// Only a Submit sets the outcome COMPLETED or FAILED (Validate requires
+// one of them); a claim ended by its deadline, or cancelled by a Nack or
+// an expiry, has none, or CANCELLED from LevelCancelledOutcome on. Before
+// LevelCancelRunning every COMPLETED or FAILED task was a Submit's.
 func endedBySubmit(t *pb.Task, fence uint64) bool {
 	switch t.GetState() {
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
-		return t.GetFence() == fence && t.GetOutcome() != pb.Outcome_OUTCOME_UNSPECIFIED
+		o := t.GetOutcome()
+		return t.GetFence() == fence && (o == pb.Outcome_OUTCOME_COMPLETED || o == pb.Outcome_OUTCOME_FAILED)
 	}
 	return false
+}
+
+// cancelledClaim reports whether fence is the claim of t that Cancel
+// reached, now ended: however it ended (this Submit, an earlier one, a
+// Nack, its lease or deadline), a Submit under it is answered CANCELLED
+// from LevelCancelledOutcome on. Cancel marks only a running task, and a
+// marked task never runs again, so its fence is that claim's.
+func (tx *txn) cancelledClaim(t *pb.Task, fence uint64) bool {
+	return tx.feature >= LevelCancelledOutcome && t != nil && t.GetState() == pb.TaskState_TASK_STATE_CANCELLED &&
+		t.GetCancelRequested() && t.GetFence() == fence
+}
+
+// submitCancelled ends a cancel-requested claim on its worker's Submit,
+// from LevelCancelledOutcome on: CANCELLED, keeping neither the outcome
+// nor the result it submitted (finishTask sets outcome CANCELLED), and
+// tells the worker so. Below the level the Submit's outcome and result
+// are kept and the answer is OK (submit).
+func (tx *txn) submitCancelled(t *pb.Task, c *pb.SubmitCmd, res *pb.CommandResult) error {
+	claimed := t.GetClaimedAt()
+	if _, err := tx.endIfCancelled(t, cancelledWhy(submittedWhy(c)), nil); err != nil {
+		return err
+	}
+	it := item(pb.Code_CODE_CANCELLED, t.GetId(), t, detailCancelled)
+	it.SinceNs = max(0, tx.now-claimed)
+	res.Items = append(res.Items, it)
+	return nil
+}
+
+// cancelledOutcome gives a task that ends CANCELLED its outcome, from
+// LevelCancelledOutcome on: a WaitResult reader then sees CANCELLED, not
+// the outcome a worker submitted (which older builds kept) or none.
+// to is the state t ends in (move sets it after its mutate runs).
+func (tx *txn) cancelledOutcome(t *pb.Task, to pb.TaskState) {
+	if tx.feature >= LevelCancelledOutcome && to == pb.TaskState_TASK_STATE_CANCELLED {
+		t.Outcome = pb.Outcome_OUTCOME_CANCELLED
+	}
 }

@@ -45,8 +45,11 @@ func hasDeps(c *pb.EnqueueCmd) bool {
 // checkDeps refuses a whole Enqueue whose references are wrong: too many
 // parents, an index that is not of an earlier task of the command (which
 // is what makes a cycle impossible to write: every edge points back in
-// log order), or an id that names no task of the task's tenant. It fills
-// res and reports true when it refused.
+// log order), or an id that names no task of the task's tenant. Each is
+// INVALID_ARGUMENT naming the field: the request names something that
+// cannot be a parent, whether the id is unknown, purged or another
+// tenant's (which must read exactly as unknown). It fills res and reports
+// true when it refused.
 func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) {
 	for i, nt := range c.GetTasks() {
 		n := len(nt.GetAfter()) + len(nt.GetAfterIndex())
@@ -83,10 +86,12 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 				ok = false
 			}
 			if !ok {
-				// Another tenant's task is not found, exactly as a missing
+				// Another tenant's task is unknown, exactly as a missing
 				// one; a purged parent is missing too (doc.go says why).
-				res.ErrorCode, res.ErrorField = pb.Code_CODE_NOT_FOUND, fmt.Sprintf("tasks[%d].after", i)
-				res.ErrorDetail = "no such task " + id
+				// Before this rule it answered NOT_FOUND; answers are not
+				// stored, so replicas of either build stay identical.
+				fieldErr("after", "no task %s of this tenant: a parent is a task of the same tenant, "+
+					"unfinished or finished within its retention", id).InList("tasks", i).fillRejection(res)
 				return true, nil
 			}
 		}
@@ -97,8 +102,9 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 // parentsOf lists a new task's parents without repeats: its after ids,
 // then the ids its after_index names. ids holds the id stored (or found
 // by idempotency key) at each earlier position, "" where the task was
-// refused; a reference to a refused task returns ok false.
-func parentsOf(nt *pb.NewTask, ids []string) (parents []string, ok bool) {
+// refused; a reference to a refused task returns its position as refused,
+// which is -1 otherwise.
+func parentsOf(nt *pb.NewTask, ids []string) (parents []string, refused int) {
 	seen := make(map[string]bool, len(nt.GetAfter())+len(nt.GetAfterIndex()))
 	add := func(id string) {
 		if !seen[id] {
@@ -111,11 +117,24 @@ func parentsOf(nt *pb.NewTask, ids []string) (parents []string, ok bool) {
 	}
 	for _, j := range nt.GetAfterIndex() {
 		if ids[j] == "" {
-			return nil, false
+			return nil, int(j)
 		}
 		add(ids[j])
 	}
-	return parents, true
+	return parents, -1
+}
+
+// refusedParent is the answer of a task whose parent at position j of the
+// same Enqueue was refused: the parent's own code (RESOURCE_EXHAUSTED for
+// a tenant limit, so a caller retries the whole graph later), as no child
+// is stored without its parents. items are the command's answers so far,
+// one per position.
+func refusedParent(items []*pb.ItemResult, j int) *pb.ItemResult {
+	code := pb.Code_CODE_INVALID_ARGUMENT
+	if j < len(items) {
+		code = items[j].GetCode()
+	}
+	return &pb.ItemResult{Code: code, Detail: fmt.Sprintf("its parent tasks[%d] was refused", j)}
 }
 
 // waitOn decides a new task's start from its parents' states: t is built
@@ -143,7 +162,8 @@ func (tx *txn) waitOn(t *pb.Task, nt *pb.NewTask, parents []string) (unfinished 
 			}
 		}
 		if !ok || p.GetTenant() != t.GetTenant() {
-			return nil, &pb.ItemResult{Code: pb.Code_CODE_NOT_FOUND, TaskId: id, Detail: "parent not stored"}, nil
+			// checkDeps refused these; the same rule, should one slip by.
+			return nil, &pb.ItemResult{Code: pb.Code_CODE_INVALID_ARGUMENT, TaskId: id, Detail: "parent not stored"}, nil
 		}
 		switch p.GetState() {
 		case pb.TaskState_TASK_STATE_COMPLETED:
@@ -161,6 +181,7 @@ func (tx *txn) waitOn(t *pb.Task, nt *pb.NewTask, parents []string) (unfinished 
 	}
 	if failed != "" && t.GetOnParentFailure() != pb.ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN {
 		t.State = pb.TaskState_TASK_STATE_CANCELLED
+		tx.cancelledOutcome(t, t.GetState())
 		t.LastError = failed
 		t.FinishedAt = tx.now
 		t.ExpireAt = addTime(tx.now, t.GetRetentionNs())

@@ -188,11 +188,12 @@ func Test_DependencyRules(t *testing.T) {
 			cancelled := h.enqueue(at(0), after(ids))[0]
 			h.wantState(cancelled, pb.TaskState_TASK_STATE_CANCELLED)
 		}},
-		{"unknown or foreign parent is refused whole", func(t *testing.T, h *harness) {
+		{"unknown or foreign parent is refused whole, invalid as a cycle is", func(t *testing.T, h *harness) {
 			other := h.enqueue(at(0), nt("q", "b", 0))[0]
 			for _, id := range []string{"00000000000000990000", other} {
 				res := h.apply(enqueueCmd(at(0), nt("q", "a", 0), after([]string{id})))
-				if res.GetErrorCode() != pb.Code_CODE_NOT_FOUND || res.GetErrorField() != "tasks[1].after" {
+				if res.GetErrorCode() != pb.Code_CODE_INVALID_ARGUMENT || res.GetErrorField() != "tasks[1].after" ||
+					!strings.Contains(res.GetErrorDetail(), id) || strings.Contains(res.GetErrorDetail(), "tenant b") {
 					t.Fatalf("parent %s: %v %s %s", id, res.GetErrorCode(), res.GetErrorField(), res.GetErrorDetail())
 				}
 			}
@@ -224,7 +225,9 @@ func Test_DependencyRules(t *testing.T) {
 					t.Fatalf("item %d stored: %v", i, it)
 				}
 			}
-			if res.GetItems()[1].GetCode() != pb.Code_CODE_NOT_FOUND {
+			// The child is refused for its parent's reason: the tenant
+			// limit, so the caller retries the graph, not fixes it.
+			if res.GetItems()[1].GetCode() != pb.Code_CODE_RESOURCE_EXHAUSTED || !strings.Contains(res.GetItems()[1].GetDetail(), "tasks[0]") {
 				t.Fatalf("child answered %v", res.GetItems()[1])
 			}
 		}},
@@ -270,7 +273,7 @@ func Test_DependencyRules(t *testing.T) {
 			// A purged failed parent and another tenant's purged task are
 			// unknown.
 			for _, n := range []*pb.NewTask{after(ids[1:]), {Queue: "q", Tenant: "b", After: ids[:1]}} {
-				if res := h.apply(enqueueCmd(at(time.Minute), n)); res.GetErrorCode() != pb.Code_CODE_NOT_FOUND {
+				if res := h.apply(enqueueCmd(at(time.Minute), n)); res.GetErrorCode() != pb.Code_CODE_INVALID_ARGUMENT {
 					t.Fatalf("purged parent %v: %v", n.GetAfter(), res.GetErrorCode())
 				}
 			}
@@ -280,7 +283,7 @@ func Test_DependencyRules(t *testing.T) {
 				t.Fatalf("HasDue with an expired tombstone: %v %v %v", due, expired, err)
 			}
 			h.do(purgeCmd(at(time.Minute+2*time.Second), 10))
-			if res := h.apply(enqueueCmd(at(time.Minute+2*time.Second), after(ids[:1]))); res.GetErrorCode() != pb.Code_CODE_NOT_FOUND {
+			if res := h.apply(enqueueCmd(at(time.Minute+2*time.Second), after(ids[:1]))); res.GetErrorCode() != pb.Code_CODE_INVALID_ARGUMENT {
 				t.Fatalf("parent after its tombstone expired: %v", res.GetErrorCode())
 			}
 		}},

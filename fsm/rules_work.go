@@ -96,11 +96,11 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		}
 		var unfinished []*pb.Task
 		if deps && (len(nt.GetAfter()) > 0 || len(nt.GetAfterIndex()) > 0) {
-			parents, ok := parentsOf(nt, ids)
+			parents, refused := parentsOf(nt, ids)
 			var refuse *pb.ItemResult
 			var err error
-			if !ok {
-				refuse = &pb.ItemResult{Code: pb.Code_CODE_NOT_FOUND, Detail: "a parent of this Enqueue was not stored"}
+			if refused >= 0 {
+				refuse = refusedParent(res.GetItems(), refused)
 			} else if unfinished, refuse, err = tx.waitOn(t, nt, parents); err != nil {
 				return err
 			}
@@ -289,18 +289,26 @@ func (tx *txn) heartbeat(c *pb.HeartbeatCmd, res *pb.CommandResult) error {
 }
 
 // submit is the compare-and-set terminal transition. The same Submit again
-// after it won is answered ALREADY_DONE and changes nothing.
+// after it won is answered ALREADY_DONE and changes nothing. A Submit under
+// a claim that Cancel reached is answered CANCELLED (rules_cancel.go).
 func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	t, code, err := tx.runningFor(c.GetTaskId(), c.GetFence(), c.GetTenant())
 	if err != nil {
 		return err
 	}
-	if code == pb.Code_CODE_STALE_FENCE && endedBySubmit(t, c.GetFence()) {
+	switch {
+	case code == pb.Code_CODE_STALE_FENCE && tx.cancelledClaim(t, c.GetFence()):
+		res.Items = append(res.Items, item(pb.Code_CODE_CANCELLED, t.GetId(), t, detailCancelled))
+		return nil
+	case code == pb.Code_CODE_STALE_FENCE && endedBySubmit(t, c.GetFence()):
 		code = pb.Code_CODE_ALREADY_DONE
 	}
 	if code != pb.Code_CODE_OK {
 		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
 		return nil
+	}
+	if tx.feature >= LevelCancelledOutcome && tx.cancelling(t) {
+		return tx.submitCancelled(t, c, res)
 	}
 	to := pb.TaskState_TASK_STATE_COMPLETED
 	if c.GetOutcome() == pb.Outcome_OUTCOME_FAILED {
@@ -311,7 +319,8 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if to == pb.TaskState_TASK_STATE_FAILED {
 		out = pb.AttemptOutcome_ATTEMPT_OUTCOME_FAILED
 	}
-	// A cancelled task keeps what its worker submitted (rules_cancel.go).
+	// Below LevelCancelledOutcome a cancelled task keeps what its worker
+	// submitted (rules_cancel.go).
 	keep := func(t *pb.Task) { t.Outcome, t.Result = c.GetOutcome(), c.GetResult() }
 	ended, err := tx.endIfCancelled(t, cancelledWhy(submittedWhy(c)), keep)
 	if err != nil {

@@ -482,6 +482,7 @@ func (tx *txn) finishTask(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) er
 		if mutate != nil {
 			mutate(t)
 		}
+		tx.cancelledOutcome(t, to)
 		t.FinishedAt = tx.now
 		t.ExpireAt = addTime(tx.now, t.GetRetentionNs())
 	})

@@ -12,7 +12,7 @@ import (
 
 // addDeps makes tasks a small DAG of one tenant: some wait on earlier
 // tasks of the command, some on tasks minted before (running, finished,
-// purged or unknown ones too, which are refused NOT_FOUND), with either
+// purged or unknown ones too, which are refused INVALID_ARGUMENT), with either
 // failure policy. Below LevelDependencies apply ignores it all.
 func (w *workload) addDeps(tasks []*pb.NewTask) {
 	tn := tasks[0].GetTenant()
@@ -98,7 +98,7 @@ func checkDepsKeyspace(ks *keyspace, fail func(string, ...any)) {
 
 // depsSeeds are fuzz seeds: a small DAG in one Enqueue, one child of
 // policy RUN, and a task waiting on a live running task of the prefix
-// (refused NOT_FOUND when that task is another tenant's).
+// (refused INVALID_ARGUMENT when that task is another tenant's).
 func depsSeeds(now int64, p *fuzzPrefix) []*pb.Command {
 	root, mid, leaf := nt("emails", "acme", 0), nt("emails", "acme", 3), nt("emails", "acme", 0)
 	mid.AfterIndex = []uint32{0}

@@ -12,8 +12,8 @@ import (
 
 // Test_DependenciesOverGRPC: a DAG enqueued through a follower waits; the
 // child is claimable once its parent completed, and its worker reads the
-// parent's result; an unknown parent is NotFound, a forward reference
-// InvalidArgument, and before level 11 FEATURE_DISABLED.
+// parent's result; an unknown parent and a forward reference are both
+// InvalidArgument naming the field, and before level 11 FEATURE_DISABLED.
 func Test_DependenciesOverGRPC(t *testing.T) {
 	l := mustLeader(t, Config{})
 	f := mustFollower(t, l.addr, Config{})
@@ -55,7 +55,7 @@ func Test_DependenciesOverGRPC(t *testing.T) {
 	wantCode(t, "another tenant's parent results", err, codes.NotFound)
 
 	_, err = l.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", After: []string{"00000000000099990000"}}}})
-	wantCode(t, "unknown parent", err, codes.NotFound)
+	wantErr(t, err, codes.InvalidArgument, "", "tasks[0].after")
 	_, err = l.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", AfterIndex: []uint32{0}}}})
 	wantErr(t, err, codes.InvalidArgument, "", "tasks[0].after_index")
 

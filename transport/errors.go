@@ -80,6 +80,8 @@ func toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
 	case errors.Is(err, cluster.ErrTimedOut):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonTimedOut, nil))
+	case errors.Is(err, cluster.ErrCancelled):
+		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonCancelled, nil))
 	case errors.Is(err, cluster.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):

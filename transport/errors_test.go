@@ -34,6 +34,7 @@ func Test_ToStatus(t *testing.T) {
 		{"wrong state", fmt.Errorf("task x: %w", cluster.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
 		{"tenant limit", fmt.Errorf("task x: %w", cluster.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
 		{"timed out", fmt.Errorf("task x: %w", cluster.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
+		{"cancelled", fmt.Errorf("task x: %w", cluster.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
 		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
 		{"log write failed", fmt.Errorf("%w: %w: no space left on device", cluster.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
 		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},

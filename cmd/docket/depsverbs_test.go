@@ -75,7 +75,7 @@ func Test_CLIDependencies(t *testing.T) {
 	// An unknown parent: nothing of the file is stored.
 	writeFile(t, file, `{"queue": "etl", "tasks": [{"name": "a"}, {"name": "b", "after": ["a", "00000000000099990000"]}]}`)
 	err = run(ctx, []string{"dag", "enqueue", file, "--addr", addrs}, &o, &e)
-	if !errors.Is(err, client.ErrNotFound) {
+	if !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("an unknown parent: %v", err)
 	}
 	if s := docket(t, addrs, "stats", "etl", "--json"); !strings.Contains(s, `"pending":"2"`) || !strings.Contains(s, `"waiting":"3"`) {

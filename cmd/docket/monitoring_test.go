@@ -149,3 +149,78 @@ func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling a scrape; no state to wait on
 	}
 }
+
+// shippedExprs returns every PromQL expression of the shipped dashboard
+// (by panel title) and alert rules (by "alerts.yml").
+func shippedExprs(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rules, err := os.ReadFile("monitoring/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(rules), "\n") {
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "expr:"); ok {
+			out["alerts.yml"] = append(out["alerts.yml"], strings.TrimSpace(e))
+		}
+	}
+	raw, err := os.ReadFile("monitoring/grafana.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("grafana.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			out[p.Title] = append(out[p.Title], tg.Expr)
+		}
+	}
+	return out
+}
+
+var (
+	// queueSeries are the per-queue families: replicated state, so every
+	// node exports the same value for a queue.
+	queueSeries = regexp.MustCompile(`\bdocket_queue_[a-z_]+`)
+	maxBy       = regexp.MustCompile(`max by \(([^)]*)\)`)
+)
+
+// Test_DashboardCountsEachQueueOnce: every node exports the same
+// docket_queue_* series for a queue, so an expression over them first
+// takes one node's value per queue (max by queue and tenant) and only
+// then adds queues up. "Tasks by state" took max by (state) and showed
+// the largest queue's count (225 pending where the cluster held 509); a
+// plain sum would count each queue once per node.
+func Test_DashboardCountsEachQueueOnce(t *testing.T) {
+	checked := 0
+	for where, exprs := range shippedExprs(t) {
+		for _, e := range exprs {
+			names := queueSeries.FindAllString(e, -1)
+			if len(names) == 0 || (len(names) == 1 && names[0] == "docket_queue_series_dropped") {
+				continue
+			}
+			checked++
+			ok := false
+			for _, m := range maxBy.FindAllStringSubmatch(e, -1) {
+				labels := map[string]bool{}
+				for _, l := range strings.Split(m[1], ",") {
+					labels[strings.TrimSpace(l)] = true
+				}
+				ok = ok || (labels["queue"] && labels["tenant"])
+			}
+			if !ok {
+				t.Errorf("%s: %q reads per-queue series without taking one node's value per queue (max by (queue, tenant, ...))", where, e)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("only %d expressions over docket_queue_* series found", checked)
+	}
+}

@@ -170,6 +170,10 @@ const (
 	// CODE_TIMED_OUT: a heartbeat of a claim past its execution deadline
 	// (feature level 9). The worker must stop; the leader ends the claim.
 	Code_CODE_TIMED_OUT Code = 110
+	// CODE_CANCELLED: a Submit under the fence of a claim that Cancel
+	// reached (feature level 15). The task ended CANCELLED and keeps
+	// nothing of the Submit; it will not run again.
+	Code_CODE_CANCELLED Code = 111
 )
 
 // Enum value maps for Code.
@@ -184,6 +188,7 @@ var (
 		6:   "CODE_DUPLICATE",
 		7:   "CODE_RESOURCE_EXHAUSTED",
 		110: "CODE_TIMED_OUT",
+		111: "CODE_CANCELLED",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":                 0,
@@ -195,6 +200,7 @@ var (
 		"CODE_DUPLICATE":          6,
 		"CODE_RESOURCE_EXHAUSTED": 7,
 		"CODE_TIMED_OUT":          110,
+		"CODE_CANCELLED":          111,
 	}
 )
 
@@ -3482,7 +3488,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c\x12\x19\n" +
 	"\x15COMMAND_TYPE_TIME_OUT\x10\x17\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18\x12\x1f\n" +
-	"\x1bCOMMAND_TYPE_SET_CLUSTER_ID\x10\x1d*\xca\x01\n" +
+	"\x1bCOMMAND_TYPE_SET_CLUSTER_ID\x10\x1d*\xde\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -3492,7 +3498,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x10CODE_WRONG_STATE\x10\x05\x12\x12\n" +
 	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\a\x12\x12\n" +
-	"\x0eCODE_TIMED_OUT\x10nB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0eCODE_TIMED_OUT\x10n\x12\x12\n" +
+	"\x0eCODE_CANCELLED\x10oB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once

@@ -23,6 +23,11 @@ const (
 	// ReasonTimedOut: FailedPrecondition, the task's claim ran past its
 	// execution deadline (timeout_ns). The worker must stop.
 	ReasonTimedOut = "TIMED_OUT"
+	// ReasonCancelled: FailedPrecondition, a Submit under the fence of a
+	// claim that Cancel reached (feature level 15): the task ended
+	// CANCELLED, nothing of the Submit was kept, and it will not run
+	// again. The worker drops its result.
+	ReasonCancelled = "CANCELLED"
 	// ReasonLeadershipLost: Unavailable, the outcome is unknown.
 	ReasonLeadershipLost = "LEADERSHIP_LOST"
 	// ReasonNotLeader: Unavailable, nothing was done; retry on the leader
@@ -83,5 +88,6 @@ func ReasonCodes() map[string]codes.Code {
 
 		ReasonFeatureDisabled: codes.FailedPrecondition,
 		ReasonTimedOut:        codes.FailedPrecondition,
+		ReasonCancelled:       codes.FailedPrecondition,
 	}
 }

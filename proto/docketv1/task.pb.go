@@ -162,6 +162,11 @@ const (
 	// OUTCOME_FAILED is a terminal failure: the task is not retried. A worker
 	// that wants a retry uses Nack.
 	Outcome_OUTCOME_FAILED Outcome = 2
+	// OUTCOME_CANCELLED: the task ended CANCELLED, pending or while it ran
+	// (feature level 15; before it a cancelled task keeps no outcome, or
+	// the one its worker submitted). Set by the FSM only: a Submit must
+	// say COMPLETED or FAILED.
+	Outcome_OUTCOME_CANCELLED Outcome = 3
 )
 
 // Enum value maps for Outcome.
@@ -170,11 +175,13 @@ var (
 		0: "OUTCOME_UNSPECIFIED",
 		1: "OUTCOME_COMPLETED",
 		2: "OUTCOME_FAILED",
+		3: "OUTCOME_CANCELLED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
 		"OUTCOME_COMPLETED":   1,
 		"OUTCOME_FAILED":      2,
+		"OUTCOME_CANCELLED":   3,
 	}
 )
 
@@ -1243,11 +1250,12 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x13ParentFailurePolicy\x12%\n" +
 	"!PARENT_FAILURE_POLICY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cPARENT_FAILURE_POLICY_CANCEL\x10\x01\x12\x1d\n" +
-	"\x19PARENT_FAILURE_POLICY_RUN\x10\x02*M\n" +
+	"\x19PARENT_FAILURE_POLICY_RUN\x10\x02*d\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x02*\x9e\x02\n" +
+	"\x0eOUTCOME_FAILED\x10\x02\x12\x15\n" +
+	"\x11OUTCOME_CANCELLED\x10\x03*\x9e\x02\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_COMPLETED\x10\x01\x12\x1a\n" +
