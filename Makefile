@@ -4,13 +4,14 @@ BIN       ?= bin/docket
 GOBIN     ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.0
+STATICCHECK_VERSION        ?= v0.8.2
 # FUZZTIME is a count of executions, not a duration: with a duration, Go
 # 1.26's fuzz coordinator can fail a healthy target with "context deadline
 # exceeded" as the time runs out on a loaded machine (golang/go#75804,
 # fixed in Go 1.27). A count has no deadline to race.
 FUZZTIME  ?= 8000x
 
-.PHONY: all build build-level test test-system test-short fuzz-smoke fuzz bench lint proto run clean
+.PHONY: all build build-level test staticcheck test-system test-short fuzz-smoke fuzz bench lint proto run clean
 
 all: build
 
@@ -28,8 +29,14 @@ build-level:
 # target so a decoder or validation regression shows up in CI.
 test:
 	$(GO) vet ./...
+	$(MAKE) staticcheck
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz-smoke
+
+# staticcheck: 0 findings, on the default build and on the system tests'.
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags system ./...
 
 # test-system: the slow system tests (floods, attacks, 5-node and leader-kill
 # runs against built binaries). They carry the `system` build tag so that
