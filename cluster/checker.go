@@ -21,7 +21,7 @@ var (
 	// ErrDiverged means this node's keyspace differed from the hash a
 	// majority of voters recorded at a consistency check. The node serves
 	// nothing, its Raft is shut down so it can never lead or vote, and it
-	// refuses to start again until its data dir is wiped (doc.go, Repair).
+	// refuses to start again until its data dir is wiped (DESIGN.md, "Repairing a node").
 	ErrDiverged = errors.New("keyspace diverged from the majority")
 	// ErrAwaitingCheck means this node started from existing data and no
 	// consistency check has passed on it yet: its keyspace may be damaged
@@ -338,7 +338,7 @@ func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
 	detail := c.detail
 	c.mu.Unlock()
 	c.n.log.Error("CONSISTENCY CHECK FAILED: this node's keyspace diverged from the majority; it stops serving and shuts Raft down. "+
-		"Repair: stop it, wipe its data dir and let it rejoin (cluster/doc.go)",
+		"Repair: stop it, wipe its data dir and let it rejoin (cluster/DESIGN.md)",
 		"check_index", res.GetCheckIndex(), "own_hash", h.hash, "majority_hash", res.GetHash())
 	if err := writeMarker(c.n.cfg.DataDir, detail); err != nil {
 		c.n.log.Error("writing the diverged marker failed", "err", err)
@@ -599,6 +599,6 @@ func checkMarker(dir string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", divergedMarker, err)
 	}
-	return fmt.Errorf("%w: %s(%s). Wipe the data dir %s and let the node rejoin (see cluster docs)",
+	return fmt.Errorf("%w: %s(%s). Wipe the data dir %s and let the node rejoin (see cluster/DESIGN.md, \"Repairing a node\")",
 		ErrDiverged, b, filepath.Join(dir, divergedMarker), dir)
 }

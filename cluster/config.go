@@ -23,7 +23,7 @@ type Config struct {
 	// DOCKET_BOOTSTRAP_TOKEN), never a flag, and is never logged.
 	BootstrapSecret string `json:"-"`
 
-	// JoinToken is unused since servers join by gossip (doc.go,
+	// JoinToken is unused since servers join by gossip (DESIGN.md,
 	// "Membership"): being in the gossip pool admits a server, so the
 	// gossip key is the credential. Kept so that callers that set it
 	// (docket agent, from DOCKET_TOKEN) still build; never logged.
@@ -297,7 +297,7 @@ type Config struct {
 	// created at start when missing and the disk has room for it twice
 	// over. Deleting it frees that much space on a full disk so the node
 	// can flush, catch up and take the commands that free space; the node
-	// never deletes it itself (doc.go). 0 means no ballast, the library
+	// never deletes it itself (DESIGN.md). 0 means no ballast, the library
 	// default, so embedded and test nodes do not write it; docket agent
 	// defaults to 64 MiB (--ballast-size).
 	BallastBytes int64

@@ -17,7 +17,7 @@ import (
 // ErrLogWrite means this node could not write its Raft log (a full disk,
 // an I/O error). A leader that meets it steps down (raft's dispatchLogs);
 // Propose then answers ErrLeadershipLost, because the failed append may
-// still be on disk (doc.go).
+// still be on disk (DESIGN.md).
 var ErrLogWrite = errors.New("raft log write failed")
 
 const (
@@ -148,7 +148,7 @@ type health struct {
 	bound    time.Duration // Config.ApplyLagBound
 	logs     *logGuard     // nil until the stores are open
 	pebble   episode       // background errors
-	diskSlow episode       // logged only; see doc.go
+	diskSlow episode       // logged only; see DESIGN.md
 
 	mu         sync.Mutex
 	stallSince time.Time // zero when Pebble is not stalling writes
@@ -305,7 +305,7 @@ func (n *Node) checkApply(w *applyWatch, now time.Time) {
 // to transfer leadership. If that fails and apply made no progress
 // meanwhile, it shuts Raft down, without waiting (the shutdown waits for
 // the stuck apply): the heartbeats stop and the others elect. The node
-// then stays down, NOT_SERVING, until it is restarted (doc.go).
+// then stays down, NOT_SERVING, until it is restarted (DESIGN.md).
 func (n *Node) leaveStuckLeadership(target, applied uint64) {
 	defer n.wg.Done()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyLagBound)

@@ -31,7 +31,7 @@ func (f *logFault) get() error {
 // LogFault is the damage found in this node's Raft log (raft.db) or in an
 // entry it was about to apply, or nil. Once set it stays set: the node has
 // given up leading and shut its Raft down, and should report NOT_SERVING
-// until an operator repairs it (cluster/doc.go). Errors wrap
+// until an operator repairs it (cluster/DESIGN.md). Errors wrap
 // ErrRaftStoreCorrupt or fsm.ErrChecksum.
 func (n *Node) LogFault() error { return n.logFault.get() }
 

@@ -113,7 +113,7 @@ func (n *Node) mapRaftErr(err error) error {
 		// dispatchLogs). The entry was never sent to a follower, but a
 		// failed BoltDB commit may have reached the disk anyway, and a
 		// node that restarts with it could still lead and commit it: the
-		// outcome is unknown, not "nothing proposed" (doc.go).
+		// outcome is unknown, not "nothing proposed" (DESIGN.md).
 		return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown

@@ -67,7 +67,7 @@ type reconcileAction struct {
 	Reason string
 }
 
-// decide is the reconcile rule book (doc.go, "Membership"), a pure
+// decide is the reconcile rule book (DESIGN.md, "Membership"), a pure
 // function of the leader's view. In order:
 //
 //  1. every alive member outside the configuration is added as a

@@ -22,7 +22,7 @@ const (
 )
 
 // ErrLogStoreMismatch means the data dir holds the other log store's files:
-// a node does not switch stores in place (see cluster/doc.go for how to move
+// a node does not switch stores in place (see cluster/DESIGN.md for how to move
 // one node at a time).
 var ErrLogStoreMismatch = errors.New("log store mismatch")
 

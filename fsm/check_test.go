@@ -151,7 +151,7 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 }
 
 // wantIndexKeys are the index keys that must point at task, worked out
-// from the keyspace layout (storage/doc.go), not from txn.indexKeys.
+// from the keyspace layout (storage/DESIGN.md), not from txn.indexKeys.
 func wantIndexKeys(task *pb.Task) []string {
 	q, tn, id := task.GetQueue(), task.GetTenant(), task.GetId()
 	var keys [][]byte

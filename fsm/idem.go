@@ -16,7 +16,7 @@ import (
 // in Pebble a miss is the most expensive Get there is: it walks both
 // memtables' skiplists and seeks into L6, whose bloom filters Get never
 // reads. The filter answers "absent" from one cache line instead. See
-// doc.go for the decision and its memory cost.
+// DESIGN.md for the decision and its memory cost.
 //
 // It is an accelerator only. "Absent" is certain, because every live key's
 // fingerprint is in the multiset; "maybe" sends the lookup to Pebble, whose

@@ -87,7 +87,7 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 			}
 			if !ok {
 				// Another tenant's task is unknown, exactly as a missing
-				// one; a purged parent is missing too (doc.go says why).
+				// one; a purged parent is missing too (DESIGN.md says why).
 				// Before this rule it answered NOT_FOUND; answers are not
 				// stored, so replicas of either build stay identical.
 				fieldErr("after", "no task %s of this tenant: a parent is a task of the same tenant, "+
