@@ -82,12 +82,8 @@ func NewSecurity(ctx context.Context, bin, dir string, n int) (*Security, error)
 	}
 	// Gossip is encrypted as an operator's would be (README, "Gossip
 	// keys"): the binary makes the key, the agents read it from a file.
-	key, err := run(ctx, bin, "gossip", "keygen")
-	if err != nil {
+	if _, err := run(ctx, bin, "gossip", "keygen", "--out", s.GossipKeyFile()); err != nil {
 		return nil, fmt.Errorf("security: %w", err)
-	}
-	if err := os.WriteFile(s.GossipKeyFile(), []byte(strings.TrimSpace(key)+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("gossip key: %w", err)
 	}
 	var b [32]byte
 	if _, err := crand.Read(b[:]); err != nil {
