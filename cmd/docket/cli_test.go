@@ -64,7 +64,8 @@ func Test_CLITour(t *testing.T) {
 	waitFor(t, 10*time.Second, "every server alive in gossip", func() bool {
 		last = docket(t, addrs, "cluster", "status")
 		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") &&
-			strings.Count(last, fmt.Sprintf(" level %d ", fsm.FeatureLevel)) == 3
+			strings.Count(last, fmt.Sprintf(" level %d ", fsm.FeatureLevel)) == 3 &&
+			strings.Contains(last, "cluster id: ") // the cluster named itself
 	})
 	if s := docket(t, addrs, "stats", "--json"); !strings.Contains(s, `"completed":"1"`) {
 		t.Fatalf("stats --json printed %q", s)

@@ -605,6 +605,9 @@ func (v *verb) cluster(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "failure tolerance: %d more may fail before the quorum is lost (%s's gossip view)\n", st.GetFailureTolerance(), st.GetNodeId())
 		fmt.Fprintf(w, "features: cluster enabled level %d; %s's build applies up to %d\n",
 			st.GetEnabledFeatureLevel(), st.GetNodeId(), st.GetFeatureLevel())
+		if id := st.GetClusterId(); id != "" {
+			fmt.Fprintf(w, "cluster id: %s (a node refuses peers of another)\n", id)
+		}
 		if cs := st.GetConsistency(); cs != nil {
 			fmt.Fprintf(w, "consistency (%s): %s  last check at %d  majority %.12s  own %.12s\n",
 				st.GetNodeId(), cs.GetStatus(), cs.GetIndex(), cs.GetMajorityHash(), cs.GetOwnHash())
