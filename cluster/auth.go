@@ -192,10 +192,21 @@ func (s *Service) RevokeToken(ctx context.Context, accessor string) error {
 		return fmt.Errorf("revoke token: fsm answered %d items", len(res.GetItems()))
 	}
 	if it := res.GetItems()[0]; it.GetCode() != pb.Code_CODE_OK {
-		return fmt.Errorf("revoke token %s: %w", accessor, ErrNotFound)
+		return tokenNotFound{accessor: accessor}
 	}
 	return nil
 }
+
+// tokenNotFound is ErrNotFound worded for a token: ErrNotFound's own words
+// name a task.
+type tokenNotFound struct{ accessor string }
+
+func (e tokenNotFound) Error() string {
+	return "token not found: no token has accessor " + e.accessor
+}
+
+// Is makes errors.Is(err, ErrNotFound) true.
+func (e tokenNotFound) Is(target error) bool { return target == ErrNotFound }
 
 // ListTokens lists the tokens at consistency c, without secrets or
 // hashes.

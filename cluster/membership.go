@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -208,6 +209,13 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, grpcAddr string, non
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("remove server %s: %w", id, n.mapRaftErr(err))
+	}
+	if !slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		return fmt.Errorf("remove server %s: %w", id, ErrUnknownServer)
 	}
 	n.removed.add(id, time.Now())
 	if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {

@@ -1,0 +1,34 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/fsm"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// An operator's mistakes name what is missing: removing a server the
+// configuration does not hold is ErrUnknownServer (it answered OK, and the
+// CLI printed "removed"), and revoking an unknown token says token, not
+// task.
+func Test_UnknownServerAndTokenAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nodes := mustCluster(t, 1)
+	n := nodes[0]
+	if err := n.RemoveServer(ctx, "n99"); !errors.Is(err, ErrUnknownServer) {
+		t.Fatalf("remove n99: %v, want ErrUnknownServer", err)
+	}
+	if _, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := n.RevokeToken(ctx, "0123456789abcdef01234567")
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
+		t.Fatalf("revoke an unknown token: %v, want ErrNotFound worded for a token", err)
+	}
+}
