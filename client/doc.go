@@ -16,9 +16,10 @@
 //
 // Get, GetStale and Wait read a task as a TaskInfo in Go types (State,
 // Outcome, time.Time); ClaimTasks, CompleteClaim, FailClaim and NackClaim
-// claim and finish tasks by hand, without a Worker. The wire-typed calls
-// they run (ReadTask, WaitResult, Claim, Submit, Nack) stay for what
-// TaskInfo leaves out. The examples in example_test.go run under go test.
+// claim and finish tasks by hand, without a Worker; GetParents reads a
+// DAG child's parents. The wire-typed calls they run (ReadTask,
+// WaitResult, Claim, Submit, Nack, ParentResults) stay for what TaskInfo
+// leaves out. The examples in example_test.go run under go test.
 //
 // # What it must not do
 //

@@ -186,14 +186,14 @@ func ExampleClient_Enqueue_dag() {
 
 	w, err := client.NewWorker(c, client.WorkerConfig{Queue: "pipeline"},
 		client.HandleResult(func(ctx context.Context, t *client.Task, step string) (string, error) {
-			parents, err := t.ParentResults(ctx)
+			parents, err := t.GetParents(ctx)
 			switch {
 			case errors.Is(err, client.ErrNoParents):
 				fmt.Println(step)
 			case err != nil:
 				return "", err
 			default:
-				fmt.Printf("%s after %s\n", step, parents[0].GetResult())
+				fmt.Printf("%s after %s\n", step, parents[0].Result)
 			}
 			return step + " done", nil
 		}))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -175,5 +176,50 @@ func Test_ClaimTasksEmptyQueue(t *testing.T) {
 	}
 	if d := time.Since(start); d < 150*time.Millisecond {
 		t.Errorf("ClaimTasks returned after %v, before its wait", d)
+	}
+}
+
+// GetParents reads a child's parents in Go types, from the Client and
+// from the claimed Task a handler gets.
+func Test_GetParents(t *testing.T) {
+	ctx, c := newExamplesClient(t)
+	parent, err := c.EnqueueOne(ctx, "info-parent", nil)
+	if err != nil {
+		t.Fatalf("EnqueueOne parent: %v", err)
+	}
+	child, err := c.EnqueueOne(ctx, "info-child", []byte("child"), client.TaskAfter(parent))
+	if err != nil {
+		t.Fatalf("EnqueueOne child: %v", err)
+	}
+	if _, err := c.CompleteClaim(ctx, claimOne(ctx, t, c, "info-parent"), []byte("parent's")); err != nil {
+		t.Fatalf("CompleteClaim parent: %v", err)
+	}
+	want := []client.ParentInfo{{ID: parent, State: client.StateCompleted, Outcome: client.OutcomeCompleted, Result: []byte("parent's")}}
+	got, err := c.GetParents(ctx, child)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Client.GetParents: %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := c.GetParents(ctx, parent); err != nil || len(got) != 0 {
+		t.Errorf("GetParents of a task without parents: %+v, %v; want none", got, err)
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	var fromTask []client.ParentInfo
+	var info *client.TaskInfo
+	err = c.Work(wctx, client.WorkerConfig{Queue: "info-child"}, func(ctx context.Context, tk *client.Task) ([]byte, error) {
+		defer stop()
+		info = tk.Info()
+		var err error
+		fromTask, err = tk.GetParents(ctx)
+		return nil, err
+	})
+	if err != nil {
+		t.Fatalf("Work: %v", err)
+	}
+	if !reflect.DeepEqual(fromTask, want) {
+		t.Errorf("Task.GetParents: %+v; want %+v", fromTask, want)
+	}
+	if info == nil || info.ID != child || info.State != client.StateRunning || info.Fence == 0 || !reflect.DeepEqual(info.Parents, []string{parent}) {
+		t.Errorf("Task.Info: %+v", info)
 	}
 }
