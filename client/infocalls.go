@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
@@ -70,7 +71,8 @@ func ClaimWait(d time.Duration) ClaimOption {
 }
 
 // ClaimWorkerID names the worker on the claimed tasks, for operators. The
-// default is hostname-pid-random, new for each call.
+// default is hostname-pid-random, one for the process, so that an
+// operator can tell which process holds a claim.
 func ClaimWorkerID(id string) ClaimOption {
 	return func(r *docketv1.ClaimRequest) { r.WorkerId = id }
 }
@@ -93,7 +95,7 @@ func (c *Client) ClaimTasks(ctx context.Context, queue string, opts ...ClaimOpti
 		o(req)
 	}
 	if req.WorkerId == "" {
-		req.WorkerId = defaultWorkerID()
+		req.WorkerId = processWorkerID()
 	}
 	ps, err := c.Claim(ctx, req)
 	if err != nil {
@@ -146,6 +148,9 @@ func (c *Client) NackClaim(ctx context.Context, t *TaskInfo, delay time.Duration
 	}
 	return StateOf(s), nil
 }
+
+// processWorkerID is the worker id of ClaimTasks calls that name none.
+var processWorkerID = sync.OnceValue(defaultWorkerID)
 
 // defaultWorkerID names a worker that was given no id:
 // hostname-pid-random, unique per call.
