@@ -73,3 +73,49 @@ func hasDeps(tasks []*docketv1.NewTask) bool {
 	}
 	return false
 }
+
+// ParentInfo is one parent of a task as the task may see it, in Go types:
+// never its payload or fence. A parent purged since the child's enqueue
+// has State StateUnknown and no Result.
+type ParentInfo struct {
+	ID        string
+	State     State
+	Outcome   Outcome
+	Result    []byte
+	LastError string
+}
+
+// parentInfos converts the wire's parents.
+func parentInfos(ps []*docketv1.ParentResult) []ParentInfo {
+	out := make([]ParentInfo, len(ps))
+	for i, p := range ps {
+		out[i] = ParentInfo{
+			ID: p.GetTaskId(), State: StateOf(p.GetState()), Outcome: OutcomeOf(p.GetOutcome()),
+			Result: p.GetResult(), LastError: p.GetLastError(),
+		}
+	}
+	return out
+}
+
+// GetParents reads the parents of task taskID of the client's tenant, as
+// ParentResults does, in Go types: each one's state, outcome and result,
+// in the task's order of parents.
+func (c *Client) GetParents(ctx context.Context, taskID string) ([]ParentInfo, error) {
+	ps, err := c.ParentResults(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return parentInfos(ps), nil
+}
+
+// GetParents reads this task's parents (Client.GetParents) with the
+// worker's client, under the task's own tenant, as ParentResults does.
+// ErrNoParents when the task has none; Parents lists their ids without a
+// call.
+func (t *Task) GetParents(ctx context.Context) ([]ParentInfo, error) {
+	ps, err := t.ParentResults(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return parentInfos(ps), nil
+}

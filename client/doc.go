@@ -12,8 +12,14 @@
 // Handler, run by NewWorker and Run or by Client.Work; Handle and
 // HandleResult adapt a function of the payload's Go type. On return the
 // Worker submits the result under the claim's fence, nacks on error, or
-// fails the task for an error wrapping ErrPermanent. The examples in
-// example_test.go run under go test.
+// fails the task for an error wrapping ErrPermanent.
+//
+// Get, GetStale and Wait read a task as a TaskInfo in Go types (State,
+// Outcome, time.Time); ClaimTasks, CompleteClaim, FailClaim and NackClaim
+// claim and finish tasks by hand, without a Worker; GetParents reads a
+// DAG child's parents. The wire-typed calls they run (ReadTask,
+// WaitResult, Claim, Submit, Nack, ParentResults) stay for what TaskInfo
+// leaves out. The examples in example_test.go run under go test.
 //
 // # What it must not do
 //

@@ -48,19 +48,19 @@ func Example() {
 	}
 	stop := runWorker(ctx, w)
 
-	task, err := c.WaitResult(ctx, id)
+	task, err := c.Wait(ctx, id)
 	if err != nil {
 		log.Fatal(err)
 	}
 	var thumb string
-	if err := json.Unmarshal(task.GetResult(), &thumb); err != nil {
+	if err := json.Unmarshal(task.Result, &thumb); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(task.GetState(), thumb)
+	fmt.Println(task.State, thumb)
 	if err := stop(); err != nil {
 		log.Fatal(err)
 	}
-	// Output: TASK_STATE_COMPLETED cat.png at 200px
+	// Output: completed cat.png at 200px
 }
 
 // A producer sets a task's priority, attempts and start time with Task*
@@ -86,15 +86,15 @@ func ExampleClient_EnqueueJSON() {
 	}
 
 	for _, id := range []string{now, later} {
-		t, err := c.ReadTask(ctx, id)
+		t, err := c.Get(ctx, id)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s priority %d, %d attempts, payload %s\n", t.GetState(), t.GetPriority(), t.GetMaxAttempts(), t.GetPayload())
+		fmt.Printf("%s priority %d, %d attempts, payload %s\n", t.State, t.Priority, t.MaxAttempts, t.Payload)
 	}
 	// Output:
-	// TASK_STATE_PENDING priority 9, 3 attempts, payload {"order":42}
-	// TASK_STATE_DELAYED priority 0, 5 attempts, payload {"order":43}
+	// pending priority 9, 3 attempts, payload {"order":42}
+	// delayed priority 0, 5 attempts, payload {"order":43}
 }
 
 // Email is the payload of the worker Example.
@@ -137,19 +137,19 @@ func ExampleHandle() {
 	}
 	stop := runWorker(ctx, w)
 	for _, id := range ids {
-		t, err := c.WaitResult(ctx, id)
+		t, err := c.Wait(ctx, id)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s %q\n", t.GetState(), t.GetLastError())
+		fmt.Printf("%s %q\n", t.State, t.LastError)
 	}
 	if err := stop(); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
 	// sending to ada@example.com attempt 1
-	// TASK_STATE_COMPLETED ""
-	// TASK_STATE_FAILED "no recipient"
+	// completed ""
+	// failed "no recipient"
 }
 
 // A graph of tasks in one Enqueue: AfterIndex names earlier tasks of the
@@ -178,22 +178,22 @@ func ExampleClient_Enqueue_dag() {
 		}
 	}
 	last := items[2].GetTaskId()
-	t, err := c.ReadTask(ctx, last)
+	t, err := c.Get(ctx, last)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("publish is", t.GetState())
+	fmt.Println("publish is", t.State)
 
 	w, err := client.NewWorker(c, client.WorkerConfig{Queue: "pipeline"},
 		client.HandleResult(func(ctx context.Context, t *client.Task, step string) (string, error) {
-			parents, err := t.ParentResults(ctx)
+			parents, err := t.GetParents(ctx)
 			switch {
 			case errors.Is(err, client.ErrNoParents):
 				fmt.Println(step)
 			case err != nil:
 				return "", err
 			default:
-				fmt.Printf("%s after %s\n", step, parents[0].GetResult())
+				fmt.Printf("%s after %s\n", step, parents[0].Result)
 			}
 			return step + " done", nil
 		}))
@@ -201,19 +201,19 @@ func ExampleClient_Enqueue_dag() {
 		log.Fatal(err)
 	}
 	stop := runWorker(ctx, w)
-	if t, err = c.WaitResult(ctx, last); err != nil {
+	if t, err = c.Wait(ctx, last); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("publish is", t.GetState())
+	fmt.Println("publish is", t.State)
 	if err := stop(); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// publish is TASK_STATE_WAITING
+	// publish is waiting
 	// fetch
 	// resize after "fetch done"
 	// publish after "resize done"
-	// publish is TASK_STATE_COMPLETED
+	// publish is completed
 }
 
 // A recurring task: the cluster's leader enqueues one task per slot of
@@ -275,7 +275,7 @@ func ExampleClient_CancelTask() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("delayed task: requested", res.Requested, res.State)
+	fmt.Println("delayed task: requested", res.Requested, client.StateOf(res.State))
 
 	started := make(chan struct{})
 	causes := make(chan error, 1)
@@ -298,21 +298,21 @@ func ExampleClient_CancelTask() {
 	if res, err = c.CancelTask(ctx, running); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("running task: requested", res.Requested, res.State)
-	t, err := c.WaitResult(ctx, running)
+	fmt.Println("running task: requested", res.Requested, client.StateOf(res.State))
+	t, err := c.Wait(ctx, running)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("handler's ctx:", <-causes)
-	fmt.Println("running task ends", t.GetState())
+	fmt.Println("running task ends", t.State, "with outcome", t.Outcome)
 	if err := stop(); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// delayed task: requested false TASK_STATE_CANCELLED
-	// running task: requested true TASK_STATE_RUNNING
+	// delayed task: requested false cancelled
+	// running task: requested true running
 	// handler's ctx: docket: cancel requested
-	// running task ends TASK_STATE_CANCELLED
+	// running task ends cancelled with outcome cancelled
 }
 
 // Work runs one Worker until ctx ends: the quickstart program
@@ -337,4 +337,49 @@ func ExampleClient_Work() {
 		log.Fatal(err)
 	}
 	// Output: sending to ada@example.com attempt 1
+}
+
+// Claiming by hand, without a Worker: each claimed TaskInfo carries its
+// claim's Fence, which CompleteClaim, FailClaim and NackClaim send along,
+// so that a caller whose lease ran out cannot finish the task.
+func ExampleClient_ClaimTasks() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, nil, client.WithEnv())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, n := range []string{"1", "2", "3"} {
+		if _, err := c.EnqueueOne(ctx, "reports", []byte(n)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	tasks, err := c.ClaimTasks(ctx, "reports", client.ClaimMax(10), client.ClaimLease(time.Minute), client.ClaimWait(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range tasks {
+		if string(t.Payload) == "2" {
+			state, err := c.NackClaim(ctx, t, time.Hour, "printer busy")
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("report", string(t.Payload), "is", state, "again")
+			continue
+		}
+		if _, err := c.CompleteClaim(ctx, t, []byte("printed")); err != nil {
+			log.Fatal(err)
+		}
+		done, err := c.Get(ctx, t.ID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("report %s is %s: %s\n", t.Payload, done.State, done.Result)
+	}
+	// Output:
+	// report 1 is completed: printed
+	// report 2 is delayed again
+	// report 3 is completed: printed
 }

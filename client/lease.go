@@ -22,6 +22,10 @@ type Task struct {
 // Proto returns the task record as claimed. Do not modify it.
 func (t *Task) Proto() *docketv1.Task { return t.p }
 
+// Info returns the task record as claimed, in Go types, with this
+// claim's Fence.
+func (t *Task) Info() *TaskInfo { return NewTaskInfo(t.p) }
+
 // ID returns the task id.
 func (t *Task) ID() string { return t.p.GetId() }
 

@@ -286,8 +286,9 @@ func (c *Client) ReadTaskStale(ctx context.Context, taskID string) (*docketv1.Ta
 
 // GetTask reads a task: ReadTaskStale with allowStale, else ReadTask.
 //
-// Deprecated: use ReadTask or ReadTaskStale, which say which read they
-// are where they are called.
+// Deprecated: use Get or GetStale (a TaskInfo in Go types), or ReadTask
+// or ReadTaskStale (the wire record), which say which read they are where
+// they are called.
 func (c *Client) GetTask(ctx context.Context, taskID string, allowStale bool) (*docketv1.Task, error) {
 	return c.readTask(ctx, taskID, allowStale)
 }

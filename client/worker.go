@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -154,11 +153,7 @@ func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
 		return nil, fmt.Errorf("new worker: %w: field Queue: empty", ErrInvalidArgument)
 	}
 	if cfg.WorkerID == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "worker"
-		}
-		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newKey()[:8])
+		cfg.WorkerID = defaultWorkerID()
 	}
 	cfg.Concurrency = max(cfg.Concurrency, 1)
 	if cfg.Lease <= 0 {
