@@ -116,6 +116,7 @@ const (
 	DefaultKeepaliveTimeout     = 20 * time.Second
 	DefaultMaxConnectionIdle    = 5 * time.Minute
 	DefaultHandshakeTimeout     = 10 * time.Second
+	DefaultHashInterval         = 5 * time.Second
 )
 
 // MaxAnswerBytes is the largest answer any RPC of the server can send, and
@@ -161,6 +162,8 @@ type Config struct {
 	// "authorization: Bearer <secret>") on every Queue and Cluster call
 	// but Cluster.Status, checked by one interceptor (auth.go). Off by
 	// default in this round: nothing changes for a server without it.
+	// Status with with_hash, which reads every key, then needs an admin
+	// or reader token over every tenant (hashcache.go).
 	Auth bool
 
 	// Logger receives the server's messages (Internal errors at Error
@@ -249,6 +252,14 @@ type Config struct {
 	// speaks gives its slot back. Default 10 s (gRPC's is 120 s).
 	HandshakeTimeout time.Duration
 
+	// HashInterval is the shortest time between two computations of the
+	// keyspace hash for Cluster.Status with_hash (hashcache.go): every
+	// caller in between shares the last one, or waits for the next.
+	// Default 5 s: a hash reads every key (about a second of a core per
+	// 40 MB), so whatever callers do, hashing costs at most a fifth of a
+	// core; an operator or checker comparing nodes asks once per node.
+	HashInterval time.Duration
+
 	// HealthInterval is how often health is recomputed from whether a
 	// leader is known and the node's HealthProblems. Default 1 s.
 	HealthInterval time.Duration
@@ -328,6 +339,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.HashInterval <= 0 {
+		c.HashInterval = DefaultHashInterval
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = DefaultHealthInterval

@@ -34,6 +34,7 @@ type Server struct {
 	metrics *metrics
 	polls   *pollLimiter
 	codec   *requestCodec
+	hashes  *hashCache
 
 	// ctx ends once gRPC has stopped; the health watcher ends with it.
 	ctx    context.Context
@@ -62,6 +63,7 @@ func NewServer(node Node, cfg Config) *Server {
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
+		hashes:  newHashCache(cfg.HashInterval),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
