@@ -91,10 +91,3 @@ func (p *pollLimiter) acquire(ctx context.Context) (release func(), err error) {
 		})
 	}, nil
 }
-
-// waiting is how many long polls hold a slot, for tests.
-func (p *pollLimiter) waiting() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.total
-}

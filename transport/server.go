@@ -35,6 +35,7 @@ type Server struct {
 	polls   *pollLimiter
 	codec   *requestCodec
 	hashes  *hashCache
+	guard   *connGuard
 
 	// ctx ends once gRPC has stopped; the health watcher ends with it.
 	ctx    context.Context
@@ -64,10 +65,12 @@ func NewServer(node Node, cfg Config) *Server {
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
 		hashes:  newHashCache(cfg.HashInterval),
+		guard:   newConnGuard(cfg.UnprovenTimeout, cfg.MaxUnproven, cfg.MaxUnprovenPerIP, cfg.UnprovenCallRate, cfg.Logger.With("component", "transport")),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
 	s.polls = newPollLimiter(cfg.MaxLongPolls, cfg.MaxLongPollsPerConn)
+	s.guard.register(cfg.Registerer, cfg.Logger)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// Answers are bounded by the FSM (MaxAnswerBytes); this makes an
@@ -76,6 +79,11 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.MaxSendMsgSize(MaxAnswerBytes),
 		// A Claim answer gRPC could not send releases its tasks.
 		grpc.StatsHandler(claimWatch{s}),
+		// Puts each connection's guard entry in its calls' contexts.
+		grpc.StatsHandler(s.guard),
+		// Idle connections cost their buffers: a smaller read buffer
+		// (gRPC's write buffer is pooled, taken only while writing).
+		grpc.ReadBufferSize(DefaultReadBufferSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		// A request that does not decode is InvalidArgument (codec.go).
 		grpc.ForceServerCodecV2(s.codec),
@@ -86,7 +94,7 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.InitialConnWindowSize(ConnWindowSize),
 	}, cfg.serverLimits()...)
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(cfg.TLS.ServerCredentials(cfg.ClientAuth)))
+		opts = append(opts, grpc.Creds(limitHandshakes(cfg.TLS.ServerCredentials(cfg.ClientAuth), cfg.MaxHandshakes, cfg.HandshakeTimeout)))
 	}
 	opts = append(opts, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
@@ -111,8 +119,10 @@ func NewServer(node Node, cfg Config) *Server {
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve accepts connections on lis until Stop. It returns nil after Stop.
+// Connections are guarded until they carry an authenticated call
+// (connguard.go).
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(s.guard.listener(lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -153,6 +163,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	if err == nil {
 		ctx, err = s.authorize(ctx, info.FullMethod, req)
+	}
+	if err == nil {
+		err = s.noteCall(ctx, info.FullMethod)
 	}
 	if err == nil {
 		err = s.refuseUnchecked(info.FullMethod)
