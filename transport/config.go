@@ -286,8 +286,9 @@ type Config struct {
 
 	// UnprovenCallRate is how many calls a second the unproven
 	// connections of one remote IP may make, with bursts of twice as many
-	// (connguard.go); past it the connection is closed and the call
-	// refused with Unavailable, reason OVERLOADED. Default 20: a health
+	// (connguard.go); past it a call waits its turn, and past four waiting
+	// the connection is closed and the call refused with Unavailable,
+	// reason OVERLOADED. Default 20: a health
 	// checker or an operator's Status asks far less often, and a client
 	// with a token proves its connection on its first call.
 	UnprovenCallRate float64

@@ -36,10 +36,12 @@ import (
 //   - in time: a connection still unproven UnprovenTimeout after accept
 //     is closed, whatever it sent;
 //   - in calls: the unproven connections of one IP may make
-//     UnprovenCallRate calls a second (twice that in a burst); past it the
-//     connection is closed. A refused call still costs the server a
-//     call's work, so refusing alone would let a loop of tokenless calls
-//     eat the CPU.
+//     UnprovenCallRate calls a second (twice that in a burst); past it a
+//     call waits for its turn, and past a few waiting the connection is
+//     closed. A refused call still costs the server a call's work, so
+//     refusing alone would let a loop of tokenless calls eat the CPU;
+//     closing at once would turn the loop into one of handshakes, which
+//     cost more.
 //
 // A connection is proven by a call that authenticates (a valid token, or
 // a client certificate of the cluster CA), or by any Docket call when
@@ -215,22 +217,42 @@ func (g *connGuard) forgetLocked(gc *guardedConn) bool {
 	return true
 }
 
-// takeCall takes one call from the bucket of gc's IP; false when it is
-// empty.
-func (g *connGuard) takeCall(gc *guardedConn) bool {
+// callBacklog is how many calls beyond its bucket an IP's unproven
+// connections may have waiting for their turn; past it the connection is
+// closed.
+const callBacklog = 4
+
+// takeCall takes one call from the bucket of gc's IP. A call that finds
+// it empty waits for its turn (so a loop of calls is paced at the rate,
+// which costs less than closing and a new handshake would), unless
+// callBacklog calls wait already: then it answers false.
+func (g *connGuard) takeCall(ctx context.Context, gc *guardedConn) bool {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	st := g.ips[gc.ip]
 	if st == nil {
+		g.mu.Unlock()
 		return true // proven or closed meanwhile
 	}
 	now := time.Now()
 	st.tokens = min(2*g.callRate, st.tokens+now.Sub(st.last).Seconds()*g.callRate)
 	st.last = now
-	if st.tokens < 1 {
+	if st.tokens-1 < -callBacklog {
+		g.mu.Unlock()
 		return false
 	}
-	st.tokens--
+	st.tokens-- // below zero: a turn reserved in the future
+	wait := time.Duration(-st.tokens / g.callRate * float64(time.Second))
+	g.mu.Unlock()
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-gc.done:
+	}
 	return true
 }
 
@@ -349,9 +371,10 @@ func (g *connGuard) HandleRPC(context.Context, stats.RPCStats) {}
 // certificate of the cluster CA. An open call (Status, health) that
 // carries a token has it checked here, once per connection; a failing
 // one proves nothing and is not refused for it. A call that leaves its
-// connection unproven takes one from its IP's bucket (UnprovenCallRate);
-// past it the connection is closed and the call refused with
-// ErrOverloaded: refusing alone would still cost a call's work per call.
+// connection unproven takes its turn in its IP's bucket (UnprovenCallRate,
+// takeCall); past the backlog the connection is closed and the call
+// refused with ErrOverloaded: refusing alone would still cost a call's
+// work per call.
 func (s *Server) noteCall(ctx context.Context, method string) error {
 	gc, _ := ctx.Value(guardConnKey{}).(*guardedConn)
 	if gc == nil || gc.proven.Load() {
@@ -367,7 +390,7 @@ func (s *Server) noteCall(ctx context.Context, method string) error {
 			return nil
 		}
 	}
-	if gc.g.takeCall(gc) {
+	if gc.g.takeCall(ctx, gc) {
 		return nil
 	}
 	gc.g.overCalls.Add(1)

@@ -3,13 +3,16 @@ package transport
 import (
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -139,5 +142,64 @@ func waitUnproven(t *testing.T, ts *testServer, want int) {
 			t.Fatalf("%d unproven connections, want %d", ts.srv.guard.unproven(), want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Calls without a token from one address are paced at UnprovenCallRate
+// after a burst of twice as many; more than a few waiting at once close
+// the connection. Before, 16 loops of tokenless calls ran as fast as the
+// server answered.
+func Test_ConnGuardPacesTokenlessCalls(t *testing.T) {
+	const rate = 20
+	ts := mustLeader(t, Config{Auth: true, UnprovenCallRate: rate})
+	if err := ts.node.Bootstrap(testCtx(t), adminSecret); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	start := time.Now()
+	const n = 2*rate + rate // the burst, then a second's worth
+	for i := 0; i < n; i++ {
+		if _, err := ts.c.Status(ctx, &pb.StatusRequest{}); err != nil {
+			t.Fatalf("status %d: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d < 800*time.Millisecond {
+		t.Fatalf("%d tokenless calls took %v, want about a second past the burst", n, d)
+	}
+	if ts.srv.guard.overCalls.Load() != 0 {
+		t.Fatal("a sequential loop had its connection closed")
+	}
+
+	// 16 at once on an empty bucket: the backlog overflows.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := ts.c.Status(ctx, &pb.StatusRequest{})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	refused := 0
+	for err := range errs {
+		if status.Code(err) == codes.Unavailable {
+			refused++
+		}
+	}
+	if refused == 0 || ts.srv.guard.overCalls.Load() == 0 {
+		t.Fatalf("16 tokenless calls at once: %d refused, %d connections closed", refused, ts.srv.guard.overCalls.Load())
+	}
+	// A call with a token proves a new connection and is not paced.
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := ts.c.Status(as(ctx, adminSecret), &pb.StatusRequest{}); err != nil && i > 0 {
+			t.Fatalf("status with a token %d: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("%d calls with a token took %v", n, d)
 	}
 }

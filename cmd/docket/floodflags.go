@@ -17,7 +17,7 @@ func agentFloodFlags(fs *flag.FlagSet, o *agentOpts) {
 	fs.IntVar(&o.api.MaxUnprovenPerIP, "max-unproven-conns-per-ip", transport.DefaultMaxUnprovenPerIP,
 		"client connections without an authenticated call held at once from one IP; past it a new one from there is closed at accept")
 	fs.Float64Var(&o.api.UnprovenCallRate, "unproven-call-rate", transport.DefaultUnprovenCallRate,
-		"calls a second (bursts of twice as many) that one IP's connections may make before an authenticated call; past it the connection is closed")
+		"calls a second (bursts of twice as many) that one IP's connections may make before an authenticated call; past it calls wait their turn, and past four waiting the connection is closed")
 	fs.IntVar(&o.api.MaxHandshakes, "max-tls-handshakes", 0,
 		"TLS handshakes computing at once on the client API; more wait for a slot, and one waiting on its peer holds none (0: half the CPUs, at least 1)")
 	fs.DurationVar(&o.api.HashInterval, "hash-interval", transport.DefaultHashInterval,
