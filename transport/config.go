@@ -272,7 +272,7 @@ type Config struct {
 
 	// MaxUnproven bounds the connections not yet proven (see
 	// UnprovenTimeout) held at once; past it the oldest is closed to make
-	// room. Default 1024: at about 40 KiB each, idle, some 40 MiB; a flood
+	// room. Default 1024: at about 50 KiB each (TLS, idle), some 50 MiB; a flood
 	// from many sources pushes out its own connections first, while a
 	// client, which proves itself within milliseconds, is the newest.
 	MaxUnproven int

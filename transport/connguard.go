@@ -3,6 +3,7 @@ package transport
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
+
+	"github.com/dockethq/docket/cluster"
 )
 
 // A connection costs the server from the moment it is accepted: a
@@ -368,23 +371,25 @@ func (g *connGuard) HandleRPC(context.Context, stats.RPCStats) {}
 
 // noteCall proves the call's connection when the call authenticated: a
 // token was checked (tok), auth is off, or the peer showed a client
-// certificate of the cluster CA. An open call (Status, health) that
-// carries a token has it checked here, once per connection; a failing
-// one proves nothing and is not refused for it. A call that leaves its
-// connection unproven takes its turn in its IP's bucket (UnprovenCallRate,
-// takeCall); past the backlog the connection is closed and the call
-// refused with ErrOverloaded: refusing alone would still cost a call's
-// work per call.
-func (s *Server) noteCall(ctx context.Context, method string) error {
+// certificate of the cluster CA. A token the interceptor did not check
+// (an open call: Status, health) is checked here, once per connection; a
+// failing one proves nothing and is not refused for it. authErr is what
+// the interceptor answers so far: PermissionDenied still means a valid
+// token. A call that leaves its connection unproven, refused or not,
+// takes its turn in its IP's bucket (UnprovenCallRate, takeCall); past
+// the backlog the connection is closed and the call refused with
+// ErrOverloaded: refusing alone would still cost a call's work per call.
+func (s *Server) noteCall(ctx context.Context, method string, authErr error) error {
 	gc, _ := ctx.Value(guardConnKey{}).(*guardedConn)
 	if gc == nil || gc.proven.Load() {
 		return nil
 	}
 	switch {
-	case !s.cfg.Auth && docketMethod(method), tokenOf(ctx) != nil, verifiedPeer(ctx):
+	case !s.cfg.Auth && docketMethod(method), tokenOf(ctx) != nil, verifiedPeer(ctx),
+		errors.Is(authErr, cluster.ErrPermissionDenied):
 		gc.prove()
 		return nil
-	case bearer(ctx) != "":
+	case authErr == nil && bearer(ctx) != "":
 		if _, err := s.node.Authenticate(bearer(ctx)); err == nil {
 			gc.prove()
 			return nil

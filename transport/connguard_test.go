@@ -203,3 +203,20 @@ func Test_ConnGuardPacesTokenlessCalls(t *testing.T) {
 		t.Fatalf("%d calls with a token took %v", n, d)
 	}
 }
+
+// Calls refused for their token are paced as well: a loop of tokenless
+// Enqueues costs the server as much as one of Status.
+func Test_ConnGuardPacesRefusedCalls(t *testing.T) {
+	const rate = 20
+	ts := mustLeader(t, Config{Auth: true, UnprovenCallRate: rate})
+	ctx := testCtx(t)
+	start := time.Now()
+	const n = 3 * rate
+	for i := 0; i < n; i++ {
+		_, err := ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
+		wantCode(t, "enqueue without a token", err, codes.Unauthenticated)
+	}
+	if d := time.Since(start); d < 800*time.Millisecond {
+		t.Fatalf("%d refused calls took %v, want about a second past the burst", n, d)
+	}
+}

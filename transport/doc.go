@@ -142,6 +142,18 @@
 //     connection without calls for MaxConnectionIdle (5 min) is closed.
 //     The connection count itself is bounded below gRPC, by the listener
 //     `docket agent` wraps (cluster/connlimit).
+//   - What an outsider without a token can make a node hold or compute is
+//     bounded on its own (connguard.go, handshake.go, hashcache.go): a
+//     connection that has made no authenticated call is closed after
+//     UnprovenTimeout; such connections are at most MaxUnprovenPerIP per
+//     address and MaxUnproven in all (the oldest of the address holding
+//     most makes room); an address's calls on them are paced at
+//     UnprovenCallRate; TLS handshakes compute in MaxHandshakes slots,
+//     held only while computing; Cluster.Status with_hash needs an
+//     admin or reader token over every tenant with auth on, and computes
+//     at most one hash per HashInterval whoever asks. Proven connections
+//     (a token, a client certificate of the cluster CA) are not touched,
+//     so clients and other nodes never meet these bounds.
 //   - A long poll past its bound is refused at once with Unavailable,
 //     reason OVERLOADED, not ResourceExhausted: the Go client already
 //     retries Unavailable with backoff, and ResourceExhausted is our

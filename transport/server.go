@@ -164,8 +164,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if err == nil {
 		ctx, err = s.authorize(ctx, info.FullMethod, req)
 	}
-	if err == nil {
-		err = s.noteCall(ctx, info.FullMethod)
+	// Refused calls too: a loop of them costs as much as any.
+	if gerr := s.noteCall(ctx, info.FullMethod, err); err == nil {
+		err = gerr
 	}
 	if err == nil {
 		err = s.refuseUnchecked(info.FullMethod)
