@@ -271,10 +271,11 @@ type Config struct {
 	UnprovenTimeout time.Duration
 
 	// MaxUnproven bounds the connections not yet proven (see
-	// UnprovenTimeout) held at once; past it the oldest is closed to make
-	// room. Default 1024: at about 50 KiB each (TLS, idle), some 50 MiB; a flood
-	// from many sources pushes out its own connections first, while a
-	// client, which proves itself within milliseconds, is the newest.
+	// UnprovenTimeout) held at once; past it the oldest connection of the
+	// address holding most is closed to make room. Default 1024: at about
+	// 50 KiB each (TLS, idle; 117 KB before gRPC's read buffer shrank),
+	// some 50 MiB. A flood pushes out its own connections, while a client,
+	// which proves itself within milliseconds, holds one at most.
 	MaxUnproven int
 
 	// MaxUnprovenPerIP bounds the unproven connections of one remote IP;
