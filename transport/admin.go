@@ -14,8 +14,16 @@ type clusterService struct {
 	s *Server
 }
 
-func (c *clusterService) Status(_ context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
-	st, err := c.s.node.StatusWithHash(req.GetWithHash())
+// Status is open without a token; with_hash is not, and is rate-limited
+// (hashcache.go). check_index answers a hash the node already stored.
+func (c *clusterService) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	var st *pb.StatusResponse
+	var err error
+	if req.GetWithHash() {
+		st, err = c.s.statusWithHash(ctx)
+	} else {
+		st, err = c.s.node.StatusWithHash(false)
+	}
 	if i := req.GetCheckIndex(); i != 0 && st != nil {
 		st.CheckHash = c.s.node.CheckHash(i)
 	}

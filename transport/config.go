@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +117,15 @@ const (
 	DefaultKeepaliveTimeout     = 20 * time.Second
 	DefaultMaxConnectionIdle    = 5 * time.Minute
 	DefaultHandshakeTimeout     = 10 * time.Second
+	DefaultHashInterval         = 5 * time.Second
+	DefaultUnprovenTimeout      = 10 * time.Second
+	DefaultMaxUnproven          = 1024
+	DefaultMaxUnprovenPerIP     = 128
+	DefaultUnprovenCallRate     = 20
+	// DefaultReadBufferSize is gRPC's read buffer per connection: 32 KiB
+	// by gRPC's default, held by every connection, idle or not. A read
+	// larger than the buffer bypasses it, so large requests lose nothing.
+	DefaultReadBufferSize = 8 << 10
 )
 
 // MaxAnswerBytes is the largest answer any RPC of the server can send, and
@@ -167,6 +177,8 @@ type Config struct {
 	// "authorization: Bearer <secret>") on every Queue and Cluster call
 	// but Cluster.Status, checked by one interceptor (auth.go). Off by
 	// default in this round: nothing changes for a server without it.
+	// Status with with_hash, which reads every key, then needs an admin
+	// or reader token over every tenant (hashcache.go).
 	Auth bool
 
 	// Logger receives the server's messages (Internal errors at Error
@@ -255,6 +267,54 @@ type Config struct {
 	// speaks gives its slot back. Default 10 s (gRPC's is 120 s).
 	HandshakeTimeout time.Duration
 
+	// UnprovenTimeout closes a connection that has not carried an
+	// authenticated call this long after it was accepted (connguard.go):
+	// a call with a valid token, from a client certificate of the cluster
+	// CA, or any Docket call when auth is off. Calls open without a token
+	// (Status, health) do not count. Default 10 s: a client makes its
+	// first call within milliseconds of connecting, and one that is closed
+	// reconnects on its next call; an idle flood holds nothing longer.
+	UnprovenTimeout time.Duration
+
+	// MaxUnproven bounds the connections not yet proven (see
+	// UnprovenTimeout) held at once; past it the oldest connection of the
+	// address holding most is closed to make room. Default 1024: at about
+	// 50 KiB each (TLS, idle; 117 KB before gRPC's read buffer shrank),
+	// some 50 MiB. A flood pushes out its own connections, while a client,
+	// which proves itself within milliseconds, holds one at most.
+	MaxUnproven int
+
+	// MaxUnprovenPerIP bounds the unproven connections of one remote IP;
+	// past it a new connection from that IP is closed at accept. Default
+	// 128: one source cannot take the room of every other, and a fleet of
+	// workers behind one address that reconnects at once retries the
+	// few refused with backoff.
+	MaxUnprovenPerIP int
+
+	// UnprovenCallRate is how many calls a second the unproven
+	// connections of one remote IP may make, with bursts of twice as many
+	// (connguard.go); past it a call waits its turn, and past four waiting
+	// the connection is closed and the call refused with Unavailable,
+	// reason OVERLOADED. Default 20: a health
+	// checker or an operator's Status asks far less often, and a client
+	// with a token proves its connection on its first call.
+	UnprovenCallRate float64
+
+	// MaxHandshakes bounds the TLS handshakes computing at once
+	// (handshake.go); a handshake waiting on its peer holds no slot.
+	// Default half the CPUs the Go runtime uses, at least 1: a flood of
+	// ClientHellos queues for the slots instead of taking the cores Raft
+	// heartbeats and gossip need.
+	MaxHandshakes int
+
+	// HashInterval is the shortest time between two computations of the
+	// keyspace hash for Cluster.Status with_hash (hashcache.go): every
+	// caller in between shares the last one, or waits for the next.
+	// Default 5 s: a hash reads every key (about a second of a core per
+	// 40 MB), so whatever callers do, hashing costs at most a fifth of a
+	// core; an operator or checker comparing nodes asks once per node.
+	HashInterval time.Duration
+
 	// HealthInterval is how often health is recomputed from whether a
 	// leader is known and the node's HealthProblems. Default 1 s.
 	HealthInterval time.Duration
@@ -334,6 +394,24 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.UnprovenTimeout <= 0 {
+		c.UnprovenTimeout = DefaultUnprovenTimeout
+	}
+	if c.MaxUnproven <= 0 {
+		c.MaxUnproven = DefaultMaxUnproven
+	}
+	if c.MaxUnprovenPerIP <= 0 {
+		c.MaxUnprovenPerIP = DefaultMaxUnprovenPerIP
+	}
+	if c.UnprovenCallRate <= 0 {
+		c.UnprovenCallRate = DefaultUnprovenCallRate
+	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	if c.HashInterval <= 0 {
+		c.HashInterval = DefaultHashInterval
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = DefaultHealthInterval

@@ -34,6 +34,8 @@ type Server struct {
 	metrics *metrics
 	polls   *pollLimiter
 	codec   *requestCodec
+	hashes  *hashCache
+	guard   *connGuard
 
 	// ctx ends once gRPC has stopped; the health watcher ends with it.
 	ctx    context.Context
@@ -62,10 +64,13 @@ func NewServer(node Node, cfg Config) *Server {
 		fwd:     newForwarder(cfg.ForwardDialOptions),
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
+		hashes:  newHashCache(cfg.HashInterval),
+		guard:   newConnGuard(cfg.UnprovenTimeout, cfg.MaxUnproven, cfg.MaxUnprovenPerIP, cfg.UnprovenCallRate, cfg.Logger.With("component", "transport")),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
 	s.polls = newPollLimiter(cfg.MaxLongPolls, cfg.MaxLongPollsPerConn)
+	s.guard.register(cfg.Registerer, cfg.Logger)
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// Answers are bounded by the FSM (MaxAnswerBytes); this makes an
@@ -78,6 +83,11 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		// A Claim answer gRPC could not send releases its tasks.
 		grpc.StatsHandler(claimWatch{s}),
+		// Puts each connection's guard entry in its calls' contexts.
+		grpc.StatsHandler(s.guard),
+		// Idle connections cost their buffers: a smaller read buffer
+		// (gRPC's write buffer is pooled, taken only while writing).
+		grpc.ReadBufferSize(DefaultReadBufferSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		// A request that does not decode is InvalidArgument (codec.go).
 		grpc.ForceServerCodecV2(s.codec),
@@ -88,7 +98,7 @@ func NewServer(node Node, cfg Config) *Server {
 		grpc.InitialConnWindowSize(ConnWindowSize),
 	}, cfg.serverLimits()...)
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(cfg.TLS.ServerCredentials(cfg.ClientAuth)))
+		opts = append(opts, grpc.Creds(limitHandshakes(cfg.TLS.ServerCredentials(cfg.ClientAuth), cfg.MaxHandshakes, cfg.HandshakeTimeout)))
 	}
 	opts = append(opts, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
@@ -113,8 +123,10 @@ func NewServer(node Node, cfg Config) *Server {
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve accepts connections on lis until Stop. It returns nil after Stop.
+// Connections are guarded until they carry an authenticated call
+// (connguard.go).
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(s.guard.listener(lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -155,6 +167,10 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	if err == nil {
 		ctx, err = s.authorize(ctx, info.FullMethod, req)
+	}
+	// Refused calls too: a loop of them costs as much as any.
+	if gerr := s.noteCall(ctx, info.FullMethod, err); err == nil {
+		err = gerr
 	}
 	if err == nil {
 		err = s.refuseUnchecked(info.FullMethod)

@@ -86,6 +86,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Prometheus /metrics and Go's /debug/pprof/ profiles on this address (off when empty). With TLS and --auth: HTTPS with this node's certificate and a bearer token on every request (/metrics: reader or admin over \"*\"; profiles: admin over \"*\"), on any address; otherwise plain HTTP, and only a loopback address")
 	fs.StringVar(&o.httpAddr, "http-addr", "", "serve the web dashboard on this address (off when empty); a client of this node's API with the viewer's token. With TLS and --auth: HTTPS with this node's certificate and a login, on any address; otherwise plain HTTP, and only a loopback address")
 	agentTLSFlags(fs, o)
+	agentFloodFlags(fs, o)
 	return &c, o
 }
 
