@@ -353,6 +353,19 @@ func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
 	}()
 }
 
+// setDamaged marks the node diverged for damage found on its own disk
+// (scrub.go): it serves nothing from then on. It reports whether this
+// call marked it, so only one caller takes the node out of Raft.
+func (c *checker) setDamaged(detail string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == checkDiverged {
+		return false
+	}
+	c.state, c.detail = checkDiverged, detail
+	return true
+}
+
 // status is the consistency part of StatusResponse.
 func (c *checker) status() *pb.ConsistencyCheck {
 	c.mu.Lock()

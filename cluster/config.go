@@ -273,6 +273,14 @@ type Config struct {
 	// for) and a node that awaits a check hash at full speed.
 	CheckRate int64
 
+	// ScrubInterval is how often each node re-reads its keyspace's table
+	// files from disk and verifies their block checksums (scrub.go), at
+	// CheckRate. Default 1 hour; negative: off. The consistency check
+	// hashes through Pebble's block cache, which keeps the copy read
+	// before, so it cannot see bytes that change on disk under a running
+	// node.
+	ScrubInterval time.Duration
+
 	// PebbleMemTableBytes is the FSM's largest Pebble memtable; 0 keeps
 	// the fsm package's default (32 MiB). Tests lower it so that Pebble
 	// flushes, and edits its MANIFEST, after a few KiB of writes.
@@ -400,6 +408,7 @@ func DefaultConfig() Config {
 		CheckInterval:      time.Minute,
 		CheckTimeout:       30 * time.Second,
 		CheckRate:          8 << 20,
+		ScrubInterval:      time.Hour,
 		Limits:             fsm.DefaultLimits(),
 		RaftMaxConns:       128,
 		MaxOpenFiles:       1000,
@@ -434,6 +443,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ApplyLagBound, d.ApplyLagBound)
 	setDur(&c.CheckInterval, d.CheckInterval)
 	setDur(&c.CheckTimeout, d.CheckTimeout)
+	setDur(&c.ScrubInterval, d.ScrubInterval)
 	if c.CheckRate == 0 {
 		c.CheckRate = d.CheckRate
 	}

@@ -162,7 +162,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(); err != nil {
 		return nil, errors.Join(err, n.raft.Shutdown().Error())
 	}
-	n.wg.Add(7)
+	n.wg.Add(8)
 	go func() {
 		defer n.wg.Done()
 		role.observeLeaders(n.raft, n.ctx.Done())
@@ -173,6 +173,7 @@ func New(cfg Config) (*Node, error) {
 	go n.watchApply()
 	go n.watchLogFault()
 	go n.watchLogBytes()
+	go n.scrubLoop()
 	ok = true
 	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "gossip", n.gossip.Addr(), "applied", n.fsm.AppliedIndex())
 	return n, nil
