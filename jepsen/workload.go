@@ -240,6 +240,9 @@ func (w *workload) producer(ctx context.Context, i int) {
 				w.knownMu.Lock()
 				w.known = append(w.known, id)
 				w.knownMu.Unlock()
+				if n%retryEvery == 0 {
+					w.retryEnqueue(ctx, proc, key)
+				}
 				break
 			}
 			typ, cls := classify(err)
