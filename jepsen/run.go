@@ -52,6 +52,13 @@ type RunConfig struct {
 	// and gossip encryption but no --auth: the older build cannot create
 	// tokens until the cluster latched the token level.
 	OldBin string
+	// LogStore is every agent's --log-store (bolt or wal); "" leaves the
+	// agent's default (bolt).
+	LogStore string
+	// Plant is DOCKET_PLANT in every agent's environment: the planted
+	// faults a build with the plantedbugs tag turns on (planted.go). A
+	// release build ignores it.
+	Plant string
 }
 
 // RunResult is what a run found.
@@ -99,6 +106,10 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	c, err := newCluster(net, bin, work, log)
 	if err != nil {
 		return nil, err
+	}
+	c.LogStore = cfg.LogStore
+	if cfg.Plant != "" {
+		c.Env = []string{"DOCKET_PLANT=" + cfg.Plant}
 	}
 	if cfg.OldBin != "" {
 		old := filepath.Join(work, "docket-old")
