@@ -18,8 +18,9 @@ import (
 // ones on (comma-separated), read once at start, so every replica of a
 // run applies the same rules and the fault is deterministic.
 const (
-	// PlantSubmitIgnoresFence: Submit completes a running task whatever
-	// fence it carries.
+	// PlantSubmitIgnoresFence: Submit completes a task whatever fence it
+	// carries, whether another worker holds it, it waits to be claimed
+	// again or it was completed already.
 	PlantSubmitIgnoresFence = "submit-ignores-fence"
 	// PlantRequeueForgetsTask: a requeue (nack or reap) parks the task in
 	// the delayed index a century ahead, so no claim finds it again.

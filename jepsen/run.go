@@ -55,6 +55,9 @@ type RunConfig struct {
 	// LogStore is every agent's --log-store (bolt or wal); "" leaves the
 	// agent's default (bolt).
 	LogStore string
+	// StallProb is the chance a worker stalls past its lease (workload
+	// --stall); 0 keeps the workload's default.
+	StallProb float64
 	// Plant is DOCKET_PLANT in every agent's environment: the planted
 	// faults a build with the plantedbugs tag turns on (planted.go). A
 	// release build ignores it.
@@ -177,6 +180,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		"--lease", cfg.Lease.String(), "--producers", fmt.Sprint(cfg.Producers), "--workers", fmt.Sprint(cfg.Workers),
 		"--healed-file", healed, "--enqueue-every", cfg.EnqueueEvery.String(), "--drain-timeout", drainTimeout.String(),
 		"--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String()}
+	if cfg.StallProb > 0 {
+		wlArgs = append(wlArgs, "--stall", fmt.Sprint(cfg.StallProb))
+	}
 	wl := exec.CommandContext(ctx, "ip", append(wlArgs, creds.Args()...)...)
 	wl.Env = withoutSecrets(os.Environ())
 	wl.Stdout, wl.Stderr = wlLog, wlLog
