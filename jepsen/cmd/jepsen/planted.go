@@ -70,7 +70,7 @@ func planted(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		// the producers: a task the reaper requeues goes to the back of
 		// the queue, and behind a backlog the stalled worker's Submit
 		// would find it still pending, not taken over by another worker.
-		cfg.StallProb, cfg.Workers, cfg.EnqueueEvery = 0.25, 10, 500*time.Millisecond
+		cfg.StallProb, cfg.Workers, cfg.EnqueueEvery = 0.25, 10, 400*time.Millisecond
 		cfg.HoldMin, cfg.HoldMax, cfg.Quiet, cfg.DrainTimeout = 4*time.Second, 7*time.Second, 5*time.Second, time.Minute
 		log.Info("planted case", "plant", name, "seed", cfg.Seed, "catch", strings.Join(pc.Catch, ","), "report", cfg.ReportDir)
 		t0 := time.Now()
