@@ -87,7 +87,7 @@ func atLeast(r *Result, min int, what string) {
 func (w *workload) retryEnqueue(ctx context.Context, proc, key string) {
 	op := w.rec.Invoke(Event{Proc: proc, F: FEnqueueRetry, Key: key})
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.WithIdempotencyKey(key), client.WithMaxAttempts(1000), client.WithTenant(Tenant))
+	id, err := w.cl.EnqueueOne(c, Queue, []byte(key), client.TaskIdempotencyKey(key), client.TaskMaxAttempts(1000), client.TaskTenant(Tenant))
 	cancel()
 	if err == nil {
 		w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FEnqueueRetry, Key: key, Task: id})
