@@ -70,8 +70,11 @@ func planted(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		// the producers: a task the reaper requeues goes to the back of
 		// the queue, and behind a backlog the stalled worker's Submit
 		// would find it still pending, not taken over by another worker.
-		cfg.StallProb, cfg.Workers, cfg.EnqueueEvery = 0.25, 10, 400*time.Millisecond
-		cfg.HoldMin, cfg.HoldMax, cfg.Quiet, cfg.DrainTimeout = 4*time.Second, 7*time.Second, 5*time.Second, time.Minute
+		cfg.StallProb, cfg.Producers, cfg.EnqueueEvery, cfg.Workers = 0.25, 4, 400*time.Millisecond, 16
+		// About three leader partitions: the leader steps down a quarter
+		// second after it is cut off, and ack-before-commit needs enqueues
+		// in flight then.
+		cfg.HoldMin, cfg.HoldMax, cfg.Quiet, cfg.DrainTimeout = 4*time.Second, 6*time.Second, 4*time.Second, time.Minute
 		log.Info("planted case", "plant", name, "seed", cfg.Seed, "catch", strings.Join(pc.Catch, ","), "report", cfg.ReportDir)
 		t0 := time.Now()
 		res, err := jepsen.Run(ctx, cfg, log)
