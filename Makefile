@@ -82,8 +82,8 @@ clean:
 	rm -rf bin data
 
 # jepsen-smoke: the chaos harness's CI run: four 3-node scenarios of about
-# 90 s each (partition+kill, pause+packet loss, leader isolation+clock
-# offset, disk corruption), then a rolling upgrade of about a minute: the
+# 90 s each (partition+kill on raft-wal, pause+packet loss, leader
+# isolation+clock offset, disk corruption), then a rolling upgrade of about a minute: the
 # cluster starts on $(UPGRADE_FROM) and every node in turn moves to
 # $(BIN) under the workload, then kills. Needs root (network namespaces, iptables,
 # mounts) and iproute2 + iptables (.ci/run installs them). It never skips:
