@@ -89,8 +89,8 @@ clean:
 	rm -rf bin data
 
 # jepsen-smoke: the chaos harness's CI run: four 3-node scenarios of about
-# 90 s each (partition+kill, pause+packet loss, leader isolation+clock
-# offset, disk corruption), then a rolling upgrade of about a minute: the
+# 90 s each (partition+kill on raft-wal, pause+packet loss, leader
+# isolation+clock offset, disk corruption), then a rolling upgrade of about a minute: the
 # cluster starts on $(UPGRADE_FROM) and every node in turn moves to
 # $(BIN) under the workload, then kills. Needs root (network namespaces, iptables,
 # mounts) and iproute2 + iptables (.ci/run installs them). It never skips:
@@ -109,7 +109,7 @@ DURATION   ?= 30m
 SEED       ?= 0
 UPGRADE_FROM ?= $(shell cat jepsen/UPGRADE_FROM 2>/dev/null || echo bin/docket-level3)
 
-.PHONY: jepsen-build jepsen-smoke jepsen
+.PHONY: jepsen-build jepsen-smoke jepsen jepsen-matrix build-planted jepsen-planted
 
 jepsen-build: build
 	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen
@@ -126,8 +126,34 @@ jepsen-smoke: jepsen-build
 # runs with tokens and without the upgrade). A random seed (or SEED=n).
 # DURATION is the time under the nemesis (default 30m); faults are active
 # about two thirds of it (results.json: fault_time_s).
+# LOG_STORE=wal runs every agent on raft-wal (default: bolt).
+LOG_STORE ?=
 jepsen: jepsen-build
-	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM))
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM)) $(if $(LOG_STORE),--log-store $(LOG_STORE))
+
+# jepsen-matrix: the long run on each Raft log store with role tokens (no
+# upgrade: the older build has no tokens), then with the rolling upgrade
+# first; three runs of DURATION each (RESULTS.md records them).
+jepsen-matrix: jepsen-build
+	$(MAKE) --no-print-directory jepsen UPGRADE_FROM= LOG_STORE=bolt
+	$(MAKE) --no-print-directory jepsen UPGRADE_FROM= LOG_STORE=wal
+	$(MAKE) --no-print-directory jepsen
+
+# build-planted: docket with the planted faults compiled in (-tags
+# plantedbugs; DOCKET_PLANT turns each on). No release sets the tag.
+build-planted:
+	$(GO) build -tags plantedbugs -o bin/docket-planted ./cmd/docket
+
+# jepsen-planted: the harness proves it can fail. One short 3-node scenario
+# (partition-leader, 30 s of faults) runs on bin/docket-planted with every
+# fault off, where every checker must pass, then once per planted fault,
+# where the checkers jepsen/planted.go names must fail; first it checks
+# that $(BIN) holds no planted code. Six runs of about a minute (needs root,
+# as jepsen-smoke).
+jepsen-planted: build build-planted
+	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen
+	$(JEPSEN_BIN) smoke --preflight-only
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) planted --bin bin/docket-planted --release-bin $(BIN) --seed $(SEED) --out $(JEPSEN_OUT)
 
 # bench-cluster: `docket bench` against a fresh local 3-node cluster on
 # loopback (WORKLOAD=enqueue|drain|cycle|heartbeat|failover|requeue|backlog|

@@ -42,6 +42,7 @@ func (n *Node) followLeadership(notify <-chan bool) {
 		case <-n.ctx.Done():
 			return
 		case isLeader := <-notify:
+			plantLeader(isLeader)
 			if !isLeader {
 				stopLoops()
 				continue

@@ -348,6 +348,11 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if applied == f.applied.Load() {
 		return n // nothing new; the deferred close drops the empty batch
 	}
+	if planted("reaper-on-followers") {
+		if err := tx.plantReap(); err != nil {
+			panic(fmt.Sprintf("docket fsm: planted reap at %d: %v", applied, err))
+		}
+	}
 	if err := tx.finish(applied); err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
 	}

@@ -461,6 +461,9 @@ func (tx *txn) requeue(t *pb.Task, pos int, delay int64, reason string, out pb.A
 	if err != nil {
 		return err
 	}
+	if planted("requeue-forgets-task") {
+		delay = plantForgetDelay
+	}
 	switch {
 	case delay > 0:
 		return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {

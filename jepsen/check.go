@@ -385,7 +385,7 @@ func CheckAll(h *History) ([]Result, []Recovery) {
 	return []Result{
 		CheckLost(h), CheckUnexpected(h), CheckDoubleSubmit(h), CheckStaleAccepted(h),
 		CheckFences(h), CheckLeaseLost(h), CheckSplitBrain(h), rec, CheckAvailability(h), CheckLinearizable(h, 30*time.Second), CheckReads(h),
-		CheckFindings(h), CheckCronOncePerSlot(h), CheckDepsOrder(h),
+		CheckFindings(h), CheckCronOncePerSlot(h), CheckDepsOrder(h), CheckCompleted(h), CheckIdempotentRetry(h),
 	}, recs
 }
 

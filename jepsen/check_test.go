@@ -75,7 +75,7 @@ func (b *hb) read(t int64, node, task string, applied uint64, answer string) {
 }
 
 func TestHealthyHistoryPasses(t *testing.T) {
-	h := healthy().history()
+	h := withMinimums(healthy()).history()
 	h.Final = []NodeState{{ID: "n1", Applied: 9, Hash: "aa"}, {ID: "n2", Applied: 9, Hash: "aa"}}
 	rs, _ := CheckAll(h)
 	for _, r := range rs {

@@ -62,7 +62,7 @@ func violations(res *RunResult) string {
 }
 
 func TestBusyHistoryWithEveryFaultPasses(t *testing.T) {
-	res := checkBusy(t, busy(300, FaultHalves, FaultKill), []string{FaultHalves, FaultKill})
+	res := checkBusy(t, withMinimums(busy(300, FaultHalves, FaultKill)), []string{FaultHalves, FaultKill})
 	if res.Failed {
 		t.Fatalf("a complete run failed:\n%s", violations(res))
 	}

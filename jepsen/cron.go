@@ -115,6 +115,7 @@ func CheckCronOncePerSlot(h *History) Result {
 		missing = int((hi-lo)/int64(time.Second)) + 1 - len(slots)
 	}
 	r.Note = fmt.Sprintf("%d slots, %d missing between the first and the last", len(slots), missing)
+	atLeast(&r, MinCronSlots, "slots claimed")
 	return r
 }
 

@@ -103,6 +103,7 @@ func CheckDepsOrder(h *History) Result {
 			}
 		}
 	}
+	atLeast(&r, MinDepsChildren, "claims of a task with parents")
 	return r
 }
 

@@ -20,9 +20,14 @@ func Test_CheckDepsOrder(t *testing.T) {
 			b.submit(30, "w1", "tp", 100, parentSubmit, "")
 		}
 		b.claim(childAt, "w2", "c", "tc", 101)
+		// A second child, claimed in order, so that the run reaches
+		// MinDepsChildren.
+		b.enqueue(10, "d", "td")
+		b.evs = append(b.evs, Event{T: 11e6, Proc: "p0", Type: OK, F: FDeps, Task: "td", Detail: "tp"})
+		b.claim(childAt+100, "w2", "d", "td", 102)
 		return b.history()
 	}
-	if r := CheckDepsOrder(build(40, OK)); r.Verdict != Pass || r.Checked != 1 {
+	if r := CheckDepsOrder(build(40, OK)); r.Verdict != Pass || r.Checked != 2 {
 		t.Fatalf("child after its parent: %+v", r)
 	}
 	if r := CheckDepsOrder(build(40, Info)); r.Verdict != Pass {

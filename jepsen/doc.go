@@ -49,8 +49,8 @@
 //
 // Producers enqueue with their own idempotency keys (the key is also the
 // payload) and retry a key whose outcome is unknown. Workers claim one task
-// at a time under a 2 s lease, heartbeat every lease/4, sometimes stall past
-// the lease without heartbeating or nack, then write to a downstream
+// at a time under a 2 s lease, heartbeat every lease/4, sometimes stall for
+// two leases without heartbeating or nack, then write to a downstream
 // Register under their fence (it refuses a fence older than the newest it
 // has accepted) and Submit under the same fence, whether or not they still
 // hold the lease. After the final heal, a drain phase claims and completes
@@ -71,13 +71,16 @@
 // is healthy), a per-task porcupine model (TaskModel), replica-reads (no
 // node serves a read that differs from the majority's at the same applied
 // index), cron-once-per-slot (no slot of the workload's @every 1s
-// schedule enqueued two tasks; cron.go), and coverage (the run did what
-// it claims: below). Their unit tests feed them doctored histories.
-// index), dependencies (every tenth enqueue of a producer is a diamond
-// of three tasks in one Enqueue, and no task is claimed before a Submit of
-// each parent was invoked; deps.go), and coverage (the run did what it
-// claims: below). Their unit
-// tests feed them doctored histories.
+// schedule enqueued two tasks; cron.go), dependencies (every tenth enqueue
+// of a producer is a diamond of three tasks in one Enqueue, and no task is
+// claimed before a Submit of each parent was invoked; deps.go), completed
+// (every acknowledged task ends with a Submit, so a task a requeue forgot
+// shows), idempotent-retry (every fifth acknowledged key is enqueued
+// again, and must answer the first task; completion.go), and coverage
+// (the run did what it claims: below). Cron, dependencies and
+// idempotent-retry fail a run that gave them less than a minimum to check.
+// Their unit tests feed them doctored histories, and the planted run
+// (planted.go) shows each catching a bug compiled into the agents.
 //
 // # A run that did not test fails
 //

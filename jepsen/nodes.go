@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,10 @@ type Cluster struct {
 	// Loop puts each node's data directory on its own loop-mounted ext4
 	// image, for the lost-unfsynced-writes fault.
 	Loop bool
+	// LogStore is every agent's --log-store; "" is the agent's default.
+	LogStore string
+	// Env is added to every agent's environment (DOCKET_PLANT).
+	Env []string
 }
 
 // gossipPort is every node's memberlist port (docket agent's default
@@ -142,6 +147,9 @@ func (c *Cluster) agentArgs(n *Node) []string {
 		"--gossip-addr", fmt.Sprintf("%s:%d", nodeIP(n.I), gossipPort),
 		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)), "--join", strings.Join(join, ","),
 		"--reap-grace", c.ReapGrace.String()}
+	if c.LogStore != "" {
+		args = append(args, "--log-store", c.LogStore)
+	}
 	if n.offset != 0 {
 		args = append(args, "--test-clock-offset", n.offset.String())
 	}
@@ -250,10 +258,13 @@ func (c *Cluster) leader(ctx context.Context, self string, extra ...string) int 
 // agentEnv is an agent's environment: the harness's own without Docket
 // secrets, plus the join token in the secure mode (Security.agentEnv).
 func (c *Cluster) agentEnv() []string {
+	env := withoutSecrets(os.Environ())
 	if c.Sec != nil {
-		return c.Sec.agentEnv()
+		env = c.Sec.agentEnv()
 	}
-	return withoutSecrets(os.Environ())
+	// Only the run's own Env plants faults, never the harness's.
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, PlantEnv+"=") })
+	return append(env, c.Env...)
 }
 
 // adminCreds are the credentials of the controller's helpers (leader,

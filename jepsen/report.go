@@ -22,7 +22,11 @@ type Summary struct {
 	// binary the cluster started on (a rolling-upgrade run).
 	Overlap     int    `json:"overlap,omitempty"`
 	UpgradeFrom string `json:"upgrade_from,omitempty"`
-	Duration    string `json:"duration"`
+	// LogStore is the agents' Raft log store (bolt unless wal); Plant the
+	// planted faults the agents ran with (planted.go), none in a real run.
+	LogStore string `json:"log_store,omitempty"`
+	Plant    string `json:"plant,omitempty"`
+	Duration string `json:"duration"`
 	// TLS and Auth say whether the nodes and every client of the run spoke
 	// mutual TLS and sent role tokens (the default) or ran --insecure.
 	TLS       bool           `json:"tls"`
@@ -85,7 +89,7 @@ func WriteResults(cfg RunConfig, h *History) (*RunResult, error) {
 	}
 	rs = append(rs, CheckCoverage(h, cov))
 	s := Summary{FaultStats: wantWindows(faultStats(h, append(append([]string(nil), cov.Faults...), cov.Once...)), cov), Coverage: cov, Scenario: cfg.Name, Seed: cfg.Seed, Nodes: cfg.Nodes, Faults: cfg.Faults, Duration: cfg.Duration.String(),
-		TLS: !cfg.Insecure, Auth: !cfg.Insecure && cfg.OldBin == "", Overlap: cfg.Overlap, UpgradeFrom: cfg.OldBin, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
+		TLS: !cfg.Insecure, Auth: !cfg.Insecure && cfg.OldBin == "", Overlap: cfg.Overlap, UpgradeFrom: cfg.OldBin, LogStore: cfg.LogStore, Plant: cfg.Plant, Valid: !Failed(rs), Ops: len(h.Ops), OpsByType: map[string]int{}, Results: rs, Recovery: recs, Final: h.Final}
 	for _, o := range h.Ops {
 		s.OpsByType[o.F+":"+o.Type]++
 	}

@@ -52,6 +52,16 @@ type RunConfig struct {
 	// and gossip encryption but no --auth: the older build cannot create
 	// tokens until the cluster latched the token level.
 	OldBin string
+	// LogStore is every agent's --log-store (bolt or wal); "" leaves the
+	// agent's default (bolt).
+	LogStore string
+	// StallProb is the chance a worker stalls past its lease (workload
+	// --stall); 0 keeps the workload's default.
+	StallProb float64
+	// Plant is DOCKET_PLANT in every agent's environment: the planted
+	// faults a build with the plantedbugs tag turns on (planted.go). A
+	// release build ignores it.
+	Plant string
 }
 
 // RunResult is what a run found.
@@ -99,6 +109,10 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 	c, err := newCluster(net, bin, work, log)
 	if err != nil {
 		return nil, err
+	}
+	c.LogStore = cfg.LogStore
+	if cfg.Plant != "" {
+		c.Env = []string{"DOCKET_PLANT=" + cfg.Plant}
 	}
 	if cfg.OldBin != "" {
 		old := filepath.Join(work, "docket-old")
@@ -166,6 +180,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		"--lease", cfg.Lease.String(), "--producers", fmt.Sprint(cfg.Producers), "--workers", fmt.Sprint(cfg.Workers),
 		"--healed-file", healed, "--enqueue-every", cfg.EnqueueEvery.String(), "--drain-timeout", drainTimeout.String(),
 		"--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String()}
+	if cfg.StallProb > 0 {
+		wlArgs = append(wlArgs, "--stall", fmt.Sprint(cfg.StallProb))
+	}
 	wl := exec.CommandContext(ctx, "ip", append(wlArgs, creds.Args()...)...)
 	wl.Env = withoutSecrets(os.Environ())
 	wl.Stdout, wl.Stderr = wlLog, wlLog

@@ -240,6 +240,9 @@ func (w *workload) producer(ctx context.Context, i int) {
 				w.knownMu.Lock()
 				w.known = append(w.known, id)
 				w.knownMu.Unlock()
+				if n%retryEvery == 0 {
+					w.retryEnqueue(ctx, proc, key)
+				}
 				break
 			}
 			typ, cls := classify(err)
@@ -325,7 +328,10 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 		}
 	}
 	if stall {
-		time.Sleep(lease + lease/2)
+		// Two leases: the reaper (every 250 ms) and another worker have
+		// time to take the task over, so the Submit below is usually
+		// stale, the case the fence exists for.
+		time.Sleep(2 * lease)
 	}
 	if !draining && rand.Float64() < w.cfg.NackProb {
 		op := w.rec.Invoke(Event{Proc: proc, F: FNack, Task: task, Fence: fence})

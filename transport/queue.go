@@ -53,7 +53,13 @@ func fromPeer(ctx context.Context) bool {
 // propose runs cmd on this node, the leader, through the node's group
 // commit. A whole-command rejection becomes its error.
 func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	res, err := s.node.Propose(ctx, cmd)
+	var res *pb.CommandResult
+	var err error
+	if planted("ack-before-commit") { // a planted fault (planted_on.go)
+		res, err = s.proposeEarly(ctx, cmd)
+	} else {
+		res, err = s.node.Propose(ctx, cmd)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,12 @@
 //
 //	jepsen smoke  [--bin bin/docket] [--upgrade-from bin/docket-level3] [--out DIR]
 //	              four 3-node scenarios of ~90 s, and a short rolling upgrade
-//	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N] [--overlap 2] [--upgrade-from PATH]
+//	jepsen run    [--nodes 5] [--faults all] [--duration 30m] [--seed N] [--overlap 2] [--upgrade-from PATH] [--log-store bolt|wal]
 //
 // Both run the cluster with mutual TLS and tokens unless --insecure.
 //
+//	jepsen planted [--bin bin/docket-planted] [--release-bin bin/docket] [--only FAULTS]
+//	              one short scenario per planted fault, and once without one
 //	jepsen check  DIR                                  re-check DIR/history.jsonl
 //
 // workload, leader, health, view and leave are internal verbs run inside
@@ -44,6 +46,8 @@ func main() {
 		failed, err = smoke(ctx, os.Args[2:], log)
 	case "run":
 		failed, err = runLong(ctx, os.Args[2:], log)
+	case "planted":
+		failed, err = planted(ctx, os.Args[2:], log)
 	case "check":
 		failed, err = check(os.Args[2:])
 	case "workload":
@@ -135,16 +139,20 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	}
 	// rolling-upgrade starts on the older binary, upgrades every node once
 	// under the workload, then kills nodes of the upgraded cluster.
+	// partition-kill runs on raft-wal: kill -9 of a node that rejoins with
+	// uncommitted entries truncates its log tail, which lost raft-wal
+	// v0.4.0 a node; the others keep the default store (bolt).
 	scenarios := []struct {
-		name    string
-		faults  []string
-		upgrade bool
+		name     string
+		faults   []string
+		upgrade  bool
+		logStore string
 	}{
-		{"partition-kill", []string{jepsen.FaultHalves, jepsen.FaultKill}, false},
-		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}, false},
-		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}, false},
-		{"corrupt", []string{jepsen.FaultCorrupt}, false},
-		{"rolling-upgrade", []string{jepsen.FaultKill}, true},
+		{"partition-kill-wal", []string{jepsen.FaultHalves, jepsen.FaultKill}, false, "wal"},
+		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}, false, ""},
+		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}, false, ""},
+		{"corrupt", []string{jepsen.FaultCorrupt}, false, ""},
+		{"rolling-upgrade", []string{jepsen.FaultKill}, true, ""},
 	}
 	oldBin, err := filepath.Abs(*up)
 	if err != nil {
@@ -171,12 +179,13 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		cfg.LogStore = s.logStore
 		if s.upgrade {
 			cfg.OldBin, cfg.Duration = oldBin, *upD
 			cfg.Coverage = jepsen.DefaultCoverage(s.faults, jepsen.SmokeMinWindows)
 			cfg.Coverage.Once = []string{jepsen.FaultUpgrade}
 		}
-		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "secure", !cfg.Insecure, "report", cfg.ReportDir)
+		log.Info("scenario", "name", s.name, "seed", cfg.Seed, "secure", !cfg.Insecure, "log_store", cfg.LogStore, "report", cfg.ReportDir)
 		t0 := time.Now()
 		res, err := jepsen.Run(ctx, cfg, log)
 		if res != nil {
@@ -205,6 +214,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	overlap := fs.Int("overlap", 2, "how many compatible faults may hold at once (1: serial)")
 	up := fs.String("upgrade-from", "", "start on this older binary and upgrade every node under the workload first (TLS without --auth: the older build has no tokens)")
 	minWin := fs.Int("min-windows", 0, "each fault must hold this often (0: 5 for 30 minutes or more, fewer for shorter runs)")
+	logStore := fs.String("log-store", "", "every agent's --log-store: bolt or wal (default: the agent's, bolt)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -217,6 +227,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		return false, err
 	}
 	cfg.Quiet = 6 * time.Second // more of the run under a fault
+	cfg.LogStore = *logStore
 	cfg.Overlap = *overlap
 	// Twelve faults come round about every five minutes on 5 nodes (the
 	// rolling restart alone takes about a minute): a shorter run cannot
@@ -236,7 +247,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	// drain long enough for any backlog a 45-minute run leaves.
 	cfg.Workers, cfg.EnqueueEvery, cfg.DrainTimeout = 8, 300*time.Millisecond, 15*time.Minute
 	log.Info("long run", "seed", cfg.Seed, "secure", !cfg.Insecure, "nodes", *nodes, "duration", *d, "overlap", cfg.Overlap,
-		"upgrade_from", cfg.OldBin, "min_windows", mw, "report", cfg.ReportDir)
+		"upgrade_from", cfg.OldBin, "log_store", cfg.LogStore, "min_windows", mw, "report", cfg.ReportDir)
 	res, err := jepsen.Run(ctx, cfg, log)
 	if res != nil {
 		report(log, res)
@@ -259,7 +270,7 @@ func check(args []string) (bool, error) {
 			d, _ := time.ParseDuration(s.Duration)
 			cfg.Name, cfg.Seed, cfg.Nodes, cfg.Faults, cfg.Duration, cfg.Coverage = s.Scenario, s.Seed, s.Nodes, s.Faults, d, s.Coverage
 			cfg.Insecure = !s.TLS // runs from before the secure mode were plain
-			cfg.Overlap, cfg.OldBin = s.Overlap, s.UpgradeFrom
+			cfg.Overlap, cfg.OldBin, cfg.LogStore, cfg.Plant = s.Overlap, s.UpgradeFrom, s.LogStore, s.Plant
 		}
 	}
 	res, err := jepsen.WriteResults(cfg, h)
