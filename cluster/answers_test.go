@@ -32,3 +32,31 @@ func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 		t.Fatalf("revoke an unknown token: %v, want ErrNotFound worded for a token", err)
 	}
 }
+
+// A leader answers for a token only once it has applied what the leaders
+// before it committed: a revoke that an earlier leader acknowledged may
+// sit in the log it is still applying, and accepting the token meanwhile
+// would undo the revoke for a moment (a revoked token opened a dashboard
+// page through a freshly elected leader under load).
+func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := mustCluster(t, 1)[0]
+	if _, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{RoleReader}, Tenants: []string{AllTenants}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the leader's first barrier", n.leaderCaughtUp)
+	if _, err := n.Authenticate(tok.GetSecret()); err != nil {
+		t.Fatalf("a caught-up leader refused a live token: %v", err)
+	}
+	n.readyTerm.Store(0) // as right after an election, before the barrier returns
+	var nl *NotLeaderError
+	if _, err := n.Authenticate(tok.GetSecret()); !errors.As(err, &nl) {
+		t.Fatalf("a leader still applying earlier terms answered for a token: %v", err)
+	}
+}

@@ -58,6 +58,13 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 	if secret == "" {
 		return nil, fmt.Errorf("%w: no token", ErrUnauthenticated)
 	}
+	if s.r.IsLeader() && !s.r.leaderCaughtUp() {
+		// A leader that has not applied what earlier leaders committed
+		// may not have applied an acknowledged revoke: its answer would
+		// not be final. The caller retries in a moment, as for a leader
+		// change.
+		return nil, fmt.Errorf("%w: the new leader is applying what earlier leaders committed", &NotLeaderError{})
+	}
 	tok, err := s.r.FSM().TokenByHash(fsm.HashSecret(secret))
 	if errors.Is(err, fsm.ErrNotFound) {
 		return nil, ErrUnknownToken

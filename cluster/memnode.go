@@ -74,6 +74,9 @@ func (n *MemNode) SetLatchPending(l uint32) { n.pending.Store(l) }
 
 func (n *MemNode) latchPending(need uint32) bool { return need <= n.pending.Load() }
 
+// leaderCaughtUp is true: a MemNode applies every command as it is proposed.
+func (n *MemNode) leaderCaughtUp() bool { return true }
+
 func (n *MemNode) enabledLevel() uint32 {
 	if l := n.level.Load(); l != 0 {
 		return l

@@ -124,6 +124,10 @@ func (n *Node) mapRaftErr(err error) error {
 	return fmt.Errorf("propose: %w", err)
 }
 
+// leaderCaughtUp reports whether the leader's first Barrier of its term returned,
+// so its replica holds every entry the leaders before it committed.
+func (n *Node) leaderCaughtUp() bool { return n.readyTerm.Load() == n.raft.CurrentTerm() }
+
 // ReadBarrier makes a following local read linearizable: it confirms with
 // a quorum that this node still leads, then waits until the local FSM has
 // applied everything committed before that moment. On a follower it returns

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,11 +20,19 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	cfg.ScrubInterval = 100 * time.Millisecond
 	n := mustNode(t, cfg)
 	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	var tables []string
-	for i := 0; i < 200 && len(tables) == 0; i++ {
-		proposeOK(t, n, strings.Repeat("x", 4<<10)+string(rune('a'+i%26)))
-		tables, _ = filepath.Glob(filepath.Join(cfg.DataDir, "fsm", "db", "*.sst"))
+	// Write until Pebble holds a table; a scrub that reads one back whole
+	// means its flush finished (a file being flushed may still be empty).
+	scrubbed := func() int {
+		st, err := n.FSM().Scrub(context.Background(), func(int64) error { return nil })
+		if err != nil {
+			t.Fatalf("scrub of a sound keyspace: %v", err)
+		}
+		return st.Tables
 	}
+	for i := 0; i < 400 && scrubbed() == 0; i++ {
+		proposeOK(t, n, strings.Repeat("x", 4<<10)+string(rune('a'+i%26)))
+	}
+	tables, _ := filepath.Glob(filepath.Join(cfg.DataDir, "fsm", "db", "*.sst"))
 	if len(tables) == 0 {
 		t.Fatal("the keyspace wrote no table")
 	}
@@ -31,6 +40,9 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 		t.Fatalf("a sound node does not serve: %v", err)
 	}
 	b, err := os.ReadFile(tables[0])
+	if err == nil && len(b) == 0 {
+		t.Fatalf("table %s is empty", tables[0])
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,9 @@ type replica interface {
 	// latchPending reports whether every server in the configuration
 	// announced level need, so the leader is about to latch it.
 	latchPending(need uint32) bool
+	// leaderCaughtUp reports whether this node, as leader, applied everything
+	// the leaders before it committed (its first Barrier returned).
+	leaderCaughtUp() bool
 }
 
 // Defaults of ServiceConfig fields left zero.
