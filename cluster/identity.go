@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -38,7 +40,14 @@ type identity struct {
 	id      func() string
 	log     *slog.Logger
 	refused atomic.Uint64 // peers refused for naming another cluster
+
+	mu     sync.Mutex
+	logged map[string]time.Time // another cluster's id -> when its refusal was last logged
 }
+
+// refusalLogEvery bounds the refusal log lines per other cluster: Raft
+// redials a refused peer many times a second.
+const refusalLogEvery = time.Minute
 
 // ID is this node's cluster id, "" while it has none.
 func (c *identity) ID() string {
@@ -56,9 +65,30 @@ func (c *identity) check(kind, peer, theirs string) error {
 		return nil
 	}
 	c.refused.Add(1)
-	c.log.Error("refusing a peer of another cluster", "via", kind, "peer", peer,
-		"this_cluster", mine, "peer_cluster", theirs)
+	if c.shouldLog(theirs) {
+		c.log.Error("refusing a peer of another cluster", "via", kind, "peer", peer,
+			"this_cluster", mine, "peer_cluster", theirs, "refused_so_far", c.refused.Load())
+	}
 	return fmt.Errorf("%w: %s peer %s is in cluster %s, this node in cluster %s", ErrOtherCluster, kind, peer, theirs, mine)
+}
+
+// shouldLog reports whether a refusal of cluster theirs is logged now: the
+// first, then at most one a refusalLogEvery.
+func (c *identity) shouldLog(theirs string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if last, ok := c.logged[theirs]; ok && now.Sub(last) < refusalLogEvery {
+		return false
+	}
+	if c.logged == nil {
+		c.logged = map[string]time.Time{}
+	}
+	if len(c.logged) > 64 { // bounded: an outsider can name any id
+		clear(c.logged)
+	}
+	c.logged[theirs] = now
+	return true
 }
 
 // dialConfig adds this node's id to an outgoing Raft handshake.
