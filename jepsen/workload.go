@@ -67,6 +67,7 @@ type workload struct {
 	rec      *Recorder
 	cl       *client.Client // the producers', with the producer token
 	wcl      *client.Client // the workers', with the worker token
+	acl      *client.Client // the final statuses', with the admin token: a keyspace hash reads every tenant
 	reg      *Register
 	draining atomic.Bool
 	lastTask atomic.Int64 // Now() of the last claimed task
@@ -110,7 +111,12 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 		return err
 	}
 	defer wcl.Close()
-	w := &workload{cfg: cfg, rec: rec, cl: cl, wcl: wcl, reg: &Register{top: map[string]uint64{}}, log: log}
+	acl, err := newRoleClient(ctx, cfg, RoleAdmin)
+	if err != nil {
+		return err
+	}
+	defer acl.Close()
+	w := &workload{cfg: cfg, rec: rec, cl: cl, wcl: wcl, acl: acl, reg: &Register{top: map[string]uint64{}}, log: log}
 	for _, a := range cfg.Nodes {
 		cc, err := cfg.Creds.Dial(a, RoleReader)
 		if err != nil {
@@ -391,7 +397,7 @@ func (w *workload) statuses(ctx context.Context, withHash bool) []NodeState {
 	out := make([]NodeState, len(w.cfg.Nodes))
 	for i, addr := range w.cfg.Nodes {
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		st, err := w.cl.NodeStatus(c, addr, withHash)
+		st, err := w.acl.NodeStatus(c, addr, withHash)
 		cancel()
 		if err != nil {
 			out[i] = NodeState{ID: addr, Err: err.Error()}
