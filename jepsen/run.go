@@ -156,7 +156,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		if err := c.Sec.CreateTokens(ctx, c); err != nil {
 			return nil, err
 		}
-		creds = c.Sec.Creds(RoleProducer, RoleWorker, RoleReader)
+		// Admin only for the final statuses: a keyspace hash reads every
+		// tenant, which no role token of the workload's one tenant covers.
+		creds = c.Sec.Creds(RoleProducer, RoleWorker, RoleReader, RoleAdmin)
 		log.Info("secure mode: certificates and tokens ready", "took", time.Since(t0).Round(time.Millisecond))
 	}
 
