@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -77,13 +78,9 @@ func Test_ConnGuardClosesUnprovenConnections(t *testing.T) {
 	if !closedWithin(idle, 5*time.Second) {
 		t.Fatal("a connection that only sent the HTTP/2 preface was not closed")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for hc.GetState() == connectivity.Ready && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if st := hc.GetState(); st == connectivity.Ready {
-		t.Fatalf("a connection that only asked for health is still %v", st)
-	}
+	eventually(t, "the connection that only asked for health to be closed", func() bool {
+		return hc.GetState() != connectivity.Ready
+	})
 	if st := ts.cc.GetState(); st != connectivity.Ready {
 		t.Fatalf("the proven connection is %v after %v", st, 3*timeout)
 	}
@@ -136,13 +133,7 @@ func Test_ConnGuardBoundsUnproven(t *testing.T) {
 
 func waitUnproven(t *testing.T, ts *testServer, want int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.srv.guard.unproven() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d unproven connections, want %d", ts.srv.guard.unproven(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("%d unproven connections", want), func() bool { return ts.srv.guard.unproven() == want })
 }
 
 // Calls without a token from one address are paced at UnprovenCallRate

@@ -99,13 +99,7 @@ func Test_HandshakeSlotFreeWhileWaitingOnPeer(t *testing.T) {
 		t.Fatalf("a handshake took %v behind stalled peers", d)
 	}
 	// The server's side ends just after the client's: then no slot is held.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(creds.(*handshakeCreds).slots) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d slots held by stalled peers", len(creds.(*handshakeCreds).slots))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, "no handshake slot held by stalled peers", func() bool { return len(creds.(*handshakeCreds).slots) == 0 })
 }
 
 // helloConn is a net.Conn that keeps what is written and reads EOF.
