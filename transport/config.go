@@ -355,67 +355,36 @@ type Config struct {
 	answerLimit int
 }
 
+// orDefault sets *v to d when it is zero or negative (unset).
+func orDefault[T ~int | ~int64 | ~uint32 | ~float64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxRecvMsgSize <= 0 {
-		c.MaxRecvMsgSize = DefaultMaxRecvMsgSize
-	}
-	if c.MaxClaimWait <= 0 {
-		c.MaxClaimWait = DefaultMaxClaimWait
-	}
-	if c.MaxResultWait <= 0 {
-		c.MaxResultWait = DefaultMaxResultWait
-	}
-	if c.MaxConcurrentStreams == 0 {
-		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-	if c.MaxLongPolls <= 0 {
-		c.MaxLongPolls = DefaultMaxLongPolls
-	}
-	if c.MaxLongPollsPerConn <= 0 {
-		c.MaxLongPollsPerConn = DefaultMaxLongPollsPerConn
-	}
-	if c.KeepaliveMinTime <= 0 {
-		c.KeepaliveMinTime = DefaultKeepaliveMinTime
-	}
-	if c.KeepaliveTime <= 0 {
-		c.KeepaliveTime = DefaultKeepaliveTime
-	}
-	if c.KeepaliveTimeout <= 0 {
-		c.KeepaliveTimeout = DefaultKeepaliveTimeout
-	}
-	if c.MaxConnectionIdle <= 0 {
-		c.MaxConnectionIdle = DefaultMaxConnectionIdle
-	}
-	if c.MaxConnectionAgeGrace <= 0 {
-		c.MaxConnectionAgeGrace = c.MaxClaimWait + 10*time.Second
-	}
-	if c.HandshakeTimeout <= 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if c.UnprovenTimeout <= 0 {
-		c.UnprovenTimeout = DefaultUnprovenTimeout
-	}
-	if c.MaxUnproven <= 0 {
-		c.MaxUnproven = DefaultMaxUnproven
-	}
-	if c.MaxUnprovenPerIP <= 0 {
-		c.MaxUnprovenPerIP = DefaultMaxUnprovenPerIP
-	}
-	if c.UnprovenCallRate <= 0 {
-		c.UnprovenCallRate = DefaultUnprovenCallRate
-	}
-	if c.MaxHandshakes <= 0 {
-		c.MaxHandshakes = max(1, runtime.GOMAXPROCS(0)/2)
-	}
-	if c.HashInterval <= 0 {
-		c.HashInterval = DefaultHashInterval
-	}
-	if c.HealthInterval <= 0 {
-		c.HealthInterval = DefaultHealthInterval
-	}
+	orDefault(&c.MaxRecvMsgSize, DefaultMaxRecvMsgSize)
+	orDefault(&c.MaxClaimWait, DefaultMaxClaimWait)
+	orDefault(&c.MaxResultWait, DefaultMaxResultWait)
+	orDefault(&c.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
+	orDefault(&c.MaxLongPolls, DefaultMaxLongPolls)
+	orDefault(&c.MaxLongPollsPerConn, DefaultMaxLongPollsPerConn)
+	orDefault(&c.KeepaliveMinTime, DefaultKeepaliveMinTime)
+	orDefault(&c.KeepaliveTime, DefaultKeepaliveTime)
+	orDefault(&c.KeepaliveTimeout, DefaultKeepaliveTimeout)
+	orDefault(&c.MaxConnectionIdle, DefaultMaxConnectionIdle)
+	orDefault(&c.MaxConnectionAgeGrace, c.MaxClaimWait+10*time.Second)
+	orDefault(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	orDefault(&c.UnprovenTimeout, DefaultUnprovenTimeout)
+	orDefault(&c.MaxUnproven, DefaultMaxUnproven)
+	orDefault(&c.MaxUnprovenPerIP, DefaultMaxUnprovenPerIP)
+	orDefault(&c.UnprovenCallRate, DefaultUnprovenCallRate)
+	orDefault(&c.MaxHandshakes, max(1, runtime.GOMAXPROCS(0)/2))
+	orDefault(&c.HashInterval, DefaultHashInterval)
+	orDefault(&c.HealthInterval, DefaultHealthInterval)
 	if len(c.ForwardDialOptions) == 0 {
 		creds := insecure.NewCredentials()
 		if c.TLS != nil {
