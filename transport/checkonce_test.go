@@ -1,13 +1,10 @@
 package transport
 
 import (
-	"context"
 	"crypto/tls"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -48,28 +45,7 @@ func serveTLS(t *testing.T, node *countingNode, dir, name, leaderAddr string) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if node.IsLeader() {
-		leaderAddr = addr
-	}
-	node.SetLeaderAddr(leaderAddr)
-	srv := NewServer(node, Config{TLS: r, ClientAuth: certs.VerifyIfGiven})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	_, addr := serve(t, node, leaderAddr, Config{TLS: r, ClientAuth: certs.VerifyIfGiven})
 	return addr
 }
 

@@ -48,6 +48,26 @@ type testServer struct {
 // own address; a follower's is leaderAddr.
 func mustServe(t testing.TB, node *cluster.MemNode, leaderAddr string, cfg Config) *testServer {
 	t.Helper()
+	srv, addr := serve(t, node, leaderAddr, cfg)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return &testServer{srv: srv, node: node, addr: addr, cc: cc, q: pb.NewQueueClient(cc), c: pb.NewClusterClient(cc)}
+}
+
+// servedNode is what serve needs of a node beside the API: MemNode's
+// leader address knob.
+type servedNode interface {
+	Node
+	SetLeaderAddr(string)
+}
+
+// serve runs a Server for node on 127.0.0.1:0 until the test ends. A
+// leader's LeaderGRPCAddr is its own address; a follower's is leaderAddr.
+func serve(t testing.TB, node servedNode, leaderAddr string, cfg Config) (*Server, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -60,12 +80,7 @@ func mustServe(t testing.TB, node *cluster.MemNode, leaderAddr string, cfg Confi
 	srv := NewServer(node, cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
 	t.Cleanup(func() {
-		_ = cc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Stop(ctx); err != nil {
@@ -75,7 +90,7 @@ func mustServe(t testing.TB, node *cluster.MemNode, leaderAddr string, cfg Confi
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testServer{srv: srv, node: node, addr: addr, cc: cc, q: pb.NewQueueClient(cc), c: pb.NewClusterClient(cc)}
+	return srv, addr
 }
 
 func mustLeader(t *testing.T, cfg Config) *testServer {
