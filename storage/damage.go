@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -36,17 +37,17 @@ func isDamage(msg string) bool {
 
 // markDamaged leaves the marker with Pebble's message, best effort: the
 // process stops right after, and the message is logged in any case.
-func (l pebbleLogger) markDamaged(msg string) {
-	l.log.Error("the keyspace is damaged on disk; this node stops and refuses to start until repaired",
-		"dir", l.dir, "repair", Repair)
-	f, err := l.fs.Create(l.fs.PathJoin(l.dir, DamageMarker), vfs.WriteCategoryUnspecified)
+func markDamaged(log *slog.Logger, fs vfs.FS, dir, msg string) {
+	log.Error("the keyspace is damaged on disk; this node stops and refuses to start until repaired",
+		"dir", dir, "repair", Repair)
+	f, err := fs.Create(fs.PathJoin(dir, DamageMarker), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		l.log.Error("cannot leave the damage marker", "err", err)
+		log.Error("cannot leave the damage marker", "err", err)
 		return
 	}
 	_, werr := io.WriteString(f, msg+"\n")
 	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		l.log.Error("cannot leave the damage marker", "err", err)
+		log.Error("cannot leave the damage marker", "err", err)
 	}
 }
 

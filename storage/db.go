@@ -123,7 +123,7 @@ func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
 	l.log.Error(msg, "source", "pebble", "fatal", true)
 	if isDamage(msg) {
-		l.markDamaged(msg)
+		markDamaged(l.log, l.fs, l.dir, msg)
 	}
 	panic(&FatalError{Msg: msg})
 }

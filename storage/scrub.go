@@ -72,8 +72,7 @@ func LiveTables(db *pebble.DB) ([]uint64, error) {
 // returns ErrDamaged with the repair.
 func (h *Home) damaged(name string, cause error) error {
 	msg := fmt.Sprintf("scrub: table %s: %v", name, cause)
-	l := pebbleLogger{log: h.opts.Logger, fs: h.opts.FS, dir: h.path(DBDir)}
-	l.markDamaged(msg)
+	markDamaged(h.opts.Logger, h.opts.FS, h.path(DBDir), msg)
 	return fmt.Errorf("%w: %s: %s", ErrDamaged, msg, Repair)
 }
 
