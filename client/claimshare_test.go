@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -178,7 +180,7 @@ func Test_OlderServerIsRememberedForAWhile(t *testing.T) {
 	fc.noClaimBatch = false
 	fc.mu.Unlock()
 	s := cl.clm
-	waitFor(t, 5*time.Second, "the pause to end", func() bool { return time.Since(s.born) >= time.Duration(s.sharedOffUntil.Load()) })
+	testwait.For(t, 5*time.Second, "the pause to end", func() bool { return time.Since(s.born) >= time.Duration(s.sharedOffUntil.Load()) })
 	round()
 	if cb, c := fc.count(0, "ClaimBatch"), fc.count(0, "Claim"); cb != 2 || c != 2*(1+n)+1 {
 		t.Fatalf("after the pause: %d ClaimBatch and %d Claim RPCs, want 2 and %d", cb, c, 2*(1+n)+1)
@@ -221,17 +223,17 @@ func Test_SharedClaimSplitsOnPermissionDenied(t *testing.T) {
 	}
 }
 
-// realServer is a one-node cluster (cluster.MemNode: the production
+// realServer is a one-node cluster (memnode.Node: the production
 // Service and FSM, with Raft replaced by an apply in place) behind the
 // production gRPC server on loopback.
 type realServer struct {
-	node *cluster.MemNode
+	node *memnode.Node
 	addr string
 }
 
 func startRealServer(t *testing.T) *realServer {
 	t.Helper()
-	node, err := cluster.NewMemNode(t.TempDir(), true, cluster.ServiceConfig{})
+	node, err := memnode.New(t.TempDir(), true, service.ServiceConfig{})
 	if err != nil {
 		t.Fatalf("mem node: %v", err)
 	}
@@ -374,7 +376,7 @@ func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 		tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "idle", WorkerId: "bystander", MaxTasks: 1, WaitNs: int64(3 * time.Second)})
 		bystander <- result{tasks, err}
 	}()
-	waitFor(t, 2*time.Second, "the bystander's lone long poll", func() bool { return cnt.polls() == 1 })
+	testwait.For(t, 2*time.Second, "the bystander's lone long poll", func() bool { return cnt.polls() == 1 })
 
 	polled := make(chan result, 1)
 	start := time.Now()
@@ -382,7 +384,7 @@ func Test_LongPollClaimLeavesSharedSlotsFree(t *testing.T) {
 		tasks, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "lp", WorkerId: "poller", MaxTasks: 1, WaitNs: int64(2 * time.Second)})
 		polled <- result{tasks, err}
 	}()
-	waitFor(t, 2*time.Second, "the poller's own long poll", func() bool { return cnt.polls() == 2 })
+	testwait.For(t, 2*time.Second, "the poller's own long poll", func() bool { return cnt.polls() == 2 })
 	if tries := cnt.count("Claim") - cnt.polls(); tries != 1 {
 		t.Fatalf("%d Claims without a wait before the poller's poll, want its one try", tries)
 	}
@@ -465,7 +467,7 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 			t.Errorf("first heartbeat: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "the first heartbeat to hold the slot", func() bool { return held() == 1 })
+	testwait.For(t, 5*time.Second, "the first heartbeat to hold the slot", func() bool { return held() == 1 })
 	got, errs := make([][]*docketv1.ItemResult, n), make([]error, n)
 	for i := range n {
 		fence := tasks[i].GetFence()
@@ -475,7 +477,7 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i], errs[i] = beat(tasks[i], fence) }()
 	}
-	waitFor(t, 5*time.Second, "every heartbeat to queue", func() bool { return len(cl.hb.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every heartbeat to queue", func() bool { return len(cl.hb.calls) == n-1 })
 	release()
 	wg.Wait()
 	for i := range n {
@@ -511,7 +513,7 @@ func claimBehindHeldSlot(t *testing.T, ctx context.Context, cl *Client, reqs []*
 			t.Errorf("first claim: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "the first claim to hold the slot", held)
+	testwait.For(t, 5*time.Second, "the first claim to hold the slot", held)
 	got, errs := make([][]*docketv1.Task, n), make([]error, n)
 	for i := range n {
 		wg.Add(1)
@@ -521,7 +523,7 @@ func claimBehindHeldSlot(t *testing.T, ctx context.Context, cl *Client, reqs []*
 		}()
 	}
 	// The sharer has taken one of them and waits for the slot with it.
-	waitFor(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
 	release()
 	wg.Wait()
 	return got, errs

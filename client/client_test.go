@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/internal/testwait"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -409,7 +410,7 @@ func Test_ClaimLongPoll(t *testing.T) {
 	}()
 	// Each call long-polls once (alone, it skips the shared try): the
 	// second poll is this call's.
-	waitFor(t, time.Second, "claim to wait", func() bool { return fc.longPolls() == 2 })
+	testwait.For(t, time.Second, "claim to wait", func() bool { return fc.longPolls() == 2 })
 	id := mustEnqueue(t, c, "q", "x")
 	if tasks := <-got; len(tasks) != 1 || tasks[0].GetId() != id {
 		t.Fatalf("claimed %v, want %s", tasks, id)
@@ -429,7 +430,7 @@ func Test_WaitResult(t *testing.T) {
 		task, _ := c.WaitResult(ctxTimeout(t, 2*time.Second), id)
 		got <- task
 	}()
-	waitFor(t, time.Second, "WaitResult to wait", func() bool { return fc.count(0, "WaitResult") == 1 })
+	testwait.For(t, time.Second, "WaitResult to wait", func() bool { return fc.count(0, "WaitResult") == 1 })
 	if _, err := c.Submit(ctxTimeout(t, time.Second), &docketv1.SubmitRequest{TaskId: id, Fence: tasks[0].GetFence(), Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte("ok")}); err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +608,7 @@ func Test_DeadLeaderNamedByStaleFollowersIsNotFollowed(t *testing.T) {
 	}()
 	// One round: the dead leader, then each live node once (each answers
 	// Unavailable naming the dead node), then the hour-long backoff.
-	waitFor(t, 5*time.Second, "the call to try both live nodes", func() bool {
+	testwait.For(t, 5*time.Second, "the call to try both live nodes", func() bool {
 		return fc.count(1, "Stats") == 1 && fc.count(2, "Stats") == 1
 	})
 	if got := c.Leader(); got == fc.addr(0) {

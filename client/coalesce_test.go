@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/internal/testwait"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -41,7 +42,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 					t.Errorf("first enqueue: %v", err)
 				}
 			}()
-			waitFor(t, 5*time.Second, "the first enqueue to hold the slot", func() bool { return held() == 1 })
+			testwait.For(t, 5*time.Second, "the first enqueue to hold the slot", func() bool { return held() == 1 })
 
 			const n = 20
 			ids, errs := make([]string, n), make([]error, n)
@@ -57,7 +58,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 				}()
 			}
 			// The enqueuer has taken one of them and waits for the slot with it.
-			waitFor(t, 5*time.Second, "every caller to queue", func() bool { return len(cl.enq.calls) == n-1 })
+			testwait.For(t, 5*time.Second, "every caller to queue", func() bool { return len(cl.enq.calls) == n-1 })
 			release()
 			wg.Wait()
 
@@ -134,7 +135,7 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 			t.Errorf("first submit: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "the first submit to hold the slot", func() bool { return held() == 1 })
+	testwait.For(t, 5*time.Second, "the first submit to hold the slot", func() bool { return held() == 1 })
 	errs := make([]error, n)
 	for i := range n {
 		fence := tasks[i].GetFence()
@@ -144,7 +145,7 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = submit(tasks[i], fence) }()
 	}
-	waitFor(t, 5*time.Second, "every submit to queue", func() bool { return len(cl.sub.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every submit to queue", func() bool { return len(cl.sub.calls) == n-1 })
 	release()
 	wg.Wait()
 	for i, err := range errs {

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/transport"
 )
 
 // TestMain serves one node for the Examples and points the environment
 // at it as `source data/dev/env` does for `make run`'s cluster, so that
 // an Example reads as a program against a real cluster and its Output is
-// checked: cluster.MemNode is the production Service and FSM with Raft
+// checked: memnode.Node is the production Service and FSM with Raft
 // replaced by an apply in place, behind the production gRPC server on
 // loopback. It runs no leader loops, so no schedule fires here.
 func TestMain(m *testing.M) {
@@ -41,7 +42,7 @@ func serveExamples() (stop func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	node, err := cluster.NewMemNode(dir, true, cluster.ServiceConfig{})
+	node, err := memnode.New(dir, true, service.ServiceConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("mem node: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/internal/testwait"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -93,7 +94,7 @@ func Test_Worker_CompletesWithFence(t *testing.T) {
 	})
 	r := startWorker(t, w)
 
-	waitFor(t, time.Second, "all tasks completed", func() bool {
+	testwait.For(t, time.Second, "all tasks completed", func() bool {
 		for _, id := range ids {
 			if fc.state(id) != docketv1.TaskState_TASK_STATE_COMPLETED {
 				return false
@@ -141,7 +142,7 @@ func Test_Worker_NacksOnErrorAndFailsOnPermanent(t *testing.T) {
 	})
 	startWorker(t, w)
 
-	waitFor(t, time.Second, "both tasks finished", func() bool {
+	testwait.For(t, time.Second, "both tasks finished", func() bool {
 		return fc.state(retry) == docketv1.TaskState_TASK_STATE_COMPLETED &&
 			fc.state(perm) == docketv1.TaskState_TASK_STATE_FAILED
 	})
@@ -180,7 +181,7 @@ func Test_Worker_HeartbeatsAreBatchedWithProgress(t *testing.T) {
 
 	// Several beats of three items each: the handlers outlive the 300ms
 	// lease only because of them.
-	waitFor(t, time.Second, "three heartbeats of three items", func() bool {
+	testwait.For(t, time.Second, "three heartbeats of three items", func() bool {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
 		n := 0
@@ -216,7 +217,7 @@ func Test_Worker_HeartbeatsAreBatchedWithProgress(t *testing.T) {
 		t.Errorf("%d heartbeat items carried progress, want 3", withProgress)
 	}
 	close(release)
-	waitFor(t, time.Second, "tasks completed", func() bool {
+	testwait.For(t, time.Second, "tasks completed", func() bool {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
 		return len(fc.submits) == 3
@@ -248,7 +249,7 @@ func Test_Worker_StaleFenceCancelsHandler(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("handler ctx was not cancelled after a STALE_FENCE heartbeat")
 	}
-	waitFor(t, time.Second, "handler finished", func() bool { return w.inFlight() == 0 })
+	testwait.For(t, time.Second, "handler finished", func() bool { return w.inFlight() == 0 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func Test_Worker_GracefulShutdownWaitsForHandlers(t *testing.T) {
 	r.cancel()
 	// Run keeps heartbeating the in-flight task after its ctx ended.
 	beats := fc.countAll("Heartbeat")
-	waitFor(t, time.Second, "heartbeats after shutdown began", func() bool { return fc.countAll("Heartbeat") >= beats+3 })
+	testwait.For(t, time.Second, "heartbeats after shutdown began", func() bool { return fc.countAll("Heartbeat") >= beats+3 })
 	select {
 	case <-r.done:
 		t.Fatalf("Run returned %v while a handler was running", r.err)
@@ -384,7 +385,7 @@ func Test_Worker_PanicIsNacked(t *testing.T) {
 		return nil, nil
 	})
 	startWorker(t, w)
-	waitFor(t, time.Second, "task completed on attempt 2", func() bool {
+	testwait.For(t, time.Second, "task completed on attempt 2", func() bool {
 		return fc.state(id) == docketv1.TaskState_TASK_STATE_COMPLETED
 	})
 	if got := fc.task(id).GetLastError(); !strings.Contains(got, "kaboom") {
@@ -427,11 +428,11 @@ func Test_Worker_NoGoroutineLeak(t *testing.T) {
 		return nil, nil
 	})
 	r := startWorker(t, w)
-	waitFor(t, time.Second, "tasks handled", func() bool { return done.Load() == 5 })
+	testwait.For(t, time.Second, "tasks handled", func() bool { return done.Load() == 5 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	testwait.For(t, time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
 	if err := w.Run(ctxTimeout(t, 10*time.Millisecond)); err != nil {
 		t.Fatalf("a second Run after the first returned: %v", err)
 	}

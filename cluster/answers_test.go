@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -28,8 +31,8 @@ func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := n.RevokeToken(ctx, "0123456789abcdef01234567")
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
-		t.Fatalf("revoke an unknown token: %v, want ErrNotFound worded for a token", err)
+	if !errors.Is(err, service.ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
+		t.Fatalf("revoke an unknown token: %v, want service.ErrNotFound worded for a token", err)
 	}
 }
 
@@ -46,16 +49,16 @@ func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{RoleReader}, Tenants: []string{AllTenants}})
+	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{service.RoleReader}, Tenants: []string{service.AllTenants}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the leader's first barrier", n.leaderCaughtUp)
+	testwait.For(t, 5*time.Second, "the leader's first barrier", n.LeaderCaughtUp)
 	if _, err := n.Authenticate(tok.GetSecret()); err != nil {
 		t.Fatalf("a caught-up leader refused a live token: %v", err)
 	}
 	n.readyTerm.Store(0) // as right after an election, before the barrier returns
-	var nl *NotLeaderError
+	var nl *replica.NotLeaderError
 	if _, err := n.Authenticate(tok.GetSecret()); !errors.As(err, &nl) {
 		t.Fatalf("a leader still applying earlier terms answered for a token: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -62,7 +63,7 @@ func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error
 	if err := n.ReadBarrier(ctx); err != nil {
 		return BackupHeader{}, fmt.Errorf("backup: %w", err)
 	}
-	h, err := writeBackup(ctx, w, n.fsm, n.cfg.ID, func(index uint64) uint64 {
+	h, err := WriteBackup(ctx, w, n.fsm, n.cfg.ID, func(index uint64) uint64 {
 		var l raft.Log
 		if err := n.logs.GetLog(index, &l); err != nil {
 			return 0 // compacted away: the header says so with 0
@@ -76,8 +77,8 @@ func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error
 	return h, nil
 }
 
-// writeBackup writes f's keyspace as a backup file to w.
-func writeBackup(ctx context.Context, w io.Writer, f *fsm.FSM, node string, termOf func(uint64) uint64) (BackupHeader, error) {
+// WriteBackup writes f's keyspace as a backup file to w.
+func WriteBackup(ctx context.Context, w io.Writer, f *fsm.FSM, node string, termOf func(uint64) uint64) (BackupHeader, error) {
 	snap, index, err := f.Backup()
 	if err != nil {
 		return BackupHeader{}, err
@@ -197,9 +198,9 @@ func (n *Node) RestoreBackup(ctx context.Context, f *os.File) (BackupHeader, uin
 		p, _ := n.peers.get(id)
 		return p.Level
 	})
-	if ok := max(target, n.enabledLevel()); h.Level > ok {
+	if ok := max(target, n.EnabledLevel()); h.Level > ok {
 		return h, 0, fmt.Errorf("restore: the backup holds feature level %d, the cluster can apply %d (servers at or below it: %v): %w",
-			h.Level, ok, behind, ErrFeatureDisabled)
+			h.Level, ok, behind, service.ErrFeatureDisabled)
 	}
 	timeout := n.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {

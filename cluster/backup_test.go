@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 func enqueueN(t *testing.T, ctx context.Context, l *Node, queue string, n int) []string {
@@ -104,7 +105,7 @@ func backupRestoreRoundTrip(t *testing.T, nodes []*Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every replica to hold the backup's keyspace", func() bool {
+	testwait.For(t, 10*time.Second, "every replica to hold the backup's keyspace", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < from || pendingOn(t, n, "a") != 10 || pendingOn(t, n, "b") != 0 {
 				return false

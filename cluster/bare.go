@@ -63,7 +63,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 // cfg.RaftMaxConns (limitedStream), so a flood of connections to the Raft
 // port cannot take the descriptors the stores need. With cfg.TLS the same
 // listener carries mutual TLS (tlsStream).
-func openRaftTransport(cfg Config, log *slog.Logger, ident *identity, p *raftParts) error {
+func openRaftTransport(cfg Config, log *slog.Logger, ident *Identity, p *raftParts) error {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)

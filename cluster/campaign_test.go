@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // A node restarted from existing data serves nothing until a consistency
@@ -43,7 +44,7 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	if err := again.CheckErr(); err == nil {
 		t.Fatal("a node restarted from existing data serves before any check")
 	}
-	waitFor(t, 10*time.Second, "the restarted node sees the checked voter alive in gossip", func() bool {
+	testwait.For(t, 10*time.Second, "the restarted node sees the checked voter alive in gossip", func() bool {
 		for _, m := range again.gossip.Members() {
 			if m.ID == checked.ID() && m.Status == gossip.StatusAlive && m.HasState && !m.Unchecked {
 				return true
@@ -58,7 +59,7 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	if err := l.raft.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "a new leader", func() bool { return checked.IsLeader() || again.IsLeader() })
+	testwait.For(t, 15*time.Second, "a new leader", func() bool { return checked.IsLeader() || again.IsLeader() })
 	if again.IsLeader() {
 		t.Fatalf("%s led before any check passed on it while %s, checked, was alive", again.ID(), checked.ID())
 	}
@@ -79,5 +80,5 @@ func Test_CampaignHoldEnds(t *testing.T) {
 	if err := n.holdCampaign("n2"); err == nil {
 		t.Fatal("the first vote request of an episode was sent")
 	}
-	waitFor(t, 5*time.Second, "the hold to end", func() bool { return n.holdCampaign("n2") == nil })
+	testwait.For(t, 5*time.Second, "the hold to end", func() bool { return n.holdCampaign("n2") == nil })
 }

@@ -20,7 +20,7 @@ const timeOutBatch = 1000
 // command would only be refused. The FSM re-checks fence and deadline,
 // so a Submit that lands between this scan and the apply wins.
 func (n *Node) timeOutOnce(ctx context.Context) error {
-	if n.enabledLevel() < fsm.LevelCancelRunning {
+	if n.EnabledLevel() < fsm.LevelCancelRunning {
 		return nil
 	}
 	items, err := n.fsm.PastDeadlines(n.clock.Now().UnixNano(), timeOutBatch)

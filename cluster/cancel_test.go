@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -16,22 +18,22 @@ import (
 // a running task is still WRONG_STATE.
 func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelQueueControl))
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	before := n.raft.LastIndex()
-	timed := EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
-	var fe *FeatureError
+	timed := service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
+	var fe *service.FeatureError
 	if _, err := n.Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
-		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
+		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want service.FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
 	}
 	assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_ENQUEUE, "enqueue with a timeout")
-	mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
+	mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
 	task := claimNow(t, ctx, n, "q", 0)[0]
-	res := mustApply(t, ctx, n, CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
-	if err := ItemError(res.GetItems()[0]); !errors.Is(err, ErrWrongState) {
-		t.Fatalf("cancel of a running task before the latch: %v, want ErrWrongState", err)
+	res := mustApply(t, ctx, n, service.CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
+	if err := service.ItemError(res.GetItems()[0]); !errors.Is(err, service.ErrWrongState) {
+		t.Fatalf("cancel of a running task before the latch: %v, want service.ErrWrongState", err)
 	}
 }
 
@@ -40,18 +42,18 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 // heartbeat past the deadline is refused with ErrTimedOut.
 func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	n := mustCluster(t, 1)[0]
-	waitFor(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
+	testwait.For(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}}))
+	mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}}))
 	task := claimNow(t, ctx, n, "q", 0)[0]
 	if task.GetDeadlineAt() == 0 {
 		t.Fatalf("claimed without a deadline: %v", task)
 	}
-	hb := HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
+	hb := service.HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
 	var refused bool
-	waitFor(t, 10*time.Second, "the task to end FAILED", func() bool {
-		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(ItemError(res.GetItems()[0]), ErrTimedOut) {
+	testwait.For(t, 10*time.Second, "the task to end FAILED", func() bool {
+		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(service.ItemError(res.GetItems()[0]), ErrTimedOut) {
 			refused = true
 		}
 		got, err := n.FSM().GetTask(task.GetId())

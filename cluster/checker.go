@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -441,7 +442,7 @@ func (n *Node) checkLoop(ctx context.Context) {
 		case errors.Is(err, errChecksUnsupported):
 			n.log.Debug("consistency check postponed", "err", err)
 			wait = min(wait, checkRetry)
-		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShutdown):
+		case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrShutdown):
 		default:
 			n.log.Warn("consistency check failed to run", "err", err)
 			wait = min(wait, checkRetry)
@@ -466,7 +467,7 @@ func (n *Node) checkLoop(ctx context.Context) {
 // records the majority's hash with a CheckResult. Without a majority (too
 // few voters answered, or they disagree) nothing is recorded.
 func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
-	if enabled := n.enabledLevel(); enabled < fsm.LevelCheck {
+	if enabled := n.EnabledLevel(); enabled < fsm.LevelCheck {
 		return fmt.Errorf("%w: %w: the cluster enabled feature level %d, checks need %d", errCheckNotRun, errChecksUnsupported, enabled, fsm.LevelCheck)
 	}
 	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})

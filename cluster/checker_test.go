@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -16,12 +17,12 @@ import (
 // unknown command type during a rolling upgrade.
 func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBatch))
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	nodes := []*Node{n}
 	l := leaderOf(t, nodes)
 	// The leader's first entries may still be applying: wait, or they
 	// would look like a proposal.
-	waitFor(t, 5*time.Second, "the leader to apply its log", func() bool {
+	testwait.For(t, 5*time.Second, "the leader to apply its log", func() bool {
 		return l.FSM().AppliedIndex() >= l.raft.LastIndex()
 	})
 	before := l.FSM().AppliedIndex()
@@ -86,7 +87,7 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 	l := leaderOf(t, nodes)
 	paced := make(chan error, 1)
 	go func() { paced <- l.checkOnce(ctx, false) }()
-	waitFor(t, 5*time.Second, "the paced hash to start", func() bool {
+	testwait.For(t, 5*time.Second, "the paced hash to start", func() bool {
 		l.check.mu.Lock()
 		defer l.check.mu.Unlock()
 		return l.check.hashing
@@ -124,11 +125,11 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 	// The control: a periodic check is paced on every voter (about 40 s).
 	paced := check(false)
 	for _, n := range nodes {
-		waitFor(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.hashPending(paced) })
+		testwait.For(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.hashPending(paced) })
 	}
 	index := check(true)
 	for _, n := range nodes {
-		waitFor(t, 8*time.Second, n.ID()+"'s hash of the urgent check", func() bool { return n.CheckHash(index) != "" })
+		testwait.For(t, 8*time.Second, n.ID()+"'s hash of the urgent check", func() bool { return n.CheckHash(index) != "" })
 	}
 	if a, b, c := nodes[0].CheckHash(index), nodes[1].CheckHash(index), nodes[2].CheckHash(index); a != b || b != c {
 		t.Fatalf("voters' hashes differ: %s %s %s", a, b, c)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -54,14 +55,14 @@ func Test_RestartedVoterSkipsChecksOfEarlierTerms(t *testing.T) {
 		t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
 		back = append(back, n)
 	}
-	waitFor(t, 10*time.Second, "a leader among the restarted", func() bool { return back[0].IsLeader() || back[1].IsLeader() })
+	testwait.For(t, 10*time.Second, "a leader among the restarted", func() bool { return back[0].IsLeader() || back[1].IsLeader() })
 	nl := leaderOf(t, back)
 	res, err := nl.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range back {
-		waitFor(t, 10*time.Second, n.ID()+" hashed the new leader's check", func() bool { return n.CheckHash(res.GetIndex()) != "" })
+		testwait.For(t, 10*time.Second, n.ID()+" hashed the new leader's check", func() bool { return n.CheckHash(res.GetIndex()) != "" })
 		for _, i := range old {
 			if n.CheckHash(i) != "" {
 				t.Errorf("%s hashed check %d of an earlier term on replay", n.ID(), i)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -38,18 +40,6 @@ func mustNode(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // mustCluster starts n nodes: the first bootstraps alone, the others are
 // added as voters.
 func mustCluster(t *testing.T, size int) []*Node {
@@ -63,7 +53,7 @@ func mustClusterJoined(t *testing.T, size int, edit func(*Config)) []*Node {
 	first := testConfig(t, "n1", 1)
 	edit(&first)
 	nodes := []*Node{mustNode(t, first)}
-	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
 		cfg := testConfig(t, fmt.Sprintf("n%d", i), 0)
 		edit(&cfg)
@@ -83,7 +73,7 @@ func mustClusterJoined(t *testing.T, size int, edit func(*Config)) []*Node {
 func leaderOf(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
 	var l *Node
-	waitFor(t, 5*time.Second, "a leader", func() bool {
+	testwait.For(t, 5*time.Second, "a leader", func() bool {
 		for _, n := range nodes {
 			if n.IsLeader() {
 				l = n
@@ -116,7 +106,7 @@ func Test_ThreeNodeReplicationConverges(t *testing.T) {
 		}
 	}
 	last := l.FSM().AppliedIndex()
-	waitFor(t, 5*time.Second, "followers to apply", func() bool {
+	testwait.For(t, 5*time.Second, "followers to apply", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < last {
 				return false
@@ -147,11 +137,11 @@ func Test_FollowerProposeIsNotLeader(t *testing.T) {
 			continue
 		}
 		// A server just added learns the leader on its first AppendEntries.
-		waitFor(t, 5*time.Second, n.ID()+" to learn the leader", func() bool { id, _ := n.Leader(); return id != "" })
+		testwait.For(t, 5*time.Second, n.ID()+" to learn the leader", func() bool { id, _ := n.Leader(); return id != "" })
 		_, err := n.Propose(context.Background(), enqueueCmd("jobs", "x"))
-		var nle *NotLeaderError
+		var nle *replica.NotLeaderError
 		if !errorsAs(err, &nle) || nle.LeaderID != l.ID() {
-			t.Fatalf("%s: got %v, want NotLeaderError naming %s", n.ID(), err, l.ID())
+			t.Fatalf("%s: got %v, want replica.NotLeaderError naming %s", n.ID(), err, l.ID())
 		}
 	}
 }

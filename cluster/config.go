@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -31,7 +32,7 @@ type Config struct {
 
 	// Service tunes the node's write and read paths (group commit, the
 	// default lease); its Logger defaults to the node's.
-	Service ServiceConfig
+	Service service.ServiceConfig
 
 	// ID is this server's Raft id. It must be unique in the cluster and
 	// stable across restarts: Raft's configuration names servers by it.

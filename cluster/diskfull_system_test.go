@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // mustTmpfs mounts a tmpfs of size bytes on a new directory and unmounts it
@@ -94,7 +96,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	if err := os.Remove(filepath.Join(disk, BallastFile)); err != nil {
 		t.Fatalf("delete ballast: %v", err)
 	}
-	waitFor(t, 20*time.Second, "n3 catches up after the ballast is deleted", func() bool {
+	testwait.For(t, 20*time.Second, "n3 catches up after the ballast is deleted", func() bool {
 		return n3.FSM().AppliedIndex() >= l.FSM().AppliedIndex() && len(n3.HealthProblems()) == 0
 	})
 }

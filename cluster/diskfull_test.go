@@ -17,7 +17,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // diskFull fails Pebble's sstable writes with ENOSPC while on, as a full
@@ -115,7 +117,7 @@ func mustClusterWith(t *testing.T, size int, edit func(*Config)) []*Node {
 	cfg := testConfig(t, "n1", 1)
 	edit(&cfg)
 	nodes := []*Node{mustNode(t, cfg)}
-	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
 		cfg := testConfig(t, fmt.Sprintf("n%d", i), 0)
 		edit(&cfg)
@@ -174,21 +176,21 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 		}
 	}
 	// Pebble retries a failed flush at once: let it fail many times.
-	waitFor(t, 10*time.Second, "200 failed sstable writes on n3", func() bool { return full.hits.Load() >= 200 })
+	testwait.For(t, 10*time.Second, "200 failed sstable writes on n3", func() bool { return full.hits.Load() >= 200 })
 	if got := lines.noSpace.Load(); got > 5 {
 		t.Errorf("n3 logged %d lines about no space after %d failed writes; want at most 5", got, full.hits.Load())
 	}
-	waitFor(t, 5*time.Second, "n3 health reports the Pebble error and the stuck apply", func() bool {
+	testwait.For(t, 5*time.Second, "n3 health reports the Pebble error and the stuck apply", func() bool {
 		return hasProblem(n3, "pebble") && hasProblem(n3, "apply")
 	})
 	t.Logf("n3 problems: %q; failed writes %d, log lines %d (no space: %d)",
 		n3.HealthProblems(), full.hits.Load(), lines.all.Load(), lines.noSpace.Load())
 
 	full.on.Store(false)
-	waitFor(t, 10*time.Second, "n3 applies what the leader applied", func() bool {
+	testwait.For(t, 10*time.Second, "n3 applies what the leader applied", func() bool {
 		return n3.FSM().AppliedIndex() >= l.FSM().AppliedIndex()
 	})
-	waitFor(t, 10*time.Second, "n3 healthy again", func() bool { return len(n3.HealthProblems()) == 0 })
+	testwait.For(t, 10*time.Second, "n3 healthy again", func() bool { return len(n3.HealthProblems()) == 0 })
 }
 
 // A leader that cannot write its log steps down, and its callers get
@@ -207,8 +209,8 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	bad.on.Store(true)
 	t.Cleanup(func() { bad.on.Store(false) })
 	_, err := l.Propose(ctx, enqueueCmd("jobs", "lost"))
-	if !errors.Is(err, ErrLeadershipLost) {
-		t.Fatalf("propose on a leader whose log write fails: %v; want ErrLeadershipLost", err)
+	if !errors.Is(err, replica.ErrLeadershipLost) {
+		t.Fatalf("propose on a leader whose log write fails: %v; want replica.ErrLeadershipLost", err)
 	}
 	// raft's LogCache flattens the disk's error to text; the guard above
 	// it tags it.
@@ -218,7 +220,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	if !hasProblem(l, "raft log") {
 		t.Errorf("health of the failing leader: %q; want a raft log problem", l.HealthProblems())
 	}
-	waitFor(t, 5*time.Second, "a healthy leader elsewhere", func() bool {
+	testwait.For(t, 5*time.Second, "a healthy leader elsewhere", func() bool {
 		for _, n := range nodes {
 			if n != l && n.IsLeader() {
 				return true
@@ -232,7 +234,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the old leader healthy again", func() bool { return len(l.HealthProblems()) == 0 })
+	testwait.For(t, 5*time.Second, "the old leader healthy again", func() bool { return len(l.HealthProblems()) == 0 })
 }
 
 // A leader whose Pebble is full stalls its apply, so no Propose on it can
@@ -265,7 +267,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 		t.Fatalf("n1 applied 4 MiB with every flush failing")
 	}
 	var nl *Node
-	waitFor(t, 10*time.Second, "another node leads", func() bool {
+	testwait.For(t, 10*time.Second, "another node leads", func() bool {
 		for _, n := range nodes[1:] {
 			if n.IsLeader() {
 				nl = n
@@ -283,7 +285,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 		t.Errorf("n1 health %q; want apply stuck", n1.HealthProblems())
 	}
 	full.on.Store(false)
-	waitFor(t, 10*time.Second, "n1 healthy again", func() bool { return len(n1.HealthProblems()) == 0 })
+	testwait.For(t, 10*time.Second, "n1 healthy again", func() bool { return len(n1.HealthProblems()) == 0 })
 }
 
 // Under steady load the stalled leader's apply queue fills and Raft's main
@@ -333,7 +335,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 		}()
 	}
 	var nl *Node
-	waitFor(t, 15*time.Second, "another node leads", func() bool {
+	testwait.For(t, 15*time.Second, "another node leads", func() bool {
 		for _, n := range nodes[1:] {
 			if n.IsLeader() {
 				nl = n

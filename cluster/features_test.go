@@ -9,7 +9,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -46,8 +48,8 @@ func createTokenCmd() *pb.Command {
 // survives a change of leader.
 func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	old := mustNode(t, atLevel(t, "n1", 1, fsm.LevelCheck))
-	waitFor(t, 5*time.Second, "n1 leader", old.IsLeader)
-	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return old.FSM().EnabledLevel() == fsm.LevelCheck })
+	testwait.For(t, 5*time.Second, "n1 leader", old.IsLeader)
+	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return old.FSM().EnabledLevel() == fsm.LevelCheck })
 	nodes := []*Node{old}
 	for _, id := range []string{"n2", "n3"} {
 		n := mustNode(t, testConfig(t, id, 0))
@@ -67,9 +69,9 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := n.Propose(ctx, createTokenCmd())
-		var fe *FeatureError
-		if !errors.As(err, &fe) || !errors.Is(err, ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
-			t.Fatalf("%s: CreateToken answered %v, want FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
+		var fe *service.FeatureError
+		if !errors.As(err, &fe) || !errors.Is(err, service.ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
+			t.Fatalf("%s: CreateToken answered %v, want service.FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
 		}
 		assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, when)
 	}
@@ -102,7 +104,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	}
 	rest = append(rest, n4)
 	announce(rest, map[string]uint32{"n2": fsm.FeatureLevel, "n3": fsm.FeatureLevel, "n4": fsm.FeatureLevel})
-	waitFor(t, 10*time.Second, "the leader to latch the current level", func() bool {
+	testwait.For(t, 10*time.Second, "the leader to latch the current level", func() bool {
 		return l.FSM().EnabledLevel() == fsm.FeatureLevel
 	})
 	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || fsm.ResultError(res) != nil {
@@ -110,7 +112,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	}
 	// Latched for good: every replica holds it, and a new leader keeps it.
 	last := l.FSM().AppliedIndex()
-	waitFor(t, 5*time.Second, "every replica to apply the latch", func() bool {
+	testwait.For(t, 5*time.Second, "every replica to apply the latch", func() bool {
 		for _, n := range rest {
 			if n.FSM().AppliedIndex() < last || n.FSM().EnabledLevel() != fsm.FeatureLevel {
 				return false
@@ -121,7 +123,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	if err := l.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a new leader", func() bool {
+	testwait.For(t, 5*time.Second, "a new leader", func() bool {
 		for _, n := range rest {
 			if n != l && n.IsLeader() {
 				return true
@@ -139,8 +141,8 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 // Batch command is split the same way.
 func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBase))
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the base level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelBase })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the base level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelBase })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const callers = 32
@@ -184,74 +186,6 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	}
 	if p, _, err := n.FSM().Counts("jobs", "default"); err != nil || p != callers {
 		t.Fatalf("pending %d (%v), want %d", p, err, callers)
-	}
-}
-
-// Test_PartlyAppliedBatchIsOutcomeUnknown: while Batch is not latched, a
-// Batch's commands go as entries of their own; when one is refused with
-// "not leader" after others applied, the answer must not say "nothing
-// was done" (the client would retry a Claim or Nack that did apply).
-func Test_PartlyAppliedBatchIsOutcomeUnknown(t *testing.T) {
-	m, err := NewMemNode(t.TempDir(), true, ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	m.SetEnabledLevel(fsm.LevelBase)
-	m.Fail(&NotLeaderError{}) // the first of the three entries
-	batch := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{
-		Commands: []*pb.Command{enqueueCmd("q", "a"), enqueueCmd("q", "b"), enqueueCmd("q", "c")}}}}
-	_, err = m.Propose(context.Background(), batch)
-	if !errors.Is(err, ErrLeadershipLost) {
-		t.Fatalf("a batch of which two entries applied and one was refused answered %v, want ErrLeadershipLost", err)
-	}
-	if p, _, _ := m.FSM().Counts("q", "default"); p != 2 {
-		t.Fatalf("%d applied, want 2", p)
-	}
-	// All refused: nothing was done, and the answer says so.
-	m.SetLeader(false)
-	if _, err := m.Propose(context.Background(), batch); !errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) {
-		t.Fatalf("a batch refused whole answered %v, want ErrNotLeader alone", err)
-	}
-}
-
-// Test_CommandWaitsForAPendingLatch: a command whose level every server
-// supports waits for the leader's latch instead of failing as if a server
-// ran an old build; with a server behind it fails at once.
-func Test_CommandWaitsForAPendingLatch(t *testing.T) {
-	m, err := NewMemNode(t.TempDir(), true, ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	m.SetEnabledLevel(fsm.LevelBase)
-	pause := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_PAUSED,
-		Body: &pb.Command_SetQueuePaused{SetQueuePaused: &pb.SetQueuePausedCmd{Queue: "q", Tenant: "default", Paused: true}}}
-
-	// A server is behind: refused at once.
-	start := time.Now()
-	if _, err := m.Propose(context.Background(), pause); !errors.Is(err, ErrFeatureDisabled) {
-		t.Fatalf("with a server behind: %v, want ErrFeatureDisabled", err)
-	}
-	if d := time.Since(start); d > latchInterval {
-		t.Fatalf("with a server behind the refusal took %v", d)
-	}
-
-	// Every server announced the level: the command waits for the latch.
-	m.SetLatchPending(fsm.FeatureLevel)
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.Propose(context.Background(), pause)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("answered %v before the latch", err)
-	case <-time.After(100 * time.Millisecond): // it must still be waiting
-	}
-	m.SetEnabledLevel(fsm.FeatureLevel)
-	if err := <-done; err != nil {
-		t.Fatalf("after the latch: %v", err)
 	}
 }
 

@@ -31,12 +31,12 @@ var ErrOtherCluster = errors.New("peer belongs to another cluster")
 // offer no ALPN (before feature level 14) still talk to this one.
 const raftALPNPrefix = "docket-raft/"
 
-// identity answers which cluster this node belongs to, and refuses peers
+// Identity answers which cluster this node belongs to, and refuses peers
 // of another. The id comes from the FSM (SetClusterID), so every replica
 // holds the same one and a node that has not caught up yet has none: such
 // a node accepts any peer of the cluster CA, as it did before ids existed,
 // and learns the id from the log it is sent.
-type identity struct {
+type Identity struct {
 	id      func() string
 	log     *slog.Logger
 	refused atomic.Uint64 // peers refused for naming another cluster
@@ -50,16 +50,16 @@ type identity struct {
 const refusalLogEvery = time.Minute
 
 // ID is this node's cluster id, "" while it has none.
-func (c *identity) ID() string {
+func (c *Identity) ID() string {
 	if c == nil || c.id == nil {
 		return ""
 	}
 	return c.id()
 }
 
-// check refuses a peer that named another cluster; "" on either side
+// Check refuses a peer that named another cluster; "" on either side
 // passes.
-func (c *identity) check(kind, peer, theirs string) error {
+func (c *Identity) Check(kind, peer, theirs string) error {
 	mine := c.ID()
 	if mine == "" || theirs == "" || mine == theirs {
 		return nil
@@ -74,7 +74,7 @@ func (c *identity) check(kind, peer, theirs string) error {
 
 // shouldLog reports whether a refusal of cluster theirs is logged now: the
 // first, then at most one a refusalLogEvery.
-func (c *identity) shouldLog(theirs string) bool {
+func (c *Identity) shouldLog(theirs string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -92,7 +92,7 @@ func (c *identity) shouldLog(theirs string) bool {
 }
 
 // dialConfig adds this node's id to an outgoing Raft handshake.
-func (c *identity) dialConfig(base *tls.Config) *tls.Config {
+func (c *Identity) dialConfig(base *tls.Config) *tls.Config {
 	if id := c.ID(); id != "" {
 		base.NextProtos = []string{raftALPNPrefix + id}
 	}
@@ -103,7 +103,7 @@ func (c *identity) dialConfig(base *tls.Config) *tls.Config {
 // cluster is sent this node's id as the only protocol it speaks, so the
 // handshake fails with no_application_protocol on both ends and the
 // dialler learns why; a peer that offered no id is accepted.
-func (c *identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tls.Config {
+func (c *Identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tls.Config {
 	mine := c.ID()
 	if mine == "" {
 		return cfg
@@ -117,7 +117,7 @@ func (c *identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tl
 		if hello.Conn != nil {
 			peer = hello.Conn.RemoteAddr().String()
 		}
-		_ = c.check("raft", peer, theirs) // logged; the handshake fails below
+		_ = c.Check("raft", peer, theirs) // logged; the handshake fails below
 		break
 	}
 	cfg.NextProtos = []string{raftALPNPrefix + mine}
@@ -126,7 +126,7 @@ func (c *identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tl
 
 // dialError names the likely cause of a handshake the peer ended with
 // no_application_protocol: only another cluster's node does that.
-func (c *identity) dialError(addr string, err error) error {
+func (c *Identity) dialError(addr string, err error) error {
 	if err != nil && strings.Contains(err.Error(), "no application protocol") {
 		return fmt.Errorf("%w: raft peer %s refused cluster id %s (its log names its own): %w", ErrOtherCluster, addr, c.ID(), err)
 	}
@@ -147,7 +147,7 @@ func newClusterID() (string, error) {
 // leaders that both propose one (a lost answer, a quick re-election)
 // leave the cluster with one name.
 func (n *Node) nameClusterOnce(ctx context.Context) error {
-	if n.fsm.ClusterID() != "" || n.enabledLevel() < fsm.LevelIdentity {
+	if n.fsm.ClusterID() != "" || n.EnabledLevel() < fsm.LevelIdentity {
 		return nil
 	}
 	id, err := newClusterID()
@@ -164,7 +164,7 @@ func (n *Node) nameClusterOnce(ctx context.Context) error {
 }
 
 // unaryClient stamps this node's cluster id on a call to another node.
-func (c *identity) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+func (c *Identity) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if id := c.ID(); id != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataCluster, id)
@@ -179,5 +179,11 @@ func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 // CheckPeerCluster refuses a call from a node that named another cluster
 // (pb.MetadataCluster); calls without the key (clients, older builds) pass.
 func (n *Node) CheckPeerCluster(peer, theirs string) error {
-	return n.ident.check("grpc", peer, theirs)
+	return n.ident.Check("grpc", peer, theirs)
+}
+
+// NewIdentity is the check of a node whose cluster id is id(), logging
+// its refusals to log.
+func NewIdentity(id func() string, log *slog.Logger) *Identity {
+	return &Identity{id: id, log: log}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // identityCluster is a TLS cluster of size nodes named prefix1..prefixN
@@ -30,7 +31,7 @@ func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Nod
 		}
 		n := mustNode(t, c)
 		if i == 1 {
-			waitFor(t, 5*time.Second, id+" leader", n.IsLeader)
+			testwait.For(t, 5*time.Second, id+" leader", n.IsLeader)
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
@@ -41,7 +42,7 @@ func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Nod
 		}
 		nodes = append(nodes, n)
 	}
-	waitFor(t, 10*time.Second, prefix+" cluster named on every node", func() bool {
+	testwait.For(t, 10*time.Second, prefix+" cluster named on every node", func() bool {
 		for _, n := range nodes {
 			if n.ClusterID() == "" || n.ClusterID() != nodes[0].ClusterID() {
 				return false
@@ -51,7 +52,7 @@ func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Nod
 	})
 	// Gossip refuses by the ids members announce, which each node does
 	// within a discovery tick of learning it.
-	waitFor(t, 10*time.Second, prefix+" nodes announce the id in gossip", func() bool {
+	testwait.For(t, 10*time.Second, prefix+" nodes announce the id in gossip", func() bool {
 		for _, n := range nodes {
 			seen := 0
 			for _, m := range n.gossip.Members() {
@@ -92,7 +93,7 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 		_ = x.leader.AddServer(ctx, "x-"+x.victim.ID(), x.victim.cfg.RaftAddr, "", false) // it may not commit
 		cancel()
 	}
-	waitFor(t, 15*time.Second, "both victims refused the other leader, or were taken over", func() bool {
+	testwait.For(t, 15*time.Second, "both victims refused the other leader, or were taken over", func() bool {
 		taken := victimB.ClusterID() != idB || victimA.ClusterID() != idA
 		return taken || (victimB.ident.refused.Load() >= 3 && victimA.ident.refused.Load() >= 3)
 	})
@@ -127,7 +128,7 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 			if got := n.ClusterID(); got != c.id {
 				t.Fatalf("%s's cluster id is %q, was %q", n.ID(), got, c.id)
 			}
-			waitFor(t, 10*time.Second, n.ID()+" applies its own cluster's write", func() bool {
+			testwait.For(t, 10*time.Second, n.ID()+" applies its own cluster's write", func() bool {
 				_, err := n.FSM().GetTask(task)
 				return err == nil
 			})
@@ -138,12 +139,12 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 // Raft redials a refused peer many times a second; the refusal is logged
 // once a minute per other cluster, and every refusal is still counted.
 func Test_RefusalLoggedOncePerCluster(t *testing.T) {
-	c := &identity{id: func() string { return "mine" }, log: slog.New(slog.DiscardHandler)}
+	c := &Identity{id: func() string { return "mine" }, log: slog.New(slog.DiscardHandler)}
 	if !c.shouldLog("a") || c.shouldLog("a") || !c.shouldLog("b") {
 		t.Fatal("want the first refusal of each other cluster logged, and not the second")
 	}
 	for i := 0; i < 3; i++ {
-		if err := c.check("raft", "127.0.0.1:1", "a"); err == nil {
+		if err := c.Check("raft", "127.0.0.1:1", "a"); err == nil {
 			t.Fatal("a peer of another cluster passed")
 		}
 	}

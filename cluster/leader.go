@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -113,7 +115,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 					return
 				case <-t.C:
 				}
-				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) {
+				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrShutdown) {
 					n.log.Warn("leader task failed", "task", name, "err", err)
 				}
 			}
@@ -132,7 +134,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		return n.timeOutOnce(ctx)
 	})
 	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
-	run("latch", latchInterval, func(ctx context.Context) error {
+	run("latch", service.LatchInterval, func(ctx context.Context) error {
 		if err := n.latchOnce(ctx); err != nil {
 			return err
 		}
@@ -163,17 +165,17 @@ func (n *Node) bootstrapToken(ctx context.Context) {
 	var err error
 	for {
 		err = n.Bootstrap(ctx, n.cfg.BootstrapSecret)
-		if !errors.Is(err, ErrFeatureDisabled) {
+		if !errors.Is(err, service.ErrFeatureDisabled) {
 			break
 		}
-		if !sleepCtx(ctx, latchInterval) {
+		if !sleepCtx(ctx, service.LatchInterval) {
 			return
 		}
 	}
 	switch {
 	case err == nil:
 		n.log.Info("bootstrap token created")
-	case errors.Is(err, ErrBootstrapped):
+	case errors.Is(err, service.ErrBootstrapped):
 		n.log.Info("bootstrap token ignored: this cluster created its bootstrap token before")
 	case ctx.Err() == nil:
 		n.log.Error("bootstrap token not created", "err", err)

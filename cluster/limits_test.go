@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Raft's listener holds at most RaftMaxConns inbound connections: the rest
@@ -14,7 +16,7 @@ func Test_RaftListenerRefusesPastLimit(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	cfg.RaftMaxConns = 4
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 
 	const flood = 12
 	var conns []net.Conn

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 func Test_LogSizes(t *testing.T) {
@@ -82,7 +84,7 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	big := strings.Repeat("x", 64<<10)
@@ -94,7 +96,7 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 		}
 		last = res.GetItems()[0].GetTaskId()
 	}
-	waitFor(t, 10*time.Second, "the log back within its byte budget", func() bool {
+	testwait.For(t, 10*time.Second, "the log back within its byte budget", func() bool {
 		return n.store.sizes.bytes() <= budget
 	})
 	if v := gaugeValue(t, reg, "docket_raft_log_bytes"); v <= 0 || v > budget {

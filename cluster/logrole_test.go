@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger and a reader.
@@ -36,8 +38,8 @@ func Test_LogLinesCarryTermAndLeader(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	cfg.Logger = slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "a line naming the leader and its term", func() bool {
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "a line naming the leader and its term", func() bool {
 		for _, line := range buf.lines() {
 			var rec struct {
 				Node, Leader string

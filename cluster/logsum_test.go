@@ -20,7 +20,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -94,7 +96,7 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 		c.LogCacheSize = 1 // the damaged entry must be read from disk
 		n := mustNode(t, c)
 		if i == 1 {
-			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false); err != nil {
@@ -118,7 +120,7 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 	flipInFile(t, filepath.Join(l.cfg.DataDir, "raft.db"), []byte(payload), 0, []byte{0x20})
 
 	lag = mustNode(t, lagCfg)
-	waitFor(t, 15*time.Second, "the lagging follower to apply the entry", func() bool {
+	testwait.For(t, 15*time.Second, "the lagging follower to apply the entry", func() bool {
 		_, err := lag.FSM().GetTask(id)
 		return err == nil
 	})
@@ -146,7 +148,7 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	payload := "logsum-boot-" + fmt.Sprint(rand.Uint64())
 	proposeOK(t, n, payload)
 	if err := n.Shutdown(context.Background()); err != nil {
@@ -172,7 +174,7 @@ func Test_LogSum_StableStoreDamageRefusedAtStart(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			cfg := testConfig(t, "n1", 1)
 			n := mustNode(t, cfg)
-			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 			proposeOK(t, n, "x")
 			if err := n.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
@@ -258,7 +260,7 @@ func sameLog(a, b raft.Log) bool {
 func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	for i := 0; i < 120; i++ {
 		proposeOK(t, n, strings.Repeat(fmt.Sprintf("task %d ", i), 1+i%40))
 	}
@@ -455,12 +457,12 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 	// a failed local append), so the next proposal goes to whichever node
 	// leads once the cluster settles.
 	var l2 *Node
-	waitFor(t, 10*time.Second, "a leader to take a proposal", func() bool {
+	testwait.For(t, 10*time.Second, "a leader to take a proposal", func() bool {
 		l2 = leaderOf(t, nodes)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		res, err := l2.Propose(ctx, enqueueCmd("jobs", "after"))
-		if errors.Is(err, ErrNotLeader) {
+		if errors.Is(err, replica.ErrNotLeader) {
 			return false
 		}
 		if err != nil || len(res.GetItems()) != 1 || res.GetItems()[0].GetCode() != pb.Code_CODE_OK {
@@ -469,7 +471,7 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 		return true
 	})
 	last := l2.FSM().AppliedIndex()
-	waitFor(t, 5*time.Second, "every node to apply", func() bool {
+	testwait.For(t, 5*time.Second, "every node to apply", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < last {
 				return false

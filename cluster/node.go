@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -22,7 +23,7 @@ import (
 type Node struct {
 	// Service is the node's write and read paths for the API layer:
 	// group commit, long polls, reads at a chosen consistency.
-	*Service
+	*service.Service
 
 	cfg   Config
 	log   *slog.Logger
@@ -48,7 +49,7 @@ type Node struct {
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
 	logFault *logFault // damage found in the log while running (logfault.go)
-	ident    *identity // the cluster's id, checked on every peer (identity.go)
+	ident    *Identity // the cluster's id, checked on every peer (identity.go)
 	campaign campaignView
 	check    *checker
 
@@ -95,7 +96,7 @@ func New(cfg Config) (*Node, error) {
 		if !ok {
 			n.cancel()
 			if n.Service != nil {
-				n.Service.close()
+				n.Service.Close()
 			}
 			n.closeStores()
 		}
@@ -110,7 +111,7 @@ func New(cfg Config) (*Node, error) {
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
-	n.Service = newService(n, cfg.Service)
+	n.Service = service.New(n, cfg.Service)
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
@@ -126,7 +127,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	n.ident = &identity{id: n.fsm.ClusterID, log: log}
+	n.ident = &Identity{id: n.fsm.ClusterID, log: log}
 	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
-		n.Service.close()
+		n.Service.Close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		if n.gossip != nil {

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -78,8 +79,8 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	first := cfgFor("n1", 1)
 	n1 := mustNode(t, first)
 	regs[n1] = first.Service.Registerer.(*prometheus.Registry)
-	waitFor(t, 5*time.Second, "n1 leader", n1.IsLeader)
-	waitFor(t, 5*time.Second, "the counters' level latched", func() bool { return n1.FSM().EnabledLevel() >= fsm.LevelCounters })
+	testwait.For(t, 5*time.Second, "n1 leader", n1.IsLeader)
+	testwait.For(t, 5*time.Second, "the counters' level latched", func() bool { return n1.FSM().EnabledLevel() >= fsm.LevelCounters })
 	nodes := []*Node{n1}
 	for _, id := range []string{"n2", "n3"} {
 		c := cfgFor(id, 0)
@@ -138,10 +139,10 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{ // dead letter
 		TaskId: dies.GetId(), Fence: dies.GetFence(), Reason: "boom"}}})
 	// The leader's reaper requeues the short claim once its lease ran out.
-	waitFor(t, 10*time.Second, "the reaper to expire the lease", func() bool { return pendingOn(t, l, "m") == 1 })
+	testwait.For(t, 10*time.Second, "the reaper to expire the lease", func() bool { return pendingOn(t, l, "m") == 1 })
 
 	last := l.FSM().AppliedIndex()
-	waitFor(t, 5*time.Second, "every node to apply", func() bool {
+	testwait.For(t, 5*time.Second, "every node to apply", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < last {
 				return false
@@ -179,7 +180,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		if got, _ := metricValue(t, reg, "docket_raft_voters"); got != 3 {
 			t.Errorf("%s: voters %v", n.ID(), got)
 		}
-		waitFor(t, 10*time.Second, n.ID()+"'s gossip to see every voter alive", func() bool {
+		testwait.For(t, 10*time.Second, n.ID()+"'s gossip to see every voter alive", func() bool {
 			got, _ := metricValue(t, reg, "docket_raft_failure_tolerance")
 			return got == 1
 		})
@@ -233,8 +234,8 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the attempts level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelAttempts })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the attempts level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelAttempts })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	must := func(cmd *pb.Command) *pb.CommandResult {
@@ -261,7 +262,7 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 	}
 	claim("x", time.Second)
 	n.ReleaseTasks([]*pb.Task{claim("y", time.Hour)})
-	waitFor(t, 10*time.Second, "the reaper and the release", func() bool { return pendingOn(t, n, "x") == 1 && pendingOn(t, n, "y") == 1 })
+	testwait.For(t, 10*time.Second, "the reaper and the release", func() bool { return pendingOn(t, n, "x") == 1 && pendingOn(t, n, "y") == 1 })
 	for reason, want := range map[string]float64{"expired": 1, "released": 1} {
 		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason="+reason); !ok || got != want {
 			t.Errorf("lease_expirations_total{%s} = %v (present %v), want %v", reason, got, ok, want)
@@ -313,8 +314,8 @@ func Test_QueueControlGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the dependencies level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelRetries })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the dependencies level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelRetries })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	must := func(cmd *pb.Command) {

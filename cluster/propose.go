@@ -8,48 +8,20 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-var (
-	// ErrNotLeader means this node is not the leader; the command was not
-	// applied and may be retried on the leader. Errors carrying it are
-	// *NotLeaderError with the leader's identity when known.
-	ErrNotLeader = errors.New("not the leader")
-	// ErrLeadershipLost means leadership was lost after the command was
-	// proposed: it may or may not have been applied. Only idempotent
-	// commands may be retried blindly.
-	ErrLeadershipLost = errors.New("leadership lost: outcome unknown")
-	// ErrShutdown means the node is shutting down; the command was not
-	// accepted.
-	ErrShutdown = errors.New("node shutting down")
-	// ErrUnknownServer means a server id is not in the Raft configuration.
-	ErrUnknownServer = errors.New("unknown server")
-)
-
-// NotLeaderError is ErrNotLeader with a hint of where the leader is.
-type NotLeaderError struct {
-	LeaderID   string
-	LeaderGRPC string // advertised gRPC address; empty when unknown
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.LeaderID == "" {
-		return "not the leader: no leader known"
-	}
-	return fmt.Sprintf("not the leader: leader is %s at %s", e.LeaderID, e.LeaderGRPC)
-}
-
-// Is makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+// ErrUnknownServer means a server id is not in the Raft configuration.
+var ErrUnknownServer = errors.New("unknown server")
 
 func (n *Node) notLeader() error {
 	id, addr := n.Leader()
-	return &NotLeaderError{LeaderID: id, LeaderGRPC: addr}
+	return &replica.NotLeaderError{LeaderID: id, LeaderGRPC: addr}
 }
 
-// apply stamps cmd with the leader's time and the tenant limits,
+// Apply stamps cmd with the leader's time and the tenant limits,
 // replicates it as one Raft entry and returns the FSM's answer. It returns
 // once the entry is committed on a quorum (each log fsync'd) and applied
 // here. Many concurrent applies share one log append and fsync
@@ -60,7 +32,7 @@ func (n *Node) notLeader() error {
 // Errors: *NotLeaderError (nothing proposed), ErrLeadershipLost and context
 // errors (outcome unknown; ErrLeadershipLost also wraps ErrLogWrite when
 // this leader could not append), ErrShutdown.
-func (n *Node) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
@@ -107,16 +79,16 @@ func (n *Node) mapRaftErr(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return n.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
+		return fmt.Errorf("%w: %v", replica.ErrLeadershipLost, err)
 	case errors.Is(err, ErrLogWrite):
 		// The leader could not append and stepped down (raft's
 		// dispatchLogs). The entry was never sent to a follower, but a
 		// failed BoltDB commit may have reached the disk anyway, and a
 		// node that restarts with it could still lead and commit it: the
 		// outcome is unknown, not "nothing proposed" (DESIGN.md).
-		return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+		return fmt.Errorf("%w: %w", replica.ErrLeadershipLost, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShutdown
+		return replica.ErrShutdown
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		// Not enqueued within the caller's time: nothing was proposed.
 		return fmt.Errorf("propose: %w", context.DeadlineExceeded)
@@ -124,9 +96,9 @@ func (n *Node) mapRaftErr(err error) error {
 	return fmt.Errorf("propose: %w", err)
 }
 
-// leaderCaughtUp reports whether the leader's first Barrier of its term returned,
+// LeaderCaughtUp reports whether the leader's first Barrier of its term returned,
 // so its replica holds every entry the leaders before it committed.
-func (n *Node) leaderCaughtUp() bool { return n.readyTerm.Load() == n.raft.CurrentTerm() }
+func (n *Node) LeaderCaughtUp() bool { return n.readyTerm.Load() == n.raft.CurrentTerm() }
 
 // ReadBarrier makes a following local read linearizable: it confirms with
 // a quorum that this node still leads, then waits until the local FSM has

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 func latched(t *testing.T, nodes ...*Node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "queue control latched on every node", func() bool {
+	testwait.For(t, 10*time.Second, "queue control latched on every node", func() bool {
 		for _, n := range nodes {
 			if n.FSM().EnabledLevel() < fsm.LevelQueueControl {
 				return false
@@ -49,19 +51,19 @@ func claimNow(t *testing.T, ctx context.Context, n *Node, queue string, wait tim
 // and nothing is proposed.
 func Test_QueueControlGatedBeforeLatch(t *testing.T) {
 	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelCounters))
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelCounters })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelCounters })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	before := n.FSM().AppliedIndex()
-	for _, cmd := range []*pb.Command{SetQueuePausedCommand("a", "", true), PurgeQueueCommand("a", "", false)} {
+	for _, cmd := range []*pb.Command{service.SetQueuePausedCommand("a", "", true), service.PurgeQueueCommand("a", "", false)} {
 		_, err := n.Propose(ctx, cmd)
-		var fe *FeatureError
+		var fe *service.FeatureError
 		if !errors.As(err, &fe) || fe.Need != fsm.LevelQueueControl || fe.Enabled != fsm.LevelCounters {
-			t.Fatalf("%v on a level-%d cluster: %v, want FeatureError need %d", cmd.GetType(), fsm.LevelCounters, err, fsm.LevelQueueControl)
+			t.Fatalf("%v on a level-%d cluster: %v, want service.FeatureError need %d", cmd.GetType(), fsm.LevelCounters, err, fsm.LevelQueueControl)
 		}
 	}
-	if _, err := n.PurgeQueue(ctx, PurgeQueueCommand("a", "", true)); !errors.Is(err, ErrFeatureDisabled) {
+	if _, err := n.PurgeQueue(ctx, service.PurgeQueueCommand("a", "", true)); !errors.Is(err, service.ErrFeatureDisabled) {
 		t.Fatalf("PurgeQueue: %v", err)
 	}
 	if got := n.FSM().AppliedIndex(); got != before {
@@ -77,7 +79,7 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := enqueueN(t, ctx, n, "a", 1)[0]
-	mustApply(t, ctx, n, SetQueuePausedCommand("a", "", true))
+	mustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", true))
 	before := n.FSM().AppliedIndex()
 	start := time.Now()
 	if got := claimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
@@ -94,8 +96,8 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 	}
 	ch := make(chan []*pb.Task, 1)
 	go func() { ch <- claimNow(t, ctx, n, "a", time.Minute) }()
-	waitFor(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
-	mustApply(t, ctx, n, SetQueuePausedCommand("a", "", false))
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	mustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", false))
 	select {
 	case got := <-ch:
 		if len(got) != 1 || got[0].GetId() != id {
@@ -114,7 +116,7 @@ func Test_PauseSurvivesFailover(t *testing.T) {
 	latched(t, nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mustApply(t, ctx, l, SetQueuePausedCommand("a", "", true))
+	mustApply(t, ctx, l, service.SetQueuePausedCommand("a", "", true))
 	id := enqueueN(t, ctx, l, "a", 1)[0]
 	if err := l.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -132,10 +134,10 @@ func Test_PauseSurvivesFailover(t *testing.T) {
 	if got := claimNow(t, ctx, nl, "a", 0); len(got) != 0 {
 		t.Fatalf("the new leader handed out %v of a paused queue", got)
 	}
-	if st, _, err := nl.Stats(ctx, "a", "default", "", Linearizable); err != nil || len(st) != 1 || !st[0].GetPaused() || st[0].GetPending() != 1 {
+	if st, _, err := nl.Stats(ctx, "a", "default", "", service.Linearizable); err != nil || len(st) != 1 || !st[0].GetPaused() || st[0].GetPending() != 1 {
 		t.Fatalf("stats on the new leader: %v %v", st, err)
 	}
-	mustApply(t, ctx, nl, SetQueuePausedCommand("a", "", false))
+	mustApply(t, ctx, nl, service.SetQueuePausedCommand("a", "", false))
 	if got := claimNow(t, ctx, nl, "a", 0); len(got) != 1 || got[0].GetId() != id {
 		t.Fatalf("claim after resume: %v, want %s", got, id)
 	}
@@ -148,21 +150,21 @@ func Test_PurgeQueueInSteps(t *testing.T) {
 	latched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const total = 2*purgeStep + 300
+	const total = 2*service.PurgeStep + 300
 	for done := 0; done < total; {
 		k := min(fsm.MaxBatch, total-done)
 		tasks := make([]*pb.NewTask, k)
 		for i := range tasks {
 			tasks[i] = &pb.NewTask{Queue: "a", Tenant: "default", Payload: []byte(fmt.Sprint(done + i))}
 		}
-		mustApply(t, ctx, n, EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks}))
+		mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks}))
 		done += k
 	}
 	if got := claimNow(t, ctx, n, "a", 0); len(got) != 1 {
 		t.Fatalf("claim: %v", got)
 	}
 	before := n.FSM().AppliedIndex()
-	purged, err := n.PurgeQueue(ctx, PurgeQueueCommand("a", "", false))
+	purged, err := n.PurgeQueue(ctx, service.PurgeQueueCommand("a", "", false))
 	if err != nil || purged != total-1 {
 		t.Fatalf("purge: %d, %v; want %d", purged, err, total-1)
 	}

@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 func limitsLatched(t *testing.T, n *Node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "limits latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelLimits })
+	testwait.For(t, 10*time.Second, "limits latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelLimits })
 }
 
 func u32p(v uint32) *uint32 { return &v }
@@ -56,7 +58,7 @@ func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	enqueueN(t, ctx, n, "a", 3)
-	mustApply(t, ctx, n, SetQueueLimitsCommand("a", "", u32p(1), nil, nil))
+	mustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", u32p(1), nil, nil))
 	run := claimNow(t, ctx, n, "a", 0)
 	if len(run) != 1 {
 		t.Fatalf("first claim took %d", len(run))
@@ -73,7 +75,7 @@ func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 		t.Fatalf("a waiting claim on a limited queue proposed: applied %d → %d", before, got)
 	}
 	ch := claimAsync(t, ctx, n, "a", time.Minute)
-	waitFor(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
 	submitTask(t, ctx, n, run[0])
 	if got := within(t, ch, 10*time.Second, "after the running task ended"); len(got) != 1 {
 		t.Fatalf("woken claim took %d tasks, want 1", len(got))
@@ -89,7 +91,7 @@ func Test_RateLimitedLongPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	enqueueN(t, ctx, n, "a", 3)
-	mustApply(t, ctx, n, SetQueueLimitsCommand("a", "", nil, u64p(1000), u32p(1))) // 1/s
+	mustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", nil, u64p(1000), u32p(1))) // 1/s
 	if got := claimNow(t, ctx, n, "a", 0); len(got) != 1 {
 		t.Fatalf("first claim took %d", len(got))
 	}
@@ -118,13 +120,13 @@ func Test_TenantLimitWakesOtherQueue(t *testing.T) {
 	defer cancel()
 	enqueueN(t, ctx, n, "a", 1)
 	enqueueN(t, ctx, n, "b", 1)
-	mustApply(t, ctx, n, SetQueueLimitsCommand("", "", u32p(1), nil, nil))
+	mustApply(t, ctx, n, service.SetQueueLimitsCommand("", "", u32p(1), nil, nil))
 	run := claimNow(t, ctx, n, "a", 0)
 	if len(run) != 1 {
 		t.Fatalf("claim of a took %d", len(run))
 	}
 	ch := claimAsync(t, ctx, n, "b", time.Minute)
-	waitFor(t, 5*time.Second, "the claim of b to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim of b to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
 	submitTask(t, ctx, n, run[0])
 	if got := within(t, ch, 10*time.Second, "after the tenant's task ended"); len(got) != 1 {
 		t.Fatalf("woken claim of b took %d, want 1", len(got))

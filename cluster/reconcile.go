@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/replica"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -205,7 +206,7 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
-		if err := n.reconcileOnce(ctx, r); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotLeader) {
+		if err := n.reconcileOnce(ctx, r); err != nil && ctx.Err() == nil && !errors.Is(err, replica.ErrNotLeader) {
 			n.log.Warn("reconcile failed", "err", err)
 		}
 		select {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // freeAddr is a loopback address that was free a moment ago, for a node
@@ -35,7 +36,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	cfg.RaftAddr = freeAddr(t)
 	n1 := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n1.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n1.IsLeader)
 	nodes := []*Node{n1}
 	for _, id := range []string{"n2", "n3"} {
 		n := mustNode(t, testConfig(t, id, 0))
@@ -90,7 +91,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := mustNode(t, cfg)
-	waitFor(t, 10*time.Second, "the recovered node to lead", rec.IsLeader)
+	testwait.For(t, 10*time.Second, "the recovered node to lead", rec.IsLeader)
 	if p, _, err := rec.FSM().Counts("jobs", "default"); err != nil || p != tasks {
 		t.Fatalf("after recovery: %d pending (%v), want %d", p, err, tasks)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_FollowerLogFailureDoesNotStopReplication: a follower whose log
@@ -54,7 +56,7 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 			t.Fatalf("round %d propose after: %v", round, err)
 		}
 		want := l.FSM().AppliedIndex()
-		waitFor(t, 10*time.Second, "the follower to catch up", func() bool {
+		testwait.For(t, 10*time.Second, "the follower to catch up", func() bool {
 			return f.FSM().AppliedIndex() >= want
 		})
 	}
@@ -79,7 +81,7 @@ func Test_LeaderShutdownUnderLoadReturns(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, 10*time.Second, "load", func() bool { return l.FSM().AppliedIndex() > 50 })
+		testwait.For(t, 10*time.Second, "load", func() bool { return l.FSM().AppliedIndex() > 50 })
 		done := make(chan error, 1)
 		go func() {
 			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -55,7 +56,7 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 		}
 		waitCh <- answer{tk, err}
 	}()
-	waitFor(t, 5*time.Second, "the claim and the wait to sleep", func() bool { _, _, w := l.Waiting(); return w == 2 })
+	testwait.For(t, 5*time.Second, "the claim and the wait to sleep", func() bool { _, _, w := l.Waiting(); return w == 2 })
 
 	restoreBackup(t, ctx, l, newer)
 	for what, ch := range map[string]chan answer{"long-poll claim": claimCh, "WaitResult": waitCh} {

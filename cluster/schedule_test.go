@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 func schedulesLatched(t *testing.T, nodes ...*Node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "schedules latched on every node", func() bool {
+	testwait.For(t, 10*time.Second, "schedules latched on every node", func() bool {
 		for _, n := range nodes {
 			if n.FSM().EnabledLevel() < fsm.LevelSchedules {
 				return false
@@ -49,7 +51,7 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	l := leaderOf(t, nodes)
-	mustApply(t, ctx, l, PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s",
+	mustApply(t, ctx, l, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s",
 		Missed: pb.MissedPolicy_MISSED_POLICY_CATCH_UP, CatchupMax: 10, Payload: []byte("tick")}))
 	fired := func(n *Node) uint64 {
 		s, err := n.FSM().Schedule(pb.DefaultTenant, "tick")
@@ -58,13 +60,13 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 		}
 		return s.GetFired()
 	}
-	waitFor(t, 10*time.Second, "three slots fired", func() bool { return fired(l) >= 3 })
+	testwait.For(t, 10*time.Second, "three slots fired", func() bool { return fired(l) >= 3 })
 	for range 2 {
 		old := l
 		if _, err := old.TransferLeadership(ctx, ""); err != nil {
 			t.Fatalf("transfer from %s: %v", old.ID(), err)
 		}
-		waitFor(t, 10*time.Second, "a new leader", func() bool {
+		testwait.For(t, 10*time.Second, "a new leader", func() bool {
 			for _, n := range nodes {
 				if n != old && n.IsLeader() {
 					l = n
@@ -74,19 +76,19 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 			return false
 		})
 		before := fired(l)
-		waitFor(t, 10*time.Second, "three more slots fired by the new leader", func() bool { return fired(l) >= before+3 })
+		testwait.For(t, 10*time.Second, "three more slots fired by the new leader", func() bool { return fired(l) >= before+3 })
 	}
 	// A deposed leader's late proposal of the last slot changes nothing.
 	last, err := l.FSM().Schedule(pb.DefaultTenant, "tick")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := mustApply(t, ctx, l, FireScheduleCommand(pb.DefaultTenant, "tick", last.GetLastSlot()))
+	res := mustApply(t, ctx, l, service.FireScheduleCommand(pb.DefaultTenant, "tick", last.GetLastSlot()))
 	if c := res.GetItems()[0].GetCode(); c != pb.Code_CODE_ALREADY_DONE {
 		t.Fatalf("the last slot again: %v", c)
 	}
-	mustApply(t, ctx, l, RemoveScheduleCommand("", "tick"))
-	waitFor(t, 10*time.Second, "every replica applied the removal", func() bool {
+	mustApply(t, ctx, l, service.RemoveScheduleCommand("", "tick"))
+	testwait.For(t, 10*time.Second, "every replica applied the removal", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < l.FSM().AppliedIndex() {
 				return false
@@ -124,12 +126,12 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 // with FEATURE_DISABLED and the scheduler proposes nothing.
 func Test_ScheduleGatedBeforeLatch(t *testing.T) {
 	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelQueueControl))
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
-	waitFor(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := n.Propose(ctx, PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s"}))
-	var fe *FeatureError
+	_, err := n.Propose(ctx, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s"}))
+	var fe *service.FeatureError
 	if !errors.As(err, &fe) || fe.Need != fsm.LevelSchedules {
 		t.Fatalf("put on a level-%d cluster: %v", fsm.LevelQueueControl, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Bytes that change on disk under a running node were found only at its
@@ -19,7 +21,7 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	cfg.PebbleMemTableBytes = 64 << 10 // flush to tables after a few writes
 	cfg.ScrubInterval = 100 * time.Millisecond
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	// Write until Pebble holds a table; a scrub that reads one back whole
 	// means its flush finished (a file being flushed may still be empty).
 	scrubbed := func() int {
@@ -50,7 +52,7 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	if err := os.WriteFile(tables[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the scrub to take the node out of service", func() bool {
+	testwait.For(t, 10*time.Second, "the scrub to take the node out of service", func() bool {
 		err := n.CheckErr()
 		return errors.Is(err, ErrDiverged) && strings.Contains(err.Error(), "scrub")
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // testPKI is a cluster CA in a temp dir.
@@ -76,7 +77,7 @@ func mustTLSCluster(t *testing.T, size int, pki *testPKI) []*Node {
 		return c
 	}
 	nodes := []*Node{mustNode(t, cfg("n1", 1))}
-	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
 		n := mustNode(t, cfg(fmt.Sprintf("n%d", i), 0))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -101,7 +102,7 @@ func Test_TLSRaftReplicates(t *testing.T) {
 		}
 	}
 	last := l.FSM().AppliedIndex()
-	waitFor(t, 5*time.Second, "followers to apply over TLS", func() bool {
+	testwait.For(t, 5*time.Second, "followers to apply over TLS", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < last {
 				return false
@@ -185,7 +186,7 @@ func follower(t *testing.T, nodes []*Node) *Node {
 	last := l.FSM().AppliedIndex()
 	for _, n := range nodes {
 		if n != l {
-			waitFor(t, 5*time.Second, "the follower to catch up", func() bool { return n.FSM().AppliedIndex() >= last })
+			testwait.For(t, 5*time.Second, "the follower to catch up", func() bool { return n.FSM().AppliedIndex() >= last })
 			return n
 		}
 	}
@@ -206,7 +207,7 @@ func Test_ForgedAppendEntries(t *testing.T) {
 		if !ok || err != nil {
 			t.Fatalf("forged append on plain TCP: accepted %v, err %v; the control expects the attack to work", ok, err)
 		}
-		waitFor(t, 5*time.Second, "the injected task to apply", func() bool { return evilPending(t, f) == 1 })
+		testwait.For(t, 5*time.Second, "the injected task to apply", func() bool { return evilPending(t, f) == 1 })
 	})
 
 	pki := newTestPKI(t)
@@ -216,7 +217,7 @@ func Test_ForgedAppendEntries(t *testing.T) {
 	// Every node, not only f, must have settled before the snapshot: a
 	// follower still joining would change state with no attack at all.
 	l := leaderOf(t, nodes)
-	waitFor(t, 10*time.Second, "every node to settle on the leader's state", func() bool {
+	testwait.For(t, 10*time.Second, "every node to settle on the leader's state", func() bool {
 		want := stateOf(l)
 		for _, n := range nodes {
 			if stateOf(n) != want {

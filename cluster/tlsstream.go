@@ -23,7 +23,7 @@ type tlsStream struct {
 	advertise net.Addr
 	certs     *certs.Reloader
 	timeout   time.Duration // handshake deadline, both ways
-	ident     *identity     // refuses a peer of another cluster
+	ident     *Identity     // refuses a peer of another cluster
 }
 
 // Accept hands Raft a connection whose handshake runs on its first read or

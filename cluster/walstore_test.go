@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // A three-node cluster on raft-wal replicates, and a node restarted on its
@@ -28,7 +30,7 @@ func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
 		}
 	}
 	follower := followerOf(nodes, leader)
-	waitFor(t, 5*time.Second, "follower applied the write", func() bool {
+	testwait.For(t, 5*time.Second, "follower applied the write", func() bool {
 		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
 	})
 	term := follower.raft.CurrentTerm()
@@ -44,7 +46,7 @@ func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
 	if got := again.raft.CurrentTerm(); got < term {
 		t.Fatalf("restarted node's term %d, was %d: the wal lost the stable store", got, term)
 	}
-	waitFor(t, 10*time.Second, "restarted node has the task", func() bool {
+	testwait.For(t, 10*time.Second, "restarted node has the task", func() bool {
 		_, err := again.FSM().GetTask(id)
 		return err == nil
 	})
@@ -62,7 +64,7 @@ func Test_LogStoreSwitchRefused(t *testing.T) {
 			cfg := testConfig(t, "n1", 1)
 			cfg.LogStore = tc.from
 			n := mustNode(t, cfg)
-			waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 			proposeOK(t, n, "x")
 			if err := n.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
@@ -87,7 +89,7 @@ func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	cfg.LogStore = LogStoreWAL
 	n := mustNode(t, cfg)
-	waitFor(t, 5*time.Second, "n1 leader", n.IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	proposeOK(t, n, "x")
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -134,7 +136,7 @@ func walCluster(t *testing.T, tune func(*Config)) []*Node {
 		return c
 	}
 	nodes := []*Node{mustNode(t, config("n1", 1))}
-	waitFor(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
+	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= 3; i++ {
 		c := config(fmt.Sprintf("n%d", i), 0)
 		c.Join = []string{nodes[0].GossipAddr()}
@@ -172,7 +174,7 @@ func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
 	leader := leaderOf(t, nodes)
 	follower := followerOf(nodes, leader)
 	proposeOK(t, leader, "before")
-	waitFor(t, 5*time.Second, "follower applied the first write", func() bool {
+	testwait.For(t, 5*time.Second, "follower applied the first write", func() bool {
 		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
 	})
 	cfg := follower.cfg
@@ -199,7 +201,7 @@ func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = again.Shutdown(context.Background()) })
 	after := proposeOK(t, leader, "after")
-	waitFor(t, 15*time.Second, "follower has the writes from before and after the snapshot", func() bool {
+	testwait.For(t, 15*time.Second, "follower has the writes from before and after the snapshot", func() bool {
 		_, e1 := again.FSM().GetTask(last)
 		_, e2 := again.FSM().GetTask(after)
 		return e1 == nil && e2 == nil

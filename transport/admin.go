@@ -3,7 +3,7 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -106,7 +106,7 @@ func (c *clusterService) RevokeToken(ctx context.Context, req *pb.RevokeTokenReq
 // ListTokens lists tokens, linearizably, without secrets or hashes.
 func (c *clusterService) ListTokens(ctx context.Context, req *pb.ListTokensRequest) (*pb.ListTokensResponse, error) {
 	return read(c.s, ctx, pb.Cluster_ListTokens_FullMethodName, req, &pb.ListTokensResponse{}, false,
-		func(cs cluster.Consistency) (*pb.ListTokensResponse, error) {
+		func(cs service.Consistency) (*pb.ListTokensResponse, error) {
 			toks, err := c.s.node.ListTokens(ctx, cs)
 			if err != nil {
 				return nil, err

@@ -12,8 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -65,7 +66,7 @@ func Test_ListDeadPagesStayWithinBudget(t *testing.T) {
 func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 	for _, coalesce := range []int{0, 1} {
 		reg := prometheus.NewRegistry()
-		ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceMax: coalesce, Registerer: reg})
+		ts := mustLeaderWith(t, Config{}, service.ServiceConfig{CoalesceMax: coalesce, Registerer: reg})
 		ids := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})
 		ts.node.ApplyLate(true)
 		release := ts.node.Hold()
@@ -79,9 +80,9 @@ func Test_UndeliveredClaimIsReleasedWithoutAttempt(t *testing.T) {
 		// The server's deadline, from grpc-timeout, is a little later
 		// than the caller's: let it pass too, so the claim applies after
 		// the handler's ctx ended.
-		eventually(t, "the server's deadline", func() bool { return time.Now().After(dl.Add(100 * time.Millisecond)) })
+		testwait.For(t, 10*time.Second, "the server's deadline", func() bool { return time.Now().After(dl.Add(100 * time.Millisecond)) })
 		release() // the claim applies now, after its caller left
-		eventually(t, "the undelivered claim to be released", func() bool {
+		testwait.For(t, 10*time.Second, "the undelivered claim to be released", func() bool {
 			task, err := ts.node.FSM().GetTask(ids[0])
 			return err == nil && task.GetState() == pb.TaskState_TASK_STATE_PENDING && task.GetClaims() == 1
 		})

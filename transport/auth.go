@@ -10,13 +10,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // The auth interceptor. With Config.Auth on, every Queue and Cluster call
 // but Cluster.Status carries "authorization: Bearer <secret>"; this file
-// finds the token (cluster.Service.Authenticate, the local replica),
+// finds the token (service.Service.Authenticate, the local replica),
 // names the tenants the request touches (filling an empty tenant with the
 // default one, so the FSM re-checks it), and asks authorizeToken (roles.go) for
 // each. Health and reflection are not Docket methods and stay open.
@@ -55,7 +55,7 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 		return ctx, nil
 	}
 	tok, err := s.node.Authenticate(bearer(ctx))
-	if errors.Is(err, cluster.ErrUnknownToken) && !s.node.IsLeader() && !isForwarded(ctx) {
+	if errors.Is(err, service.ErrUnknownToken) && !s.node.IsLeader() && !isForwarded(ctx) {
 		// A lagging replica may not hold a token the leader created a
 		// moment ago (the harness saw reads refused so after a node was
 		// wiped and rejoined). Only the leader's answer is final: send
@@ -223,10 +223,10 @@ func forwardAuth(in, out context.Context) context.Context {
 	return out
 }
 
-// hideFence is t as the caller's token may see it: cluster.TaskFor holds
+// hideFence is t as the caller's token may see it: service.TaskFor holds
 // the rule (the current claim's fence only to its worker, past fences to
 // admins of the task's tenant; nothing hidden with auth off).
-func hideFence(ctx context.Context, t *pb.Task) *pb.Task { return cluster.TaskFor(tokenOf(ctx), t) }
+func hideFence(ctx context.Context, t *pb.Task) *pb.Task { return service.TaskFor(tokenOf(ctx), t) }
 
 // filterStats keeps the queues of the tenants the caller's token grants.
 func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {
@@ -236,7 +236,7 @@ func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {
 	}
 	out := qs[:0]
 	for _, q := range qs {
-		if cluster.GrantsTenant(tok, q.GetTenant()) {
+		if service.GrantsTenant(tok, q.GetTenant()) {
 			out = append(out, q)
 		}
 	}

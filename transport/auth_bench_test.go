@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -18,7 +18,7 @@ func BenchmarkEnqueueAuth(b *testing.B) {
 			name = "on"
 		}
 		b.Run(name, func(b *testing.B) {
-			node := newMemNode(b, true, cluster.ServiceConfig{})
+			node := newMemNode(b, true, service.ServiceConfig{})
 			ts := mustServe(b, node, "", Config{Auth: on})
 			ctx := context.Background()
 			if on {

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -17,7 +17,7 @@ import (
 // the check would cost a replicated entry before the FSM refused it, or be
 // stored past this node's own limits (the FSM holds only the ceiling).
 func Test_ForwardedMarkDoesNotSkipTheCheck(t *testing.T) {
-	node := newMemNode(t, true, cluster.ServiceConfig{})
+	node := newMemNode(t, true, service.ServiceConfig{})
 	node.SetLimits(fsm.Limits{MaxPayload: 1024})
 	ts := mustServe(t, node, "", Config{})
 	ctx := metadata.AppendToOutgoingContext(testCtx(t), pb.MetadataForwarded, "1")

@@ -10,21 +10,22 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // countingNode counts the request checks a node runs.
 type countingNode struct {
-	*cluster.MemNode
+	*memnode.Node
 	checks atomic.Int64
 }
 
 func (c *countingNode) Check(cmd *pb.Command) error {
 	c.checks.Add(1)
-	return c.MemNode.Check(cmd)
+	return c.Node.Check(cmd)
 }
 
 // tlsFiles writes a certificate of the CA in dir.
@@ -58,8 +59,8 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, _, err := tlsgen.CA(dir, 1); err != nil {
 		t.Fatal(err)
 	}
-	leader := &countingNode{MemNode: newMemNode(t, true, cluster.ServiceConfig{})}
-	follower := &countingNode{MemNode: newMemNode(t, false, cluster.ServiceConfig{})}
+	leader := &countingNode{Node: newMemNode(t, true, service.ServiceConfig{})}
+	follower := &countingNode{Node: newMemNode(t, false, service.ServiceConfig{})}
 	leaderAddr := serveTLS(t, leader, dir, "n1", "")
 	followerAddr := serveTLS(t, follower, dir, "n2", leaderAddr)
 

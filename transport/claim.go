@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/stats"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +15,7 @@ import (
 // the node's default lease), waiting up to min(wait_ns, MaxClaimWait) for
 // one, and answering empty before the caller's deadline rather than miss
 // it. It runs on the leader: a follower forwards the whole long poll. The
-// waiting is the node's (cluster.Service.Claim); this handler bounds the
+// waiting is the node's (service.Service.Claim); this handler bounds the
 // long polls per connection and sees the answer delivered.
 func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.ClaimResponse, error) {
 	s := q.s
@@ -49,7 +49,7 @@ func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.Cla
 
 // WaitResult waits up to min(wait_ns, MaxResultWait) for a task to end:
 // completed, failed, cancelled or dead. It runs on the leader, which reads
-// after a barrier and waits on its replica (cluster.Service.WaitResult).
+// after a barrier and waits on its replica (service.Service.WaitResult).
 // done is false when the wait ran out (or the server began to stop) first.
 func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest) (*pb.WaitResultResponse, error) {
 	s := q.s
@@ -72,9 +72,9 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 			// Another tenant's task is NotFound before any wait: waiting
 			// first would tell by its time that the id exists.
 			if tn := req.GetTenant(); tn != "" {
-				t, _, err := s.node.GetTask(ctx, req.GetTaskId(), cluster.Linearizable)
+				t, _, err := s.node.GetTask(ctx, req.GetTaskId(), service.Linearizable)
 				if err == nil {
-					err = cluster.OwnTask(t, tn)
+					err = service.OwnTask(t, tn)
 				}
 				if err != nil {
 					return nil, err

@@ -9,13 +9,13 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // maxClaimBatchTasks bounds the sum of one ClaimBatch's max_tasks, so that
 // one call claims no more than the largest single Claim may.
-const maxClaimBatchTasks = cluster.MaxBatch
+const maxClaimBatchTasks = service.MaxBatch
 
 // ClaimBatch runs each item as the ordinary Claim command, all at once, so
 // that the node's group commit folds them into shared entries, and answers
@@ -47,8 +47,8 @@ func (q *queueService) ClaimBatch(ctx context.Context, req *pb.ClaimBatchRequest
 // with Claim's defaults. A bad item is named by its place (items[3].queue).
 func (s *Server) claimBatchCommands(ctx context.Context, req *pb.ClaimBatchRequest) ([]*pb.Command, error) {
 	items := req.GetItems()
-	if n := len(items); n == 0 || n > cluster.MaxBatch {
-		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, cluster.MaxBatch))
+	if n := len(items); n == 0 || n > service.MaxBatch {
+		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, service.MaxBatch))
 	}
 	cmds := make([]*pb.Command, len(items))
 	total := 0
@@ -61,7 +61,7 @@ func (s *Server) claimBatchCommands(ctx context.Context, req *pb.ClaimBatchReque
 		}
 		cmd := s.node.ClaimCommand(it)
 		if err := s.check(ctx, cmd); err != nil {
-			var fe *cluster.FieldError
+			var fe *service.FieldError
 			if errors.As(err, &fe) {
 				return nil, fe.InList("items", i)
 			}

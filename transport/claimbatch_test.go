@@ -9,7 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -99,8 +100,8 @@ func Test_ClaimBatchAuth(t *testing.T) {
 	if _, err := ts.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}, {Queue: "q", Tenant: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
-	wa := mustToken(t, ts, []string{cluster.RoleWorker}, []string{"a"}, 0)
-	pa := mustToken(t, ts, []string{cluster.RoleProducer}, []string{"a"}, 0)
+	wa := mustToken(t, ts, []string{service.RoleWorker}, []string{"a"}, 0)
+	pa := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
 	both := &pb.ClaimBatchRequest{Items: []*pb.ClaimRequest{
 		{Queue: "q", Tenant: "a", WorkerId: "w"}, {Queue: "q", Tenant: "b", WorkerId: "w"},
 	}}
@@ -174,7 +175,7 @@ func Test_ClaimBatchAnswerStaysWithinLimit(t *testing.T) {
 			t.Fatalf("item %d got %d tasks, want %d", i, len(it.GetTasks()), want)
 		}
 	}
-	eventually(t, "the cut items' tasks to be released", func() bool {
+	testwait.For(t, 10*time.Second, "the cut items' tasks to be released", func() bool {
 		st, err := ts.node.FSM().Stats("big", pb.DefaultTenant)
 		return err == nil && len(st) == 1 && st[0].GetPending() == 2 && st[0].GetRunning() == 2
 	})
@@ -202,7 +203,7 @@ func Test_UndeliveredClaimBatchIsReleased(t *testing.T) {
 		claimItem("q", "w0", 1, time.Hour), claimItem("q", "w1", 1, time.Hour),
 	}})
 	wantCode(t, "claim batch whose answer cannot be sent", err, codes.ResourceExhausted)
-	eventually(t, "both tasks to be released", func() bool {
+	testwait.For(t, 10*time.Second, "both tasks to be released", func() bool {
 		for _, id := range ids {
 			task, err := ts.node.FSM().GetTask(id)
 			if err != nil || task.GetState() != pb.TaskState_TASK_STATE_PENDING || task.GetClaims() != 1 || task.GetAttempts() != 0 {

@@ -3,10 +3,12 @@ package transport
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +17,7 @@ import (
 // share one Batch entry while each gets exactly its own answer, a stale
 // Submit failing alone.
 func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
-	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceInflight: 1})
+	ts := mustLeaderWith(t, Config{}, service.ServiceConfig{CoalesceInflight: 1})
 	claimed := func() []*pb.Task {
 		mustEnqueue(t, ts.q, &pb.NewTask{Queue: "work"}, &pb.NewTask{Queue: "work"})
 		return mustClaim(t, ts.q, "work", 2)
@@ -32,7 +34,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 		defer wg.Done()
 		_, firstErr = ts.q.Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	}()
-	eventually(t, "the first enqueue to hold the slot", func() bool { return ts.node.Held() == 1 })
+	testwait.For(t, 10*time.Second, "the first enqueue to hold the slot", func() bool { return ts.node.Held() == 1 })
 
 	const plain = 16
 	enq := make([]*pb.EnqueueResponse, plain+2) // then two with one key
@@ -61,7 +63,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 			Outcome: pb.Outcome_OUTCOME_COMPLETED})
 	}()
 	// The coalescer has taken one of them and waits for the slot with it.
-	eventually(t, "every caller to queue behind the slot", func() bool { return ts.node.QueuedCommands() == len(enq)+2-1 })
+	testwait.For(t, 10*time.Second, "every caller to queue behind the slot", func() bool { return ts.node.QueuedCommands() == len(enq)+2-1 })
 	release()
 	wg.Wait()
 
@@ -97,7 +99,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 
 // Test_CoalescingOff: CoalesceMax 1 proposes every command alone.
 func Test_CoalescingOff(t *testing.T) {
-	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceMax: 1})
+	ts := mustLeaderWith(t, Config{}, service.ServiceConfig{CoalesceMax: 1})
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for range 20 {

@@ -13,12 +13,14 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Node is what the server needs from a cluster member: *cluster.Node, or
-// a *cluster.MemNode in tests. Its write and read paths are those of
-// cluster.Service, which both embed; the rest is the member's own.
+// a *memnode.Node in tests. Its write and read paths are those of
+// service.Service, which both embed; the rest is the member's own.
 type Node interface {
 	// Check validates a command on the node that received its request.
 	Check(cmd *pb.Command) error
@@ -28,27 +30,27 @@ type Node interface {
 	// returns the FSM's answer. Errors: not-leader (nothing proposed),
 	// leadership-lost (outcome unknown), shutdown and context errors.
 	Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
-	// Claim runs a long-poll Claim on the leader (cluster.Service.Claim).
+	// Claim runs a long-poll Claim on the leader (service.Service.Claim).
 	Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error)
 	// ReleaseTasks puts back claimed tasks whose answer was not delivered.
 	ReleaseTasks(tasks []*pb.Task)
 	// Orphaned names those of tasks that run under a claim this node saw
-	// go undelivered (cluster.Service.Orphaned).
+	// go undelivered (service.Service.Orphaned).
 	Orphaned(tasks []*pb.Task) []string
 	// WaitResult waits on the leader for a task to finish.
 	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
 	// GetTask, Stats, ListDead and ListTasks read at the consistency asked for.
-	GetTask(ctx context.Context, id string, c cluster.Consistency) (*pb.Task, uint64, error)
-	Stats(ctx context.Context, queue, tenant, cursor string, c cluster.Consistency) ([]*pb.QueueStats, string, error)
-	ListDead(ctx context.Context, req *pb.ListDeadRequest, c cluster.Consistency) ([]*pb.Task, string, error)
-	ListTasks(ctx context.Context, req *pb.ListTasksRequest, c cluster.Consistency) ([]*pb.Task, string, error)
+	GetTask(ctx context.Context, id string, c service.Consistency) (*pb.Task, uint64, error)
+	Stats(ctx context.Context, queue, tenant, cursor string, c service.Consistency) ([]*pb.QueueStats, string, error)
+	ListDead(ctx context.Context, req *pb.ListDeadRequest, c service.Consistency) ([]*pb.Task, string, error)
+	ListTasks(ctx context.Context, req *pb.ListTasksRequest, c service.Consistency) ([]*pb.Task, string, error)
 	// PurgeQueue runs a PurgeQueue command step by step on the leader and
-	// counts the tasks it deleted (cluster.Service.PurgeQueue).
+	// counts the tasks it deleted (service.Service.PurgeQueue).
 	PurgeQueue(ctx context.Context, cmd *pb.Command) (uint64, error)
 	// Schedule and ListSchedules read recurring tasks at the consistency
 	// asked for (cluster/schedule.go).
-	Schedule(ctx context.Context, tenant, name string, c cluster.Consistency) (*pb.Schedule, error)
-	ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest, c cluster.Consistency) ([]*pb.Schedule, string, error)
+	Schedule(ctx context.Context, tenant, name string, c service.Consistency) (*pb.Schedule, error)
+	ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest, c service.Consistency) ([]*pb.Schedule, string, error)
 	// Drain ends the node's long polls at once; a stopping server calls it.
 	Drain()
 
@@ -82,12 +84,12 @@ type Node interface {
 	// everything but the Cluster service with Unavailable.
 	CheckErr() error
 	// Authenticate finds a token by its secret in the local replica and
-	// checks its expiry (cluster.Service.Authenticate).
+	// checks its expiry (service.Service.Authenticate).
 	Authenticate(secret string) (*pb.Token, error)
 	// CreateToken, RevokeToken and ListTokens manage tokens on the leader.
 	CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error)
 	RevokeToken(ctx context.Context, accessor string) error
-	ListTokens(ctx context.Context, c cluster.Consistency) ([]*pb.TokenInfo, error)
+	ListTokens(ctx context.Context, c service.Consistency) ([]*pb.TokenInfo, error)
 	// SaveBackup writes a backup of the keyspace to w, on the leader;
 	// RestoreBackupFrom restores one read from r (cluster/backup.go).
 	SaveBackup(ctx context.Context, w io.Writer) (cluster.BackupHeader, error)
@@ -99,7 +101,7 @@ type Node interface {
 
 var (
 	_ Node = (*cluster.Node)(nil)
-	_ Node = (*cluster.MemNode)(nil)
+	_ Node = (*memnode.Node)(nil)
 )
 
 // Defaults of Config fields left zero.

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 )
 
 // A connection costs the server from the moment it is accepted: a
@@ -386,7 +386,7 @@ func (s *Server) noteCall(ctx context.Context, method string, authErr error) err
 	}
 	switch {
 	case !s.cfg.Auth && docketMethod(method), tokenOf(ctx) != nil, verifiedPeer(ctx),
-		errors.Is(authErr, cluster.ErrPermissionDenied):
+		errors.Is(authErr, service.ErrPermissionDenied):
 		gc.prove()
 		return nil
 	case authErr == nil && bearer(ctx) != "":

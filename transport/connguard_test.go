@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -78,7 +79,7 @@ func Test_ConnGuardClosesUnprovenConnections(t *testing.T) {
 	if !closedWithin(idle, 5*time.Second) {
 		t.Fatal("a connection that only sent the HTTP/2 preface was not closed")
 	}
-	eventually(t, "the connection that only asked for health to be closed", func() bool {
+	testwait.For(t, 10*time.Second, "the connection that only asked for health to be closed", func() bool {
 		return hc.GetState() != connectivity.Ready
 	})
 	if st := ts.cc.GetState(); st != connectivity.Ready {
@@ -133,7 +134,7 @@ func Test_ConnGuardBoundsUnproven(t *testing.T) {
 
 func waitUnproven(t *testing.T, ts *testServer, want int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d unproven connections", want), func() bool { return ts.srv.guard.unproven() == want })
+	testwait.For(t, 10*time.Second, fmt.Sprintf("%d unproven connections", want), func() bool { return ts.srv.guard.unproven() == want })
 }
 
 // Calls without a token from one address are paced at UnprovenCallRate

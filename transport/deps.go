@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -19,22 +19,22 @@ func (q *queueService) ParentResults(ctx context.Context, req *pb.ParentResultsR
 		return nil, fieldError("task_id", "required")
 	}
 	return read(q.s, ctx, pb.Queue_ParentResults_FullMethodName, req, &pb.ParentResultsResponse{}, req.GetAllowStale(),
-		func(c cluster.Consistency) (*pb.ParentResultsResponse, error) {
+		func(c service.Consistency) (*pb.ParentResultsResponse, error) {
 			child, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
 			if err == nil {
-				err = cluster.OwnTask(child, req.GetTenant())
+				err = service.OwnTask(child, req.GetTenant())
 			}
 			if err != nil {
 				return nil, err
 			}
 			out := &pb.ParentResultsResponse{AppliedIndex: applied}
 			for _, id := range child.GetParents() {
-				p, _, err := q.s.node.GetTask(ctx, id, cluster.Stale)
+				p, _, err := q.s.node.GetTask(ctx, id, service.Stale)
 				if err == nil {
-					err = cluster.OwnTask(p, child.GetTenant())
+					err = service.OwnTask(p, child.GetTenant())
 				}
 				switch {
-				case errors.Is(err, cluster.ErrNotFound):
+				case errors.Is(err, service.ErrNotFound):
 					out.Parents = append(out.Parents, &pb.ParentResult{TaskId: id})
 				case err != nil:
 					return nil, err

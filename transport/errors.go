@@ -10,20 +10,22 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // The cluster errors this package branches on.
 var (
-	errNotLeader      = cluster.ErrNotLeader
-	errLeadershipLost = cluster.ErrLeadershipLost
-	errShutdown       = cluster.ErrShutdown
+	errNotLeader      = replica.ErrNotLeader
+	errLeadershipLost = replica.ErrLeadershipLost
+	errShutdown       = replica.ErrShutdown
 	errDiverged       = cluster.ErrDiverged
 	errAwaitingCheck  = cluster.ErrAwaitingCheck
 )
 
 // notLeaderError is not-leader with a hint of where the leader is.
-type notLeaderError = cluster.NotLeaderError
+type notLeaderError = replica.NotLeaderError
 
 // leaderHintOf returns the leader address a not-leader error carries.
 func leaderHintOf(err error) string {
@@ -43,7 +45,7 @@ func toStatus(err error) error {
 		return nil
 	}
 	var grpcErr interface{ GRPCStatus() *status.Status }
-	var fe *cluster.FieldError
+	var fe *service.FieldError
 	var de *decodeError
 	switch {
 	case errors.As(err, &de):
@@ -52,37 +54,37 @@ func toStatus(err error) error {
 		return grpcErr.GRPCStatus().Err()
 	case errors.As(err, &fe):
 		code := codes.InvalidArgument
-		if cluster.IsTooLarge(fe) {
+		if service.IsTooLarge(fe) {
 			code = codes.ResourceExhausted
 		}
 		return withDetail(code, err.Error(), &errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}},
 		})
-	case errors.Is(err, cluster.ErrUnauthenticated):
+	case errors.Is(err, service.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, cluster.ErrOtherCluster):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, cluster.ErrPermissionDenied):
+	case errors.Is(err, service.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, cluster.ErrBootstrapped):
+	case errors.Is(err, service.ErrBootstrapped):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
+	case errors.Is(err, service.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, cluster.ErrStaleFence):
+	case errors.Is(err, service.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonStaleFence, nil))
 	case errors.Is(err, cluster.ErrBadBackup):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, cluster.ErrFeatureDisabled):
+	case errors.Is(err, service.ErrFeatureDisabled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonFeatureDisabled, nil))
 	case errors.Is(err, cluster.ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, cluster.ErrWrongState):
+	case errors.Is(err, service.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
 	case errors.Is(err, cluster.ErrTimedOut):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonTimedOut, nil))
-	case errors.Is(err, cluster.ErrCancelled):
+	case errors.Is(err, service.ErrCancelled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonCancelled, nil))
-	case errors.Is(err, cluster.ErrTenantLimit):
+	case errors.Is(err, service.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonLeadershipLost, nil))
@@ -119,4 +121,4 @@ func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error 
 }
 
 // fieldError is a transport-level bad value, mapped like the FSM's own.
-func fieldError(field, reason string) error { return &cluster.FieldError{Field: field, Reason: reason} }
+func fieldError(field, reason string) error { return &service.FieldError{Field: field, Reason: reason} }

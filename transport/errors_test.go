@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -23,25 +25,25 @@ func Test_ToStatus(t *testing.T) {
 		field  string
 	}{
 		{"nil", nil, codes.OK, "", ""},
-		{"field", &cluster.FieldError{Field: "tasks[2].queue", Reason: "length 0 not in 1..128"}, codes.InvalidArgument, "", "tasks[2].queue"},
-		{"too large", &cluster.FieldError{Field: "result", Reason: "9 bytes > 8", TooLarge: true}, codes.ResourceExhausted, "", "result"},
-		{"too large, wrapped", fmt.Errorf("submit: %w", &cluster.FieldError{Field: "result", TooLarge: true}), codes.ResourceExhausted, "", "result"},
+		{"field", &service.FieldError{Field: "tasks[2].queue", Reason: "length 0 not in 1..128"}, codes.InvalidArgument, "", "tasks[2].queue"},
+		{"too large", &service.FieldError{Field: "result", Reason: "9 bytes > 8", TooLarge: true}, codes.ResourceExhausted, "", "result"},
+		{"too large, wrapped", fmt.Errorf("submit: %w", &service.FieldError{Field: "result", TooLarge: true}), codes.ResourceExhausted, "", "result"},
 		// The words of a reason are for people; only the type decides.
-		{"too large in words only", &cluster.FieldError{Field: "result", Reason: "too large: 9 bytes > 8"}, codes.InvalidArgument, "", "result"},
-		{"cursor", &cluster.FieldError{Field: "cursor", Reason: "not a cursor of this listing"}, codes.InvalidArgument, "", "cursor"},
-		{"not found", fmt.Errorf("task x: %w", cluster.ErrNotFound), codes.NotFound, "", ""},
-		{"stale fence", fmt.Errorf("task x: %w", cluster.ErrStaleFence), codes.FailedPrecondition, pb.ReasonStaleFence, ""},
-		{"wrong state", fmt.Errorf("task x: %w", cluster.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
-		{"tenant limit", fmt.Errorf("task x: %w", cluster.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
+		{"too large in words only", &service.FieldError{Field: "result", Reason: "too large: 9 bytes > 8"}, codes.InvalidArgument, "", "result"},
+		{"cursor", &service.FieldError{Field: "cursor", Reason: "not a cursor of this listing"}, codes.InvalidArgument, "", "cursor"},
+		{"not found", fmt.Errorf("task x: %w", service.ErrNotFound), codes.NotFound, "", ""},
+		{"stale fence", fmt.Errorf("task x: %w", service.ErrStaleFence), codes.FailedPrecondition, pb.ReasonStaleFence, ""},
+		{"wrong state", fmt.Errorf("task x: %w", service.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
+		{"tenant limit", fmt.Errorf("task x: %w", service.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
 		{"timed out", fmt.Errorf("task x: %w", cluster.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
-		{"cancelled", fmt.Errorf("task x: %w", cluster.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
-		{"leadership lost", fmt.Errorf("%w: raft", cluster.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
-		{"log write failed", fmt.Errorf("%w: %w: no space left on device", cluster.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
-		{"not leader", &cluster.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},
-		{"no leader", &cluster.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
-		{"shutdown", cluster.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},
+		{"cancelled", fmt.Errorf("task x: %w", service.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
+		{"leadership lost", fmt.Errorf("%w: raft", replica.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
+		{"log write failed", fmt.Errorf("%w: %w: no space left on device", replica.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
+		{"not leader", &replica.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},
+		{"no leader", &replica.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
+		{"shutdown", replica.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},
 		{"bad backup", fmt.Errorf("restore: %w: cut short", cluster.ErrBadBackup), codes.InvalidArgument, "", ""},
-		{"feature disabled", fmt.Errorf("create token: %w", &cluster.FeatureError{Command: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Need: 4, Enabled: 3}),
+		{"feature disabled", fmt.Errorf("create token: %w", &service.FeatureError{Command: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Need: 4, Enabled: 3}),
 			codes.FailedPrecondition, pb.ReasonFeatureDisabled, ""},
 		{"overloaded", fmt.Errorf("claim: %w", ErrOverloaded), codes.Unavailable, pb.ReasonOverloaded, ""},
 		{"diverged", cluster.ErrDiverged, codes.Unavailable, pb.ReasonNotServing, ""},
@@ -80,14 +82,14 @@ func Test_ToStatus(t *testing.T) {
 			t.Errorf("no case sends reason %s", reason)
 		}
 	}
-	info := status.Convert(toStatus(&cluster.NotLeaderError{LeaderGRPC: "10.0.0.2:7000"})).Details()[0].(*errdetails.ErrorInfo)
+	info := status.Convert(toStatus(&replica.NotLeaderError{LeaderGRPC: "10.0.0.2:7000"})).Details()[0].(*errdetails.ErrorInfo)
 	if info.GetMetadata()[pb.ErrorInfoLeaderKey] != "10.0.0.2:7000" {
 		t.Fatalf("not-leader metadata %v", info.GetMetadata())
 	}
 }
 
 func Test_ErrorsOverGRPC(t *testing.T) {
-	node := newMemNode(t, true, cluster.ServiceConfig{})
+	node := newMemNode(t, true, service.ServiceConfig{})
 	node.SetLimits(fsm.Limits{MaxPayload: 1024})
 	ts := mustServe(t, node, "", Config{})
 	ctx := testCtx(t)
@@ -148,8 +150,8 @@ func Test_ErrorsOverGRPC(t *testing.T) {
 		code   codes.Code
 		reason string
 	}{
-		{fmt.Errorf("%w: lost", cluster.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost},
-		{cluster.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown},
+		{fmt.Errorf("%w: lost", replica.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost},
+		{replica.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{errBoom, codes.Internal, ""},
 	} {

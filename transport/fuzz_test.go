@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -36,7 +36,7 @@ func FuzzClaimBatchRequest(f *testing.F) {
 	seed()
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0xff})
 
-	ts := mustServe(f, newMemNode(f, true, cluster.ServiceConfig{}), "", Config{})
+	ts := mustServe(f, newMemNode(f, true, service.ServiceConfig{}), "", Config{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req := &pb.ClaimBatchRequest{}
 		if proto.Unmarshal(data, req) != nil {
@@ -75,7 +75,7 @@ func FuzzClaimBatchRequest(f *testing.F) {
 // Claim's defaults where the item left them out.
 func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb.Command) {
 	t.Helper()
-	if len(cmds) != len(req.GetItems()) || len(cmds) == 0 || len(cmds) > cluster.MaxBatch {
+	if len(cmds) != len(req.GetItems()) || len(cmds) == 0 || len(cmds) > service.MaxBatch {
 		t.Fatalf("%d commands for %d items", len(cmds), len(req.GetItems()))
 	}
 	total := 0
@@ -103,7 +103,7 @@ func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb
 		if c.GetMaxTasks() != want {
 			t.Fatalf("item %d: max_tasks %d, asked %d", i, c.GetMaxTasks(), it.GetMaxTasks())
 		}
-		if c.GetMaxTasks() < 1 || c.GetMaxTasks() > cluster.MaxBatch || c.GetLeaseNs() <= 0 {
+		if c.GetMaxTasks() < 1 || c.GetMaxTasks() > service.MaxBatch || c.GetLeaseNs() <= 0 {
 			t.Fatalf("item %d: max_tasks %d lease %v", i, c.GetMaxTasks(), time.Duration(c.GetLeaseNs()))
 		}
 		total += int(c.GetMaxTasks())

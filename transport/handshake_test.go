@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // selfSigned is a throwaway server certificate.
@@ -99,7 +101,7 @@ func Test_HandshakeSlotFreeWhileWaitingOnPeer(t *testing.T) {
 		t.Fatalf("a handshake took %v behind stalled peers", d)
 	}
 	// The server's side ends just after the client's: then no slot is held.
-	eventually(t, "no handshake slot held by stalled peers", func() bool { return len(creds.(*handshakeCreds).slots) == 0 })
+	testwait.For(t, 10*time.Second, "no handshake slot held by stalled peers", func() bool { return len(creds.(*handshakeCreds).slots) == 0 })
 }
 
 // helloConn is a net.Conn that keeps what is written and reads EOF.

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -116,11 +116,11 @@ func (s *Server) allowHash(ctx context.Context) error {
 	}
 	roleOK := false
 	for _, r := range tok.GetRoles() {
-		roleOK = roleOK || r == cluster.RoleAdmin || r == cluster.RoleReader
+		roleOK = roleOK || r == service.RoleAdmin || r == service.RoleReader
 	}
-	if !roleOK || !cluster.GrantsTenant(tok, cluster.AllTenants) {
+	if !roleOK || !service.GrantsTenant(tok, service.AllTenants) {
 		return fmt.Errorf("%w: Status with_hash reads every tenant's keys and needs the %s or %s role over every tenant (%q)",
-			cluster.ErrPermissionDenied, cluster.RoleAdmin, cluster.RoleReader, cluster.AllTenants)
+			service.ErrPermissionDenied, service.RoleAdmin, service.RoleReader, service.AllTenants)
 	}
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +16,7 @@ import (
 // proposal slot is busy share the next entry, and each caller gets its own
 // items' answers.
 func Test_HeartbeatsCoalesce(t *testing.T) {
-	ts := mustLeaderWith(t, Config{}, cluster.ServiceConfig{CoalesceInflight: 1})
+	ts := mustLeaderWith(t, Config{}, service.ServiceConfig{CoalesceInflight: 1})
 	const n = 40
 	tasks := make([]*pb.NewTask, n)
 	for i := range tasks {
@@ -36,7 +37,7 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 			t.Errorf("enqueue: %v", err)
 		}
 	}()
-	eventually(t, "the enqueue to be held", func() bool { return ts.node.Held() == 1 })
+	testwait.For(t, 10*time.Second, "the enqueue to be held", func() bool { return ts.node.Held() == 1 })
 	results := make([]*pb.HeartbeatResponse, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -57,11 +58,11 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 	// rest, the lane takes one while it waits for the slot and the others
 	// queue.
 	beat(0, claimed[0])
-	eventually(t, "the first heartbeat to be held", func() bool { return ts.node.Held() == 2 })
+	testwait.For(t, 10*time.Second, "the first heartbeat to be held", func() bool { return ts.node.Held() == 2 })
 	for i, task := range claimed[1:] {
 		beat(i+1, task)
 	}
-	eventually(t, "the heartbeats to queue", func() bool { return ts.node.QueuedCommands() == n-2 })
+	testwait.For(t, 10*time.Second, "the heartbeats to queue", func() bool { return ts.node.QueuedCommands() == n-2 })
 	release()
 	wg.Wait()
 	other.Wait()

@@ -3,7 +3,7 @@ package transport
 import (
 	"testing"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -32,7 +32,7 @@ func wantFences(t *testing.T, what string, task *pb.Task, want ...uint64) {
 
 // Test_HistoryFencesOverTheAPI: the attempt history reaches GetTask,
 // WaitResult, ListDead and ListTasks over real gRPC under the fence rule
-// (cluster.TaskFor): a reader sees no fence, an admin of the tenant the
+// (service.TaskFor): a reader sees no fence, an admin of the tenant the
 // ended attempts' fences, nobody the running claim's, and a Claim's answer
 // carries no history.
 func Test_HistoryFencesOverTheAPI(t *testing.T) {
@@ -41,8 +41,8 @@ func Test_HistoryFencesOverTheAPI(t *testing.T) {
 	if err := ts.node.Latch(ctx, fsm.LevelAttempts); err != nil {
 		t.Fatal(err)
 	}
-	reader := mustToken(t, ts, []string{cluster.RoleProducer, cluster.RoleReader, cluster.RoleWorker}, []string{"a"}, 0).GetSecret()
-	admin := mustToken(t, ts, []string{cluster.RoleReader, cluster.RoleAdmin}, []string{"a"}, 0).GetSecret()
+	reader := mustToken(t, ts, []string{service.RoleProducer, service.RoleReader, service.RoleWorker}, []string{"a"}, 0).GetSecret()
+	admin := mustToken(t, ts, []string{service.RoleReader, service.RoleAdmin}, []string{"a"}, 0).GetSecret()
 	if _, err := ts.q.Enqueue(as(ctx, reader), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a", MaxAttempts: 2}}}); err != nil {
 		t.Fatal(err)
 	}

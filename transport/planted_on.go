@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/replica"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) proposeEarly(ctx context.Context, cmd *pb.Command) (*pb.Command
 	defer t.Stop()
 	select {
 	case a := <-done:
-		if a.err == nil || !(errors.Is(a.err, cluster.ErrLeadershipLost) || errors.Is(a.err, context.DeadlineExceeded)) {
+		if a.err == nil || !(errors.Is(a.err, replica.ErrLeadershipLost) || errors.Is(a.err, context.DeadlineExceeded)) {
 			return a.res, a.err
 		}
 	case <-t.C:

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResul
 	if err != nil {
 		return nil, err
 	}
-	if err := cluster.ResultError(res); err != nil {
+	if err := service.ResultError(res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -90,12 +90,12 @@ func write[Resp proto.Message](s *Server, ctx context.Context, method string, re
 // read runs fn on the leader, forwarding req there from a follower, at
 // linearizable consistency; or locally at once when stale is allowed.
 func read[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
-	stale bool, fn func(cluster.Consistency) (Resp, error)) (Resp, error) {
+	stale bool, fn func(service.Consistency) (Resp, error)) (Resp, error) {
 	if stale {
-		return fn(cluster.Stale)
+		return fn(service.Stale)
 	}
 	return onLeader(s, ctx, method, req, out, func(context.Context) (Resp, error) {
-		return fn(cluster.Linearizable)
+		return fn(service.Linearizable)
 	})
 }
 
@@ -108,7 +108,7 @@ func oneItem(res *pb.CommandResult) (*pb.ItemResult, error) {
 }
 
 func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb.EnqueueResponse, error) {
-	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, cluster.EnqueueCommand(req),
+	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, service.EnqueueCommand(req),
 		func(res *pb.CommandResult) (*pb.EnqueueResponse, error) {
 			// A call the FSM refused whole for tenant limits fails
 			// ResourceExhausted, so that a caller that reads only the
@@ -120,7 +120,7 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 				}
 			}
 			if len(items) > 0 {
-				return nil, cluster.ItemError(items[0])
+				return nil, service.ItemError(items[0])
 			}
 			return &pb.EnqueueResponse{Items: items}, nil
 		})
@@ -130,7 +130,7 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 // Raft entries through the node's group commit; each caller gets the
 // results of its own items, in its order.
 func (q *queueService) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
-	return write(q.s, ctx, pb.Queue_Heartbeat_FullMethodName, req, &pb.HeartbeatResponse{}, cluster.HeartbeatCommand(req.GetItems()),
+	return write(q.s, ctx, pb.Queue_Heartbeat_FullMethodName, req, &pb.HeartbeatResponse{}, service.HeartbeatCommand(req.GetItems()),
 		func(res *pb.CommandResult) (*pb.HeartbeatResponse, error) {
 			if len(res.GetItems()) != len(req.GetItems()) {
 				return nil, fmt.Errorf("fsm answered %d items for %d heartbeats", len(res.GetItems()), len(req.GetItems()))
@@ -140,7 +140,7 @@ func (q *queueService) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) 
 }
 
 func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
-	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, cluster.SubmitCommand(req),
+	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, service.SubmitCommand(req),
 		func(res *pb.CommandResult) (*pb.SubmitResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -149,7 +149,7 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 			if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 				return &pb.SubmitResponse{AlreadyDone: true}, nil
 			}
-			if err := cluster.ItemError(it); err != nil {
+			if err := service.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.SubmitResponse{}, nil
@@ -159,7 +159,7 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 // SubmitBatch proposes one Batch entry of Submits: the items share a Raft
 // entry and an RPC, and each keeps its own answer.
 func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchRequest) (*pb.SubmitBatchResponse, error) {
-	cmd, err := cluster.SubmitBatchCommand(req)
+	cmd, err := service.SubmitBatchCommand(req)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 			}
 			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
 			for i, r := range res.GetResults() {
-				if err := cluster.ResultError(r); err != nil {
+				if err := service.ResultError(r); err != nil {
 					return nil, err // Check passed it: the FSM disagrees with the edge
 				}
 				it, err := oneItem(r)
@@ -185,13 +185,13 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 }
 
 func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackResponse, error) {
-	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{}, cluster.NackCommand(req),
+	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{}, service.NackCommand(req),
 		func(res *pb.CommandResult) (*pb.NackResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
 				return nil, err
 			}
-			if err := cluster.ItemError(it); err != nil {
+			if err := service.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.NackResponse{State: it.GetState()}, nil
@@ -203,13 +203,13 @@ func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackR
 // one WRONG_STATE until feature level 9, then a cancel request
 // (cancel_requested in the answer; a repeated one is a success too).
 func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
-	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, cluster.CancelCommand(req),
+	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, service.CancelCommand(req),
 		func(res *pb.CommandResult) (*pb.CancelResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
 				return nil, err
 			}
-			if err := cluster.ItemError(it); err != nil {
+			if err := service.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.CancelResponse{CancelRequested: it.GetCancelRequested(), State: it.GetState()}, nil
@@ -217,7 +217,7 @@ func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.C
 }
 
 func (q *queueService) RequeueDead(ctx context.Context, req *pb.RequeueDeadRequest) (*pb.RequeueDeadResponse, error) {
-	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{}, cluster.RequeueDeadCommand(req),
+	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{}, service.RequeueDeadCommand(req),
 		func(res *pb.CommandResult) (*pb.RequeueDeadResponse, error) {
 			return &pb.RequeueDeadResponse{Items: res.GetItems()}, nil
 		})
@@ -230,15 +230,15 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 		return nil, fieldError("task_id", "required")
 	}
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
-		func(c cluster.Consistency) (*pb.GetTaskResponse, error) {
+		func(c service.Consistency) (*pb.GetTaskResponse, error) {
 			t, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
 			if err == nil {
-				err = cluster.OwnTask(t, req.GetTenant())
+				err = service.OwnTask(t, req.GetTenant())
 			}
 			// The applied index also travels as header metadata, so that a
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
-			if err == nil || errors.Is(err, cluster.ErrNotFound) {
+			if err == nil || errors.Is(err, service.ErrNotFound) {
 				_ = grpc.SetHeader(ctx, metadata.Pairs(pb.MetadataAppliedIndex, strconv.FormatUint(applied, 10)))
 			}
 			if err != nil {
@@ -253,7 +253,7 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 // see them go back in time by asking another node.
 func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.StatsResponse, error) {
 	return read(q.s, ctx, pb.Queue_Stats_FullMethodName, req, &pb.StatsResponse{}, false,
-		func(c cluster.Consistency) (*pb.StatsResponse, error) {
+		func(c service.Consistency) (*pb.StatsResponse, error) {
 			st, next, err := q.s.node.Stats(ctx, req.GetQueue(), req.GetTenant(), req.GetCursor(), c)
 			if err != nil {
 				return nil, err
@@ -265,11 +265,11 @@ func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.Sta
 // ListDead pages through a queue's dead letters, oldest id first. It is
 // linearizable, like Stats.
 func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*pb.ListDeadResponse, error) {
-	if err := cluster.CheckListDead(req); err != nil {
+	if err := service.CheckListDead(req); err != nil {
 		return nil, err
 	}
 	return read(q.s, ctx, pb.Queue_ListDead_FullMethodName, req, &pb.ListDeadResponse{}, false,
-		func(c cluster.Consistency) (*pb.ListDeadResponse, error) {
+		func(c service.Consistency) (*pb.ListDeadResponse, error) {
 			tasks, next, err := q.s.node.ListDead(ctx, req, c)
 			if err != nil {
 				return nil, err
@@ -284,14 +284,14 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 // ListTasks pages through a queue's tasks in one state. It is
 // linearizable, like Stats. The current claim's fence is dropped for
 // every caller, token or not: the listing is for watching, and a fence
-// lets its holder submit (cluster.ListedTaskFor). The answer names the
-// running tasks this leader saw orphaned (cluster.Service.Orphaned).
+// lets its holder submit (service.ListedTaskFor). The answer names the
+// running tasks this leader saw orphaned (service.Service.Orphaned).
 func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
-	if err := cluster.CheckListTasks(req); err != nil {
+	if err := service.CheckListTasks(req); err != nil {
 		return nil, err
 	}
 	return read(q.s, ctx, pb.Queue_ListTasks_FullMethodName, req, &pb.ListTasksResponse{}, false,
-		func(c cluster.Consistency) (*pb.ListTasksResponse, error) {
+		func(c service.Consistency) (*pb.ListTasksResponse, error) {
 			tasks, next, err := q.s.node.ListTasks(ctx, req, c)
 			if err != nil {
 				return nil, err
@@ -301,7 +301,7 @@ func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) 
 			orphans := q.s.node.Orphaned(tasks)
 			tok := tokenOf(ctx)
 			for i, t := range tasks {
-				tasks[i] = cluster.ListedTaskFor(tok, t)
+				tasks[i] = service.ListedTaskFor(tok, t)
 			}
 			return &pb.ListTasksResponse{Tasks: tasks, NextCursor: next, OrphanedTaskIds: orphans}, nil
 		})

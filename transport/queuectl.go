@@ -3,7 +3,7 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -11,7 +11,7 @@ import (
 // was so (the FSM's ALREADY_DONE): repeating either is safe.
 func (q *queueService) PauseQueue(ctx context.Context, req *pb.PauseQueueRequest) (*pb.PauseQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_PauseQueue_FullMethodName, req, &pb.PauseQueueResponse{},
-		cluster.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), true),
+		service.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), true),
 		func(res *pb.CommandResult) (*pb.PauseQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.PauseQueueResponse{Changed: changed}, err
@@ -20,7 +20,7 @@ func (q *queueService) PauseQueue(ctx context.Context, req *pb.PauseQueueRequest
 
 func (q *queueService) ResumeQueue(ctx context.Context, req *pb.ResumeQueueRequest) (*pb.ResumeQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_ResumeQueue_FullMethodName, req, &pb.ResumeQueueResponse{},
-		cluster.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), false),
+		service.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), false),
 		func(res *pb.CommandResult) (*pb.ResumeQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.ResumeQueueResponse{Changed: changed}, err
@@ -35,13 +35,13 @@ func queueChanged(res *pb.CommandResult) (bool, error) {
 	if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 		return false, nil
 	}
-	return true, cluster.ItemError(it)
+	return true, service.ItemError(it)
 }
 
 // PurgeQueue runs on the leader as a series of commands
-// (cluster.Service.PurgeQueue); a follower forwards the whole call.
+// (service.Service.PurgeQueue); a follower forwards the whole call.
 func (q *queueService) PurgeQueue(ctx context.Context, req *pb.PurgeQueueRequest) (*pb.PurgeQueueResponse, error) {
-	cmd := cluster.PurgeQueueCommand(req.GetQueue(), req.GetTenant(), req.GetDead())
+	cmd := service.PurgeQueueCommand(req.GetQueue(), req.GetTenant(), req.GetDead())
 	if err := q.s.check(ctx, cmd); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -12,7 +12,7 @@ import (
 // repeat.
 func (q *queueService) SetQueueRetry(ctx context.Context, req *pb.SetQueueRetryRequest) (*pb.SetQueueRetryResponse, error) {
 	return write(q.s, ctx, pb.Queue_SetQueueRetry_FullMethodName, req, &pb.SetQueueRetryResponse{},
-		cluster.SetQueueRetryCommand(req),
+		service.SetQueueRetryCommand(req),
 		func(res *pb.CommandResult) (*pb.SetQueueRetryResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.SetQueueRetryResponse{Changed: changed}, err
@@ -21,7 +21,7 @@ func (q *queueService) SetQueueRetry(ctx context.Context, req *pb.SetQueueRetryR
 
 func (q *queueService) ResetQueue(ctx context.Context, req *pb.ResetQueueRequest) (*pb.ResetQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_ResetQueue_FullMethodName, req, &pb.ResetQueueResponse{},
-		cluster.ResetQueueCommand(req.GetQueue(), req.GetTenant()),
+		service.ResetQueueCommand(req.GetQueue(), req.GetTenant()),
 		func(res *pb.CommandResult) (*pb.ResetQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.ResetQueueResponse{Changed: changed}, err
@@ -31,7 +31,7 @@ func (q *queueService) ResetQueue(ctx context.Context, req *pb.ResetQueueRequest
 // Snooze answers like Nack: a stale fence is FailedPrecondition with the
 // stale-fence reason, and the state is where the task went.
 func (q *queueService) Snooze(ctx context.Context, req *pb.SnoozeRequest) (*pb.SnoozeResponse, error) {
-	return write(q.s, ctx, pb.Queue_Snooze_FullMethodName, req, &pb.SnoozeResponse{}, cluster.SnoozeCommand(req),
+	return write(q.s, ctx, pb.Queue_Snooze_FullMethodName, req, &pb.SnoozeResponse{}, service.SnoozeCommand(req),
 		func(res *pb.CommandResult) (*pb.SnoozeResponse, error) {
 			st, err := oneState(res)
 			return &pb.SnoozeResponse{State: st}, err
@@ -41,7 +41,7 @@ func (q *queueService) Snooze(ctx context.Context, req *pb.SnoozeRequest) (*pb.S
 // UpdateTask of a task already so is a success; of a running or finished
 // task it is WRONG_STATE (FailedPrecondition).
 func (q *queueService) UpdateTask(ctx context.Context, req *pb.UpdateTaskRequest) (*pb.UpdateTaskResponse, error) {
-	return write(q.s, ctx, pb.Queue_UpdateTask_FullMethodName, req, &pb.UpdateTaskResponse{}, cluster.UpdateTaskCommand(req),
+	return write(q.s, ctx, pb.Queue_UpdateTask_FullMethodName, req, &pb.UpdateTaskResponse{}, service.UpdateTaskCommand(req),
 		func(res *pb.CommandResult) (*pb.UpdateTaskResponse, error) {
 			st, err := oneState(res)
 			return &pb.UpdateTaskResponse{State: st}, err
@@ -58,5 +58,5 @@ func oneState(res *pb.CommandResult) (pb.TaskState, error) {
 	if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 		return it.GetState(), nil
 	}
-	return it.GetState(), cluster.ItemError(it)
+	return it.GetState(), service.ItemError(it)
 }

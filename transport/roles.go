@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -17,56 +17,56 @@ import (
 // Cluster-wide methods (clusterWide) also need their role over every
 // tenant ("*"): an admin of one tenant may not move leadership.
 var methodRoles = map[string][]string{
-	pb.Queue_Enqueue_FullMethodName:     {cluster.RoleProducer},
-	pb.Queue_GetTask_FullMethodName:     {cluster.RoleProducer, cluster.RoleReader},
-	pb.Queue_WaitResult_FullMethodName:  {cluster.RoleProducer},
-	pb.Queue_Claim_FullMethodName:       {cluster.RoleWorker},
-	pb.Queue_ClaimBatch_FullMethodName:  {cluster.RoleWorker},
-	pb.Queue_Heartbeat_FullMethodName:   {cluster.RoleWorker},
-	pb.Queue_Submit_FullMethodName:      {cluster.RoleWorker},
-	pb.Queue_SubmitBatch_FullMethodName: {cluster.RoleWorker},
-	pb.Queue_Nack_FullMethodName:        {cluster.RoleWorker},
-	pb.Queue_Stats_FullMethodName:       {cluster.RoleReader, cluster.RoleAdmin},
-	pb.Queue_ListDead_FullMethodName:    {cluster.RoleAdmin},
-	pb.Queue_ListTasks_FullMethodName:   {cluster.RoleReader, cluster.RoleAdmin},
-	pb.Queue_RequeueDead_FullMethodName: {cluster.RoleAdmin},
-	pb.Queue_Cancel_FullMethodName:      {cluster.RoleAdmin},
+	pb.Queue_Enqueue_FullMethodName:     {service.RoleProducer},
+	pb.Queue_GetTask_FullMethodName:     {service.RoleProducer, service.RoleReader},
+	pb.Queue_WaitResult_FullMethodName:  {service.RoleProducer},
+	pb.Queue_Claim_FullMethodName:       {service.RoleWorker},
+	pb.Queue_ClaimBatch_FullMethodName:  {service.RoleWorker},
+	pb.Queue_Heartbeat_FullMethodName:   {service.RoleWorker},
+	pb.Queue_Submit_FullMethodName:      {service.RoleWorker},
+	pb.Queue_SubmitBatch_FullMethodName: {service.RoleWorker},
+	pb.Queue_Nack_FullMethodName:        {service.RoleWorker},
+	pb.Queue_Stats_FullMethodName:       {service.RoleReader, service.RoleAdmin},
+	pb.Queue_ListDead_FullMethodName:    {service.RoleAdmin},
+	pb.Queue_ListTasks_FullMethodName:   {service.RoleReader, service.RoleAdmin},
+	pb.Queue_RequeueDead_FullMethodName: {service.RoleAdmin},
+	pb.Queue_Cancel_FullMethodName:      {service.RoleAdmin},
 	// Queue control acts on a whole queue of one tenant, like the DLQ's
 	// verbs: admin over that tenant (cluster/DESIGN.md says why not a new role).
-	pb.Queue_PauseQueue_FullMethodName:  {cluster.RoleAdmin},
-	pb.Queue_ResumeQueue_FullMethodName: {cluster.RoleAdmin},
-	pb.Queue_PurgeQueue_FullMethodName:  {cluster.RoleAdmin},
+	pb.Queue_PauseQueue_FullMethodName:  {service.RoleAdmin},
+	pb.Queue_ResumeQueue_FullMethodName: {service.RoleAdmin},
+	pb.Queue_PurgeQueue_FullMethodName:  {service.RoleAdmin},
 	// A schedule enqueues tasks in its tenant's name, so whoever may
 	// enqueue there may schedule (cluster/DESIGN.md); readers may look.
-	pb.Queue_PutSchedule_FullMethodName:    {cluster.RoleProducer, cluster.RoleAdmin},
-	pb.Queue_ListSchedules_FullMethodName:  {cluster.RoleProducer, cluster.RoleReader, cluster.RoleAdmin},
-	pb.Queue_RemoveSchedule_FullMethodName: {cluster.RoleProducer, cluster.RoleAdmin},
+	pb.Queue_PutSchedule_FullMethodName:    {service.RoleProducer, service.RoleAdmin},
+	pb.Queue_ListSchedules_FullMethodName:  {service.RoleProducer, service.RoleReader, service.RoleAdmin},
+	pb.Queue_RemoveSchedule_FullMethodName: {service.RoleProducer, service.RoleAdmin},
 
 	// Retries (feature level 12): a queue's policy and its reset are
 	// queue control (admin); snooze is the fence holder's (worker); a
 	// waiting task's priority or run-at is its producer's, or an admin's.
-	pb.Queue_SetQueueRetry_FullMethodName: {cluster.RoleAdmin},
-	pb.Queue_ResetQueue_FullMethodName:    {cluster.RoleAdmin},
-	pb.Queue_Snooze_FullMethodName:        {cluster.RoleWorker},
-	pb.Queue_UpdateTask_FullMethodName:    {cluster.RoleProducer, cluster.RoleAdmin},
+	pb.Queue_SetQueueRetry_FullMethodName: {service.RoleAdmin},
+	pb.Queue_ResetQueue_FullMethodName:    {service.RoleAdmin},
+	pb.Queue_Snooze_FullMethodName:        {service.RoleWorker},
+	pb.Queue_UpdateTask_FullMethodName:    {service.RoleProducer, service.RoleAdmin},
 	// A child's worker reads its parents' results; whoever may read the
 	// task may read them too.
-	pb.Queue_ParentResults_FullMethodName: {cluster.RoleWorker, cluster.RoleProducer, cluster.RoleReader},
+	pb.Queue_ParentResults_FullMethodName: {service.RoleWorker, service.RoleProducer, service.RoleReader},
 	// Limits of a queue: admin over its tenant. A tenant's own limit
 	// (empty queue) bounds what the tenant may take from the cluster, so
 	// its own admin may not lift it: transport names no tenant for it,
 	// and admin over every tenant is needed.
-	pb.Queue_SetQueueLimits_FullMethodName: {cluster.RoleAdmin},
+	pb.Queue_SetQueueLimits_FullMethodName: {service.RoleAdmin},
 
-	pb.Cluster_TransferLeadership_FullMethodName: {cluster.RoleAdmin},
-	pb.Cluster_AddServer_FullMethodName:          {cluster.RoleAdmin},
-	pb.Cluster_RemoveServer_FullMethodName:       {cluster.RoleAdmin},
-	pb.Cluster_Leave_FullMethodName:              {cluster.RoleAdmin},
-	pb.Cluster_CreateToken_FullMethodName:        {cluster.RoleAdmin},
-	pb.Cluster_ListTokens_FullMethodName:         {cluster.RoleAdmin},
-	pb.Cluster_RevokeToken_FullMethodName:        {cluster.RoleAdmin},
-	pb.Cluster_SnapshotSave_FullMethodName:       {cluster.RoleAdmin},
-	pb.Cluster_SnapshotRestore_FullMethodName:    {cluster.RoleAdmin},
+	pb.Cluster_TransferLeadership_FullMethodName: {service.RoleAdmin},
+	pb.Cluster_AddServer_FullMethodName:          {service.RoleAdmin},
+	pb.Cluster_RemoveServer_FullMethodName:       {service.RoleAdmin},
+	pb.Cluster_Leave_FullMethodName:              {service.RoleAdmin},
+	pb.Cluster_CreateToken_FullMethodName:        {service.RoleAdmin},
+	pb.Cluster_ListTokens_FullMethodName:         {service.RoleAdmin},
+	pb.Cluster_RevokeToken_FullMethodName:        {service.RoleAdmin},
+	pb.Cluster_SnapshotSave_FullMethodName:       {service.RoleAdmin},
+	pb.Cluster_SnapshotRestore_FullMethodName:    {service.RoleAdmin},
 }
 
 var clusterWide = map[string]bool{
@@ -99,16 +99,16 @@ func openMethod(method string) bool {
 func authorizeToken(tok *pb.Token, method, tenant string) error {
 	roles, ok := methodRoles[method]
 	if !ok || !slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(tok.GetRoles(), r) }) {
-		return fmt.Errorf("%w: %s needs one of the roles %v", cluster.ErrPermissionDenied, method, roles)
+		return fmt.Errorf("%w: %s needs one of the roles %v", service.ErrPermissionDenied, method, roles)
 	}
 	switch {
 	case clusterWide[method] || tenant == "" && method != pb.Queue_Stats_FullMethodName:
-		if !slices.Contains(tok.GetTenants(), cluster.AllTenants) {
-			return fmt.Errorf("%w: %s needs its role over every tenant (\"*\")", cluster.ErrPermissionDenied, method)
+		if !slices.Contains(tok.GetTenants(), service.AllTenants) {
+			return fmt.Errorf("%w: %s needs its role over every tenant (\"*\")", service.ErrPermissionDenied, method)
 		}
 	case tenant != "":
-		if !cluster.GrantsTenant(tok, tenant) {
-			return fmt.Errorf("%w: the token does not grant tenant %q", cluster.ErrPermissionDenied, tenant)
+		if !service.GrantsTenant(tok, tenant) {
+			return fmt.Errorf("%w: the token does not grant tenant %q", service.ErrPermissionDenied, tenant)
 		}
 	}
 	return nil

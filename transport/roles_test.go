@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -21,24 +21,24 @@ func Test_RoleTable(t *testing.T) {
 		tenant string
 		want   error
 	}{
-		{"producer enqueues its tenant", tok(cluster.RoleProducer, "a"), pb.Queue_Enqueue_FullMethodName, "a", nil},
-		{"producer, other tenant", tok(cluster.RoleProducer, "a"), pb.Queue_Enqueue_FullMethodName, "b", cluster.ErrPermissionDenied},
-		{"producer cannot claim", tok(cluster.RoleProducer, "a"), pb.Queue_Claim_FullMethodName, "a", cluster.ErrPermissionDenied},
-		{"producer waits", tok(cluster.RoleProducer, "a"), pb.Queue_WaitResult_FullMethodName, "a", nil},
-		{"worker claims", tok(cluster.RoleWorker, "a"), pb.Queue_Claim_FullMethodName, "a", nil},
-		{"worker submits a batch", tok(cluster.RoleWorker, "*"), pb.Queue_SubmitBatch_FullMethodName, "z", nil},
-		{"worker cannot enqueue", tok(cluster.RoleWorker, "a"), pb.Queue_Enqueue_FullMethodName, "a", cluster.ErrPermissionDenied},
-		{"worker cannot cancel", tok(cluster.RoleWorker, "a"), pb.Queue_Cancel_FullMethodName, "a", cluster.ErrPermissionDenied},
-		{"reader gets", tok(cluster.RoleReader, "a"), pb.Queue_GetTask_FullMethodName, "a", nil},
-		{"reader lists stats", tok(cluster.RoleReader, "a"), pb.Queue_Stats_FullMethodName, "", nil},
-		{"reader cannot list dead", tok(cluster.RoleReader, "a"), pb.Queue_ListDead_FullMethodName, "a", cluster.ErrPermissionDenied},
-		{"tenant admin cancels", tok(cluster.RoleAdmin, "a"), pb.Queue_Cancel_FullMethodName, "a", nil},
-		{"tenant admin, requeue by id", tok(cluster.RoleAdmin, "a"), pb.Queue_RequeueDead_FullMethodName, "", cluster.ErrPermissionDenied},
-		{"tenant admin cannot transfer", tok(cluster.RoleAdmin, "a"), pb.Cluster_TransferLeadership_FullMethodName, "", cluster.ErrPermissionDenied},
-		{"admin * transfers", tok(cluster.RoleAdmin, "*"), pb.Cluster_TransferLeadership_FullMethodName, "", nil},
-		{"admin * creates tokens", tok(cluster.RoleAdmin, "*"), pb.Cluster_CreateToken_FullMethodName, "", nil},
-		{"worker * cannot remove", tok(cluster.RoleWorker, "*"), pb.Cluster_RemoveServer_FullMethodName, "", cluster.ErrPermissionDenied},
-		{"unknown method", tok(cluster.RoleAdmin, "*"), "/docket.v1.Queue/Nope", "", cluster.ErrPermissionDenied},
+		{"producer enqueues its tenant", tok(service.RoleProducer, "a"), pb.Queue_Enqueue_FullMethodName, "a", nil},
+		{"producer, other tenant", tok(service.RoleProducer, "a"), pb.Queue_Enqueue_FullMethodName, "b", service.ErrPermissionDenied},
+		{"producer cannot claim", tok(service.RoleProducer, "a"), pb.Queue_Claim_FullMethodName, "a", service.ErrPermissionDenied},
+		{"producer waits", tok(service.RoleProducer, "a"), pb.Queue_WaitResult_FullMethodName, "a", nil},
+		{"worker claims", tok(service.RoleWorker, "a"), pb.Queue_Claim_FullMethodName, "a", nil},
+		{"worker submits a batch", tok(service.RoleWorker, "*"), pb.Queue_SubmitBatch_FullMethodName, "z", nil},
+		{"worker cannot enqueue", tok(service.RoleWorker, "a"), pb.Queue_Enqueue_FullMethodName, "a", service.ErrPermissionDenied},
+		{"worker cannot cancel", tok(service.RoleWorker, "a"), pb.Queue_Cancel_FullMethodName, "a", service.ErrPermissionDenied},
+		{"reader gets", tok(service.RoleReader, "a"), pb.Queue_GetTask_FullMethodName, "a", nil},
+		{"reader lists stats", tok(service.RoleReader, "a"), pb.Queue_Stats_FullMethodName, "", nil},
+		{"reader cannot list dead", tok(service.RoleReader, "a"), pb.Queue_ListDead_FullMethodName, "a", service.ErrPermissionDenied},
+		{"tenant admin cancels", tok(service.RoleAdmin, "a"), pb.Queue_Cancel_FullMethodName, "a", nil},
+		{"tenant admin, requeue by id", tok(service.RoleAdmin, "a"), pb.Queue_RequeueDead_FullMethodName, "", service.ErrPermissionDenied},
+		{"tenant admin cannot transfer", tok(service.RoleAdmin, "a"), pb.Cluster_TransferLeadership_FullMethodName, "", service.ErrPermissionDenied},
+		{"admin * transfers", tok(service.RoleAdmin, "*"), pb.Cluster_TransferLeadership_FullMethodName, "", nil},
+		{"admin * creates tokens", tok(service.RoleAdmin, "*"), pb.Cluster_CreateToken_FullMethodName, "", nil},
+		{"worker * cannot remove", tok(service.RoleWorker, "*"), pb.Cluster_RemoveServer_FullMethodName, "", service.ErrPermissionDenied},
+		{"unknown method", tok(service.RoleAdmin, "*"), "/docket.v1.Queue/Nope", "", service.ErrPermissionDenied},
 	}
 	for _, c := range cases {
 		if err := authorizeToken(c.tok, c.method, c.tenant); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {

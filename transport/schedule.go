@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -12,7 +12,7 @@ import (
 // back on the leader that applied it. created is false for a replace:
 // a replace keeps the schedule's first created_at and moves updated_at.
 func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleRequest) (*pb.PutScheduleResponse, error) {
-	cmd := cluster.PutScheduleCommand(req.GetSchedule())
+	cmd := service.PutScheduleCommand(req.GetSchedule())
 	put := cmd.GetPutSchedule().GetSchedule()
 	return write(q.s, ctx, pb.Queue_PutSchedule_FullMethodName, req, &pb.PutScheduleResponse{}, cmd,
 		func(res *pb.CommandResult) (*pb.PutScheduleResponse, error) {
@@ -20,10 +20,10 @@ func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleReque
 			if err != nil {
 				return nil, err
 			}
-			if err := cluster.ItemError(it); err != nil {
+			if err := service.ItemError(it); err != nil {
 				return nil, err
 			}
-			s, err := q.s.node.Schedule(ctx, put.GetTenant(), put.GetName(), cluster.Stale)
+			s, err := q.s.node.Schedule(ctx, put.GetTenant(), put.GetName(), service.Stale)
 			if err != nil {
 				return nil, err
 			}
@@ -35,7 +35,7 @@ func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleReque
 // unless the request says stale.
 func (q *queueService) ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest) (*pb.ListSchedulesResponse, error) {
 	return read(q.s, ctx, pb.Queue_ListSchedules_FullMethodName, req, &pb.ListSchedulesResponse{}, req.GetStale(),
-		func(c cluster.Consistency) (*pb.ListSchedulesResponse, error) {
+		func(c service.Consistency) (*pb.ListSchedulesResponse, error) {
 			out, next, err := q.s.node.ListSchedules(ctx, req, c)
 			if err != nil {
 				return nil, err
@@ -48,13 +48,13 @@ func (q *queueService) ListSchedules(ctx context.Context, req *pb.ListSchedulesR
 // repeating it is safe.
 func (q *queueService) RemoveSchedule(ctx context.Context, req *pb.RemoveScheduleRequest) (*pb.RemoveScheduleResponse, error) {
 	return write(q.s, ctx, pb.Queue_RemoveSchedule_FullMethodName, req, &pb.RemoveScheduleResponse{},
-		cluster.RemoveScheduleCommand(req.GetTenant(), req.GetName()),
+		service.RemoveScheduleCommand(req.GetTenant(), req.GetName()),
 		func(res *pb.CommandResult) (*pb.RemoveScheduleResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
 				return nil, err
 			}
-			if err := cluster.ItemError(it); errors.Is(err, cluster.ErrNotFound) {
+			if err := service.ItemError(it); errors.Is(err, service.ErrNotFound) {
 				return &pb.RemoveScheduleResponse{}, nil
 			} else if err != nil {
 				return nil, err

@@ -13,16 +13,17 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // newMemNode is a one-node cluster member over a real FSM (see
-// cluster.MemNode): the production Service, with Raft replaced by an
+// memnode.Node): the production Service, with Raft replaced by an
 // apply on the caller's goroutine.
-func newMemNode(t testing.TB, leader bool, scfg cluster.ServiceConfig) *cluster.MemNode {
+func newMemNode(t testing.TB, leader bool, scfg service.ServiceConfig) *memnode.Node {
 	t.Helper()
-	n, err := cluster.NewMemNode(t.TempDir(), leader, scfg)
+	n, err := memnode.New(t.TempDir(), leader, scfg)
 	if err != nil {
 		t.Fatalf("mem node: %v", err)
 	}
@@ -37,7 +38,7 @@ func newMemNode(t testing.TB, leader bool, scfg cluster.ServiceConfig) *cluster.
 // testServer is a Server on a loopback listener with a client to it.
 type testServer struct {
 	srv  *Server
-	node *cluster.MemNode
+	node *memnode.Node
 	addr string
 	cc   *grpc.ClientConn
 	q    pb.QueueClient
@@ -46,7 +47,7 @@ type testServer struct {
 
 // mustServe serves node on 127.0.0.1:0. A leader's LeaderGRPCAddr is its
 // own address; a follower's is leaderAddr.
-func mustServe(t testing.TB, node *cluster.MemNode, leaderAddr string, cfg Config) *testServer {
+func mustServe(t testing.TB, node *memnode.Node, leaderAddr string, cfg Config) *testServer {
 	t.Helper()
 	srv, addr := serve(t, node, leaderAddr, cfg)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -94,16 +95,16 @@ func serve(t testing.TB, node servedNode, leaderAddr string, cfg Config) (*Serve
 }
 
 func mustLeader(t *testing.T, cfg Config) *testServer {
-	return mustServe(t, newMemNode(t, true, cluster.ServiceConfig{}), "", cfg)
+	return mustServe(t, newMemNode(t, true, service.ServiceConfig{}), "", cfg)
 }
 
 // mustLeaderWith is mustLeader with the node's service tuned.
-func mustLeaderWith(t *testing.T, cfg Config, scfg cluster.ServiceConfig) *testServer {
+func mustLeaderWith(t *testing.T, cfg Config, scfg service.ServiceConfig) *testServer {
 	return mustServe(t, newMemNode(t, true, scfg), "", cfg)
 }
 
 func mustFollower(t *testing.T, leaderAddr string, cfg Config) *testServer {
-	return mustServe(t, newMemNode(t, false, cluster.ServiceConfig{}), leaderAddr, cfg)
+	return mustServe(t, newMemNode(t, false, service.ServiceConfig{}), leaderAddr, cfg)
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -135,20 +136,6 @@ func mustClaim(t *testing.T, q pb.QueueClient, queue string, n uint32) []*pb.Tas
 		t.Fatalf("claimed %d tasks, want %d", len(resp.GetTasks()), n)
 	}
 	return resp.GetTasks()
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 // details reads the code, ErrorInfo reason and BadRequest field of err.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -28,9 +29,9 @@ func startClaim(t *testing.T, q pb.QueueClient, req *pb.ClaimRequest) <-chan cla
 	return ch
 }
 
-// waitFor fails when ch does not answer within 5 s, a quarter of the
+// receive fails when ch does not answer within 5 s, a quarter of the
 // long poll's wait.
-func waitFor[T any](t *testing.T, ch <-chan T) T {
+func receive[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
@@ -44,12 +45,12 @@ func waitFor[T any](t *testing.T, ch <-chan T) T {
 func Test_ClaimLongPollWakesOnEnqueue(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	eventually(t, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
 	// Another queue's task does not satisfy it.
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "other"})
 	id := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})[0]
 
-	a := waitFor(t, ch)
+	a := receive(t, ch)
 	if a.err != nil || len(a.resp.GetTasks()) != 1 || a.resp.GetTasks()[0].GetId() != id {
 		t.Fatalf("claim: %v, %v", a.resp, a.err)
 	}
@@ -66,7 +67,7 @@ func Test_ClaimLongPollWakesForDelayedTask(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	delay := 200 * time.Millisecond
 	id := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", DelayNs: int64(delay)})[0]
-	a := waitFor(t, startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait}))
+	a := receive(t, startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait}))
 	if a.err != nil || len(a.resp.GetTasks()) != 1 || a.resp.GetTasks()[0].GetId() != id {
 		t.Fatalf("claim: %v, %v", a.resp, a.err)
 	}
@@ -77,7 +78,7 @@ func Test_ClaimLongPollWakesForDelayedTask(t *testing.T) {
 
 func Test_ClaimWaitRunsOut(t *testing.T) {
 	ts := mustLeader(t, Config{MaxClaimWait: 50 * time.Millisecond})
-	a := waitFor(t, startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait}))
+	a := receive(t, startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait}))
 	if a.err != nil || len(a.resp.GetTasks()) != 0 {
 		t.Fatalf("claim on an empty queue: %v, %v", a.resp, a.err)
 	}
@@ -92,18 +93,18 @@ func Test_ClaimWaitRunsOut(t *testing.T) {
 func Test_StopEndsLongPolls(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	eventually(t, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		stopped <- ts.srv.Stop(ctx)
 	}()
-	a := waitFor(t, ch)
+	a := receive(t, ch)
 	if a.err != nil || len(a.resp.GetTasks()) != 0 {
 		t.Fatalf("claim during stop: %v, %v", a.resp, a.err)
 	}
-	if err := waitFor(t, stopped); err != nil {
+	if err := receive(t, stopped); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 }
@@ -123,13 +124,13 @@ func Test_WaitResultWakesOnSubmit(t *testing.T) {
 		resp, err := ts.q.WaitResult(ctx, &pb.WaitResultRequest{TaskId: task.GetId(), WaitNs: longWait})
 		ch <- answer{resp, err}
 	}()
-	eventually(t, "the wait to start", func() bool { _, n, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the wait to start", func() bool { _, n, _ := ts.node.Waiting(); return n == 1 })
 	_, err := ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(),
 		Outcome: pb.Outcome_OUTCOME_COMPLETED, Result: []byte("42")})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	a := waitFor(t, ch)
+	a := receive(t, ch)
 	if a.err != nil || !a.resp.GetDone() || a.resp.GetTask().GetState() != pb.TaskState_TASK_STATE_COMPLETED ||
 		string(a.resp.GetTask().GetResult()) != "42" {
 		t.Fatalf("wait result: %v, %v", a.resp, a.err)
@@ -176,7 +177,7 @@ func Test_WaitingClaimsProposeOnlyForWhatIsPending(t *testing.T) {
 			answers <- claimAnswer{resp: resp, err: err}
 		}()
 	}
-	eventually(t, "every claim to wait", func() bool { return gauge(t, ts) == waiters })
+	testwait.For(t, 10*time.Second, "every claim to wait", func() bool { return gauge(t, ts) == waiters })
 
 	got := 0
 	for _, batch := range []int{1, 5} {
@@ -186,14 +187,14 @@ func Test_WaitingClaimsProposeOnlyForWhatIsPending(t *testing.T) {
 		}
 		mustEnqueue(t, ts.q, tasks...)
 		for range batch {
-			a := waitFor(t, answers)
+			a := receive(t, answers)
 			if a.err != nil || len(a.resp.GetTasks()) != 1 {
 				t.Fatalf("claim: %v, %d tasks; want one task", a.err, len(a.resp.GetTasks()))
 			}
 			got++
 		}
 		// The others go back to waiting.
-		eventually(t, "the rest to wait again", func() bool {
+		testwait.For(t, 10*time.Second, "the rest to wait again", func() bool {
 			return gauge(t, ts) == waiters-got
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 func mustKey(t *testing.T) []byte {
@@ -30,17 +32,6 @@ func mustGossip(t *testing.T, id string, keys ...[]byte) *Gossip {
 	return g
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func status(g *Gossip, id string) Status {
 	for _, m := range g.Members() {
 		if m.ID == id {
@@ -59,7 +50,7 @@ func Test_RogueMemberWithoutKeyIsRefused(t *testing.T) {
 	if _, err := b.Join([]string{a.Addr()}); err != nil {
 		t.Fatalf("b joins with the key: %v", err)
 	}
-	waitFor(t, 5*time.Second, "a to see b", func() bool { return status(a, "b") == StatusAlive })
+	testwait.For(t, 5*time.Second, "a to see b", func() bool { return status(a, "b") == StatusAlive })
 
 	rogue := mustGossip(t, "rogue") // plain
 	if n, err := rogue.Join([]string{a.Addr()}); err == nil || n > 0 {
@@ -94,7 +85,7 @@ func Test_KeyRotationKeepsThePool(t *testing.T) {
 	if _, err := b.Join([]string{a.Addr()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a to see b", func() bool { return status(a, "b") == StatusAlive })
+	testwait.For(t, 5*time.Second, "a to see b", func() bool { return status(a, "b") == StatusAlive })
 	steps := [][][]byte{{oldKey, newKey}, {newKey, oldKey}, {newKey}}
 	for i, keys := range steps {
 		for _, g := range []*Gossip{a, b} {
@@ -116,7 +107,7 @@ func Test_KeyRotationKeepsThePool(t *testing.T) {
 	if _, err := c.Join([]string{a.Addr()}); err != nil {
 		t.Fatalf("newcomer with the new key: %v", err)
 	}
-	waitFor(t, 5*time.Second, "b to see c", func() bool { return status(b, "c") == StatusAlive })
+	testwait.For(t, 5*time.Second, "b to see c", func() bool { return status(b, "c") == StatusAlive })
 	stale := mustGossip(t, "stale", oldKey)
 	if n, err := stale.Join([]string{a.Addr()}); err == nil || n > 0 {
 		t.Fatalf("old key still admitted after removal: n=%d err=%v", n, err)
@@ -137,13 +128,13 @@ func Test_LeaveIsNotFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "a to see b and c", func() bool { return a.Alive() == 3 })
+	testwait.For(t, 5*time.Second, "a to see b and c", func() bool { return a.Alive() == 3 })
 	if err := b.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_ = b.Shutdown()
 	_ = c.Shutdown() // no leave: a crash or a restart
-	waitFor(t, 10*time.Second, "b left and c failed", func() bool {
+	testwait.For(t, 10*time.Second, "b left and c failed", func() bool {
 		return status(a, "b") == StatusLeft && status(a, "c") == StatusFailed
 	})
 	a.Forget("c")

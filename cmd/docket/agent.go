@@ -18,6 +18,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/connlimit"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/transport"
 )
 
@@ -66,8 +67,8 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.Uint64Var(&c.TenantMaxTasks, "tenant-max-tasks", c.TenantMaxTasks, "tasks one tenant may store until purged, finished ones included; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
-	fs.IntVar(&c.Service.CoalesceMax, "coalesce-max", cluster.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
-	fs.IntVar(&c.Service.CoalesceInflight, "coalesce-inflight", cluster.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
+	fs.IntVar(&c.Service.CoalesceMax, "coalesce-max", service.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
+	fs.IntVar(&c.Service.CoalesceInflight, "coalesce-inflight", service.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
 	fs.IntVar(&o.fdReserve, "fd-reserve", 0, "file descriptors kept from connections for Pebble, raft.db, snapshots and outgoing connections (0: 1536, or half the file limit when less)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "client API connections held at once; past it a connection is closed at accept (0: all the file limit leaves after the reserve and Raft)")
 	fs.IntVar(&o.raftMaxConns, "raft-max-conns", 0, "inbound Raft connections held at once (0: 128, or a quarter of what the reserve leaves when less)")

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // agentProc is one `docket agent` process of an agentCluster. Its args
@@ -56,7 +58,7 @@ func startAgentCluster(t *testing.T, level uint32) *agentCluster {
 			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
 		c.start(n)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("a leader with level %d latched", level), func() bool {
+	testwait.For(t, 60*time.Second, fmt.Sprintf("a leader with level %d latched", level), func() bool {
 		st := c.status(c.grpcs)
 		return st.LeaderID != "" && st.EnabledFeatureLevel >= level
 	})
@@ -127,7 +129,7 @@ func (c *agentCluster) killLeader() (*agentProc, []string) {
 	case <-time.After(10 * time.Second):
 		c.t.Fatalf("%s survived SIGKILL", victim.id)
 	}
-	waitFor(c.t, 30*time.Second, "a new leader among the survivors", func() bool {
+	testwait.For(c.t, 30*time.Second, "a new leader among the survivors", func() bool {
 		st := c.status(rest)
 		return st.LeaderID != "" && st.LeaderID != leader
 	})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -30,9 +32,9 @@ func Test_AuthReplayAfterRevokeOnEveryNode(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	admin := mustClientWith(t, addrsOf(nodes), client.WithToken(boot))
 	var tok *pb.CreateTokenResponse
-	waitFor(t, 10*time.Second, "the bootstrap token", func() bool {
+	testwait.For(t, 10*time.Second, "the bootstrap token", func() bool {
 		var err error
-		tok, err = admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "p", Roles: []string{cluster.RoleProducer, cluster.RoleReader}, Tenants: []string{"a"}})
+		tok, err = admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "p", Roles: []string{service.RoleProducer, service.RoleReader}, Tenants: []string{"a"}})
 		return err == nil
 	})
 	prod := mustClientWith(t, addrsOf(nodes), client.WithToken(tok.GetSecret()), client.WithRequestTenant("a"))
@@ -57,7 +59,7 @@ func Test_AuthReplayAfterRevokeOnEveryNode(t *testing.T) {
 	leader := waitLeader(t, nodes)
 	revokedAt := leader.node.FSM().AppliedIndex()
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, n.id+" to apply the revoke", func() bool { return n.node.FSM().AppliedIndex() >= revokedAt })
+		testwait.For(t, 10*time.Second, n.id+" to apply the revoke", func() bool { return n.node.FSM().AppliedIndex() >= revokedAt })
 		// The leader refuses the token. A follower does not hold it any
 		// more either; it names the leader, whose answer is final (a token
 		// a lagging replica does not know must not be refused there), and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_SystemCancelStopsWorker is issue 14's black-box check of
@@ -37,7 +38,7 @@ func Test_SystemCancelStopsWorker(t *testing.T) {
 	if cause := recv(t, causes, "the handler's ctx to end"); !errors.Is(cause, client.ErrCancelRequested) {
 		t.Fatalf("handler ctx cause %v, want ErrCancelRequested", cause)
 	}
-	waitFor(t, 20*time.Second, "the task CANCELLED", func() bool {
+	testwait.For(t, 20*time.Second, "the task CANCELLED", func() bool {
 		var task struct {
 			State           string
 			CancelRequested bool

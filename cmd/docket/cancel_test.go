@@ -8,6 +8,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +16,7 @@ import (
 // loop runs after its barrier).
 func waitLatched(t *testing.T, c *client.Client, level uint32) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "feature level latched", func() bool {
+	testwait.For(t, 20*time.Second, "feature level latched", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		st, err := c.Status(ctx)
@@ -72,7 +73,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 func waitState(t *testing.T, c *client.Client, id string, state pb.TaskState) *pb.Task {
 	t.Helper()
 	var task *pb.Task
-	waitFor(t, 15*time.Second, "task "+id+" "+state.String(), func() bool {
+	testwait.For(t, 15*time.Second, "task "+id+" "+state.String(), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		got, err := c.ReadTask(ctx, id)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -61,7 +62,7 @@ func Test_CLITour(t *testing.T) {
 	}
 	// Issue 12: each server's health and level, and the failure tolerance.
 	var last string
-	waitFor(t, 10*time.Second, "every server alive in gossip", func() bool {
+	testwait.For(t, 10*time.Second, "every server alive in gossip", func() bool {
 		last = docket(t, addrs, "cluster", "status")
 		return strings.Count(last, " alive ") == 3 && strings.Contains(last, "failure tolerance: 1 ") &&
 			strings.Count(last, fmt.Sprintf(" level %d ", fsm.FeatureLevel)) == 3 &&
@@ -113,7 +114,7 @@ func Test_VersionNamesTheFeatureLevel(t *testing.T) {
 func Test_CLITaskShowsAttempts(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	addrs := strings.Join(addrsOf(nodes), ",")
-	waitFor(t, 10*time.Second, "the attempts level latched", func() bool {
+	testwait.For(t, 10*time.Second, "the attempts level latched", func() bool {
 		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts
 	})
 	docket(t, addrs, "enqueue", "jobs", "x")

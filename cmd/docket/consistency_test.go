@@ -23,6 +23,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -144,10 +145,10 @@ func healthOf(t *testing.T, addr string) healthpb.HealthCheckResponse_ServingSta
 // its status explaining the divergence.
 func waitDiverged(t *testing.T, n *sysNode) {
 	t.Helper()
-	waitFor(t, 30*time.Second, n.id+" to be caught diverged", func() bool {
+	testwait.For(t, 30*time.Second, n.id+" to be caught diverged", func() bool {
 		return errors.Is(n.node.CheckErr(), cluster.ErrDiverged) && n.node.Status().GetState() == "Shutdown"
 	})
-	waitFor(t, 5*time.Second, n.id+" health NOT_SERVING", func() bool {
+	testwait.For(t, 5*time.Second, n.id+" health NOT_SERVING", func() bool {
 		return healthOf(t, n.grpcAddr) == healthpb.HealthCheckResponse_NOT_SERVING
 	})
 	cs := n.node.Status().GetConsistency()
@@ -172,7 +173,7 @@ func mustHaveAll(t *testing.T, healthy []*sysNode, ids []string) {
 		}
 		for _, n := range healthy {
 			// A follower may not have applied the newest tasks yet.
-			waitFor(t, 5*time.Second, "task "+id+" on "+n.id, func() bool {
+			testwait.For(t, 5*time.Second, "task "+id+" on "+n.id, func() bool {
 				_, err := n.node.FSM().GetTask(id)
 				return err == nil
 			})
@@ -262,7 +263,7 @@ func Test_AlteredKeyspaceCaughtByNextCheck(t *testing.T) {
 	if err := good.node.CheckErr(); !errors.Is(err, cluster.ErrAwaitingCheck) {
 		t.Fatalf("restarted %s: CheckErr %v, want ErrAwaitingCheck", good.id, err)
 	}
-	waitFor(t, 20*time.Second, good.id+" to pass a check and serve", func() bool {
+	testwait.For(t, 20*time.Second, good.id+" to pass a check and serve", func() bool {
 		return good.node.CheckErr() == nil && healthOf(t, good.grpcAddr) == healthpb.HealthCheckResponse_SERVING
 	})
 
@@ -303,8 +304,8 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 			t.Fatalf("transfer to %s: %v", bad.id, err)
 		}
 	}
-	waitFor(t, 10*time.Second, bad.id+" to lead", bad.node.IsLeader)
-	waitFor(t, 20*time.Second, bad.id+" to finish a check without a majority", func() bool {
+	testwait.For(t, 10*time.Second, bad.id+" to lead", bad.node.IsLeader)
+	testwait.For(t, 20*time.Second, bad.id+" to finish a check without a majority", func() bool {
 		return logs.has("consistency check: voters disagree") || logs.has("too few voters reported a hash")
 	})
 	for _, n := range []*sysNode{bad, other} {
@@ -318,7 +319,7 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 	if !logs.has("diverged leader: leadership transferred") {
 		t.Fatalf("%s did not hand leadership over before it stopped:\n%s", bad.id, logs.String())
 	}
-	waitFor(t, 10*time.Second, "a healthy leader", func() bool { return other.node.IsLeader() || last.node.IsLeader() })
+	testwait.For(t, 10*time.Second, "a healthy leader", func() bool { return other.node.IsLeader() || last.node.IsLeader() })
 	mustHaveAll(t, []*sysNode{other, last}, ids)
 }
 
@@ -353,6 +354,6 @@ func Test_RestartedFollowerAsksForACheck(t *testing.T) {
 	f.stop()
 	f.start(nil)
 	start := time.Now()
-	waitFor(t, 20*time.Second, f.id+" to pass a check", func() bool { return f.node.CheckErr() == nil })
+	testwait.For(t, 20*time.Second, f.id+" to pass a check", func() bool { return f.node.CheckErr() == nil })
 	t.Logf("restarted follower serving after %v", time.Since(start).Round(time.Millisecond))
 }

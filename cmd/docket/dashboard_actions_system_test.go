@@ -13,6 +13,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -47,7 +48,7 @@ func Test_System_DashboardActions(t *testing.T) {
 	if d := os.Getenv("DOCKET_SCREENSHOTS"); d != "" {
 		dirs = append(dirs, d)
 	}
-	waitFor(t, 30*time.Second, "the retries level latched", func() bool {
+	testwait.For(t, 30*time.Second, "the retries level latched", func() bool {
 		return f.nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts && f.nodes[0].node.FSM().EnabledLevel() >= 12
 	})
 	dead := f.deadLetter(ctx, "reports", "default")

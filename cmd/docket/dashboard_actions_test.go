@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -41,7 +42,7 @@ func (f *dashFixture) queueStats(ctx context.Context, q string) *pb.QueueStats {
 // feature level latches shortly after start).
 func (f *dashFixture) waitQueueControl(ctx context.Context) {
 	f.t.Helper()
-	waitFor(f.t, 30*time.Second, "queue control enabled", func() bool {
+	testwait.For(f.t, 30*time.Second, "queue control enabled", func() bool {
 		_, err := f.admin.ResumeQueue(ctx, "-probe-", "")
 		if err != nil && !errors.Is(err, client.ErrFeatureDisabled) {
 			f.f("resume: %v", err)
@@ -138,7 +139,7 @@ func Test_DashboardQueueActions(t *testing.T) {
 func Test_DashboardTaskActions(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	waitFor(t, 30*time.Second, "the retries level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 12 })
+	testwait.For(t, 30*time.Second, "the retries level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 12 })
 	dead := f.deadLetter(ctx, "jobs", "default") // first: it claims the queue's head
 	pending, err := f.admin.EnqueueOne(ctx, "jobs", []byte("p"))
 	if err != nil {
@@ -218,7 +219,7 @@ func Test_DashboardReaderIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{cluster.AllTenants}))
+	b.login(f.token(ctx, []string{service.RoleReader}, []string{service.AllTenants}))
 	for _, p := range []string{"/queues", "/queue?queue=mail", "/task?id=" + id} {
 		resp, body := b.get(p)
 		if resp.StatusCode != http.StatusOK || strings.Contains(body, `class="act-`) {

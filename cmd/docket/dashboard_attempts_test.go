@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -37,7 +39,7 @@ func attemptRow(t *testing.T, body string, claim uint32) string {
 func Test_DashboardTaskShowsAttempts(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	waitFor(t, 10*time.Second, "the attempts level latched", func() bool {
+	testwait.For(t, 10*time.Second, "the attempts level latched", func() bool {
 		return f.nodes[0].node.FSM().EnabledLevel() >= 6
 	})
 	id, err := f.admin.EnqueueOne(ctx, "jobs", []byte("x"), client.TaskTenant("a"))
@@ -60,7 +62,7 @@ func Test_DashboardTaskShowsAttempts(t *testing.T) {
 
 	admin, reader := f.browser(), f.browser()
 	admin.login(dashBoot)
-	reader.login(f.token(ctx, []string{cluster.RoleReader}, []string{"a"}))
+	reader.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
 	page := func(b *browser) string {
 		t.Helper()
 		resp, body := b.get("/task?id=" + id + "&tenant=a")
@@ -99,9 +101,9 @@ func Test_DashboardTaskShowsAttempts(t *testing.T) {
 
 // memAPI serves a MemNode (a real FSM and Service, apply without Raft)
 // over gRPC on loopback, with auth off, and a dashboard of it.
-func memAPI(t *testing.T) (*cluster.MemNode, string) {
+func memAPI(t *testing.T) (*memnode.Node, string) {
 	t.Helper()
-	node, err := cluster.NewMemNode(t.TempDir(), true, cluster.ServiceConfig{})
+	node, err := memnode.New(t.TempDir(), true, service.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func Test_DashboardLeasesHighlightOrphans(t *testing.T) {
 	node.ReleaseTasks([]*pb.Task{lost})
 	b := &browser{t: t, base: url, c: &http.Client{Timeout: 10 * time.Second}}
 	var body string
-	waitFor(t, 10*time.Second, "the failed release to leave the task running", func() bool {
+	testwait.For(t, 10*time.Second, "the failed release to leave the task running", func() bool {
 		var resp *http.Response
 		resp, body = b.get("/leases")
 		return resp.StatusCode == http.StatusOK && strings.Contains(body, `data-id="`+lost.GetId()+`"`) && node.Proposed(pb.CommandType_COMMAND_TYPE_RELEASE) == 0

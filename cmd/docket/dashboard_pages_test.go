@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -28,7 +29,7 @@ func Test_DashboardLoginThroughFollower(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "token not accepted") || !strings.Contains(body, `id="token"`) {
 		t.Fatalf("wrong token on a follower: %d\n%s", resp.StatusCode, body)
 	}
-	tok, err := f.admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "viewer", Roles: []string{cluster.RoleReader}, Tenants: []string{cluster.AllTenants}})
+	tok, err := f.admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "viewer", Roles: []string{service.RoleReader}, Tenants: []string{service.AllTenants}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func Test_DashboardLoginThroughFollower(t *testing.T) {
 	if err := f.admin.RevokeToken(ctx, tok.GetAccessor()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, follower.id+" to apply the revoke", func() bool {
+	testwait.For(t, 10*time.Second, follower.id+" to apply the revoke", func() bool {
 		_, err := follower.node.Authenticate(tok.GetSecret())
 		return err != nil
 	})
@@ -77,7 +78,7 @@ func textOfPage(body string) string {
 func Test_DashboardTaskWording(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	waitFor(t, 30*time.Second, "the dependencies level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 11 })
+	testwait.For(t, 30*time.Second, "the dependencies level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 11 })
 	parent, err := f.admin.EnqueueOne(ctx, "dag", []byte("p"), client.TaskTimeout(20*time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +144,14 @@ func Test_DashboardDeadLettersOfEveryQueue(t *testing.T) {
 func Test_DashboardRatesKeptOnServer(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	waitFor(t, 30*time.Second, "the totals level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 5 })
+	testwait.For(t, 30*time.Second, "the totals level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 5 })
 	b := f.browser()
 	b.login(dashBoot) // the sampler needs a viewer's token
 	if _, err := f.admin.EnqueueOne(ctx, "rated", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	peak := regexp.MustCompile(`data-series="enq" data-peak="([0-9.]+)"[^>]*><polyline points="`)
-	waitFor(t, 20*time.Second, "a drawn enqueue rate on a fresh page", func() bool {
+	testwait.For(t, 20*time.Second, "a drawn enqueue rate on a fresh page", func() bool {
 		if _, err := f.admin.EnqueueOne(ctx, "rated", []byte("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func Test_DashboardDownNodeSentence(t *testing.T) {
 	b := f.browser()
 	b.login(dashBoot)
 	var row string
-	waitFor(t, 20*time.Second, "the page to show "+down.id+" down", func() bool {
+	testwait.For(t, 20*time.Second, "the page to show "+down.id+" down", func() bool {
 		_, body := b.get("/")
 		row = regexp.MustCompile(`(?s)<tr data-id="` + down.id + `".*?</tr>`).FindString(body)
 		return strings.Contains(row, `class="err"`)
@@ -202,7 +203,7 @@ func Test_DashboardDownNodeSentence(t *testing.T) {
 func Test_DashboardQueueSchedules(t *testing.T) {
 	f := startDashboard(t, 1)
 	ctx := ctxT(t, 60*time.Second)
-	waitFor(t, 30*time.Second, "the schedules level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 8 })
+	testwait.For(t, 30*time.Second, "the schedules level", func() bool { return f.nodes[0].node.FSM().EnabledLevel() >= 8 })
 	for _, sc := range []*pb.Schedule{{Name: "nightly", Queue: "reports", Spec: "0 3 * * *"}, {Name: "other", Queue: "elsewhere", Spec: "*/5 * * * *"}} {
 		if _, _, err := f.admin.PutSchedule(ctx, sc); err != nil {
 			t.Fatal(err)
@@ -211,7 +212,7 @@ func Test_DashboardQueueSchedules(t *testing.T) {
 	b := f.browser()
 	b.login(dashBoot)
 	var body string
-	waitFor(t, 10*time.Second, "the schedule on the queue page", func() bool {
+	testwait.For(t, 10*time.Second, "the schedule on the queue page", func() bool {
 		_, body = b.get("/queue?queue=reports")
 		return strings.Contains(body, `data-name="nightly"`)
 	})
@@ -236,7 +237,7 @@ func Test_DashboardFindTaskInTheViewersTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"a"}))
+	b.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
 	if resp, body := b.get("/task?id=" + aID); resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="state">pending<`) {
 		t.Fatalf("own task by id alone: %d\n%s", resp.StatusCode, body)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -142,7 +143,7 @@ func Test_System_DashboardBrowser(t *testing.T) {
 		dirs = append(dirs, d)
 	}
 	// Attempts are recorded once the cluster latched their level.
-	waitFor(t, 30*time.Second, "the attempts level latched", func() bool {
+	testwait.For(t, 30*time.Second, "the attempts level latched", func() bool {
 		return f.nodes[0].node.FSM().EnabledLevel() >= fsm.LevelAttempts
 	})
 	pending, err := f.admin.EnqueueOne(ctx, "emails", []byte(`{"to":"ada@example.com"}`), client.TaskPriority(5))
@@ -191,7 +192,7 @@ func Test_System_DashboardBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 15*time.Second, "the queues page to show 14 pending and an enqueue rate", func() bool {
+	testwait.For(t, 15*time.Second, "the queues page to show 14 pending and an enqueue rate", func() bool {
 		sctx, cancel := context.WithTimeout(b, 5*time.Second)
 		defer cancel()
 		got, err := chromedp.Run(sctx, chromedp.Evaluate[[]string](`(() => {
@@ -251,6 +252,6 @@ func Test_System_DashboardBrowser(t *testing.T) {
 	if _, err := f.admin.TransferLeadership(ctx, to); err != nil {
 		t.Fatalf("transfer leadership to %s: %v", to, err)
 	}
-	waitFor(t, 20*time.Second, "the page to show leader "+to, func() bool { return text(t, b, "#leader") == to })
+	testwait.For(t, 20*time.Second, "the page to show leader "+to, func() bool { return text(t, b, "#leader") == to })
 	shoot(t, b, dirs, "cluster-after-transfer")
 }

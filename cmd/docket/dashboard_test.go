@@ -20,7 +20,9 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -41,7 +43,7 @@ func startDashboard(t *testing.T, size int) *dashFixture {
 	nodes := startClusterAPI(t, size, func(c *cluster.Config) { c.BootstrapSecret = dashBoot }, transport.Config{Auth: true})
 	// The bootstrap token is applied through the log after the election.
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, n.id+" to know the bootstrap token", func() bool {
+		testwait.For(t, 10*time.Second, n.id+" to know the bootstrap token", func() bool {
 			_, err := n.node.Authenticate(dashBoot)
 			return err == nil
 		})
@@ -75,13 +77,13 @@ func (f *dashFixture) dashboardOn(n *sysNode) string {
 func (f *dashFixture) token(ctx context.Context, roles, tenants []string) string {
 	f.t.Helper()
 	var tok *pb.CreateTokenResponse
-	waitFor(f.t, 10*time.Second, "a token", func() bool {
+	testwait.For(f.t, 10*time.Second, "a token", func() bool {
 		var err error
 		tok, err = f.admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "dash", Roles: roles, Tenants: tenants})
 		return err == nil
 	})
 	// The dashboard checks tokens on node 0's replica.
-	waitFor(f.t, 10*time.Second, "node 0 to know the token", func() bool {
+	testwait.For(f.t, 10*time.Second, "node 0 to know the token", func() bool {
 		_, err := f.nodes[0].node.Authenticate(tok.GetSecret())
 		return err == nil
 	})
@@ -248,7 +250,7 @@ func Test_DashboardTenantScoped(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"a"}))
+	b.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
 	resp, body := b.get("/queues")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-key="qa/a"`) || strings.Contains(body, "qb") {
 		t.Fatalf("queues page of tenant a's reader: %d\n%s", resp.StatusCode, body)
@@ -278,7 +280,7 @@ func Test_DashboardShowsPausedQueue(t *testing.T) {
 		}
 	}
 	// The cluster latches the queue control level shortly after it starts.
-	waitFor(t, 30*time.Second, "a pause the cluster accepts", func() bool {
+	testwait.For(t, 30*time.Second, "a pause the cluster accepts", func() bool {
 		_, err := f.admin.PauseQueue(ctx, "qp", "")
 		if err != nil && !errors.Is(err, client.ErrFeatureDisabled) {
 			t.Fatalf("pause: %v", err)
@@ -286,7 +288,7 @@ func Test_DashboardShowsPausedQueue(t *testing.T) {
 		return err == nil
 	})
 	b := f.browser()
-	b.login(f.token(ctx, []string{cluster.RoleReader}, []string{"*"}))
+	b.login(f.token(ctx, []string{service.RoleReader}, []string{"*"}))
 	resp, body := b.get("/queues")
 	row := func(key string) string {
 		i := strings.Index(body, `data-key="`+key+`"`)
@@ -317,7 +319,7 @@ func Test_DashboardRequeueNeedsAdminAndFormToken(t *testing.T) {
 	}
 
 	reader := f.browser()
-	reader.login(f.token(ctx, []string{cluster.RoleReader}, []string{cluster.AllTenants}))
+	reader.login(f.token(ctx, []string{service.RoleReader}, []string{service.AllTenants}))
 	// A reader sees the dead letters (ListTasks), without the controls.
 	if resp, body := reader.get("/dead?queue=jobs"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-id="`+id+`"`) ||
 		strings.Contains(body, `type="checkbox" name="id"`) || strings.Contains(body, "requeue-selected") {
@@ -364,7 +366,7 @@ func Test_ListTasksHidesFencesAndTenants(t *testing.T) {
 	if err != nil || len(tasks) != 1 || tasks[0].GetFence() == 0 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
-	secret := f.token(ctx, []string{cluster.RoleReader}, []string{"a"})
+	secret := f.token(ctx, []string{service.RoleReader}, []string{"a"})
 	c := metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+secret)
 	q := rawQueue(t, f.nodes[0].grpcAddr)
 	resp, err := q.ListTasks(c, &pb.ListTasksRequest{Queue: "work", Tenant: "a", State: pb.TaskState_TASK_STATE_RUNNING})
@@ -428,7 +430,7 @@ func Test_AgentServesOpenDashboard(t *testing.T) {
 	}()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var body string
-	waitFor(t, 20*time.Second, "the dashboard to show a leader", func() bool {
+	testwait.For(t, 20*time.Second, "the dashboard to show a leader", func() bool {
 		select {
 		case err := <-done:
 			done <- err

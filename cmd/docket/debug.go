@@ -19,6 +19,7 @@ import (
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cluster/connlimit"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -96,7 +97,7 @@ func (g *debugGuard) require(h http.Handler, roles ...string) http.Handler {
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		tok, err := node.Authenticate(strings.TrimSpace(secret))
 		switch {
-		case errors.Is(err, cluster.ErrUnauthenticated):
+		case errors.Is(err, service.ErrUnauthenticated):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="docket"`)
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
@@ -112,7 +113,7 @@ func (g *debugGuard) require(h http.Handler, roles ...string) http.Handler {
 }
 
 func grants(tok *pb.Token, roles []string) bool {
-	return slices.Contains(tok.GetTenants(), cluster.AllTenants) &&
+	return slices.Contains(tok.GetTenants(), service.AllTenants) &&
 		slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(tok.GetRoles(), r) })
 }
 
@@ -131,8 +132,8 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger, guard *
 	metrics, profiles := func(h http.Handler) http.Handler { return h }, func(h http.Handler) http.Handler { return h }
 	if guard != nil {
 		lis = tls.NewListener(lis, guard.tlsConfig())
-		metrics = func(h http.Handler) http.Handler { return guard.require(h, cluster.RoleReader, cluster.RoleAdmin) }
-		profiles = func(h http.Handler) http.Handler { return guard.require(h, cluster.RoleAdmin) }
+		metrics = func(h http.Handler) http.Handler { return guard.require(h, service.RoleReader, service.RoleAdmin) }
+		profiles = func(h http.Handler) http.Handler { return guard.require(h, service.RoleAdmin) }
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})))

@@ -21,7 +21,9 @@ import (
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -113,22 +115,22 @@ func Test_DebugServerWithTLSAndTokens(t *testing.T) {
 	admin := mustClientWith(t, addrsOf(nodes), client.WithToken(boot))
 	mint := func(roles ...string) *pb.CreateTokenResponse {
 		var tok *pb.CreateTokenResponse
-		waitFor(t, 10*time.Second, "a token", func() bool {
+		testwait.For(t, 10*time.Second, "a token", func() bool {
 			var err error
 			tok, err = admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "d", Roles: roles, Tenants: []string{"*"}})
 			return err == nil
 		})
 		return tok
 	}
-	reader, producer, revoked := mint(cluster.RoleReader), mint(cluster.RoleProducer, cluster.RoleWorker), mint(cluster.RoleAdmin)
+	reader, producer, revoked := mint(service.RoleReader), mint(service.RoleProducer, service.RoleWorker), mint(service.RoleAdmin)
 	if err := admin.RevokeToken(ctx, revoked.GetAccessor()); err != nil {
 		t.Fatal(err)
 	}
-	tenantAdmin, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "a", Roles: []string{cluster.RoleAdmin}, Tenants: []string{"a"}})
+	tenantAdmin, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "a", Roles: []string{service.RoleAdmin}, Tenants: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "e", Roles: []string{cluster.RoleAdmin}, Tenants: []string{"*"}, TtlNs: int64(time.Millisecond)})
+	expired, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "e", Roles: []string{service.RoleAdmin}, Tenants: []string{"*"}, TtlNs: int64(time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +260,7 @@ func Test_AgentDebugServedWithTLSAndToken(t *testing.T) {
 		}
 	}()
 	url := "https://" + debugAddr + "/debug/pprof/cmdline"
-	waitFor(t, 20*time.Second, "the debug server to take the bootstrap token", func() bool {
+	testwait.For(t, 20*time.Second, "the debug server to take the bootstrap token", func() bool {
 		select {
 		case err := <-done:
 			done <- err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -181,7 +182,7 @@ func Test_SharedEnqueueKeepsDAGsApart(t *testing.T) {
 // Enqueue with parents is refused FEATURE_DISABLED before.
 func waitDepsLatched(t *testing.T, nodes []*sysNode) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "the dependencies level to latch", func() bool {
+	testwait.For(t, 20*time.Second, "the dependencies level to latch", func() bool {
 		for _, n := range nodes {
 			if n.node.FSM().EnabledLevel() < fsm.LevelDependencies {
 				return false

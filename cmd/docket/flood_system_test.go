@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // The flood of issue 9: idle HTTP/2 connections used up the leader's file
@@ -43,7 +44,7 @@ func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 		"--grpc-addr", grpcAddr, "--raft-addr", raftAddr, "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1")
 
 	c := mustClient(t, grpcAddr)
-	waitFor(t, 20*time.Second, "the agent to take an enqueue", func() bool {
+	testwait.For(t, 20*time.Second, "the agent to take an enqueue", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := c.EnqueueOne(ctx, "warm", []byte("x"))
@@ -136,7 +137,7 @@ func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 		}
 	}
 	// Slots are given back: a new client connects once the flood is gone.
-	waitFor(t, 20*time.Second, "a new client after the flood", func() bool {
+	testwait.For(t, 20*time.Second, "a new client after the flood", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		nc, err := client.New(ctx, []string{grpcAddr})

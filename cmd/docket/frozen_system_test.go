@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -77,7 +78,7 @@ func Test_System_LongPollOnFrozenLeaderEndsByKeepalive(t *testing.T) {
 	}()
 	// The Claim's request has passed the proxy once bytes moved: the
 	// server sends nothing back until the poll ends.
-	waitFor(t, 5*time.Second, "the long-poll to reach the leader", func() bool { return lp.moved.Load() > before })
+	testwait.For(t, 5*time.Second, "the long-poll to reach the leader", func() bool { return lp.moved.Load() > before })
 	lp.freeze()
 	start := time.Now()
 	leader.crash()

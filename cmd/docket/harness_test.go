@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -103,7 +104,7 @@ func startClusterAPI(t *testing.T, size int, tune func(*cluster.Config), api tra
 // API, so that a raw stub to a follower is forwarded rather than refused.
 func waitKnowLeader(t *testing.T, nodes []*sysNode) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "every node to know the leader", func() bool {
+	testwait.For(t, 10*time.Second, "every node to know the leader", func() bool {
 		for _, n := range nodes {
 			if n.running && n.node.LeaderGRPCAddr() == "" {
 				return false
@@ -192,17 +193,6 @@ func (n *sysNode) crash() {
 	<-n.served
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // holdsFor runs check over a window of d, every 20 ms: a negative (no
 // promotion, no rogue member) has no state to wait for, only a time in
 // which it must keep holding. check fails the test itself.
@@ -218,7 +208,7 @@ func holdsFor(t *testing.T, d time.Duration, check func()) {
 func waitLeader(t *testing.T, nodes []*sysNode) *sysNode {
 	t.Helper()
 	var leader *sysNode
-	waitFor(t, 10*time.Second, "a leader", func() bool {
+	testwait.For(t, 10*time.Second, "a leader", func() bool {
 		for _, n := range nodes {
 			if n.running && n.node.IsLeader() {
 				leader = n
@@ -283,7 +273,7 @@ func rawQueue(t *testing.T, addr string) pb.QueueClient {
 func waitConverged(t *testing.T, nodes []*sysNode) {
 	t.Helper()
 	var hashes map[string]string
-	waitFor(t, 10*time.Second, "nodes to converge", func() bool {
+	testwait.For(t, 10*time.Second, "nodes to converge", func() bool {
 		var idx uint64
 		hashes = map[string]string{}
 		for _, n := range nodes {

@@ -34,6 +34,10 @@ var layoutRows = map[string][]string{
 	"client":    {"proto"},
 	"jepsen":    {"client", "proto"},
 	"cmd":       {"*"},
+	// internal holds helpers for tests only (testwait): it imports nothing
+	// of ours, and Test_LayoutInternalIsForTests keeps production code
+	// from importing it.
+	"internal": nil,
 }
 
 // listedPackage is the part of `go list -json` the layout rules read.
@@ -175,6 +179,19 @@ func Test_Layout(t *testing.T) {
 	mod, pkgs := listModule(t)
 	for _, v := range layoutViolations(mod, pkgs) {
 		t.Error(v)
+	}
+}
+
+// Test_LayoutInternalIsForTests: the internal folder holds test helpers,
+// which only _test.go files import; no production arrow points at it.
+func Test_LayoutInternalIsForTests(t *testing.T) {
+	mod, pkgs := listModule(t)
+	for _, p := range pkgs {
+		for _, imp := range p.Imports {
+			if to, ours := layoutRow(mod, imp); ours && to == "internal" {
+				t.Errorf("package %s imports %s outside its tests: internal holds test helpers only", p.ImportPath, imp)
+			}
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 func mustGossipKey(t *testing.T) []byte {
@@ -92,7 +93,7 @@ func Test_NewNodeIsNonvoterUntilCaughtUp(t *testing.T) {
 		}
 	})
 	leader := waitLeader(t, nodes)
-	waitFor(t, 10*time.Second, "n4 to be added", func() bool { return suffrage(leader, "n4") != "" })
+	testwait.For(t, 10*time.Second, "n4 to be added", func() bool { return suffrage(leader, "n4") != "" })
 	if s := suffrage(leader, "n4"); s != "nonvoter" {
 		t.Fatalf("n4 joined as %q, want nonvoter", s)
 	}
@@ -107,7 +108,7 @@ func Test_NewNodeIsNonvoterUntilCaughtUp(t *testing.T) {
 		t.Fatal("n4 caught up although its appends fail: the test shows nothing")
 	}
 	stuck.Load().on.Store(false)
-	waitFor(t, 15*time.Second, "n4 to be promoted", func() bool { return suffrage(waitLeader(t, nodes), "n4") == "voter" })
+	testwait.For(t, 15*time.Second, "n4 to be promoted", func() bool { return suffrage(waitLeader(t, nodes), "n4") == "voter" })
 	l := waitLeader(t, nodes)
 	if lag := int64(l.node.FSM().AppliedIndex()) - int64(n4.node.FSM().AppliedIndex()); lag > 5+10 {
 		t.Fatalf("n4 promoted %d entries behind", lag)
@@ -133,13 +134,13 @@ func Test_GracefulLeaveOfTheLeader(t *testing.T) {
 		}
 	}
 	n3 := nodes[2]
-	waitFor(t, 10*time.Second, "n3 to lead", n3.node.IsLeader)
+	testwait.For(t, 10*time.Second, "n3 to lead", n3.node.IsLeader)
 	start := time.Now()
 	n3.stop()
 	t.Logf("leave and stop took %v", time.Since(start))
 	rest := nodes[:2]
 	nl := waitLeader(t, rest)
-	waitFor(t, 10*time.Second, "n3 out of the configuration", func() bool { return suffrage(waitLeader(t, rest), "n3") == "" })
+	testwait.For(t, 10*time.Second, "n3 out of the configuration", func() bool { return suffrage(waitLeader(t, rest), "n3") == "" })
 	if v := voters(nl); v != 2 {
 		t.Fatalf("%d voters after the leave, want 2", v)
 	}
@@ -185,7 +186,7 @@ func Test_DeadServersRemovedDownToMinQuorum(t *testing.T) {
 	fs[0].crash()
 	fs[1].crash()
 	live := []*sysNode{l, fs[2], fs[3]}
-	waitFor(t, 20*time.Second, "the two dead servers to be removed", func() bool {
+	testwait.For(t, 20*time.Second, "the two dead servers to be removed", func() bool {
 		ll := waitLeader(t, live)
 		return suffrage(ll, fs[0].id) == "" && suffrage(ll, fs[1].id) == ""
 	})
@@ -197,7 +198,7 @@ func Test_DeadServersRemovedDownToMinQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	n6 := startNewNode(t, live, "n6", tune)
-	waitFor(t, 15*time.Second, "n6 to be promoted", func() bool { return suffrage(waitLeader(t, live), n6.id) == "voter" })
+	testwait.For(t, 15*time.Second, "n6 to be promoted", func() bool { return suffrage(waitLeader(t, live), n6.id) == "voter" })
 }
 
 // Test_ServerOutsideGossipThatAnswersIsKept: during an upgrade across the
@@ -224,7 +225,7 @@ func Test_ServerOutsideGossipThatAnswersIsKept(t *testing.T) {
 		}
 	})
 	n3.crash() // now it answers nothing: dead, and removed
-	waitFor(t, 5*time.Second, "the dead n3 to be removed", func() bool { return suffrage(l, "n3") == "" })
+	testwait.For(t, 5*time.Second, "the dead n3 to be removed", func() bool { return suffrage(l, "n3") == "" })
 }
 
 // Test_ClusterLeaveRPC is `docket cluster leave`: the node called leaves

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -84,7 +85,7 @@ func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
 	// The work that makes every series appear: a queue with totals, a
 	// pending task, a claim, a heartbeat and a stale fence.
 	var tasks []*pb.Task
-	waitFor(t, 15*time.Second, "an enqueue and a claim", func() bool {
+	testwait.For(t, 15*time.Second, "an enqueue and a claim", func() bool {
 		if _, err := c.Enqueue(ictx, &pb.NewTask{Queue: "m", Payload: []byte("a")}, &pb.NewTask{Queue: "m", Payload: []byte("b")}); err != nil {
 			return false
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -91,7 +92,7 @@ func Test_SystemConcurrencyLimitHolds(t *testing.T) {
 
 	// The cluster's own count, sampled while the workers run.
 	var maxRunning uint64
-	waitFor(t, 60*time.Second, "every task completed", func() bool {
+	testwait.For(t, 60*time.Second, "every task completed", func() bool {
 		out, err := cli("stats", "jobs", "--json")
 		var st struct {
 			Queues []struct{ Running, Completed string }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // waitClusterLevel waits until every node latched level: the leader
@@ -15,7 +16,7 @@ import (
 // sent before is refused FEATURE_DISABLED.
 func waitClusterLevel(t *testing.T, nodes []*sysNode, level uint32) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the feature level latched", func() bool {
+	testwait.For(t, 10*time.Second, "the feature level latched", func() bool {
 		for _, n := range nodes {
 			if n.node.FSM().EnabledLevel() < level {
 				return false

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_RaftMetricsBridged: what hashicorp/raft measures through go-metrics
@@ -19,7 +21,7 @@ func Test_RaftMetricsBridged(t *testing.T) {
 	}
 	nodes := startCluster(t, 1, nil)
 	docket(t, strings.Join(addrsOf(nodes), ","), "enqueue", "jobs", "x")
-	waitFor(t, 10*time.Second, "raft's own metrics", func() bool {
+	testwait.For(t, 10*time.Second, "raft's own metrics", func() bool {
 		fams, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

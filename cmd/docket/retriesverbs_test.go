@@ -12,6 +12,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -54,7 +55,7 @@ func Test_CLIRetries(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	addrs := strings.Join(addrsOf(nodes), ",")
 	// The leader latches the build's level shortly after it starts.
-	waitFor(t, 10*time.Second, "feature level 12", func() bool {
+	testwait.For(t, 10*time.Second, "feature level 12", func() bool {
 		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelRetries
 	})
 	claim := func(queue string) (id, fence string) {
@@ -132,7 +133,7 @@ func Test_CLIRetries(t *testing.T) {
 // ErrInvalidArgument naming nothing to change.
 func Test_ClientRetriesErrors(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
-	waitFor(t, 10*time.Second, "feature level 12", func() bool {
+	testwait.For(t, 10*time.Second, "feature level 12", func() bool {
 		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelRetries
 	})
 	c := mustClient(t, addrsOf(nodes)...)

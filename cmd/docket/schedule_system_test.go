@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_SystemScheduleOncePerSlotAcrossLeaderKills is issue 14's black-box
@@ -37,17 +38,17 @@ func Test_SystemScheduleOncePerSlotAcrossLeaderKills(t *testing.T) {
 	}
 	must(grpcs, "schedule", "add", "tick", "--queue", "ticks", "--cron", "@every 1s", "--payload", "tick",
 		"--missed", "catchup", "--catchup-max", "100")
-	waitFor(t, 20*time.Second, "three slots fired", func() bool { return fired() >= 3 })
+	testwait.For(t, 20*time.Second, "three slots fired", func() bool { return fired() >= 3 })
 
 	for kill := 1; kill <= 2; kill++ {
 		victim, _ := ac.killLeader()
 		before := fired()
-		waitFor(t, 30*time.Second, "three slots fired by the new leader", func() bool { return fired() >= before+3 })
+		testwait.For(t, 30*time.Second, "three slots fired by the new leader", func() bool { return fired() >= before+3 })
 		ac.start(victim)
-		waitFor(t, 30*time.Second, victim.id+" back", func() bool { return statusOf([]string{victim.grpc}).LeaderID != "" })
+		testwait.For(t, 30*time.Second, victim.id+" back", func() bool { return statusOf([]string{victim.grpc}).LeaderID != "" })
 	}
 	before := fired()
-	waitFor(t, 30*time.Second, "three slots fired with every node back", func() bool { return fired() >= before+3 })
+	testwait.For(t, 30*time.Second, "three slots fired with every node back", func() bool { return fired() >= before+3 })
 	if out := must(grpcs, "schedule", "remove", "tick"); !strings.Contains(out, "removed") {
 		t.Fatalf("remove printed %q", out)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_CLISchedule: the schedule verbs as the README tour runs them, text
@@ -19,7 +20,7 @@ func Test_CLISchedule(t *testing.T) {
 	addrs := strings.Join(addrsOf(nodes), ",")
 	// The leader latches the level a moment after it is elected; until
 	// then a put is FEATURE_DISABLED (seen on a loaded machine).
-	waitFor(t, 10*time.Second, "the schedules level latched", func() bool {
+	testwait.For(t, 10*time.Second, "the schedules level latched", func() bool {
 		return nodes[0].node.FSM().EnabledLevel() >= fsm.LevelSchedules
 	})
 
@@ -38,7 +39,7 @@ func Test_CLISchedule(t *testing.T) {
 	}
 	// The first slot fires within a second or two; claim its task.
 	var id string
-	waitFor(t, 15*time.Second, "a scheduled task", func() bool {
+	testwait.For(t, 15*time.Second, "a scheduled task", func() bool {
 		if s := docket(t, addrs, "claim", "ticks"); !strings.Contains(s, "no task") {
 			id = strings.Fields(s)[0]
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Test_CLISnapshotSaveRestore: `docket snapshot save` against any node of
@@ -55,7 +57,7 @@ func Test_CLISnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("snapshot restore printed %q", s)
 	}
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, n.id+" to hold the backup's state", func() bool {
+		testwait.For(t, 10*time.Second, n.id+" to hold the backup's state", func() bool {
 			jobs, _, err1 := n.node.FSM().Counts("jobs", "default")
 			other, _, err2 := n.node.FSM().Counts("other", "default")
 			return err1 == nil && err2 == nil && jobs == 3 && other == 0

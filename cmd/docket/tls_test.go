@@ -24,6 +24,7 @@ import (
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -197,8 +198,8 @@ func Test_AttackRogueNodeJoin(t *testing.T) {
 	t.Run("plain_control", func(t *testing.T) {
 		nodes, _ := startSecureCluster(t, 3, nil, 0)
 		rogue := startRogue(t, nodes, nil)
-		waitFor(t, 10*time.Second, "the rogue to join the plain cluster", func() bool { return hasServer(waitLeader(t, nodes), "evil") })
-		waitFor(t, 10*time.Second, "the rogue to receive the log", func() bool { return rogue.node.FSM().AppliedIndex() > 0 })
+		testwait.For(t, 10*time.Second, "the rogue to join the plain cluster", func() bool { return hasServer(waitLeader(t, nodes), "evil") })
+		testwait.For(t, 10*time.Second, "the rogue to receive the log", func() bool { return rogue.node.FSM().AppliedIndex() > 0 })
 	})
 
 	pki := newPKIDir(t)
@@ -369,7 +370,7 @@ func Test_TLSReloadOnSIGHUP(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); reloadOnHUP(ctx, hup, reloaders[0], slog.New(slog.DiscardHandler)) }()
 	hup <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "a handshake with the new certificate", func() bool { return serial() != first })
+	testwait.For(t, 5*time.Second, "a handshake with the new certificate", func() bool { return serial() != first })
 	cancel()
 	<-done
 	c := mustClientWith(t, addrsOf(nodes), client.WithTLS(pki.ca(), "", ""))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -89,7 +90,7 @@ func Test_SystemRollingUpgradeLatchesLevel(t *testing.T) {
 		}
 	}
 	enqueue()
-	waitFor(t, 20*time.Second, "the old build's level latched", func() bool { return level() == fsm.LevelCheck })
+	testwait.For(t, 20*time.Second, "the old build's level latched", func() bool { return level() == fsm.LevelCheck })
 	tokenRefused("all old")
 
 	for i, n := range nodes {
@@ -114,7 +115,7 @@ func Test_SystemRollingUpgradeLatchesLevel(t *testing.T) {
 			tokenRefused(fmt.Sprintf("%d of 3 upgraded", i+1))
 		}
 	}
-	waitFor(t, 30*time.Second, "the leader to latch the new level", func() bool { return level() == fsm.FeatureLevel })
+	testwait.For(t, 30*time.Second, "the leader to latch the new level", func() bool { return level() == fsm.FeatureLevel })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{"reader"}, Tenants: []string{"*"}}); err != nil {

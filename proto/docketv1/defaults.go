@@ -43,7 +43,7 @@ const (
 	// DefaultLease is a Claim's lease when lease_ns is 0, and the Go
 	// worker's lease when its configuration gives none. A server
 	// embedding Docket may set another default for Claims
-	// (cluster.ServiceConfig.DefaultLease); the Go worker always sends
+	// (service.ServiceConfig.DefaultLease); the Go worker always sends
 	// its lease.
 	DefaultLease = 30 * time.Second
 

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -80,7 +80,7 @@ func (c *Cluster) makeToken(dir string) error {
 			return fmt.Errorf("%s is empty: delete it, or the data dir, for a new cluster", path)
 		}
 	case errors.Is(err, fs.ErrNotExist):
-		if c.Token, err = cluster.NewSecret(); err != nil {
+		if c.Token, err = service.NewSecret(); err != nil {
 			return err
 		}
 		if err := os.WriteFile(path, []byte(c.Token+"\n"), 0o600); err != nil {

@@ -1,4 +1,4 @@
-package cluster
+package service_test
 
 import (
 	"context"
@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/memnode"
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +19,7 @@ import (
 // apply goroutine; before, it read each waited-on queue's catalog record
 // there (Counts) for every batch.
 func Test_ObserverReadsNoPebble(t *testing.T) {
-	m, err := NewMemNode(t.TempDir(), true, ServiceConfig{})
+	m, err := memnode.New(t.TempDir(), true, service.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,14 +29,14 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
 	waiters := make([]<-chan struct{}, 3)
 	for i := range waiters {
-		ch, release := s.hub.watchQueue(ref)
+		ch, release := service.WatchQueue(s, ref)
 		t.Cleanup(release)
 		waiters[i] = ch
 	}
 	before := m.FSM().Reads()
 	// Applied here, on this goroutine, as Raft's apply goroutine would:
 	// the observer runs inside this call.
-	res, err := m.apply(context.Background(), &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+	res, err := m.Apply(context.Background(), &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
 		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{
 			{Queue: "q", Tenant: "default"}, {Queue: "q", Tenant: "default"},
 		}}}})
@@ -55,9 +59,9 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 	}
 }
 
-func mustMemNode(t *testing.T, leader bool) *MemNode {
+func mustMemNode(t *testing.T, leader bool) *memnode.Node {
 	t.Helper()
-	m, err := NewMemNode(t.TempDir(), leader, ServiceConfig{})
+	m, err := memnode.New(t.TempDir(), leader, service.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +84,7 @@ func Test_DrainEndsLongPolls(t *testing.T) {
 		tasks, err := m.Claim(context.Background(), cmd, time.Minute)
 		ch <- answer{tasks, err}
 	}()
-	waitFor(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := m.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := m.Waiting(); return w == 1 })
 	m.Drain()
 	select {
 	case a := <-ch:
@@ -96,21 +100,21 @@ func Test_DrainEndsLongPolls(t *testing.T) {
 	}
 }
 
-// After close, proposals are refused with ErrShutdown, batched or alone,
+// After close, proposals are refused with replica.ErrShutdown, batched or alone,
 // and nothing is started that close would not wait for.
 func Test_ClosedServiceRefusesProposals(t *testing.T) {
 	m := mustMemNode(t, true)
-	m.Service.close()
+	m.Service.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	enq := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
 		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "t"}}}}}
-	if _, err := m.Propose(ctx, enq); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("batched proposal after close: %v; want ErrShutdown", err)
+	if _, err := m.Propose(ctx, enq); !errors.Is(err, replica.ErrShutdown) {
+		t.Fatalf("batched proposal after close: %v; want replica.ErrShutdown", err)
 	}
 	if _, err := m.ProposeOrphan(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE,
-		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{}}}, func(*pb.CommandResult) {}); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("lone proposal with an orphan after close: %v; want ErrShutdown", err)
+		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{}}}, func(*pb.CommandResult) {}); !errors.Is(err, replica.ErrShutdown) {
+		t.Fatalf("lone proposal with an orphan after close: %v; want replica.ErrShutdown", err)
 	}
 }
 
@@ -119,13 +123,13 @@ func Test_ClosedServiceRefusesProposals(t *testing.T) {
 func Test_ReadsAtConsistency(t *testing.T) {
 	m := mustMemNode(t, false)
 	ctx := context.Background()
-	if _, _, err := m.GetTask(ctx, "x", Linearizable); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := m.GetTask(ctx, "x", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
 		t.Fatalf("linearizable read on a follower: %v; want not-leader", err)
 	}
-	if _, _, err := m.GetTask(ctx, "x", Stale); !errors.Is(err, ErrNotFound) {
+	if _, _, err := m.GetTask(ctx, "x", service.Stale); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("stale read on a follower: %v; want not found from its replica", err)
 	}
-	if _, _, err := m.Stats(ctx, "", "", "", Linearizable); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := m.Stats(ctx, "", "", "", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
 		t.Fatalf("linearizable stats on a follower: %v; want not-leader", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -8,33 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// replica is what a Service needs from the Raft member under it: a Node,
-// or a MemNode in tests of the layers above.
-type replica interface {
-	// apply stamps cmd (time, tenant limits) and replicates it as one Raft
-	// entry on the leader, returning the FSM's answer. It does not
-	// validate: the Service validated cmd where the request arrived, and
-	// the FSM judges it again in apply.
-	apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
-	IsLeader() bool
-	ReadBarrier(ctx context.Context) error
-	FSM() *fsm.FSM
-	Limits() fsm.Limits
-	Now() time.Time
-	// enabledLevel is the feature level the replica may propose at
-	// (features.go).
-	enabledLevel() uint32
-	// latchPending reports whether every server in the configuration
-	// announced level need, so the leader is about to latch it.
-	latchPending(need uint32) bool
-	// leaderCaughtUp reports whether this node, as leader, applied everything
-	// the leaders before it committed (its first Barrier returned).
-	leaderCaughtUp() bool
-}
 
 // Defaults of ServiceConfig fields left zero.
 const (
@@ -99,12 +76,12 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 // Service is a cluster member's write and read paths, the part of it the
 // API layer calls: request checks, group commit, long-poll Claims and
 // WaitResults over the FSM's events, and reads at a chosen consistency.
-// A Node has one, embedded; so has a MemNode.
+// A cluster.Node has one, embedded; so has a MemNode.
 //
 // It owns the FSM's observer slot, a coalescer goroutine and the
 // goroutines that propose on behalf of callers who left; Close ends them.
 type Service struct {
-	r       replica
+	r       replica.Replica
 	cfg     ServiceConfig
 	log     *slog.Logger
 	metrics *serviceMetrics
@@ -130,7 +107,7 @@ type Service struct {
 	closeOnce sync.Once
 }
 
-func newService(r replica, cfg ServiceConfig) *Service {
+func New(r replica.Replica, cfg ServiceConfig) *Service {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
@@ -166,9 +143,9 @@ func (s *Service) draining() bool {
 	}
 }
 
-// close drains, stops the coalescer and waits for every proposal the
-// service started. Callers still waiting get ErrShutdown.
-func (s *Service) close() {
+// Close drains, stops the coalescer and waits for every proposal the
+// service started. Callers still waiting get replica.ErrShutdown.
+func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.Drain()
 		s.r.FSM().SetObserver(nil)

@@ -1,11 +1,13 @@
-package cluster
+package service_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -19,7 +21,7 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 	s := m.Service
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if res, err := m.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+	if res, err := m.Apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
 		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{
 			{Queue: "q", Tenant: "default"}, {Queue: "q", Tenant: "default"},
 		}}}}); err != nil || res.GetErrorCode() != pb.Code_CODE_OK {
@@ -27,10 +29,10 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 	}
 	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
 	// The claim in flight: reserved one task, applied, not yet released.
-	if n, _ := s.gate.reserve(ref, 1, func() int { return 2 }); n != 1 {
+	if n := service.GateReserve(s, ref, 1, func() int { return 2 }); n != 1 {
 		t.Fatalf("reserved %d, want 1", n)
 	}
-	res, err := m.apply(ctx, s.ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}))
+	res, err := m.Apply(ctx, s.ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "first", MaxTasks: 1}))
 	if err != nil || len(res.GetTasks()) != 1 {
 		t.Fatalf("the claim in flight: %v, %v", res, err)
 	}
@@ -45,12 +47,9 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 		got <- result{tasks, err}
 	}()
 	waiting := func() bool {
-		s.gate.mu.Lock()
-		defer s.gate.mu.Unlock()
-		_, ok := s.gate.released[ref]
-		return ok
+		return service.GateWaiting(s, ref)
 	}
-	waitFor(t, 2*time.Second, "the claim to wait for the claim in flight", func() bool {
+	testwait.For(t, 2*time.Second, "the claim to wait for the claim in flight", func() bool {
 		select {
 		case r := <-got:
 			t.Fatalf("the claim answered %d tasks (%v) before the claim in flight released", len(r.tasks), r.err)
@@ -58,7 +57,7 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 		}
 		return waiting()
 	})
-	s.gate.release(ref, 1)
+	service.GateRelease(s, ref, 1)
 	if r := <-got; r.err != nil || len(r.tasks) != 1 || r.tasks[0].GetWorkerId() != "second" {
 		t.Fatalf("claim after the release: %v, %v; want the pending task", r.tasks, r.err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import "github.com/dockethq/docket/fsm"
 

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// purgeStep is how many tasks one PurgeQueue command deletes: the most
+// PurgeStep is how many tasks one PurgeQueue command deletes: the most
 // the FSM takes (fsm.MaxBatch), so a purge of n tasks is n/1000 entries,
 // each a bounded apply.
-const purgeStep = fsm.MaxBatch
+const PurgeStep = fsm.MaxBatch
 
 // SetQueuePausedCommand builds the pause (or resume) of one queue; an
 // empty tenant is the default tenant.
@@ -30,11 +30,11 @@ func PurgeQueueCommand(queue, tenant string, dead bool) *pb.Command {
 		tenant = pb.DefaultTenant
 	}
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE_QUEUE, Body: &pb.Command_PurgeQueue{
-		PurgeQueue: &pb.PurgeQueueCmd{Queue: queue, Tenant: tenant, Dead: dead, Limit: purgeStep}}}
+		PurgeQueue: &pb.PurgeQueueCmd{Queue: queue, Tenant: tenant, Dead: dead, Limit: PurgeStep}}}
 }
 
 // PurgeQueue runs the purge cmd (PurgeQueueCommand) on the leader, one
-// command of up to purgeStep tasks at a time, until one finds fewer: a
+// command of up to PurgeStep tasks at a time, until one finds fewer: a
 // single entry deleting a million tasks would hold the apply goroutine
 // for seconds. It returns how many tasks it deleted; on an error, those
 // deleted before it (the error says the count too). Tasks enqueued while

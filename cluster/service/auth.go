@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -58,12 +59,12 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 	if secret == "" {
 		return nil, fmt.Errorf("%w: no token", ErrUnauthenticated)
 	}
-	if s.r.IsLeader() && !s.r.leaderCaughtUp() {
+	if s.r.IsLeader() && !s.r.LeaderCaughtUp() {
 		// A leader that has not applied what earlier leaders committed
 		// may not have applied an acknowledged revoke: its answer would
 		// not be final. The caller retries in a moment, as for a leader
 		// change.
-		return nil, fmt.Errorf("%w: the new leader is applying what earlier leaders committed", &NotLeaderError{})
+		return nil, fmt.Errorf("%w: the new leader is applying what earlier leaders committed", &replica.NotLeaderError{})
 	}
 	tok, err := s.r.FSM().TokenByHash(fsm.HashSecret(secret))
 	if errors.Is(err, fsm.ErrNotFound) {

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -15,7 +15,7 @@ const (
 	// Linearizable reads see every write acknowledged before they began:
 	// the leader confirms it still leads with a quorum and waits until
 	// its replica has applied that far (ReadBarrier). On a follower the
-	// read fails with *NotLeaderError; the API layer forwards it first.
+	// read fails with *replica.NotLeaderError; the API layer forwards it first.
 	Linearizable Consistency = iota
 	// Stale reads answer from this node's replica at once. They may lag
 	// the leader, and never go back in time on one node.

@@ -1,4 +1,7 @@
-package cluster
+// Package memnode is a one-node, in-memory stand-in for a cluster.Node,
+// for tests of the layers above cluster: the real Service and FSM, with
+// Raft replaced by an apply on the caller's goroutine.
+package memnode
 
 import (
 	"context"
@@ -12,11 +15,14 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// MemNode is a one-node stand-in for a Node over a real FSM, for tests of
+// Node is a one-node stand-in for a cluster.Node over a real FSM, for tests of
 // the layers above cluster: a proposal applies at once, with increasing
 // indexes, on the caller's goroutine. It has the same Service as a Node,
 // so group commit, long polls and reads run the production code; only
@@ -25,8 +31,8 @@ import (
 // knobs (Fail, Hold, ApplyLate, SetProblems, SetCheckErr) make the
 // outcomes a real cluster gives under faults. hashicorp/raft ships its
 // in-memory transport and stores for the same reason.
-type MemNode struct {
-	*Service
+type Node struct {
+	*service.Service
 
 	fsm    *fsm.FSM
 	limits fsm.Limits
@@ -47,37 +53,39 @@ type MemNode struct {
 	checkErr   atomic.Pointer[error]
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
+	ident      *cluster.Identity
 }
 
 // NewMemNode opens an FSM under dir and serves it as a leader or a
 // follower. Close closes both.
-func NewMemNode(dir string, leader bool, cfg ServiceConfig) (*MemNode, error) {
+func New(dir string, leader bool, cfg service.ServiceConfig) (*Node, error) {
 	f, err := fsm.Open(dir, fsm.Options{})
 	if err != nil {
 		return nil, err
 	}
-	n := &MemNode{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
+	n := &Node{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
+	n.ident = cluster.NewIdentity(f.ClusterID, slog.Default())
 	n.leader.Store(leader)
 	n.SetLeaderAddr("")
-	n.Service = newService(n, cfg)
+	n.Service = service.New(n, cfg)
 	return n, nil
 }
 
 // SetEnabledLevel sets the feature level the replica proposes at, as a
 // cluster's latch would; 0 restores the build's level. A MemNode is one
 // server of the build under test, so by default all of it is enabled.
-func (n *MemNode) SetEnabledLevel(l uint32) { n.level.Store(l) }
+func (n *Node) SetEnabledLevel(l uint32) { n.level.Store(l) }
 
 // SetLatchPending makes the replica say every server announced level l,
 // as a cluster whose leader is about to latch it; 0 (the default): none.
-func (n *MemNode) SetLatchPending(l uint32) { n.pending.Store(l) }
+func (n *Node) SetLatchPending(l uint32) { n.pending.Store(l) }
 
-func (n *MemNode) latchPending(need uint32) bool { return need <= n.pending.Load() }
+func (n *Node) LatchPending(need uint32) bool { return need <= n.pending.Load() }
 
 // leaderCaughtUp is true: a MemNode applies every command as it is proposed.
-func (n *MemNode) leaderCaughtUp() bool { return true }
+func (n *Node) LeaderCaughtUp() bool { return true }
 
-func (n *MemNode) enabledLevel() uint32 {
+func (n *Node) EnabledLevel() uint32 {
 	if l := n.level.Load(); l != 0 {
 		return l
 	}
@@ -86,29 +94,32 @@ func (n *MemNode) enabledLevel() uint32 {
 
 // Close stops the service and closes the FSM. It waits for the proposals
 // in flight, so a Hold must be released first.
-func (n *MemNode) Close() error {
-	n.Service.close()
+func (n *Node) Close() error {
+	n.Service.Close()
 	return n.fsm.Close()
 }
 
 // SetLimits sets the edge bounds requests are checked with.
-func (n *MemNode) SetLimits(l fsm.Limits) {
+func (n *Node) SetLimits(l fsm.Limits) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.limits = l
 }
 
 // SetLeader makes the node lead, or follow.
-func (n *MemNode) SetLeader(v bool) { n.leader.Store(v) }
+func (n *Node) SetLeader(v bool) { n.leader.Store(v) }
 
 // SetLeaderAddr sets the gRPC address the node names as the leader's.
-func (n *MemNode) SetLeaderAddr(a string) { n.leaderAddr.Store(&a) }
+func (n *Node) SetLeaderAddr(a string) { n.leaderAddr.Store(&a) }
 
 // Fail makes the next proposal fail with err, nothing applied.
-func (n *MemNode) Fail(err error) { n.failNext.Store(&err) }
+func (n *Node) Fail(err error) { n.failNext.Store(&err) }
+
+// FailArmed reports whether a Fail waits for the next proposal.
+func (n *Node) FailArmed() bool { return n.failNext.Load() != nil }
 
 // Hold makes proposals wait until the returned release is called.
-func (n *MemNode) Hold() (release func()) {
+func (n *Node) Hold() (release func()) {
 	ch := make(chan struct{})
 	n.hold.Store(&ch)
 	var once sync.Once
@@ -121,17 +132,17 @@ func (n *MemNode) Hold() (release func()) {
 }
 
 // Held is how many proposals wait on Hold.
-func (n *MemNode) Held() int { return int(n.held.Load()) }
+func (n *Node) Held() int { return int(n.held.Load()) }
 
 // ApplyLate makes a proposal whose ctx ended while it was held apply
 // anyway and answer the ctx error: what a Raft entry already appended does.
-func (n *MemNode) ApplyLate(v bool) { n.applyLate.Store(v) }
+func (n *Node) ApplyLate(v bool) { n.applyLate.Store(v) }
 
 // SetProblems sets what HealthProblems answers.
-func (n *MemNode) SetProblems(p []string) { n.problems.Store(&p) }
+func (n *Node) SetProblems(p []string) { n.problems.Store(&p) }
 
 // SetCheckErr sets what CheckErr answers; nil means serving.
-func (n *MemNode) SetCheckErr(err error) {
+func (n *Node) SetCheckErr(err error) {
 	if err == nil {
 		n.checkErr.Store(nil)
 		return
@@ -140,30 +151,30 @@ func (n *MemNode) SetCheckErr(err error) {
 }
 
 // Proposed counts the entries of type t proposed.
-func (n *MemNode) Proposed(t pb.CommandType) int {
+func (n *Node) Proposed(t pb.CommandType) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proposed[t]
 }
 
 // Runs counts the commands of type t, alone or inside a Batch entry.
-func (n *MemNode) Runs(t pb.CommandType) int {
+func (n *Node) Runs(t pb.CommandType) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proposed[t] + n.batched[t]
 }
 
 // Removed is the id of the last RemoveServer.
-func (n *MemNode) Removed() string {
+func (n *Node) Removed() string {
 	if p := n.removed.Load(); p != nil {
 		return *p
 	}
 	return ""
 }
 
-func (n *MemNode) notLeader() error { return &NotLeaderError{LeaderGRPC: n.LeaderGRPCAddr()} }
+func (n *Node) notLeader() error { return &replica.NotLeaderError{LeaderGRPC: n.LeaderGRPCAddr()} }
 
-func (n *MemNode) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if !n.IsLeader() {
 		return nil, n.notLeader()
 	}
@@ -199,7 +210,7 @@ func (n *MemNode) apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult
 }
 
 // CheckErr is what SetCheckErr set.
-func (n *MemNode) CheckErr() error {
+func (n *Node) CheckErr() error {
 	if p := n.checkErr.Load(); p != nil {
 		return *p
 	}
@@ -207,29 +218,29 @@ func (n *MemNode) CheckErr() error {
 }
 
 // CheckHash knows no checks.
-func (n *MemNode) CheckHash(uint64) string { return "" }
+func (n *Node) CheckHash(uint64) string { return "" }
 
 // IsLeader reports what SetLeader set.
-func (n *MemNode) IsLeader() bool { return n.leader.Load() }
+func (n *Node) IsLeader() bool { return n.leader.Load() }
 
 // LeaderGRPCAddr is what SetLeaderAddr set.
-func (n *MemNode) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
+func (n *Node) LeaderGRPCAddr() string { return *n.leaderAddr.Load() }
 
 // FSM is the node's replica.
-func (n *MemNode) FSM() *fsm.FSM { return n.fsm }
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
 
 // Limits are fsm.DefaultLimits, or what SetLimits set.
-func (n *MemNode) Limits() fsm.Limits {
+func (n *Node) Limits() fsm.Limits {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.limits
 }
 
 // Now is the wall clock.
-func (n *MemNode) Now() time.Time { return time.Now() }
+func (n *Node) Now() time.Time { return time.Now() }
 
 // HealthProblems is what SetProblems set.
-func (n *MemNode) HealthProblems() []string {
+func (n *Node) HealthProblems() []string {
 	if p := n.problems.Load(); p != nil {
 		return *p
 	}
@@ -237,7 +248,7 @@ func (n *MemNode) HealthProblems() []string {
 }
 
 // ReadBarrier succeeds on a leader, whose FSM is always current.
-func (n *MemNode) ReadBarrier(context.Context) error {
+func (n *Node) ReadBarrier(context.Context) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
@@ -245,7 +256,7 @@ func (n *MemNode) ReadBarrier(context.Context) error {
 }
 
 // StatusWithHash describes the node.
-func (n *MemNode) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
+func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 	st := &pb.StatusResponse{NodeId: "mem", State: "Follower", LeaderGrpcAddr: n.LeaderGRPCAddr(),
 		FsmAppliedIndex: n.fsm.AppliedIndex()}
 	if n.IsLeader() {
@@ -262,7 +273,7 @@ func (n *MemNode) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 }
 
 // TransferLeadership answers "to-<id>" on a leader.
-func (n *MemNode) TransferLeadership(_ context.Context, toID string) (string, error) {
+func (n *Node) TransferLeadership(_ context.Context, toID string) (string, error) {
 	if !n.IsLeader() {
 		return "", n.notLeader()
 	}
@@ -270,7 +281,7 @@ func (n *MemNode) TransferLeadership(_ context.Context, toID string) (string, er
 }
 
 // AddServer succeeds on a leader and changes nothing.
-func (n *MemNode) AddServer(context.Context, string, string, string, bool) error {
+func (n *Node) AddServer(context.Context, string, string, string, bool) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
@@ -278,7 +289,7 @@ func (n *MemNode) AddServer(context.Context, string, string, string, bool) error
 }
 
 // RemoveServer records id (Removed) on a leader.
-func (n *MemNode) RemoveServer(_ context.Context, id string) error {
+func (n *Node) RemoveServer(_ context.Context, id string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
@@ -287,27 +298,27 @@ func (n *MemNode) RemoveServer(_ context.Context, id string) error {
 }
 
 // SaveBackup writes a backup of the replica's keyspace, as a Node's.
-func (n *MemNode) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error) {
+func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (cluster.BackupHeader, error) {
 	if !n.IsLeader() {
-		return BackupHeader{}, n.notLeader()
+		return cluster.BackupHeader{}, n.notLeader()
 	}
-	return writeBackup(ctx, w, n.fsm, "mem", func(uint64) uint64 { return 0 })
+	return cluster.WriteBackup(ctx, w, n.fsm, "mem", func(uint64) uint64 { return 0 })
 }
 
 // RestoreBackupFrom is refused: a restore is Raft's (raft.Restore), and
 // a MemNode has none. Tests restore through a real Node.
-func (n *MemNode) RestoreBackupFrom(context.Context, io.Reader) (BackupHeader, uint64, error) {
-	return BackupHeader{}, 0, fmt.Errorf("restore on a MemNode: %w", errors.ErrUnsupported)
+func (n *Node) RestoreBackupFrom(context.Context, io.Reader) (cluster.BackupHeader, uint64, error) {
+	return cluster.BackupHeader{}, 0, fmt.Errorf("restore on a MemNode: %w", errors.ErrUnsupported)
 }
 
 // Leave is refused: a MemNode is one replica with no cluster to leave.
-func (n *MemNode) Leave(context.Context) error { return ErrLastVoter }
+func (n *Node) Leave(context.Context) error { return cluster.ErrLastVoter }
 
 // Latch applies a SetFeatureLevel entry, as a cluster's leader does once
 // every server announced the level: the FSM then writes what the level
 // adds (LevelAttempts' attempt history, for one).
-func (n *MemNode) Latch(ctx context.Context, level uint32) error {
-	res, err := n.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+func (n *Node) Latch(ctx context.Context, level uint32) error {
+	res, err := n.Apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: level}}})
 	if err == nil {
 		err = fsm.ResultError(res)
@@ -316,10 +327,10 @@ func (n *MemNode) Latch(ctx context.Context, level uint32) error {
 }
 
 // ClusterID is the id the FSM holds: a MemNode proposes none itself.
-func (n *MemNode) ClusterID() string { return n.fsm.ClusterID() }
+func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
 // CheckPeerCluster refuses a call that named another cluster than the one
 // the FSM holds.
-func (n *MemNode) CheckPeerCluster(peer, theirs string) error {
-	return (&identity{id: n.fsm.ClusterID, log: slog.Default()}).check("grpc", peer, theirs)
+func (n *Node) CheckPeerCluster(peer, theirs string) error {
+	return n.ident.Check("grpc", peer, theirs)
 }

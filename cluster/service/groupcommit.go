@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -88,8 +89,8 @@ func newCoalescer(s *Service, inflight int) *coalescer {
 // a whole-command rejection is the answer's error code, not an error.
 // Concurrent client commands share Batch entries (group commit); a command
 // is proposed at once, alone, while few are in flight, so a lone caller
-// pays nothing. Errors: *NotLeaderError (nothing proposed),
-// ErrLeadershipLost and context errors (outcome unknown), ErrShutdown.
+// pays nothing. Errors: *replica.NotLeaderError (nothing proposed),
+// replica.ErrLeadershipLost and context errors (outcome unknown), replica.ErrShutdown.
 func (s *Service) Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	return s.ProposeOrphan(ctx, cmd, nil)
 }
@@ -109,7 +110,7 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 			res, err := s.apply(s.ctx, cmd) // bounded by Raft, not the caller
 			c.deliver(coReply{res, err})
 		}) {
-			return nil, ErrShutdown
+			return nil, replica.ErrShutdown
 		}
 	} else {
 		lane := s.co
@@ -121,7 +122,7 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.ctx.Done():
-			return nil, ErrShutdown
+			return nil, replica.ErrShutdown
 		}
 	}
 	var r coReply
@@ -135,7 +136,7 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 		r = <-c.reply
 	case <-s.ctx.Done():
 		if c.leave() {
-			return nil, ErrShutdown
+			return nil, replica.ErrShutdown
 		}
 		r = <-c.reply
 	}
