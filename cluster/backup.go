@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"hash/crc32"
+
 	"bufio"
 	"context"
 	"encoding/binary"
@@ -8,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"os"
 	"time"
@@ -76,6 +77,9 @@ func (n *Node) SaveBackup(ctx context.Context, w io.Writer) (BackupHeader, error
 	n.log.Info("backup saved", "index", h.Index)
 	return h, nil
 }
+
+// castagnoli is the CRC table of the backup file's checksum.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // WriteBackup writes f's keyspace as a backup file to w.
 func WriteBackup(ctx context.Context, w io.Writer, f *fsm.FSM, node string, termOf func(uint64) uint64) (BackupHeader, error) {

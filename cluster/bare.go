@@ -11,14 +11,15 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/connlimit"
+	"github.com/dockethq/docket/cluster/raftlog"
 )
 
 // raftParts are the pieces of Raft that a Node and a BareRaft build the same
 // way from a Config: the fsync'd BoltDB log and stable store, the LogCache
 // over it, the snapshot store and the TCP transport.
 type raftParts struct {
-	store     *checkedStore // checksums over raft.db
-	logs      raft.LogStore // guard over the LogCache over store
+	store     *raftlog.Store // checksums over raft.db
+	logs      raft.LogStore  // guard over the LogCache over store
 	guard     *logGuard
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
@@ -31,7 +32,7 @@ type raftParts struct {
 // majority.
 func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	var err error
-	if p.store, err = openLogBackend(cfg, log); err != nil {
+	if p.store, err = raftlog.Open(cfg.DataDir, cfg.LogStore, log); err != nil {
 		return err
 	}
 	var logs raft.LogStore = p.store
@@ -44,7 +45,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	}
 	p.guard = newLogGuard(cache, log.With("component", "raftlog"))
 	p.logs = p.guard
-	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLog(log, "raft")); err != nil {
+	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftlog.NewHCLog(log, "raft")); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	metas, err := p.snaps.List()
@@ -55,7 +56,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	if len(metas) > 0 {
 		snapIndex = metas[0].Index
 	}
-	return p.store.verifyLog(snapIndex)
+	return p.store.VerifyLog(snapIndex)
 }
 
 // openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)
@@ -85,7 +86,7 @@ func openRaftTransport(cfg Config, log *slog.Logger, ident *Identity, p *raftPar
 		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.RaftHandshakeTimeout, ident: ident}
 	}
 	p.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: newHCLog(log, "raft"),
+		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: raftlog.NewHCLog(log, "raft"),
 		MaxRPCsInFlight: raftMaxRPCsInFlight,
 	})
 	return nil
@@ -142,7 +143,7 @@ func raftConfig(cfg Config, log *slog.Logger, notify chan bool) *raft.Config {
 	// snapshot is needed, so Raft must not wipe Pebble with it on every boot.
 	c.NoSnapshotRestoreOnStart = true
 	c.NotifyCh = notify
-	c.Logger = newHCLog(log, "raft")
+	c.Logger = raftlog.NewHCLog(log, "raft")
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -397,7 +398,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
 		LogCacheSize:       512,
-		LogStore:           LogStoreBolt,
+		LogStore:           raftlog.LogStoreBolt,
 		LogMaxBytes:        512 << 20,
 		ReapInterval:       250 * time.Millisecond,
 		ReapGrace:          10 * time.Second,
@@ -505,8 +506,8 @@ func (c Config) validate() error {
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d is negative", c.BootstrapExpect))
 	}
-	if c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
-		errs = append(errs, fmt.Errorf("log store %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL))
+	if c.LogStore != raftlog.LogStoreBolt && c.LogStore != raftlog.LogStoreWAL {
+		errs = append(errs, fmt.Errorf("log store %q: want %q or %q", c.LogStore, raftlog.LogStoreBolt, raftlog.LogStoreWAL))
 	}
 	if c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("leader lease timeout %v must be below heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))

@@ -12,66 +12,6 @@ import (
 	"github.com/dockethq/docket/internal/testwait"
 )
 
-func Test_LogSizes(t *testing.T) {
-	type op struct {
-		add    []uint64 // indexes added, 10 bytes each
-		delLo  uint64
-		delHi  uint64
-		bytes  uint64
-		within uint64 // newestWithin(25)
-	}
-	for _, tc := range []struct {
-		name string
-		ops  []op
-	}{
-		{"appends", []op{{add: []uint64{1, 2, 3}, bytes: 30, within: 2}}},
-		{"compaction drops a prefix", []op{
-			{add: []uint64{1, 2, 3, 4, 5}, bytes: 50, within: 2},
-			{delLo: 1, delHi: 3, bytes: 20, within: 2},
-		}},
-		{"compaction past the end empties", []op{
-			{add: []uint64{1, 2, 3}, bytes: 30},
-			{delLo: 1, delHi: 9, bytes: 0},
-			{add: []uint64{10}, bytes: 10, within: 1},
-		}},
-		{"a conflicting suffix is replaced", []op{
-			{add: []uint64{1, 2, 3, 4}, bytes: 40},
-			{add: []uint64{3}, bytes: 30},
-		}},
-		{"a suffix delete", []op{
-			{add: []uint64{1, 2, 3, 4}, bytes: 40},
-			{delLo: 3, delHi: 4, bytes: 20},
-			{delLo: 7, delHi: 9, bytes: 20},
-		}},
-		{"a gap detaches the entries below it until compacted", []op{
-			{add: []uint64{1, 2, 3}, bytes: 30},
-			{add: []uint64{100, 101}, bytes: 50, within: 2},
-			{delLo: 1, delHi: 2, bytes: 50},
-			{delLo: 1, delHi: 99, bytes: 20},
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var s logSizes
-			for i, o := range tc.ops {
-				for _, ix := range o.add {
-					s.add(ix, 10)
-				}
-				if o.delHi > 0 {
-					s.deleteRange(o.delLo, o.delHi)
-				}
-				if got := s.bytes(); got != o.bytes {
-					t.Fatalf("step %d: %d bytes, want %d", i, got, o.bytes)
-				}
-				if o.within > 0 {
-					if got := s.newestWithin(25); got != o.within {
-						t.Fatalf("step %d: %d entries within 25 bytes, want %d", i, got, o.within)
-					}
-				}
-			}
-		})
-	}
-}
-
 // Large entries fill the log far below the entry-count snapshot threshold.
 // Without the byte budget a leader's log held every one of them (19 MiB of
 // 64 KiB entries against an 8 MiB budget, and it grows without bound); with
@@ -97,7 +37,7 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 		last = res.GetItems()[0].GetTaskId()
 	}
 	testwait.For(t, 10*time.Second, "the log back within its byte budget", func() bool {
-		return n.store.sizes.bytes() <= budget
+		return n.store.Sizes().Bytes() <= budget
 	})
 	if v := gaugeValue(t, reg, "docket_raft_log_bytes"); v <= 0 || v > budget {
 		t.Fatalf("docket_raft_log_bytes %v, want within (0, %d]", v, budget)
@@ -113,14 +53,14 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 		t.Fatalf("last task: %v", err)
 	}
 	// The count matches the store: a restart reads the same size back.
-	counted := n.store.sizes.bytes()
+	counted := n.store.Sizes().Bytes()
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	cfg.RaftAddr = n.cfg.RaftAddr
 	cfg.Service.Registerer = nil
 	again := mustNode(t, cfg)
-	if got := again.store.sizes.bytes(); got < counted-counted/10 || got > counted+counted/10 {
+	if got := again.store.Sizes().Bytes(); got < counted-counted/10 || got > counted+counted/10 {
 		t.Fatalf("after a restart the log counts %d bytes, before it %d", got, counted)
 	}
 }

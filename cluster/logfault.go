@@ -6,7 +6,7 @@ import (
 )
 
 // logFault latches the first damage found in this node's Raft log while it
-// runs: by raft.db's checks (checkedStore) or the FSM's proposer-checksum
+// runs: by raft.db's checks (raftlog.Store) or the FSM's proposer-checksum
 // check. It is set from Raft's goroutines and must not block them.
 type logFault struct {
 	err  atomic.Pointer[error]
@@ -48,7 +48,7 @@ func (n *Node) watchLogFault() {
 	}
 	err := n.logFault.get()
 	n.log.Error("raft log damaged: this node stops serving and shuts its raft down; wipe its data dir and rejoin, or restore it",
-		"err", err, "file", n.store.path)
+		"err", err, "file", n.store.Path())
 	if n.IsLeader() && n.voterCount() > 1 {
 		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.ElectionTimeout)
 		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -132,8 +133,8 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 		t.Fatalf("lagging follower applied a damaged entry: payload %q, want %q", got, payload)
 	}
 	fault := l.LogFault()
-	if !errors.Is(fault, ErrRaftStoreCorrupt) || !strings.Contains(fault.Error(), "raft.db") {
-		t.Fatalf("leader's LogFault = %v, want ErrRaftStoreCorrupt naming raft.db", fault)
+	if !errors.Is(fault, raftlog.ErrRaftStoreCorrupt) || !strings.Contains(fault.Error(), "raft.db") {
+		t.Fatalf("leader's LogFault = %v, want raftlog.ErrRaftStoreCorrupt naming raft.db", fault)
 	}
 	if l.IsLeader() {
 		t.Fatal("the node with the damaged entry still leads")
@@ -162,8 +163,8 @@ func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
 		_ = n2.Shutdown(context.Background())
 		t.Fatal("New started a node whose raft.db holds a damaged entry")
 	}
-	if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, path)
+	if !errors.Is(err, raftlog.ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("New: %v, want raftlog.ErrRaftStoreCorrupt naming %s", err, path)
 	}
 }
 
@@ -189,8 +190,8 @@ func Test_LogSum_StableStoreDamageRefusedAtStart(t *testing.T) {
 				_ = n2.Shutdown(context.Background())
 				t.Fatalf("New started with a damaged %s", key)
 			}
-			if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, path)
+			if !errors.Is(err, raftlog.ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("New: %v, want raftlog.ErrRaftStoreCorrupt naming %s", err, path)
 			}
 		})
 	}
@@ -215,12 +216,12 @@ func readStore(path string) (img storeImage, readErrs int, openErr error) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	s, err := openCheckedStore(path, slog.New(slog.DiscardHandler))
+	s, err := raftlog.OpenBolt(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return img, 0, err
 	}
 	defer s.Close()
-	if err := s.verifyLog(0); err != nil {
+	if err := s.VerifyLog(0); err != nil {
 		return img, 0, err
 	}
 	img.logs, img.stable = map[uint64]raft.Log{}, map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -30,7 +31,7 @@ type Node struct {
 	clock Clock
 
 	fsm       *fsm.FSM
-	store     *checkedStore
+	store     *raftlog.Store
 	logs      raft.LogStore // the LogCache over store
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
@@ -145,7 +146,7 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.SetCheckObserver(n.check.observe)
 	notify := make(chan bool, 16)
 	n.notify = notify
-	n.store.onFault = n.logFault.set
+	n.store.OnFault = n.logFault.set
 	trans := &campaignTransport{NetworkTransport: n.transport, may: n.mayCampaign, asked: &n.campaign.asked}
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)

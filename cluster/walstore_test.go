@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -22,11 +23,11 @@ func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
 	leader := leaderOf(t, nodes)
 	id := proposeOK(t, leader, "wal-"+fmt.Sprint(rand.Uint64()))
 	for _, n := range nodes {
-		if exists(filepath.Join(n.cfg.DataDir, boltFile)) {
+		if statOK(filepath.Join(n.cfg.DataDir, raftlog.BoltFile)) {
 			t.Fatalf("%s wrote a raft.db on --log-store wal", n.cfg.ID)
 		}
-		if !exists(filepath.Join(n.cfg.DataDir, walDir)) {
-			t.Fatalf("%s has no %s dir", n.cfg.ID, walDir)
+		if !statOK(filepath.Join(n.cfg.DataDir, raftlog.WALDir)) {
+			t.Fatalf("%s has no %s dir", n.cfg.ID, raftlog.WALDir)
 		}
 	}
 	follower := followerOf(nodes, leader)
@@ -57,8 +58,8 @@ func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
 // forgot its term and vote and rejoined as a new server.
 func Test_LogStoreSwitchRefused(t *testing.T) {
 	for _, tc := range []struct{ from, to, file string }{
-		{LogStoreBolt, LogStoreWAL, boltFile},
-		{LogStoreWAL, LogStoreBolt, walDir},
+		{raftlog.LogStoreBolt, raftlog.LogStoreWAL, raftlog.BoltFile},
+		{raftlog.LogStoreWAL, raftlog.LogStoreBolt, raftlog.WALDir},
 	} {
 		t.Run(tc.from+"-to-"+tc.to, func(t *testing.T) {
 			cfg := testConfig(t, "n1", 1)
@@ -76,8 +77,8 @@ func Test_LogStoreSwitchRefused(t *testing.T) {
 				_ = n2.Shutdown(context.Background())
 				t.Fatalf("a %s data dir started on --log-store %s", tc.from, tc.to)
 			}
-			if !errors.Is(err, ErrLogStoreMismatch) || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "--log-store "+tc.from) {
-				t.Fatalf("New: %v, want ErrLogStoreMismatch naming %s and --log-store %s", err, tc.file, tc.from)
+			if !errors.Is(err, raftlog.ErrLogStoreMismatch) || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "--log-store "+tc.from) {
+				t.Fatalf("New: %v, want raftlog.ErrLogStoreMismatch naming %s and --log-store %s", err, tc.file, tc.from)
 			}
 		})
 	}
@@ -87,14 +88,14 @@ func Test_LogStoreSwitchRefused(t *testing.T) {
 // file stops the start, naming the store.
 func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
-	cfg.LogStore = LogStoreWAL
+	cfg.LogStore = raftlog.LogStoreWAL
 	n := mustNode(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	proposeOK(t, n, "x")
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(cfg.DataDir, walDir)
+	dir := filepath.Join(cfg.DataDir, raftlog.WALDir)
 	metas, err := filepath.Glob(filepath.Join(dir, "*.db"))
 	if err != nil || len(metas) != 1 {
 		t.Fatalf("wal meta file: %v %v", metas, err)
@@ -106,8 +107,8 @@ func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
 		_ = n2.Shutdown(context.Background())
 		t.Fatal("New started with a damaged CurrentTerm in the wal's meta file")
 	}
-	if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("New: %v, want ErrRaftStoreCorrupt naming %s", err, dir)
+	if !errors.Is(err, raftlog.ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("New: %v, want raftlog.ErrRaftStoreCorrupt naming %s", err, dir)
 	}
 }
 
@@ -129,7 +130,7 @@ func walCluster(t *testing.T, tune func(*Config)) []*Node {
 	t.Helper()
 	config := func(id string, expect int) Config {
 		c := testConfig(t, id, expect)
-		c.LogStore = LogStoreWAL
+		c.LogStore = raftlog.LogStoreWAL
 		if tune != nil {
 			tune(&c)
 		}
@@ -214,4 +215,10 @@ func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
 // that the first write after the restore failed.
 func Test_WALStoreBackupRestore(t *testing.T) {
 	backupRestoreRoundTrip(t, walCluster(t, nil))
+}
+
+// statOK reports whether path exists.
+func statOK(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

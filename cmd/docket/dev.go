@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
@@ -24,7 +24,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a fresh temp dir, removed on exit)")
 	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i, Raft on base+100+i, gossip on base-100+i, /metrics on base+200+i and the web dashboard on base+300+i, on 127.0.0.1")
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
-	logStore := fs.String("log-store", cluster.LogStoreBolt, "the nodes' Raft log store: bolt or wal (a kept --data-dir keeps the store it was created with)")
+	logStore := fs.String("log-store", raftlog.LogStoreBolt, "the nodes' Raft log store: bolt or wal (a kept --data-dir keeps the store it was created with)")
 	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
 	if err := parseFlags(fs, args); err != nil {
 		return err

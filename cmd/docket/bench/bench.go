@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
 )
 
@@ -52,7 +52,7 @@ type Config struct {
 	// independent Raft groups the 3-process ceiling runs.
 	Procs, Groups int
 	// LogStore is the local cluster's and the ceiling's Raft log store
-	// (cluster.LogStoreBolt or cluster.LogStoreWAL).
+	// (raftlog.LogStoreBolt or raftlog.LogStoreWAL).
 	LogStore string
 	// TLS runs the local cluster (and the ceiling's Raft) with throwaway
 	// certificates; TLSCA, TLSCert and TLSKey reach an --addr cluster.
@@ -150,7 +150,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
 	fs.IntVar(&c.Procs, "procs", 1, "raft ceiling: its three servers in this process (1) or a process each (3)")
 	fs.IntVar(&c.Groups, "groups", 1, "raft ceiling with --procs 3: independent Raft groups, leaders spread over the processes; -c callers are split over them")
-	fs.StringVar(&c.LogStore, "log-store", cluster.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
+	fs.StringVar(&c.LogStore, "log-store", raftlog.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
 	fs.BoolVar(&c.Auth, "auth", false, "local cluster: run it with --auth (bearer tokens checked on every call) and call it with a minted admin token")
@@ -176,8 +176,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.Groups < 1 || c.Groups > 64 || (c.Groups > 1 && c.Procs != 3) {
 		errs = append(errs, fmt.Errorf("--groups %d: want 1..64, and more than one needs --procs 3", c.Groups))
 	}
-	if c.LogStore != cluster.LogStoreBolt && c.LogStore != cluster.LogStoreWAL {
-		errs = append(errs, fmt.Errorf("--log-store %q: want %s or %s", c.LogStore, cluster.LogStoreBolt, cluster.LogStoreWAL))
+	if c.LogStore != raftlog.LogStoreBolt && c.LogStore != raftlog.LogStoreWAL {
+		errs = append(errs, fmt.Errorf("--log-store %q: want %s or %s", c.LogStore, raftlog.LogStoreBolt, raftlog.LogStoreWAL))
 	}
 	known := false
 	for _, w := range Workloads {

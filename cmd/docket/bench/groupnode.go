@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/raftlog"
 )
 
 // A ceiling node is one process of the multi-process ceiling (groups.go):
@@ -80,7 +81,7 @@ func runCeilingNode(ctx context.Context, args []string, stdin io.Reader, stdout,
 	index := fs.Int("index", 0, "this node's index, 0..2")
 	dir := fs.String("dir", "", "data dir")
 	groups := fs.Int("groups", 1, "Raft groups to host one server of")
-	logStore := fs.String("log-store", cluster.LogStoreBolt, "bolt or wal")
+	logStore := fs.String("log-store", raftlog.LogStoreBolt, "bolt or wal")
 	tlsDir := fs.String("tls-dir", "", "run Raft with TLS from a CA in this dir")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)

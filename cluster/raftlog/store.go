@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"encoding/binary"
@@ -45,7 +45,7 @@ var (
 	keyLastVoteCand = []byte("LastVoteCand")
 )
 
-// logBackend is a Raft log and stable store that checkedStore seals:
+// logBackend is a Raft log and stable store that Store seals:
 // BoltDB's raft.db (the default) or raft-wal's segment files (walstore.go).
 type logBackend interface {
 	raft.LogStore
@@ -53,12 +53,12 @@ type logBackend interface {
 	Close() error
 }
 
-// checkedStore is the Raft log and stable store with a checksum on
+// Store is the Raft log and stable store with a checksum on
 // every entry and value. It sits under raft.NewLogCache, so what it checks
 // is what the disk gave back; the cache holds entries it already checked on
 // the way in. Reads never return a damaged entry or value: they return an
 // error wrapping ErrRaftStoreCorrupt and report it to onFault.
-type checkedStore struct {
+type Store struct {
 	base logBackend
 	path string
 	log  *slog.Logger
@@ -66,29 +66,30 @@ type checkedStore struct {
 	// legacyThrough is the last index written before this raft.db had
 	// checksums; entries up to it may lack one.
 	legacyThrough uint64
-	// onFault hears of damage found while running. Set before Raft starts.
-	onFault func(error)
+	// OnFault, when set, hears of damage found while running. Set it
+	// before Raft starts.
+	OnFault func(error)
 	closed  atomic.Bool
 	refused atomic.Uint64 // the last index StoreLogs refused, to log it once
-	sizes   logSizes      // bytes per entry, for the log byte budget
+	sizes   Sizes         // bytes per entry, for the log byte budget
 }
 
 var (
-	_ raft.LogStore    = (*checkedStore)(nil)
-	_ raft.StableStore = (*checkedStore)(nil)
+	_ raft.LogStore    = (*Store)(nil)
+	_ raft.StableStore = (*Store)(nil)
 )
 
-// openCheckedStore opens raft.db at path and checks its format marker and
+// OpenBolt opens raft.db at path and checks its format marker and
 // stable values. A raft.db written before checksums is adopted: its stable
 // values are sealed, and its entries up to the current last index stay
 // readable unchecked (see cluster/DESIGN.md).
-func openCheckedStore(path string, log *slog.Logger) (*checkedStore, error) {
+func OpenBolt(path string, log *slog.Logger) (*Store, error) {
 	return openCheckedStoreWith(raftboltdb.Options{Path: path}, log)
 }
 
 // openCheckedStoreWith is openCheckedStore with BoltDB's options; the
 // benchmark turns fsync off with them to see the checksums' own cost.
-func openCheckedStoreWith(opts raftboltdb.Options, log *slog.Logger) (*checkedStore, error) {
+func openCheckedStoreWith(opts raftboltdb.Options, log *slog.Logger) (*Store, error) {
 	path := opts.Path
 	b, err := raftboltdb.New(opts)
 	if err != nil {
@@ -99,8 +100,8 @@ func openCheckedStoreWith(opts raftboltdb.Options, log *slog.Logger) (*checkedSt
 
 // newCheckedStore puts the checksums over an open backend, and closes it if
 // its format or stable values fail their checks.
-func newCheckedStore(b logBackend, path string, log *slog.Logger) (*checkedStore, error) {
-	s := &checkedStore{base: b, path: path, log: log}
+func newCheckedStore(b logBackend, path string, log *slog.Logger) (*Store, error) {
+	s := &Store{base: b, path: path, log: log}
 	if err := s.openFormat(); err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
@@ -108,19 +109,19 @@ func newCheckedStore(b logBackend, path string, log *slog.Logger) (*checkedStore
 }
 
 // corrupt wraps a finding in ErrRaftStoreCorrupt with the file's path.
-func (s *checkedStore) corrupt(format string, args ...any) error {
+func (s *Store) corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrRaftStoreCorrupt, s.path, fmt.Sprintf(format, args...))
 }
 
 // guard turns a BoltDB panic or memory fault on a damaged page into an
 // error: bbolt trusts its pages and panics on impossible ones.
-func (s *checkedStore) guard(err *error) {
+func (s *Store) guard(err *error) {
 	if r := recover(); r != nil {
 		*err = s.corrupt("bolt: %v", r)
 	}
 }
 
-func (s *checkedStore) openFormat() (err error) {
+func (s *Store) openFormat() (err error) {
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	v, err := s.Get(keyLogFormat)
@@ -182,7 +183,7 @@ func (s *checkedStore) openFormat() (err error) {
 // checkStable reads term and vote through their checksums and checks that
 // they agree: Raft writes the vote's term before its candidate, and the
 // current term before either.
-func (s *checkedStore) checkStable() error {
+func (s *Store) checkStable() error {
 	term, err := s.GetUint64(keyCurrentTerm)
 	if err != nil && !isNotFound(err) {
 		return err
@@ -204,12 +205,12 @@ func (s *checkedStore) checkStable() error {
 	return nil
 }
 
-// verifyLog reads every entry once, before Raft starts, so a damaged one
+// VerifyLog reads every entry once, before Raft starts, so a damaged one
 // stops the start with an error instead of Raft's panic in its
 // configuration scan or apply. The log must start at or below snapIndex+1
 // and run without a gap after snapIndex, and no entry may be of a term
 // beyond the current term.
-func (s *checkedStore) verifyLog(snapIndex uint64) (err error) {
+func (s *Store) VerifyLog(snapIndex uint64) (err error) {
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	first, err := s.base.FirstIndex()
@@ -270,7 +271,7 @@ func entrySum(l *raft.Log, ext []byte) uint32 {
 
 // GetLog reads entry idx and checks it. It serves Raft's apply,
 // replication and configuration scans alike.
-func (s *checkedStore) GetLog(idx uint64, l *raft.Log) (err error) {
+func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = s.fault(s.corrupt("entry %d: bolt: %v", idx, r))
@@ -307,22 +308,22 @@ func (s *checkedStore) GetLog(idx uint64, l *raft.Log) (err error) {
 }
 
 // fault logs damage found while running and reports it.
-func (s *checkedStore) fault(err error) error {
+func (s *Store) fault(err error) error {
 	s.log.Error("raft log store damaged: this node stops serving until it is repaired", "file", s.path, "err", err)
-	if s.onFault != nil {
-		s.onFault(err)
+	if s.OnFault != nil {
+		s.OnFault(err)
 	}
 	return err
 }
 
 // StoreLog stores one entry; see StoreLogs.
-func (s *checkedStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs checks each command against its proposer's checksum, then
 // stores sealed copies: the caller's entries stay as they are, since the
 // LogCache keeps them. One damaged entry refuses the whole batch; on a
 // follower Raft answers the leader with a failure and never applies it.
-func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
+func (s *Store) StoreLogs(logs []*raft.Log) error {
 	extBytes := 0
 	for _, l := range logs {
 		if err := fsm.VerifyCommand(l); err != nil {
@@ -355,21 +356,21 @@ func (s *checkedStore) StoreLogs(logs []*raft.Log) error {
 }
 
 // FirstIndex is the first index in the log, 0 when empty.
-func (s *checkedStore) FirstIndex() (uint64, error) { return s.base.FirstIndex() }
+func (s *Store) FirstIndex() (uint64, error) { return s.base.FirstIndex() }
 
 // LastIndex is the last index in the log, 0 when empty.
-func (s *checkedStore) LastIndex() (uint64, error) { return s.base.LastIndex() }
+func (s *Store) LastIndex() (uint64, error) { return s.base.LastIndex() }
 
 // IsMonotonic passes the backend's answer on (raft.MonotonicLogStore):
 // raft-wal refuses a gap, so after installing a snapshot Raft must empty
 // it rather than leave the old entries below a gap, as it does in raft.db.
-func (s *checkedStore) IsMonotonic() bool {
+func (s *Store) IsMonotonic() bool {
 	m, ok := s.base.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
 }
 
 // DeleteRange deletes entries min..max inclusive.
-func (s *checkedStore) DeleteRange(min, max uint64) error {
+func (s *Store) DeleteRange(min, max uint64) error {
 	if err := s.base.DeleteRange(min, max); err != nil {
 		return err
 	}
@@ -379,7 +380,7 @@ func (s *checkedStore) DeleteRange(min, max uint64) error {
 
 // Set stores v under k with a checksum over both, so a value moved to
 // another key fails too.
-func (s *checkedStore) Set(k, v []byte) error {
+func (s *Store) Set(k, v []byte) error {
 	sealed := make([]byte, len(v)+stableSumLen)
 	copy(sealed, v)
 	binary.BigEndian.PutUint32(sealed[len(v):], stableSum(k, v))
@@ -388,7 +389,7 @@ func (s *checkedStore) Set(k, v []byte) error {
 
 // Get reads k and checks it. A missing key is BoltDB's error unchanged
 // (walBackend answers the same): Raft recognizes it by its text.
-func (s *checkedStore) Get(k []byte) ([]byte, error) {
+func (s *Store) Get(k []byte) ([]byte, error) {
 	raw, err := s.base.Get(k)
 	if err != nil {
 		return nil, err
@@ -401,12 +402,12 @@ func (s *checkedStore) Get(k []byte) ([]byte, error) {
 }
 
 // SetUint64 stores val as 8 bytes big-endian, checksummed like Set.
-func (s *checkedStore) SetUint64(k []byte, val uint64) error {
+func (s *Store) SetUint64(k []byte, val uint64) error {
 	return s.Set(k, binary.BigEndian.AppendUint64(nil, val))
 }
 
 // GetUint64 reads a value SetUint64 stored.
-func (s *checkedStore) GetUint64(k []byte) (uint64, error) {
+func (s *Store) GetUint64(k []byte) (uint64, error) {
 	v, err := s.Get(k)
 	if err != nil {
 		return 0, err
@@ -421,7 +422,7 @@ func stableSum(k, v []byte) uint32 {
 	return crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, v)
 }
 
-func (s *checkedStore) unseal(k, raw []byte) ([]byte, error) {
+func (s *Store) unseal(k, raw []byte) ([]byte, error) {
 	if len(raw) < stableSumLen {
 		return nil, s.corrupt("%s: %d bytes, too short for its checksum", k, len(raw))
 	}
@@ -433,10 +434,16 @@ func (s *checkedStore) unseal(k, raw []byte) ([]byte, error) {
 }
 
 // Close closes raft.db.
-func (s *checkedStore) Close() error {
+func (s *Store) Close() error {
 	s.closed.Store(true)
 	return s.base.Close()
 }
 
 // isNotFound is BoltDB's missing-key error, which Raft also matches by text.
 func isNotFound(err error) bool { return err != nil && err.Error() == "not found" }
+
+// Path is the store's file or directory, for the messages that name it.
+func (s *Store) Path() string { return s.path }
+
+// Sizes counts the bytes of the entries in the log, for the byte budget.
+func (s *Store) Sizes() *Sizes { return &s.sizes }

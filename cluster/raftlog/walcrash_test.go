@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ const walCrashEnv = "DOCKET_WAL_CRASH_DIR"
 // The child truncates a wal tail, appends the new leader's entries and is
 // killed with SIGKILL; the wal must reopen with the new entries.
 func Test_WALStoreTailTruncationSurvivesKill(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), walDir)
+	dir := filepath.Join(t.TempDir(), WALDir)
 	cmd := exec.Command(os.Args[0], "-test.run=^Test_WALCrashHelper$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), walCrashEnv+"="+dir)
 	out, err := cmd.StdoutPipe()

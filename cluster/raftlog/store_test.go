@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"bytes"
@@ -14,9 +14,9 @@ import (
 	"github.com/dockethq/docket/fsm"
 )
 
-func mustCheckedStore(t *testing.T, path string) *checkedStore {
+func mustCheckedStore(t *testing.T, path string) *Store {
 	t.Helper()
-	s, err := openCheckedStore(path, slog.New(slog.DiscardHandler))
+	s, err := OpenBolt(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func Test_LogSum_AdoptsRaftDBWithoutChecksums(t *testing.T) {
 
 	for round := 0; round < 2; round++ { // adopting, then reopening adopted
 		s := mustCheckedStore(t, path)
-		if err := s.verifyLog(0); err != nil {
+		if err := s.VerifyLog(0); err != nil {
 			t.Fatalf("round %d: verifyLog: %v", round, err)
 		}
 		var l raft.Log
@@ -110,7 +110,7 @@ func Test_LogSum_AdoptsRaftDBWithoutChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := mustCheckedStore(t, path)
-	if err := s.verifyLog(0); !errors.Is(err, ErrRaftStoreCorrupt) {
+	if err := s.VerifyLog(0); !errors.Is(err, ErrRaftStoreCorrupt) {
 		t.Fatalf("verifyLog with an unsealed entry 3: %v", err)
 	}
 }
@@ -132,8 +132,14 @@ func Test_LogSum_VerifyLogAllowsAGapBelowTheSnapshot(t *testing.T) {
 		snap uint64
 		ok   bool
 	}{{9, true}, {3, false}, {10, true}, {0, false}} {
-		if err := s.verifyLog(c.snap); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrRaftStoreCorrupt)) {
+		if err := s.VerifyLog(c.snap); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrRaftStoreCorrupt)) {
 			t.Errorf("snapshot at %d: %v", c.snap, err)
 		}
 	}
+}
+
+func sameLog(a, b raft.Log) bool {
+	return a.Index == b.Index && a.Term == b.Term && a.Type == b.Type &&
+		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Extensions, b.Extensions) &&
+		a.AppendedAt.Equal(b.AppendedAt)
 }

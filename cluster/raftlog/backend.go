@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -26,32 +26,33 @@ const (
 // one node at a time).
 var ErrLogStoreMismatch = errors.New("log store mismatch")
 
-// Where each store keeps its files under the data dir.
+// BoltFile and WALDir are where each store keeps its files under the data
+// dir.
 const (
-	boltFile = "raft.db"
-	walDir   = "raft-wal"
+	BoltFile = "raft.db"
+	WALDir   = "raft-wal"
 )
 
-// openLogBackend opens the store cfg.LogStore names under cfg.DataDir,
+// Open opens the store kind names (LogStoreBolt or LogStoreWAL) under dataDir,
 // refusing a data dir that holds the other store's files: starting on the
 // other store would see an empty log and stable store, so the node would
 // forget its term and vote and rejoin as if new.
-func openLogBackend(cfg Config, log *slog.Logger) (*checkedStore, error) {
-	boltPath := filepath.Join(cfg.DataDir, boltFile)
-	walPath := filepath.Join(cfg.DataDir, walDir)
-	switch cfg.LogStore {
+func Open(dataDir, kind string, log *slog.Logger) (*Store, error) {
+	boltPath := filepath.Join(dataDir, BoltFile)
+	walPath := filepath.Join(dataDir, WALDir)
+	switch kind {
 	case LogStoreBolt:
 		if exists(walPath) {
-			return nil, mismatch(cfg.DataDir, LogStoreBolt, LogStoreWAL, walPath)
+			return nil, mismatch(dataDir, LogStoreBolt, LogStoreWAL, walPath)
 		}
-		return openCheckedStore(boltPath, log)
+		return OpenBolt(boltPath, log)
 	case LogStoreWAL:
 		if exists(boltPath) {
-			return nil, mismatch(cfg.DataDir, LogStoreWAL, LogStoreBolt, boltPath)
+			return nil, mismatch(dataDir, LogStoreWAL, LogStoreBolt, boltPath)
 		}
 		return openCheckedWAL(walPath, log)
 	default:
-		return nil, fmt.Errorf("log store %q: want %q or %q", cfg.LogStore, LogStoreBolt, LogStoreWAL)
+		return nil, fmt.Errorf("log store %q: want %q or %q", kind, LogStoreBolt, LogStoreWAL)
 	}
 }
 
@@ -70,12 +71,12 @@ func exists(path string) bool {
 // raft-wal checks its own frames when it recovers a segment; the checksums
 // above it also cover a damaged sealed segment and the stable values in
 // its BoltDB meta file, and keep one corruption story for both stores.
-func openCheckedWAL(dir string, log *slog.Logger) (*checkedStore, error) {
+func openCheckedWAL(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft-wal dir: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithMetaStore(meta))
+	w, err := wal.Open(dir, wal.WithLogger(NewHCLog(log, "raft-wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("raft-wal %s: %w", dir, err), meta.Close())
 	}
@@ -87,7 +88,7 @@ func openCheckedWAL(dir string, log *slog.Logger) (*checkedStore, error) {
 var errStableNotFound = errors.New("not found")
 
 // walBackend is raft-wal with BoltDB's answer for a missing stable key:
-// raft-wal returns no value and no error, which checkedStore would read as
+// raft-wal returns no value and no error, which Store would read as
 // a value too short for its checksum. Its Close (from v0.4.1 on) also
 // closes the meta file; v0.4.0 left it open and flock'd, which is why the
 // module is pinned at v0.4.2 or later (also for raft-wal #31, see

@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"context"
@@ -17,7 +17,9 @@ type hclogAdapter struct {
 	args []interface{}
 }
 
-func newHCLog(l *slog.Logger, name string) hclog.Logger {
+// NewHCLog is an hclog.Logger that writes to l, for hashicorp/raft and
+// raft-wal, tagged with component name.
+func NewHCLog(l *slog.Logger, name string) hclog.Logger {
 	return &hclogAdapter{log: l.With("component", name), name: name}
 }
 

@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 )
 
 // The cost of the checksums: raft.db as BoltDB alone ("bolt") and through
-// checkedStore ("checked"). StoreLogs runs with fsync, as a node does, and
+// Store ("checked"). StoreLogs runs with fsync, as a node does, and
 // without ("nosync"), which leaves the checksums' own CPU cost visible
 // under the disk's noise. Entries carry the proposer's checksum in both, as
 // the leader proposes them.
