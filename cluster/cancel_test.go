@@ -39,7 +39,7 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 
 // Test_LeaderTimesOutPastDeadline: the leader's timeout loop ends a claim
 // past its execution deadline while its worker keeps heartbeating; the
-// heartbeat past the deadline is refused with ErrTimedOut.
+// heartbeat past the deadline is refused with service.ErrTimedOut.
 func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	n := mustCluster(t, 1)[0]
 	testwait.For(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
@@ -53,7 +53,7 @@ func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	hb := service.HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
 	var refused bool
 	testwait.For(t, 10*time.Second, "the task to end FAILED", func() bool {
-		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(service.ItemError(res.GetItems()[0]), ErrTimedOut) {
+		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(service.ItemError(res.GetItems()[0]), service.ErrTimedOut) {
 			refused = true
 		}
 		got, err := n.FSM().GetTask(task.GetId())

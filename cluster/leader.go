@@ -2,21 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
-	"github.com/dockethq/docket/cluster/replica"
+	"github.com/dockethq/docket/cluster/leader"
 	"github.com/dockethq/docket/cluster/service"
-	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
-)
-
-// Batch sizes of the leader's housekeeping commands.
-const (
-	reapBatch    = 1000
-	promoteBatch = 1000
-	purgeBatch   = 1000
 )
 
 // leaderRun owns one term's leader loops.
@@ -62,9 +52,9 @@ func (n *Node) followLeadership(notify <-chan bool) {
 	}
 }
 
-// leaderLoop catches up with a Barrier, waits out
-// the reap grace period, then runs the reaper, the delayed mover, the
-// retention purge and the consistency checks until ctx ends.
+// leaderLoop catches up with a Barrier, latches the feature level and
+// names the cluster, then runs the leader's loops (package leader) with
+// membership reconcile and the consistency checks until ctx ends.
 func (n *Node) leaderLoop(ctx context.Context) {
 	n.log.Info("leader loops starting")
 	// Everything committed by earlier leaders is applied locally once the
@@ -87,160 +77,33 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			return
 		}
 	}
-	reapAfter := time.Now().Add(n.cfg.ReapGrace)
 	if err := n.latchOnce(ctx); err != nil && ctx.Err() == nil {
 		n.log.Warn("feature level latch failed", "err", err)
 	}
 	if err := n.nameClusterOnce(ctx); err != nil && ctx.Err() == nil {
 		n.log.Warn("naming the cluster failed", "err", err)
 	}
-	wgBoot := sync.WaitGroup{}
-	wgBoot.Add(1)
-	go func() {
-		defer wgBoot.Done()
-		n.bootstrapToken(ctx)
-	}()
-	defer wgBoot.Wait()
-
-	var wg sync.WaitGroup
-	run := func(name string, every time.Duration, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if err := fn(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrShutdown) {
-					n.log.Warn("leader task failed", "task", name, "err", err)
-				}
-			}
-		}()
-	}
-	run("reap", n.cfg.ReapInterval, func(ctx context.Context) error {
-		if time.Now().Before(reapAfter) {
-			return nil
-		}
-		return n.reapOnce(ctx)
-	})
-	run("timeout", n.cfg.ReapInterval, func(ctx context.Context) error {
-		if time.Now().Before(reapAfter) {
-			return nil // a new leader's clock may run ahead of the last one's
-		}
-		return n.timeOutOnce(ctx)
-	})
-	run("promote", n.cfg.PromoteInterval, n.promoteOnce)
-	run("latch", service.LatchInterval, func(ctx context.Context) error {
+	latch := leader.Task{Name: "latch", Every: service.LatchInterval, Run: func(ctx context.Context) error {
 		if err := n.latchOnce(ctx); err != nil {
 			return err
 		}
 		return n.nameClusterOnce(ctx) // once every server applies it
-	})
-	run("purge", n.cfg.PurgeInterval, n.purgeOnce)
-	run("schedule", n.cfg.ScheduleInterval, n.scheduleOnce)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		n.reconcileLoop(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		n.checkLoop(ctx)
-	}()
-	wg.Wait()
+	}}
+	n.loops().Run(ctx, []leader.Task{latch}, n.reconcileLoop, n.checkLoop)
 }
 
-// bootstrapToken creates the bootstrap token when this node has a secret
-// and the cluster never created one; otherwise it says why it ignores it.
-// Tokens need their feature level: until the cluster latched it (every
-// server announced it), it waits.
-func (n *Node) bootstrapToken(ctx context.Context) {
-	if n.cfg.BootstrapSecret == "" {
-		return
-	}
-	var err error
-	for {
-		err = n.Bootstrap(ctx, n.cfg.BootstrapSecret)
-		if !errors.Is(err, service.ErrFeatureDisabled) {
-			break
-		}
-		if !sleepCtx(ctx, service.LatchInterval) {
-			return
-		}
-	}
-	switch {
-	case err == nil:
-		n.log.Info("bootstrap token created")
-	case errors.Is(err, service.ErrBootstrapped):
-		n.log.Info("bootstrap token ignored: this cluster created its bootstrap token before")
-	case ctx.Err() == nil:
-		n.log.Error("bootstrap token not created", "err", err)
-	}
-}
-
-// reapOnce proposes Reap for the leases that expired by the leader's now.
-// The FSM re-checks each fence and expiry, so a heartbeat that lands
-// between this scan and the apply wins.
-func (n *Node) reapOnce(ctx context.Context) error {
-	items, err := n.fsm.ExpiredLeases(n.clock.Now().UnixNano(), reapBatch)
-	if err != nil || len(items) == 0 {
-		return err
-	}
-	res, err := n.propose(ctx, &pb.Command{
-		Type: pb.CommandType_COMMAND_TYPE_REAP,
-		Body: &pb.Command_Reap{Reap: &pb.ReapCmd{Items: items}},
-	})
-	if err != nil {
-		return err
-	}
-	reaped := 0
-	for _, it := range res.GetItems() {
-		if it.GetCode() == pb.Code_CODE_OK {
-			reaped++
-		}
-	}
-	n.log.Info("reaped expired leases", "seen", len(items), "requeued", reaped)
-	return nil
-}
-
-func (n *Node) promoteOnce(ctx context.Context) error {
-	delayed, _, err := n.fsm.HasDue(n.clock.Now().UnixNano())
-	if err != nil || !delayed {
-		return err
-	}
-	_, err = n.propose(ctx, &pb.Command{
-		Type: pb.CommandType_COMMAND_TYPE_PROMOTE_DELAYED,
-		Body: &pb.Command_PromoteDelayed{PromoteDelayed: &pb.PromoteDelayedCmd{Limit: promoteBatch}},
-	})
-	return err
-}
-
-func (n *Node) purgeOnce(ctx context.Context) error {
-	_, expired, err := n.fsm.HasDue(n.clock.Now().UnixNano())
-	if err != nil || !expired {
-		return err
-	}
-	_, err = n.propose(ctx, &pb.Command{
-		Type: pb.CommandType_COMMAND_TYPE_PURGE,
-		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{Limit: purgeBatch}},
-	})
-	return err
+// loops are the leader's housekeeping over this node.
+func (n *Node) loops() *leader.Loops {
+	c := n.cfg
+	return leader.New(n, leader.Config{Log: n.log, ApplyTimeout: c.ApplyTimeout, ReapInterval: c.ReapInterval,
+		ReapGrace: c.ReapGrace, PromoteInterval: c.PromoteInterval, PurgeInterval: c.PurgeInterval,
+		ScheduleInterval: c.ScheduleInterval, BootstrapSecret: c.BootstrapSecret})
 }
 
 // propose runs a housekeeping command with a bounded wait and turns a
 // whole-command rejection into an error.
 func (n *Node) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
-	defer cancel()
-	res, err := n.Propose(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	return res, fsm.ResultError(res)
+	return leader.Propose(ctx, n, n.cfg.ApplyTimeout, cmd)
 }
 
 // sleepCtx waits d or until ctx ends; false means ctx ended.

@@ -135,7 +135,7 @@ func Test_ScheduleGatedBeforeLatch(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Need != fsm.LevelSchedules {
 		t.Fatalf("put on a level-%d cluster: %v", fsm.LevelQueueControl, err)
 	}
-	if err := n.scheduleOnce(ctx); err != nil {
+	if err := n.loops().ScheduleOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The leader's other loops (the consistency check, the latch) may

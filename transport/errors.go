@@ -80,7 +80,7 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, service.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
-	case errors.Is(err, cluster.ErrTimedOut):
+	case errors.Is(err, service.ErrTimedOut):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonTimedOut, nil))
 	case errors.Is(err, service.ErrCancelled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonCancelled, nil))

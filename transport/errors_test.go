@@ -35,7 +35,7 @@ func Test_ToStatus(t *testing.T) {
 		{"stale fence", fmt.Errorf("task x: %w", service.ErrStaleFence), codes.FailedPrecondition, pb.ReasonStaleFence, ""},
 		{"wrong state", fmt.Errorf("task x: %w", service.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
 		{"tenant limit", fmt.Errorf("task x: %w", service.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
-		{"timed out", fmt.Errorf("task x: %w", cluster.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
+		{"timed out", fmt.Errorf("task x: %w", service.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
 		{"cancelled", fmt.Errorf("task x: %w", service.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
 		{"leadership lost", fmt.Errorf("%w: raft", replica.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
 		{"log write failed", fmt.Errorf("%w: %w: no space left on device", replica.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},

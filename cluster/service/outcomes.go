@@ -17,6 +17,9 @@ var (
 	// ErrCancelled: a Submit under a claim that Cancel reached; the task
 	// ended CANCELLED and kept nothing of the Submit.
 	ErrCancelled = fsm.ErrCancelled
+	// ErrTimedOut: the claim ran past its execution deadline (a task's
+	// timeout_ns); the worker must stop, and the leader ends the claim.
+	ErrTimedOut = fsm.ErrTimedOut
 )
 
 // FieldError is a request value that the rules refuse, naming its field.

@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -37,25 +37,25 @@ type fire struct {
 	slots        []int64
 }
 
-// scheduleOnce is one round of the scheduler. It does nothing until the
+// ScheduleOnce is one round of the scheduler. It does nothing until the
 // cluster latched LevelSchedules: before that no schedule can exist, and
 // a FIRE would stop a server of an older build.
-func (n *Node) scheduleOnce(ctx context.Context) error {
-	if n.EnabledLevel() < fsm.LevelSchedules {
+func (l *Loops) ScheduleOnce(ctx context.Context) error {
+	if l.h.EnabledLevel() < fsm.LevelSchedules {
 		return nil
 	}
-	now := n.clock.Now().UnixNano()
+	now := l.h.Now().UnixNano()
 	var due []fire
 	total := 0
 	var after []byte
 	for total < maxFiresPerRound {
 		var err error
-		after, err = n.fsm.ScanSchedules(after, schedulePage, func(s *pb.Schedule) error {
+		after, err = l.h.FSM().ScanSchedules(after, schedulePage, func(s *pb.Schedule) error {
 			slots, err := fsm.DueSlots(s, now)
 			if err != nil {
 				// Put by this build's Validate, so not expected; one bad
 				// record must not stop the others.
-				n.log.Warn("schedule skipped", "tenant", s.GetTenant(), "schedule", s.GetName(), "err", err)
+				l.log.Warn("schedule skipped", "tenant", s.GetTenant(), "schedule", s.GetName(), "err", err)
 				return nil
 			}
 			if len(slots) > 0 && total < maxFiresPerRound {
@@ -89,7 +89,7 @@ func (n *Node) scheduleOnce(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := n.fireSlots(ctx, f); err != nil {
+			if err := l.fireSlots(ctx, f); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -102,9 +102,9 @@ func (n *Node) scheduleOnce(ctx context.Context) error {
 
 // fireSlots proposes the slots of one schedule, oldest first, and stops at
 // the first that fails to commit: a later one would skip it for good.
-func (n *Node) fireSlots(ctx context.Context, f fire) error {
+func (l *Loops) fireSlots(ctx context.Context, f fire) error {
 	for _, slot := range f.slots {
-		res, err := n.propose(ctx, service.FireScheduleCommand(f.tenant, f.name, slot))
+		res, err := l.propose(ctx, service.FireScheduleCommand(f.tenant, f.name, slot))
 		if err != nil {
 			return fmt.Errorf("fire %s/%s slot %d: %w", f.tenant, f.name, slot, err)
 		}
@@ -114,11 +114,11 @@ func (n *Node) fireSlots(ctx context.Context, f fire) error {
 		}
 		switch it[0].GetCode() {
 		case pb.Code_CODE_OK:
-			n.log.Debug("schedule fired", "tenant", f.tenant, "schedule", f.name, "slot", slot, "task", it[0].GetTaskId())
+			l.log.Debug("schedule fired", "tenant", f.tenant, "schedule", f.name, "slot", slot, "task", it[0].GetTaskId())
 		case pb.Code_CODE_ALREADY_DONE, pb.Code_CODE_NOT_FOUND:
 			// Fired by an earlier leader, or removed since the read.
 		default:
-			n.log.Warn("schedule slot refused", "tenant", f.tenant, "schedule", f.name, "slot", slot,
+			l.log.Warn("schedule slot refused", "tenant", f.tenant, "schedule", f.name, "slot", slot,
 				"code", it[0].GetCode(), "detail", it[0].GetDetail())
 			return nil
 		}

@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -6,10 +6,6 @@ import (
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// ErrTimedOut: the claim ran past its execution deadline (a task's
-// timeout_ns); the worker must stop, and the leader ends the claim.
-var ErrTimedOut = fsm.ErrTimedOut
 
 // timeOutBatch bounds one TimeOut command, like reapBatch.
 const timeOutBatch = 1000
@@ -19,15 +15,15 @@ const timeOutBatch = 1000
 // LevelCancelRunning: before that no claim has a deadline, and the
 // command would only be refused. The FSM re-checks fence and deadline,
 // so a Submit that lands between this scan and the apply wins.
-func (n *Node) timeOutOnce(ctx context.Context) error {
-	if n.EnabledLevel() < fsm.LevelCancelRunning {
+func (l *Loops) timeOutOnce(ctx context.Context) error {
+	if l.h.EnabledLevel() < fsm.LevelCancelRunning {
 		return nil
 	}
-	items, err := n.fsm.PastDeadlines(n.clock.Now().UnixNano(), timeOutBatch)
+	items, err := l.h.FSM().PastDeadlines(l.h.Now().UnixNano(), timeOutBatch)
 	if err != nil || len(items) == 0 {
 		return err
 	}
-	res, err := n.propose(ctx, &pb.Command{
+	res, err := l.propose(ctx, &pb.Command{
 		Type: pb.CommandType_COMMAND_TYPE_TIME_OUT,
 		Body: &pb.Command_TimeOut{TimeOut: &pb.TimeOutCmd{Items: items}},
 	})
@@ -40,6 +36,6 @@ func (n *Node) timeOutOnce(ctx context.Context) error {
 			ended++
 		}
 	}
-	n.log.Info("ended claims past their execution deadline", "seen", len(items), "ended", ended)
+	l.log.Info("ended claims past their execution deadline", "seen", len(items), "ended", ended)
 	return nil
 }
