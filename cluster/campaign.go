@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/gossip"
 )
 
@@ -73,7 +74,7 @@ func (n *Node) campaignHold() time.Duration {
 // unchecked) is alive in gossip: that voter can lead and check this one. When every server awaits a check (a
 // whole cluster restarted), all campaign, or none would ever lead.
 func (n *Node) mayCampaign() error {
-	if !errors.Is(n.check.err(), ErrAwaitingCheck) {
+	if !errors.Is(n.check.Err(), check.ErrAwaitingCheck) {
 		return nil
 	}
 	g := n.campaign.pool.Load()

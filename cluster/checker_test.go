@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -28,8 +29,8 @@ func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.checkOnce(ctx, false); !errors.Is(err, errChecksUnsupported) {
-		t.Fatalf("check with unknown voters: %v, want errChecksUnsupported", err)
+	if err := l.check.CheckOnce(ctx, false); !errors.Is(err, check.ErrChecksUnsupported) {
+		t.Fatalf("check with unknown voters: %v, want check.ErrChecksUnsupported", err)
 	}
 	if got := l.FSM().AppliedIndex(); got != before {
 		t.Fatalf("applied index moved from %d to %d: something was proposed", before, got)
@@ -59,11 +60,11 @@ func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if err := l.checkOnce(ctx, false); err != nil {
+	if err := l.check.CheckOnce(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	st := l.check.status()
+	st := l.check.Status()
 	if st.GetIndex() == 0 || st.GetMajorityHash() == "" {
 		t.Fatalf("no check recorded after %v: %v", took, st)
 	}
@@ -86,16 +87,14 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 	nodes := pacedCluster(t, ctx, 1, func(c *Config) { c.CheckTimeout = 200 * time.Millisecond })
 	l := leaderOf(t, nodes)
 	paced := make(chan error, 1)
-	go func() { paced <- l.checkOnce(ctx, false) }()
+	go func() { paced <- l.check.CheckOnce(ctx, false) }()
 	testwait.For(t, 5*time.Second, "the paced hash to start", func() bool {
-		l.check.mu.Lock()
-		defer l.check.mu.Unlock()
-		return l.check.hashing
+		return l.check.Hashing()
 	})
-	if err := l.checkOnce(ctx, true); err != nil {
+	if err := l.check.CheckOnce(ctx, true); err != nil {
 		t.Fatalf("urgent check: %v", err)
 	}
-	st := l.check.status()
+	st := l.check.Status()
 	if st.GetMajorityHash() == "" || st.GetOwnHash() != st.GetMajorityHash() {
 		t.Fatalf("urgent check not recorded: %v", st)
 	}
@@ -125,7 +124,7 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 	// The control: a periodic check is paced on every voter (about 40 s).
 	paced := check(false)
 	for _, n := range nodes {
-		testwait.For(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.hashPending(paced) })
+		testwait.For(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.HashPending(paced) })
 	}
 	index := check(true)
 	for _, n := range nodes {
@@ -137,53 +136,6 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 	for _, n := range nodes {
 		if n.CheckHash(paced) != "" {
 			t.Fatalf("%s finished the paced hash: the pace did not hold it", n.ID())
-		}
-	}
-}
-
-// Periodic checks hash at most a quarter of the time: after a long check
-// the next waits three times its length; a short one leaves CheckInterval.
-func Test_NextCheckWaitBoundsHashingTime(t *testing.T) {
-	for _, c := range []struct {
-		interval, took, want time.Duration
-	}{
-		{time.Minute, 2 * time.Second, time.Minute},
-		{time.Minute, 20 * time.Second, time.Minute},
-		{time.Minute, 48 * time.Second, 144 * time.Second}, // a million tasks at 8 MiB/s
-		{time.Second, 10 * time.Second, 30 * time.Second},
-		{time.Hour, 10 * time.Minute, time.Hour},
-	} {
-		got := nextCheckWait(c.interval, c.took)
-		if got != c.want {
-			t.Errorf("interval %v, check took %v: next in %v, want %v", c.interval, c.took, got, c.want)
-		}
-		if share := float64(c.took) / float64(c.took+got); share > 0.25 {
-			t.Errorf("interval %v, check took %v: hashing %.0f%% of the time", c.interval, c.took, 100*share)
-		}
-	}
-}
-
-// What a check arriving at a voter does to the hash under way: only a
-// paced hash gives way, and only to an urgent check. A full-speed hash (an
-// urgent check's, or a restarted voter's that awaits a check) finishes
-// whatever comes, or a slow restarted voter poked into urgent checks back
-// to back would never complete one.
-func Test_HashAdmission(t *testing.T) {
-	for _, c := range []struct {
-		name                         string
-		hashing, runningFull, urgent bool
-		wantStart, wantReplace       bool
-	}{
-		{"idle, periodic check", false, false, false, true, false},
-		{"idle, urgent check", false, false, true, true, false},
-		{"paced hash running, periodic check", true, false, false, false, false},
-		{"paced hash running, urgent check", true, false, true, true, true},
-		{"full-speed hash running, periodic check", true, true, false, false, false},
-		{"full-speed hash running, urgent check", true, true, true, false, false},
-	} {
-		start, replace := hashAdmission(c.hashing, c.runningFull, c.urgent)
-		if start != c.wantStart || replace != c.wantReplace {
-			t.Errorf("%s: start %v replace %v, want %v %v", c.name, start, replace, c.wantStart, c.wantReplace)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 )
 
@@ -107,7 +109,7 @@ func (n *Node) discover() {
 		if n.IsLeader() {
 			for _, m := range members {
 				if m.Status == gossip.StatusAlive && m.Unchecked {
-					n.check.poke() // a restarted voter serves nothing until a check passes on it
+					n.check.Poke() // a restarted voter serves nothing until a check passes on it
 					break
 				}
 			}
@@ -115,9 +117,6 @@ func (n *Node) discover() {
 		}
 	}
 }
-
-// statusRPC bounds one Cluster.Status call to a peer.
-const statusRPC = time.Second
 
 // discoverTick bounds how stale the announced state (HasState, Unchecked)
 // and the peer book may be when gossip is quiet.
@@ -147,7 +146,7 @@ func (n *Node) announce() {
 		return // an update now would announce this node alive again
 	}
 	has := n.hasState()
-	unchecked := n.check.status().GetStatus() == checkAwaiting
+	unchecked := n.check.Status().GetStatus() == check.StateAwaiting
 	cluster := n.fsm.ClusterID()
 	if err := n.gossip.SetMeta(func(m *gossip.Meta) { m.HasState, m.Unchecked, m.Cluster = has, unchecked, cluster }); err != nil {
 		n.log.Debug("gossip announce", "err", err)
@@ -203,7 +202,7 @@ func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	wait := time.Duration(0)
 	for {
-		if !sleepCtx(n.ctx, wait) {
+		if !clock.Sleep(n.ctx, wait) {
 			return
 		}
 		if n.leaving.Load() {

@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
-	"time"
 
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/leader"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -73,7 +73,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			break
 		}
 		n.log.Warn("leader barrier failed", "err", err)
-		if !sleepCtx(ctx, n.cfg.ReapInterval) {
+		if !clock.Sleep(ctx, n.cfg.ReapInterval) {
 			return
 		}
 	}
@@ -89,7 +89,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		}
 		return n.nameClusterOnce(ctx) // once every server applies it
 	}}
-	n.loops().Run(ctx, []leader.Task{latch}, n.reconcileLoop, n.checkLoop)
+	n.loops().Run(ctx, []leader.Task{latch}, n.reconcileLoop, n.check.Loop)
 }
 
 // loops are the leader's housekeeping over this node.
@@ -104,16 +104,4 @@ func (n *Node) loops() *leader.Loops {
 // whole-command rejection into an error.
 func (n *Node) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	return leader.Propose(ctx, n, n.cfg.ApplyTimeout, cmd)
-}
-
-// sleepCtx waits d or until ctx ends; false means ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

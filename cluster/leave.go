@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/dockethq/docket/cluster/clock"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // ErrLastVoter means Leave was asked of the only voter: no one could take
@@ -56,17 +57,15 @@ func (n *Node) Leave(ctx context.Context) error {
 	// entry: its own configuration would list it for ever, and it would
 	// campaign in vain. Also ask the peers: a peer that knows a leader and
 	// no longer lists this server has seen the removal.
-	r := &reconciler{conns: map[string]*grpc.ClientConn{}}
-	defer r.close()
 	for askAt := time.Now(); n.inConfiguration(); {
 		if time.Now().After(askAt) {
-			if by := n.removedPerPeers(ctx, r); by != "" {
+			if by := n.removedPerPeers(ctx); by != "" {
 				n.log.Info("removal seen by a peer, not in this node's log", "peer", by)
 				break
 			}
 			askAt = time.Now().Add(leavePeerPoll)
 		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
+		if !clock.Sleep(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("leave: waiting to be removed from the configuration: %w", ctx.Err())
 		}
 	}
@@ -81,12 +80,12 @@ func (n *Node) Left() <-chan struct{} { return n.left }
 
 // removedPerPeers asks each peer for its Status and returns the id of the
 // first one that knows a leader and does not list this server, or "".
-func (n *Node) removedPerPeers(ctx context.Context, r *reconciler) string {
+func (n *Node) removedPerPeers(ctx context.Context) string {
 	for _, p := range n.peers.all() {
 		if p.ID == n.cfg.ID || p.GRPCAddr == "" {
 			continue
 		}
-		st, err := r.status(ctx, n, p.GRPCAddr)
+		st, err := n.pool.Status(ctx, p.GRPCAddr, &pb.StatusRequest{})
 		if err != nil || st.GetLeaderId() == "" || st.GetLeaderId() == n.cfg.ID {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -88,7 +89,7 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 		FsmAppliedIndex: n.fsm.AppliedIndex(),
 		RaftAddr:        n.cfg.RaftAddr,
 		GrpcAddr:        n.cfg.GRPCAddr,
-		Consistency:     n.check.status(),
+		Consistency:     n.check.Status(),
 
 		FeatureLevel:        n.fsm.MaxLevel(),
 		EnabledFeatureLevel: n.fsm.EnabledLevel(),
@@ -162,7 +163,7 @@ func (n *Node) TransferLeadership(ctx context.Context, toID string) (string, err
 		if id, _ := n.Leader(); id != "" && id != n.cfg.ID {
 			return id, nil
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		if !clock.Sleep(ctx, 10*time.Millisecond) {
 			return "", fmt.Errorf("transfer leadership: waiting for new leader: %w", ctx.Err())
 		}
 	}

@@ -13,7 +13,10 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -28,7 +31,7 @@ type Node struct {
 
 	cfg   Config
 	log   *slog.Logger
-	clock Clock
+	clock clock.Clock
 
 	fsm       *fsm.FSM
 	store     *raftlog.Store
@@ -52,7 +55,8 @@ type Node struct {
 	logFault *logFault // damage found in the log while running (logfault.go)
 	ident    *Identity // the cluster's id, checked on every peer (identity.go)
 	campaign campaignView
-	check    *checker
+	check    *check.Checker
+	pool     *peer.Pool // node-to-node gRPC: status, hashes, membership
 
 	ctx    context.Context // cancelled by Shutdown; parent of every loop
 	cancel context.CancelFunc
@@ -82,13 +86,13 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if err := checkMarker(cfg.DataDir); err != nil {
+	if err := check.CheckMarker(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	role := &roleState{}
 	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
 	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
-	n := &Node{cfg: cfg, log: log, role: role, clock: offsetClock{offset: cfg.ClockOffset},
+	n := &Node{cfg: cfg, log: log, role: role, clock: clock.Offset(cfg.ClockOffset),
 		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault(),
 		gossipChanged: make(chan struct{}, 1), reconcileKick: make(chan struct{}, 1), left: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -124,11 +128,12 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
-	n.check = newChecker(n, restarted)
+	n.check = check.New(n.ctx, checkHost{n}, cfg.checkConfig(log), restarted)
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
 	n.ident = &Identity{id: n.fsm.ClusterID, log: log}
+	n.pool = peer.New(n.peerDialOptions()...)
 	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err
 	}
@@ -143,7 +148,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
-	n.fsm.SetCheckObserver(n.check.observe)
+	n.fsm.SetCheckObserver(n.check.Observe)
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.OnFault = n.logFault.set
@@ -175,7 +180,10 @@ func New(cfg Config) (*Node, error) {
 	go n.watchApply()
 	go n.watchLogFault()
 	go n.watchLogBytes()
-	go n.scrubLoop()
+	go func() {
+		defer n.wg.Done()
+		n.check.Scrub(n.ctx, n.fsm)
+	}()
 	ok = true
 	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "gossip", n.gossip.Addr(), "applied", n.fsm.AppliedIndex())
 	return n, nil
@@ -280,6 +288,8 @@ func (n *Node) stop(first func()) error {
 		n.Service.Close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
+		n.check.Close() // after Raft: its apply goroutine starts the hashes
+		err = errors.Join(err, n.pool.Close())
 		if n.gossip != nil {
 			err = errors.Join(err, n.gossip.Shutdown())
 		}

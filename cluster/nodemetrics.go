@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dockethq/docket/cluster/check"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -154,8 +155,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.tolerance, float64(st.GetFailureTolerance()))
 	gauge(c.level, float64(n.fsm.EnabledLevel()))
 	gauge(c.buildLevel, float64(n.fsm.MaxLevel()))
-	cs := n.check.status().GetStatus()
-	for _, s := range []string{checkOK, checkAwaiting, checkDiverged} {
+	cs := n.check.Status().GetStatus()
+	for _, s := range []string{check.StateOK, check.StateAwaiting, check.StateDiverged} {
 		gauge(c.check, b2f(cs == s), s)
 	}
 	counter := func(d *prometheus.Desc, v float64) {

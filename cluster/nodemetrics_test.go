@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -195,16 +196,11 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		}
 		// A diverged node is NOT_SERVING in its gRPC health, and the gauge
 		// says the same (it stayed 1 on a DIVERGED node).
-		n.check.mu.Lock()
-		state := n.check.state
-		n.check.state = checkDiverged
-		n.check.mu.Unlock()
+		restore := n.check.Override(check.StateDiverged)
 		if got, _ := metricValue(t, reg, "docket_health_serving"); got != 0 {
 			t.Errorf("%s: health_serving %v while diverged, want 0", n.ID(), got)
 		}
-		n.check.mu.Lock()
-		n.check.state = state
-		n.check.mu.Unlock()
+		restore()
 		// Leader-local: only the node that proposed saw the answers.
 		wantLocal := b2f(n == l)
 		if got, _ := metricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/replica"
@@ -194,15 +193,13 @@ func decide(in reconcileInput) []reconcileAction {
 type reconciler struct {
 	healthySince map[string]time.Time
 	absentSince  map[string]time.Time
-	conns        map[string]*grpc.ClientConn
 }
 
 // reconcileLoop runs decide on every gossip event, right after the
 // leader's Barrier (the caller starts it then) and every
 // ReconcileInterval, until ctx ends.
 func (n *Node) reconcileLoop(ctx context.Context) {
-	r := &reconciler{healthySince: map[string]time.Time{}, absentSince: map[string]time.Time{}, conns: map[string]*grpc.ClientConn{}}
-	defer r.close()
+	r := &reconciler{healthySince: map[string]time.Time{}, absentSince: map[string]time.Time{}}
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -249,7 +246,7 @@ func (n *Node) reconcileOnce(ctx context.Context, r *reconciler) error {
 		// still answers Status on its gRPC address is alive: a build from
 		// before gossip during a rolling upgrade across the change, or a
 		// server whose gossip alone is cut. decide leaves it alone.
-		if n.answersStatus(ctx, r, id) {
+		if n.answersStatus(ctx, id) {
 			delete(r.absentSince, id)
 			delete(in.Members, id)
 			continue
@@ -316,7 +313,7 @@ func (n *Node) sampleHealth(ctx context.Context, r *reconciler, servers []raft.S
 			continue
 		}
 		m := members[id]
-		ok := m.Status == gossip.StatusAlive && n.caughtUp(ctx, r, m, term, last)
+		ok := m.Status == gossip.StatusAlive && n.caughtUp(ctx, m, term, last)
 		if !ok {
 			delete(r.healthySince, id)
 		} else if _, was := r.healthySince[id]; !was {
@@ -332,42 +329,16 @@ func (n *Node) sampleHealth(ctx context.Context, r *reconciler, servers []raft.S
 
 // answersStatus reports whether the server id answers Cluster.Status at
 // the gRPC address the peer book knows for it.
-func (n *Node) answersStatus(ctx context.Context, r *reconciler, id string) bool {
+func (n *Node) answersStatus(ctx context.Context, id string) bool {
 	p, _ := n.peers.get(id)
-	st, err := r.status(ctx, n, p.GRPCAddr)
+	st, err := n.pool.Status(ctx, p.GRPCAddr, &pb.StatusRequest{})
 	return err == nil && st.GetNodeId() == id
-}
-
-// close closes the connections the reconciler kept.
-func (r *reconciler) close() {
-	for _, c := range r.conns {
-		_ = c.Close() // best effort; the owner is done with them
-	}
-}
-
-// status asks the node at addr for its Status, over a connection kept for
-// the term.
-func (r *reconciler) status(ctx context.Context, n *Node, addr string) (*pb.StatusResponse, error) {
-	if addr == "" {
-		return nil, errors.New("no gRPC address known")
-	}
-	c, ok := r.conns[addr]
-	if !ok {
-		var err error
-		if c, err = grpc.NewClient(addr, n.peerDialOptions()...); err != nil {
-			return nil, fmt.Errorf("dial %s: %w", addr, err)
-		}
-		r.conns[addr] = c
-	}
-	ctx, cancel := context.WithTimeout(ctx, statusRPC)
-	defer cancel()
-	return pb.NewClusterClient(c).Status(ctx, &pb.StatusRequest{})
 }
 
 // caughtUp reports whether m is in the leader's term and applied within
 // MaxTrailingLogs of its last index.
-func (n *Node) caughtUp(ctx context.Context, r *reconciler, m gossip.Member, term, last uint64) bool {
-	st, err := r.status(ctx, n, m.GRPCAddr)
+func (n *Node) caughtUp(ctx context.Context, m gossip.Member, term, last uint64) bool {
+	st, err := n.pool.Status(ctx, m.GRPCAddr, &pb.StatusRequest{})
 	if err != nil || st.GetNodeId() != m.ID {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -54,7 +55,7 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	}
 	testwait.For(t, 10*time.Second, "the scrub to take the node out of service", func() bool {
 		err := n.CheckErr()
-		return errors.Is(err, ErrDiverged) && strings.Contains(err.Error(), "scrub")
+		return errors.Is(err, check.ErrDiverged) && strings.Contains(err.Error(), "scrub")
 	})
 	if len(n.HealthProblems()) == 0 && n.CheckErr() == nil {
 		t.Fatal("health says the damaged node can serve")

@@ -13,7 +13,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/check"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -225,7 +225,7 @@ func Test_UncheckedNodeRefusesQueueButAnswersStatus(t *testing.T) {
 	ts := mustLeader(t, Config{HealthInterval: 10 * time.Millisecond})
 	ctx := testCtx(t)
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", Payload: []byte("p")})
-	for _, cause := range []error{cluster.ErrAwaitingCheck, fmt.Errorf("%w: hash differs", cluster.ErrDiverged)} {
+	for _, cause := range []error{check.ErrAwaitingCheck, fmt.Errorf("%w: hash differs", check.ErrDiverged)} {
 		ts.node.SetCheckErr(cause)
 		for _, service := range []string{"", "docket.v1.Queue"} {
 			deadline := time.Now().Add(5 * time.Second)

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -20,8 +22,8 @@ var (
 	errNotLeader      = replica.ErrNotLeader
 	errLeadershipLost = replica.ErrLeadershipLost
 	errShutdown       = replica.ErrShutdown
-	errDiverged       = cluster.ErrDiverged
-	errAwaitingCheck  = cluster.ErrAwaitingCheck
+	errDiverged       = check.ErrDiverged
+	errAwaitingCheck  = check.ErrAwaitingCheck
 )
 
 // notLeaderError is not-leader with a hint of where the leader is.
@@ -96,7 +98,7 @@ func toStatus(err error) error {
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonNotLeader, md))
 	case errors.Is(err, ErrOverloaded):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonOverloaded, nil))
-	case errors.Is(err, errShutdown):
+	case errors.Is(err, errShutdown), errors.Is(err, peer.ErrClosed):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonShuttingDown, nil))
 	case errors.Is(err, errDiverged), errors.Is(err, errAwaitingCheck):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonNotServing, nil))

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -46,8 +47,8 @@ func Test_ToStatus(t *testing.T) {
 		{"feature disabled", fmt.Errorf("create token: %w", &service.FeatureError{Command: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Need: 4, Enabled: 3}),
 			codes.FailedPrecondition, pb.ReasonFeatureDisabled, ""},
 		{"overloaded", fmt.Errorf("claim: %w", ErrOverloaded), codes.Unavailable, pb.ReasonOverloaded, ""},
-		{"diverged", cluster.ErrDiverged, codes.Unavailable, pb.ReasonNotServing, ""},
-		{"awaiting check", cluster.ErrAwaitingCheck, codes.Unavailable, pb.ReasonNotServing, ""},
+		{"diverged", check.ErrDiverged, codes.Unavailable, pb.ReasonNotServing, ""},
+		{"awaiting check", check.ErrAwaitingCheck, codes.Unavailable, pb.ReasonNotServing, ""},
 		{"deadline", fmt.Errorf("propose: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "", ""},
 		{"canceled", context.Canceled, codes.Canceled, "", ""},
 		{"passthrough", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "", ""},

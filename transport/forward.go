@@ -5,66 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dockethq/docket/cluster/peer"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// forwarder keeps one client connection per leader address. Connections are
-// lazy (grpc.NewClient) and live until Stop: a cluster has few members, so
-// the cache is bounded by its size.
-type forwarder struct {
-	opts []grpc.DialOption
-
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
-}
-
-func newForwarder(dialOpts []grpc.DialOption) *forwarder {
-	opts := append([]grpc.DialOption{
-		// The leader's answer is relayed as it is; the final client's own
-		// limit applies to it, not ours.
+// newForwarder is the pool of connections to leaders. The leader's
+// answer is relayed as it is, so the final client's own limit applies to
+// it, not ours.
+func newForwarder(dialOpts []grpc.DialOption) *peer.Pool {
+	return peer.New(append([]grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
 		grpc.WithInitialWindowSize(WindowSize),
 		grpc.WithInitialConnWindowSize(ConnWindowSize),
-	}, dialOpts...)
-	return &forwarder{opts: opts, conns: map[string]*grpc.ClientConn{}}
-}
-
-func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, errShutdown
-	}
-	if cc, ok := f.conns[addr]; ok {
-		return cc, nil
-	}
-	cc, err := grpc.NewClient(addr, f.opts...)
-	if err != nil {
-		return nil, fmt.Errorf("forward to %s: %w", addr, err)
-	}
-	f.conns[addr] = cc
-	return cc, nil
-}
-
-func (f *forwarder) close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	var errs []error
-	for addr, cc := range f.conns {
-		if err := cc.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close conn to %s: %w", addr, err))
-		}
-	}
-	f.conns = nil
-	return errors.Join(errs...)
+	}, dialOpts...)...)
 }
 
 // isForwarded reports whether a follower already forwarded this request.
@@ -100,9 +58,9 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 	if isForwarded(ctx) || hint == "" {
 		return zero, &notLeaderError{LeaderGRPC: hint}
 	}
-	cc, err := s.fwd.conn(hint)
+	cc, err := s.fwd.Conn(hint)
 	if err != nil {
-		return zero, err
+		return zero, fmt.Errorf("forward to %s: %w", hint, err)
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
 	fctx := forwardAuth(ctx, metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1"))

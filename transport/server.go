@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/cluster/peer"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -30,7 +31,7 @@ type Server struct {
 	log     *slog.Logger
 	grpc    *grpc.Server
 	health  *health.Server
-	fwd     *forwarder
+	fwd     *peer.Pool
 	metrics *metrics
 	polls   *pollLimiter
 	codec   *requestCodec
@@ -151,7 +152,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		s.cancel()
 		s.wg.Wait()
-		s.stopErr = s.fwd.close()
+		s.stopErr = s.fwd.Close()
 	})
 	return s.stopErr
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -164,10 +165,8 @@ func (l *Loops) bootstrapToken(ctx context.Context) {
 		if !errors.Is(err, service.ErrFeatureDisabled) {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, service.LatchInterval) {
 			return
-		case <-time.After(service.LatchInterval):
 		}
 	}
 	switch {

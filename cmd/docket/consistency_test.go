@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -146,7 +147,7 @@ func healthOf(t *testing.T, addr string) healthpb.HealthCheckResponse_ServingSta
 func waitDiverged(t *testing.T, n *sysNode) {
 	t.Helper()
 	testwait.For(t, 30*time.Second, n.id+" to be caught diverged", func() bool {
-		return errors.Is(n.node.CheckErr(), cluster.ErrDiverged) && n.node.Status().GetState() == "Shutdown"
+		return errors.Is(n.node.CheckErr(), check.ErrDiverged) && n.node.Status().GetState() == "Shutdown"
 	})
 	testwait.For(t, 5*time.Second, n.id+" health NOT_SERVING", func() bool {
 		return healthOf(t, n.grpcAddr) == healthpb.HealthCheckResponse_NOT_SERVING
@@ -226,7 +227,7 @@ func Test_CorruptManifestFollowerStopsServing(t *testing.T) {
 	bad.stop()
 	cfg := cluster.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.RaftAddr = bad.id, bad.dir, "127.0.0.1:0"
-	if _, err := cluster.New(cfg); !errors.Is(err, cluster.ErrDiverged) {
+	if _, err := cluster.New(cfg); !errors.Is(err, check.ErrDiverged) {
 		t.Fatalf("restart of the diverged node: %v, want ErrDiverged", err)
 	}
 }
@@ -260,7 +261,7 @@ func Test_AlteredKeyspaceCaughtByNextCheck(t *testing.T) {
 	// A clean restart: NOT_SERVING at first, SERVING once a check passed.
 	good.stop()
 	good.start(nil)
-	if err := good.node.CheckErr(); !errors.Is(err, cluster.ErrAwaitingCheck) {
+	if err := good.node.CheckErr(); !errors.Is(err, check.ErrAwaitingCheck) {
 		t.Fatalf("restarted %s: CheckErr %v, want ErrAwaitingCheck", good.id, err)
 	}
 	testwait.For(t, 20*time.Second, good.id+" to pass a check and serve", func() bool {
@@ -309,7 +310,7 @@ func Test_DivergedLeaderTransfersThenStops(t *testing.T) {
 		return logs.has("consistency check: voters disagree") || logs.has("too few voters reported a hash")
 	})
 	for _, n := range []*sysNode{bad, other} {
-		if errors.Is(n.node.CheckErr(), cluster.ErrDiverged) {
+		if errors.Is(n.node.CheckErr(), check.ErrDiverged) {
 			t.Fatalf("%s diverged without a majority verdict", n.id)
 		}
 	}

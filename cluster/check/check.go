@@ -1,18 +1,17 @@
-package cluster
+package check
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
-
+	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -33,10 +32,47 @@ var (
 
 // Check states, as StatusResponse.consistency.status shows them.
 const (
-	checkOK       = "ok"
-	checkAwaiting = "awaiting"
-	checkDiverged = "diverged"
+	StateOK       = "ok"
+	StateAwaiting = "awaiting"
+	StateDiverged = "diverged"
 )
+
+// Host is what the checker needs from its node: to propose, to know the
+// term and the voters, to ask a voter for its hash, and to take the node
+// out of Raft when it diverged.
+type Host interface {
+	// Propose runs a command the leader decided on, bounded in time, and
+	// turns a whole-command rejection into an error.
+	Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
+	EnabledLevel() uint32
+	// Term is Raft's current term on this node, 0 before Raft runs.
+	Term() uint64
+	// Voters lists the voters of the latest configuration.
+	Voters() []string
+	// PeerHash is voter id's hash at a check index, "" when it has none
+	// yet or cannot be reached.
+	PeerHash(ctx context.Context, id string, index uint64) string
+	// LeaveRaft hands leadership over and shuts Raft down, keeping the
+	// stores open so Status can still say why.
+	LeaveRaft()
+}
+
+// Config tunes the checker.
+type Config struct {
+	ID      string // this node's id
+	DataDir string // where the DIVERGED marker goes
+	Log     *slog.Logger
+	// CheckInterval is the time between periodic checks; negative: none.
+	CheckInterval time.Duration
+	// CheckTimeout bounds the wait for the voters' hashes after the
+	// leader's own is done.
+	CheckTimeout time.Duration
+	// CheckRate paces hashing and scrubbing, in bytes a second; 0: full
+	// speed.
+	CheckRate int64
+	// ScrubInterval is the time between scrubs; negative: none.
+	ScrubInterval time.Duration
+}
 
 // divergedMarker is the file in the data dir that keeps a diverged node
 // from starting again until an operator wipes the dir.
@@ -70,9 +106,9 @@ func nextCheckWait(interval, took time.Duration) time.Duration {
 	return max(interval, checkIdleFactor*took)
 }
 
-// errChecksUnsupported means a voter has not shown that its build applies
+// ErrChecksUnsupported means a voter has not shown that its build applies
 // Check entries; proposing one would stop it (unknown command type).
-var errChecksUnsupported = errors.New("not every voter is known to support consistency checks")
+var ErrChecksUnsupported = errors.New("not every voter is known to support consistency checks")
 
 // errCheckNotRun marks a checkOnce that failed before, or while,
 // proposing its Check entry, so that an urgent check stays urgent for the
@@ -84,11 +120,17 @@ var errCheckNotRun = errors.New("check did not run")
 // their hash yet.
 const checkPoll = 50 * time.Millisecond
 
-// checker is the node's side of the consistency check: it hashes the
+// Checker is the node's side of the consistency check: it hashes the
 // snapshots the FSM hands out at Check entries, compares them with the
 // CheckResult entries, and turns a mismatch into a stop.
-type checker struct {
-	n *Node
+type Checker struct {
+	h   Host
+	cfg Config
+	log *slog.Logger
+	// ctx ends with Close, and bounds the hashes; wg waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
 	state   string
@@ -117,30 +159,34 @@ type ownHash struct {
 	err  error
 }
 
-func newChecker(n *Node, restarted bool) *checker {
-	c := &checker{n: n, state: checkOK, hashes: map[uint64]*ownHash{}, results: map[uint64]*pb.CheckResultCmd{}, wake: make(chan struct{}, 1)}
+func New(ctx context.Context, h Host, cfg Config, restarted bool) *Checker {
+	c := &Checker{h: h, cfg: cfg, log: cfg.Log, state: StateOK, hashes: map[uint64]*ownHash{}, results: map[uint64]*pb.CheckResultCmd{}, wake: make(chan struct{}, 1)}
 	if restarted {
-		c.state, c.detail = checkAwaiting, "started from existing data; no check has passed on it yet"
+		c.state, c.detail = StateAwaiting, "started from existing data; no check has passed on it yet"
 	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
 	return c
 }
 
-// err is nil when the node may serve.
-func (c *checker) err() error {
+// Err is nil when the node may serve: nil, ErrAwaitingCheck after a
+// restart until a consistency check passes on it, or an error wrapping
+// ErrDiverged once a check found its keyspace different from the
+// majority's.
+func (c *Checker) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
-	case checkAwaiting:
+	case StateAwaiting:
 		return ErrAwaitingCheck
-	case checkDiverged:
+	case StateDiverged:
 		return fmt.Errorf("%w: %s", ErrDiverged, c.detail)
 	}
 	return nil
 }
 
-// observe receives the FSM's check entries on the apply goroutine; it
+// Observe receives the FSM's check entries on the apply goroutine; it
 // only records and starts goroutines.
-func (c *checker) observe(ev fsm.CheckEvent) {
+func (c *Checker) Observe(ev fsm.CheckEvent) {
 	if ev.View != nil {
 		if c.stale(ev.Term) {
 			// A check of an earlier term: its leader's collection ended
@@ -183,10 +229,10 @@ func (c *checker) observe(ev fsm.CheckEvent) {
 // said so in the entry, only its own hash knew a check was urgent, and in
 // a 5-node cluster the majority it needs waited on a third voter's paced
 // hash.
-func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
+func (c *Checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	c.mu.Lock()
 	start, replace := hashAdmission(c.hashing, c.hashingFull, urgent)
-	if c.state == checkDiverged || !start {
+	if c.state == StateDiverged || !start {
 		c.mu.Unlock()
 		view.Release()
 		return
@@ -194,9 +240,9 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	if replace {
 		c.stopHash() // its check goes without this node's hash
 	}
-	ctx, stop := context.WithCancel(c.n.ctx)
+	ctx, stop := context.WithCancel(c.ctx)
 	c.hashing, c.hashingAt, c.stopHash = true, index, stop
-	c.hashingFull = urgent || c.state == checkAwaiting
+	c.hashingFull = urgent || c.state == StateAwaiting
 	h := &ownHash{done: make(chan struct{})}
 	c.hashes[index] = h
 	for i := range c.hashes {
@@ -208,9 +254,9 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 	c.mu.Unlock()
 	// Raft's apply goroutine, the only caller, ends before stop waits on
 	// wg, so this Add never races the Wait.
-	c.n.wg.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer c.n.wg.Done()
+		defer c.wg.Done()
 		defer stop()
 		start := time.Now()
 		hash, err := view.HashChunked(func(read int64) error {
@@ -228,10 +274,10 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 		c.mu.Unlock()
 		switch {
 		case err == nil:
-		case ctx.Err() != nil && c.n.ctx.Err() == nil:
-			c.n.log.Debug("consistency check: hash gave way to an urgent check", "check_index", index)
+		case ctx.Err() != nil && c.ctx.Err() == nil:
+			c.log.Debug("consistency check: hash gave way to an urgent check", "check_index", index)
 		default:
-			c.n.log.Warn("consistency check: hashing failed", "check_index", index, "err", err)
+			c.log.Warn("consistency check: hashing failed", "check_index", index, "err", err)
 		}
 		if res != nil {
 			c.compare(res, h)
@@ -241,9 +287,8 @@ func (c *checker) startHash(index uint64, view *fsm.CheckView, urgent bool) {
 
 // stale reports whether a Check entry of term was proposed by a leader
 // whose term is over on this node.
-func (c *checker) stale(term uint64) bool {
-	r := c.n.role.raft.Load()
-	return r != nil && term < r.CurrentTerm()
+func (c *Checker) stale(term uint64) bool {
+	return term < c.h.Term()
 }
 
 // hashAdmission decides what a check arriving at a voter does: start a
@@ -264,11 +309,11 @@ func hashAdmission(hashing, runningFull, urgent bool) (start, replace bool) {
 // rate is the pace of this node's hashing now, in bytes a second: the
 // configured CheckRate, or full speed (0) for an urgent check or while
 // this node awaits a check (it serves nothing until one passes on it).
-func (c *checker) rate(urgent bool) int64 {
-	if urgent || errors.Is(c.err(), ErrAwaitingCheck) {
+func (c *Checker) rate(urgent bool) int64 {
+	if urgent || errors.Is(c.Err(), ErrAwaitingCheck) {
 		return 0
 	}
-	return c.n.cfg.CheckRate
+	return c.cfg.CheckRate
 }
 
 // pace sleeps until read bytes since start are within rate bytes a second
@@ -281,23 +326,23 @@ func pace(ctx context.Context, rate int64, start time.Time, read int64) error {
 		return nil
 	}
 	wait := time.Until(start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second))))
-	if wait > 0 && !sleepCtx(ctx, wait) {
+	if wait > 0 && !clock.Sleep(ctx, wait) {
 		return ctx.Err()
 	}
 	return nil
 }
 
-// hashPending reports whether this node is still hashing its keyspace at
+// HashPending reports whether this node is still hashing its keyspace at
 // a check index.
-func (c *checker) hashPending(index uint64) bool {
+func (c *Checker) HashPending(index uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hashing && c.hashingAt == index
 }
 
-// hashAt returns this node's hash at a check index, "" when unknown or
+// HashAt returns this node's hash at a check index, "" when unknown or
 // still being computed.
-func (c *checker) hashAt(index uint64) string {
+func (c *Checker) HashAt(index uint64) string {
 	c.mu.Lock()
 	h := c.hashes[index]
 	c.mu.Unlock()
@@ -313,7 +358,7 @@ func (c *checker) hashAt(index uint64) string {
 }
 
 // compare acts on a recorded result against this node's own hash.
-func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
+func (c *Checker) compare(res *pb.CheckResultCmd, h *ownHash) {
 	if h.err != nil {
 		return // could not hash: neither pass nor fail on it
 	}
@@ -322,53 +367,53 @@ func (c *checker) compare(res *pb.CheckResultCmd, h *ownHash) {
 		c.lastOwn = h.hash
 	}
 	if h.hash == res.GetHash() {
-		if c.state == checkAwaiting {
-			c.n.log.Info("consistency check passed: serving", "check_index", res.GetCheckIndex())
-			c.state, c.detail = checkOK, ""
+		if c.state == StateAwaiting {
+			c.log.Info("consistency check passed: serving", "check_index", res.GetCheckIndex())
+			c.state, c.detail = StateOK, ""
 		}
 		c.mu.Unlock()
 		return
 	}
-	if c.state == checkDiverged {
+	if c.state == StateDiverged {
 		c.mu.Unlock()
 		return
 	}
-	c.state = checkDiverged
+	c.state = StateDiverged
 	c.detail = fmt.Sprintf("at check index %d this node's keyspace hash is %s, the majority's (%d of %d voters) is %s",
 		res.GetCheckIndex(), h.hash, res.GetAgreeing(), res.GetVoters(), res.GetHash())
 	detail := c.detail
 	c.mu.Unlock()
-	c.n.log.Error("CONSISTENCY CHECK FAILED: this node's keyspace diverged from the majority; it stops serving and shuts Raft down. "+
+	c.log.Error("CONSISTENCY CHECK FAILED: this node's keyspace diverged from the majority; it stops serving and shuts Raft down. "+
 		"Repair: stop it, wipe its data dir and let it rejoin (cluster/DESIGN.md)",
 		"check_index", res.GetCheckIndex(), "own_hash", h.hash, "majority_hash", res.GetHash())
-	if err := writeMarker(c.n.cfg.DataDir, detail); err != nil {
-		c.n.log.Error("writing the diverged marker failed", "err", err)
+	if err := writeMarker(c.cfg.DataDir, detail); err != nil {
+		c.log.Error("writing the diverged marker failed", "err", err)
 	}
-	if c.n.ctx.Err() != nil {
+	if c.ctx.Err() != nil {
 		return // the node is stopping, and stops Raft itself
 	}
-	c.n.wg.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer c.n.wg.Done()
-		c.n.leaveRaft()
+		defer c.wg.Done()
+		c.h.LeaveRaft()
 	}()
 }
 
 // setDamaged marks the node diverged for damage found on its own disk
 // (scrub.go): it serves nothing from then on. It reports whether this
 // call marked it, so only one caller takes the node out of Raft.
-func (c *checker) setDamaged(detail string) bool {
+func (c *Checker) setDamaged(detail string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state == checkDiverged {
+	if c.state == StateDiverged {
 		return false
 	}
-	c.state, c.detail = checkDiverged, detail
+	c.state, c.detail = StateDiverged, detail
 	return true
 }
 
-// status is the consistency part of StatusResponse.
-func (c *checker) status() *pb.ConsistencyCheck {
+// Status is the consistency part of StatusResponse.
+func (c *Checker) Status() *pb.ConsistencyCheck {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs := &pb.ConsistencyCheck{Status: c.state, Detail: c.detail}
@@ -378,60 +423,28 @@ func (c *checker) status() *pb.ConsistencyCheck {
 	return cs
 }
 
-// poke asks the leader's check loop for a check soon (a voter reports it
+// Poke asks the leader's check loop for a check soon (a voter reports it
 // is awaiting one). It never blocks.
-func (c *checker) poke() {
+func (c *Checker) Poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-// leaveRaft takes a diverged node out of the cluster's life: a leader first
-// hands leadership over, then Raft shuts down, so this node neither leads
-// nor votes again. Its stores stay open so Status can still explain why.
-func (n *Node) leaveRaft() {
-	if n.IsLeader() && n.voterCount() > 1 {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-		err := waitFuture(ctx, n.raft.LeadershipTransfer())
-		cancel()
-		if err != nil {
-			n.log.Warn("diverged leader: leadership transfer failed; shutting Raft down anyway", "err", err)
-		} else {
-			n.log.Info("diverged leader: leadership transferred")
-		}
-	}
-	// Through shutdownRaft, so that a Shutdown of the node meanwhile waits
-	// for this one instead of getting raft's no-wait answer to a second
-	// call and closing the stores under a Raft still running.
-	if err := n.shutdownRaft().Error(); err != nil {
-		n.log.Error("diverged node: raft shutdown", "err", err)
-	}
-	n.log.Error("diverged node: Raft is shut down; waiting for repair")
-}
-
-// CheckErr is nil when this node may serve: nil, ErrAwaitingCheck after a
-// restart until a consistency check passes on it, or an error wrapping
-// ErrDiverged once a check found its keyspace different from the majority's.
-func (n *Node) CheckErr() error { return n.check.err() }
-
-// CheckHash is this node's keyspace hash at a consistency check index,
-// "" while it is being computed or when this node did not hash it.
-func (n *Node) CheckHash(index uint64) string { return n.check.hashAt(index) }
-
-// checkLoop runs the leader's consistency checks: one as soon as it leads
+// Loop runs the leader's consistency checks: one as soon as it leads
 // (a node that just restarted may lead and must not serve from an unchecked
 // keyspace for long), then every CheckInterval (longer after a long check:
 // nextCheckWait), and sooner when a voter reports it awaits one.
-func (n *Node) checkLoop(ctx context.Context) {
-	if n.cfg.CheckInterval < 0 {
+func (c *Checker) Loop(ctx context.Context) {
+	if c.cfg.CheckInterval < 0 {
 		return
 	}
 	urgent := true // a new leader's first check: a restarted node may wait on it
 	for {
-		wait := n.cfg.CheckInterval
+		wait := c.cfg.CheckInterval
 		started := time.Now()
-		err := n.checkOnce(ctx, urgent)
+		err := c.CheckOnce(ctx, urgent)
 		if !errors.Is(err, errCheckNotRun) {
 			urgent = false // taken by the Check entry; a check that did not run leaves it for the retry
 		}
@@ -439,12 +452,12 @@ func (n *Node) checkLoop(ctx context.Context) {
 		case err == nil:
 			wait = nextCheckWait(wait, time.Since(started))
 		case ctx.Err() != nil:
-		case errors.Is(err, errChecksUnsupported):
-			n.log.Debug("consistency check postponed", "err", err)
+		case errors.Is(err, ErrChecksUnsupported):
+			c.log.Debug("consistency check postponed", "err", err)
 			wait = min(wait, checkRetry)
 		case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrShutdown):
 		default:
-			n.log.Warn("consistency check failed to run", "err", err)
+			c.log.Warn("consistency check failed to run", "err", err)
 			wait = min(wait, checkRetry)
 		}
 		t := time.NewTimer(wait)
@@ -453,31 +466,31 @@ func (n *Node) checkLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
-		case <-n.check.wake:
+		case <-c.wake:
 			t.Stop()
 			urgent = true
-			if !sleepCtx(ctx, time.Until(started.Add(min(checkPokeGap, n.cfg.CheckInterval)))) {
+			if !clock.Sleep(ctx, time.Until(started.Add(min(checkPokeGap, c.cfg.CheckInterval)))) {
 				return
 			}
 		}
 	}
 }
 
-// checkOnce proposes a Check, collects the voters' hashes at its index and
+// CheckOnce proposes a Check, collects the voters' hashes at its index and
 // records the majority's hash with a CheckResult. Without a majority (too
 // few voters answered, or they disagree) nothing is recorded.
-func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
-	if enabled := n.EnabledLevel(); enabled < fsm.LevelCheck {
-		return fmt.Errorf("%w: %w: the cluster enabled feature level %d, checks need %d", errCheckNotRun, errChecksUnsupported, enabled, fsm.LevelCheck)
+func (c *Checker) CheckOnce(ctx context.Context, urgent bool) error {
+	if enabled := c.h.EnabledLevel(); enabled < fsm.LevelCheck {
+		return fmt.Errorf("%w: %w: the cluster enabled feature level %d, checks need %d", errCheckNotRun, ErrChecksUnsupported, enabled, fsm.LevelCheck)
 	}
-	res, err := n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
+	res, err := c.h.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
 	if err != nil {
 		return fmt.Errorf("%w: propose check: %w", errCheckNotRun, err)
 	}
 	index := res.GetIndex()
-	voters := n.voterIDs()
+	voters := c.h.Voters()
 	need := len(voters)/2 + 1
-	hashes := n.collectHashes(ctx, index, voters, need)
+	hashes := c.collectHashes(ctx, index, voters, need)
 	counts := map[string]int{}
 	for _, h := range hashes {
 		counts[h]++
@@ -490,9 +503,9 @@ func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
 	}
 	if majority == "" {
 		if len(hashes) >= need {
-			n.log.Error("consistency check: voters disagree and no majority agrees; nothing recorded", "check_index", index, "hashes", hashes)
+			c.log.Error("consistency check: voters disagree and no majority agrees; nothing recorded", "check_index", index, "hashes", hashes)
 		} else {
-			n.log.Warn("consistency check: too few voters reported a hash", "check_index", index, "reported", len(hashes), "need", need)
+			c.log.Warn("consistency check: too few voters reported a hash", "check_index", index, "reported", len(hashes), "need", need)
 		}
 		return nil
 	}
@@ -504,9 +517,9 @@ func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
 	}
 	sort.Strings(dissent)
 	if len(dissent) > 0 {
-		n.log.Error("consistency check: voters differ from the majority", "check_index", index, "diverged", dissent)
+		c.log.Error("consistency check: voters differ from the majority", "check_index", index, "diverged", dissent)
 	}
-	_, err = n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK_RESULT, Body: &pb.Command_CheckResult{CheckResult: &pb.CheckResultCmd{
+	_, err = c.h.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK_RESULT, Body: &pb.Command_CheckResult{CheckResult: &pb.CheckResultCmd{
 		CheckIndex: index, Hash: majority, Agreeing: uint32(counts[majority]), Voters: uint32(len(voters)),
 	}}})
 	if err != nil {
@@ -521,20 +534,14 @@ func (n *Node) checkOnce(ctx context.Context, urgent bool) error {
 // (CheckRate), so a keyspace too large to hash within CheckTimeout still
 // gets its check. It returns hashes by voter id. A voter that had not
 // answered still compares its own hash when it applies the result.
-func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string, need int) map[string]string {
-	deadline := time.Now().Add(n.cfg.CheckTimeout)
+func (c *Checker) collectHashes(ctx context.Context, index uint64, voters []string, need int) map[string]string {
+	deadline := time.Now().Add(c.cfg.CheckTimeout)
 	got := map[string]string{}
-	conns := map[string]*grpc.ClientConn{}
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close() // best effort; the check is over
-		}
-	}()
 	for {
 		counts := map[string]int{}
 		for _, id := range voters {
 			if _, ok := got[id]; !ok {
-				if h := n.peerHash(ctx, conns, id, index); h != "" {
+				if h := c.peerHash(ctx, id, index); h != "" {
 					got[id] = h
 				}
 			}
@@ -548,10 +555,10 @@ func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string,
 		if len(got) == len(voters) {
 			return got
 		}
-		if n.check.hashPending(index) {
-			deadline = time.Now().Add(n.cfg.CheckTimeout)
+		if c.HashPending(index) {
+			deadline = time.Now().Add(c.cfg.CheckTimeout)
 		}
-		if time.Now().After(deadline) || !sleepCtx(ctx, checkPoll) {
+		if time.Now().After(deadline) || !clock.Sleep(ctx, checkPoll) {
 			return got
 		}
 	}
@@ -559,44 +566,11 @@ func (n *Node) collectHashes(ctx context.Context, index uint64, voters []string,
 
 // peerHash is one voter's hash at index, "" when it has none yet or cannot
 // be reached.
-func (n *Node) peerHash(ctx context.Context, conns map[string]*grpc.ClientConn, id string, index uint64) string {
-	if id == n.cfg.ID {
-		return n.check.hashAt(index)
+func (c *Checker) peerHash(ctx context.Context, id string, index uint64) string {
+	if id == c.cfg.ID {
+		return c.HashAt(index)
 	}
-	p, _ := n.peers.get(id)
-	if p.GRPCAddr == "" {
-		return ""
-	}
-	c, ok := conns[p.GRPCAddr]
-	if !ok {
-		var err error
-		if c, err = grpc.NewClient(p.GRPCAddr, n.peerDialOptions()...); err != nil {
-			return ""
-		}
-		conns[p.GRPCAddr] = c
-	}
-	rctx, cancel := context.WithTimeout(ctx, statusRPC)
-	defer cancel()
-	st, err := pb.NewClusterClient(c).Status(rctx, &pb.StatusRequest{CheckIndex: index})
-	if err != nil || st.GetNodeId() != id {
-		return ""
-	}
-	return st.GetCheckHash()
-}
-
-// voterIDs lists the voters of the latest configuration.
-func (n *Node) voterIDs() []string {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return nil
-	}
-	var ids []string
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			ids = append(ids, string(s.ID))
-		}
-	}
-	return ids
+	return c.h.PeerHash(ctx, id, index)
 }
 
 // writeMarker records in the data dir that the node diverged.
@@ -604,8 +578,8 @@ func writeMarker(dir, detail string) error {
 	return os.WriteFile(filepath.Join(dir, divergedMarker), []byte(detail+"\n"), 0o644)
 }
 
-// checkMarker refuses to start a node that diverged and was not repaired.
-func checkMarker(dir string) error {
+// CheckMarker refuses to start a node that diverged and was not repaired.
+func CheckMarker(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, divergedMarker))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -615,4 +589,31 @@ func checkMarker(dir string) error {
 	}
 	return fmt.Errorf("%w: %s(%s). Wipe the data dir %s and let the node rejoin (see cluster/DESIGN.md, \"Repairing a node\")",
 		ErrDiverged, b, filepath.Join(dir, divergedMarker), dir)
+}
+
+// Close stops the hashes under way and waits for them.
+func (c *Checker) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Hashing reports whether a hash of this node's keyspace is under way.
+func (c *Checker) Hashing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hashing
+}
+
+// Override sets the check state, for tests of what reads it (metrics,
+// health); the returned function restores the previous state.
+func (c *Checker) Override(state string) (restore func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.state
+	c.state = state
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.state = was
+	}
 }
