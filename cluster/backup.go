@@ -199,7 +199,7 @@ func (n *Node) RestoreBackup(ctx context.Context, f *os.File) (BackupHeader, uin
 		return h, 0, fmt.Errorf("restore: configuration: %w", err)
 	}
 	target, behind := levelTarget(cfg.Configuration(), n.cfg.ID, n.fsm.MaxLevel(), func(id string) uint32 {
-		p, _ := n.peers.get(id)
+		p, _ := n.peers.Get(id)
 		return p.Level
 	})
 	if ok := max(target, n.EnabledLevel()); h.Level > ok {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/membership"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -34,7 +35,7 @@ func (h checkHost) Term() uint64 {
 
 // PeerHash asks voter id for its hash at index over the peer pool.
 func (h checkHost) PeerHash(ctx context.Context, id string, index uint64) string {
-	p, _ := h.n.peers.get(id)
+	p, _ := h.n.peers.Get(id)
 	if p.GRPCAddr == "" {
 		return ""
 	}
@@ -57,7 +58,7 @@ func (c Config) checkConfig(log *slog.Logger) check.Config {
 func (n *Node) leaveRaft() {
 	if n.IsLeader() && n.voterCount() > 1 {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-		err := waitFuture(ctx, n.raft.LeadershipTransfer())
+		err := membership.WaitFuture(ctx, n.raft.LeadershipTransfer())
 		cancel()
 		if err != nil {
 			n.log.Warn("diverged leader: leadership transfer failed; shutting Raft down anyway", "err", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/membership"
 )
 
 // Version is the build's version, gossiped to the other servers. Release
@@ -63,7 +64,7 @@ func (n *Node) startGossip() error {
 	if !n.gossip.Encrypted() {
 		n.log.Warn("gossip is plain: any host that reaches the gossip port can join (set a gossip key)", "gossip", n.gossip.Addr())
 	}
-	n.peers.put(Peer{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, GRPCAddr: n.cfg.GRPCAddr, GossipAddr: n.gossip.Addr(), Level: n.fsm.MaxLevel()})
+	n.peers.Put(membership.Peer{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, GRPCAddr: n.cfg.GRPCAddr, GossipAddr: n.gossip.Addr(), Level: n.fsm.MaxLevel()})
 	return nil
 }
 
@@ -130,11 +131,11 @@ func (n *Node) syncPeers(members []gossip.Member) {
 		if m.RaftAddr == "" {
 			continue
 		}
-		changed = n.peers.put(Peer{ID: m.ID, RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr, GossipAddr: m.Addr,
+		changed = n.peers.Put(membership.Peer{ID: m.ID, RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr, GossipAddr: m.Addr,
 			Level: m.Features}) || changed
 	}
 	if changed {
-		if err := n.peers.save(); err != nil {
+		if err := n.peers.Save(); err != nil {
 			n.log.Warn("saving peers failed", "err", err)
 		}
 	}
@@ -243,7 +244,7 @@ func (n *Node) rejoinAddrs(alone bool) []string {
 			inCfg[string(s.ID)] = true
 		}
 	}
-	for _, p := range n.peers.all() {
+	for _, p := range n.peers.All() {
 		if p.ID != n.cfg.ID && p.GossipAddr != "" && !alive[p.ID] && (alone || inCfg[p.ID]) {
 			set[p.GossipAddr] = true
 		}

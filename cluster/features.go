@@ -26,7 +26,7 @@ func (n *Node) LatchPending(need uint32) bool {
 		return false
 	}
 	target, _ := levelTarget(f.Configuration(), n.cfg.ID, n.fsm.MaxLevel(), func(id string) uint32 {
-		p, _ := n.peers.get(id)
+		p, _ := n.peers.Get(id)
 		return p.Level
 	})
 	return target >= need
@@ -68,7 +68,7 @@ func (n *Node) latchOnce(ctx context.Context) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	target, behind := levelTarget(f.Configuration(), n.cfg.ID, n.fsm.MaxLevel(), func(id string) uint32 {
-		p, _ := n.peers.get(id)
+		p, _ := n.peers.Get(id)
 		return p.Level
 	})
 	enabled := n.fsm.EnabledLevel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -28,7 +29,7 @@ func atLevel(t *testing.T, id string, expect int, level uint32) Config {
 func announce(nodes []*Node, levels map[string]uint32) {
 	for _, n := range nodes {
 		for id, l := range levels {
-			n.peers.put(Peer{ID: id, Level: l})
+			n.peers.Put(membership.Peer{ID: id, Level: l})
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -309,7 +310,7 @@ func (n *Node) checkApply(w *applyWatch, now time.Time) {
 func (n *Node) leaveStuckLeadership(target, applied uint64) {
 	defer n.wg.Done()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyLagBound)
-	err := waitFuture(ctx, n.raft.LeadershipTransfer())
+	err := membership.WaitFuture(ctx, n.raft.LeadershipTransfer())
 	cancel()
 	switch {
 	case n.ctx.Err() != nil:

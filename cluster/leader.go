@@ -5,6 +5,7 @@ import (
 
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/leader"
+	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -64,7 +65,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		// A Barrier's future carries no shutdown channel: if Raft stops
 		// before the FSM applies it, it never resolves. Waiting on ctx too
 		// lets Shutdown end this loop (a CI run hung here for 20 minutes).
-		err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout))
+		err := membership.WaitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout))
 		if ctx.Err() != nil {
 			return
 		}

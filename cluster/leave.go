@@ -81,7 +81,7 @@ func (n *Node) Left() <-chan struct{} { return n.left }
 // removedPerPeers asks each peer for its Status and returns the id of the
 // first one that knows a leader and does not list this server, or "".
 func (n *Node) removedPerPeers(ctx context.Context) string {
-	for _, p := range n.peers.all() {
+	for _, p := range n.peers.All() {
 		if p.ID == n.cfg.ID || p.GRPCAddr == "" {
 			continue
 		}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/dockethq/docket/cluster/membership"
 )
 
 // logFault latches the first damage found in this node's Raft log while it
@@ -51,7 +53,7 @@ func (n *Node) watchLogFault() {
 		"err", err, "file", n.store.Path())
 	if n.IsLeader() && n.voterCount() > 1 {
 		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.ElectionTimeout)
-		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+		if err := membership.WaitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 			n.log.Warn("leadership transfer after a log fault failed; shutting down raft anyway", "err", err)
 		}
 		cancel()

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/membership"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -103,7 +103,7 @@ func (n *Node) StatusWithHash(withHash bool) (*pb.StatusResponse, error) {
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		voters, alive := 0, 0
 		for _, s := range f.Configuration().Servers {
-			p, _ := n.peers.get(string(s.ID))
+			p, _ := n.peers.Get(string(s.ID))
 			health, version := "unknown", ""
 			if m, ok := members[string(s.ID)]; ok {
 				health, version = m.Status.String(), m.Version
@@ -156,7 +156,7 @@ func (n *Node) TransferLeadership(ctx context.Context, toID string) (string, err
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(toID), addr)
 	}
-	if err := waitFuture(ctx, f); err != nil {
+	if err := membership.WaitFuture(ctx, f); err != nil {
 		return "", fmt.Errorf("transfer leadership: %w", n.mapRaftErr(err))
 	}
 	for {
@@ -188,8 +188,8 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, grpcAddr string, non
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	if n.peers.put(Peer{ID: id, RaftAddr: raftAddr, GRPCAddr: grpcAddr}) {
-		if err := n.peers.save(); err != nil {
+	if n.peers.Put(membership.Peer{ID: id, RaftAddr: raftAddr, GRPCAddr: grpcAddr}) {
+		if err := n.peers.Save(); err != nil {
 			n.log.Warn("saving peers failed", "err", err)
 		}
 	}
@@ -199,7 +199,7 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, grpcAddr string, non
 	} else {
 		f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
 	}
-	if err := waitFuture(ctx, f); err != nil {
+	if err := membership.WaitFuture(ctx, f); err != nil {
 		return fmt.Errorf("add server %s: %w", id, n.mapRaftErr(err))
 	}
 	n.log.Info("server added", "id", id, "raft", raftAddr, "nonvoter", nonvoter)
@@ -218,59 +218,26 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
 		return fmt.Errorf("remove server %s: %w", id, ErrUnknownServer)
 	}
-	n.removed.add(id, time.Now())
-	if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+	n.removed.Add(id, time.Now())
+	if err := membership.WaitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return fmt.Errorf("remove server %s: %w", id, n.mapRaftErr(err))
 	}
 	n.log.Info("server removed", "id", id)
 	return nil
 }
 
-// operatorRemoveHold is reconcileRules.RemovedHold: long enough for
-// gossip to notice that a removed server stopped (a few seconds), short
-// enough that one removed by mistake while running comes back on its own.
-const operatorRemoveHold = 30 * time.Second
-
-// removals are the servers an operator removed, and when, so the leader's
-// reconcile does not add one straight back while gossip still shows it
-// alive. Leader-local: a new leader has none, and by then gossip knows.
-type removals struct {
-	mu sync.Mutex
-	at map[string]time.Time
+// reconcileLoop runs membership reconcile for one term of leadership.
+func (n *Node) reconcileLoop(ctx context.Context) {
+	c := n.cfg
+	cfg := membership.ReconcileConfig{Self: c.ID, Log: n.log, Interval: c.ReconcileInterval, ApplyTimeout: c.ApplyTimeout,
+		MaxTrailingLogs: c.MaxTrailingLogs, Rules: membership.Rules{DeadServerTimeout: c.DeadServerTimeout,
+			Stabilization: c.ServerStabilizationTime, MinQuorum: c.MinQuorum, RemovedHold: membership.RemovedHold}}
+	membership.NewReconciler(cfg, n.raft, membershipHost{n}, n.gossip, n.pool, n.peers, &n.removed).Run(ctx, n.reconcileKick)
 }
 
-func (r *removals) add(id string, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at == nil {
-		r.at = map[string]time.Time{}
-	}
-	r.at[id] = at
-}
+// membershipHost is the Node as reconcile sees it (membership.Host).
+type membershipHost struct{ n *Node }
 
-// recent drops removals older than hold and returns a copy of the rest.
-func (r *removals) recent(now time.Time, hold time.Duration) map[string]time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string]time.Time{}
-	for id, at := range r.at {
-		if now.Sub(at) >= hold {
-			delete(r.at, id)
-			continue
-		}
-		out[id] = at
-	}
-	return out
-}
-
-// waitFuture waits for a Raft future or the context.
-func waitFuture(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (h membershipHost) LatchedLevel() uint32       { return h.n.fsm.EnabledLevel() }
+func (h membershipHost) Leaving() bool              { return h.n.leaving.Load() }
+func (h membershipHost) MapRaftErr(err error) error { return h.n.mapRaftErr(err) }

@@ -16,6 +16,7 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/service"
@@ -40,15 +41,15 @@ type Node struct {
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 
-	peers  *peerBook
+	peers  *membership.Book
 	gossip *gossip.Gossip
 	// gossipChanged wakes discover on any gossip event; reconcileKick
 	// wakes the leader's reconcile.
 	gossipChanged chan struct{}
 	reconcileKick chan struct{}
-	leaving       atomic.Bool   // Leave started: no rejoin, no announcements
-	left          chan struct{} // closed when Leave finished
-	removed       removals      // servers an operator removed on this node as leader
+	leaving       atomic.Bool         // Leave started: no rejoin, no announcements
+	left          chan struct{}       // closed when Leave finished
+	removed       membership.Removals // servers an operator removed on this node as leader
 	health        *health
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
@@ -143,10 +144,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.cfg.RaftAddr = string(n.transport.LocalAddr())
 	cfg.RaftAddr = n.cfg.RaftAddr
-	if n.peers, err = openPeerBook(filepath.Join(cfg.DataDir, "peers.json")); err != nil {
+	if n.peers, err = membership.OpenBook(filepath.Join(cfg.DataDir, "peers.json")); err != nil {
 		return nil, err
 	}
-	n.peers.put(Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
+	n.peers.Put(membership.Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr})
 
 	n.fsm.SetCheckObserver(n.check.Observe)
 	notify := make(chan bool, 16)
@@ -238,7 +239,7 @@ func (n *Node) Leader() (id, grpcAddr string) {
 	if lid == "" {
 		return "", ""
 	}
-	p, _ := n.peers.get(string(lid))
+	p, _ := n.peers.Get(string(lid))
 	return string(lid), p.GRPCAddr
 }
 
@@ -270,7 +271,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			}
 		}
 		if n.IsLeader() && n.voterCount() > 1 {
-			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+			if err := membership.WaitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer at shutdown failed", "err", err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -113,7 +114,7 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 	// leader loop's Barrier marks that point; a read that comes first runs
 	// its own Barrier.
 	if term := n.raft.CurrentTerm(); n.readyTerm.Load() != term {
-		if err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
+		if err := membership.WaitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 			return fmt.Errorf("read barrier: %w", n.mapRaftErr(err))
 		}
 		n.readyTerm.Store(term)

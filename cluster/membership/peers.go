@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ type Peer struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	GRPCAddr string `json:"grpc_addr"`
-	// Level is the feature level the server last announced (features.go);
+	// Level is the feature level the server last announced (cluster/features.go);
 	// 0 until it announced one. A later announcement replaces it, lower
 	// too: a server rolled back before the latch holds the latch back.
 	Level uint32 `json:"level,omitempty"`
@@ -23,17 +23,18 @@ type Peer struct {
 	GossipAddr string `json:"gossip_addr,omitempty"`
 }
 
-// peerBook maps server ids to peers. It is persisted in the data dir so a
+// Book maps server ids to peers. It is persisted in the data dir so a
 // node restarted with only its data dir can still point clients at the
 // leader before discovery has run.
-type peerBook struct {
+type Book struct {
 	path string
 	mu   sync.Mutex
 	byID map[string]Peer
 }
 
-func openPeerBook(path string) (*peerBook, error) {
-	b := &peerBook{path: path, byID: map[string]Peer{}}
+// OpenBook reads the book at path; a missing file is an empty book.
+func OpenBook(path string) (*Book, error) {
+	b := &Book{path: path, byID: map[string]Peer{}}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return b, nil
@@ -51,9 +52,9 @@ func openPeerBook(path string) (*peerBook, error) {
 	return b, nil
 }
 
-// put records p, keeping known addresses that p leaves empty. It reports
+// Put records p, keeping known addresses that p leaves empty. It reports
 // whether anything changed.
-func (b *peerBook) put(p Peer) bool {
+func (b *Book) Put(p Peer) bool {
 	if p.ID == "" {
 		return false
 	}
@@ -79,15 +80,16 @@ func (b *peerBook) put(p Peer) bool {
 	return true
 }
 
-func (b *peerBook) get(id string) (Peer, bool) {
+// Get returns the peer with id.
+func (b *Book) Get(id string) (Peer, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p, ok := b.byID[id]
 	return p, ok
 }
 
-// all returns the peers sorted by id.
-func (b *peerBook) all() []Peer {
+// All returns the peers sorted by id.
+func (b *Book) All() []Peer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]Peer, 0, len(b.byID))
@@ -98,9 +100,9 @@ func (b *peerBook) all() []Peer {
 	return out
 }
 
-// save writes the book atomically (temp file, fsync, rename).
-func (b *peerBook) save() error {
-	data, err := json.MarshalIndent(b.all(), "", "  ")
+// Save writes the book atomically (temp file, fsync, rename).
+func (b *Book) Save() error {
+	data, err := json.MarshalIndent(b.All(), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode peers: %w", err)
 	}
