@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/dockethq/docket/cluster/connlimit"
+	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/raftlog"
+	"github.com/dockethq/docket/cluster/raftnet"
 )
 
 // raftParts are the pieces of Raft that a Node and a BareRaft build the same
@@ -59,72 +60,13 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	return p.store.VerifyLog(snapIndex)
 }
 
-// openRaftTransport binds cfg.RaftAddr. Port 0 (tests, benchmarks)
-// advertises what was bound. Inbound connections are limited to
-// cfg.RaftMaxConns (limitedStream), so a flood of connections to the Raft
-// port cannot take the descriptors the stores need. With cfg.TLS the same
-// listener carries mutual TLS (tlsStream).
-func openRaftTransport(cfg Config, log *slog.Logger, ident *Identity, p *raftParts) error {
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
-	}
-	lis, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("raft listen %s: %w", cfg.RaftAddr, err)
-	}
-	var advertise net.Addr = addr
-	if addr.Port == 0 {
-		advertise = lis.Addr()
-	}
-	if a, ok := advertise.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
-		return errors.Join(fmt.Errorf("raft address %s: not advertisable, bind a specific address", cfg.RaftAddr), lis.Close())
-	}
-	limited := connlimit.New(lis, cfg.RaftMaxConns, "raft", log)
-	var stream raft.StreamLayer = &limitedStream{Listener: limited, advertise: advertise}
-	if cfg.TLS != nil {
-		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.RaftHandshakeTimeout, ident: ident}
-	}
-	p.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: raftlog.NewHCLog(log, "raft"),
-		MaxRPCsInFlight: raftMaxRPCsInFlight,
-	})
-	return nil
+// openRaftTransport opens Raft's transport on cfg.RaftAddr (raftnet.Open).
+func openRaftTransport(cfg Config, log *slog.Logger, ident *identity.Identity, p *raftParts) error {
+	t, err := raftnet.Open(raftnet.Config{Addr: cfg.RaftAddr, MaxConns: cfg.RaftMaxConns, TLS: cfg.TLS,
+		HandshakeTimeout: cfg.RaftHandshakeTimeout, Ident: ident, Log: log})
+	p.transport = t
+	return err
 }
-
-// Raft's NetworkTransport settings, as raft.NewTCPTransport was given them,
-// but without pipelined replication.
-const (
-	raftMaxPool   = 5 // pooled outgoing connections per peer
-	raftIOTimeout = 10 * time.Second
-	// raftMaxRPCsInFlight 1 turns raft's pipelined replication off. With
-	// its default of 2 the pipeline's channels are unbuffered, and a
-	// follower's failed append (Success=false) or a replication stop while
-	// a response is being decoded leaves the decoder blocked handing it on
-	// and the next send blocked handing over: the leader never replicates
-	// to that follower again while heartbeats keep it from an election,
-	// and the leader's Shutdown waits for that goroutine forever (a CI run
-	// hung 20 minutes in two tests; grafana/pyroscope#5518 traced the same
-	// deadlock). hashicorp/raft documents pipelining as of little benefit
-	// with batching (raft#541); BENCHMARKS.md has the before and after.
-	raftMaxRPCsInFlight = 1
-)
-
-// limitedStream is raft.TCPStreamLayer over a connlimit.Listener.
-type limitedStream struct {
-	*connlimit.Listener
-	advertise net.Addr
-}
-
-// Dial opens an outgoing Raft connection. Outgoing connections are not
-// counted: there are at most raftMaxPool per peer (plus a pipeline and a
-// snapshot), and they come out of the file descriptors' reserve.
-func (s *limitedStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(addr), timeout)
-}
-
-// Addr is the address other servers reach this one at.
-func (s *limitedStream) Addr() net.Addr { return s.advertise }
 
 // raftConfig is the raft.Config every Docket server runs with.
 func raftConfig(cfg Config, log *slog.Logger, notify chan bool) *raft.Config {
@@ -202,4 +144,15 @@ func NewBareRaft(cfg Config, f raft.FSM) (*BareRaft, error) {
 // Close shuts Raft down and closes its stores.
 func (b *BareRaft) Close() error {
 	return errors.Join(b.Raft.Shutdown().Error(), b.parts.close())
+}
+
+// peerDialOptions are the options of the node's gRPC calls to other
+// nodes: TLS with its certificate when cfg.TLS is set, else plaintext,
+// and this node's cluster id on every call.
+func (n *Node) peerDialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if n.cfg.TLS != nil {
+		creds = n.cfg.TLS.PeerCredentials()
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(n.ident.UnaryClient)}
 }

@@ -17,37 +17,6 @@ import (
 // alive: Raft counts the vote as not granted.
 var errNotCampaigning = errors.New("not campaigning: this node has not passed a consistency check since it started, and a checked server is alive")
 
-// campaignTransport is Raft's transport with vote requests held back while
-// this node may not campaign (Node.mayCampaign). A node restarted on a
-// damaged keyspace (a MANIFEST Pebble opens without error) was elected
-// leader before any check ran on it; it served nothing, but a node that
-// has not passed a check should not lead while a checked one can.
-// Everything else, AppendEntries and the votes it grants others included,
-// passes through.
-type campaignTransport struct {
-	*raft.NetworkTransport
-	may   func() error
-	asked *atomic.Uint64 // vote requests sent on
-}
-
-// RequestVote asks target for a vote when this node may campaign.
-func (t *campaignTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if err := t.may(); err != nil {
-		return err
-	}
-	t.asked.Add(1)
-	return t.NetworkTransport.RequestVote(id, target, args, resp)
-}
-
-// RequestPreVote asks target for a pre-vote when this node may campaign.
-func (t *campaignTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if err := t.may(); err != nil {
-		return err
-	}
-	t.asked.Add(1)
-	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
-}
-
 // campaignView is the gossip pool mayCampaign reads, set once the pool
 // starts (after Raft does), and how many vote requests this node sent.
 type campaignView struct {

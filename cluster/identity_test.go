@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -95,7 +94,7 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 	}
 	testwait.For(t, 15*time.Second, "both victims refused the other leader, or were taken over", func() bool {
 		taken := victimB.ClusterID() != idB || victimA.ClusterID() != idA
-		return taken || (victimB.ident.refused.Load() >= 3 && victimA.ident.refused.Load() >= 3)
+		return taken || (victimB.ident.Refused() >= 3 && victimA.ident.Refused() >= 3)
 	})
 	if victimB.ClusterID() != idB || victimA.ClusterID() != idA {
 		t.Fatalf("a server was taken over by the other cluster: %s now in %q (was %s), %s in %q (was %s)",
@@ -133,22 +132,5 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 				return err == nil
 			})
 		}
-	}
-}
-
-// Raft redials a refused peer many times a second; the refusal is logged
-// once a minute per other cluster, and every refusal is still counted.
-func Test_RefusalLoggedOncePerCluster(t *testing.T) {
-	c := &Identity{id: func() string { return "mine" }, log: slog.New(slog.DiscardHandler)}
-	if !c.shouldLog("a") || c.shouldLog("a") || !c.shouldLog("b") {
-		t.Fatal("want the first refusal of each other cluster logged, and not the second")
-	}
-	for i := 0; i < 3; i++ {
-		if err := c.Check("raft", "127.0.0.1:1", "a"); err == nil {
-			t.Fatal("a peer of another cluster passed")
-		}
-	}
-	if got := c.refused.Load(); got != 3 {
-		t.Fatalf("refused %d, want 3", got)
 	}
 }

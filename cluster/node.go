@@ -16,9 +16,11 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
+	"github.com/dockethq/docket/cluster/raftnet"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -53,8 +55,8 @@ type Node struct {
 	health        *health
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
-	logFault *logFault // damage found in the log while running (logfault.go)
-	ident    *Identity // the cluster's id, checked on every peer (identity.go)
+	logFault *logFault          // damage found in the log while running (logfault.go)
+	ident    *identity.Identity // the cluster's id, checked on every peer (identity.go)
 	campaign campaignView
 	check    *check.Checker
 	pool     *peer.Pool // node-to-node gRPC: status, hashes, membership
@@ -133,7 +135,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	n.ident = &Identity{id: n.fsm.ClusterID, log: log}
+	n.ident = identity.New(n.fsm.ClusterID, log)
 	n.pool = peer.New(n.peerDialOptions()...)
 	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err
@@ -153,7 +155,7 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.OnFault = n.logFault.set
-	trans := &campaignTransport{NetworkTransport: n.transport, may: n.mayCampaign, asked: &n.campaign.asked}
+	trans := &raftnet.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}

@@ -58,7 +58,7 @@ type Node interface {
 	IsLeader() bool
 	// ClusterID is the cluster's id, "" while the node knows none.
 	ClusterID() string
-	// CheckPeerCluster refuses (cluster.ErrOtherCluster, logged with both
+	// CheckPeerCluster refuses (identity.ErrOtherCluster, logged with both
 	// ids) a call whose sending node named another cluster.
 	CheckPeerCluster(peer, theirs string) error
 	// LeaderGRPCAddr is the leader's advertised gRPC address, "" when no

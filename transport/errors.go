@@ -11,6 +11,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
@@ -64,7 +65,7 @@ func toStatus(err error) error {
 		})
 	case errors.Is(err, service.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, cluster.ErrOtherCluster):
+	case errors.Is(err, identity.ErrOtherCluster):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, service.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -53,7 +54,7 @@ type Node struct {
 	checkErr   atomic.Pointer[error]
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
-	ident      *cluster.Identity
+	ident      *identity.Identity
 }
 
 // NewMemNode opens an FSM under dir and serves it as a leader or a
@@ -64,7 +65,7 @@ func New(dir string, leader bool, cfg service.ServiceConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
-	n.ident = cluster.NewIdentity(f.ClusterID, slog.Default())
+	n.ident = identity.New(f.ClusterID, slog.Default())
 	n.leader.Store(leader)
 	n.SetLeaderAddr("")
 	n.Service = service.New(n, cfg)

@@ -1,4 +1,4 @@
-package cluster
+package identity
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -48,6 +47,9 @@ type Identity struct {
 // refusalLogEvery bounds the refusal log lines per other cluster: Raft
 // redials a refused peer many times a second.
 const refusalLogEvery = time.Minute
+
+// Refused counts the peers refused for naming another cluster.
+func (c *Identity) Refused() uint64 { return c.refused.Load() }
 
 // ID is this node's cluster id, "" while it has none.
 func (c *Identity) ID() string {
@@ -91,19 +93,19 @@ func (c *Identity) shouldLog(theirs string) bool {
 	return true
 }
 
-// dialConfig adds this node's id to an outgoing Raft handshake.
-func (c *Identity) dialConfig(base *tls.Config) *tls.Config {
+// DialConfig adds this node's id to an outgoing Raft handshake.
+func (c *Identity) DialConfig(base *tls.Config) *tls.Config {
 	if id := c.ID(); id != "" {
 		base.NextProtos = []string{raftALPNPrefix + id}
 	}
 	return base
 }
 
-// acceptConfig checks the id a dialling peer offered. A peer of another
+// AcceptConfig checks the id a dialling peer offered. A peer of another
 // cluster is sent this node's id as the only protocol it speaks, so the
 // handshake fails with no_application_protocol on both ends and the
 // dialler learns why; a peer that offered no id is accepted.
-func (c *Identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tls.Config {
+func (c *Identity) AcceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tls.Config {
 	mine := c.ID()
 	if mine == "" {
 		return cfg
@@ -124,17 +126,17 @@ func (c *Identity) acceptConfig(cfg *tls.Config, hello *tls.ClientHelloInfo) *tl
 	return cfg
 }
 
-// dialError names the likely cause of a handshake the peer ended with
+// DialError names the likely cause of a handshake the peer ended with
 // no_application_protocol: only another cluster's node does that.
-func (c *Identity) dialError(addr string, err error) error {
+func (c *Identity) DialError(addr string, err error) error {
 	if err != nil && strings.Contains(err.Error(), "no application protocol") {
 		return fmt.Errorf("%w: raft peer %s refused cluster id %s (its log names its own): %w", ErrOtherCluster, addr, c.ID(), err)
 	}
 	return err
 }
 
-// newClusterID mints a cluster id: 128 random bits in hex.
-func newClusterID() (string, error) {
+// NewClusterID mints a cluster id: 128 random bits in hex.
+func NewClusterID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("cluster id: %w", err)
@@ -142,29 +144,8 @@ func newClusterID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// nameClusterOnce proposes the cluster's id when the cluster has none and
-// every server applies SetClusterID. Apply keeps the first id, so two
-// leaders that both propose one (a lost answer, a quick re-election)
-// leave the cluster with one name.
-func (n *Node) nameClusterOnce(ctx context.Context) error {
-	if n.fsm.ClusterID() != "" || n.EnabledLevel() < fsm.LevelIdentity {
-		return nil
-	}
-	id, err := newClusterID()
-	if err != nil {
-		return err
-	}
-	_, err = n.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID,
-		Body: &pb.Command_SetClusterId{SetClusterId: &pb.SetClusterIDCmd{Id: id}}})
-	if err != nil {
-		return fmt.Errorf("name the cluster: %w", err)
-	}
-	n.log.Info("cluster named", "cluster", n.fsm.ClusterID())
-	return nil
-}
-
-// unaryClient stamps this node's cluster id on a call to another node.
-func (c *Identity) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+// UnaryClient stamps this node's cluster id on a call to another node.
+func (c *Identity) UnaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if id := c.ID(); id != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, pb.MetadataCluster, id)
@@ -172,18 +153,8 @@ func (c *Identity) unaryClient(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// ClusterID is the cluster's id, "" until the cluster named itself or
-// while this node has not caught up with the entry that did.
-func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
-
-// CheckPeerCluster refuses a call from a node that named another cluster
-// (pb.MetadataCluster); calls without the key (clients, older builds) pass.
-func (n *Node) CheckPeerCluster(peer, theirs string) error {
-	return n.ident.Check("grpc", peer, theirs)
-}
-
-// NewIdentity is the check of a node whose cluster id is id(), logging
+// New is the check of a node whose cluster id is id(), logging
 // its refusals to log.
-func NewIdentity(id func() string, log *slog.Logger) *Identity {
+func New(id func() string, log *slog.Logger) *Identity {
 	return &Identity{id: id, log: log}
 }

@@ -1,4 +1,4 @@
-package cluster
+package raftnet
 
 import (
 	"crypto/tls"
@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cluster/connlimit"
+	"github.com/dockethq/docket/cluster/identity"
 )
 
 // tlsStream is Raft's StreamLayer with mutual TLS over the connlimit
@@ -22,8 +21,8 @@ type tlsStream struct {
 	*connlimit.Listener
 	advertise net.Addr
 	certs     *certs.Reloader
-	timeout   time.Duration // handshake deadline, both ways
-	ident     *Identity     // refuses a peer of another cluster
+	timeout   time.Duration      // handshake deadline, both ways
+	ident     *identity.Identity // refuses a peer of another cluster
 }
 
 // Accept hands Raft a connection whose handshake runs on its first read or
@@ -43,7 +42,7 @@ func (s *tlsStream) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return s.ident.acceptConfig(c, hello), nil
+		return s.ident.AcceptConfig(c, hello), nil
 	}
 	return &handshakeConn{Conn: tls.Server(c, cfg), timeout: s.timeout}, nil
 }
@@ -55,8 +54,8 @@ func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 		timeout = s.timeout
 	}
 	d := &net.Dialer{Timeout: timeout}
-	c, err := tls.DialWithDialer(d, "tcp", string(addr), s.ident.dialConfig(s.certs.PeerClientConfig()))
-	return c, s.ident.dialError(string(addr), err)
+	c, err := tls.DialWithDialer(d, "tcp", string(addr), s.ident.DialConfig(s.certs.PeerClientConfig()))
+	return c, s.ident.DialError(string(addr), err)
 }
 
 // Addr is the address other servers reach this one at.
@@ -98,15 +97,4 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return c.Conn.Write(b)
-}
-
-// peerDialOptions are the options of the node's gRPC calls to other
-// nodes: TLS with its certificate when cfg.TLS is set, else plaintext,
-// and this node's cluster id on every call.
-func (n *Node) peerDialOptions() []grpc.DialOption {
-	creds := insecure.NewCredentials()
-	if n.cfg.TLS != nil {
-		creds = n.cfg.TLS.PeerCredentials()
-	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(n.ident.unaryClient)}
 }
