@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/raftnet"
@@ -21,7 +22,7 @@ import (
 type raftParts struct {
 	store     *raftlog.Store // checksums over raft.db
 	logs      raft.LogStore  // guard over the LogCache over store
-	guard     *logGuard
+	guard     *health.LogGuard
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 }
@@ -44,7 +45,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	if err != nil {
 		return fmt.Errorf("log cache: %w", err)
 	}
-	p.guard = newLogGuard(cache, log.With("component", "raftlog"))
+	p.guard = health.NewLogGuard(cache, log.With("component", "raftlog"))
 	p.logs = p.guard
 	if p.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftlog.NewHCLog(log, "raft")); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)

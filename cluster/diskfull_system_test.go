@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -93,7 +94,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 		t.Errorf("n3 logged %d lines about no space; want at most 40", got)
 	}
 	t.Logf("n3 log lines %d (no space %d)", lines.all.Load(), lines.noSpace.Load())
-	if err := os.Remove(filepath.Join(disk, BallastFile)); err != nil {
+	if err := os.Remove(filepath.Join(disk, health.BallastFile)); err != nil {
 		t.Fatalf("delete ballast: %v", err)
 	}
 	testwait.For(t, 20*time.Second, "n3 catches up after the ballast is deleted", func() bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -214,8 +215,8 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	}
 	// raft's LogCache flattens the disk's error to text; the guard above
 	// it tags it.
-	if !errors.Is(err, ErrLogWrite) || !strings.Contains(err.Error(), "no space left") {
-		t.Errorf("error %q does not carry ErrLogWrite and the disk's error", err)
+	if !errors.Is(err, health.ErrLogWrite) || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("error %q does not carry health.ErrLogWrite and the disk's error", err)
 	}
 	if !hasProblem(l, "raft log") {
 		t.Errorf("health of the failing leader: %q; want a raft log problem", l.HealthProblems())

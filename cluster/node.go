@@ -16,6 +16,7 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/peer"
@@ -52,7 +53,7 @@ type Node struct {
 	leaving       atomic.Bool         // Leave started: no rejoin, no announcements
 	left          chan struct{}       // closed when Leave finished
 	removed       membership.Removals // servers an operator removed on this node as leader
-	health        *health
+	health        *health.Tracker
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
 	logFault *logFault          // damage found in the log while running (logfault.go)
@@ -94,9 +95,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	role := &roleState{}
 	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
-	ensureBallast(cfg.DataDir, cfg.BallastBytes, log)
+	health.EnsureBallast(cfg.DataDir, cfg.BallastBytes, log)
 	n := &Node{cfg: cfg, log: log, role: role, clock: clock.Offset(cfg.ClockOffset),
-		health: newHealth(log, cfg.ApplyLagBound), logFault: newLogFault(),
+		health: health.New(log, cfg.ApplyLagBound), logFault: newLogFault(),
 		gossipChanged: make(chan struct{}, 1), reconcileKick: make(chan struct{}, 1), left: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -111,7 +112,7 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.onDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
+	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.OnDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
 		MemTableBytes: cfg.PebbleMemTableBytes}
 	if cfg.fsmOptions != nil {
 		cfg.fsmOptions(&fopts)
@@ -123,7 +124,7 @@ func New(cfg Config) (*Node, error) {
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
-	n.health.logs = parts.guard
+	n.health.Logs = parts.guard
 	if err != nil {
 		return nil, err
 	}

@@ -171,9 +171,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.l0Files, float64(dm.L0Files))
 		gauge(c.diskBytes, float64(dm.DiskBytes))
 	}
-	counter(c.bgErrors, float64(n.health.bgErrors.Load()))
-	counter(c.stalls, float64(n.health.stalls.Load()))
-	counter(c.slowWrites, float64(n.health.slowWrites.Load()))
+	counter(c.bgErrors, float64(n.health.BgErrors.Load()))
+	counter(c.stalls, float64(n.health.Stalls.Load()))
+	counter(c.slowWrites, float64(n.health.SlowWrites.Load()))
 	gauge(c.serving, b2f(len(n.HealthProblems()) == 0 && n.CheckErr() == nil))
 	gauge(c.snapBytes, float64(n.fsm.SnapshotBytes()))
 	c.collectQueues(ch)

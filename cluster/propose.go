@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
@@ -81,7 +82,7 @@ func (n *Node) mapRaftErr(err error) error {
 		return n.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return fmt.Errorf("%w: %v", replica.ErrLeadershipLost, err)
-	case errors.Is(err, ErrLogWrite):
+	case errors.Is(err, health.ErrLogWrite):
 		// The leader could not append and stepped down (raft's
 		// dispatchLogs). The entry was never sent to a follower, but a
 		// failed BoltDB commit may have reached the disk anyway, and a

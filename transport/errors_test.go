@@ -11,6 +11,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -39,7 +40,7 @@ func Test_ToStatus(t *testing.T) {
 		{"timed out", fmt.Errorf("task x: %w", service.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
 		{"cancelled", fmt.Errorf("task x: %w", service.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
 		{"leadership lost", fmt.Errorf("%w: raft", replica.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},
-		{"log write failed", fmt.Errorf("%w: %w: no space left on device", replica.ErrLeadershipLost, cluster.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
+		{"log write failed", fmt.Errorf("%w: %w: no space left on device", replica.ErrLeadershipLost, health.ErrLogWrite), codes.Unavailable, pb.ReasonLeadershipLost, ""},
 		{"not leader", &replica.NotLeaderError{LeaderID: "n2", LeaderGRPC: "10.0.0.2:7000"}, codes.Unavailable, pb.ReasonNotLeader, ""},
 		{"no leader", &replica.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
 		{"shutdown", replica.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},

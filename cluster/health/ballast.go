@@ -1,4 +1,4 @@
-package cluster
+package health
 
 import (
 	"errors"
@@ -8,19 +8,19 @@ import (
 	"path/filepath"
 )
 
-// BallastFile is the ballast's name in the data dir (Config.BallastBytes).
+// BallastFile is the ballast's name in the data dir (cluster.Config.BallastBytes).
 const BallastFile = "BALLAST"
 
 // errNoRoom means the disk has less than twice the ballast free.
 var errNoRoom = errors.New("not enough free space")
 
-// ensureBallast creates dir/BALLAST of size bytes when it is missing and
+// EnsureBallast creates dir/BALLAST of size bytes when it is missing and
 // the disk has at least 2*size free, so that the ballast never takes the
 // last of the space itself. An existing ballast is kept as it is. The file
 // is written, not truncated to size: a sparse file would free nothing when
 // deleted. Failing to create it is logged, not fatal: the ballast is an
 // aid to the operator, and a node without one still runs.
-func ensureBallast(dir string, size int64, log *slog.Logger) {
+func EnsureBallast(dir string, size int64, log *slog.Logger) {
 	if size <= 0 {
 		return
 	}

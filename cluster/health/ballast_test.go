@@ -1,6 +1,6 @@
 //go:build unix
 
-package cluster
+package health
 
 import (
 	"log/slog"
@@ -19,7 +19,7 @@ func Test_BallastWrittenOnceAndOnlyWithRoom(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	const size = 3<<20 + 5
-	ensureBallast(dir, size, log)
+	EnsureBallast(dir, size, log)
 	path := filepath.Join(dir, BallastFile)
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -40,14 +40,14 @@ func Test_BallastWrittenOnceAndOnlyWithRoom(t *testing.T) {
 	if err := os.Chtimes(path, old, old); err != nil {
 		t.Fatal(err)
 	}
-	ensureBallast(dir, 1<<20, log)
+	EnsureBallast(dir, 1<<20, log)
 	if fi, err := os.Stat(path); err != nil || !fi.ModTime().Equal(old) || fi.Size() != size {
 		t.Fatalf("existing ballast rewritten: %v %v", fi.ModTime(), err)
 	}
 
 	// No room: nothing written, no error.
 	dir2 := t.TempDir()
-	ensureBallast(dir2, math.MaxInt64/4, log)
+	EnsureBallast(dir2, math.MaxInt64/4, log)
 	if _, err := os.Stat(filepath.Join(dir2, BallastFile)); !os.IsNotExist(err) {
 		t.Fatalf("ballast written without room: %v", err)
 	}
