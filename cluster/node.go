@@ -19,6 +19,7 @@ import (
 	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster/nodemetrics"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/raftnet"
@@ -162,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	role.raft.Store(n.raft)
 	if reg := cfg.Service.Registerer; reg != nil {
-		if err := errors.Join(reg.Register(newNodeCollector(n)), reg.Register(n.logBytesGauge())); err != nil {
+		if err := errors.Join(reg.Register(n.collector()), reg.Register(n.logBytesGauge())); err != nil {
 			// A second node on one registry (tests): its metrics stay local.
 			log.Warn("node metrics not registered", "err", err)
 		}
@@ -329,3 +330,10 @@ func (n *Node) closeStores() error {
 // so the others must notice the silence and elect. Unlike kill -9 it keeps
 // what the OS had buffered; the chaos harness covers lost writes. For tests.
 func (n *Node) Crash() error { return n.stop(nil) }
+
+// collector is the node's Prometheus collector (package nodemetrics).
+func (n *Node) collector() *nodemetrics.Collector {
+	return nodemetrics.New(nodemetrics.Source{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
+		LeaderChanges: n.role.changes.Load, Status: n.Status, CheckState: func() string { return n.check.Status().GetStatus() },
+		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})
+}

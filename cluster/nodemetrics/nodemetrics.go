@@ -1,4 +1,4 @@
-package cluster
+package nodemetrics
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/clock"
+	"github.com/dockethq/docket/cluster/health"
+	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -15,7 +18,7 @@ import (
 // docket_queue_series_dropped says how many were left out.
 const maxQueueSeries = 2000
 
-// nodeCollector exports what a scrape reads from the node at that moment:
+// Collector exports what a scrape reads from the node at that moment:
 // Raft's indexes and state, the FSM's applied index and latch, the
 // consistency-check state and the queue depths from the replica's catalog
 // counters (one key per queue and tenant, never a scan of tasks), the
@@ -23,8 +26,8 @@ const maxQueueSeries = 2000
 // scan of the schedule records). Every
 // value is this node's view; the queue depths and totals are replicated
 // state, the same on every node once it applied the same index.
-type nodeCollector struct {
-	n *Node
+type Collector struct {
+	src Source
 
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
 	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
@@ -41,11 +44,28 @@ type queueTotal struct {
 	get  func(*pb.QueueTotals) uint64
 }
 
-func newNodeCollector(n *Node) *nodeCollector {
+// Source is what a scrape reads of the node, at that moment.
+type Source struct {
+	Raft   *raft.Raft
+	FSM    *fsm.FSM
+	Clock  clock.Clock
+	Health *health.Tracker
+	// LeaderChanges counts the leader changes this node saw.
+	LeaderChanges func() uint64
+	// Status is the node's Cluster.Status answer, without a hash.
+	Status func() *pb.StatusResponse
+	// CheckState is the consistency check's state (check.State*).
+	CheckState func() string
+	// Serving reports whether the node can do its job (health SERVING).
+	Serving func() bool
+}
+
+// New returns the collector of the node src reads.
+func New(src Source) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("docket_"+name, help, labels, nil)
 	}
-	c := &nodeCollector{n: n,
+	c := &Collector{src: src,
 		state:          d("raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown), 0 for the others.", "state"),
 		term:           d("raft_term", "This node's current Raft term."),
 		commit:         d("raft_commit_index", "The highest log index this node knows to be committed."),
@@ -111,7 +131,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 }
 
 // Describe sends every descriptor.
-func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
 		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds,
 		c.paused, c.queueLimit, c.tenantLimit, c.schedules} {
@@ -127,23 +147,23 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the node now.
-func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.n
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	n := c.src
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	state := n.raft.State()
+	state := n.Raft.State()
 	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
 		gauge(c.state, b2f(state == s), s.String())
 	}
-	commit, fsmApplied := n.raft.CommitIndex(), n.fsm.AppliedIndex()
-	gauge(c.term, float64(n.raft.CurrentTerm()))
+	commit, fsmApplied := n.Raft.CommitIndex(), n.FSM.AppliedIndex()
+	gauge(c.term, float64(n.Raft.CurrentTerm()))
 	gauge(c.commit, float64(commit))
-	gauge(c.applied, float64(n.raft.AppliedIndex()))
-	gauge(c.lastLog, float64(n.raft.LastIndex()))
+	gauge(c.applied, float64(n.Raft.AppliedIndex()))
+	gauge(c.lastLog, float64(n.Raft.LastIndex()))
 	gauge(c.fsmApplied, float64(fsmApplied))
 	gauge(c.applyLag, float64(commit-min(commit, fsmApplied)))
-	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(n.role.changes.Load()))
+	ch <- prometheus.MustNewConstMetric(c.leaderChangesD, prometheus.CounterValue, float64(n.LeaderChanges()))
 	st := n.Status()
 	voters := 0
 	for _, s := range st.GetServers() {
@@ -153,16 +173,16 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.voters, float64(voters))
 	gauge(c.tolerance, float64(st.GetFailureTolerance()))
-	gauge(c.level, float64(n.fsm.EnabledLevel()))
-	gauge(c.buildLevel, float64(n.fsm.MaxLevel()))
-	cs := n.check.Status().GetStatus()
+	gauge(c.level, float64(n.FSM.EnabledLevel()))
+	gauge(c.buildLevel, float64(n.FSM.MaxLevel()))
+	cs := n.CheckState()
 	for _, s := range []string{check.StateOK, check.StateAwaiting, check.StateDiverged} {
 		gauge(c.check, b2f(cs == s), s)
 	}
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}
-	if dm, err := n.fsm.DiskMetrics(); err != nil {
+	if dm, err := n.FSM.DiskMetrics(); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.diskBytes, err)
 	} else {
 		counter(c.compactions, float64(dm.Compactions))
@@ -171,24 +191,24 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.l0Files, float64(dm.L0Files))
 		gauge(c.diskBytes, float64(dm.DiskBytes))
 	}
-	counter(c.bgErrors, float64(n.health.BgErrors.Load()))
-	counter(c.stalls, float64(n.health.Stalls.Load()))
-	counter(c.slowWrites, float64(n.health.SlowWrites.Load()))
-	gauge(c.serving, b2f(len(n.HealthProblems()) == 0 && n.CheckErr() == nil))
-	gauge(c.snapBytes, float64(n.fsm.SnapshotBytes()))
+	counter(c.bgErrors, float64(n.Health.BgErrors.Load()))
+	counter(c.stalls, float64(n.Health.Stalls.Load()))
+	counter(c.slowWrites, float64(n.Health.SlowWrites.Load()))
+	gauge(c.serving, b2f(n.Serving()))
+	gauge(c.snapBytes, float64(n.FSM.SnapshotBytes()))
 	c.collectQueues(ch)
 	c.collectSchedules(ch)
 }
 
-func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
-	now := c.n.clock.Now().UnixNano()
+func (c *Collector) collectQueues(ch chan<- prometheus.Metric) {
+	now := c.src.Clock.Now().UnixNano()
 	exported, dropped, cursor := 0, 0, ""
 	// Summed over every queue, the dropped ones too: the reason series
 	// have no queue label, so they stay two however many queues exist.
 	var expired, released uint64
 	tenants := map[string]bool{} // whose tenant limit is exported
 	for {
-		page, next, err := c.n.fsm.StatsPage("", "", cursor)
+		page, next, err := c.src.FSM.StatsPage("", "", cursor)
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(c.queueTasks, err)
 			return
@@ -229,7 +249,7 @@ func (c *nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
 
 // collectControl exports q's pause flag and the limits set on it and, once
 // per tenant, on its tenant.
-func (c *nodeCollector) collectControl(ch chan<- prometheus.Metric, q *pb.QueueStats, tenants map[string]bool) {
+func (c *Collector) collectControl(ch chan<- prometheus.Metric, q *pb.QueueStats, tenants map[string]bool) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -257,14 +277,14 @@ const maxScheduleScan = 100_000
 
 // collectSchedules counts the schedules of each tenant, at most
 // maxQueueSeries tenants and maxScheduleScan schedules.
-func (c *nodeCollector) collectSchedules(ch chan<- prometheus.Metric) {
+func (c *Collector) collectSchedules(ch chan<- prometheus.Metric) {
 	const page = 1000
 	counts := map[string]int{}
 	var order []string // tenants in key order, for a stable export
 	var after []byte
 	for scanned := 0; scanned < maxScheduleScan; scanned += page {
 		var err error
-		after, err = c.n.fsm.ScanSchedules(after, page, func(s *pb.Schedule) error {
+		after, err = c.src.FSM.ScanSchedules(after, page, func(s *pb.Schedule) error {
 			if _, ok := counts[s.GetTenant()]; !ok {
 				if len(order) >= maxQueueSeries {
 					return nil
