@@ -23,7 +23,7 @@ import (
 const DefaultShareInflight = 2
 
 // Bounds of one shared RPC: the server's items-per-call limit
-// (fsm.MaxBatch; for ClaimBatch, the sum of max_tasks) and half its
+// (pb.MaxBatch; for ClaimBatch, the sum of max_tasks) and half its
 // default 8 MiB request limit.
 const (
 	maxSharedItems = 1000

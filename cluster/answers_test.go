@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cluster/replica"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -31,8 +30,8 @@ func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := n.RevokeToken(ctx, "0123456789abcdef01234567")
-	if !errors.Is(err, service.ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
-		t.Fatalf("revoke an unknown token: %v, want service.ErrNotFound worded for a token", err)
+	if !errors.Is(err, pb.ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
+		t.Fatalf("revoke an unknown token: %v, want pb.ErrNotFound worded for a token", err)
 	}
 }
 
@@ -49,7 +48,7 @@ func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{service.RoleReader}, Tenants: []string{service.AllTenants}})
+	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{pb.RoleReader}, Tenants: []string{pb.AllTenants}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 func enqueueN(t *testing.T, ctx context.Context, l *Node, queue string, n int) []string {
@@ -18,7 +18,7 @@ func enqueueN(t *testing.T, ctx context.Context, l *Node, queue string, n int) [
 	var ids []string
 	for i := range n {
 		res, err := l.Propose(ctx, enqueueCmd(queue, fmt.Sprint(i)))
-		if err != nil || fsm.ResultError(res) != nil {
+		if err != nil || pb.ResultError(res) != nil {
 			t.Fatalf("enqueue %s %d: %v %v", queue, i, res, err)
 		}
 		ids = append(ids, res.GetItems()[0].GetTaskId())

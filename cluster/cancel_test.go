@@ -32,14 +32,14 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 	mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
 	task := claimNow(t, ctx, n, "q", 0)[0]
 	res := mustApply(t, ctx, n, service.CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
-	if err := service.ItemError(res.GetItems()[0]); !errors.Is(err, service.ErrWrongState) {
-		t.Fatalf("cancel of a running task before the latch: %v, want service.ErrWrongState", err)
+	if err := pb.ItemError(res.GetItems()[0]); !errors.Is(err, pb.ErrWrongState) {
+		t.Fatalf("cancel of a running task before the latch: %v, want pb.ErrWrongState", err)
 	}
 }
 
 // Test_LeaderTimesOutPastDeadline: the leader's timeout loop ends a claim
 // past its execution deadline while its worker keeps heartbeating; the
-// heartbeat past the deadline is refused with service.ErrTimedOut.
+// heartbeat past the deadline is refused with pb.ErrTimedOut.
 func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	n := mustCluster(t, 1)[0]
 	testwait.For(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
@@ -53,7 +53,7 @@ func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	hb := service.HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
 	var refused bool
 	testwait.For(t, 10*time.Second, "the task to end FAILED", func() bool {
-		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(service.ItemError(res.GetItems()[0]), service.ErrTimedOut) {
+		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(pb.ItemError(res.GetItems()[0]), pb.ErrTimedOut) {
 			refused = true
 		}
 		got, err := n.FSM().GetTask(task.GetId())

@@ -40,3 +40,7 @@ func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 func (n *Node) CheckPeerCluster(peer, theirs string) error {
 	return n.ident.Check("grpc", peer, theirs)
 }
+
+// Identity is the node's cluster id and the check that refuses peers of
+// another cluster.
+func (n *Node) Identity() *identity.Identity { return n.ident }

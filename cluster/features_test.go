@@ -108,7 +108,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the leader to latch the current level", func() bool {
 		return l.FSM().EnabledLevel() == fsm.FeatureLevel
 	})
-	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || fsm.ResultError(res) != nil {
+	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || pb.ResultError(res) != nil {
 		t.Fatalf("CreateToken after the latch: %v %v", res, err)
 	}
 	// Latched for good: every replica holds it, and a new leader keeps it.
@@ -152,7 +152,7 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 		go func() {
 			res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
 			if err == nil {
-				err = fsm.ResultError(res)
+				err = pb.ResultError(res)
 			}
 			errs <- err
 		}()

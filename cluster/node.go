@@ -337,3 +337,6 @@ func (n *Node) collector() *nodemetrics.Collector {
 		LeaderChanges: n.role.changes.Load, Status: n.Status, CheckState: func() string { return n.check.Status().GetStatus() },
 		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})
 }
+
+// Queue is the node's Service, what the API layer calls.
+func (n *Node) Queue() *service.Service { return n.Service }

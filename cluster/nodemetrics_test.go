@@ -103,7 +103,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 		t.Helper()
 		res, err := l.Propose(ctx, cmd)
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		if err != nil {
 			t.Fatalf("%v: %v", cmd.GetType(), err)
@@ -238,7 +238,7 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 		t.Helper()
 		res, err := n.Propose(ctx, cmd)
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		if err != nil {
 			t.Fatalf("%v: %v", cmd.GetType(), err)
@@ -318,11 +318,11 @@ func Test_QueueControlGauges(t *testing.T) {
 		t.Helper()
 		res, err := n.Propose(ctx, cmd)
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		for _, it := range res.GetItems() {
 			if err == nil {
-				err = fsm.ItemError(it)
+				err = pb.ItemError(it)
 			}
 		}
 		if err != nil {

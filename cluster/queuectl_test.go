@@ -29,7 +29,7 @@ func mustApply(t *testing.T, ctx context.Context, n *Node, cmd *pb.Command) *pb.
 	t.Helper()
 	res, err := n.Propose(ctx, cmd)
 	if err == nil {
-		err = fsm.ResultError(res)
+		err = pb.ResultError(res)
 	}
 	if err != nil {
 		t.Fatalf("%v: %v", cmd.GetType(), err)
@@ -152,7 +152,7 @@ func Test_PurgeQueueInSteps(t *testing.T) {
 	defer cancel()
 	const total = 2*service.PurgeStep + 300
 	for done := 0; done < total; {
-		k := min(fsm.MaxBatch, total-done)
+		k := min(pb.MaxBatch, total-done)
 		tasks := make([]*pb.NewTask, k)
 		for i := range tasks {
 			tasks[i] = &pb.NewTask{Queue: "a", Tenant: "default", Payload: []byte(fmt.Sprint(done + i))}

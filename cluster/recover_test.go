@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
+	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // freeAddr is a loopback address that was free a moment ago, for a node
@@ -52,7 +52,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	defer cancel()
 	const tasks = 20
 	for i := range tasks {
-		if res, err := leaderOf(t, nodes).Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil || fsm.ResultError(res) != nil {
+		if res, err := leaderOf(t, nodes).Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil || pb.ResultError(res) != nil {
 			t.Fatalf("enqueue %d: %v %v", i, res, err)
 		}
 	}
@@ -95,7 +95,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	if p, _, err := rec.FSM().Counts("jobs", "default"); err != nil || p != tasks {
 		t.Fatalf("after recovery: %d pending (%v), want %d", p, err, tasks)
 	}
-	if res, err := rec.Propose(ctx, enqueueCmd("jobs", "after")); err != nil || fsm.ResultError(res) != nil {
+	if res, err := rec.Propose(ctx, enqueueCmd("jobs", "after")); err != nil || pb.ResultError(res) != nil {
 		t.Fatalf("write after recovery: %v %v", res, err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

@@ -42,7 +42,7 @@ func (l *benchLog) entry(b testing.TB, cmd *pb.Command) *raft.Log {
 // backlog enqueues n tasks of queue q in entries of up to 1000 tasks.
 func (l *benchLog) backlog(b testing.TB, q string, n int) {
 	for n > 0 {
-		k := min(n, MaxBatch)
+		k := min(n, pb.MaxBatch)
 		tasks := make([]*pb.NewTask, k)
 		for i := range tasks {
 			tasks[i] = nt(q, "t", 0)
@@ -267,7 +267,7 @@ func newKeyedTemplate(b testing.TB, n int) *keyedTemplate {
 	t := &keyedTemplate{l: newBenchLog(b), keys: make([]string, 0, n)}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for len(t.keys) < n {
-		tasks := make([]*pb.NewTask, min(n-len(t.keys), MaxBatch))
+		tasks := make([]*pb.NewTask, min(n-len(t.keys), pb.MaxBatch))
 		for i := range tasks {
 			tasks[i] = nt("bench", "t", uint32(i%10))
 			tasks[i].IdempotencyKey = randomKey(rng)

@@ -78,4 +78,4 @@ func Test_ReadsDuringApply(t *testing.T) {
 	checkKeyspace(t, h.f)
 }
 
-func errorsIsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func errorsIsNotFound(err error) bool { return errors.Is(err, pb.ErrNotFound) }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 
+	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -13,7 +14,7 @@ import (
 // should not have to know storage's errors.
 func pageErr[T any](items []T, next string, err error) ([]T, string, error) {
 	if errors.Is(err, storage.ErrBadCursor) {
-		return nil, "", &FieldError{Field: "cursor", Reason: "not a cursor of this listing"}
+		return nil, "", &pb.FieldError{Field: "cursor", Reason: "not a cursor of this listing"}
 	}
 	return items, next, err
 }

@@ -15,7 +15,7 @@ func Test_BadCursorIsAFieldError(t *testing.T) {
 		"list":  second(h.f.ListTasks("q", "t", pb.TaskState_TASK_STATE_DEAD, "garbage", 10)),
 		"stats": second(h.f.StatsPage("q", "", "garbage")),
 	} {
-		var fe *FieldError
+		var fe *pb.FieldError
 		if !errors.As(err, &fe) || fe.Field != "cursor" || fe.TooLarge {
 			t.Errorf("%s: %v, want a FieldError on cursor", name, err)
 		}

@@ -26,8 +26,8 @@ func Test_FeatureLatchOnlyRises(t *testing.T) {
 	for _, c := range []struct{ set, want uint32 }{
 		{LevelBatch, LevelBatch}, {LevelBase, LevelBatch}, {LevelTokens, LevelTokens}, {LevelCheck, LevelTokens}, {LevelTokens, LevelTokens},
 	} {
-		if res := h.apply(latchCmd(c.set)); ResultError(res) != nil {
-			t.Fatalf("latch %d: %v", c.set, ResultError(res))
+		if res := h.apply(latchCmd(c.set)); pb.ResultError(res) != nil {
+			t.Fatalf("latch %d: %v", c.set, pb.ResultError(res))
 		}
 		if got := h.f.EnabledLevel(); got != c.want {
 			t.Fatalf("after latch %d: enabled %d, want %d", c.set, got, c.want)
@@ -49,7 +49,7 @@ func Test_FeatureLatchOnlyRises(t *testing.T) {
 	if h2, _ := other.f.Hash(); h2 == before {
 		t.Fatal("keyspaces with different latches hash the same")
 	}
-	if res := h.apply(latchCmd(0)); ResultError(res) == nil {
+	if res := h.apply(latchCmd(0)); pb.ResultError(res) == nil {
 		t.Fatal("latch 0 accepted")
 	}
 }

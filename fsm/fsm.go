@@ -430,7 +430,7 @@ func (f *FSM) GetTask(id string) (*pb.Task, error) {
 	defer release()
 	t, err := storage.GetTask(r, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, fmt.Errorf("get %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("get %s: %w", id, pb.ErrNotFound)
 	}
 	return t, err
 }
@@ -451,7 +451,7 @@ func (f *FSM) GetTaskAt(id string) (*pb.Task, uint64, error) {
 	}
 	t, err := storage.GetTask(r, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, applied, fmt.Errorf("get %s: %w", id, ErrNotFound)
+		return nil, applied, fmt.Errorf("get %s: %w", id, pb.ErrNotFound)
 	}
 	return t, applied, err
 }

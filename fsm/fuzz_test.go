@@ -174,8 +174,8 @@ func FuzzValidate(f *testing.F) {
 			return
 		}
 		if err := Validate(cmd, DefaultLimits()); err != nil {
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field == "" || !errors.Is(err, ErrInvalidArgument) {
+			var fe *pb.FieldError
+			if !errors.As(err, &fe) || fe.Field == "" || !errors.Is(err, pb.ErrInvalidArgument) {
 				t.Fatalf("Validate refused without a named field: %v", err)
 			}
 			return

@@ -155,14 +155,14 @@ func keyed(q, key string) *pb.NewTask {
 	return task
 }
 
-// enqueueKeys enqueues one task per key in entries of up to MaxBatch and
+// enqueueKeys enqueues one task per key in entries of up to pb.MaxBatch and
 // returns each item's code and id.
 func (h *harness) enqueueKeys(now int64, keys []string) ([]pb.Code, []string) {
 	h.t.Helper()
 	var codes []pb.Code
 	var ids []string
 	for len(keys) > 0 {
-		n := min(len(keys), MaxBatch)
+		n := min(len(keys), pb.MaxBatch)
 		tasks := make([]*pb.NewTask, n)
 		for i, k := range keys[:n] {
 			tasks[i] = keyed("q", k)
@@ -184,8 +184,8 @@ func (h *harness) finishAndPurge(now int64, ids []string) int64 {
 		h.one(cancelCmd(now, id), pb.Code_CODE_OK)
 	}
 	now += int64(2 * time.Second)
-	for range (len(ids) + MaxBatch - 1) / MaxBatch {
-		h.do(purgeCmd(now, MaxBatch))
+	for range (len(ids) + pb.MaxBatch - 1) / pb.MaxBatch {
+		h.do(purgeCmd(now, pb.MaxBatch))
 	}
 	return now
 }

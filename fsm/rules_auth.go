@@ -16,17 +16,6 @@ import (
 // replica, when one exists: from the CreateToken entry's index until the
 // RevokeToken entry's.
 
-// Roles a token may grant.
-const (
-	RoleProducer = "producer"
-	RoleWorker   = "worker"
-	RoleReader   = "reader"
-	RoleAdmin    = "admin"
-)
-
-// AllTenants, as a token's tenant, grants its roles over every tenant.
-const AllTenants = "*"
-
 // MaxTokenTenants bounds the tenants one token names.
 const MaxTokenTenants = 64
 
@@ -39,7 +28,7 @@ func HashSecret(secret string) []byte {
 
 func validRole(r string) bool {
 	switch r {
-	case RoleProducer, RoleWorker, RoleReader, RoleAdmin:
+	case pb.RoleProducer, pb.RoleWorker, pb.RoleReader, pb.RoleAdmin:
 		return true
 	}
 	return false
@@ -76,7 +65,7 @@ func validateCreateToken(c *pb.CreateTokenCmd, at int64) error {
 		return err
 	}
 	for i, tn := range tenants {
-		if tn == AllTenants {
+		if tn == pb.AllTenants {
 			continue
 		}
 		if err := checkName(fmt.Sprintf("tenants[%d]", i), tn); err != nil {
@@ -182,7 +171,7 @@ func (f *FSM) TokenByHash(hash []byte) (*pb.Token, error) {
 	defer release()
 	t, err := storage.GetTokenByHash(r, hash)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, ErrNotFound
+		return nil, pb.ErrNotFound
 	}
 	return t, err
 }

@@ -11,7 +11,7 @@ func createTokenCmd(now int64, acc, secret string, exp int64, bootstrap bool) *p
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Now: now,
 		Body: &pb.Command_CreateToken{CreateToken: &pb.CreateTokenCmd{Token: &pb.Token{
 			Accessor: acc, SecretHash: HashSecret(secret), Name: "n",
-			Roles: []string{RoleProducer}, Tenants: []string{"a"}, ExpiresAt: exp, Bootstrap: bootstrap,
+			Roles: []string{pb.RoleProducer}, Tenants: []string{"a"}, ExpiresAt: exp, Bootstrap: bootstrap,
 		}}}}
 }
 
@@ -84,7 +84,7 @@ func Test_TokenValidate(t *testing.T) {
 	}
 	h := newHarness(t)
 	cmd := good()
-	cmd.GetCreateToken().GetToken().Tenants = []string{AllTenants}
+	cmd.GetCreateToken().GetToken().Tenants = []string{pb.AllTenants}
 	cmd.GetCreateToken().GetToken().ExpiresAt = at(time.Hour)
 	h.one(cmd, pb.Code_CODE_OK)
 }

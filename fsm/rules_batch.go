@@ -12,7 +12,7 @@ const MaxBatchCommands = 1024
 const maxPositions = 1 << 16
 
 // Positions is how many task positions cmd may use within its entry: one
-// per enqueued task, up to MaxBatch for a Claim (it may promote that many
+// per enqueued task, up to pb.MaxBatch for a Claim (it may promote that many
 // due delayed tasks), one for a Nack. A Batch gives each command its own
 // range, so ids and seqs of its commands never collide, and the leader
 // keeps a batch's sum within one entry's 16 bits.
@@ -21,7 +21,7 @@ func Positions(cmd *pb.Command) int {
 	case pb.CommandType_COMMAND_TYPE_ENQUEUE:
 		return len(cmd.GetEnqueue().GetTasks())
 	case pb.CommandType_COMMAND_TYPE_CLAIM:
-		return MaxBatch
+		return pb.MaxBatch
 	case pb.CommandType_COMMAND_TYPE_NACK:
 		return 1
 	default:

@@ -102,7 +102,7 @@ func Test_BatchIdempotencyWithinOneEntry(t *testing.T) {
 
 // Test_BatchShape covers the whole-batch rejections: they change nothing.
 func Test_BatchShape(t *testing.T) {
-	claims := make([]*pb.Command, maxPositions/MaxBatch+1)
+	claims := make([]*pb.Command, maxPositions/pb.MaxBatch+1)
 	for i := range claims {
 		claims[i] = claimCmd(0, "q", "t", "w", lease, 1)
 	}

@@ -54,24 +54,24 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 	for i, nt := range c.GetTasks() {
 		n := len(nt.GetAfter()) + len(nt.GetAfterIndex())
 		if n > MaxParents {
-			fieldErr("after", "%d parents > %d", n, MaxParents).InList("tasks", i).fillRejection(res)
+			fieldErr("after", "%d parents > %d", n, MaxParents).InList("tasks", i).Fill(res)
 			return true, nil
 		}
 		for _, j := range nt.GetAfterIndex() {
 			if int(j) >= i {
 				fieldErr("after_index", "task %d is not before task %d: a task waits only on earlier tasks of its Enqueue, so no cycle can be written", j, i).
-					InList("tasks", i).fillRejection(res)
+					InList("tasks", i).Fill(res)
 				return true, nil
 			}
 		}
 		if nt.GetOnParentFailure() > pb.ParentFailurePolicy_PARENT_FAILURE_POLICY_RUN {
-			fieldErr("on_parent_failure", "unknown policy %d", nt.GetOnParentFailure()).InList("tasks", i).fillRejection(res)
+			fieldErr("on_parent_failure", "unknown policy %d", nt.GetOnParentFailure()).InList("tasks", i).Fill(res)
 			return true, nil
 		}
 		for _, id := range nt.GetAfter() {
 			// A name check keeps '/' out of the child index's keys.
 			if err := checkName("after", id); err != nil {
-				err.(*FieldError).InList("tasks", i).fillRejection(res)
+				err.(*pb.FieldError).InList("tasks", i).Fill(res)
 				return true, nil
 			}
 			p, ok, err := tx.getTask(id)
@@ -91,7 +91,7 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 				// Before this rule it answered NOT_FOUND; answers are not
 				// stored, so replicas of either build stay identical.
 				fieldErr("after", "no task %s of this tenant: a parent is a task of the same tenant, "+
-					"unfinished or finished within its retention", id).InList("tasks", i).fillRejection(res)
+					"unfinished or finished within its retention", id).InList("tasks", i).Fill(res)
 				return true, nil
 			}
 		}

@@ -128,7 +128,7 @@ func Test_QueueControlRules(t *testing.T) {
 				t.Fatalf("another tenant's queue was purged: %v", s)
 			}
 			for _, id := range ids[:3] {
-				if _, err := h.f.GetTask(id); !errors.Is(err, ErrNotFound) {
+				if _, err := h.f.GetTask(id); !errors.Is(err, pb.ErrNotFound) {
 					t.Fatalf("purged task %s: %v", id, err)
 				}
 			}

@@ -353,7 +353,7 @@ func Test_ValidateRetries(t *testing.T) {
 				}
 				return
 			}
-			fe, ok := err.(*FieldError)
+			fe, ok := err.(*pb.FieldError)
 			if !ok || fe.Field != c.field {
 				t.Fatalf("err %v, want a FieldError on %q", err, c.field)
 			}
@@ -412,7 +412,7 @@ func Test_ListTenantDead(t *testing.T) {
 	}
 	if _, _, err := h.f.ListTenantDead("t1", foreign, 2); err == nil {
 		t.Fatal("a cursor of tenant t2's listing was accepted for t1")
-	} else if fe, ok := err.(*FieldError); !ok || fe.Field != "cursor" {
+	} else if fe, ok := err.(*pb.FieldError); !ok || fe.Field != "cursor" {
 		t.Fatalf("foreign cursor: %v, want a FieldError on cursor", err)
 	}
 }

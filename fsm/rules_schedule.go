@@ -233,7 +233,7 @@ func (f *FSM) Schedule(tenant, name string) (*pb.Schedule, error) {
 	defer release()
 	s, err := storage.GetSchedule(r, tenant, name)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, fmt.Errorf("schedule %s/%s: %w", tenant, name, ErrNotFound)
+		return nil, fmt.Errorf("schedule %s/%s: %w", tenant, name, pb.ErrNotFound)
 	}
 	return s, err
 }

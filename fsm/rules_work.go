@@ -12,7 +12,7 @@ import (
 // at index: deterministic on every replica, and sortable by creation.
 func TaskID(index uint64, pos int) string {
 	if pos < 0 || pos > 0xffff {
-		return fmt.Sprintf("%016x%04x", index, pos) // never: pos < MaxBatch
+		return fmt.Sprintf("%016x%04x", index, pos) // never: pos < pb.MaxBatch
 	}
 	// The same text as the Sprintf above, without its cost on every enqueue.
 	const digits = "0123456789abcdef"
@@ -162,7 +162,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	// Due delayed tasks become visible at exactly their time, not when the
 	// leader's mover next runs. The counter says when there are none.
 	if m.Delayed > 0 {
-		if err := tx.promote(storage.DueDelayedInQueue(tx.r, q, tn, tx.now, MaxBatch)); err != nil {
+		if err := tx.promote(storage.DueDelayedInQueue(tx.r, q, tn, tx.now, pb.MaxBatch)); err != nil {
 			return err
 		}
 	}

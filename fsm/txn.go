@@ -100,11 +100,11 @@ func (tx *txn) reject(cmd *pb.Command, res *pb.CommandResult) (bool, error) {
 	if err == nil {
 		return false, nil
 	}
-	var fe *FieldError
+	var fe *pb.FieldError
 	if !errors.As(err, &fe) {
 		return false, err
 	}
-	fe.fillRejection(res)
+	fe.Fill(res)
 	return true, nil
 }
 

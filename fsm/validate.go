@@ -15,7 +15,6 @@ const (
 	MaxWorkerIDLen    = 256
 	MaxIdemKeyLen     = 256
 	MaxErrorLen       = 64 << 10
-	MaxBatch          = 1000
 	MaxScanLimit      = 10000
 	MaxPriority       = 9
 	MinLease          = time.Second
@@ -107,10 +106,10 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		if err := checkLease("lease_ns", c.GetLeaseNs(), false); err != nil {
 			return err
 		}
-		return checkCount("max_tasks", int(c.GetMaxTasks()), 1, MaxBatch)
+		return checkCount("max_tasks", int(c.GetMaxTasks()), 1, pb.MaxBatch)
 	case pb.CommandType_COMMAND_TYPE_HEARTBEAT:
 		items := cmd.GetHeartbeat().GetItems()
-		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+		if err := checkCount("items", len(items), 1, pb.MaxBatch); err != nil {
 			return err
 		}
 		for i, it := range items {
@@ -156,7 +155,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return checkName("accessor", cmd.GetRevokeToken().GetAccessor())
 	case pb.CommandType_COMMAND_TYPE_REAP:
 		items := cmd.GetReap().GetItems()
-		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+		if err := checkCount("items", len(items), 1, pb.MaxBatch); err != nil {
 			return err
 		}
 		for i, it := range items {
@@ -166,7 +165,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		}
 	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
 		items := cmd.GetTimeOut().GetItems()
-		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+		if err := checkCount("items", len(items), 1, pb.MaxBatch); err != nil {
 			return err
 		}
 		for i, it := range items {
@@ -176,7 +175,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		}
 	case pb.CommandType_COMMAND_TYPE_RELEASE:
 		items := cmd.GetRelease().GetItems()
-		if err := checkCount("items", len(items), 1, MaxBatch); err != nil {
+		if err := checkCount("items", len(items), 1, pb.MaxBatch); err != nil {
 			return err
 		}
 		for i, it := range items {
@@ -199,7 +198,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		if err := checkQueue("", r.GetQueue(), r.GetTenant()); err != nil {
 			return err
 		}
-		return checkCount("limit", int(r.GetLimit()), 1, MaxBatch)
+		return checkCount("limit", int(r.GetLimit()), 1, pb.MaxBatch)
 	case pb.CommandType_COMMAND_TYPE_BATCH:
 		return validateBatch(cmd.GetBatch())
 	case pb.CommandType_COMMAND_TYPE_CHECK:
@@ -216,7 +215,7 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		if err := checkQueue("", c.GetQueue(), c.GetTenant()); err != nil {
 			return err
 		}
-		return checkCount("limit", int(c.GetLimit()), 1, MaxBatch)
+		return checkCount("limit", int(c.GetLimit()), 1, pb.MaxBatch)
 	case pb.CommandType_COMMAND_TYPE_PUT_SCHEDULE:
 		return validateSchedule(cmd.GetPutSchedule().GetSchedule(), maxP)
 	case pb.CommandType_COMMAND_TYPE_REMOVE_SCHEDULE:
@@ -311,7 +310,7 @@ func checkBody(cmd *pb.Command) error {
 
 func validateEnqueue(e *pb.EnqueueCmd, maxP int, at int64) error {
 	tasks := e.GetTasks()
-	if err := checkCount("tasks", len(tasks), 1, MaxBatch); err != nil {
+	if err := checkCount("tasks", len(tasks), 1, pb.MaxBatch); err != nil {
 		return err
 	}
 	for i, t := range tasks {
@@ -372,7 +371,7 @@ func validateHeartbeatItem(it *pb.HeartbeatItem, maxP int) error {
 
 // inItem names the field of item i of list: "tasks[3].queue".
 func inItem(list string, i int, err error) error {
-	if fe, ok := err.(*FieldError); ok {
+	if fe, ok := err.(*pb.FieldError); ok {
 		return fe.InList(list, i)
 	}
 	return err

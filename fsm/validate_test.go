@@ -79,7 +79,7 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 		{"no body", &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Now: at(time.Minute)}, "body", false, false},
 
 		{"no tasks", enqueueCmd(at(time.Minute)), "tasks", false, false},
-		{"too many tasks", enqueueCmd(at(time.Minute), make([]*pb.NewTask, MaxBatch+1)...), "tasks", false, false},
+		{"too many tasks", enqueueCmd(at(time.Minute), make([]*pb.NewTask, pb.MaxBatch+1)...), "tasks", false, false},
 		{"empty queue", enq(func(n *pb.NewTask) { n.Queue = "" }), "tasks[1].queue", false, false},
 		{"slash in queue", enq(func(n *pb.NewTask) { n.Queue = "a/b" }), "tasks[1].queue", false, false},
 		{"long queue", enq(func(n *pb.NewTask) { n.Queue = long(MaxNameLen + 1) }), "tasks[1].queue", false, false},
@@ -109,7 +109,7 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 		{"claim short lease", claim(func(c *pb.ClaimCmd) { c.LeaseNs = int64(MinLease) - 1 }), "lease_ns", false, false},
 		{"claim long lease", claim(func(c *pb.ClaimCmd) { c.LeaseNs = int64(MaxLease) + 1 }), "lease_ns", false, false},
 		{"claim zero tasks", claim(func(c *pb.ClaimCmd) { c.MaxTasks = 0 }), "max_tasks", false, false},
-		{"claim too many tasks", claim(func(c *pb.ClaimCmd) { c.MaxTasks = MaxBatch + 1 }), "max_tasks", false, false},
+		{"claim too many tasks", claim(func(c *pb.ClaimCmd) { c.MaxTasks = pb.MaxBatch + 1 }), "max_tasks", false, false},
 
 		{"heartbeat no items", heartbeatCmd(at(time.Minute)), "items", false, false},
 		{"heartbeat no id", hb(func(i *pb.HeartbeatItem) { i.TaskId = "" }), "items[0].task_id", false, false},
@@ -142,7 +142,7 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 		{"purge queue no queue", purgeQueueCmd(at(time.Minute), "", "t", false, 1), "queue", false, false},
 		{"purge queue bad tenant", purgeQueueCmd(at(time.Minute), "q", "a b", true, 1), "tenant", false, false},
 		{"purge queue zero limit", purgeQueueCmd(at(time.Minute), "q", "t", false, 0), "limit", false, false},
-		{"purge queue huge limit", purgeQueueCmd(at(time.Minute), "q", "t", true, MaxBatch+1), "limit", false, false},
+		{"purge queue huge limit", purgeQueueCmd(at(time.Minute), "q", "t", true, pb.MaxBatch+1), "limit", false, false},
 		{"promote zero limit", promoteCmd(at(time.Minute), 0), "limit", false, false},
 		{"promote huge limit", promoteCmd(at(time.Minute), MaxScanLimit+1), "limit", false, false},
 		{"purge zero limit", purgeCmd(at(time.Minute), 0), "limit", false, false},
@@ -153,17 +153,17 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 		{"requeue no queue", rq(func(r *pb.RequeueDeadCmd) { r.Queue = "" }), "queue", false, false},
 		{"requeue bad tenant", rq(func(r *pb.RequeueDeadCmd) { r.Tenant = "a/b" }), "tenant", false, false},
 		{"requeue zero limit", rq(func(r *pb.RequeueDeadCmd) { r.Limit = 0 }), "limit", false, false},
-		{"requeue huge limit", rq(func(r *pb.RequeueDeadCmd) { r.Limit = MaxBatch + 1 }), "limit", false, false},
+		{"requeue huge limit", rq(func(r *pb.RequeueDeadCmd) { r.Limit = pb.MaxBatch + 1 }), "limit", false, false},
 	}
 	h, running := populated(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := Validate(c.cmd, DefaultLimits())
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrInvalidArgument) {
+			var fe *pb.FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, pb.ErrInvalidArgument) {
 				t.Fatalf("Validate = %v, want a FieldError on %q", err, c.field)
 			}
-			if IsTooLarge(err) != c.tooLarge {
+			if pb.IsTooLarge(err) != c.tooLarge {
 				t.Errorf("IsTooLarge = %v", !c.tooLarge)
 			}
 			if c.onlyEdge {
@@ -177,7 +177,7 @@ func Test_ValidationRejectsAndChangesNothing(t *testing.T) {
 			if len(res.GetItems()) != 0 || len(res.GetTasks()) != 0 || res.GetIndex() != h.index {
 				t.Fatalf("rejected command answered items %v tasks %v index %d", res.GetItems(), res.GetTasks(), res.GetIndex())
 			}
-			if got := ResultError(res); !errors.Is(got, ErrInvalidArgument) {
+			if got := pb.ResultError(res); !errors.Is(got, pb.ErrInvalidArgument) {
 				t.Fatalf("ResultError = %v", got)
 			}
 			if stateHash(t, h.f) != before || h.f.Now() != now || h.f.AppliedIndex() != h.index {
@@ -197,7 +197,7 @@ func Test_ValidateEdgeLimit(t *testing.T) {
 	task := nt("q", "t", 0)
 	task.Payload = make([]byte, DefaultMaxPayload+1)
 	cmd := enqueueCmd(at(0), task)
-	if err := Validate(cmd, DefaultLimits()); !IsTooLarge(err) {
+	if err := Validate(cmd, DefaultLimits()); !pb.IsTooLarge(err) {
 		t.Fatalf("edge: %v, want too large", err)
 	}
 	if err := Validate(cmd, Limits{MaxPayload: 2 * DefaultMaxPayload}); err != nil {
@@ -207,10 +207,10 @@ func Test_ValidateEdgeLimit(t *testing.T) {
 		t.Fatalf("fsm: %v", err)
 	}
 	task.Payload = make([]byte, PayloadCeiling+1)
-	if err := Validate(cmd, Limits{MaxPayload: 1 << 30}); !IsTooLarge(err) {
+	if err := Validate(cmd, Limits{MaxPayload: 1 << 30}); !pb.IsTooLarge(err) {
 		t.Fatalf("limit above the ceiling was not clamped: %v", err)
 	}
-	if IsTooLarge(errors.New("too large")) || IsTooLarge(nil) {
+	if pb.IsTooLarge(errors.New("too large")) || pb.IsTooLarge(nil) {
 		t.Fatal("IsTooLarge accepted a non-FieldError")
 	}
 }
@@ -221,28 +221,28 @@ func Test_ErrorMapping(t *testing.T) {
 		code pb.Code
 		want error
 	}{
-		{pb.Code_CODE_NOT_FOUND, ErrNotFound},
-		{pb.Code_CODE_STALE_FENCE, ErrStaleFence},
-		{pb.Code_CODE_WRONG_STATE, ErrWrongState},
-		{pb.Code_CODE_INVALID_ARGUMENT, ErrInvalidArgument},
+		{pb.Code_CODE_NOT_FOUND, pb.ErrNotFound},
+		{pb.Code_CODE_STALE_FENCE, pb.ErrStaleFence},
+		{pb.Code_CODE_WRONG_STATE, pb.ErrWrongState},
+		{pb.Code_CODE_INVALID_ARGUMENT, pb.ErrInvalidArgument},
 	}
 	for _, c := range cases {
-		if err := CodeError(c.code, "f", "detail"); !errors.Is(err, c.want) {
+		if err := pb.CodeError(c.code, "f", "detail"); !errors.Is(err, c.want) {
 			t.Errorf("CodeError(%v) = %v", c.code, err)
 		}
-		if err := ItemError(&pb.ItemResult{Code: c.code, TaskId: "x"}); !errors.Is(err, c.want) {
+		if err := pb.ItemError(&pb.ItemResult{Code: c.code, TaskId: "x"}); !errors.Is(err, c.want) {
 			t.Errorf("ItemError(%v) = %v", c.code, err)
 		}
 	}
 	for _, ok := range []pb.Code{pb.Code_CODE_OK, pb.Code_CODE_DUPLICATE, pb.Code_CODE_ALREADY_DONE} {
-		if err := ItemError(&pb.ItemResult{Code: ok}); err != nil {
+		if err := pb.ItemError(&pb.ItemResult{Code: ok}); err != nil {
 			t.Errorf("ItemError(%v) = %v, want nil", ok, err)
 		}
 	}
-	if ResultError(nil) == nil || ResultError(&pb.CommandResult{}) != nil {
+	if pb.ResultError(nil) == nil || pb.ResultError(&pb.CommandResult{}) != nil {
 		t.Error("ResultError of nil / OK")
 	}
-	if CodeError(99, "", "") == nil {
+	if pb.CodeError(99, "", "") == nil {
 		t.Error("unknown code mapped to nil")
 	}
 }

@@ -85,7 +85,7 @@ func (c *clusterService) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.Lea
 func (c *clusterService) CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error) {
 	return onLeader(c.s, ctx, pb.Cluster_CreateToken_FullMethodName, req, &pb.CreateTokenResponse{},
 		func(ctx context.Context) (*pb.CreateTokenResponse, error) {
-			return c.s.node.CreateToken(ctx, req)
+			return c.s.svc.CreateToken(ctx, req)
 		})
 }
 
@@ -96,7 +96,7 @@ func (c *clusterService) RevokeToken(ctx context.Context, req *pb.RevokeTokenReq
 	}
 	return onLeader(c.s, ctx, pb.Cluster_RevokeToken_FullMethodName, req, &pb.RevokeTokenResponse{},
 		func(ctx context.Context) (*pb.RevokeTokenResponse, error) {
-			if err := c.s.node.RevokeToken(ctx, req.GetAccessor()); err != nil {
+			if err := c.s.svc.RevokeToken(ctx, req.GetAccessor()); err != nil {
 				return nil, err
 			}
 			return &pb.RevokeTokenResponse{}, nil
@@ -107,7 +107,7 @@ func (c *clusterService) RevokeToken(ctx context.Context, req *pb.RevokeTokenReq
 func (c *clusterService) ListTokens(ctx context.Context, req *pb.ListTokensRequest) (*pb.ListTokensResponse, error) {
 	return read(c.s, ctx, pb.Cluster_ListTokens_FullMethodName, req, &pb.ListTokensResponse{}, false,
 		func(cs service.Consistency) (*pb.ListTokensResponse, error) {
-			toks, err := c.s.node.ListTokens(ctx, cs)
+			toks, err := c.s.svc.ListTokens(ctx, cs)
 			if err != nil {
 				return nil, err
 			}

@@ -54,13 +54,13 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 	if !s.cfg.Auth || !docketMethod(method) || openMethod(method) {
 		return ctx, nil
 	}
-	tok, err := s.node.Authenticate(bearer(ctx))
-	if errors.Is(err, service.ErrUnknownToken) && !s.node.IsLeader() && !isForwarded(ctx) {
+	tok, err := s.svc.Authenticate(bearer(ctx))
+	if errors.Is(err, service.ErrUnknownToken) && !s.svc.IsLeader() && !isForwarded(ctx) {
 		// A lagging replica may not hold a token the leader created a
 		// moment ago (the harness saw reads refused so after a node was
 		// wiped and rejoined). Only the leader's answer is final: send
 		// the caller there, as for a write, rather than refuse it here.
-		return ctx, fmt.Errorf("token unknown to this replica, which may lag: %w", &notLeaderError{LeaderGRPC: s.node.LeaderGRPCAddr()})
+		return ctx, fmt.Errorf("token unknown to this replica, which may lag: %w", &notLeaderError{LeaderGRPC: s.svc.LeaderGRPCAddr()})
 	}
 	if err != nil {
 		return ctx, err
@@ -256,5 +256,5 @@ func (s *Server) checkPeerCluster(ctx context.Context) error {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	return s.node.CheckPeerCluster(addr, v[0])
+	return s.node.Identity().Check("grpc", addr, v[0])
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -82,7 +81,7 @@ func Test_AttackStatsWithoutToken(t *testing.T) {
 	wantCode(t, "stats with an unknown token", err, codes.Unauthenticated)
 
 	// A reader of tenant a sees a's queues only, with or without a filter.
-	ra := mustToken(t, ts, []string{service.RoleReader}, []string{"a"}, 0)
+	ra := mustToken(t, ts, []string{pb.RoleReader}, []string{"a"}, 0)
 	all, err := ts.q.Stats(as(ctx, ra.GetSecret()), &pb.StatsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +108,8 @@ func Test_AttackStatsWithoutToken(t *testing.T) {
 func Test_AttackGetTaskOtherTenant(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	pa := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
-	pbt := mustToken(t, ts, []string{service.RoleProducer, service.RoleReader}, []string{"b"}, 0)
+	pa := mustToken(t, ts, []string{pb.RoleProducer}, []string{"a"}, 0)
+	pbt := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleReader}, []string{"b"}, 0)
 	enq, err := ts.q.Enqueue(as(ctx, pa.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a", Payload: []byte("secret payload")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +141,8 @@ func Test_AttackGetTaskOtherTenant(t *testing.T) {
 func Test_AttackForgedSubmitWithFence(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	wa := mustToken(t, ts, []string{service.RoleProducer, service.RoleWorker, service.RoleReader}, []string{"a"}, 0)
-	wb := mustToken(t, ts, []string{service.RoleProducer, service.RoleWorker, service.RoleReader}, []string{"b"}, 0)
+	wa := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleWorker, pb.RoleReader}, []string{"a"}, 0)
+	wb := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleWorker, pb.RoleReader}, []string{"b"}, 0)
 	if _, err := ts.q.Enqueue(as(ctx, wa.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +213,8 @@ func Test_AttackForgedSubmitWithFence(t *testing.T) {
 func Test_AttackCancelAndClusterWithoutAdmin(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	aa := mustToken(t, ts, []string{service.RoleAdmin, service.RoleProducer}, []string{"a"}, 0)
-	ab := mustToken(t, ts, []string{service.RoleAdmin}, []string{"b"}, 0)
+	aa := mustToken(t, ts, []string{pb.RoleAdmin, pb.RoleProducer}, []string{"a"}, 0)
+	ab := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"b"}, 0)
 	enq, err := ts.q.Enqueue(as(ctx, aa.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -229,13 +228,13 @@ func Test_AttackCancelAndClusterWithoutAdmin(t *testing.T) {
 		t.Fatalf("task %v after the attack", st.GetState())
 	}
 
-	worker := mustToken(t, ts, []string{service.RoleProducer, service.RoleWorker, service.RoleReader}, []string{service.AllTenants}, 0)
+	worker := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleWorker, pb.RoleReader}, []string{pb.AllTenants}, 0)
 	for _, secret := range []string{worker.GetSecret(), aa.GetSecret()} {
 		_, err = ts.c.TransferLeadership(as(ctx, secret), &pb.TransferLeadershipRequest{})
 		wantCode(t, "transfer leadership without admin over *", err, codes.PermissionDenied)
 		_, err = ts.c.RemoveServer(as(ctx, secret), &pb.RemoveServerRequest{Id: "node1"})
 		wantCode(t, "remove server without admin over *", err, codes.PermissionDenied)
-		_, err = ts.c.CreateToken(as(ctx, secret), &pb.CreateTokenRequest{Roles: []string{service.RoleAdmin}, Tenants: []string{"*"}})
+		_, err = ts.c.CreateToken(as(ctx, secret), &pb.CreateTokenRequest{Roles: []string{pb.RoleAdmin}, Tenants: []string{"*"}})
 		wantCode(t, "create token without admin over *", err, codes.PermissionDenied)
 	}
 	_, err = ts.c.RemoveServer(ctx, &pb.RemoveServerRequest{Id: "node1"})
@@ -254,7 +253,7 @@ func Test_AttackCancelAndClusterWithoutAdmin(t *testing.T) {
 func Test_AttackReplayAfterRevoke(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	p := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
+	p := mustToken(t, ts, []string{pb.RoleProducer}, []string{"a"}, 0)
 	if _, err := ts.q.Enqueue(as(ctx, p.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}}}); err != nil {
 		t.Fatalf("enqueue before revoke: %v", err)
 	}
@@ -284,7 +283,7 @@ func Test_AttackReplayAfterRevoke(t *testing.T) {
 func Test_AttackExpiredToken(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	p := mustToken(t, ts, []string{service.RoleProducer, service.RoleReader}, []string{"a"}, 300*time.Millisecond)
+	p := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleReader}, []string{"a"}, 300*time.Millisecond)
 	if _, err := ts.q.Stats(as(ctx, p.GetSecret()), &pb.StatsRequest{Tenant: "a"}); err != nil {
 		t.Fatalf("before expiry: %v", err)
 	}
@@ -302,7 +301,7 @@ func Test_AttackExpiredToken(t *testing.T) {
 func Test_AttackTenantAOnB(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	a := mustToken(t, ts, []string{service.RoleProducer, service.RoleWorker}, []string{"a"}, 0)
+	a := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleWorker}, []string{"a"}, 0)
 	if _, err := ts.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +323,7 @@ func Test_AttackTenantAOnB(t *testing.T) {
 	if _, err := ts.q.Enqueue(as(ctx, a.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}}}); err != nil {
 		t.Fatalf("own tenant: %v", err)
 	}
-	w := mustToken(t, ts, []string{service.RoleWorker}, []string{"a"}, 0)
+	w := mustToken(t, ts, []string{pb.RoleWorker}, []string{"a"}, 0)
 	_, err = ts.q.Enqueue(as(ctx, w.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}}})
 	wantCode(t, "enqueue with a worker token", err, codes.PermissionDenied)
 }

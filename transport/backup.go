@@ -24,8 +24,8 @@ func (c *clusterService) SnapshotSave(_ *pb.SnapshotSaveRequest, stream pb.Clust
 
 // SnapshotRestore receives a backup file and restores it on the leader.
 func (c *clusterService) SnapshotRestore(stream pb.Cluster_SnapshotRestoreServer) error {
-	if !c.s.node.IsLeader() {
-		return toStatus(&notLeaderError{LeaderGRPC: c.s.node.LeaderGRPCAddr()})
+	if !c.s.svc.IsLeader() {
+		return toStatus(&notLeaderError{LeaderGRPC: c.s.svc.LeaderGRPCAddr()})
 	}
 	h, applied, err := c.s.node.RestoreBackupFrom(stream.Context(), &chunkReader{recv: stream.Recv})
 	if err != nil {

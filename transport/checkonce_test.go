@@ -3,7 +3,6 @@ package transport
 import (
 	"crypto/tls"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -17,17 +16,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// countingNode counts the request checks a node runs.
-type countingNode struct {
-	*memnode.Node
-	checks atomic.Int64
-}
-
-func (c *countingNode) Check(cmd *pb.Command) error {
-	c.checks.Add(1)
-	return c.Node.Check(cmd)
-}
-
 // tlsFiles writes a certificate of the CA in dir.
 func tlsFiles(t *testing.T, dir, name string, server bool) certs.Files {
 	t.Helper()
@@ -40,7 +28,7 @@ func tlsFiles(t *testing.T, dir, name string, server bool) certs.Files {
 
 // serveTLS serves node over TLS with a server certificate of the CA in
 // dir, and returns its address.
-func serveTLS(t *testing.T, node *countingNode, dir, name, leaderAddr string) string {
+func serveTLS(t *testing.T, node *memnode.Node, dir, name, leaderAddr string) string {
 	t.Helper()
 	r, err := certs.Load(tlsFiles(t, dir, name, true), nil)
 	if err != nil {
@@ -59,8 +47,8 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, _, err := tlsgen.CA(dir, 1); err != nil {
 		t.Fatal(err)
 	}
-	leader := &countingNode{Node: newMemNode(t, true, service.ServiceConfig{})}
-	follower := &countingNode{Node: newMemNode(t, false, service.ServiceConfig{})}
+	leader := newMemNode(t, true, service.ServiceConfig{})
+	follower := newMemNode(t, false, service.ServiceConfig{})
 	leaderAddr := serveTLS(t, leader, dir, "n1", "")
 	followerAddr := serveTLS(t, follower, dir, "n2", leaderAddr)
 
@@ -88,7 +76,7 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, err := dial(followerAddr).Claim(ctx, req); err != nil {
 		t.Fatalf("claim through the follower: %v", err)
 	}
-	if f, l := follower.checks.Load(), leader.checks.Load(); f != 1 || l != 0 {
+	if f, l := follower.Checks(), leader.Checks(); f != 1 || l != 0 {
 		t.Fatalf("checks: follower %d, leader %d; want 1 and 0", f, l)
 	}
 	// The worker claims to have been forwarded; the leader checks anyway.
@@ -96,7 +84,7 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, err := dial(leaderAddr).Claim(fake, req); err != nil {
 		t.Fatalf("claim on the leader: %v", err)
 	}
-	if l := leader.checks.Load(); l != 1 {
+	if l := leader.Checks(); l != 1 {
 		t.Fatalf("leader checks after a self-forwarded claim: %d, want 1", l)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // long polls per connection and sees the answer delivered.
 func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.ClaimResponse, error) {
 	s := q.s
-	cmd := s.node.ClaimCommand(req)
+	cmd := s.svc.ClaimCommand(req)
 	if req.GetWaitNs() < 0 {
 		return nil, fieldError("wait_ns", "negative")
 	}
@@ -36,7 +36,7 @@ func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.Cla
 	}
 	return onLeader(s, ctx, pb.Queue_Claim_FullMethodName, req, &pb.ClaimResponse{},
 		func(ctx context.Context) (*pb.ClaimResponse, error) {
-			tasks, err := s.node.Claim(ctx, cmd, wait)
+			tasks, err := s.svc.Claim(ctx, cmd, wait)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +72,7 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 			// Another tenant's task is NotFound before any wait: waiting
 			// first would tell by its time that the id exists.
 			if tn := req.GetTenant(); tn != "" {
-				t, _, err := s.node.GetTask(ctx, req.GetTaskId(), service.Linearizable)
+				t, _, err := s.svc.GetTask(ctx, req.GetTaskId(), service.Linearizable)
 				if err == nil {
 					err = service.OwnTask(t, tn)
 				}
@@ -80,7 +80,7 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 					return nil, err
 				}
 			}
-			t, done, err := s.node.WaitResult(ctx, req.GetTaskId(), wait)
+			t, done, err := s.svc.WaitResult(ctx, req.GetTaskId(), wait)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +118,7 @@ func (w claimWatch) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	}
 	if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok {
 		if tasks := slot.tasks.Swap(nil); tasks != nil {
-			w.s.node.ReleaseTasks(*tasks)
+			w.s.svc.ReleaseTasks(*tasks)
 		}
 	}
 }

@@ -9,13 +9,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // maxClaimBatchTasks bounds the sum of one ClaimBatch's max_tasks, so that
 // one call claims no more than the largest single Claim may.
-const maxClaimBatchTasks = service.MaxBatch
+const maxClaimBatchTasks = pb.MaxBatch
 
 // ClaimBatch runs each item as the ordinary Claim command, all at once, so
 // that the node's group commit folds them into shared entries, and answers
@@ -35,7 +34,7 @@ func (q *queueService) ClaimBatch(ctx context.Context, req *pb.ClaimBatchRequest
 				return nil, err
 			}
 			resp, sent, kept := fitClaimAnswer(got, s.answerLimit())
-			s.node.ReleaseTasks(kept)
+			s.svc.ReleaseTasks(kept)
 			if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok && len(sent) > 0 {
 				slot.tasks.Store(&sent) // for claimWatch, if the send fails
 			}
@@ -47,8 +46,8 @@ func (q *queueService) ClaimBatch(ctx context.Context, req *pb.ClaimBatchRequest
 // with Claim's defaults. A bad item is named by its place (items[3].queue).
 func (s *Server) claimBatchCommands(ctx context.Context, req *pb.ClaimBatchRequest) ([]*pb.Command, error) {
 	items := req.GetItems()
-	if n := len(items); n == 0 || n > service.MaxBatch {
-		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, service.MaxBatch))
+	if n := len(items); n == 0 || n > pb.MaxBatch {
+		return nil, fieldError("items", fmt.Sprintf("%d not in 1..%d", n, pb.MaxBatch))
 	}
 	cmds := make([]*pb.Command, len(items))
 	total := 0
@@ -59,9 +58,9 @@ func (s *Server) claimBatchCommands(ctx context.Context, req *pb.ClaimBatchReque
 		if it.GetWaitNs() != 0 {
 			return nil, fieldError(fmt.Sprintf("items[%d].wait_ns", i), "must be 0: ClaimBatch does not long-poll")
 		}
-		cmd := s.node.ClaimCommand(it)
+		cmd := s.svc.ClaimCommand(it)
 		if err := s.check(ctx, cmd); err != nil {
-			var fe *service.FieldError
+			var fe *pb.FieldError
 			if errors.As(err, &fe) {
 				return nil, fe.InList("items", i)
 			}
@@ -90,7 +89,7 @@ func (s *Server) claimAll(ctx context.Context, cmds []*pb.Command) ([][]*pb.Task
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = s.node.Claim(ctx, cmd, 0)
+			got[i], errs[i] = s.svc.Claim(ctx, cmd, 0)
 		}()
 	}
 	wg.Wait()
@@ -108,7 +107,7 @@ func (s *Server) claimAll(ctx context.Context, cmds []*pb.Command) ([][]*pb.Task
 	for _, tasks := range got {
 		claimed = append(claimed, tasks...)
 	}
-	s.node.ReleaseTasks(claimed)
+	s.svc.ReleaseTasks(claimed)
 	if len(claimed) > 0 && errors.Is(first, errNotLeader) {
 		return nil, fmt.Errorf("%w: leadership moved after %d tasks of the batch were claimed (released): %w",
 			errLeadershipLost, len(claimed), first)

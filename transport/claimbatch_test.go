@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -100,8 +99,8 @@ func Test_ClaimBatchAuth(t *testing.T) {
 	if _, err := ts.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a"}, {Queue: "q", Tenant: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
-	wa := mustToken(t, ts, []string{service.RoleWorker}, []string{"a"}, 0)
-	pa := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
+	wa := mustToken(t, ts, []string{pb.RoleWorker}, []string{"a"}, 0)
+	pa := mustToken(t, ts, []string{pb.RoleProducer}, []string{"a"}, 0)
 	both := &pb.ClaimBatchRequest{Items: []*pb.ClaimRequest{
 		{Queue: "q", Tenant: "a", WorkerId: "w"}, {Queue: "q", Tenant: "b", WorkerId: "w"},
 	}}

@@ -13,62 +13,35 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/memnode"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // Node is what the server needs from a cluster member: *cluster.Node, or
-// a *memnode.Node in tests. Its write and read paths are those of
-// service.Service, which both embed; the rest is the member's own.
+// a *memnode.Node in tests. The queue's write and read paths are its
+// Service (Queue); the rest is the member's own.
 type Node interface {
-	// Check validates a command on the node that received its request.
-	Check(cmd *pb.Command) error
-	// ClaimCommand fills a Claim request's defaults and builds its command.
-	ClaimCommand(req *pb.ClaimRequest) *pb.Command
-	// Propose runs a command on the leader through group commit and
-	// returns the FSM's answer. Errors: not-leader (nothing proposed),
-	// leadership-lost (outcome unknown), shutdown and context errors.
-	Propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
-	// Claim runs a long-poll Claim on the leader (service.Service.Claim).
-	Claim(ctx context.Context, cmd *pb.Command, wait time.Duration) ([]*pb.Task, error)
-	// ReleaseTasks puts back claimed tasks whose answer was not delivered.
-	ReleaseTasks(tasks []*pb.Task)
-	// Orphaned names those of tasks that run under a claim this node saw
-	// go undelivered (service.Service.Orphaned).
-	Orphaned(tasks []*pb.Task) []string
-	// WaitResult waits on the leader for a task to finish.
-	WaitResult(ctx context.Context, id string, wait time.Duration) (*pb.Task, bool, error)
-	// GetTask, Stats, ListDead and ListTasks read at the consistency asked for.
-	GetTask(ctx context.Context, id string, c service.Consistency) (*pb.Task, uint64, error)
-	Stats(ctx context.Context, queue, tenant, cursor string, c service.Consistency) ([]*pb.QueueStats, string, error)
-	ListDead(ctx context.Context, req *pb.ListDeadRequest, c service.Consistency) ([]*pb.Task, string, error)
-	ListTasks(ctx context.Context, req *pb.ListTasksRequest, c service.Consistency) ([]*pb.Task, string, error)
-	// PurgeQueue runs a PurgeQueue command step by step on the leader and
-	// counts the tasks it deleted (service.Service.PurgeQueue).
-	PurgeQueue(ctx context.Context, cmd *pb.Command) (uint64, error)
-	// Schedule and ListSchedules read recurring tasks at the consistency
-	// asked for (cluster/schedule.go).
-	Schedule(ctx context.Context, tenant, name string, c service.Consistency) (*pb.Schedule, error)
-	ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest, c service.Consistency) ([]*pb.Schedule, string, error)
-	// Drain ends the node's long polls at once; a stopping server calls it.
-	Drain()
-
-	// IsLeader reports whether this node currently leads.
-	IsLeader() bool
-	// ClusterID is the cluster's id, "" while the node knows none.
-	ClusterID() string
-	// CheckPeerCluster refuses (identity.ErrOtherCluster, logged with both
-	// ids) a call whose sending node named another cluster.
-	CheckPeerCluster(peer, theirs string) error
-	// LeaderGRPCAddr is the leader's advertised gRPC address, "" when no
-	// leader is known. On the leader it is its own address.
-	LeaderGRPCAddr() string
+	// Queue is the member's Service: request checks, group commit, long
+	// polls, reads at a consistency, tokens.
+	Queue() *service.Service
+	// Identity is the cluster's id and the check that refuses a calling
+	// node of another cluster (identity.ErrOtherCluster).
+	Identity() *identity.Identity
 	// HealthProblems lists why the node cannot serve (its log cannot be
 	// written, its store fails, apply is stuck); empty when it can.
 	HealthProblems() []string
-	// Status describes the node and the cluster as this node sees them.
+	// CheckErr is nil when the consistency checks let this node serve;
+	// otherwise it is diverged or awaiting a check, and the API refuses
+	// everything but the Cluster service with Unavailable.
+	CheckErr() error
+	// StatusWithHash describes the node and the cluster as this node sees
+	// them, with the keyspace hash when asked.
 	StatusWithHash(withHash bool) (*pb.StatusResponse, error)
+	// CheckHash is this node's keyspace hash at a consistency check index,
+	// "" when not (yet) known; the leader collects them through Status.
+	CheckHash(index uint64) string
 	// TransferLeadership hands leadership to toID (any voter when empty)
 	// and returns the new leader's id.
 	TransferLeadership(ctx context.Context, toID string) (string, error)
@@ -79,24 +52,10 @@ type Node interface {
 	// Leave takes this node out of the cluster for good (cluster.ErrLastVoter
 	// when it is the only voter); its agent then stops.
 	Leave(ctx context.Context) error
-	// CheckErr is nil when the consistency checks let this node serve;
-	// otherwise it is diverged or awaiting a check, and the API refuses
-	// everything but the Cluster service with Unavailable.
-	CheckErr() error
-	// Authenticate finds a token by its secret in the local replica and
-	// checks its expiry (service.Service.Authenticate).
-	Authenticate(secret string) (*pb.Token, error)
-	// CreateToken, RevokeToken and ListTokens manage tokens on the leader.
-	CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error)
-	RevokeToken(ctx context.Context, accessor string) error
-	ListTokens(ctx context.Context, c service.Consistency) ([]*pb.TokenInfo, error)
 	// SaveBackup writes a backup of the keyspace to w, on the leader;
 	// RestoreBackupFrom restores one read from r (cluster/backup.go).
 	SaveBackup(ctx context.Context, w io.Writer) (cluster.BackupHeader, error)
 	RestoreBackupFrom(ctx context.Context, r io.Reader) (cluster.BackupHeader, uint64, error)
-	// CheckHash is this node's keyspace hash at a consistency check index,
-	// "" when not (yet) known; the leader collects them through Status.
-	CheckHash(index uint64) string
 }
 
 var (
@@ -145,7 +104,7 @@ const (
 //	ListTasks              larger than it alone, + a cursor   < 48 MiB + 77 KiB
 //	                       (+ ListTasks' orphaned ids, at most one per task)
 //	Stats                  at most fsm.AnswerBudget of queues + a cursor
-//	Enqueue, Heartbeat,    at most fsm.MaxBatch (1,000) items of a few hundred
+//	Enqueue, Heartbeat,    at most pb.MaxBatch (1,000) items of a few hundred
 //	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB
 //	RequeueDead
 //	Cluster.Status         a few hundred bytes per server

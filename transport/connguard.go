@@ -390,7 +390,7 @@ func (s *Server) noteCall(ctx context.Context, method string, authErr error) err
 		gc.prove()
 		return nil
 	case authErr == nil && bearer(ctx) != "":
-		if _, err := s.node.Authenticate(bearer(ctx)); err == nil {
+		if _, err := s.svc.Authenticate(bearer(ctx)); err == nil {
 			gc.prove()
 			return nil
 		}

@@ -20,7 +20,7 @@ func (q *queueService) ParentResults(ctx context.Context, req *pb.ParentResultsR
 	}
 	return read(q.s, ctx, pb.Queue_ParentResults_FullMethodName, req, &pb.ParentResultsResponse{}, req.GetAllowStale(),
 		func(c service.Consistency) (*pb.ParentResultsResponse, error) {
-			child, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
+			child, applied, err := q.s.svc.GetTask(ctx, req.GetTaskId(), c)
 			if err == nil {
 				err = service.OwnTask(child, req.GetTenant())
 			}
@@ -29,12 +29,12 @@ func (q *queueService) ParentResults(ctx context.Context, req *pb.ParentResultsR
 			}
 			out := &pb.ParentResultsResponse{AppliedIndex: applied}
 			for _, id := range child.GetParents() {
-				p, _, err := q.s.node.GetTask(ctx, id, service.Stale)
+				p, _, err := q.s.svc.GetTask(ctx, id, service.Stale)
 				if err == nil {
 					err = service.OwnTask(p, child.GetTenant())
 				}
 				switch {
-				case errors.Is(err, service.ErrNotFound):
+				case errors.Is(err, pb.ErrNotFound):
 					out.Parents = append(out.Parents, &pb.ParentResult{TaskId: id})
 				case err != nil:
 					return nil, err

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -75,9 +74,9 @@ func Test_ParentResultsNeedsARole(t *testing.T) {
 	if err := ts.node.Latch(ctx, fsm.LevelDependencies); err != nil {
 		t.Fatal(err)
 	}
-	prod := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
-	worker := mustToken(t, ts, []string{service.RoleWorker}, []string{"a"}, 0)
-	otherWorker := mustToken(t, ts, []string{service.RoleWorker}, []string{"b"}, 0)
+	prod := mustToken(t, ts, []string{pb.RoleProducer}, []string{"a"}, 0)
+	worker := mustToken(t, ts, []string{pb.RoleWorker}, []string{"a"}, 0)
+	otherWorker := mustToken(t, ts, []string{pb.RoleWorker}, []string{"b"}, 0)
 	res, err := ts.q.Enqueue(as(ctx, prod.GetSecret()), &pb.EnqueueRequest{Tasks: []*pb.NewTask{
 		{Queue: "q", Tenant: "a"}, {Queue: "q", Tenant: "a", AfterIndex: []uint32{0}}}})
 	if err != nil {

@@ -48,7 +48,7 @@ func toStatus(err error) error {
 		return nil
 	}
 	var grpcErr interface{ GRPCStatus() *status.Status }
-	var fe *service.FieldError
+	var fe *pb.FieldError
 	var de *decodeError
 	switch {
 	case errors.As(err, &de):
@@ -57,7 +57,7 @@ func toStatus(err error) error {
 		return grpcErr.GRPCStatus().Err()
 	case errors.As(err, &fe):
 		code := codes.InvalidArgument
-		if service.IsTooLarge(fe) {
+		if pb.IsTooLarge(fe) {
 			code = codes.ResourceExhausted
 		}
 		return withDetail(code, err.Error(), &errdetails.BadRequest{
@@ -71,9 +71,9 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, service.ErrBootstrapped):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, service.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
+	case errors.Is(err, pb.ErrNotFound), errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, service.ErrStaleFence):
+	case errors.Is(err, pb.ErrStaleFence):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonStaleFence, nil))
 	case errors.Is(err, cluster.ErrBadBackup):
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -81,13 +81,13 @@ func toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonFeatureDisabled, nil))
 	case errors.Is(err, cluster.ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, service.ErrWrongState):
+	case errors.Is(err, pb.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))
-	case errors.Is(err, service.ErrTimedOut):
+	case errors.Is(err, pb.ErrTimedOut):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonTimedOut, nil))
-	case errors.Is(err, service.ErrCancelled):
+	case errors.Is(err, pb.ErrCancelled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonCancelled, nil))
-	case errors.Is(err, service.ErrTenantLimit):
+	case errors.Is(err, pb.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonLeadershipLost, nil))
@@ -124,4 +124,4 @@ func withDetail(code codes.Code, msg string, detail protoadapt.MessageV1) error 
 }
 
 // fieldError is a transport-level bad value, mapped like the FSM's own.
-func fieldError(field, reason string) error { return &service.FieldError{Field: field, Reason: reason} }
+func fieldError(field, reason string) error { return &pb.FieldError{Field: field, Reason: reason} }

@@ -45,7 +45,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 	local func(context.Context) (Resp, error)) (Resp, error) {
 	var zero Resp
 	hint := ""
-	if s.node.IsLeader() {
+	if s.svc.IsLeader() {
 		resp, err := local(ctx)
 		if !errors.Is(err, errNotLeader) {
 			return resp, err
@@ -53,7 +53,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 		hint = leaderHintOf(err)
 	}
 	if hint == "" {
-		hint = s.node.LeaderGRPCAddr()
+		hint = s.svc.LeaderGRPCAddr()
 	}
 	if isForwarded(ctx) || hint == "" {
 		return zero, &notLeaderError{LeaderGRPC: hint}
@@ -64,7 +64,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
 	fctx := forwardAuth(ctx, metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1"))
-	if id := s.node.ClusterID(); id != "" {
+	if id := s.node.Identity().ID(); id != "" {
 		fctx = metadata.AppendToOutgoingContext(fctx, pb.MetadataCluster, id)
 	}
 	if err := cc.Invoke(fctx, method, req, out); err != nil {

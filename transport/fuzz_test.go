@@ -75,7 +75,7 @@ func FuzzClaimBatchRequest(f *testing.F) {
 // Claim's defaults where the item left them out.
 func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb.Command) {
 	t.Helper()
-	if len(cmds) != len(req.GetItems()) || len(cmds) == 0 || len(cmds) > service.MaxBatch {
+	if len(cmds) != len(req.GetItems()) || len(cmds) == 0 || len(cmds) > pb.MaxBatch {
 		t.Fatalf("%d commands for %d items", len(cmds), len(req.GetItems()))
 	}
 	total := 0
@@ -103,7 +103,7 @@ func checkClaimBatchCommands(t *testing.T, req *pb.ClaimBatchRequest, cmds []*pb
 		if c.GetMaxTasks() != want {
 			t.Fatalf("item %d: max_tasks %d, asked %d", i, c.GetMaxTasks(), it.GetMaxTasks())
 		}
-		if c.GetMaxTasks() < 1 || c.GetMaxTasks() > service.MaxBatch || c.GetLeaseNs() <= 0 {
+		if c.GetMaxTasks() < 1 || c.GetMaxTasks() > pb.MaxBatch || c.GetLeaseNs() <= 0 {
 			t.Fatalf("item %d: max_tasks %d lease %v", i, c.GetMaxTasks(), time.Duration(c.GetLeaseNs()))
 		}
 		total += int(c.GetMaxTasks())

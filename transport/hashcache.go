@@ -110,17 +110,17 @@ func (s *Server) allowHash(ctx context.Context) error {
 	if !s.cfg.Auth {
 		return nil
 	}
-	tok, err := s.node.Authenticate(bearer(ctx))
+	tok, err := s.svc.Authenticate(bearer(ctx))
 	if err != nil {
 		return fmt.Errorf("Status with_hash needs a token: %w", err)
 	}
 	roleOK := false
 	for _, r := range tok.GetRoles() {
-		roleOK = roleOK || r == service.RoleAdmin || r == service.RoleReader
+		roleOK = roleOK || r == pb.RoleAdmin || r == pb.RoleReader
 	}
-	if !roleOK || !service.GrantsTenant(tok, service.AllTenants) {
+	if !roleOK || !service.GrantsTenant(tok, pb.AllTenants) {
 		return fmt.Errorf("%w: Status with_hash reads every tenant's keys and needs the %s or %s role over every tenant (%q)",
-			service.ErrPermissionDenied, service.RoleAdmin, service.RoleReader, service.AllTenants)
+			service.ErrPermissionDenied, pb.RoleAdmin, pb.RoleReader, pb.AllTenants)
 	}
 	return nil
 }

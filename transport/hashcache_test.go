@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -25,17 +24,17 @@ func Test_StatusHashNeedsToken(t *testing.T) {
 	wantCode(t, "hash without a token", err, codes.Unauthenticated)
 	_, err = ts.c.Status(as(ctx, "not-a-token"), &pb.StatusRequest{WithHash: true})
 	wantCode(t, "hash with an unknown token", err, codes.Unauthenticated)
-	producer := mustToken(t, ts, []string{service.RoleProducer, service.RoleWorker}, []string{service.AllTenants}, 0)
+	producer := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleWorker}, []string{pb.AllTenants}, 0)
 	_, err = ts.c.Status(as(ctx, producer.GetSecret()), &pb.StatusRequest{WithHash: true})
 	wantCode(t, "hash with a producer token", err, codes.PermissionDenied)
-	readerA := mustToken(t, ts, []string{service.RoleReader}, []string{"a"}, 0)
+	readerA := mustToken(t, ts, []string{pb.RoleReader}, []string{"a"}, 0)
 	_, err = ts.c.Status(as(ctx, readerA.GetSecret()), &pb.StatusRequest{WithHash: true})
 	wantCode(t, "hash with a reader of one tenant", err, codes.PermissionDenied)
 	if n := ts.srv.hashes.computed.Load(); n != 0 {
 		t.Fatalf("refused calls computed %d hashes", n)
 	}
 
-	reader := mustToken(t, ts, []string{service.RoleReader}, []string{service.AllTenants}, 0)
+	reader := mustToken(t, ts, []string{pb.RoleReader}, []string{pb.AllTenants}, 0)
 	for _, secret := range []string{reader.GetSecret(), adminSecret} {
 		st, err := ts.c.Status(as(ctx, secret), &pb.StatusRequest{WithHash: true})
 		if err != nil || len(st.GetKeyspaceHash()) != 64 {

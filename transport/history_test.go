@@ -3,7 +3,6 @@ package transport
 import (
 	"testing"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -41,8 +40,8 @@ func Test_HistoryFencesOverTheAPI(t *testing.T) {
 	if err := ts.node.Latch(ctx, fsm.LevelAttempts); err != nil {
 		t.Fatal(err)
 	}
-	reader := mustToken(t, ts, []string{service.RoleProducer, service.RoleReader, service.RoleWorker}, []string{"a"}, 0).GetSecret()
-	admin := mustToken(t, ts, []string{service.RoleReader, service.RoleAdmin}, []string{"a"}, 0).GetSecret()
+	reader := mustToken(t, ts, []string{pb.RoleProducer, pb.RoleReader, pb.RoleWorker}, []string{"a"}, 0).GetSecret()
+	admin := mustToken(t, ts, []string{pb.RoleReader, pb.RoleAdmin}, []string{"a"}, 0).GetSecret()
 	if _, err := ts.q.Enqueue(as(ctx, reader), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "a", MaxAttempts: 2}}}); err != nil {
 		t.Fatal(err)
 	}

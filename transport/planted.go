@@ -15,5 +15,5 @@ func planted(string) bool { return false }
 
 // proposeEarly is never called without the tag; it proposes as usual.
 func (s *Server) proposeEarly(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	return s.node.Propose(ctx, cmd)
+	return s.svc.Propose(ctx, cmd)
 }

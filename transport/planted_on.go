@@ -46,7 +46,7 @@ func planted(name string) bool {
 // the background, bounded by the apply timeout.
 func (s *Server) proposeEarly(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if cmd.GetType() != pb.CommandType_COMMAND_TYPE_ENQUEUE {
-		return s.node.Propose(ctx, cmd)
+		return s.svc.Propose(ctx, cmd)
 	}
 	type answer struct {
 		res *pb.CommandResult
@@ -56,7 +56,7 @@ func (s *Server) proposeEarly(ctx context.Context, cmd *pb.Command) (*pb.Command
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	go func() {
 		defer cancel()
-		res, err := s.node.Propose(bg, cmd)
+		res, err := s.svc.Propose(bg, cmd)
 		done <- answer{res, err}
 	}()
 	t := time.NewTimer(plantAckWait)

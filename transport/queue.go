@@ -36,7 +36,7 @@ func (s *Server) check(ctx context.Context, cmd *pb.Command) error {
 	if isForwarded(ctx) && fromPeer(ctx) {
 		return nil
 	}
-	return s.node.Check(cmd)
+	return s.svc.Check(cmd)
 }
 
 // fromPeer reports whether the call came over TLS from a node of the
@@ -58,12 +58,12 @@ func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResul
 	if planted("ack-before-commit") { // a planted fault (planted_on.go)
 		res, err = s.proposeEarly(ctx, cmd)
 	} else {
-		res, err = s.node.Propose(ctx, cmd)
+		res, err = s.svc.Propose(ctx, cmd)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := service.ResultError(res); err != nil {
+	if err := pb.ResultError(res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -120,7 +120,7 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 				}
 			}
 			if len(items) > 0 {
-				return nil, service.ItemError(items[0])
+				return nil, pb.ItemError(items[0])
 			}
 			return &pb.EnqueueResponse{Items: items}, nil
 		})
@@ -149,7 +149,7 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 			if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 				return &pb.SubmitResponse{AlreadyDone: true}, nil
 			}
-			if err := service.ItemError(it); err != nil {
+			if err := pb.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.SubmitResponse{}, nil
@@ -171,7 +171,7 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 			}
 			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
 			for i, r := range res.GetResults() {
-				if err := service.ResultError(r); err != nil {
+				if err := pb.ResultError(r); err != nil {
 					return nil, err // Check passed it: the FSM disagrees with the edge
 				}
 				it, err := oneItem(r)
@@ -191,7 +191,7 @@ func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackR
 			if err != nil {
 				return nil, err
 			}
-			if err := service.ItemError(it); err != nil {
+			if err := pb.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.NackResponse{State: it.GetState()}, nil
@@ -209,7 +209,7 @@ func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.C
 			if err != nil {
 				return nil, err
 			}
-			if err := service.ItemError(it); err != nil {
+			if err := pb.ItemError(it); err != nil {
 				return nil, err
 			}
 			return &pb.CancelResponse{CancelRequested: it.GetCancelRequested(), State: it.GetState()}, nil
@@ -231,14 +231,14 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 	}
 	return read(q.s, ctx, pb.Queue_GetTask_FullMethodName, req, &pb.GetTaskResponse{}, req.GetAllowStale(),
 		func(c service.Consistency) (*pb.GetTaskResponse, error) {
-			t, applied, err := q.s.node.GetTask(ctx, req.GetTaskId(), c)
+			t, applied, err := q.s.svc.GetTask(ctx, req.GetTaskId(), c)
 			if err == nil {
 				err = service.OwnTask(t, req.GetTenant())
 			}
 			// The applied index also travels as header metadata, so that a
 			// NotFound answer says which state it was read from too. A
 			// forwarded read's header is lost; only stale reads need it.
-			if err == nil || errors.Is(err, service.ErrNotFound) {
+			if err == nil || errors.Is(err, pb.ErrNotFound) {
 				_ = grpc.SetHeader(ctx, metadata.Pairs(pb.MetadataAppliedIndex, strconv.FormatUint(applied, 10)))
 			}
 			if err != nil {
@@ -254,7 +254,7 @@ func (q *queueService) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb
 func (q *queueService) Stats(ctx context.Context, req *pb.StatsRequest) (*pb.StatsResponse, error) {
 	return read(q.s, ctx, pb.Queue_Stats_FullMethodName, req, &pb.StatsResponse{}, false,
 		func(c service.Consistency) (*pb.StatsResponse, error) {
-			st, next, err := q.s.node.Stats(ctx, req.GetQueue(), req.GetTenant(), req.GetCursor(), c)
+			st, next, err := q.s.svc.Stats(ctx, req.GetQueue(), req.GetTenant(), req.GetCursor(), c)
 			if err != nil {
 				return nil, err
 			}
@@ -270,7 +270,7 @@ func (q *queueService) ListDead(ctx context.Context, req *pb.ListDeadRequest) (*
 	}
 	return read(q.s, ctx, pb.Queue_ListDead_FullMethodName, req, &pb.ListDeadResponse{}, false,
 		func(c service.Consistency) (*pb.ListDeadResponse, error) {
-			tasks, next, err := q.s.node.ListDead(ctx, req, c)
+			tasks, next, err := q.s.svc.ListDead(ctx, req, c)
 			if err != nil {
 				return nil, err
 			}
@@ -292,13 +292,13 @@ func (q *queueService) ListTasks(ctx context.Context, req *pb.ListTasksRequest) 
 	}
 	return read(q.s, ctx, pb.Queue_ListTasks_FullMethodName, req, &pb.ListTasksResponse{}, false,
 		func(c service.Consistency) (*pb.ListTasksResponse, error) {
-			tasks, next, err := q.s.node.ListTasks(ctx, req, c)
+			tasks, next, err := q.s.svc.ListTasks(ctx, req, c)
 			if err != nil {
 				return nil, err
 			}
 			// Orphans are asked of this node, the leader, before the
 			// fences go: they are known by (id, fence).
-			orphans := q.s.node.Orphaned(tasks)
+			orphans := q.s.svc.Orphaned(tasks)
 			tok := tokenOf(ctx)
 			for i, t := range tasks {
 				tasks[i] = service.ListedTaskFor(tok, t)

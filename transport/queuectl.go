@@ -35,7 +35,7 @@ func queueChanged(res *pb.CommandResult) (bool, error) {
 	if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 		return false, nil
 	}
-	return true, service.ItemError(it)
+	return true, pb.ItemError(it)
 }
 
 // PurgeQueue runs on the leader as a series of commands
@@ -47,7 +47,7 @@ func (q *queueService) PurgeQueue(ctx context.Context, req *pb.PurgeQueueRequest
 	}
 	return onLeader(q.s, ctx, pb.Queue_PurgeQueue_FullMethodName, req, &pb.PurgeQueueResponse{},
 		func(ctx context.Context) (*pb.PurgeQueueResponse, error) {
-			n, err := q.s.node.PurgeQueue(ctx, cmd)
+			n, err := q.s.svc.PurgeQueue(ctx, cmd)
 			if err != nil {
 				return nil, err
 			}

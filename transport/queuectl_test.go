@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -59,9 +58,9 @@ func Test_QueueControlOverGRPC(t *testing.T) {
 func Test_QueueControlNeedsAdmin(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	worker := mustToken(t, ts, []string{service.RoleWorker, service.RoleReader, service.RoleProducer}, []string{"a"}, 0)
-	adminB := mustToken(t, ts, []string{service.RoleAdmin}, []string{"b"}, 0)
-	adminA := mustToken(t, ts, []string{service.RoleAdmin}, []string{"a"}, 0)
+	worker := mustToken(t, ts, []string{pb.RoleWorker, pb.RoleReader, pb.RoleProducer}, []string{"a"}, 0)
+	adminB := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"b"}, 0)
+	adminA := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"a"}, 0)
 	for _, secret := range []string{worker.GetSecret(), adminB.GetSecret()} {
 		_, err := ts.q.PauseQueue(as(ctx, secret), &pb.PauseQueueRequest{Queue: "q", Tenant: "a"})
 		wantCode(t, "pause without admin over a", err, codes.PermissionDenied)

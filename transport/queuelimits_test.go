@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -53,10 +52,10 @@ func Test_QueueLimitsOverGRPC(t *testing.T) {
 func Test_QueueLimitsNeedAdmin(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	worker := mustToken(t, ts, []string{service.RoleWorker, service.RoleReader, service.RoleProducer}, []string{"a"}, 0)
-	adminB := mustToken(t, ts, []string{service.RoleAdmin}, []string{"b"}, 0)
-	adminA := mustToken(t, ts, []string{service.RoleAdmin}, []string{"a"}, 0)
-	root := mustToken(t, ts, []string{service.RoleAdmin}, []string{service.AllTenants}, 0)
+	worker := mustToken(t, ts, []string{pb.RoleWorker, pb.RoleReader, pb.RoleProducer}, []string{"a"}, 0)
+	adminB := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"b"}, 0)
+	adminA := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"a"}, 0)
+	root := mustToken(t, ts, []string{pb.RoleAdmin}, []string{pb.AllTenants}, 0)
 	queue := &pb.SetQueueLimitsRequest{Queue: "q", Tenant: "a", MaxRunning: u32p(1)}
 	tenant := &pb.SetQueueLimitsRequest{Tenant: "a", MaxRunning: u32p(1)}
 	for _, secret := range []string{worker.GetSecret(), adminB.GetSecret()} {

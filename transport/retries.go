@@ -58,5 +58,5 @@ func oneState(res *pb.CommandResult) (pb.TaskState, error) {
 	if it.GetCode() == pb.Code_CODE_ALREADY_DONE {
 		return it.GetState(), nil
 	}
-	return it.GetState(), service.ItemError(it)
+	return it.GetState(), pb.ItemError(it)
 }

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -79,9 +78,9 @@ func Test_RetriesOverGRPC(t *testing.T) {
 func Test_RetriesRoles(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	worker := mustToken(t, ts, []string{service.RoleWorker}, []string{"a"}, 0)
-	producerB := mustToken(t, ts, []string{service.RoleProducer}, []string{"b"}, 0)
-	adminA := mustToken(t, ts, []string{service.RoleAdmin}, []string{"a"}, 0)
+	worker := mustToken(t, ts, []string{pb.RoleWorker}, []string{"a"}, 0)
+	producerB := mustToken(t, ts, []string{pb.RoleProducer}, []string{"b"}, 0)
+	adminA := mustToken(t, ts, []string{pb.RoleAdmin}, []string{"a"}, 0)
 	_, err := ts.q.SetQueueRetry(as(ctx, worker.GetSecret()), &pb.SetQueueRetryRequest{Queue: "q", Tenant: "a", HasDeadRetention: true})
 	wantCode(t, "set retry as a worker", err, codes.PermissionDenied)
 	_, err = ts.q.ResetQueue(as(ctx, worker.GetSecret()), &pb.ResetQueueRequest{Queue: "q", Tenant: "a"})

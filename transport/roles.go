@@ -17,56 +17,56 @@ import (
 // Cluster-wide methods (clusterWide) also need their role over every
 // tenant ("*"): an admin of one tenant may not move leadership.
 var methodRoles = map[string][]string{
-	pb.Queue_Enqueue_FullMethodName:     {service.RoleProducer},
-	pb.Queue_GetTask_FullMethodName:     {service.RoleProducer, service.RoleReader},
-	pb.Queue_WaitResult_FullMethodName:  {service.RoleProducer},
-	pb.Queue_Claim_FullMethodName:       {service.RoleWorker},
-	pb.Queue_ClaimBatch_FullMethodName:  {service.RoleWorker},
-	pb.Queue_Heartbeat_FullMethodName:   {service.RoleWorker},
-	pb.Queue_Submit_FullMethodName:      {service.RoleWorker},
-	pb.Queue_SubmitBatch_FullMethodName: {service.RoleWorker},
-	pb.Queue_Nack_FullMethodName:        {service.RoleWorker},
-	pb.Queue_Stats_FullMethodName:       {service.RoleReader, service.RoleAdmin},
-	pb.Queue_ListDead_FullMethodName:    {service.RoleAdmin},
-	pb.Queue_ListTasks_FullMethodName:   {service.RoleReader, service.RoleAdmin},
-	pb.Queue_RequeueDead_FullMethodName: {service.RoleAdmin},
-	pb.Queue_Cancel_FullMethodName:      {service.RoleAdmin},
+	pb.Queue_Enqueue_FullMethodName:     {pb.RoleProducer},
+	pb.Queue_GetTask_FullMethodName:     {pb.RoleProducer, pb.RoleReader},
+	pb.Queue_WaitResult_FullMethodName:  {pb.RoleProducer},
+	pb.Queue_Claim_FullMethodName:       {pb.RoleWorker},
+	pb.Queue_ClaimBatch_FullMethodName:  {pb.RoleWorker},
+	pb.Queue_Heartbeat_FullMethodName:   {pb.RoleWorker},
+	pb.Queue_Submit_FullMethodName:      {pb.RoleWorker},
+	pb.Queue_SubmitBatch_FullMethodName: {pb.RoleWorker},
+	pb.Queue_Nack_FullMethodName:        {pb.RoleWorker},
+	pb.Queue_Stats_FullMethodName:       {pb.RoleReader, pb.RoleAdmin},
+	pb.Queue_ListDead_FullMethodName:    {pb.RoleAdmin},
+	pb.Queue_ListTasks_FullMethodName:   {pb.RoleReader, pb.RoleAdmin},
+	pb.Queue_RequeueDead_FullMethodName: {pb.RoleAdmin},
+	pb.Queue_Cancel_FullMethodName:      {pb.RoleAdmin},
 	// Queue control acts on a whole queue of one tenant, like the DLQ's
 	// verbs: admin over that tenant (cluster/DESIGN.md says why not a new role).
-	pb.Queue_PauseQueue_FullMethodName:  {service.RoleAdmin},
-	pb.Queue_ResumeQueue_FullMethodName: {service.RoleAdmin},
-	pb.Queue_PurgeQueue_FullMethodName:  {service.RoleAdmin},
+	pb.Queue_PauseQueue_FullMethodName:  {pb.RoleAdmin},
+	pb.Queue_ResumeQueue_FullMethodName: {pb.RoleAdmin},
+	pb.Queue_PurgeQueue_FullMethodName:  {pb.RoleAdmin},
 	// A schedule enqueues tasks in its tenant's name, so whoever may
 	// enqueue there may schedule (cluster/DESIGN.md); readers may look.
-	pb.Queue_PutSchedule_FullMethodName:    {service.RoleProducer, service.RoleAdmin},
-	pb.Queue_ListSchedules_FullMethodName:  {service.RoleProducer, service.RoleReader, service.RoleAdmin},
-	pb.Queue_RemoveSchedule_FullMethodName: {service.RoleProducer, service.RoleAdmin},
+	pb.Queue_PutSchedule_FullMethodName:    {pb.RoleProducer, pb.RoleAdmin},
+	pb.Queue_ListSchedules_FullMethodName:  {pb.RoleProducer, pb.RoleReader, pb.RoleAdmin},
+	pb.Queue_RemoveSchedule_FullMethodName: {pb.RoleProducer, pb.RoleAdmin},
 
 	// Retries (feature level 12): a queue's policy and its reset are
 	// queue control (admin); snooze is the fence holder's (worker); a
 	// waiting task's priority or run-at is its producer's, or an admin's.
-	pb.Queue_SetQueueRetry_FullMethodName: {service.RoleAdmin},
-	pb.Queue_ResetQueue_FullMethodName:    {service.RoleAdmin},
-	pb.Queue_Snooze_FullMethodName:        {service.RoleWorker},
-	pb.Queue_UpdateTask_FullMethodName:    {service.RoleProducer, service.RoleAdmin},
+	pb.Queue_SetQueueRetry_FullMethodName: {pb.RoleAdmin},
+	pb.Queue_ResetQueue_FullMethodName:    {pb.RoleAdmin},
+	pb.Queue_Snooze_FullMethodName:        {pb.RoleWorker},
+	pb.Queue_UpdateTask_FullMethodName:    {pb.RoleProducer, pb.RoleAdmin},
 	// A child's worker reads its parents' results; whoever may read the
 	// task may read them too.
-	pb.Queue_ParentResults_FullMethodName: {service.RoleWorker, service.RoleProducer, service.RoleReader},
+	pb.Queue_ParentResults_FullMethodName: {pb.RoleWorker, pb.RoleProducer, pb.RoleReader},
 	// Limits of a queue: admin over its tenant. A tenant's own limit
 	// (empty queue) bounds what the tenant may take from the cluster, so
 	// its own admin may not lift it: transport names no tenant for it,
 	// and admin over every tenant is needed.
-	pb.Queue_SetQueueLimits_FullMethodName: {service.RoleAdmin},
+	pb.Queue_SetQueueLimits_FullMethodName: {pb.RoleAdmin},
 
-	pb.Cluster_TransferLeadership_FullMethodName: {service.RoleAdmin},
-	pb.Cluster_AddServer_FullMethodName:          {service.RoleAdmin},
-	pb.Cluster_RemoveServer_FullMethodName:       {service.RoleAdmin},
-	pb.Cluster_Leave_FullMethodName:              {service.RoleAdmin},
-	pb.Cluster_CreateToken_FullMethodName:        {service.RoleAdmin},
-	pb.Cluster_ListTokens_FullMethodName:         {service.RoleAdmin},
-	pb.Cluster_RevokeToken_FullMethodName:        {service.RoleAdmin},
-	pb.Cluster_SnapshotSave_FullMethodName:       {service.RoleAdmin},
-	pb.Cluster_SnapshotRestore_FullMethodName:    {service.RoleAdmin},
+	pb.Cluster_TransferLeadership_FullMethodName: {pb.RoleAdmin},
+	pb.Cluster_AddServer_FullMethodName:          {pb.RoleAdmin},
+	pb.Cluster_RemoveServer_FullMethodName:       {pb.RoleAdmin},
+	pb.Cluster_Leave_FullMethodName:              {pb.RoleAdmin},
+	pb.Cluster_CreateToken_FullMethodName:        {pb.RoleAdmin},
+	pb.Cluster_ListTokens_FullMethodName:         {pb.RoleAdmin},
+	pb.Cluster_RevokeToken_FullMethodName:        {pb.RoleAdmin},
+	pb.Cluster_SnapshotSave_FullMethodName:       {pb.RoleAdmin},
+	pb.Cluster_SnapshotRestore_FullMethodName:    {pb.RoleAdmin},
 }
 
 var clusterWide = map[string]bool{
@@ -103,7 +103,7 @@ func authorizeToken(tok *pb.Token, method, tenant string) error {
 	}
 	switch {
 	case clusterWide[method] || tenant == "" && method != pb.Queue_Stats_FullMethodName:
-		if !slices.Contains(tok.GetTenants(), service.AllTenants) {
+		if !slices.Contains(tok.GetTenants(), pb.AllTenants) {
 			return fmt.Errorf("%w: %s needs its role over every tenant (\"*\")", service.ErrPermissionDenied, method)
 		}
 	case tenant != "":

@@ -20,10 +20,10 @@ func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleReque
 			if err != nil {
 				return nil, err
 			}
-			if err := service.ItemError(it); err != nil {
+			if err := pb.ItemError(it); err != nil {
 				return nil, err
 			}
-			s, err := q.s.node.Schedule(ctx, put.GetTenant(), put.GetName(), service.Stale)
+			s, err := q.s.svc.Schedule(ctx, put.GetTenant(), put.GetName(), service.Stale)
 			if err != nil {
 				return nil, err
 			}
@@ -36,7 +36,7 @@ func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleReque
 func (q *queueService) ListSchedules(ctx context.Context, req *pb.ListSchedulesRequest) (*pb.ListSchedulesResponse, error) {
 	return read(q.s, ctx, pb.Queue_ListSchedules_FullMethodName, req, &pb.ListSchedulesResponse{}, req.GetStale(),
 		func(c service.Consistency) (*pb.ListSchedulesResponse, error) {
-			out, next, err := q.s.node.ListSchedules(ctx, req, c)
+			out, next, err := q.s.svc.ListSchedules(ctx, req, c)
 			if err != nil {
 				return nil, err
 			}
@@ -54,7 +54,7 @@ func (q *queueService) RemoveSchedule(ctx context.Context, req *pb.RemoveSchedul
 			if err != nil {
 				return nil, err
 			}
-			if err := service.ItemError(it); errors.Is(err, service.ErrNotFound) {
+			if err := pb.ItemError(it); errors.Is(err, pb.ErrNotFound) {
 				return &pb.RemoveScheduleResponse{}, nil
 			} else if err != nil {
 				return nil, err

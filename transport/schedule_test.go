@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -53,9 +52,9 @@ func Test_SchedulesOverGRPC(t *testing.T) {
 func Test_SchedulesNeedProducer(t *testing.T) {
 	ts := authServer(t)
 	ctx := testCtx(t)
-	prodA := mustToken(t, ts, []string{service.RoleProducer}, []string{"a"}, 0)
-	prodB := mustToken(t, ts, []string{service.RoleProducer}, []string{"b"}, 0)
-	readA := mustToken(t, ts, []string{service.RoleReader, service.RoleWorker}, []string{"a"}, 0)
+	prodA := mustToken(t, ts, []string{pb.RoleProducer}, []string{"a"}, 0)
+	prodB := mustToken(t, ts, []string{pb.RoleProducer}, []string{"b"}, 0)
+	readA := mustToken(t, ts, []string{pb.RoleReader, pb.RoleWorker}, []string{"a"}, 0)
 	put := &pb.PutScheduleRequest{Schedule: &pb.Schedule{Name: "tick", Tenant: "a", Queue: "q", Spec: "@every 1m"}}
 	for _, secret := range []string{prodB.GetSecret(), readA.GetSecret()} {
 		_, err := ts.q.PutSchedule(as(ctx, secret), put)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/cluster/peer"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -27,6 +28,7 @@ import (
 // NewServer starts the health watcher; Stop ends it.
 type Server struct {
 	node    Node
+	svc     *service.Service // node.Queue()
 	cfg     Config
 	log     *slog.Logger
 	grpc    *grpc.Server
@@ -59,6 +61,7 @@ func NewServer(node Node, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		node:    node,
+		svc:     node.Queue(),
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "transport"),
 		health:  health.NewServer(),
@@ -141,7 +144,7 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
-		s.node.Drain()
+		s.svc.Drain()
 		done := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(done) }()
 		select {
@@ -181,7 +184,7 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	leader := leaderHintOf(err)
 	if leader == "" {
-		leader = s.node.LeaderGRPCAddr()
+		leader = s.svc.LeaderGRPCAddr()
 	}
 	if leader != "" {
 		md := metadata.Pairs(pb.MetadataLeader, leader)
@@ -231,7 +234,7 @@ func (s *Server) setQueueHealth() {
 		s.notServing = bad
 	}
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if len(problems) == 0 && (s.node.IsLeader() || s.node.LeaderGRPCAddr() != "") {
+	if len(problems) == 0 && (s.svc.IsLeader() || s.svc.LeaderGRPCAddr() != "") {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	// A node that diverged, or awaits a consistency check after a restart,

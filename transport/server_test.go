@@ -74,7 +74,7 @@ func serve(t testing.TB, node servedNode, leaderAddr string, cfg Config) (*Serve
 		t.Fatalf("listen: %v", err)
 	}
 	addr := lis.Addr().String()
-	if node.IsLeader() {
+	if node.Queue().IsLeader() {
 		leaderAddr = addr
 	}
 	node.SetLeaderAddr(leaderAddr)

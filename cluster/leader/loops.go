@@ -148,7 +148,7 @@ func Propose(ctx context.Context, p interface {
 	if err != nil {
 		return nil, err
 	}
-	return res, fsm.ResultError(res)
+	return res, pb.ResultError(res)
 }
 
 // bootstrapToken creates the bootstrap token when this node has a secret

@@ -322,7 +322,7 @@ func (n *Node) Latch(ctx context.Context, level uint32) error {
 	res, err := n.Apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: level}}})
 	if err == nil {
-		err = fsm.ResultError(res)
+		err = pb.ResultError(res)
 	}
 	return err
 }
@@ -335,3 +335,9 @@ func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 func (n *Node) CheckPeerCluster(peer, theirs string) error {
 	return n.ident.Check("grpc", peer, theirs)
 }
+
+// Queue is the node's Service.
+func (n *Node) Queue() *service.Service { return n.Service }
+
+// Identity is the cluster identity check of the FSM's id.
+func (n *Node) Identity() *identity.Identity { return n.ident }

@@ -23,6 +23,9 @@ type Replica interface {
 	Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
 	// IsLeader reports whether this member currently leads.
 	IsLeader() bool
+	// LeaderGRPCAddr is the leader's advertised gRPC address, "" when
+	// no leader is known.
+	LeaderGRPCAddr() string
 	// ReadBarrier makes a following local read linearizable, or returns
 	// *NotLeaderError on a follower.
 	ReadBarrier(ctx context.Context) error

@@ -35,16 +35,6 @@ var (
 	ErrPermissionDenied = errors.New("permission denied")
 )
 
-// Roles, as the FSM stores them.
-const (
-	RoleProducer = fsm.RoleProducer
-	RoleWorker   = fsm.RoleWorker
-	RoleReader   = fsm.RoleReader
-	RoleAdmin    = fsm.RoleAdmin
-	// AllTenants as a token's tenant grants its roles over every tenant.
-	AllTenants = fsm.AllTenants
-)
-
 // Authenticate finds the token whose secret is secret in the local
 // replica and checks its expiry against this node's clock. The read is
 // local and may be stale: authentication must not cost a quorum round per
@@ -67,7 +57,7 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 		return nil, fmt.Errorf("%w: the new leader is applying what earlier leaders committed", &replica.NotLeaderError{})
 	}
 	tok, err := s.r.FSM().TokenByHash(fsm.HashSecret(secret))
-	if errors.Is(err, fsm.ErrNotFound) {
+	if errors.Is(err, pb.ErrNotFound) {
 		return nil, ErrUnknownToken
 	}
 	if err != nil {
@@ -81,14 +71,14 @@ func (s *Service) Authenticate(secret string) (*pb.Token, error) {
 
 // GrantsTenant reports whether tok names tenant, or every tenant.
 func GrantsTenant(tok *pb.Token, tenant string) bool {
-	return slices.Contains(tok.GetTenants(), AllTenants) || slices.Contains(tok.GetTenants(), tenant)
+	return slices.Contains(tok.GetTenants(), pb.AllTenants) || slices.Contains(tok.GetTenants(), tenant)
 }
 
 // OwnTask is ErrNotFound when tenant is set and the task is another
 // tenant's: the caller learns nothing a missing id would not tell it.
 func OwnTask(t *pb.Task, tenant string) error {
 	if tenant != "" && t.GetTenant() != tenant {
-		return fmt.Errorf("get %s: %w", t.GetId(), ErrNotFound)
+		return fmt.Errorf("get %s: %w", t.GetId(), pb.ErrNotFound)
 	}
 	return nil
 }
@@ -123,7 +113,7 @@ func (s *Service) CreateToken(ctx context.Context, req *pb.CreateTokenRequest) (
 	}
 	var exp int64
 	if ttl := req.GetTtlNs(); ttl < 0 {
-		return nil, &FieldError{Field: "ttl_ns", Reason: "negative"}
+		return nil, &pb.FieldError{Field: "ttl_ns", Reason: "negative"}
 	} else if ttl > 0 {
 		exp = s.r.Now().Add(time.Duration(ttl)).UnixNano()
 	}
@@ -149,7 +139,7 @@ func (s *Service) createToken(ctx context.Context, tok *pb.Token, secret string)
 	if err != nil {
 		return "", err
 	}
-	if err := ResultError(res); err != nil {
+	if err := pb.ResultError(res); err != nil {
 		return "", err
 	}
 	if len(res.GetItems()) != 1 {
@@ -177,8 +167,8 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) error {
 	} else if done {
 		return ErrBootstrapped
 	}
-	_, err := s.createToken(ctx, &pb.Token{Name: "bootstrap", Roles: []string{RoleAdmin, RoleProducer, RoleWorker, RoleReader},
-		Tenants: []string{AllTenants}, Bootstrap: true}, secret)
+	_, err := s.createToken(ctx, &pb.Token{Name: "bootstrap", Roles: []string{pb.RoleAdmin, pb.RoleProducer, pb.RoleWorker, pb.RoleReader},
+		Tenants: []string{pb.AllTenants}, Bootstrap: true}, secret)
 	return err
 }
 
@@ -193,7 +183,7 @@ func (s *Service) RevokeToken(ctx context.Context, accessor string) error {
 	if err != nil {
 		return err
 	}
-	if err := ResultError(res); err != nil {
+	if err := pb.ResultError(res); err != nil {
 		return err
 	}
 	if len(res.GetItems()) != 1 {
@@ -214,7 +204,7 @@ func (e tokenNotFound) Error() string {
 }
 
 // Is makes errors.Is(err, ErrNotFound) true.
-func (e tokenNotFound) Is(target error) bool { return target == ErrNotFound }
+func (e tokenNotFound) Is(target error) bool { return target == pb.ErrNotFound }
 
 // ListTokens lists the tokens at consistency c, without secrets or
 // hashes.
@@ -284,5 +274,5 @@ func hideFences(t *pb.Task, past bool) *pb.Task {
 
 // isAdminOf reports whether tok has the admin role over tenant.
 func isAdminOf(tok *pb.Token, tenant string) bool {
-	return slices.Contains(tok.GetRoles(), RoleAdmin) && GrantsTenant(tok, tenant)
+	return slices.Contains(tok.GetRoles(), pb.RoleAdmin) && GrantsTenant(tok, tenant)
 }

@@ -31,14 +31,14 @@ func Test_TaskForFenceRule(t *testing.T) {
 	}{
 		{"auth off", nil, false, []uint64{30, 10, 20, 30}},
 		{"auth off, listing", nil, true, []uint64{0, 10, 20, 0}},
-		{"reader", tok([]string{RoleReader}, "acme"), false, []uint64{0, 0, 0, 0}},
-		{"producer", tok([]string{RoleProducer}, "acme"), false, []uint64{0, 0, 0, 0}},
-		{"worker", tok([]string{RoleWorker}, "acme"), false, []uint64{0, 0, 0, 0}},
-		{"admin of the tenant", tok([]string{RoleReader, RoleAdmin}, "acme"), false, []uint64{0, 10, 20, 0}},
-		{"admin of every tenant", tok([]string{RoleAdmin}, AllTenants), false, []uint64{0, 10, 20, 0}},
-		{"admin of another tenant", tok([]string{RoleReader, RoleAdmin}, "beta", "acme2"), false, []uint64{0, 0, 0, 0}},
-		{"admin, listing", tok([]string{RoleReader, RoleAdmin}, "acme"), true, []uint64{0, 10, 20, 0}},
-		{"reader, listing", tok([]string{RoleReader}, "acme"), true, []uint64{0, 0, 0, 0}},
+		{"reader", tok([]string{pb.RoleReader}, "acme"), false, []uint64{0, 0, 0, 0}},
+		{"producer", tok([]string{pb.RoleProducer}, "acme"), false, []uint64{0, 0, 0, 0}},
+		{"worker", tok([]string{pb.RoleWorker}, "acme"), false, []uint64{0, 0, 0, 0}},
+		{"admin of the tenant", tok([]string{pb.RoleReader, pb.RoleAdmin}, "acme"), false, []uint64{0, 10, 20, 0}},
+		{"admin of every tenant", tok([]string{pb.RoleAdmin}, pb.AllTenants), false, []uint64{0, 10, 20, 0}},
+		{"admin of another tenant", tok([]string{pb.RoleReader, pb.RoleAdmin}, "beta", "acme2"), false, []uint64{0, 0, 0, 0}},
+		{"admin, listing", tok([]string{pb.RoleReader, pb.RoleAdmin}, "acme"), true, []uint64{0, 10, 20, 0}},
+		{"reader, listing", tok([]string{pb.RoleReader}, "acme"), true, []uint64{0, 0, 0, 0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -42,7 +42,7 @@ func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration
 			// room: the claim has applied, so the counts include it.
 			s.wakeQueue(ref)
 			if err == nil {
-				err = fsm.ResultError(res)
+				err = pb.ResultError(res)
 			}
 			if err != nil {
 				return nil, err
@@ -337,7 +337,7 @@ func (s *Service) ReleaseTasks(tasks []*pb.Task) {
 		res, err := s.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_RELEASE,
 			Body: &pb.Command_Release{Release: &pb.ReleaseCmd{Items: items}}})
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		if err != nil {
 			// Not applied, or unknown: the leases expire and the reaper

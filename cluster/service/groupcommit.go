@@ -230,7 +230,7 @@ func (co *coalescer) flush(batch []*coCall) {
 		res, err := co.s.apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH,
 			Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		if err == nil && len(res.GetResults()) != len(groups) {
 			err = fmt.Errorf("fsm answered %d results for a batch of %d", len(res.GetResults()), len(groups))
@@ -253,7 +253,7 @@ type group struct {
 }
 
 // mergeHeartbeats folds each run of adjacent Heartbeat calls into one
-// Heartbeat command of at most fsm.MaxBatch items. A heartbeat is a small
+// Heartbeat command of at most pb.MaxBatch items. A heartbeat is a small
 // command, and as one of many in a Batch its per-command work in the FSM
 // cost a third of the heartbeat throughput the separate batcher had
 // (BENCHMARKS.md); merged, it costs what one command of many items does.
@@ -265,7 +265,7 @@ func mergeHeartbeats(calls []*coCall) []group {
 		hb := c.cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT
 		n := len(c.cmd.GetHeartbeat().GetItems())
 		if last := len(groups) - 1; hb && last >= 0 && groups[last].cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT &&
-			items+n <= fsm.MaxBatch {
+			items+n <= pb.MaxBatch {
 			g := &groups[last]
 			if len(g.calls) == 1 { // copy before appending: the first call's command is its own
 				g.cmd = HeartbeatCommand(append([]*pb.HeartbeatItem(nil), g.cmd.GetHeartbeat().GetItems()...))

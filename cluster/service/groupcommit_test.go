@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -16,7 +15,7 @@ func hbCall(ids ...string) *coCall {
 	return &coCall{cmd: HeartbeatCommand(items), reply: make(chan coReply, 1)}
 }
 
-// Adjacent heartbeats merge into one command, up to fsm.MaxBatch items;
+// Adjacent heartbeats merge into one command, up to pb.MaxBatch items;
 // nothing moves past another command; each caller gets its own items back.
 func Test_MergeHeartbeats(t *testing.T) {
 	enq := &coCall{cmd: &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE}, reply: make(chan coReply, 1)}
@@ -45,7 +44,7 @@ func Test_MergeHeartbeats(t *testing.T) {
 	// A run longer than one command may carry splits.
 	var run []*coCall
 	for i := range 3 {
-		ids := make([]string, fsm.MaxBatch/2)
+		ids := make([]string, pb.MaxBatch/2)
 		for j := range ids {
 			ids[j] = fmt.Sprint(i, "-", j)
 		}

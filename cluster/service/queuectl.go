@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
 // PurgeStep is how many tasks one PurgeQueue command deletes: the most
-// the FSM takes (fsm.MaxBatch), so a purge of n tasks is n/1000 entries,
+// the FSM takes (pb.MaxBatch), so a purge of n tasks is n/1000 entries,
 // each a bounded apply.
-const PurgeStep = fsm.MaxBatch
+const PurgeStep = pb.MaxBatch
 
 // SetQueuePausedCommand builds the pause (or resume) of one queue; an
 // empty tenant is the default tenant.
@@ -44,7 +43,7 @@ func (s *Service) PurgeQueue(ctx context.Context, cmd *pb.Command) (uint64, erro
 	for {
 		res, err := s.Propose(ctx, cmd)
 		if err == nil {
-			err = fsm.ResultError(res)
+			err = pb.ResultError(res)
 		}
 		if err != nil {
 			if purged > 0 {

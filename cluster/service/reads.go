@@ -33,7 +33,7 @@ func (s *Service) readAt(ctx context.Context, c Consistency) error {
 // from one Pebble snapshot; ErrNotFound (with the index) when absent.
 func (s *Service) GetTask(ctx context.Context, id string, c Consistency) (*pb.Task, uint64, error) {
 	if id == "" {
-		return nil, 0, &FieldError{Field: "task_id", Reason: "required"}
+		return nil, 0, &pb.FieldError{Field: "task_id", Reason: "required"}
 	}
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, 0, err
@@ -65,7 +65,7 @@ func CheckListDead(req *pb.ListDeadRequest) error {
 	}
 	queue, tenant := req.GetQueue(), req.GetTenant()
 	if strings.Contains(queue, "/") || strings.Contains(tenant, "/") {
-		return &FieldError{Field: "queue", Reason: "queue and tenant may not contain '/'"}
+		return &pb.FieldError{Field: "queue", Reason: "queue and tenant may not contain '/'"}
 	}
 	return nil
 }
@@ -87,7 +87,7 @@ func (s *Service) ListDead(ctx context.Context, req *pb.ListDeadRequest, c Consi
 // names and state, so the node that receives it refuses a bad one.
 func CheckListTasks(req *pb.ListTasksRequest) error {
 	if req.GetQueue() == "" {
-		return &FieldError{Field: "queue", Reason: "required"}
+		return &pb.FieldError{Field: "queue", Reason: "required"}
 	}
 	if err := CheckListDead(&pb.ListDeadRequest{Queue: req.GetQueue(), Tenant: req.GetTenant()}); err != nil {
 		return err
@@ -100,7 +100,7 @@ func CheckListTasks(req *pb.ListTasksRequest) error {
 		pb.TaskState_TASK_STATE_RUNNING, pb.TaskState_TASK_STATE_DEAD, pb.TaskState_TASK_STATE_WAITING:
 		return nil
 	}
-	return &FieldError{Field: "state", Reason: "pending, delayed, running, dead or waiting (the states a queue indexes)"}
+	return &pb.FieldError{Field: "state", Reason: "pending, delayed, running, dead or waiting (the states a queue indexes)"}
 }
 
 // ListTasks pages through a queue's tasks in one state: up to req.limit
@@ -120,7 +120,7 @@ func (s *Service) list(ctx context.Context, queue, tenant string, state pb.TaskS
 	if n <= 0 {
 		n = pb.DefaultListLimit
 	}
-	n = min(n, MaxBatch)
+	n = min(n, pb.MaxBatch)
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, "", err
 	}

@@ -8,9 +8,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// MaxBatch is the most tasks or items one request may carry.
-const MaxBatch = fsm.MaxBatch
-
 // Check validates cmd against the node's limits, with times judged by
 // the node's clock. The API layer calls it once, on the node that received
 // the request, so a bad value costs no hop and names its field; a leader
@@ -18,6 +15,7 @@ const MaxBatch = fsm.MaxBatch
 // is a node (transport's check). The FSM judges every command again in
 // apply, against the leader's stamped time: that check is the rule.
 func (s *Service) Check(cmd *pb.Command) error {
+	s.checks.Add(1)
 	lim, now := s.r.Limits(), s.r.Now().UnixNano()
 	if err := fsm.ValidateAt(cmd, lim, now); err != nil {
 		return err
@@ -29,7 +27,7 @@ func (s *Service) Check(cmd *pb.Command) error {
 	// own, and a bad one is named by its place.
 	for i, sub := range cmd.GetBatch().GetCommands() {
 		if err := fsm.ValidateAt(sub, lim, now); err != nil {
-			var fe *FieldError
+			var fe *pb.FieldError
 			if errors.As(err, &fe) {
 				return fe.InList("items", i) // keeps TooLarge
 			}
@@ -87,8 +85,8 @@ func SubmitCommand(req *pb.SubmitRequest) *pb.Command {
 // Raft entry and each keeps its own answer.
 func SubmitBatchCommand(req *pb.SubmitBatchRequest) (*pb.Command, error) {
 	items := req.GetItems()
-	if n := len(items); n == 0 || n > MaxBatch {
-		return nil, &FieldError{Field: "items", Reason: fmt.Sprintf("%d not in 1..%d", n, MaxBatch)}
+	if n := len(items); n == 0 || n > pb.MaxBatch {
+		return nil, &pb.FieldError{Field: "items", Reason: fmt.Sprintf("%d not in 1..%d", n, pb.MaxBatch)}
 	}
 	cmds := make([]*pb.Command, len(items))
 	for i, it := range items {
@@ -120,11 +118,3 @@ func RequeueDeadCommand(req *pb.RequeueDeadRequest) *pb.Command {
 		TaskId: req.GetTaskId(), Queue: req.GetQueue(), Tenant: req.GetTenant(), Limit: req.GetLimit(),
 	}}}
 }
-
-// ResultError is a command result's whole-command rejection as an error
-// (a *FieldError for an invalid value), or nil.
-func ResultError(r *pb.CommandResult) error { return fsm.ResultError(r) }
-
-// ItemError is one item's refusal as an error (ErrNotFound, ErrStaleFence,
-// ErrWrongState, ErrTenantLimit…), or nil for an accepted item.
-func ItemError(it *pb.ItemResult) error { return fsm.ItemError(it) }

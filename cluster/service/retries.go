@@ -54,7 +54,7 @@ func (s *Service) listTenantDead(ctx context.Context, req *pb.ListDeadRequest, c
 	if n <= 0 {
 		n = pb.DefaultListLimit
 	}
-	n = min(n, MaxBatch)
+	n = min(n, pb.MaxBatch)
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, "", err
 	}

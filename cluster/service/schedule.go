@@ -49,7 +49,7 @@ func (s *Service) ListSchedules(ctx context.Context, req *pb.ListSchedulesReques
 		req.Tenant = pb.DefaultTenant
 	}
 	if strings.Contains(req.GetTenant(), "/") {
-		return nil, "", &FieldError{Field: "tenant", Reason: "may not contain '/'"}
+		return nil, "", &pb.FieldError{Field: "tenant", Reason: "may not contain '/'"}
 	}
 	if err := s.readAt(ctx, c); err != nil {
 		return nil, "", err

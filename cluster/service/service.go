@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,6 +106,7 @@ type Service struct {
 	closed bool
 
 	closeOnce sync.Once
+	checks    atomic.Uint64 // requests checked (Checks)
 }
 
 func New(r replica.Replica, cfg ServiceConfig) *Service {
@@ -183,3 +185,14 @@ func (s *Service) Waiting() (queues, tasks, waiters int) {
 // QueuedCommands is how many client commands wait for a proposal slot
 // (ServiceConfig.CoalesceInflight) to share the next Batch entry.
 func (s *Service) QueuedCommands() int { return len(s.co.calls) + len(s.hb.calls) }
+
+// IsLeader reports whether the node under the Service leads.
+func (s *Service) IsLeader() bool { return s.r.IsLeader() }
+
+// LeaderGRPCAddr is the leader's advertised gRPC address, "" when no
+// leader is known; on the leader it is its own.
+func (s *Service) LeaderGRPCAddr() string { return s.r.LeaderGRPCAddr() }
+
+// Checks counts the requests this Service checked (Check): a request is
+// checked once, on the node that received it.
+func (s *Service) Checks() uint64 { return s.checks.Load() }

@@ -126,7 +126,7 @@ func Test_ReadsAtConsistency(t *testing.T) {
 	if _, _, err := m.GetTask(ctx, "x", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
 		t.Fatalf("linearizable read on a follower: %v; want not-leader", err)
 	}
-	if _, _, err := m.GetTask(ctx, "x", service.Stale); !errors.Is(err, service.ErrNotFound) {
+	if _, _, err := m.GetTask(ctx, "x", service.Stale); !errors.Is(err, pb.ErrNotFound) {
 		t.Fatalf("stale read on a follower: %v; want not found from its replica", err)
 	}
 	if _, _, err := m.Stats(ctx, "", "", "", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {

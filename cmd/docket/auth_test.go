@@ -12,7 +12,6 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -34,7 +33,7 @@ func Test_AuthReplayAfterRevokeOnEveryNode(t *testing.T) {
 	var tok *pb.CreateTokenResponse
 	testwait.For(t, 10*time.Second, "the bootstrap token", func() bool {
 		var err error
-		tok, err = admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "p", Roles: []string{service.RoleProducer, service.RoleReader}, Tenants: []string{"a"}})
+		tok, err = admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "p", Roles: []string{pb.RoleProducer, pb.RoleReader}, Tenants: []string{"a"}})
 		return err == nil
 	})
 	prod := mustClientWith(t, addrsOf(nodes), client.WithToken(tok.GetSecret()), client.WithRequestTenant("a"))

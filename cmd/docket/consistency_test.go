@@ -23,7 +23,6 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -200,7 +199,7 @@ func Test_CorruptManifestFollowerStopsServing(t *testing.T) {
 
 	lost := 0
 	for _, id := range ids {
-		if _, err := bad.node.FSM().GetTask(id); errors.Is(err, fsm.ErrNotFound) {
+		if _, err := bad.node.FSM().GetTask(id); errors.Is(err, pb.ErrNotFound) {
 			lost++
 		}
 	}

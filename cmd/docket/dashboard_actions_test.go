@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -219,7 +218,7 @@ func Test_DashboardReaderIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{service.RoleReader}, []string{service.AllTenants}))
+	b.login(f.token(ctx, []string{pb.RoleReader}, []string{pb.AllTenants}))
 	for _, p := range []string{"/queues", "/queue?queue=mail", "/task?id=" + id} {
 		resp, body := b.get(p)
 		if resp.StatusCode != http.StatusOK || strings.Contains(body, `class="act-`) {

@@ -62,7 +62,7 @@ func Test_DashboardTaskShowsAttempts(t *testing.T) {
 
 	admin, reader := f.browser(), f.browser()
 	admin.login(dashBoot)
-	reader.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
+	reader.login(f.token(ctx, []string{pb.RoleReader}, []string{"a"}))
 	page := func(b *browser) string {
 		t.Helper()
 		resp, body := b.get("/task?id=" + id + "&tenant=a")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -29,7 +28,7 @@ func Test_DashboardLoginThroughFollower(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "token not accepted") || !strings.Contains(body, `id="token"`) {
 		t.Fatalf("wrong token on a follower: %d\n%s", resp.StatusCode, body)
 	}
-	tok, err := f.admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "viewer", Roles: []string{service.RoleReader}, Tenants: []string{service.AllTenants}})
+	tok, err := f.admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "viewer", Roles: []string{pb.RoleReader}, Tenants: []string{pb.AllTenants}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +236,7 @@ func Test_DashboardFindTaskInTheViewersTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
+	b.login(f.token(ctx, []string{pb.RoleReader}, []string{"a"}))
 	if resp, body := b.get("/task?id=" + aID); resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="state">pending<`) {
 		t.Fatalf("own task by id alone: %d\n%s", resp.StatusCode, body)
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -250,7 +249,7 @@ func Test_DashboardTenantScoped(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.browser()
-	b.login(f.token(ctx, []string{service.RoleReader}, []string{"a"}))
+	b.login(f.token(ctx, []string{pb.RoleReader}, []string{"a"}))
 	resp, body := b.get("/queues")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-key="qa/a"`) || strings.Contains(body, "qb") {
 		t.Fatalf("queues page of tenant a's reader: %d\n%s", resp.StatusCode, body)
@@ -288,7 +287,7 @@ func Test_DashboardShowsPausedQueue(t *testing.T) {
 		return err == nil
 	})
 	b := f.browser()
-	b.login(f.token(ctx, []string{service.RoleReader}, []string{"*"}))
+	b.login(f.token(ctx, []string{pb.RoleReader}, []string{"*"}))
 	resp, body := b.get("/queues")
 	row := func(key string) string {
 		i := strings.Index(body, `data-key="`+key+`"`)
@@ -319,7 +318,7 @@ func Test_DashboardRequeueNeedsAdminAndFormToken(t *testing.T) {
 	}
 
 	reader := f.browser()
-	reader.login(f.token(ctx, []string{service.RoleReader}, []string{service.AllTenants}))
+	reader.login(f.token(ctx, []string{pb.RoleReader}, []string{pb.AllTenants}))
 	// A reader sees the dead letters (ListTasks), without the controls.
 	if resp, body := reader.get("/dead?queue=jobs"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-id="`+id+`"`) ||
 		strings.Contains(body, `type="checkbox" name="id"`) || strings.Contains(body, "requeue-selected") {
@@ -366,7 +365,7 @@ func Test_ListTasksHidesFencesAndTenants(t *testing.T) {
 	if err != nil || len(tasks) != 1 || tasks[0].GetFence() == 0 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
-	secret := f.token(ctx, []string{service.RoleReader}, []string{"a"})
+	secret := f.token(ctx, []string{pb.RoleReader}, []string{"a"})
 	c := metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+secret)
 	q := rawQueue(t, f.nodes[0].grpcAddr)
 	resp, err := q.ListTasks(c, &pb.ListTasksRequest{Queue: "work", Tenant: "a", State: pb.TaskState_TASK_STATE_RUNNING})

@@ -113,7 +113,7 @@ func (g *debugGuard) require(h http.Handler, roles ...string) http.Handler {
 }
 
 func grants(tok *pb.Token, roles []string) bool {
-	return slices.Contains(tok.GetTenants(), service.AllTenants) &&
+	return slices.Contains(tok.GetTenants(), pb.AllTenants) &&
 		slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(tok.GetRoles(), r) })
 }
 
@@ -132,8 +132,8 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger, guard *
 	metrics, profiles := func(h http.Handler) http.Handler { return h }, func(h http.Handler) http.Handler { return h }
 	if guard != nil {
 		lis = tls.NewListener(lis, guard.tlsConfig())
-		metrics = func(h http.Handler) http.Handler { return guard.require(h, service.RoleReader, service.RoleAdmin) }
-		profiles = func(h http.Handler) http.Handler { return guard.require(h, service.RoleAdmin) }
+		metrics = func(h http.Handler) http.Handler { return guard.require(h, pb.RoleReader, pb.RoleAdmin) }
+		profiles = func(h http.Handler) http.Handler { return guard.require(h, pb.RoleAdmin) }
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})))

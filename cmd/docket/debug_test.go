@@ -21,7 +21,6 @@ import (
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -122,15 +121,15 @@ func Test_DebugServerWithTLSAndTokens(t *testing.T) {
 		})
 		return tok
 	}
-	reader, producer, revoked := mint(service.RoleReader), mint(service.RoleProducer, service.RoleWorker), mint(service.RoleAdmin)
+	reader, producer, revoked := mint(pb.RoleReader), mint(pb.RoleProducer, pb.RoleWorker), mint(pb.RoleAdmin)
 	if err := admin.RevokeToken(ctx, revoked.GetAccessor()); err != nil {
 		t.Fatal(err)
 	}
-	tenantAdmin, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "a", Roles: []string{service.RoleAdmin}, Tenants: []string{"a"}})
+	tenantAdmin, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "a", Roles: []string{pb.RoleAdmin}, Tenants: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "e", Roles: []string{service.RoleAdmin}, Tenants: []string{"*"}, TtlNs: int64(time.Millisecond)})
+	expired, err := admin.CreateToken(ctx, &pb.CreateTokenRequest{Name: "e", Roles: []string{pb.RoleAdmin}, Tenants: []string{"*"}, TtlNs: int64(time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

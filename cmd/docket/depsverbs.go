@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -71,9 +70,9 @@ func (v *verb) dag(ctx context.Context, args []string) error {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, pos[1], err)
 	}
-	if len(f.Tasks) > fsm.MaxBatch {
+	if len(f.Tasks) > pb.MaxBatch {
 		// The whole graph goes in one Enqueue, which the cluster bounds.
-		return fmt.Errorf("%w: %s holds %d tasks; a DAG is enqueued in one call of at most %d tasks", errUsage, pos[1], len(f.Tasks), fsm.MaxBatch)
+		return fmt.Errorf("%w: %s holds %d tasks; a DAG is enqueued in one call of at most %d tasks", errUsage, pos[1], len(f.Tasks), pb.MaxBatch)
 	}
 	names, tasks, err := dagTasks(f, v.c.tenant)
 	if err != nil {

@@ -37,6 +37,11 @@ const (
 	// DefaultTenant is the tenant of a request that names none.
 	DefaultTenant = "default"
 
+	// MaxBatch is the most items one request carries: tasks of an
+	// Enqueue, tasks a Claim takes, items of a Heartbeat, Submit or Nack
+	// batch, and one page of a listing.
+	MaxBatch = 1000
+
 	// DefaultMaxTasks is a Claim's max_tasks when it gives 0.
 	DefaultMaxTasks = 1
 
@@ -70,3 +75,14 @@ const (
 	// replayed or purged. Applied by the FSM.
 	DefaultDeadRetention = 14 * 24 * time.Hour
 )
+
+// Roles a token may grant.
+const (
+	RoleProducer = "producer"
+	RoleWorker   = "worker"
+	RoleReader   = "reader"
+	RoleAdmin    = "admin"
+)
+
+// AllTenants, as a token's tenant, grants its roles over every tenant.
+const AllTenants = "*"
