@@ -477,7 +477,7 @@ func Test_ConcurrentHeartbeatsShareOneRPC(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i], errs[i] = beat(tasks[i], fence) }()
 	}
-	testwait.For(t, 5*time.Second, "every heartbeat to queue", func() bool { return len(cl.hb.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every heartbeat to queue", func() bool { return cl.hb.lane.Queued() == n-1 })
 	release()
 	wg.Wait()
 	for i := range n {
@@ -523,7 +523,7 @@ func claimBehindHeldSlot(t *testing.T, ctx context.Context, cl *Client, reqs []*
 		}()
 	}
 	// The sharer has taken one of them and waits for the slot with it.
-	testwait.For(t, 5*time.Second, "every claimer to queue", func() bool { return len(cl.clm.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every claimer to queue", func() bool { return cl.clm.lane.Queued() == n-1 })
 	release()
 	wg.Wait()
 	return got, errs

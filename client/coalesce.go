@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/dockethq/docket/internal/lane"
 )
 
 // DefaultShareInflight is how many RPCs of each kind (Enqueue, Submit,
@@ -68,8 +70,7 @@ type sharer[T, R any] struct {
 	weight func(T) int
 	alone  func(context.Context, []T) ([]R, error) // one caller's RPC
 	shared func(context.Context, []T) ([]R, error) // many callers' RPC
-	calls  chan *shareCall[T, R]
-	sem    chan struct{}
+	lane   *lane.Lane[*shareCall[T, R]]
 	ctx    context.Context // ends when the Client closes
 	stop   context.CancelFunc
 	// sharedOffUntil (ns since born, a monotonic reading) is when to try
@@ -104,7 +105,9 @@ func newSharer[T, R any](op string, inflight int, size, weight func(T) int,
 	alone, shared func(context.Context, []T) ([]R, error)) *sharer[T, R] {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &sharer[T, R]{op: op, size: size, weight: weight, alone: alone, shared: shared, born: time.Now(), retryShared: retrySharedAfter,
-		calls: make(chan *shareCall[T, R], 4096), sem: make(chan struct{}, inflight), ctx: ctx, stop: stop}
+		ctx: ctx, stop: stop}
+	measure := func(c *shareCall[T, R]) (int, int) { return c.weight, c.size }
+	s.lane = lane.New(4096, inflight, lane.Bounds{Weight: maxSharedItems, Bytes: maxSharedBytes}, measure, s.flush)
 	s.wg.Add(1)
 	go s.run()
 	return s
@@ -130,7 +133,7 @@ func (s *sharer[T, R]) do(ctx context.Context, items []T) ([]R, error) {
 	}
 	call := &shareCall[T, R]{ctx: ctx, items: items, size: size, weight: weight, reply: make(chan shareReply[R], 1)}
 	select {
-	case s.calls <- call:
+	case s.lane.Calls() <- call:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", s.op, ctx.Err())
 	case <-s.ctx.Done():
@@ -149,69 +152,31 @@ func (s *sharer[T, R]) do(ctx context.Context, items []T) ([]R, error) {
 	}
 }
 
+// run shares RPCs until the Client closes, then answers the calls left
+// with ErrClosed.
 func (s *sharer[T, R]) run() {
 	defer s.wg.Done()
-	var carry *shareCall[T, R] // a call that did not fit the last request
-	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			select {
-			case first = <-s.calls:
-			case <-s.ctx.Done():
-				s.drain()
-				return
-			}
-		}
-		// Wait for a slot before collecting: what arrives meanwhile is
-		// what the next request carries.
-		select {
-		case s.sem <- struct{}{}:
-		case <-s.ctx.Done():
-			first.reply <- shareReply[R]{err: fmt.Errorf("%s: %w", s.op, ErrClosed)}
-			s.drain()
-			return
-		}
-		batch, n, size := []*shareCall[T, R]{first}, first.weight, first.size
-	collect:
-		for {
-			select {
-			case call := <-s.calls:
-				if n+call.weight > maxSharedItems || size+call.size > maxSharedBytes {
-					carry = call
-					break collect
-				}
-				batch = append(batch, call)
-				n, size = n+call.weight, size+call.size
-			default:
-				break collect
-			}
-		}
-		s.wg.Add(1)
-		go s.send(batch)
+	for _, call := range append(s.lane.Run(s.ctx), s.lane.Drain()...) {
+		call.reply <- shareReply[R]{err: fmt.Errorf("%s: %w", s.op, ErrClosed)}
 	}
 }
 
-// drain answers the calls still queued when the Client closes.
-func (s *sharer[T, R]) drain() {
-	for {
-		select {
-		case call := <-s.calls:
-			call.reply <- shareReply[R]{err: fmt.Errorf("%s: %w", s.op, ErrClosed)}
-		default:
-			return
-		}
-	}
+// flush starts the RPC of one batch; its lane slot is free again (done)
+// once the answers are out.
+func (s *sharer[T, R]) flush(batch []*shareCall[T, R], done func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer done()
+		s.send(batch)
+	}()
 }
 
 // send makes one RPC for the live calls of batch and hands each caller its
-// results. It holds a slot of s.sem until the answers are out.
+// results.
 func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
-	defer s.wg.Done()
-	defer func() { <-s.sem }()
 	live := batch[:0]
-	var deadline time.Time
-	unbounded := false
+	var until lane.Latest
 	var items []T
 	for _, call := range batch {
 		if call.ctx.Err() != nil {
@@ -219,11 +184,7 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 		}
 		live = append(live, call)
 		items = append(items, call.items...)
-		if d, ok := call.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
+		until.Add(call.ctx)
 	}
 	switch len(live) {
 	case 0:
@@ -240,10 +201,7 @@ func (s *sharer[T, R]) send(batch []*shareCall[T, R]) {
 		s.eachAlone(live)
 		return
 	}
-	ctx, cancel := s.ctx, context.CancelFunc(func() {})
-	if !unbounded {
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-	}
+	ctx, cancel := until.Context(s.ctx)
 	defer cancel()
 	out, err := s.shared(ctx, items)
 	if status.Code(err) == codes.Unimplemented {

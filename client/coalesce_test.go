@@ -58,7 +58,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 				}()
 			}
 			// The enqueuer has taken one of them and waits for the slot with it.
-			testwait.For(t, 5*time.Second, "every caller to queue", func() bool { return len(cl.enq.calls) == n-1 })
+			testwait.For(t, 5*time.Second, "every caller to queue", func() bool { return cl.enq.lane.Queued() == n-1 })
 			release()
 			wg.Wait()
 
@@ -145,7 +145,7 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = submit(tasks[i], fence) }()
 	}
-	testwait.For(t, 5*time.Second, "every submit to queue", func() bool { return len(cl.sub.calls) == n-1 })
+	testwait.For(t, 5*time.Second, "every submit to queue", func() bool { return cl.sub.lane.Queued() == n-1 })
 	release()
 	wg.Wait()
 	for i, err := range errs {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/lane"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -28,9 +28,8 @@ import (
 // quarter of their throughput (BENCHMARKS.md): they queued behind enqueues
 // and claims, and the separate batcher they replace had its own slots.
 type coalescer struct {
-	s     *Service
-	calls chan *coCall
-	sem   chan struct{}
+	s    *Service
+	lane *lane.Lane[*coCall]
 }
 
 type coCall struct {
@@ -78,11 +77,10 @@ type coReply struct {
 const maxBatchBytes = 4 << 20
 
 func newCoalescer(s *Service, inflight int) *coalescer {
-	return &coalescer{
-		s:     s,
-		calls: make(chan *coCall, 4096),
-		sem:   make(chan struct{}, inflight),
-	}
+	co := &coalescer{s: s}
+	measure := func(c *coCall) (int, int) { return fsm.Positions(c.cmd), c.size }
+	co.lane = lane.New(4096, inflight, lane.Bounds{Calls: s.cfg.CoalesceMax, Weight: maxEntryPositions, Bytes: maxBatchBytes}, measure, co.flush)
+	return co
 }
 
 // Propose runs cmd on this node, the leader, and returns the FSM's answer;
@@ -113,12 +111,12 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 			return nil, replica.ErrShutdown
 		}
 	} else {
-		lane := s.co
+		co := s.co
 		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT {
-			lane = s.hb
+			co = s.hb
 		}
 		select {
-		case lane.calls <- c:
+		case co.lane.Calls() <- c:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.ctx.Done():
@@ -143,46 +141,11 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 	return r.res, r.err
 }
 
+// run forms entries until the service closes; the callers still queued
+// then see the service's end themselves.
 func (co *coalescer) run() {
 	defer co.s.wg.Done()
-	maxCmds := co.s.cfg.CoalesceMax
-	var carry *coCall // a call that did not fit the last batch
-	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			select {
-			case first = <-co.calls:
-			case <-co.s.ctx.Done():
-				return
-			}
-		}
-		// Wait for a slot before collecting: the calls that arrive
-		// meanwhile are what the next entry carries.
-		select {
-		case co.sem <- struct{}{}:
-		case <-co.s.ctx.Done():
-			return // the callers see the server's end themselves
-		}
-		batch := []*coCall{first}
-		positions, size := fsm.Positions(first.cmd), first.size
-	collect:
-		for len(batch) < maxCmds {
-			select {
-			case c := <-co.calls:
-				p := fsm.Positions(c.cmd)
-				if positions+p > maxEntryPositions || size+c.size > maxBatchBytes {
-					carry = c
-					break collect
-				}
-				batch = append(batch, c)
-				positions, size = positions+p, size+c.size
-			default:
-				break collect
-			}
-		}
-		co.flush(batch)
-	}
+	co.lane.Run(co.s.ctx)
 }
 
 // maxEntryPositions is the task positions one entry has room for (see
@@ -190,32 +153,32 @@ func (co *coalescer) run() {
 const maxEntryPositions = 1 << 16
 
 // flush proposes the live calls of batch as one entry, in the background,
-// and hands each caller its own result. It holds a slot of co.sem until
-// the entry is applied.
-func (co *coalescer) flush(batch []*coCall) {
+// and hands each caller its own result. It holds its lane slot (done)
+// until the entry is applied.
+func (co *coalescer) flush(batch []*coCall, done func()) {
 	live := batch[:0]
-	var until latest
+	var until lane.Latest
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			continue // the caller is gone and told; do not run its command
 		}
 		live = append(live, c)
-		until.add(c.ctx)
+		until.Add(c.ctx)
 		if c.orphan != nil {
 			// Its result must be known even after its caller left.
-			until.unbounded = true
+			until.Unbound()
 		}
 	}
 	if len(live) == 0 {
-		<-co.sem
+		done()
 		return
 	}
 	co.s.metrics.coBatch.Observe(float64(len(live)))
 	co.s.wg.Add(1)
 	go func() {
 		defer co.s.wg.Done()
-		defer func() { <-co.sem }()
-		ctx, cancel := until.context(co.s.ctx)
+		defer done()
+		ctx, cancel := until.Context(co.s.ctx)
 		defer cancel()
 		groups := mergeHeartbeats(live)
 		if len(groups) == 1 {
@@ -307,28 +270,4 @@ func (g group) deliver(res *pb.CommandResult, err error) {
 		c.deliver(coReply{res: &pb.CommandResult{Index: res.GetIndex(), Now: res.GetNow(), Items: res.GetItems()[off : off+n]}})
 		off += n
 	}
-}
-
-// latest is the latest deadline of the callers one proposal serves.
-type latest struct {
-	deadline  time.Time
-	unbounded bool // a caller has no deadline
-}
-
-func (l *latest) add(ctx context.Context) {
-	if d, ok := ctx.Deadline(); !ok {
-		l.unbounded = true
-	} else if d.After(l.deadline) {
-		l.deadline = d
-	}
-}
-
-// context is the proposal's: it may run until the last of its callers'
-// deadlines (or, unbounded, the node's own apply timeout), and ends with
-// parent, the server.
-func (l latest) context(parent context.Context) (context.Context, context.CancelFunc) {
-	if l.unbounded {
-		return parent, func() {}
-	}
-	return context.WithDeadline(parent, l.deadline)
 }

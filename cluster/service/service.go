@@ -184,7 +184,7 @@ func (s *Service) Waiting() (queues, tasks, waiters int) {
 
 // QueuedCommands is how many client commands wait for a proposal slot
 // (ServiceConfig.CoalesceInflight) to share the next Batch entry.
-func (s *Service) QueuedCommands() int { return len(s.co.calls) + len(s.hb.calls) }
+func (s *Service) QueuedCommands() int { return s.co.lane.Queued() + s.hb.lane.Queued() }
 
 // IsLeader reports whether the node under the Service leads.
 func (s *Service) IsLeader() bool { return s.r.IsLeader() }

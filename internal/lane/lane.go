@@ -1,0 +1,138 @@
+// Package lane is group commit without a timer. Callers queue calls on a
+// lane, which keeps a fixed number of batches in flight: while a slot is
+// free the next call goes at once, alone, so a lone caller waits for
+// nobody; once every slot is taken, the calls that arrive meanwhile go
+// together in the next free slot, up to the lane's bounds. Docket's Go
+// client shares RPCs this way, and the leader's Service shares Raft
+// entries.
+//
+// A lane decides only who goes together. What a batch does, how each
+// caller gets its answer and what a caller that left is owed belong to
+// its flush function.
+package lane
+
+import (
+	"context"
+	"time"
+)
+
+// Bounds cap one batch; a zero field is no bound. A call that alone
+// exceeds a bound still goes, alone.
+type Bounds struct {
+	Calls  int // calls in one batch
+	Weight int // the calls' summed weight (items, task positions)
+	Bytes  int // the calls' summed encoded bytes
+}
+
+// Lane queues calls of type C and hands them to flush in batches.
+type Lane[C any] struct {
+	calls   chan C
+	sem     chan struct{}
+	bounds  Bounds
+	measure func(C) (weight, bytes int)
+	flush   func(batch []C, done func())
+}
+
+// New returns a lane that queues up to queue calls and keeps up to
+// inflight batches in flight. measure gives a call's weight and bytes.
+// flush runs on Run's goroutine and must not block: it starts the batch
+// and calls done once the batch's slot may be used again (from any
+// goroutine, exactly once).
+func New[C any](queue, inflight int, b Bounds, measure func(C) (weight, bytes int), flush func(batch []C, done func())) *Lane[C] {
+	return &Lane[C]{calls: make(chan C, queue), sem: make(chan struct{}, inflight), bounds: b, measure: measure, flush: flush}
+}
+
+// Calls is where callers queue their calls; they select on it with their
+// own context, so each answers its own way when it cannot wait.
+func (l *Lane[C]) Calls() chan<- C { return l.calls }
+
+// Queued is how many calls wait for a slot.
+func (l *Lane[C]) Queued() int { return len(l.calls) }
+
+// Run takes batches until ctx ends: it waits for a call, then for a free
+// slot, then takes what else is queued within the bounds, and flushes.
+// A call that does not fit starts the next batch. When ctx ends it
+// returns the call it held, if any; the calls still queued are Drain's.
+func (l *Lane[C]) Run(ctx context.Context) (held []C) {
+	var carry C
+	carrying := false
+	for {
+		first := carry
+		if !carrying {
+			select {
+			case first = <-l.calls:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		carrying = false
+		// Wait for a slot before collecting: what arrives meanwhile is
+		// what the batch carries.
+		select {
+		case l.sem <- struct{}{}:
+		case <-ctx.Done():
+			return []C{first}
+		}
+		batch := []C{first}
+		weight, bytes := l.measure(first)
+	collect:
+		for l.bounds.Calls == 0 || len(batch) < l.bounds.Calls {
+			select {
+			case c := <-l.calls:
+				w, b := l.measure(c)
+				if (l.bounds.Weight > 0 && weight+w > l.bounds.Weight) || (l.bounds.Bytes > 0 && bytes+b > l.bounds.Bytes) {
+					carry, carrying = c, true
+					break collect
+				}
+				batch = append(batch, c)
+				weight, bytes = weight+w, bytes+b
+			default:
+				break collect
+			}
+		}
+		l.flush(batch, l.release)
+	}
+}
+
+func (l *Lane[C]) release() { <-l.sem }
+
+// Drain takes the calls still queued, without waiting.
+func (l *Lane[C]) Drain() []C {
+	var out []C
+	for {
+		select {
+		case c := <-l.calls:
+			out = append(out, c)
+		default:
+			return out
+		}
+	}
+}
+
+// Latest is the latest deadline of the callers one batch serves: the
+// batch may run until the last of them needs it.
+type Latest struct {
+	deadline  time.Time
+	unbounded bool // a caller has no deadline
+}
+
+// Add counts ctx's deadline; a ctx without one makes the batch unbounded.
+func (l *Latest) Add(ctx context.Context) {
+	if d, ok := ctx.Deadline(); !ok {
+		l.unbounded = true
+	} else if d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+// Unbound makes the batch run without the callers' deadlines.
+func (l *Latest) Unbound() { l.unbounded = true }
+
+// Context is the batch's context: it ends at the latest deadline, or
+// with parent when unbounded.
+func (l Latest) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if l.unbounded {
+		return parent, func() {}
+	}
+	return context.WithDeadline(parent, l.deadline)
+}

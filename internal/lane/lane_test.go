@@ -1,0 +1,89 @@
+package lane
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dockethq/docket/internal/testwait"
+)
+
+// Test_Lane: a call goes at once while a slot is free; while the only
+// slot is taken, the calls that arrive go together, within the bounds,
+// and a call that does not fit starts the next batch.
+func Test_Lane(t *testing.T) {
+	cases := []struct {
+		name   string
+		bounds Bounds
+		want   [][]int
+	}{
+		{"no bounds: one batch", Bounds{}, [][]int{{0}, {1, 2, 3, 4, 5}}},
+		{"two calls a batch", Bounds{Calls: 2}, [][]int{{0}, {1, 2}, {3, 4}, {5}}},
+		{"weight 5 (each call weighs its value)", Bounds{Weight: 5}, [][]int{{0}, {1, 2}, {3}, {4}, {5}}},
+		{"12 bytes (4 a call)", Bounds{Bytes: 12}, [][]int{{0}, {1, 2, 3}, {4, 5}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			batches := make(chan []int, 16)
+			dones := make(chan func(), 16)
+			l := New(16, 1, c.bounds, func(v int) (int, int) { return v, 4 },
+				func(b []int, done func()) { batches <- append([]int(nil), b...); dones <- done })
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan []int, 1)
+			go func() { ran <- l.Run(ctx) }()
+			l.Calls() <- 0
+			first := <-batches // alone, at once: the slot was free
+			for v := 1; v <= 5; v++ {
+				l.Calls() <- v
+			}
+			got := [][]int{first}
+			for len(flat(got)) < 6 {
+				(<-dones)() // free the slot: the queued calls go
+				select {
+				case b := <-batches:
+					got = append(got, b)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no batch after %v", got)
+				}
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("batches %v, want %v", got, c.want)
+			}
+			cancel()
+			if held := <-ran; len(held) != 0 {
+				t.Fatalf("Run held %v at its end, want nothing", held)
+			}
+		})
+	}
+}
+
+// Test_LaneRunReturnsTheCallItHeld: a call taken while every slot is busy
+// is handed back when the lane stops, and the queued ones are Drain's.
+func Test_LaneRunReturnsTheCallItHeld(t *testing.T) {
+	flushed := make(chan struct{}, 1)
+	l := New(16, 1, Bounds{}, func(int) (int, int) { return 1, 1 }, func([]int, func()) { flushed <- struct{}{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan []int, 1)
+	go func() { ran <- l.Run(ctx) }()
+	l.Calls() <- 1
+	<-flushed // its slot is never freed
+	l.Calls() <- 2
+	testwait.For(t, 5*time.Second, "Run to take the second call and wait for a slot", func() bool { return l.Queued() == 0 })
+	l.Calls() <- 3
+	cancel()
+	if held := <-ran; !reflect.DeepEqual(held, []int{2}) {
+		t.Fatalf("held %v, want [2]", held)
+	}
+	if left := l.Drain(); !reflect.DeepEqual(left, []int{3}) {
+		t.Fatalf("drained %v, want [3]", left)
+	}
+}
+
+func flat(bs [][]int) []int {
+	var out []int
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
