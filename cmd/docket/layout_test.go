@@ -182,6 +182,57 @@ func Test_Layout(t *testing.T) {
 	}
 }
 
+// clusterArrows are the arrows between cluster's own packages (the
+// table in cluster/DESIGN.md): each package of the cluster row and the
+// packages of that row it may import. Leaves import none; the top
+// package, the server's assembly, imports what it assembles; memnode, a
+// stand-in for the assembled node, sits above it. A new sub-package
+// needs its line here.
+var clusterArrows = map[string][]string{
+	"certs": nil, "clock": nil, "connlimit": nil, "gossip": nil, "health": nil,
+	"identity": nil, "peer": nil, "raftlog": nil, "replica": nil,
+	"raftnet":     {"certs", "connlimit", "identity", "raftlog"},
+	"service":     {"replica"},
+	"check":       {"clock", "replica"},
+	"membership":  {"gossip", "peer", "replica"},
+	"nodemetrics": {"check", "clock", "health"},
+	"leader":      {"clock", "replica", "service"},
+	"": {"certs", "check", "clock", "connlimit", "gossip", "health", "identity", "leader", "membership",
+		"nodemetrics", "peer", "raftlog", "raftnet", "replica", "service"},
+	"memnode": {"", "identity", "replica", "service"},
+}
+
+// Test_LayoutClusterArrows holds cluster's packages to clusterArrows:
+// a leaf such as replica or raftlog never reaches up into the node that
+// uses it, and nothing but memnode imports the assembly.
+func Test_LayoutClusterArrows(t *testing.T) {
+	mod, pkgs := listModule(t)
+	base := mod + "/cluster"
+	sub := func(path string) (string, bool) {
+		if path == base {
+			return "", true
+		}
+		name, ok := strings.CutPrefix(path, base+"/")
+		return name, ok
+	}
+	for _, p := range pkgs {
+		from, ok := sub(p.ImportPath)
+		if !ok {
+			continue
+		}
+		allowed, known := clusterArrows[from]
+		if !known {
+			t.Errorf("package %s has no line in clusterArrows", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if to, ours := sub(imp); ours && !slices.Contains(allowed, to) {
+				t.Errorf("package %s imports %s; cluster/%s may import only %v of cluster", p.ImportPath, imp, from, allowed)
+			}
+		}
+	}
+}
+
 // Test_LayoutInternalTestHelpersStayInTests: testwait, the tests' poll
 // helper, is imported only by tests.
 func Test_LayoutInternalTestHelpersStayInTests(t *testing.T) {
