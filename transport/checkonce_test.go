@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
@@ -86,5 +87,19 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	}
 	if l := leader.Checks(); l != 1 {
 		t.Fatalf("leader checks after a self-forwarded claim: %d, want 1", l)
+	}
+}
+
+// A negative wait_ns is refused with the request's other checks, naming
+// its field, before anything waits or is proposed.
+func Test_ClaimNegativeWaitRefused(t *testing.T) {
+	ts := mustLeader(t, Config{})
+	before := ts.node.Checks()
+	_, err := ts.q.Claim(testCtx(t), &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: -1})
+	if code, _, field := details(err); code != codes.InvalidArgument || field != "wait_ns" {
+		t.Fatalf("negative wait: %v, want InvalidArgument on wait_ns", err)
+	}
+	if got := ts.node.Checks() - before; got != 0 {
+		t.Fatalf("the command was checked %d times after its wait was refused, want 0", got)
 	}
 }

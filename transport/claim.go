@@ -20,13 +20,10 @@ import (
 func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.ClaimResponse, error) {
 	s := q.s
 	cmd := s.svc.ClaimCommand(req)
-	if req.GetWaitNs() < 0 {
-		return nil, fieldError("wait_ns", "negative")
-	}
-	if err := s.check(ctx, cmd); err != nil {
+	if err := s.check(ctx, cmd, nonNegativeWait(req.GetWaitNs())); err != nil {
 		return nil, err
 	}
-	wait := min(time.Duration(req.GetWaitNs()), s.cfg.MaxClaimWait)
+	wait := min(time.Duration(max(req.GetWaitNs(), 0)), s.cfg.MaxClaimWait)
 	if wait > 0 {
 		release, err := s.polls.acquire(ctx)
 		if err != nil {

@@ -32,11 +32,26 @@ type queueService struct {
 // certificate (certs.IsPeer), and apply judges the command once more in
 // any case. Without that proof (plaintext, or a client that set the
 // forwarded header itself) the leader checks it as if it arrived there.
-func (s *Server) check(ctx context.Context, cmd *pb.Command) error {
+// A request's own fields that are not in its command (a Claim's wait_ns)
+// come as more, checked with it.
+func (s *Server) check(ctx context.Context, cmd *pb.Command, more ...error) error {
 	if isForwarded(ctx) && fromPeer(ctx) {
 		return nil
 	}
+	for _, err := range more {
+		if err != nil {
+			return err
+		}
+	}
 	return s.svc.Check(cmd)
+}
+
+// nonNegativeWait refuses a negative wait_ns.
+func nonNegativeWait(ns int64) error {
+	if ns < 0 {
+		return fieldError("wait_ns", "negative")
+	}
+	return nil
 }
 
 // fromPeer reports whether the call came over TLS from a node of the
