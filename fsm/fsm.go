@@ -100,6 +100,9 @@ type FSM struct {
 	checkObs atomic.Pointer[func(CheckEvent)]
 
 	reads atomic.Uint64 // read API calls that opened the keyspace (Reads)
+	// written counts the bytes of the batches apply committed: what the
+	// WAL took in when Pebble had one, and what the memtables take in now.
+	written atomic.Uint64
 }
 
 var (
@@ -366,6 +369,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	}
 	// No sync and no WAL (storage.OpenDB): the batch reaches disk with a
 	// memtable flush, and until then the Raft log holds it (Persist).
+	f.written.Add(uint64(b.Len()))
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
 	}
