@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -293,7 +294,7 @@ func Test_IdemFilterForgetsAbandonedBatch(t *testing.T) {
 // taken over by the next enqueue, which must not count it twice.
 func Test_IdemKeyWhoseTaskIsGone(t *testing.T) {
 	h := newHarness(t)
-	if err := h.f.db.Set(storage.IdemKey("q", "t", "k"), []byte(TaskID(999, 0)), nil); err != nil {
+	if err := h.f.db.Set(storage.IdemKey("q", "t", "k"), []byte(TaskID(999, 0)), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	h.reopen() // the filter counts the stray key at Open

@@ -28,6 +28,11 @@ const (
 	// PlantIdempotencyDuplicate: Enqueue never looks its idempotency key
 	// up, so a retry of an applied enqueue stores a second task.
 	PlantIdempotencyDuplicate = "idempotency-lets-duplicate"
+	// PlantNoFlushBeforeTruncate: Persist of a Raft snapshot does not
+	// flush Pebble, so Raft may compact its log above the applied index
+	// Pebble holds on disk, and a crash then loses entries the log can
+	// no longer replay (the crash tests of recovery_test.go catch it).
+	PlantNoFlushBeforeTruncate = "no-flush-before-truncate"
 )
 
 // plantForgetDelay is how far ahead PlantRequeueForgetsTask parks a task:

@@ -14,7 +14,19 @@ import (
 // Snapshot captures the keyspace at the applied index. Raft calls it on the
 // apply goroutine, so the Pebble snapshot is consistent with AppliedIndex;
 // Persist then streams it from another goroutine while applies go on.
+//
+// Persist of a snapshot from Snapshot first flushes Pebble: Raft compacts
+// its log up to the snapshot's index once Persist returns, and Pebble,
+// which has no WAL, holds on disk only what it flushed. The flush makes
+// Pebble's durable applied index at least the snapshot's, so the log
+// still holds every entry a crash could take from Pebble.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return f.snapshot(true)
+}
+
+// snapshot is Snapshot; durable says whether Persist must flush Pebble
+// first (a snapshot Raft may compact its log behind).
+func (f *FSM) snapshot(durable bool) (*fsmSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.db == nil {
@@ -23,7 +35,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.LogFault(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	s := &fsmSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load()}
+	s := &fsmSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load(), durable: durable}
 	f.snapMu.Lock()
 	f.snaps[s] = struct{}{}
 	f.snapMu.Unlock()
@@ -33,13 +45,13 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Backup is Snapshot for a caller outside Raft's apply goroutine (a
 // backup): applies may commit while it runs, so the index comes from the
 // Pebble snapshot's own m/applied rather than from AppliedIndex, and the
-// two always agree. It returns that index.
+// two always agree. It returns that index. No log is compacted behind a
+// backup, so its Persist does not flush.
 func (f *FSM) Backup() (raft.FSMSnapshot, uint64, error) {
-	snap, err := f.Snapshot()
+	s, err := f.snapshot(false)
 	if err != nil {
 		return nil, 0, err
 	}
-	s := snap.(*fsmSnapshot)
 	err = s.read(func(r storage.Reader) error {
 		applied, err := storage.GetUint64(r, storage.KeyApplied)
 		s.applied = applied
@@ -70,12 +82,24 @@ type fsmSnapshot struct {
 	f       *FSM
 	snap    *pebble.Snapshot // nil once closed; guarded by f.snapMu
 	applied uint64
+	durable bool // Persist flushes Pebble first (Snapshot)
 }
 
-// Persist streams every key behind the versioned header.
+// Persist streams every key behind the versioned header. For a snapshot
+// Raft took, it first flushes Pebble (Snapshot says why); a failed flush
+// fails Persist, and Raft then keeps its log.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	cw := &countingWriter{w: sink}
-	err := s.read(func(r storage.Reader) error { return writeSnapshot(cw, r, s.applied) })
+	err := s.read(func(r storage.Reader) error {
+		if s.durable && !planted("no-flush-before-truncate") {
+			// s.read holds f.mu and s.snap is open, so f.db is the
+			// database the snapshot was taken from.
+			if err := storage.Flush(s.f.db, storage.FlushTimeout); err != nil {
+				return fmt.Errorf("flush before the log is compacted: %w", err)
+			}
+		}
+		return writeSnapshot(cw, r, s.applied)
+	})
 	if err != nil {
 		return errors.Join(fmt.Errorf("persist snapshot at %d: %w", s.applied, err), sink.Cancel())
 	}

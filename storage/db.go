@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -61,6 +63,14 @@ const (
 
 // OpenDB opens (or creates) the Pebble database at path with Docket's
 // tuning. Pebble's fatal errors panic with a *FatalError (pebbleLogger).
+//
+// Pebble's WAL is off: every write of the keyspace is either apply's,
+// which the fsync'd Raft log can replay, or a restore's, which ends with a
+// Flush. So writes reach disk only through memtable flushes, and a crash
+// loses what was not flushed yet. Close does not flush either: callers
+// that want their writes kept Flush first (fsm's Close, Persist and
+// BuildRestore do). A WAL left by an older build is still replayed once
+// at open.
 func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	o = o.withDefaults()
 	if err := checkDamage(o.FS, path); err != nil {
@@ -80,6 +90,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		MemTableSize:       memBytes,
 		MaxOpenFiles:       o.MaxOpenFiles,
 		EventListener:      diskEventListener(o.OnDiskEvent),
+		DisableWAL:         true,
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
@@ -89,6 +100,34 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		return nil, fmt.Errorf("open pebble %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// FlushTimeout bounds how long Flush waits. A healthy flush of two full
+// memtables takes about a second even on a slow disk; on a full disk
+// Pebble retries a failed flush until space returns, and a caller that
+// waited for it would hang Raft's shutdown with it.
+const FlushTimeout = 30 * time.Second
+
+// ErrFlushTimeout means a flush did not finish within its bound (a full
+// or failing disk): what it would have made durable may still be only in
+// memory.
+var ErrFlushTimeout = errors.New("pebble flush did not finish in time")
+
+// Flush writes db's memtables to disk and waits for them to be durable,
+// for at most within. Pebble's own Flush waits for ever.
+func Flush(db *pebble.DB, within time.Duration) error {
+	done, err := db.AsyncFlush()
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w (%s)", ErrFlushTimeout, within)
+	}
 }
 
 // FatalError is the panic value when Pebble reports an error it cannot go

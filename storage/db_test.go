@@ -101,3 +101,32 @@ func Test_HomeRestore(t *testing.T) {
 		t.Error("restore marker left in the live database")
 	}
 }
+
+// Test_WALOfAnOlderBuildIsReplayed: a keyspace written with Pebble's WAL
+// on (an older build) and not flushed opens with every write, and keeps
+// them across a crash after the open, although OpenDB's WAL is off.
+func Test_WALOfAnOlderBuildIsReplayed(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	const dir = "/data/fsm/db"
+	old, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: pebbleLogger{log: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Set(KeyApplied, PutUint64(nil, 7), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"open", "open after a crash"} {
+		db, err := OpenDB(dir, DBOptions{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := GetUint64(Wrap(db), KeyApplied); err != nil || got != 7 {
+			t.Fatalf("%s: applied %d, %v; want 7", step, got, err)
+		}
+		fs = fs.CrashClone(vfs.CrashCloneCfg{}) // no flush, no Close
+		_ = db.Close()                          // the original; the clone lives on
+	}
+}

@@ -25,18 +25,22 @@ func mustOpenDB(t testing.TB) *pebble.DB {
 	return db
 }
 
-// mustCommit applies fn to a fresh batch and commits it.
+// mustCommit applies fn to a fresh batch, commits it and flushes: the WAL
+// is off (OpenDB), so only a flush makes the batch outlive Close.
 func mustCommit(t testing.TB, db *pebble.DB, fn func(b *pebble.Batch) error) {
 	t.Helper()
 	b := db.NewBatch()
 	if err := fn(b); err != nil {
 		t.Fatalf("batch: %v", err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("close batch: %v", err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
 	}
 }
 

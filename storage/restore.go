@@ -80,7 +80,11 @@ func (h *Home) BuildRestore(r io.Reader) (uint64, error) {
 		}
 	}
 	if err == nil {
-		err = db.Flush()
+		// The WAL is off (OpenDB): without the flush the restored keys
+		// would die with the memtable at Close. Raft compacts its log up to
+		// the snapshot's index once Restore returns, so the restore must be
+		// on disk before the marker says it is complete.
+		err = Flush(db, FlushTimeout)
 	}
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = cerr

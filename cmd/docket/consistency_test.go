@@ -181,13 +181,16 @@ func mustHaveAll(t *testing.T, healthy []*sysNode, ids []string) {
 	}
 }
 
-// The reproduction: a follower's MANIFEST damaged while it is
-// stopped opens without error and has lost acknowledged tasks. The next
-// consistency check catches it: it stops serving and shuts Raft down,
-// while the healthy majority still has every acknowledged task. Before the
-// checker the node came back SERVING, and after a leadership transfer it
-// answered NotFound for the lost tasks.
-func Test_CorruptManifestFollowerStopsServing(t *testing.T) {
+// A follower's MANIFEST damaged while it is stopped. Pebble reads a
+// MANIFEST up to the damage, so the follower opens an earlier flushed
+// state of its keyspace, the applied index of that state with it: Pebble
+// keeps no WAL whose newer batches could claim an index the tables no
+// longer hold. It lacks acknowledged tasks at first, replays them from
+// the Raft log, and agrees with the majority again. While Pebble had a
+// WAL, the follower opened with its newest applied index and lost tables:
+// a silent divergence that only the consistency check caught (the checks
+// of a keyspace altered outside the log still do: writeStray below).
+func Test_CorruptManifestFollowerReplaysTheLog(t *testing.T) {
 	nodes := startCluster(t, 3, checkTune)
 	ids := enqueueMany(t, nodes, "manifest", 400)
 	waitConverged(t, nodes)
@@ -203,32 +206,20 @@ func Test_CorruptManifestFollowerStopsServing(t *testing.T) {
 			lost++
 		}
 	}
-	t.Logf("the damaged follower opened without error and lacks %d of %d acknowledged tasks", lost, len(ids))
+	t.Logf("the damaged follower opened without error and lacked %d of %d acknowledged tasks", lost, len(ids))
 	if lost == 0 {
 		t.Fatal("the damaged MANIFEST lost nothing: the reproduction did not reproduce")
 	}
-
-	waitDiverged(t, bad)
-	var healthy []*sysNode
-	for _, n := range nodes {
-		if n != bad {
-			healthy = append(healthy, n)
-			if err := n.node.CheckErr(); err != nil {
-				t.Fatalf("healthy %s: %v", n.id, err)
-			}
-		}
-	}
-	mustHaveAll(t, healthy, ids)
-	// The majority carries on without it.
-	more := enqueueMany(t, healthy, "manifest", 5)
-	mustHaveAll(t, healthy, more)
-	// The diverged node refuses to start again until it is wiped.
-	bad.stop()
-	cfg := cluster.DefaultConfig()
-	cfg.ID, cfg.DataDir, cfg.RaftAddr = bad.id, bad.dir, "127.0.0.1:0"
-	if _, err := cluster.New(cfg); !errors.Is(err, check.ErrDiverged) {
-		t.Fatalf("restart of the diverged node: %v, want ErrDiverged", err)
-	}
+	mustHaveAll(t, nodes, ids)
+	waitConverged(t, nodes)
+	// A check passes on it, and it serves.
+	testwait.For(t, 30*time.Second, bad.id+" to pass a consistency check", func() bool {
+		cs := bad.node.Status().GetConsistency()
+		return bad.node.CheckErr() == nil && cs.GetOwnHash() != "" && cs.GetOwnHash() == cs.GetMajorityHash()
+	})
+	testwait.For(t, 10*time.Second, bad.id+" health SERVING", func() bool {
+		return healthOf(t, bad.grpcAddr) == healthpb.HealthCheckResponse_SERVING
+	})
 }
 
 // writeStray puts a key the log never wrote into a stopped node's Pebble.
