@@ -11,8 +11,9 @@ import (
 
 // A node restarted from existing data serves nothing until a consistency
 // check passes on it, and it must not lead while a checked voter is alive
-// either: a keyspace Pebble opened without complaint (a damaged MANIFEST)
-// was elected leader before any check could catch it. The restarted node
+// either: a keyspace Pebble opened without complaint (a damaged MANIFEST,
+// rolled back to an older state) was elected leader before any check
+// could catch it. The restarted node
 // here has the shortest election timeout, so without the gate it wins the
 // election that follows the leader's stop; with it, the checked voter
 // leads, and the restarted node passes that leader's check.

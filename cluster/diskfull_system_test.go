@@ -51,13 +51,14 @@ func mustTmpfsAt(t *testing.T, dir string, size int64) string {
 // and the other follower carry on meanwhile.
 //
 // Pebble filling first is covered in-process (Test_FollowerDiskFull...):
-// on a real disk Pebble panics when a WAL append fails (db.go commitWrite),
+// on a real disk Pebble stops the process when a MANIFEST write fails,
 // which would end this test binary, not just the node.
 func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	disk := mustTmpfs(t, 24<<20)
 	// Pebble gets a roomy disk of its own, so that raft.db is what fills:
-	// on a shared one the race between raft.db and Pebble's WAL decides
-	// which fills first, and a full WAL panics inside Pebble (see above).
+	// on a shared one the race between raft.db and Pebble's flushes
+	// decides which fills first, and a failed MANIFEST write stops Pebble
+	// (see above).
 	mustTmpfsAt(t, filepath.Join(disk, "fsm"), 512<<20)
 	lines := newLineCounter()
 	nodes := mustClusterWith(t, 3, func(c *Config) {
