@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -21,6 +22,9 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	cfg := testConfig(t, "n1", 1)
 	cfg.PebbleMemTableBytes = 64 << 10 // flush to tables after a few writes
 	cfg.ScrubInterval = 100 * time.Millisecond
+	// A compaction that read the damaged table first would stop the
+	// process (Pebble's fatal report), as it does a real node.
+	cfg.fsmOptions = func(o *fsm.Options) { o.NoCompactions = true }
 	n := mustNode(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	// Write until Pebble holds a table; a scrub that reads one back whole

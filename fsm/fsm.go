@@ -43,6 +43,9 @@ type Options struct {
 	// memTableBytes); 0 keeps it. Writes stall once two memtables wait for a flush, so tests set it
 	// small to reach a stall with a few MiB instead of 64.
 	MemTableBytes int
+	// NoCompactions turns Pebble's automatic compactions off
+	// (storage.DBOptions.NoCompactions); for tests only.
+	NoCompactions bool
 	// MaxLevel caps the feature level this FSM applies (features.go); 0
 	// means BuildLevel(). Tests set it to run an older build's rules.
 	MaxLevel uint32
@@ -137,6 +140,7 @@ func (f *FSM) dbOptions() storage.DBOptions {
 		FS:            f.opts.FS,
 		MaxOpenFiles:  f.opts.MaxOpenFiles,
 		MemTableBytes: f.opts.MemTableBytes,
+		NoCompactions: f.opts.NoCompactions,
 		OnDiskEvent:   f.opts.OnDiskEvent,
 	}
 }

@@ -31,6 +31,10 @@ type DBOptions struct {
 	// stalls (events.go) instead of Pebble logging each one. It is called
 	// on Pebble's goroutines and must not block.
 	OnDiskEvent func(DiskEvent)
+	// NoCompactions turns Pebble's automatic compactions off, for tests
+	// that damage a table on disk and must not have a compaction read it
+	// before the code under test does.
+	NoCompactions bool
 }
 
 // withDefaults fills the nil fields.
@@ -92,6 +96,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		EventListener:      diskEventListener(o.OnDiskEvent),
 		DisableWAL:         true,
 	}
+	po.DisableAutomaticCompactions = o.NoCompactions
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}

@@ -67,10 +67,13 @@ func usedNames(exprs []string) []string {
 // series appear.
 func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
 	grpcAddr, debug := loopbackAddr(t), loopbackAddr(t)
+	// The data dir's removal is a cleanup too: made here, it runs after
+	// the agent's stop below (cleanups run last first), not under it.
+	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"agent", "--id", "m1", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr,
+		done <- run(ctx, []string{"agent", "--id", "m1", "--data-dir", dir, "--grpc-addr", grpcAddr,
 			"--raft-addr", loopbackAddr(t), "--gossip-addr", loopbackAddr(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
 	}()
 	t.Cleanup(func() {
