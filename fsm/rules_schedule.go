@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dockethq/docket/fsm/cronspec"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
@@ -34,7 +35,7 @@ func validateSchedule(s *pb.Schedule, maxP int) error {
 		return err
 	}
 	if _, err := ParseCronSpec(s.GetSpec(), s.GetZone()); err != nil {
-		if _, zerr := loadZone(s.GetZone()); zerr != nil {
+		if _, zerr := cronspec.LoadZone(s.GetZone()); zerr != nil {
 			return fieldErr("zone", "%v", zerr)
 		}
 		return fieldErr("spec", "%v", err)

@@ -1,4 +1,9 @@
-package fsm
+// Package cronspec parses a schedule's spec into its slots: a pure
+// function from (spec, zone, a time) to the next slot, the same on every
+// replica, over a time zone database embedded in the build. The FSM's
+// schedule rules use it; so do the CLI and the dashboard, to show the
+// next runs the FSM will accept.
+package cronspec
 
 import (
 	"archive/zip"
@@ -11,11 +16,9 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-
-	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Slots of a schedule: a pure function from (spec, zone, a time) to the
+// Slots of a schedule are a pure function from (spec, zone, a time) to the
 // next slot, the same on every replica. That needs two things a plain
 // cron library call does not give:
 //
@@ -45,9 +48,9 @@ var zones struct {
 	locs  map[string]*time.Location
 }
 
-// loadZone is the named IANA zone from the embedded database; "" and
+// LoadZone is the named IANA zone from the embedded database; "" and
 // "UTC" are UTC. "Local" and host files are never consulted.
-func loadZone(name string) (*time.Location, error) {
+func LoadZone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {
 		return time.UTC, nil
 	}
@@ -92,53 +95,61 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// CronSpec is a parsed schedule spec in its zone.
-type CronSpec struct {
-	every int64              // @every: the period in ns; slots are its multiples since the epoch
-	spec  *cron.SpecSchedule // otherwise
+// Spec is a parsed schedule spec in its zone.
+type Spec struct {
+	every   int64              // @every: the period in ns; slots are its multiples since the epoch
+	spec    *cron.SpecSchedule // otherwise
+	maxTime int64              // Bounds.MaxTime
 }
 
-// ParseCronSpec parses a standard 5-field cron spec or a descriptor
-// (@hourly, @every 90s, ...) in the IANA zone ("" is UTC). The error
+// Bounds are the limits a spec must keep.
+type Bounds struct {
+	MaxLen   int           // bytes of the spec
+	MaxEvery time.Duration // the longest @every
+	MaxTime  int64         // the latest slot, Unix ns
+}
+
+// Parse parses a standard 5-field cron spec or a descriptor (@hourly,
+// @every 90s, ...) in the IANA zone ("" is UTC), within b. The error
 // says what is wrong, for people.
-func ParseCronSpec(spec, zone string) (CronSpec, error) {
-	if len(spec) == 0 || len(spec) > MaxSpecLen {
-		return CronSpec{}, fmt.Errorf("length %d not in 1..%d", len(spec), MaxSpecLen)
+func Parse(spec, zone string, b Bounds) (Spec, error) {
+	if len(spec) == 0 || len(spec) > b.MaxLen {
+		return Spec{}, fmt.Errorf("length %d not in 1..%d", len(spec), b.MaxLen)
 	}
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return CronSpec{}, fmt.Errorf("give the time zone as the schedule's zone, not in the spec")
+		return Spec{}, fmt.Errorf("give the time zone as the schedule's zone, not in the spec")
 	}
-	loc, err := loadZone(zone)
+	loc, err := LoadZone(zone)
 	if err != nil {
-		return CronSpec{}, err
+		return Spec{}, err
 	}
 	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil {
-			return CronSpec{}, fmt.Errorf("@every: %w", err)
+			return Spec{}, fmt.Errorf("@every: %w", err)
 		}
-		if d < time.Second || d%time.Second != 0 || d > MaxDelay {
-			return CronSpec{}, fmt.Errorf("@every %v: want whole seconds in 1s..%v", d, MaxDelay)
+		if d < time.Second || d%time.Second != 0 || d > b.MaxEvery {
+			return Spec{}, fmt.Errorf("@every %v: want whole seconds in 1s..%v", d, b.MaxEvery)
 		}
-		return CronSpec{every: int64(d)}, nil
+		return Spec{every: int64(d), maxTime: b.MaxTime}, nil
 	}
 	s, err := cron.ParseStandard(spec)
 	if err != nil {
-		return CronSpec{}, err
+		return Spec{}, err
 	}
 	ss, ok := s.(*cron.SpecSchedule)
 	if !ok {
-		return CronSpec{}, fmt.Errorf("unsupported spec %q", spec)
+		return Spec{}, fmt.Errorf("unsupported spec %q", spec)
 	}
 	c := *ss
 	c.Location = loc
-	return CronSpec{spec: &c}, nil
+	return Spec{spec: &c, maxTime: b.MaxTime}, nil
 }
 
 // Next is the first slot strictly after after (Unix ns), or 0 when there
-// is none before MaxTime (or, for a cron spec, within the five years
+// is none before Bounds.MaxTime (or, for a cron spec, within the five years
 // robfig/cron searches).
-func (c CronSpec) Next(after int64) int64 {
+func (c Spec) Next(after int64) int64 {
 	if after < 0 {
 		after = -1
 	}
@@ -155,17 +166,17 @@ func (c CronSpec) Next(after int64) int64 {
 		}
 		n = t.UnixNano()
 	}
-	if n <= after || n > MaxTime {
+	if n <= after || n > c.maxTime {
 		return 0
 	}
 	return n
 }
 
 // IsSlot reports whether t is one of the spec's slots.
-func (c CronSpec) IsSlot(t int64) bool { return t > 0 && c.Next(t-1) == t }
+func (c Spec) IsSlot(t int64) bool { return t > 0 && c.Next(t-1) == t }
 
 // Newest is the newest n slots in (after, now], oldest first.
-func (c CronSpec) Newest(after, now int64, n int) []int64 {
+func (c Spec) Newest(after, now int64, n int) []int64 {
 	if n <= 0 || now <= after {
 		return nil
 	}
@@ -206,28 +217,4 @@ func (c CronSpec) Newest(after, now int64, n int) []int64 {
 			w *= 4
 		}
 	}
-}
-
-// DueSlots is what the leader fires for s at now, under its missed-slot
-// policy: the newest due slot (SKIP), or the newest catchup_max due slots,
-// oldest first (CATCH_UP). Due slots are those after both last_slot and
-// updated_at, up to now. The FSM checks every slot again; this choice is
-// the leader's alone.
-func DueSlots(s *pb.Schedule, now int64) ([]int64, error) {
-	c, err := ParseCronSpec(s.GetSpec(), s.GetZone())
-	if err != nil {
-		return nil, fmt.Errorf("schedule %s/%s: %w", s.GetTenant(), s.GetName(), err)
-	}
-	return c.Newest(scheduleFloor(s), now, catchUp(s)), nil
-}
-
-// scheduleFloor is the time at or before which no slot of s fires.
-func scheduleFloor(s *pb.Schedule) int64 { return max(s.GetLastSlot(), s.GetUpdatedAt()) }
-
-// catchUp is how many due slots one round fires.
-func catchUp(s *pb.Schedule) int {
-	if s.GetMissed() != pb.MissedPolicy_MISSED_POLICY_CATCH_UP {
-		return 1
-	}
-	return max(1, int(s.GetCatchupMax()))
 }
