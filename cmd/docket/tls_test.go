@@ -152,6 +152,14 @@ type clusterState struct {
 
 func stateOfCluster(t *testing.T, nodes []*sysNode) clusterState {
 	t.Helper()
+	// A new leader appends entries of its own once every server announced
+	// its build (the feature-level latch, then the cluster's id); on a
+	// loaded machine they can land after the attack began. Wait for them,
+	// so that a changed applied index is the attack's doing.
+	testwait.For(t, 30*time.Second, "the leader's start-up entries (latch, cluster id)", func() bool {
+		l := waitLeader(t, nodes)
+		return l.node.ClusterID() != "" && l.node.FSM().EnabledLevel() == l.node.FSM().MaxLevel()
+	})
 	waitConverged(t, nodes)
 	l := waitLeader(t, nodes)
 	st := l.node.Status()
