@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/cmd/docket/server"
 	"github.com/dockethq/docket/transport"
 )
 
@@ -192,21 +192,18 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
 	}
 	lis := connlimit.New(raw, maxConns, "grpc", log)
-	cfg.GRPCAddr = lis.Addr().String()
 	if api.Registerer != nil {
 		registerListener(api.Registerer, lis)
 	}
-	node, err := cluster.New(cfg)
+	srv, err := server.Start(cfg, api, lis)
 	if err != nil {
-		return errors.Join(err, lis.Close())
+		return err
 	}
+	node := srv.Node
 	if guard != nil {
 		guard.setNode(node)
 	}
-	srv := transport.NewServer(node, api)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	log.Info("serving", "id", cfg.ID, "grpc", cfg.GRPCAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
+	log.Info("serving", "id", cfg.ID, "grpc", lis.Addr().String(), "raft", cfg.RaftAddr, "data", cfg.DataDir)
 	if err := writePIDFile(cfg.DataDir); err != nil {
 		log.Warn("no pid file; docket dev cannot see this node's pid", "err", err)
 	} else {
@@ -217,17 +214,15 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 		defer watchGossipKeys(ctx, node, gossipKeyFile, log)()
 	}
 
-	var serveErr error
 	select {
 	case <-ctx.Done():
-	case serveErr = <-served:
+	case <-srv.Served():
 	case <-node.Left(): // docket cluster leave
 		log.Info("left the cluster; stopping")
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stopErr := srv.Stop(stopCtx)
-	return errors.Join(serveErr, stopErr, node.Shutdown(stopCtx))
+	return srv.Stop(stopCtx)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

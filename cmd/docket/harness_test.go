@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cmd/docket/server"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -35,8 +36,7 @@ type sysNode struct {
 	join       []string
 	expect     int
 	node       *cluster.Node
-	srv        *transport.Server
-	served     chan error
+	srv        *server.Server
 	running    bool
 }
 
@@ -133,20 +133,17 @@ func (n *sysNode) start(lis net.Listener) {
 	if n.tune != nil {
 		n.tune(&cfg)
 	}
-	node, err := cluster.New(cfg)
-	if err != nil {
-		n.t.Fatalf("start %s: %v", n.id, err)
-	}
-	n.node = node
-	n.raftAddr = node.Status().GetRaftAddr() // keep the bound ports for restarts
-	n.gossipAddr = node.GossipAddr()
 	api := transport.Config{Logger: cfg.Logger}
 	if n.api != nil {
 		n.api(&api)
 	}
-	n.srv = transport.NewServer(node, api)
-	n.served = make(chan error, 1)
-	go func() { n.served <- n.srv.Serve(lis) }()
+	srv, err := server.Start(cfg, api, lis)
+	if err != nil {
+		n.t.Fatalf("start %s: %v", n.id, err)
+	}
+	n.srv, n.node = srv, srv.Node
+	n.raftAddr = srv.Node.Status().GetRaftAddr() // keep the bound ports for restarts
+	n.gossipAddr = srv.Node.GossipAddr()
 	n.running = true
 }
 
@@ -171,12 +168,8 @@ func (n *sysNode) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.srv.Stop(ctx); err != nil {
-		n.t.Logf("%s: stop server: %v", n.id, err)
+		n.t.Errorf("%s: stop: %v", n.id, err)
 	}
-	if err := n.node.Shutdown(ctx); err != nil {
-		n.t.Errorf("%s: shutdown: %v", n.id, err)
-	}
-	<-n.served
 }
 
 // crash stops the node without a leadership transfer.
@@ -184,13 +177,9 @@ func (n *sysNode) crash() {
 	n.running = false
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := n.srv.Stop(ctx); err != nil {
-		n.t.Logf("%s: stop server: %v", n.id, err)
-	}
-	if err := n.node.Crash(); err != nil {
+	if err := n.srv.Crash(ctx); err != nil {
 		n.t.Errorf("%s: crash: %v", n.id, err)
 	}
-	<-n.served
 }
 
 // holdsFor runs check over a window of d, every 20 ms: a negative (no
