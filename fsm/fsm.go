@@ -220,6 +220,7 @@ func (f *FSM) Close() error {
 	}
 	err := f.db.Close()
 	f.db, f.idem = nil, nil
+	f.claims.markStale() // a closed FSM answers nothing from memory either
 	if err := errors.Join(ferr, err); err != nil {
 		return fmt.Errorf("close fsm: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/memnode"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -64,5 +65,47 @@ func Test_ClaimAdmitReadsNoPebble(t *testing.T) {
 	}
 	if n := m.FSM().Reads() - before; n != 0 {
 		t.Fatalf("claim admission read the keyspace %d times, want 0", n)
+	}
+}
+
+// BenchmarkClaimAdmit is a Claim's admission on the leader (admit under
+// the claim gate's lock, then the release an applied claim makes), for a
+// queue with pending tasks and for one whose tasks are all delayed, from
+// one caller and from parallel ones: the gate's lock is held while the
+// replica is read, so its cost bounds how many claims admit per second.
+func BenchmarkClaimAdmit(b *testing.B) {
+	m, err := memnode.New(b.TempDir(), true, service.ServiceConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	busy, later := fsm.QueueRef{Queue: "busy", Tenant: "default"}, fsm.QueueRef{Queue: "later", Tenant: "default"}
+	tasks := make([]*pb.NewTask, 0, 101)
+	for range 100 {
+		tasks = append(tasks, &pb.NewTask{Queue: busy.Queue, Tenant: busy.Tenant})
+	}
+	tasks = append(tasks, &pb.NewTask{Queue: later.Queue, Tenant: later.Tenant, RunAt: time.Now().Add(time.Hour).UnixNano()})
+	res, err := m.Apply(context.Background(), &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: tasks}}})
+	if err != nil || res.GetErrorCode() != pb.Code_CODE_OK {
+		b.Fatalf("enqueue: %v, %v", res, err)
+	}
+	for _, ref := range []fsm.QueueRef{busy, later} {
+		admit := func() {
+			n, _ := service.Admit(m.Service, ref, 1)
+			service.GateRelease(m.Service, ref, n)
+		}
+		b.Run(ref.Queue, func(b *testing.B) {
+			for b.Loop() {
+				admit()
+			}
+		})
+		b.Run(ref.Queue+"/parallel", func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					admit()
+				}
+			})
+		})
 	}
 }
