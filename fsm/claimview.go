@@ -32,6 +32,8 @@ type claimView struct {
 	// stale says the view may miss a committed batch: ClaimView then
 	// answers "due", as a failed read did, so the Claim command decides.
 	stale bool
+	// scratch is applied's working map, the apply goroutine's alone.
+	scratch map[QueueRef]queueView
 }
 
 // queueView is one queue's entry; a queue with no task counted and the
@@ -182,15 +184,21 @@ func delayedHead(r storage.Reader, ref QueueRef) (int64, error) {
 	return max(head[0].At, 1), nil // as moveDelayed keeps it: 0 means none
 }
 
-// applied installs what a committed batch changed. r reads the keyspace
-// after the commit, for the delayed heads that left. It runs on the apply
+// applied installs what a committed batch changed. db is read after the
+// commit for the delayed heads that left, and only then. It runs on the apply
 // goroutine, the view's only writer, so it reads the view without the
 // lock and takes it only to install.
-func (v *claimView) applied(tx *txn, r storage.Reader) error {
+func (v *claimView) applied(tx *txn, db *pebble.DB) error {
 	if len(tx.metas) == 0 && len(tx.configs) == 0 && len(tx.tenants) == 0 {
 		return nil
 	}
-	queues := make(map[QueueRef]queueView, len(tx.metas)+len(tx.configs))
+	// The batch's entries, built before the lock is taken; the map is
+	// reused from batch to batch, so keeping the view allocates nothing.
+	if v.scratch == nil {
+		v.scratch = map[QueueRef]queueView{}
+	}
+	queues := v.scratch
+	defer clear(queues)
 	get := func(ref QueueRef) queueView {
 		if e, ok := queues[ref]; ok {
 			return e
@@ -223,7 +231,7 @@ func (v *claimView) applied(tx *txn, r storage.Reader) error {
 			q.head = 0
 		case mv.out != 0 && (old.delayed == 0 || mv.out <= old.head):
 			// The head may have left: the next one is in Pebble only.
-			h, err := delayedHead(r, ref)
+			h, err := delayedHead(storage.Wrap(db), ref)
 			if err != nil {
 				return err
 			}
@@ -235,7 +243,7 @@ func (v *claimView) applied(tx *txn, r storage.Reader) error {
 		case old.delayed > 0:
 			q.head = old.head
 		default:
-			h, err := delayedHead(r, ref)
+			h, err := delayedHead(storage.Wrap(db), ref)
 			if err != nil {
 				return err
 			}

@@ -396,7 +396,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	}
 	// Before the applied index and the observer: a claim whose entry this
 	// batch applied, and a waiter it wakes, see the view with its effects.
-	if err := f.claims.applied(tx, storage.Wrap(db)); err != nil {
+	if err := f.claims.applied(tx, db); err != nil {
 		f.log.Warn("claim view: a delayed head read failed; rebuilding at the next batch", "applied", applied, "err", err)
 		f.claims.markStale()
 	}

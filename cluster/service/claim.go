@@ -96,8 +96,8 @@ func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration
 // answers empty, as it did before.
 const maxSettle = 250 * time.Millisecond
 
-// wakeQueue wakes as many waiters of ref as may claim now, reading the
-// catalog only when someone waits.
+// wakeQueue wakes as many waiters of ref as may claim now, asking the
+// replica only when someone waits.
 func (s *Service) wakeQueue(ref fsm.QueueRef) {
 	if s.hub.hasWaiters(ref) {
 		s.hub.wakeQueue(ref, s.avail(ref))
