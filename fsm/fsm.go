@@ -102,6 +102,10 @@ type FSM struct {
 	logFault atomic.Pointer[error] // set once; then nothing more applies
 	checkObs atomic.Pointer[func(CheckEvent)]
 
+	// claims is the hot queue state claim admission reads (ClaimView):
+	// apply keeps it, Open and Restore build it (claimview.go).
+	claims *claimView
+
 	reads atomic.Uint64 // read API calls that opened the keyspace (Reads)
 	// written counts the bytes of the batches apply committed: what the
 	// WAL took in when Pebble had one, and what the memtables take in now.
@@ -121,7 +125,8 @@ func Open(dir string, opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &FSM{opts: opts, log: opts.Logger.With("component", "fsm"), snaps: map[*fsmSnapshot]struct{}{}}
+	f := &FSM{opts: opts, log: opts.Logger.With("component", "fsm"), snaps: map[*fsmSnapshot]struct{}{},
+		claims: newClaimView()}
 	home, err := storage.OpenHome(dir, f.dbOptions())
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
@@ -146,14 +151,17 @@ func (f *FSM) dbOptions() storage.DBOptions {
 }
 
 // openKeyspace opens the live Pebble database and loads what the FSM keeps
-// in memory from it: the applied index, the time and the idempotency
-// filter. On error nothing stays open.
+// in memory from it: the applied index, the time, the idempotency filter
+// and the claim view. On error nothing stays open.
 func (f *FSM) openKeyspace() error {
 	db, err := f.home.OpenLive()
 	if err != nil {
 		return err
 	}
 	if err := f.loadMeta(db); err != nil {
+		return errors.Join(err, db.Close())
+	}
+	if err := f.claims.rebuild(storage.Wrap(db)); err != nil {
 		return errors.Join(err, db.Close())
 	}
 	if f.idem, err = f.openIdem(db); err != nil {
@@ -212,6 +220,7 @@ func (f *FSM) Close() error {
 	}
 	err := f.db.Close()
 	f.db, f.idem = nil, nil
+	f.claims.markStale() // a closed FSM answers nothing from memory either
 	if err := errors.Join(ferr, err); err != nil {
 		return fmt.Errorf("close fsm: %w", err)
 	}
@@ -310,13 +319,20 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
 	db, idem := f.db, f.idem
 	f.mu.RUnlock()
+	if f.claims.isStale() {
+		f.rebuildClaims(db)
+	}
 	b := newApplyBatch(db)
 	// A panic below (an undecodable entry, a failed write) must not leak
-	// the batch: the node's owner may recover and go on.
-	closed := false
+	// the batch: the node's owner may recover and go on. Nor may it leave
+	// the claim view a batch behind without saying so.
+	closed, viewed := false, false
 	defer func() {
 		if !closed {
 			_ = b.Close() // abandoning the batch; its error cannot help
+		}
+		if !viewed {
+			f.claims.markStale()
 		}
 	}()
 	tx := newTxn(b, f.now.Load())
@@ -361,6 +377,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 	}
 	if applied == f.applied.Load() {
+		viewed = true
 		return n // nothing new; the deferred close drops the empty batch
 	}
 	if planted("reaper-on-followers") {
@@ -377,6 +394,13 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
 	}
+	// Before the applied index and the observer: a claim whose entry this
+	// batch applied, and a waiter it wakes, see the view with its effects.
+	if err := f.claims.applied(tx, db); err != nil {
+		f.log.Warn("claim view: a delayed head read failed; rebuilding at the next batch", "applied", applied, "err", err)
+		f.claims.markStale()
+	}
+	viewed = true
 	closed = true
 	if err := b.Close(); err != nil {
 		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))

@@ -98,6 +98,9 @@ func (tx *txn) remove(t *pb.Task) error {
 	if err := tx.depsRemoved(t); err != nil {
 		return err
 	}
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+		tx.delayedOut(t)
+	}
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("remove %s: %w", t.GetId(), err)

@@ -157,7 +157,7 @@ func (tx *txn) spendTokens(q, tn string, cfg *pb.QueueConfig, n int) error {
 		return nil
 	}
 	cfg.RateTat = b.take(cfg.GetRateTat(), tx.now, int64(n))
-	return storage.PutQueueConfig(tx.b, q, tn, cfg)
+	return tx.putConfig(q, tn, cfg)
 }
 
 // countRunning keeps the tenant's running count (from the latch on, or
@@ -237,7 +237,7 @@ func (tx *txn) setQueueLimits(c *pb.SetQueueLimitsCmd, res *pb.CommandResult) er
 	if cfg.GetRateMilli() == 0 {
 		cfg.Burst = 0 // a burst means nothing without a rate; the record may go
 	}
-	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+	if err := tx.putConfig(q, tn, cfg); err != nil {
 		return err
 	}
 	m, err := tx.meta(q, tn, true)

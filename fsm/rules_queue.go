@@ -23,7 +23,7 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 		return nil
 	}
 	cfg.Paused = c.GetPaused()
-	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+	if err := tx.putConfig(q, tn, cfg); err != nil {
 		return err
 	}
 	m, err := tx.meta(q, tn, c.GetPaused())

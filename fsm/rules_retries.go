@@ -137,7 +137,7 @@ func (tx *txn) setQueueRetry(c *pb.SetQueueRetryCmd, res *pb.CommandResult) erro
 		res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_ALREADY_DONE})
 		return nil
 	}
-	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+	if err := tx.putConfig(q, tn, cfg); err != nil {
 		return err
 	}
 	// Written like a pause: Stats lists a configured queue, and a reset

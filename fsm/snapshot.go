@@ -176,6 +176,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Until the new keyspace is open the claim view describes the old
+	// one: ClaimView answers "due" meanwhile, and for good if the swap
+	// fails. openKeyspace rebuilds it.
+	f.claims.markStale()
 	if f.db != nil {
 		f.closeSnapshots()
 		err := f.db.Close()

@@ -39,6 +39,11 @@ type txn struct {
 	// write of a split record skips its body when v/ holds it already.
 	formats map[string]storage.RecordFormat
 	deps    depsState // parents whose end still visits children (rules_deps.go)
+	// configs and delayed are what the claim view takes from the batch
+	// once it commits (claimview.go): the configuration records written,
+	// and the delayed tasks added and removed per queue. nil until used.
+	configs map[QueueRef]*pb.QueueConfig
+	delayed map[QueueRef]*delayedMoves
 }
 
 type metaEntry struct {
@@ -316,6 +321,9 @@ func indexKeys(t *pb.Task) [][]byte {
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
 	before := taskBytes(t)
+	if from == pb.TaskState_TASK_STATE_DELAYED {
+		tx.delayedOut(t)
+	}
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("move %s: %w", t.GetId(), err)
@@ -339,6 +347,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	}
 	if err := tx.putTask(t); err != nil {
 		return err
+	}
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+		tx.delayedIn(t)
 	}
 	var added int64
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -18,6 +19,28 @@ func QueueConfigKey(queue, tenant string) []byte {
 	k = append(k, queue...)
 	k = append(k, '/')
 	return append(k, tenant...)
+}
+
+// ParseQueueConfigKey splits g/<queue>/<tenant>.
+func ParseQueueConfigKey(key []byte) (queue, tenant string, err error) {
+	rest, ok := bytes.CutPrefix(key, prefixQueueConfig)
+	if !ok {
+		return "", "", fmt.Errorf("queue config key %q: wrong prefix", key)
+	}
+	q, t, ok := bytes.Cut(rest, []byte{'/'})
+	if !ok {
+		return "", "", fmt.Errorf("queue config key %q: no tenant", key)
+	}
+	return string(q), string(t), nil
+}
+
+// UnmarshalQueueConfig decodes a g/ value.
+func UnmarshalQueueConfig(v []byte) (*pb.QueueConfig, error) {
+	c := &pb.QueueConfig{}
+	if err := proto.Unmarshal(v, c); err != nil {
+		return nil, fmt.Errorf("queue config: decode: %w", err)
+	}
+	return c, nil
 }
 
 // QueueConfigPrefix bounds a scan over every queue's configuration.

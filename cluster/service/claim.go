@@ -96,8 +96,8 @@ func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration
 // answers empty, as it did before.
 const maxSettle = 250 * time.Millisecond
 
-// wakeQueue wakes as many waiters of ref as may claim now, reading the
-// catalog only when someone waits.
+// wakeQueue wakes as many waiters of ref as may claim now, asking the
+// replica only when someone waits.
 func (s *Service) wakeQueue(ref fsm.QueueRef) {
 	if s.hub.hasWaiters(ref) {
 		s.hub.wakeQueue(ref, s.avail(ref))
@@ -135,35 +135,17 @@ func (s *Service) avail(ref fsm.QueueRef) int {
 	return s.gate.free(ref, pending)
 }
 
-// claimable looks at the local replica: how many tasks of ref are pending,
-// whether a delayed one is already due, and when the next delayed task
-// becomes visible (0 when none). On a read error it answers due, so the
-// Claim command decides.
+// claimable looks at the local replica: how many tasks of ref are pending
+// within its pause and limits, whether a delayed one is already due, and
+// when the next delayed task becomes visible or the rate limit's next
+// token is due (0 when none). The FSM answers from the queue state apply
+// keeps in memory (fsm.ClaimView), so the gate's lock holds no Pebble
+// read. A paused queue, or one its limits leave nothing, has nothing to
+// claim: its long polls wait as on an empty one. Resuming, a running
+// task's end and a raised limit wake them (the FSM's Event); a rate
+// limit's next token is their timer.
 func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
-	f := s.r.FSM()
-	// A paused queue, or one its limits leave nothing, has nothing to
-	// claim: its long polls wait as on an empty one. Resuming, a running
-	// task's end and a raised limit wake them (the FSM's Event); a rate
-	// limit's next token is their timer.
-	allow, nextToken, err := f.ClaimAllowance(ref.Queue, ref.Tenant, s.r.Now().UnixNano())
-	if err != nil || allow == 0 {
-		return 0, err != nil, nextToken
-	}
-	// One catalog read: Stats would also seek every priority's head to
-	// find the oldest pending task, which a claim does not need.
-	p, delayed, err := f.Counts(ref.Queue, ref.Tenant)
-	if err != nil {
-		return 0, true, 0
-	}
-	if p > 0 || delayed == 0 {
-		return int(min(p, uint64(allow))), false, 0
-	}
-	head, _, err := f.ListTasks(ref.Queue, ref.Tenant, pb.TaskState_TASK_STATE_DELAYED, "", 1)
-	if err != nil || len(head) == 0 {
-		return 0, true, 0
-	}
-	vis := head[0].GetVisibleAt()
-	return 0, vis <= s.r.Now().UnixNano(), vis
+	return s.r.FSM().ClaimView(ref, s.r.Now().UnixNano())
 }
 
 // claimGate holds the tasks that claims in flight have reserved, per queue.

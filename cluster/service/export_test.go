@@ -26,3 +26,14 @@ func GateWaiting(s *Service, ref fsm.QueueRef) bool {
 
 // WatchQueue registers a long poll on ref with the Service's hub.
 func WatchQueue(s *Service, ref fsm.QueueRef) (<-chan struct{}, func()) { return s.hub.watchQueue(ref) }
+
+// Admit runs a Claim's admission for up to want tasks of ref, as a
+// waiting Claim does before it proposes: the reservation (0: wait) and
+// when the next delayed task becomes visible (0: none).
+func Admit(s *Service, ref fsm.QueueRef, want int) (int, int64) {
+	n, next, _ := s.admit(ref, want)
+	return n, next
+}
+
+// Avail is how many Claims of ref a wake-up lets propose now.
+func Avail(s *Service, ref fsm.QueueRef) int { return s.avail(ref) }

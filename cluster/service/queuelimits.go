@@ -7,7 +7,7 @@ import (
 
 // Limits. The FSM enforces them at claim (fsm/rules_limits.go); this
 // side only keeps long polls from proposing claims the limits would leave
-// empty (claimable asks fsm.ClaimAllowance), and wakes them when a limit
+// empty (claimable asks fsm.ClaimView), and wakes them when a limit
 // may let them take a task: a running task of their queue ended (the
 // Event names the queue), one of their tenant's ended under a tenant limit
 // (Event.Freed, wakeTenant), or the rate limit's next token is due (their

@@ -1,0 +1,338 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// claimView is the hot queue state that the leader's claim admission
+// asks about (ClaimView), held in memory on every replica: per queue its
+// pending, delayed and running counts, its configuration (pause, limits,
+// rate bucket) and the earliest visible_at of its delayed tasks, and the
+// running count of every tenant with a concurrency limit.
+//
+// Apply writes it after each committed batch from what the batch already
+// holds decoded (the catalog, configuration and usage records finish
+// wrote), plus one seek of a queue's delayed index when its head left.
+// Apply never reads it to decide anything: it reads Pebble, so the view
+// cannot change what apply writes. Open and Restore build it from Pebble;
+// a panic in apply marks it stale and the next batch rebuilds it.
+type claimView struct {
+	mu      sync.RWMutex
+	queues  map[QueueRef]queueView
+	tenants map[string]tenantLimit // only tenants with a concurrency limit
+	// stale says the view may miss a committed batch: ClaimView then
+	// answers "due", as a failed read did, so the Claim command decides.
+	stale bool
+	// scratch is applied's working map, the apply goroutine's alone.
+	scratch map[QueueRef]queueView
+}
+
+// queueView is one queue's entry; a queue with no task counted and the
+// default configuration has none.
+type queueView struct {
+	pending, delayed, running uint64
+	cfg                       *pb.QueueConfig // nil: the default; never changed once stored
+	head                      int64           // earliest delayed visible_at, when delayed > 0
+}
+
+type tenantLimit struct{ running, max uint64 }
+
+func (q queueView) empty() bool {
+	return q.pending == 0 && q.delayed == 0 && q.running == 0 && q.cfg == nil
+}
+
+func newClaimView() *claimView {
+	return &claimView{queues: map[QueueRef]queueView{}, tenants: map[string]tenantLimit{}}
+}
+
+// delayedMoves are the delayed tasks a batch added and removed, per
+// queue: the least visible_at of each. Apply records them (txn.move,
+// write, remove); claimView.applied uses them to keep each head without a
+// seek unless the head itself may have left.
+type delayedMoves struct{ in, out int64 }
+
+// ClaimView answers what a claim of ref could take on the local replica,
+// from memory: how many tasks are pending within the queue's pause and
+// limits (pending), whether a delayed task is due by now (due), and when
+// the next delayed task becomes visible or, when the rate limit leaves
+// none, the next token is due (next, Unix ns; 0 when none). now is the
+// caller's clock; the limits use the FSM's time when it is later, as
+// apply would. It reads no Pebble and never blocks on apply for longer
+// than installing one batch's changes.
+func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next int64) {
+	v := f.claims
+	v.mu.RLock()
+	if v.stale {
+		v.mu.RUnlock()
+		return 0, true, 0
+	}
+	q := v.queues[ref]
+	tl, limited := v.tenants[ref.Tenant]
+	v.mu.RUnlock()
+	if q.cfg.GetPaused() {
+		return 0, false, 0
+	}
+	u := storage.TenantUsage{Running: tl.running, MaxRunning: tl.max, HasRunning: limited}
+	allow, nextToken := allowance(q.cfg, q.running, u, max(now, f.now.Load()), math.MaxInt)
+	if allow == 0 {
+		return 0, false, nextToken
+	}
+	if q.pending > 0 || q.delayed == 0 {
+		return int(min(q.pending, uint64(allow))), false, 0
+	}
+	return 0, q.head <= now, q.head
+}
+
+// rebuild loads the whole view from r: the catalog, the configuration and
+// usage records, and each queue's delayed head.
+func (v *claimView) rebuild(r storage.Reader) error {
+	queues := map[QueueRef]queueView{}
+	tenants := map[string]tenantLimit{}
+	err := storage.Scan(r, storage.CatalogPrefix(""), storage.PrefixEnd(storage.CatalogPrefix("")), 0, func(k, val []byte) error {
+		q, tn, err := storage.ParseCatalogKey(k)
+		if err != nil {
+			return err
+		}
+		m, err := storage.UnmarshalQueueMeta(val)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %w", q, tn, err)
+		}
+		queues[QueueRef{q, tn}] = queueView{pending: m.Pending, delayed: m.Delayed, running: m.Running}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claim view: catalog: %w", err)
+	}
+	err = storage.Scan(r, storage.QueueConfigPrefix(), storage.PrefixEnd(storage.QueueConfigPrefix()), 0, func(k, val []byte) error {
+		q, tn, err := storage.ParseQueueConfigKey(k)
+		if err != nil {
+			return err
+		}
+		cfg, err := storage.UnmarshalQueueConfig(val)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %w", q, tn, err)
+		}
+		ref := QueueRef{q, tn}
+		e := queues[ref]
+		e.cfg = cfg
+		queues[ref] = e
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claim view: queue configuration: %w", err)
+	}
+	err = storage.Scan(r, storage.TenantPrefix(), storage.PrefixEnd(storage.TenantPrefix()), 0, func(k, val []byte) error {
+		u, err := storage.UnmarshalTenantUsage(val)
+		if err != nil {
+			return fmt.Errorf("%q: %w", k, err)
+		}
+		if u.HasRunning && u.MaxRunning > 0 {
+			tenants[string(bytes.TrimPrefix(k, storage.TenantPrefix()))] = tenantLimit{running: u.Running, max: u.MaxRunning}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claim view: tenant usage: %w", err)
+	}
+	for ref, e := range queues {
+		switch {
+		case e.empty():
+			delete(queues, ref) // a zero record: as if absent
+		case e.delayed > 0:
+			if e.head, err = delayedHead(r, ref); err != nil {
+				return err
+			}
+			queues[ref] = e
+		}
+	}
+	v.mu.Lock()
+	v.queues, v.tenants, v.stale = queues, tenants, false
+	v.mu.Unlock()
+	return nil
+}
+
+// rebuildClaims reloads the claim view from db after a batch that did not
+// finish installing its changes; on failure the view stays stale (ClaimView
+// then answers "due") and the next batch tries again.
+func (f *FSM) rebuildClaims(db *pebble.DB) {
+	if err := f.claims.rebuild(storage.Wrap(db)); err != nil {
+		f.log.Warn("claim view: rebuild failed; claims propose without it", "err", err)
+		return
+	}
+	f.log.Info("claim view rebuilt", "applied", f.applied.Load())
+}
+
+// delayedHead is the earliest visible_at in ref's delayed index (0 when
+// it is empty): one seek.
+func delayedHead(r storage.Reader, ref QueueRef) (int64, error) {
+	head, err := storage.DueDelayedInQueue(r, ref.Queue, ref.Tenant, math.MaxInt64, 1)
+	if err != nil {
+		return 0, fmt.Errorf("claim view: delayed head of %s/%s: %w", ref.Queue, ref.Tenant, err)
+	}
+	if len(head) == 0 {
+		return 0, nil
+	}
+	return max(head[0].At, 1), nil // as moveDelayed keeps it: 0 means none
+}
+
+// applied installs what a committed batch changed. db is read after the
+// commit for the delayed heads that left, and only then. It runs on the apply
+// goroutine, the view's only writer, so it reads the view without the
+// lock and takes it only to install.
+func (v *claimView) applied(tx *txn, db *pebble.DB) error {
+	if len(tx.metas) == 0 && len(tx.configs) == 0 && len(tx.tenants) == 0 {
+		return nil
+	}
+	// The batch's entries, built before the lock is taken; the map is
+	// reused from batch to batch, so keeping the view allocates nothing.
+	if v.scratch == nil {
+		v.scratch = map[QueueRef]queueView{}
+	}
+	queues := v.scratch
+	defer clear(queues)
+	get := func(ref QueueRef) queueView {
+		if e, ok := queues[ref]; ok {
+			return e
+		}
+		return v.queues[ref]
+	}
+	for _, e := range tx.metas {
+		if !e.dirty && !e.dropped {
+			continue
+		}
+		ref := QueueRef{e.queue, e.tenant}
+		q := get(ref)
+		if e.dirty {
+			q.pending, q.delayed, q.running = e.m.Pending, e.m.Delayed, e.m.Running
+		} else {
+			q.pending, q.delayed, q.running = 0, 0, 0
+		}
+		queues[ref] = q
+	}
+	for ref, cfg := range tx.configs {
+		q := get(ref)
+		q.cfg = cfg
+		queues[ref] = q
+	}
+	for ref, mv := range tx.delayed {
+		q := get(ref)
+		old := v.queues[ref]
+		switch {
+		case q.delayed == 0:
+			q.head = 0
+		case mv.out != 0 && (old.delayed == 0 || mv.out <= old.head):
+			// The head may have left: the next one is in Pebble only.
+			h, err := delayedHead(storage.Wrap(db), ref)
+			if err != nil {
+				return err
+			}
+			q.head = h
+		case mv.in != 0 && old.delayed > 0:
+			q.head = min(old.head, mv.in)
+		case mv.in != 0:
+			q.head = mv.in
+		case old.delayed > 0:
+			q.head = old.head
+		default:
+			h, err := delayedHead(storage.Wrap(db), ref)
+			if err != nil {
+				return err
+			}
+			q.head = h
+		}
+		queues[ref] = q
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for ref, q := range queues {
+		if q.delayed == 0 {
+			q.head = 0
+		}
+		if q.empty() {
+			delete(v.queues, ref)
+		} else {
+			v.queues[ref] = q
+		}
+	}
+	for tn, e := range tx.tenants {
+		if !e.dirty {
+			continue
+		}
+		if e.u.HasRunning && e.u.MaxRunning > 0 {
+			v.tenants[tn] = tenantLimit{running: e.u.Running, max: e.u.MaxRunning}
+		} else {
+			delete(v.tenants, tn)
+		}
+	}
+	return nil
+}
+
+func (v *claimView) markStale() {
+	v.mu.Lock()
+	v.stale = true
+	v.mu.Unlock()
+}
+
+func (v *claimView) isStale() bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.stale
+}
+
+// putConfig writes a queue's configuration record and remembers the value
+// for the claim view (write-through: the view never decodes it again).
+func (tx *txn) putConfig(q, tn string, cfg *pb.QueueConfig) error {
+	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+		return err
+	}
+	if tx.configs == nil {
+		tx.configs = map[QueueRef]*pb.QueueConfig{}
+	}
+	var c *pb.QueueConfig
+	if proto.Size(cfg) > 0 { // PutQueueConfig deleted a default record
+		c = proto.Clone(cfg).(*pb.QueueConfig)
+	}
+	tx.configs[QueueRef{q, tn}] = c
+	return nil
+}
+
+// delayedIn and delayedOut record a task entering and leaving its queue's
+// delayed index, at the visible_at of its key.
+func (tx *txn) delayedIn(t *pb.Task) {
+	tx.moveDelayed(t, func(mv *delayedMoves, at int64) {
+		if mv.in == 0 || at < mv.in {
+			mv.in = at
+		}
+	})
+}
+
+func (tx *txn) delayedOut(t *pb.Task) {
+	tx.moveDelayed(t, func(mv *delayedMoves, at int64) {
+		if mv.out == 0 || at < mv.out {
+			mv.out = at
+		}
+	})
+}
+
+func (tx *txn) moveDelayed(t *pb.Task, fn func(*delayedMoves, int64)) {
+	if tx.delayed == nil {
+		tx.delayed = map[QueueRef]*delayedMoves{}
+	}
+	ref := QueueRef{t.GetQueue(), t.GetTenant()}
+	mv := tx.delayed[ref]
+	if mv == nil {
+		mv = &delayedMoves{}
+		tx.delayed[ref] = mv
+	}
+	// The key's time (storage.TimeKey), at least 1 so that 0 means none.
+	fn(mv, max(int64(storage.TimeKey(t.GetVisibleAt())), 1))
+}
