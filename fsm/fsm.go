@@ -43,6 +43,9 @@ type Options struct {
 	// memTableBytes); 0 keeps it. Writes stall once two memtables wait for a flush, so tests set it
 	// small to reach a stall with a few MiB instead of 64.
 	MemTableBytes int
+	// InlineValues keeps large values inside Pebble's tables instead of
+	// blob files (storage.DBOptions.InlineValues); benchmarks set it.
+	InlineValues bool
 	// MaxLevel caps the feature level this FSM applies (features.go); 0
 	// means BuildLevel(). Tests set it to run an older build's rules.
 	MaxLevel uint32
@@ -138,6 +141,7 @@ func (f *FSM) dbOptions() storage.DBOptions {
 		MaxOpenFiles:  f.opts.MaxOpenFiles,
 		MemTableBytes: f.opts.MemTableBytes,
 		OnDiskEvent:   f.opts.OnDiskEvent,
+		InlineValues:  f.opts.InlineValues,
 	}
 }
 

@@ -31,6 +31,11 @@ type DBOptions struct {
 	// stalls (events.go) instead of Pebble logging each one. It is called
 	// on Pebble's goroutines and must not block.
 	OnDiskEvent func(DiskEvent)
+	// InlineValues keeps every value inside the tables, as builds before
+	// value separation did (see separateValues). It changes where bytes
+	// sit on disk, never what the keyspace holds; benchmarks set it to
+	// measure what separation saves.
+	InlineValues bool
 }
 
 // withDefaults fills the nil fields.
@@ -84,13 +89,16 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		FS:                 o.FS,
-		FormatMajorVersion: pebble.FormatNewest,
+		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{log: o.Logger, fs: o.FS, dir: path},
 		Cache:              cache,
 		MemTableSize:       memBytes,
 		MaxOpenFiles:       o.MaxOpenFiles,
 		EventListener:      diskEventListener(o.OnDiskEvent),
 		DisableWAL:         true,
+	}
+	if !o.InlineValues {
+		po.Experimental.ValueSeparationPolicy = separateValues
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
