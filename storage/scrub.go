@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -25,51 +24,63 @@ type ScrubStats struct {
 	Bytes  int64 // their size on disk
 }
 
-// Scrub re-reads the keyspace's table files (LiveTables) and then its blob
-// files from disk and verifies each block's checksum. Pebble checks a block only when it reads
-// it from the file, and its block cache keeps serving the copy it read
-// before, so bytes that change on disk under a running node go unnoticed
-// until a restart or a compaction meets them. between runs after each
-// table with the bytes read so far (pacing, cancellation); its error ends
-// the scrub. A file that a compaction deleted meanwhile is skipped. A bad
-// block is ErrDamaged, naming the file, and leaves the damage marker so
-// the next start refuses too.
+// LiveFiles are the files of a keyspace that a scrub reads, by number.
+type LiveFiles struct {
+	Tables []uint64 // local table files (%06d.sst)
+	// Blobs are the blob files the tables reference (%06d.blob): a blob
+	// file's id is the number of the file it was first written as.
+	Blobs []uint64
+}
+
+// Scrub re-reads the keyspace's table files and then its blob files
+// (ListLive) from disk and verifies each block's checksum. Pebble checks a
+// block only when it reads it from the file, and its block cache keeps
+// serving the copy it read before, so bytes that change on disk under a
+// running node go unnoticed until a restart or a compaction meets them.
+// between runs after each file with the bytes read so far (pacing,
+// cancellation); its error ends the scrub. A file that a compaction
+// deleted meanwhile is skipped. A bad block is ErrDamaged, naming the
+// file, and leaves the damage marker so the next start refuses too.
 //
-// Pebble names no live blob file outside its MANIFEST, so the blob files
-// are the directory's *.blob files: one that Pebble has just made obsolete
-// and not yet deleted is read too.
-func (h *Home) Scrub(ctx context.Context, tables []uint64, between func(read int64) error) (ScrubStats, error) {
+// Files come from Pebble's current version, never from listing the
+// directory, which also holds files a flush is still writing. A blob file
+// that Pebble rewrote to reclaim garbage keeps its id under a new file
+// number, which Pebble does not show; a scrub skips it, and Pebble still
+// checks each block it reads from it.
+func (h *Home) Scrub(ctx context.Context, live LiveFiles, between func(read int64) error) (ScrubStats, error) {
 	var st ScrubStats
 	dir := h.path(DBDir)
 	ropts := readerOptions()
-	for _, num := range tables {
-		name := h.opts.FS.PathJoin(dir, fmt.Sprintf("%06d.sst", num))
-		n, err := verifyTable(ctx, h.opts.FS, name, ropts)
+	type file struct {
+		name string
+		blob bool
+	}
+	files := make([]file, 0, len(live.Tables)+len(live.Blobs))
+	for _, num := range live.Tables {
+		files = append(files, file{h.opts.FS.PathJoin(dir, fmt.Sprintf("%06d.sst", num)), false})
+	}
+	for _, num := range live.Blobs {
+		files = append(files, file{h.opts.FS.PathJoin(dir, fmt.Sprintf("%06d.blob", num)), true})
+	}
+	for _, f := range files {
+		var n int64
+		var err error
+		if f.blob {
+			n, err = verifyBlob(ctx, h.opts.FS, f.name)
+		} else {
+			n, err = verifyTable(ctx, h.opts.FS, f.name, ropts)
+		}
 		if errors.Is(err, os.ErrNotExist) {
-			continue // compacted away since the listing
+			continue // compacted away or rewritten since the listing
 		}
 		if err != nil {
-			return st, h.damaged(name, err)
+			return st, h.damaged(f.name, err)
 		}
-		st.Tables++
-		st.Bytes += n
-		if err := between(st.Bytes); err != nil {
-			return st, err
+		if f.blob {
+			st.Blobs++
+		} else {
+			st.Tables++
 		}
-	}
-	blobs, err := h.blobFiles(dir)
-	if err != nil {
-		return st, err
-	}
-	for _, name := range blobs {
-		n, err := verifyBlob(ctx, h.opts.FS, name)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // rewritten or no longer referenced since the listing
-		}
-		if err != nil {
-			return st, h.damaged(name, err)
-		}
-		st.Blobs++
 		st.Bytes += n
 		if err := between(st.Bytes); err != nil {
 			return st, err
@@ -78,38 +89,30 @@ func (h *Home) Scrub(ctx context.Context, tables []uint64, between func(read int
 	return st, nil
 }
 
-// blobFiles lists the paths of the blob files in dir, in name order.
-func (h *Home) blobFiles(dir string) ([]string, error) {
-	names, err := h.opts.FS.List(dir)
-	if err != nil {
-		return nil, fmt.Errorf("scrub: list %s: %w", dir, err)
-	}
-	slices.Sort(names)
-	var out []string
-	for _, n := range names {
-		if strings.HasSuffix(n, ".blob") {
-			out = append(out, h.opts.FS.PathJoin(dir, n))
-		}
-	}
-	return out, nil
-}
-
-// LiveTables lists the numbers of db's local table files, each once.
-func LiveTables(db *pebble.DB) ([]uint64, error) {
+// ListLive lists db's local table files and the blob files they
+// reference, each once.
+func ListLive(db *pebble.DB) (LiveFiles, error) {
 	levels, err := db.SSTables()
 	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
+		return LiveFiles{}, fmt.Errorf("list tables: %w", err)
 	}
-	var out []uint64
-	seen := map[uint64]bool{}
+	var out LiveFiles
+	seen, seenBlob := map[uint64]bool{}, map[uint64]bool{}
 	for _, level := range levels {
 		for _, t := range level {
 			if num := uint64(t.BackingSSTNum); t.BackingType == pebble.BackingTypeLocal && !seen[num] {
 				seen[num] = true
-				out = append(out, num)
+				out.Tables = append(out.Tables, num)
+			}
+			for _, id := range t.GetBlobReferenceFiles() {
+				if !seenBlob[uint64(id)] {
+					seenBlob[uint64(id)] = true
+					out.Blobs = append(out.Blobs, uint64(id))
+				}
 			}
 		}
 	}
+	slices.Sort(out.Blobs)
 	return out, nil
 }
 

@@ -169,12 +169,12 @@ func Test_ScrubFindsBytesFlippedInABlobFile(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	mustWriteValues(t, db, 32)
-	tables, err := LiveTables(db)
+	live, err := ListLive(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := h.Scrub(ctx, tables, func(int64) error { return nil })
+	st, err := h.Scrub(ctx, live, func(int64) error { return nil })
 	if err != nil || st.Blobs == 0 || st.Bytes < 32*64<<10 {
 		t.Fatalf("scrub of a sound keyspace: %+v, %v; want its blob files read", st, err)
 	}
@@ -190,7 +190,7 @@ func Test_ScrubFindsBytesFlippedInABlobFile(t *testing.T) {
 	if err := os.WriteFile(files[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Scrub(ctx, tables, func(int64) error { return nil })
+	_, err = h.Scrub(ctx, live, func(int64) error { return nil })
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(files[0])) {
 		t.Fatalf("scrub after a flip: %v, want ErrDamaged naming %s", err, files[0])
 	}
