@@ -31,8 +31,8 @@ const (
 	// valueSeparationGarbage is the share of blob bytes that no key
 	// references any more (bodies of purged tasks in files that still hold
 	// live ones) above which Pebble rewrites the blob files with the most
-	// garbage. A queue deletes bodies mostly in the order it wrote them, so
-	// most blob files die whole and are deleted without a rewrite.
+	// garbage. A queue that purges bodies in about the order it wrote them
+	// lets most blob files die whole, and those are deleted without one.
 	valueSeparationGarbage = 0.3
 	// valueSeparationMinAge keeps a blob file from being rewritten while
 	// its tasks are likely still being worked and purged.
