@@ -15,8 +15,8 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// Options configure an FSM. FS, MaxOpenFiles, MemTableBytes and
-// OnDiskEvent pass through to storage.DBOptions, which owns Pebble.
+// Options configure an FSM. FS, MaxOpenFiles, MemTableBytes, OnDiskEvent
+// and InlineValues pass through to storage.DBOptions, which owns Pebble.
 type Options struct {
 	// Logger gets Pebble's messages and the FSM's own; nil discards.
 	Logger *slog.Logger
