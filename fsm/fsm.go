@@ -15,8 +15,8 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// Options configure an FSM. FS, MaxOpenFiles, MemTableBytes and
-// OnDiskEvent pass through to storage.DBOptions, which owns Pebble.
+// Options configure an FSM. FS, MaxOpenFiles, MemTableBytes, OnDiskEvent
+// and InlineValues pass through to storage.DBOptions, which owns Pebble.
 type Options struct {
 	// Logger gets Pebble's messages and the FSM's own; nil discards.
 	Logger *slog.Logger
@@ -46,6 +46,9 @@ type Options struct {
 	// NoCompactions turns Pebble's automatic compactions off
 	// (storage.DBOptions.NoCompactions); for tests only.
 	NoCompactions bool
+	// InlineValues keeps large values inside Pebble's tables instead of
+	// blob files (storage.DBOptions.InlineValues); benchmarks set it.
+	InlineValues bool
 	// MaxLevel caps the feature level this FSM applies (features.go); 0
 	// means BuildLevel(). Tests set it to run an older build's rules.
 	MaxLevel uint32
@@ -147,6 +150,7 @@ func (f *FSM) dbOptions() storage.DBOptions {
 		MemTableBytes: f.opts.MemTableBytes,
 		NoCompactions: f.opts.NoCompactions,
 		OnDiskEvent:   f.opts.OnDiskEvent,
+		InlineValues:  f.opts.InlineValues,
 	}
 }
 

@@ -76,10 +76,24 @@ func (w *workload) anyID() string {
 	return w.ids[w.rng.IntN(len(w.ids))]
 }
 
+// bigPayload is 1 to 3 KiB of random bytes: Pebble moves a value that
+// large into a blob file (storage/valsep.go), so the replicas' hashes,
+// snapshots, restores and crashes cover separated values too.
+func (w *workload) bigPayload() []byte {
+	b := make([]byte, 1<<10+w.rng.IntN(2<<10))
+	for i := range b {
+		b[i] = byte(w.rng.Uint32())
+	}
+	return b
+}
+
 func (w *workload) newTask() *pb.NewTask {
 	q := w.queue()
 	nt := &pb.NewTask{Queue: q.Queue, Tenant: q.Tenant, Priority: uint32(w.rng.IntN(MaxPriority + 1)),
 		Payload: []byte(payload[:w.rng.IntN(len(payload))])}
+	if w.pct(10) {
+		nt.Payload = w.bigPayload()
+	}
 	switch {
 	case w.pct(20):
 		nt.DelayNs = w.dur(20 * time.Second)

@@ -35,6 +35,11 @@ type DBOptions struct {
 	// that damage a table on disk and must not have a compaction read it
 	// before the code under test does.
 	NoCompactions bool
+	// InlineValues keeps every value inside the tables, as builds before
+	// value separation did (see separateValues). It changes where bytes
+	// sit on disk, never what the keyspace holds; benchmarks set it to
+	// measure what separation saves.
+	InlineValues bool
 }
 
 // withDefaults fills the nil fields.
@@ -88,7 +93,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		FS:                 o.FS,
-		FormatMajorVersion: pebble.FormatNewest,
+		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{log: o.Logger, fs: o.FS, dir: path},
 		Cache:              cache,
 		MemTableSize:       memBytes,
@@ -97,6 +102,9 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		DisableWAL:         true,
 	}
 	po.DisableAutomaticCompactions = o.NoCompactions
+	if !o.InlineValues {
+		po.Experimental.ValueSeparationPolicy = separateValues
+	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}

@@ -35,11 +35,11 @@ func Test_ScrubFindsBytesFlippedWhileOpen(t *testing.T) {
 	}
 	ctx := context.Background()
 	var paced []int64
-	tables, err := LiveTables(db)
+	live, err := ListLive(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.Scrub(ctx, tables, func(read int64) error { paced = append(paced, read); return nil })
+	st, err := h.Scrub(ctx, live, func(read int64) error { paced = append(paced, read); return nil })
 	if err != nil || st.Tables == 0 || len(paced) != st.Tables {
 		t.Fatalf("scrub of a sound keyspace: %+v, %v (paced %v)", st, err, paced)
 	}
@@ -70,7 +70,7 @@ func Test_ScrubFindsBytesFlippedWhileOpen(t *testing.T) {
 	} else {
 		_ = closer.Close()
 	}
-	_, err = h.Scrub(ctx, tables, func(int64) error { return nil })
+	_, err = h.Scrub(ctx, live, func(int64) error { return nil })
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(files[0])) {
 		t.Fatalf("scrub after a flip: %v, want ErrDamaged naming %s", err, files[0])
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// Scrub re-reads the keyspace's table files from disk every
+// Scrub re-reads the keyspace's table and blob files from disk every
 // ScrubInterval, paced at CheckRate (fsm.FSM.Scrub), until ctx ends. Every node scrubs its
 // own disk; nothing goes through Raft. A table that fails its checksums
 // makes the node stop serving and leave Raft, as a diverged one does, and

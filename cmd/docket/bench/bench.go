@@ -64,6 +64,10 @@ type Config struct {
 	// Token is the bearer token sent to an --addr cluster run with --auth
 	// (--token, or DOCKET_TOKEN). Never in the report.
 	Token string
+	// RandomPayload makes every payload byte pseudo-random: nothing on the
+	// way (Pebble's block compression) can shrink it, as with encrypted or
+	// compressed bodies. The default pattern compresses to almost nothing.
+	RandomPayload bool
 }
 
 // Workloads lists what --workload accepts.
@@ -132,6 +136,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.BasePort, "base-port", 7640, "local cluster: node i serves gRPC on base+i, Raft on base+100+i and pprof on base+200+i, on 127.0.0.1")
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers (enqueue, drain, heartbeat, failover, ceiling)")
 	fs.IntVar(&c.Payload, "payload", 128, "payload bytes per task")
+	fs.BoolVar(&c.RandomPayload, "payload-random", false, "pseudo-random payload bytes, which no compression shrinks (default: a repeating a-z pattern, which Pebble compresses to almost nothing)")
 	fs.IntVar(&c.Batch, "batch", 1, "tasks per Enqueue call")
 	fs.IntVar(&c.ClaimBatch, "claim-batch", 1, "tasks per Claim call (drain, cycle)")
 	fs.IntVar(&c.Producers, "producers", 64, "cycle: concurrent producers")
@@ -233,7 +238,7 @@ func redactToken(args []string) []string {
 }
 
 func (c Config) describe() map[string]any {
-	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "batch": c.Batch,
+	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,

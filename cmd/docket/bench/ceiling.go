@@ -114,7 +114,7 @@ func (r *runner) ceiling(ctx context.Context, conc, batch int) (Summary, error) 
 // ceilingEntry is an entry the size of the workload's Enqueue command.
 func (r *runner) ceilingEntry(batch int) ([]byte, error) {
 	data, err := fsm.EncodeCommand(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Now: time.Now().UnixNano(),
-		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: r.withKeys(r.newTasks(batch, payload(r.cfg.Payload)))}}})
+		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: r.withKeys(r.newTasks(batch, r.cfg.body()))}}})
 	if err != nil {
 		return nil, fmt.Errorf("ceiling entry: %w", err)
 	}

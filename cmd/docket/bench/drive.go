@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,20 @@ func payload(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte('a' + i%26)
+	}
+	return b
+}
+
+// body is the payload of every task of the run: payload's pattern, or
+// with --payload-random the same pseudo-random bytes on every run.
+func (c *Config) body() []byte {
+	if !c.RandomPayload {
+		return payload(c.Payload)
+	}
+	b := make([]byte, c.Payload)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
 	}
 	return b
 }

@@ -96,7 +96,7 @@ func (r *runner) watchElection(ctx context.Context, c *client.Client, victim *lo
 // survivor answered Status as leader. The killed node is restarted and
 // caught up before the next trial.
 func (r *runner) failover(ctx context.Context, c *client.Client) error {
-	body := payload(r.cfg.Payload)
+	body := r.cfg.body()
 	if err := r.warm(ctx, c, body); err != nil {
 		return err
 	}

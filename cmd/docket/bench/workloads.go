@@ -50,7 +50,7 @@ func (r *runner) enqueueOnce(parent context.Context, c *client.Client, rec *Reco
 }
 
 func (r *runner) enqueue(ctx context.Context, c *client.Client) (*Summary, error) {
-	body := payload(r.cfg.Payload)
+	body := r.cfg.body()
 	if err := r.warm(ctx, c, body); err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (r *runner) warm(ctx context.Context, c *client.Client, body []byte) error 
 // fill enqueues n tasks in batches of 100 from 8 callers, with a progress
 // line; it is setup, not measurement.
 func (r *runner) fill(ctx context.Context, c *client.Client, n int) (time.Duration, error) {
-	body := payload(r.cfg.Payload)
+	body := r.cfg.body()
 	rec := NewRecorder("fill")
 	var next atomic.Int64
 	var firstErr atomic.Value
@@ -218,7 +218,7 @@ func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) 
 // enqueued and not yet completed, so the run is a steady state rather than
 // a race to build a backlog.
 func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) {
-	body := payload(r.cfg.Payload)
+	body := r.cfg.body()
 	if err := r.warm(ctx, c, body); err != nil {
 		return nil, err
 	}
