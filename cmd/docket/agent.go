@@ -192,6 +192,7 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 		return fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
 	}
 	lis := connlimit.New(raw, maxConns, "grpc", log)
+	cfg.GRPCAddr = lis.Addr().String()
 	if api.Registerer != nil {
 		registerListener(api.Registerer, lis)
 	}
@@ -203,7 +204,7 @@ func serve(ctx context.Context, cfg cluster.Config, api transport.Config, maxCon
 	if guard != nil {
 		guard.setNode(node)
 	}
-	log.Info("serving", "id", cfg.ID, "grpc", lis.Addr().String(), "raft", cfg.RaftAddr, "data", cfg.DataDir)
+	log.Info("serving", "id", cfg.ID, "grpc", cfg.GRPCAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 	if err := writePIDFile(cfg.DataDir); err != nil {
 		log.Warn("no pid file; docket dev cannot see this node's pid", "err", err)
 	} else {

@@ -23,10 +23,10 @@ type Server struct {
 	serveErr error         // what it returned, set before served closes
 }
 
-// Start opens the node for cfg and serves its API on lis, whose address
-// is the node's advertised gRPC address. On error lis is closed.
+// Start opens the node for cfg and serves its API on lis. The node
+// advertises cfg.GRPCAddr, which may differ from lis's address (a proxy in
+// front of it, in tests). On error lis is closed.
 func Start(cfg cluster.Config, api transport.Config, lis net.Listener) (*Server, error) {
-	cfg.GRPCAddr = lis.Addr().String()
 	node, err := cluster.New(cfg)
 	if err != nil {
 		return nil, errors.Join(err, lis.Close())
