@@ -55,6 +55,7 @@ type Node struct {
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
 	ident      *identity.Identity
+	clock      atomic.Pointer[func() time.Time] // SetClock; nil: the wall clock
 }
 
 // NewMemNode opens an FSM under dir and serves it as a leader or a
@@ -237,8 +238,17 @@ func (n *Node) Limits() fsm.Limits {
 	return n.limits
 }
 
-// Now is the wall clock.
-func (n *Node) Now() time.Time { return time.Now() }
+// Now is the wall clock, or the clock SetClock gave.
+func (n *Node) Now() time.Time {
+	if c := n.clock.Load(); c != nil {
+		return (*c)()
+	}
+	return time.Now()
+}
+
+// SetClock makes now the node's clock: the time it stamps on commands
+// and the leader loops read, so a test can move time at will.
+func (n *Node) SetClock(now func() time.Time) { n.clock.Store(&now) }
 
 // HealthProblems is what SetProblems set.
 func (n *Node) HealthProblems() []string {
