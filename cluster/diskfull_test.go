@@ -68,6 +68,10 @@ func mustClusterFailingLogs(t *testing.T) (nodes []*Node, logsOf func(id string)
 	logs := map[string]*failingLogs{}
 	nodes = mustClusterWith(t, 3, func(c *Config) {
 		id := c.ID
+		// No periodic check: a CheckResult of the leader's own that meets
+		// the failing log first would make it step down before the
+		// proposal under test reaches Raft.
+		c.CheckInterval = -1
 		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
 			f := &failingLogs{LogStore: s}
 			mu.Lock()
@@ -75,6 +79,12 @@ func mustClusterFailingLogs(t *testing.T) (nodes []*Node, logsOf func(id string)
 			mu.Unlock()
 			return f
 		}
+	})
+	// The leader's start-up entries (the level latch, the cluster's id)
+	// are in before a test turns a log's failure on.
+	testwait.For(t, 10*time.Second, "the leader's start-up entries", func() bool {
+		l := leaderOf(t, nodes)
+		return l.ClusterID() != "" && l.FSM().EnabledLevel() == l.FSM().MaxLevel()
 	})
 	return nodes, func(id string) *failingLogs {
 		mu.Lock()
