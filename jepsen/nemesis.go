@@ -274,7 +274,7 @@ func (m *Nemesis) applyOther(ctx context.Context, name string) ([]int, healFunc,
 		return []int{x.I}, plain(func(context.Context) error { return x.signal(syscall.SIGCONT) }), nil
 	case FaultClock:
 		x := c.Nodes[m.target(ctx)-1]
-		off := time.Duration(1+m.Rand.IntN(8)) * time.Second
+		off := time.Duration(1+m.Rand.IntN(int(MaxClockOffset/time.Second))) * time.Second
 		if m.Rand.IntN(2) == 0 {
 			off = -off
 		}
