@@ -101,14 +101,15 @@ func (w *workload) features(mainCtx, ctx context.Context) {
 	wg.Wait()
 }
 
-// xstate is one feature loop's drain bookkeeping.
+// xstate is one feature loop's pacing and drain bookkeeping.
 type xstate struct {
+	start    time.Time
 	last     time.Time // when it last claimed a task
 	drainEnd time.Time
 	enqueued time.Time // when it last enqueued
 }
 
-func newXState() *xstate { return &xstate{last: time.Now()} }
+func newXState() *xstate { return &xstate{start: time.Now(), last: time.Now()} }
 
 // xstop reports whether a feature loop is done: ctx ended, or the drain
 // found its queue quiet for DrainQuiet, or ran out.
@@ -128,8 +129,14 @@ func (w *workload) xstop(ctx context.Context, x *xstate) bool {
 // xdue reports whether a loop should enqueue now: while mainCtx lasts, at
 // most one task every interval, chosen above the time a task takes to
 // work off (so that no backlog builds up for the drain) and so that a
-// feature queue holds a few thousand tasks in a long run at most.
+// feature queue holds a few thousand tasks in a long run at most. In the
+// first minute the interval is halved, so that a short run (the smoke's,
+// the planted run's 30 s) reaches the checkers' minimum counts; the
+// backlog that builds is a few tasks.
 func (x *xstate) xdue(mainCtx context.Context, interval time.Duration) bool {
+	if time.Since(x.start) < time.Minute {
+		interval /= 2
+	}
 	if mainCtx.Err() != nil || time.Since(x.enqueued) < interval {
 		return false
 	}

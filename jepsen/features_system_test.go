@@ -13,7 +13,7 @@ import (
 	"github.com/dockethq/docket/client"
 )
 
-// Test_SystemFeatureWorkload runs the feature workload for 25 s against a
+// Test_SystemFeatureWorkload runs the feature workload for 20 s against a
 // one-node secure cluster (TLS and role tokens) with no fault, and every
 // feature checker must pass with its minimum met: the workload uses the
 // real API fields, with the tokens the long run gives it, and does enough
@@ -44,7 +44,7 @@ func Test_SystemFeatureWorkload(t *testing.T) {
 	if err := w.waitLeader(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	mainCtx, stopMain := context.WithTimeout(ctx, 25*time.Second)
+	mainCtx, stopMain := context.WithTimeout(ctx, 20*time.Second)
 	defer stopMain()
 	done := make(chan struct{})
 	go func() { defer close(done); w.features(mainCtx, ctx) }()

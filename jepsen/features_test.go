@@ -178,8 +178,8 @@ func limitPair(b *hb, at int64, name string, fence uint64) {
 	b.xop(at+210, "lim-w1", FXSubmit, OK, LimitQueue, name+"-b", fence+1)
 }
 
-// The retry checker fails a fourth delivery and a task that failed all
-// its attempts but is not dead, and a run with too few dead tasks.
+// The retry checker fails a fourth delivery and a task that used all its
+// attempts but is not dead, and a run with too few dead tasks.
 func Test_CheckRetries(t *testing.T) {
 	b := &hb{}
 	retryRun(b, 0, MinDeadLettered)
@@ -193,7 +193,7 @@ func Test_CheckRetries(t *testing.T) {
 	b = &hb{}
 	retryRun(b, 0, MinDeadLettered+1)
 	b.xread(9000, RetryQueue, "rt2", "TASK_STATE_PENDING")
-	mustFail(t, "all attempts failed, not dead", CheckRetries(b.history()), "rt2")
+	mustFail(t, "all attempts used, not dead", CheckRetries(b.history()), "rt2")
 
 	b = &hb{}
 	retryRun(b, 0, MinDeadLettered-1)
