@@ -119,6 +119,12 @@ func (w *workload) timeouts(mainCtx, ctx context.Context) {
 		if t == nil {
 			continue
 		}
+		if t.GetDeadlineAt() == 0 {
+			// Stored without its timeout by a leader that had not
+			// latched timeouts (a rolling upgrade): nothing to test.
+			w.xsubmit(ctx, proc, TimeoutQueue, t)
+			continue
+		}
 		timedOut := false
 		end := time.Now().Add(3*TaskTimeoutAfter + lease)
 		for i := 0; i < 100 && time.Now().Before(end) && ctx.Err() == nil; i++ {
@@ -142,9 +148,9 @@ func (w *workload) timeouts(mainCtx, ctx context.Context) {
 }
 
 // CheckTimeouts: no heartbeat of a TimeoutQueue claim acknowledged at C
-// was accepted when invoked after C+TaskTimeoutAfter (plus the clock
-// tolerance): the deadline is the claim's stamp plus the timeout, and
-// the stamp came before C. Once a read saw the task FAILED (its claim
+// with a deadline was accepted when invoked after C plus its timeout (and
+// the clock tolerance): the deadline is the claim's stamp plus the
+// timeout, and the stamp came before C. Once a read saw the task FAILED (its claim
 // ended by the timeout: the worker never submits before it hears
 // TIMED_OUT), no Submit of it invoked later was accepted, and its final
 // read is still FAILED. At least MinTimeouts tasks must have been told
@@ -167,11 +173,11 @@ func CheckTimeouts(h *History) Result {
 			told[o.Task] = true
 		}
 		c, ok := claims[tf{o.Task, o.Fence}]
-		if o.Type != OK || !ok {
+		if o.Type != OK || !ok || c.Delay <= 0 {
 			continue
 		}
 		r.Checked++
-		deadline := c.Complete + int64(TaskTimeoutAfter)
+		deadline := c.Complete + c.Delay
 		if o.Invoke > deadline+clockTolerance(h, c.Invoke, o.Invoke) {
 			r.violate(o.Task, "heartbeat accepted %.3fs past the claim's execution deadline: %s after %s", float64(o.Invoke-deadline)/1e9, h.desc(o), h.desc(c))
 		}

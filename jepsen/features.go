@@ -196,7 +196,15 @@ func (w *workload) xclaim(ctx context.Context, proc, queue string, x *xstate) *d
 		return nil
 	}
 	t := tasks[0]
-	w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FXClaim, Task: t.GetId(), Key: string(t.GetPayload()), Fence: t.GetFence(), Queue: queue})
+	// Delay is the claim's execution timeout when the claim has a deadline:
+	// a cluster that had not latched timeouts (an older leader during a
+	// rolling upgrade) may have stored the task without one.
+	var timeout int64
+	if t.GetDeadlineAt() > 0 {
+		timeout = t.GetTimeoutNs()
+	}
+	w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FXClaim, Task: t.GetId(), Key: string(t.GetPayload()), Fence: t.GetFence(),
+		Queue: queue, Delay: timeout})
 	x.last = time.Now()
 	return t
 }

@@ -86,7 +86,8 @@ func cancelRun(b *hb, at int64, n int) {
 func timeoutRun(b *hb, at int64, n int) {
 	for i := range n {
 		task, t0, fence := fmt.Sprintf("tt%d", i), at+int64(i)*3000, uint64(5000+i)
-		b.xclaim(t0, "timeout", TimeoutQueue, task, fence)
+		b.add(t0, "timeout", FXClaim, OK, Event{Task: task, Fence: fence, Queue: TimeoutQueue, Lease: int64(2 * time.Second),
+			Delay: int64(1500 * time.Millisecond)})
 		b.xop(t0+500, "timeout", FXHeartbeat, OK, TimeoutQueue, task, fence)
 		b.xop(t0+1000, "timeout", FXHeartbeat, OK, TimeoutQueue, task, fence)
 		b.add(t0+1500, "timeout", FXHeartbeat, Fail, Event{Task: task, Fence: fence, Queue: TimeoutQueue, Err: ErrTimedOut})
@@ -276,6 +277,11 @@ func Test_CheckTimeouts(t *testing.T) {
 	b = late()
 	b.fault(3000, 3500, FaultClock)
 	mustPass(t, "the same during a clock offset", CheckTimeouts(b.history()))
+	b = &hb{}
+	timeoutRun(b, 0, MinTimeouts)
+	b.xclaim(20_000, "timeout", TimeoutQueue, "tn", 5100) // stored without a deadline
+	b.xop(25_000, "timeout", FXHeartbeat, OK, TimeoutQueue, "tn", 5100)
+	mustPass(t, "a claim without a deadline", CheckTimeouts(b.history()))
 
 	b = &hb{}
 	timeoutRun(b, 0, MinTimeouts)

@@ -75,8 +75,9 @@ type Event struct {
 	// Nodes: for FNemesis the nodes a fault hit; for FFinal each node's status.
 	Nodes []NodeState `json:"nodes,omitempty"`
 	// Queue names the feature queue of an op of the feature workload
-	// (features.go); Delay is a Snooze's delay; Cancel is a Heartbeat's
-	// or a Cancel's cancel_requested.
+	// (features.go); Delay is a Snooze's delay, or the execution timeout
+	// of a claim with a deadline; Cancel is a Heartbeat's or a Cancel's
+	// cancel_requested.
 	Queue  string `json:"queue,omitempty"`
 	Delay  int64  `json:"delay_ns,omitempty"`
 	Cancel bool   `json:"cancel_requested,omitempty"`
@@ -108,7 +109,7 @@ type Op struct {
 	Node     string // FRead: the node asked
 	Applied  uint64 // FRead: the applied index of the answer
 	Queue    string // the feature queue (features.go)
-	Delay    int64  // a Snooze's delay
+	Delay    int64  // a Snooze's delay; a claim's execution timeout
 	Cancel   bool   // a Heartbeat's or Cancel's cancel_requested
 }
 
@@ -326,6 +327,9 @@ func Parse(evs []Event) *History {
 			}
 			if e.Fence != 0 {
 				op.Fence = e.Fence
+			}
+			if e.Delay != 0 {
+				op.Delay = e.Delay
 			}
 			if e.Applied != 0 {
 				op.Applied = e.Applied
