@@ -3,6 +3,7 @@ package jepsen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -282,7 +283,7 @@ func (w *workload) xreadAll(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				w.xread(ctx, w.cfg.ProcPrefix+"xr"+string(rune('0'+i)), j.queue, j.task)
+				w.xread(ctx, fmt.Sprintf("%sxr%d", w.cfg.ProcPrefix, i), j.queue, j.task)
 			}
 		}()
 	}
