@@ -386,6 +386,7 @@ func CheckAll(h *History) ([]Result, []Recovery) {
 		CheckLost(h), CheckUnexpected(h), CheckDoubleSubmit(h), CheckStaleAccepted(h),
 		CheckFences(h), CheckLeaseLost(h), CheckSplitBrain(h), rec, CheckAvailability(h), CheckLinearizable(h, 30*time.Second), CheckReads(h),
 		CheckFindings(h), CheckCronOncePerSlot(h), CheckDepsOrder(h), CheckCompleted(h), CheckIdempotentRetry(h),
+		CheckLimits(h), CheckRetries(h), CheckSnooze(h), CheckCancel(h), CheckTimeouts(h),
 	}, recs
 }
 

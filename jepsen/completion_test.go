@@ -8,8 +8,10 @@ import (
 
 // withMinimums adds to b what a run must do for the checkers with a
 // minimum count to call it valid: cron slots, children of a diamond and
-// retries of acknowledged keys, each done right.
+// retries of acknowledged keys, and the feature queues' runs, each done
+// right.
 func withMinimums(b *hb) *hb {
+	withFeatures(b)
 	for i := range MinCronSlots {
 		b.cron(4000+int64(i)*10, fmt.Sprintf("cr%d", i), int64(i+1)*int64(time.Second))
 	}

@@ -108,6 +108,14 @@ func Test_AuthProbe(t *testing.T) {
 func mustSecureNode(ctx context.Context, t *testing.T, auth bool) (bin string, sec *Security, addr string) {
 	t.Helper()
 	bin = mustBuildDocket(t)
+	sec, addr = startSecureNode(ctx, t, bin, auth, nil)
+	return bin, sec, addr
+}
+
+// startSecureNode is mustSecureNode on the docket binary bin, with env
+// added to the agent's environment (a planted build's DOCKET_PLANT).
+func startSecureNode(ctx context.Context, t *testing.T, bin string, auth bool, env []string) (sec *Security, addr string) {
+	t.Helper()
 	dir := t.TempDir()
 	sec, err := NewSecurity(ctx, bin, filepath.Join(dir, "pki"), 1)
 	if err != nil {
@@ -121,7 +129,7 @@ func mustSecureNode(ctx context.Context, t *testing.T, auth bool) (bin string, s
 	args := append([]string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--grpc-addr", addr,
 		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1"}, flags...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = sec.agentEnv()
+	cmd.Env = append(sec.agentEnv(), env...)
 	logf, err := os.Create(filepath.Join(dir, "n1.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +152,5 @@ func mustSecureNode(ctx context.Context, t *testing.T, auth bool) (bin string, s
 		b, _ := os.ReadFile(filepath.Join(dir, "n1.log"))
 		t.Fatalf("secure health: %q, %v\nnode log:\n%s", st, err, b)
 	}
-	return bin, sec, addr
+	return sec, addr
 }

@@ -74,6 +74,13 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Nodes: for FNemesis the nodes a fault hit; for FFinal each node's status.
 	Nodes []NodeState `json:"nodes,omitempty"`
+	// Queue names the feature queue of an op of the feature workload
+	// (features.go); Delay is a Snooze's delay, or the execution timeout
+	// of a claim with a deadline; Cancel is a Heartbeat's or a Cancel's
+	// cancel_requested.
+	Queue  string `json:"queue,omitempty"`
+	Delay  int64  `json:"delay_ns,omitempty"`
+	Cancel bool   `json:"cancel_requested,omitempty"`
 }
 
 // NodeState is one node's answer to the final status call.
@@ -101,6 +108,9 @@ type Op struct {
 	Err      string
 	Node     string // FRead: the node asked
 	Applied  uint64 // FRead: the applied index of the answer
+	Queue    string // the feature queue (features.go)
+	Delay    int64  // a Snooze's delay; a claim's execution timeout
+	Cancel   bool   // a Heartbeat's or Cancel's cancel_requested
 }
 
 // Fault is one nemesis window.
@@ -300,7 +310,7 @@ func Parse(evs []Event) *History {
 		case e.Type == Invoke:
 			open[key{e.Proc, e.Op}] = len(h.Ops)
 			h.Ops = append(h.Ops, Op{Proc: e.Proc, F: e.F, Type: Info, Invoke: e.T, Complete: math.MaxInt64,
-				Task: e.Task, Key: e.Key, Fence: e.Fence, Lease: e.Lease, Node: e.Node})
+				Task: e.Task, Key: e.Key, Fence: e.Fence, Lease: e.Lease, Node: e.Node, Queue: e.Queue, Delay: e.Delay})
 		case e.Type == OK || e.Type == Fail || e.Type == Info:
 			i, ok := open[key{e.Proc, e.Op}]
 			if !ok {
@@ -308,7 +318,7 @@ func Parse(evs []Event) *History {
 			}
 			delete(open, key{e.Proc, e.Op})
 			op := &h.Ops[i]
-			op.Type, op.Complete, op.Answered, op.Err, op.Done = e.Type, e.T, e.T, e.Err, e.Done
+			op.Type, op.Complete, op.Answered, op.Err, op.Done, op.Cancel = e.Type, e.T, e.T, e.Err, e.Done, e.Cancel
 			if e.Task != "" {
 				op.Task = e.Task
 			}
@@ -317,6 +327,9 @@ func Parse(evs []Event) *History {
 			}
 			if e.Fence != 0 {
 				op.Fence = e.Fence
+			}
+			if e.Delay != 0 {
+				op.Delay = e.Delay
 			}
 			if e.Applied != 0 {
 				op.Applied = e.Applied

@@ -178,8 +178,8 @@ func writeHTML(path string, s Summary, h *History) error {
 	buckets := map[string][]int{}
 	peak := 1
 	for _, o := range h.Ops {
-		if o.Type != OK || (o.F == FClaim && o.Task == "") {
-			continue
+		if o.Type != OK || o.Queue != "" || (o.F == FClaim && o.Task == "") {
+			continue // the feature queues' ops would crowd the main queue's plot
 		}
 		if buckets[o.F] == nil {
 			buckets[o.F] = make([]int, n)

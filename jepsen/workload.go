@@ -63,23 +63,30 @@ func (r *Register) Write(task string, fence uint64) bool {
 }
 
 type workload struct {
-	cfg      WorkloadConfig
-	rec      *Recorder
-	cl       *client.Client // the producers', with the producer token
-	wcl      *client.Client // the workers', with the worker token
-	acl      *client.Client // the final statuses', with the admin token: a keyspace hash reads every tenant
+	cfg WorkloadConfig
+	rec *Recorder
+	cl  *client.Client // the producers', with the producer token
+	wcl *client.Client // the workers', with the worker token
+	// acl holds the admin token: the final statuses' keyspace hashes read
+	// every tenant, and the feature workload sets a queue limit and
+	// cancels running tasks.
+	acl      *client.Client
 	reg      *Register
 	draining atomic.Bool
 	lastTask atomic.Int64 // Now() of the last claimed task
 	log      *slog.Logger
 
 	knownMu sync.Mutex
-	known   []string           // acknowledged task ids, read back by the readers
-	conns   []*grpc.ClientConn // the readers', one per node, with the reader token
+	known   []string            // acknowledged task ids, read back by the readers
+	xknown  map[string][]string // the feature queues' acknowledged task ids, by queue
+	conns   []*grpc.ClientConn  // the readers', one per node, with the reader token
 }
 
 // classify maps a client error to a completion type and an error class.
 func classify(err error) (string, string) {
+	if typ, cls, ok := classifyFeature(err); ok {
+		return typ, cls
+	}
 	switch {
 	case errors.Is(err, client.ErrStaleFence):
 		return Fail, ErrStale
@@ -116,7 +123,8 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 		return err
 	}
 	defer acl.Close()
-	w := &workload{cfg: cfg, rec: rec, cl: cl, wcl: wcl, acl: acl, reg: &Register{top: map[string]uint64{}}, log: log}
+	w := &workload{cfg: cfg, rec: rec, cl: cl, wcl: wcl, acl: acl, reg: &Register{top: map[string]uint64{}}, log: log,
+		xknown: map[string][]string{}}
 	for _, a := range cfg.Nodes {
 		cc, err := cfg.Creds.Dial(a, RoleReader)
 		if err != nil {
@@ -161,6 +169,8 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	go func() { defer prod.Done(); w.reader(mainCtx) }()
 	work.Add(1)
 	go func() { defer work.Done(); w.cron(allCtx) }()
+	work.Add(1)
+	go func() { defer work.Done(); w.features(mainCtx, allCtx) }()
 	<-mainCtx.Done()
 	prod.Wait()
 	w.waitHealed(allCtx)
@@ -176,6 +186,7 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	rec.Record(done)
 	w.final(ctx)
 	w.readAll(ctx)
+	w.xreadAll(ctx)
 	return nil
 }
 

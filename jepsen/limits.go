@@ -1,0 +1,184 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dockethq/docket/client"
+)
+
+// The queue limit under faults. The workload sets LimitQueue's
+// max_running to LimitMax (SetQueueLimits, admin), keeps a small backlog
+// in it, and has more workers than the limit claim, hold for less than
+// half a lease without heartbeating, and submit. CheckLimits then asks
+// the one thing the limit promises: never more than LimitMax of its
+// tasks running at once.
+const (
+	LimitMax      = 2
+	limitWorkers  = 4
+	limitBacklog  = 8 // the producer keeps at most this many unfinished tasks
+	MinLimitHeld  = 20
+	MinLimitFull  = 3
+	limitSetProc  = "lim-admin"
+	limitPauseMin = 50 * time.Millisecond
+)
+
+func (w *workload) limits(mainCtx, ctx context.Context) {
+	proc := w.cfg.ProcPrefix + "lim"
+	if !w.setLimit(ctx, w.cfg.ProcPrefix+limitSetProc) {
+		return
+	}
+	var outstanding atomic.Int64
+	var wg sync.WaitGroup
+	for i := range limitWorkers {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.limitWorker(ctx, fmt.Sprintf("%s-w%d", proc, i), &outstanding) }()
+	}
+	for n := 0; n < 1_000_000 && mainCtx.Err() == nil; n++ {
+		if outstanding.Load() < limitBacklog && w.xenqueue(mainCtx, proc, LimitQueue, fmt.Sprintf("%s-%d", proc, n)) != "" {
+			outstanding.Add(1)
+		}
+		time.Sleep(limitPauseMin + rand.N(limitPauseMin))
+	}
+	wg.Wait()
+}
+
+// setLimit sets the limit, retrying while the cluster has not latched the
+// limits' level (a rolling upgrade) or has no leader. It reports whether
+// the limit is set.
+func (w *workload) setLimit(ctx context.Context, proc string) bool {
+	maxRunning := uint32(LimitMax)
+	for ctx.Err() == nil && !w.draining.Load() {
+		op := w.rec.Invoke(Event{Proc: proc, F: FLimitSet, Queue: LimitQueue, Key: strconv.Itoa(LimitMax)})
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := w.acl.SetQueueLimits(c, LimitQueue, Tenant, client.QueueLimits{MaxRunning: &maxRunning})
+		cancel()
+		if err == nil {
+			w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FLimitSet, Queue: LimitQueue, Key: strconv.Itoa(LimitMax)})
+			return true
+		}
+		typ, cls := classify(err)
+		w.rec.Record(Event{Proc: proc, Op: op, Type: typ, F: FLimitSet, Queue: LimitQueue, Err: cls})
+		time.Sleep(time.Second)
+	}
+	return false
+}
+
+// limitWorker claims, holds for lease/8 to lease/2 (no heartbeat: the
+// claim's own lease covers it), and submits.
+func (w *workload) limitWorker(ctx context.Context, proc string, outstanding *atomic.Int64) {
+	x := newXState()
+	lease := w.cfg.Lease
+	for n := 0; n < 1_000_000 && !w.xstop(ctx, x); n++ {
+		t := w.xclaim(ctx, proc, LimitQueue, x)
+		if t == nil {
+			continue
+		}
+		time.Sleep(lease/8 + rand.N(lease*3/8))
+		if typ := w.xsubmit(ctx, proc, LimitQueue, t); typ != Fail {
+			outstanding.Add(-1)
+		}
+	}
+}
+
+// CheckLimits: at no time were more than the limit's tasks of LimitQueue
+// provably running. A claim acknowledged at C holds its task from C until
+// the first op that could release it was invoked (a Submit), and at most
+// until its lease could have run out: the leader stamped the claim after
+// it was invoked, so the lease lasts until at least invoke+lease, less
+// the clock tolerance. Only claims invoked after the limit was
+// acknowledged count. Where more than the limit of such spans overlap, the
+// cluster ran more than the limit. The run must have held tasks at the
+// limit MinLimitFull times and counted MinLimitHeld spans, or it did not
+// test the limit.
+func CheckLimits(h *History) Result {
+	r := newResult("queue-limit")
+	since, limit := int64(-1), 0
+	for _, o := range h.xops(FLimitSet, LimitQueue, OK) {
+		if since < 0 || o.Complete < since {
+			since = o.Complete
+			limit, _ = strconv.Atoi(o.Key)
+		}
+	}
+	if since < 0 || limit <= 0 {
+		r.violate("", "the limit of %s was never acknowledged: the run did not test limits", LimitQueue)
+		return r
+	}
+	type tf struct {
+		task  string
+		fence uint64
+	}
+	release := map[tf]int64{}
+	for _, o := range h.Ops {
+		if o.Queue != LimitQueue || (o.F != FXSubmit && o.F != FXNack && o.F != FSnooze) {
+			continue
+		}
+		k := tf{o.Task, o.Fence}
+		if v, ok := release[k]; !ok || o.Invoke < v {
+			release[k] = o.Invoke
+		}
+	}
+	type edge struct {
+		t    int64
+		d    int
+		task string
+		op   Op
+	}
+	var edges []edge
+	for _, c := range h.xops(FXClaim, LimitQueue, OK) {
+		if c.Task == "" || c.Invoke < since || c.Lease <= 0 {
+			continue
+		}
+		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
+		if v, ok := release[tf{c.Task, c.Fence}]; ok {
+			end = min(end, v)
+		}
+		if end <= c.Complete {
+			continue
+		}
+		r.Checked++
+		edges = append(edges, edge{c.Complete, +1, c.Task, c}, edge{end, -1, c.Task, c})
+	}
+	// Ends before starts at one instant: spans that touch do not overlap.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].t != edges[j].t {
+			return edges[i].t < edges[j].t
+		}
+		return edges[i].d < edges[j].d
+	})
+	held := map[string]Op{}
+	full, peak := 0, 0
+	for _, e := range edges {
+		if e.d < 0 {
+			delete(held, e.task)
+			continue
+		}
+		held[e.task] = e.op
+		peak = max(peak, len(held))
+		if len(held) == limit {
+			full++
+		}
+		if len(held) > limit {
+			var descs []string
+			for _, o := range held {
+				descs = append(descs, h.desc(o))
+			}
+			slices.Sort(descs)
+			r.violate(e.task, "%d tasks of %s running at %.3fs under a limit of %d: %v", len(held), LimitQueue,
+				float64(e.t-h.Begin)/1e9, limit, descs)
+		}
+	}
+	r.Note = fmt.Sprintf("limit %d: %d spans, at the limit %d times, peak %d", limit, r.Checked, full, peak)
+	atLeast(&r, MinLimitHeld, "claims held under the limit")
+	if full < MinLimitFull {
+		r.violate("", "the limit was reached %d times, below the minimum of %d: the run did not test it", full, MinLimitFull)
+	}
+	return r
+}
