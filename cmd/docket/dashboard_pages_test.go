@@ -41,9 +41,15 @@ func Test_DashboardLoginThroughFollower(t *testing.T) {
 	if err := f.admin.RevokeToken(ctx, tok.GetAccessor()); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, follower.id+" to apply the revoke", func() bool {
-		_, err := follower.node.Authenticate(tok.GetSecret())
-		return err != nil
+	// Every node, not only this follower: a page's calls may reach any
+	// of them, and a node authenticates on its own replica.
+	testwait.For(t, 10*time.Second, "every node to apply the revoke", func() bool {
+		for _, n := range f.nodes {
+			if _, err := n.node.Authenticate(tok.GetSecret()); err == nil {
+				return false
+			}
+		}
+		return true
 	})
 	for _, p := range []string{"/queues", "/queue?queue=x", "/dead", "/"} {
 		resp, body := b.get(p)
