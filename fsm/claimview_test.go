@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -10,7 +11,36 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
 )
+
+// ClaimAllowance is the reference the claim view is held to, read from
+// Pebble as claim admission read it before the view: how many tasks a
+// claim of the queue may take now by its pause and limits (math.MaxInt
+// when nothing limits it) and, when the rate limit leaves none, when the
+// next token is due (Unix ns; 0 otherwise). The FSM's own time is used
+// when later than now, as apply would.
+func (f *FSM) ClaimAllowance(queue, tenant string, now int64) (n int, next int64, err error) {
+	r, release, err := f.view()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer release()
+	cfg, err := storage.GetQueueConfig(r, queue, tenant)
+	if err != nil || cfg.GetPaused() {
+		return 0, 0, err
+	}
+	m, err := storage.GetQueueMeta(r, queue, tenant)
+	if err != nil {
+		return 0, 0, err
+	}
+	u, err := storage.GetTenantUsage(r, tenant)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, next = allowance(cfg, m.Running, u, max(now, f.now.Load()), math.MaxInt)
+	return n, next, nil
+}
 
 // claimableFromPebble is what the leader's claim admission asked before
 // the claim view: the queue's pause and limits (ClaimAllowance), its

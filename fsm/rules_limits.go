@@ -323,33 +323,6 @@ func (tx *txn) countTenantsRunning(only string) error {
 	return nil
 }
 
-// ClaimAllowance is how many tasks a claim of the queue may take now on
-// the local replica by its pause and limits (math.MaxInt when nothing
-// limits it) and, when the rate limit leaves none, when the next token is
-// due (Unix ns; 0 otherwise). now is the caller's clock; the FSM's own
-// time is used when later, as apply would.
-func (f *FSM) ClaimAllowance(queue, tenant string, now int64) (n int, next int64, err error) {
-	r, release, err := f.view()
-	if err != nil {
-		return 0, 0, err
-	}
-	defer release()
-	cfg, err := storage.GetQueueConfig(r, queue, tenant)
-	if err != nil || cfg.GetPaused() {
-		return 0, 0, err
-	}
-	m, err := storage.GetQueueMeta(r, queue, tenant)
-	if err != nil {
-		return 0, 0, err
-	}
-	u, err := storage.GetTenantUsage(r, tenant)
-	if err != nil {
-		return 0, 0, err
-	}
-	n, next = allowance(cfg, m.Running, u, max(now, f.now.Load()), math.MaxInt)
-	return n, next, nil
-}
-
 // fillLimits adds to Stats what storage cannot compute: the bucket's
 // tokens at the replica's last applied time, and each tenant's limit and
 // running count.

@@ -40,14 +40,7 @@ func Test_DamagedTableRefusedAtOpen(t *testing.T) {
 	if err != nil || len(tables) == 0 {
 		t.Fatalf("no tables in %s: %v", dir, err)
 	}
-	b, err := os.ReadFile(tables[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff // inside a data block
-	if err := os.WriteFile(tables[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipByte(t, tables[0]) // inside a data block
 
 	// The child meets the damage in a compaction and dies of it.
 	cmd := exec.Command(os.Args[0], "-test.run=^Test_DamageHelper$", "-test.count=1")
@@ -86,4 +79,18 @@ func Test_DamageHelper(t *testing.T) {
 	for it.First(); it.Valid(); it.Next() {
 	}
 	t.Fatalf("read the damaged keyspace: iterator error %v", it.Error())
+}
+
+// flipByte inverts the byte a third into path: inside a data block of a
+// table or a value of a blob file, past any header.
+func flipByte(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

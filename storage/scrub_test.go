@@ -57,14 +57,7 @@ func Test_ScrubFindsBytesFlippedWhileOpen(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no tables")
 	}
-	b, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff
-	if err := os.WriteFile(files[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipByte(t, files[0])
 	if _, closer, err := db.Get([]byte("t/000001")); err != nil {
 		t.Fatalf("the cached copy no longer answers: %v", err)
 	} else {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,14 +181,7 @@ func Test_ScrubFindsBytesFlippedInABlobFile(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no blob files")
 	}
-	b, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff
-	if err := os.WriteFile(files[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipByte(t, files[0])
 	_, err = h.Scrub(ctx, live, func(int64) error { return nil })
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(files[0])) {
 		t.Fatalf("scrub after a flip: %v, want ErrDamaged naming %s", err, files[0])
