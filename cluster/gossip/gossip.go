@@ -284,18 +284,39 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	id := g.meta.ID
 	g.mu.Unlock()
 	msg := append([]byte(leaveMsgPrefix), id...)
-	for _, n := range g.ml.Members() {
-		if n.Name == id {
+	// The addresses come from this package's own member records:
+	// memberlist's Members hands out its live *Node values, which its
+	// packet handler rewrites under its own lock (a data race seen in
+	// Test_GracefulLeaveOfTheLeader).
+	for _, m := range g.Members() {
+		if m.ID == id || m.Status != StatusAlive {
 			continue
 		}
-		if err := g.ml.SendReliable(n, msg); err != nil {
-			g.log.Warn("gossip leave notice not sent", "to", n.Name, "err", err)
+		n, err := memberlistNode(m)
+		if err == nil {
+			err = g.ml.SendReliable(n, msg)
+		}
+		if err != nil {
+			g.log.Warn("gossip leave notice not sent", "to", m.ID, "err", err)
 		}
 	}
 	if err := g.ml.Leave(timeout); err != nil {
 		return fmt.Errorf("gossip leave: %w", err)
 	}
 	return nil
+}
+
+// memberlistNode is the memberlist address of m, for a direct message.
+func memberlistNode(m Member) (*memberlist.Node, error) {
+	host, port, err := net.SplitHostPort(m.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("member %s address %q: %w", m.ID, m.Addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("member %s port %q: %w", m.ID, port, err)
+	}
+	return &memberlist.Node{Name: m.ID, Addr: net.ParseIP(host), Port: uint16(p)}, nil
 }
 
 // Shutdown stops gossiping without announcing a leave: the others see
