@@ -39,6 +39,9 @@ type Config struct {
 	Count       int // stop after this many ops (0: duration only)
 	Trials      int // failover
 	Backlog     int // backlog: pending tasks
+	// DuringCheck: backlog waits for a consistency check to hash before
+	// its backlog sample, and summarises the claims taken while one did.
+	DuringCheck bool
 	Lease       time.Duration
 	Ceiling     bool // also run the raft-ceiling at the same concurrency
 	JSON        bool
@@ -146,6 +149,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Count, "count", 0, "stop after this many operations (0: run for --duration); drain: tasks to fill (default 50000); requeue: leases to let expire (default 100); backlog: claims per latency sample (default 2000)")
 	fs.IntVar(&c.Trials, "trials", 10, "failover: leader kills")
 	fs.IntVar(&c.Backlog, "backlog", 1_000_000, "backlog: pending tasks to build")
+	fs.BoolVar(&c.DuringCheck, "during-check", false, "backlog: wait until a node hashes for a consistency check before the backlog's claim sample, and report the claims taken while one hashed apart (reads the nodes' /metrics; not with --tls --auth)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease of claims (requeue uses it as the lease that must expire)")
 	fs.BoolVar(&c.Ceiling, "ceiling", true, "also measure the raft ceiling (no-op FSM) at the same concurrency and entry size")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
@@ -240,7 +244,7 @@ func redactToken(args []string) []string {
 func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
-		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
+		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
 }
@@ -302,10 +306,15 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	if err != nil {
 		return err
 	}
+	cpu0 := r.serverCPU()
 	main, err := r.workload(ctx, c)
 	stopProfile()
 	if err != nil {
 		return err
+	}
+	if cpu := r.serverCPU() - cpu0; r.local != nil && main != nil && main.Items > 0 {
+		r.rep.Extra["server_cpu_s"] = cpu.Seconds()
+		r.rep.Extra["server_cpu_s_per_1000"] = cpu.Seconds() * 1000 / float64(main.Items)
 	}
 	if r.cfg.Ceiling && main != nil {
 		conc, batch := r.cfg.Concurrency, r.cfg.Batch
@@ -322,6 +331,21 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		}
 	}
 	return nil
+}
+
+// serverCPU is the local cluster's nodes' user and system CPU time so
+// far, summed from /proc (0 against --addr): with the items of the main
+// op it gives the servers' cost per task, the load generator's excluded
+// (it runs in this process). A drain's count includes its fill.
+func (r *runner) serverCPU() time.Duration {
+	if r.local == nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, n := range r.local.Nodes {
+		sum += procCPU(n.Pid())
+	}
+	return sum
 }
 
 func (r *runner) client(ctx context.Context) (*client.Client, error) {
