@@ -159,7 +159,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
 	fs.IntVar(&c.Procs, "procs", 1, "raft ceiling: its three servers in this process (1) or a process each (3)")
 	fs.IntVar(&c.Groups, "groups", 1, "raft ceiling with --procs 3: independent Raft groups, leaders spread over the processes; -c callers are split over them")
-	fs.StringVar(&c.LogStore, "log-store", raftlog.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
+	fs.StringVar(&c.LogStore, "log-store", raftlog.DefaultForNew, "local cluster and raft ceiling: Raft log store, wal or bolt")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
 	fs.BoolVar(&c.Auth, "auth", false, "local cluster: run it with --auth (bearer tokens checked on every call) and call it with a minted admin token")
