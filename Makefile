@@ -126,7 +126,7 @@ jepsen-smoke: jepsen-build
 # runs with tokens and without the upgrade). A random seed (or SEED=n).
 # DURATION is the time under the nemesis (default 30m); faults are active
 # about two thirds of it (results.json: fault_time_s).
-# LOG_STORE=wal runs every agent on raft-wal (default: bolt).
+# LOG_STORE=bolt runs every agent on raft.db (default: the agent's, raft-wal).
 LOG_STORE ?=
 jepsen: jepsen-build
 	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM)) $(if $(LOG_STORE),--log-store $(LOG_STORE))

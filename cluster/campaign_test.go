@@ -31,6 +31,11 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 		}
 	}
 	checked, restarted := others[0], others[1]
+	// "Existing data" is a term or an entry on disk: a follower that had
+	// not heard from the leader yet (a loaded machine) restarted as new.
+	testwait.For(t, 10*time.Second, "the restarted node to apply the leader's entries", func() bool {
+		return restarted.FSM().AppliedIndex() >= l.FSM().AppliedIndex()
+	})
 	cfg := restarted.cfg
 	if err := restarted.Shutdown(ctx); err != nil {
 		t.Fatal(err)

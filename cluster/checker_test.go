@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -158,4 +160,37 @@ func pacedCluster(t *testing.T, ctx context.Context, size int, edit func(*Config
 		}
 	}
 	return nodes
+}
+
+// docket_consistency_check_hashing is 1 exactly while the node hashes: an
+// operator (and `docket bench --workload backlog --during-check`) reads
+// what a check costs from the time it is 1.
+func Test_CheckHashingGauge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	nodes := pacedCluster(t, ctx, 1, func(c *Config) {
+		c.CheckTimeout = 200 * time.Millisecond
+		c.Service.Registerer = reg
+	})
+	l := leaderOf(t, nodes)
+	if got, ok := metricValue(t, reg, "docket_consistency_check_hashing"); !ok || got != 0 {
+		t.Fatalf("hashing gauge %v (present %v) before any check, want 0", got, ok)
+	}
+	paced := make(chan error, 1)
+	go func() { paced <- l.check.CheckOnce(ctx, false) }()
+	testwait.For(t, 5*time.Second, "the paced hash to start", l.check.Hashing)
+	if got, _ := metricValue(t, reg, "docket_consistency_check_hashing"); got != 1 {
+		t.Fatalf("hashing gauge %v while a paced hash runs, want 1", got)
+	}
+	if err := l.check.CheckOnce(ctx, true); err != nil { // the paced hash gives way
+		t.Fatalf("urgent check: %v", err)
+	}
+	if err := <-paced; err != nil {
+		t.Fatalf("paced check: %v", err)
+	}
+	testwait.For(t, 5*time.Second, "the gauge back at 0", func() bool {
+		got, _ := metricValue(t, reg, "docket_consistency_check_hashing")
+		return got == 0
+	})
 }

@@ -208,9 +208,10 @@ type Config struct {
 	LogCacheSize int
 
 	// LogStore is where Raft keeps its log and stable values: LogStoreBolt
-	// (default, raft.db) or LogStoreWAL (raft-wal, one fsync per append).
-	// A node keeps the store it was born with: opening a data dir that
-	// holds the other store's files fails with ErrLogStoreMismatch.
+	// (raft.db), LogStoreWAL (raft-wal, one fsync per append), or empty:
+	// the store the data dir holds, and raftlog.DefaultForNew (wal) in a
+	// new one. A node keeps the store it was born with: opening a data dir
+	// that holds the other store's files fails with ErrLogStoreMismatch.
 	LogStore string
 
 	// ReapInterval is how often the leader scans for expired leases.
@@ -312,7 +313,7 @@ type Config struct {
 	// defaults to 64 MiB (--ballast-size).
 	BallastBytes int64
 
-	// WrapLogStore, when set, wraps the BoltDB log store (below the
+	// WrapLogStore, when set, wraps the Raft log store (below the
 	// LogCache, where a real disk error comes from). It is a
 	// fault-injection seam for tests, which fail appends on demand; leave
 	// it nil.
@@ -398,7 +399,6 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
 		LogCacheSize:       512,
-		LogStore:           raftlog.LogStoreBolt,
 		LogMaxBytes:        512 << 20,
 		ReapInterval:       250 * time.Millisecond,
 		ReapGrace:          10 * time.Second,
@@ -471,9 +471,6 @@ func (c Config) withDefaults() Config {
 	if c.LogCacheSize == 0 {
 		c.LogCacheSize = d.LogCacheSize
 	}
-	if c.LogStore == "" {
-		c.LogStore = d.LogStore
-	}
 	if c.RaftMaxConns == 0 {
 		c.RaftMaxConns = d.RaftMaxConns
 	}
@@ -506,7 +503,7 @@ func (c Config) validate() error {
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d is negative", c.BootstrapExpect))
 	}
-	if c.LogStore != raftlog.LogStoreBolt && c.LogStore != raftlog.LogStoreWAL {
+	if c.LogStore != raftlog.LogStoreAuto && c.LogStore != raftlog.LogStoreBolt && c.LogStore != raftlog.LogStoreWAL {
 		errs = append(errs, fmt.Errorf("log store %q: want %q or %q", c.LogStore, raftlog.LogStoreBolt, raftlog.LogStoreWAL))
 	}
 	if c.LeaderLeaseTimeout >= c.HeartbeatTimeout {

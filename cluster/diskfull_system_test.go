@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cluster/health"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -65,6 +66,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 		c.ApplyLagBound = time.Second
 		if c.ID == "n3" {
 			c.DataDir = disk
+			c.LogStore = raftlog.LogStoreBolt // raft-wal preallocates 64 MiB segments
 			c.BallastBytes = 4 << 20
 			c.Logger = slog.New(lines)
 		}

@@ -90,7 +90,7 @@ func proposeOK(t *testing.T, n *Node, payload string) string {
 func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 	var nodes []*Node
 	for i := 1; i <= 3; i++ {
-		c := testConfig(t, fmt.Sprintf("n%d", i), 0)
+		c := boltConfig(t, fmt.Sprintf("n%d", i), 0)
 		if i == 1 {
 			c.BootstrapExpect = 1
 		}
@@ -147,7 +147,7 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 // A damaged entry in a stopped node's raft.db is found when it starts: New
 // refuses with an error naming the file and the entry.
 func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := boltConfig(t, "n1", 1)
 	n := mustNode(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	payload := "logsum-boot-" + fmt.Sprint(rand.Uint64())
@@ -173,7 +173,7 @@ func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
 func Test_LogSum_StableStoreDamageRefusedAtStart(t *testing.T) {
 	for _, key := range []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"} {
 		t.Run(key, func(t *testing.T) {
-			cfg := testConfig(t, "n1", 1)
+			cfg := boltConfig(t, "n1", 1)
 			n := mustNode(t, cfg)
 			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 			proposeOK(t, n, "x")
@@ -259,7 +259,7 @@ func sameLog(a, b raft.Log) bool {
 // 40 random 8-byte flips over the written bytes of a raft.db copy: each is
 // found at open or read, or it changed nothing that is read back.
 func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := boltConfig(t, "n1", 1)
 	n := mustNode(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	for i := 0; i < 120; i++ {
@@ -492,4 +492,13 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 			t.Fatalf("%s: stats %v, want 1 pending (only the intact proposal)", n.ID(), st)
 		}
 	}
+}
+
+// boltConfig is testConfig on raft.db, the store these tests damage: new
+// data dirs get raft-wal (raftlog.DefaultForNew), whose damage
+// walstore_test.go covers.
+func boltConfig(t *testing.T, id string, expect int) Config {
+	c := testConfig(t, id, expect)
+	c.LogStore = raftlog.LogStoreBolt
+	return c
 }

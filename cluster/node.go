@@ -335,6 +335,7 @@ func (n *Node) Crash() error { return n.stop(nil) }
 func (n *Node) collector() *nodemetrics.Collector {
 	return nodemetrics.New(nodemetrics.Source{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
 		LeaderChanges: n.role.changes.Load, Status: n.Status, CheckState: func() string { return n.check.Status().GetStatus() },
+		Hashing: n.check.Hashing,
 		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})
 }
 

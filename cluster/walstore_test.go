@@ -84,6 +84,38 @@ func Test_LogStoreSwitchRefused(t *testing.T) {
 	}
 }
 
+// Without --log-store a node opens the store its data dir was born with,
+// and a new data dir gets raftlog.DefaultForNew: an upgrade that changed
+// the default must not switch (and so refuse) the nodes it finds.
+func Test_LogStoreUnnamedKeepsTheDataDirsStore(t *testing.T) {
+	for _, born := range []string{raftlog.LogStoreAuto, raftlog.LogStoreBolt, raftlog.LogStoreWAL} {
+		t.Run("born-"+born, func(t *testing.T) {
+			want := born
+			if born == raftlog.LogStoreAuto {
+				want = raftlog.DefaultForNew
+			}
+			cfg := testConfig(t, "n1", 1)
+			cfg.LogStore = born
+			n := mustNode(t, cfg)
+			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
+			proposeOK(t, n, "before")
+			if err := n.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			cfg.RaftAddr = n.cfg.RaftAddr
+			cfg.LogStore = raftlog.LogStoreAuto
+			n2 := mustNode(t, cfg)
+			testwait.For(t, 5*time.Second, "n1 leader again", n2.IsLeader)
+			proposeOK(t, n2, "after")
+			bolt := statOK(filepath.Join(cfg.DataDir, raftlog.BoltFile))
+			wal := statOK(filepath.Join(cfg.DataDir, raftlog.WALDir))
+			if got := map[bool]string{true: raftlog.LogStoreBolt, false: raftlog.LogStoreWAL}[bolt]; got != want || bolt == wal {
+				t.Fatalf("born %q: data dir holds raft.db=%v raft-wal=%v, want only %s", born, bolt, wal, want)
+			}
+		})
+	}
+}
+
 // The checksums sit over raft-wal too: a damaged stable value in its meta
 // file stops the start, naming the store.
 func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {

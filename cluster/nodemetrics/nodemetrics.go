@@ -30,7 +30,7 @@ type Collector struct {
 	src Source
 
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
-	voters, tolerance, level, buildLevel, check, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
+	voters, tolerance, level, buildLevel, check, hashing, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
 	totals []queueTotal
 	// Queue control: pause, limits, and the tenants' schedules.
 	paused, queueLimit, tenantLimit, schedules *prometheus.Desc
@@ -56,6 +56,8 @@ type Source struct {
 	Status func() *pb.StatusResponse
 	// CheckState is the consistency check's state (check.State*).
 	CheckState func() string
+	// Hashing reports whether this node is hashing a check's view.
+	Hashing func() bool
 	// Serving reports whether the node can do its job (health SERVING).
 	Serving func() bool
 }
@@ -81,6 +83,8 @@ func New(src Source) *Collector {
 		buildLevel: d("feature_level_build", "The highest feature level this node's build applies."),
 		check: d("consistency_check_state", "1 for this node's consistency-check state (ok, awaiting, diverged), 0 for the others.",
 			"state"),
+		hashing: d("consistency_check_hashing", "1 while this node hashes its keyspace for a consistency check (paced by "+
+			"--check-rate, at full speed for a new leader's first), 0 otherwise: what a check costs shows while it is 1."),
 		queueTasks: d("queue_tasks", "Tasks by queue, tenant and state, from the replicated catalog counters. "+
 			"waiting counts tasks waiting on their parents (task dependencies); "+
 			"finished counts completed, failed and cancelled tasks kept until their retention ends.",
@@ -133,7 +137,7 @@ func New(src Source) *Collector {
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
-		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds,
+		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.hashing, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds,
 		c.paused, c.queueLimit, c.tenantLimit, c.schedules} {
 		ch <- d
 	}
@@ -178,6 +182,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	cs := n.CheckState()
 	for _, s := range []string{check.StateOK, check.StateAwaiting, check.StateDiverged} {
 		gauge(c.check, b2f(cs == s), s)
+	}
+	if n.Hashing != nil {
+		gauge(c.hashing, b2f(n.Hashing()))
 	}
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)

@@ -13,13 +13,41 @@ import (
 
 // Log stores a node can keep its Raft log and stable values in (--log-store).
 const (
-	// LogStoreBolt is raft-boltdb/v2's raft.db, the default: BoltDB commits
-	// an append with two fdatasyncs (data pages, then the meta page).
+	// LogStoreBolt is raft-boltdb/v2's raft.db: BoltDB commits an append
+	// with two fdatasyncs (data pages, then the meta page).
 	LogStoreBolt = "bolt"
 	// LogStoreWAL is hashicorp/raft-wal's segment files under raft-wal/:
-	// one fdatasync per append, so a write's Raft round is shorter.
+	// one fdatasync per append, so a write's Raft round is shorter. New
+	// data dirs get it (DefaultForNew).
 	LogStoreWAL = "wal"
+	// LogStoreAuto (the empty kind) opens the store the data dir holds, and
+	// DefaultForNew in a data dir that holds none.
+	LogStoreAuto = ""
 )
+
+// DefaultForNew is the store a data dir without a Raft log gets when no
+// store is named. raft-wal passed the 45-minute chaos run with kill and
+// corruption faults (jepsen/RESULTS.md) and appends with one fsync, so a
+// new node starts on it; a node created on bolt stays on bolt
+// (cluster/DESIGN.md, "The log store").
+const DefaultForNew = LogStoreWAL
+
+// Resolve names the store a node in dataDir opens for kind, and why: kind
+// itself when named, else the store whose files dataDir holds, else
+// DefaultForNew. A data dir holding both is left to Open to refuse.
+func Resolve(dataDir, kind string) (store, why string) {
+	if kind != LogStoreAuto {
+		return kind, "named by --log-store"
+	}
+	switch {
+	case exists(filepath.Join(dataDir, BoltFile)):
+		return LogStoreBolt, "the data dir holds " + BoltFile
+	case exists(filepath.Join(dataDir, WALDir)):
+		return LogStoreWAL, "the data dir holds " + WALDir + "/"
+	default:
+		return DefaultForNew, "a new data dir gets the default"
+	}
+}
 
 // ErrLogStoreMismatch means the data dir holds the other log store's files:
 // a node does not switch stores in place (see cluster/DESIGN.md for how to move
@@ -33,11 +61,14 @@ const (
 	WALDir   = "raft-wal"
 )
 
-// Open opens the store kind names (LogStoreBolt or LogStoreWAL) under dataDir,
-// refusing a data dir that holds the other store's files: starting on the
-// other store would see an empty log and stable store, so the node would
-// forget its term and vote and rejoin as if new.
+// Open opens the store kind names (LogStoreBolt, LogStoreWAL, or
+// LogStoreAuto: see Resolve) under dataDir, refusing a data dir that holds
+// the other store's files: starting on the other store would see an empty
+// log and stable store, so the node would forget its term and vote and
+// rejoin as if new.
 func Open(dataDir, kind string, log *slog.Logger) (*Store, error) {
+	kind, why := Resolve(dataDir, kind)
+	log.Info("raft log store", "store", kind, "why", why)
 	boltPath := filepath.Join(dataDir, BoltFile)
 	walPath := filepath.Join(dataDir, WALDir)
 	switch kind {

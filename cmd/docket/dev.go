@@ -24,7 +24,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a fresh temp dir, removed on exit)")
 	basePort := fs.Int("base-port", 7400, "node i serves gRPC on base+i, Raft on base+100+i, gossip on base-100+i, /metrics on base+200+i and the web dashboard on base+300+i, on 127.0.0.1")
 	nodes := fs.Int("nodes", 3, "number of nodes (3 or 5)")
-	logStore := fs.String("log-store", raftlog.LogStoreBolt, "the nodes' Raft log store: bolt or wal (a kept --data-dir keeps the store it was created with)")
+	logStore := fs.String("log-store", raftlog.LogStoreAuto, "the nodes' Raft log store: wal or bolt (default: wal, or the store a kept --data-dir holds)")
 	insecure := fs.Bool("insecure", false, "run without TLS and without tokens: anyone who reaches a port may do anything")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -36,10 +36,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
+	extra := []string{"--reflection"}
+	if *logStore != raftlog.LogStoreAuto {
+		extra = append(extra, "--log-store", *logStore)
+	}
 	c, leader, err := localcluster.Start(ctx, localcluster.Options{
 		Exe: exe, Dir: *dataDir, TempName: "docket-dev-", BasePort: *basePort, Nodes: *nodes,
 		TLS: !*insecure, Auth: !*insecure, Dashboard: true, Debug: true,
-		ExtraArgs: []string{"--log-store", *logStore, "--reflection"},
+		ExtraArgs: extra,
 	})
 	if err != nil {
 		return err

@@ -32,9 +32,11 @@ for R in $(seq 1 "$ROUNDS"); do
 	run nats-fetch $N --workload fetch -c 4 --fetch 100 --count 50000
 	run docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 50000 --ceiling=false
 	run docket-cycle-batched $D bench --workload cycle --producers 8 --batch 100 --workers 256 --claim-batch 32 --duration 8s --ceiling=false
+	# The 3-process ceiling of the default store (wal), and bolt beside it.
 	run ceiling3-c1 $D bench --workload ceiling --procs 3 -c 1 --duration 5s
-	run docket-wal-c1 $D bench --workload enqueue -c 1 --duration 5s --log-store wal --ceiling=false
-	run docket-wal-c16 $D bench --workload enqueue -c 16 --duration 5s --log-store wal --ceiling=false
+	run ceiling3-bolt-c1 $D bench --workload ceiling --procs 3 -c 1 --duration 5s --log-store bolt
+	run docket-bolt-c1 $D bench --workload enqueue -c 1 --duration 5s --log-store bolt --ceiling=false
+	run docket-bolt-c16 $D bench --workload enqueue -c 16 --duration 5s --log-store bolt --ceiling=false
 	# Production defaults: TLS on every hop and a bearer token on every call.
 	run docket-prod-c1 $D bench --workload enqueue -c 1 --duration 5s --tls --auth --ceiling=false
 	run docket-prod-c16 $D bench --workload enqueue -c 16 --duration 5s --tls --auth --ceiling=false

@@ -23,6 +23,11 @@ type runReport struct {
 		ItemRate float64 `json:"items_per_sec"`
 		P50Ms    float64 `json:"p50_ms"`
 	} `json:"raft_ceiling"`
+	Extra struct {
+		// CPUPer1000 is the three nodes' CPU seconds per 1,000 items
+		// (`docket bench` on its own local cluster only).
+		CPUPer1000 float64 `json:"server_cpu_s_per_1000"`
+	} `json:"extra"`
 }
 
 // headline is the op a workload is judged by: the tasks that finished, not
@@ -38,7 +43,7 @@ func table(dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	type sample struct{ rate, p50, p99, ceil, ceilP50 float64 }
+	type sample struct{ rate, p50, p99, ceil, ceilP50, cpu float64 }
 	runs := map[string][]sample{}
 	var order []string
 	for _, f := range files {
@@ -58,7 +63,7 @@ func table(dir string, w io.Writer) error {
 				op = o
 			}
 		}
-		s := sample{rate: op.ItemRate, p50: op.P50Ms, p99: op.P99Ms}
+		s := sample{rate: op.ItemRate, p50: op.P50Ms, p99: op.P99Ms, cpu: r.Extra.CPUPer1000}
 		if r.Ceiling != nil {
 			s.ceil, s.ceilP50 = r.Ceiling.ItemRate, r.Ceiling.P50Ms
 		}
@@ -71,7 +76,7 @@ func table(dir string, w io.Writer) error {
 		return fmt.Errorf("table: no reports in %s", dir)
 	}
 	slices.Sort(order)
-	fmt.Fprintf(w, "%-22s %6s %12s %19s %9s %9s %12s %9s\n", "run", "rounds", "items/s", "(min-max)", "p50 ms", "p99 ms", "ceiling/s", "ceil p50")
+	fmt.Fprintf(w, "%-22s %6s %12s %19s %9s %9s %12s %9s %9s\n", "run", "rounds", "items/s", "(min-max)", "p50 ms", "p99 ms", "ceiling/s", "ceil p50", "cpu s/1k")
 	for _, name := range order {
 		ss := runs[name]
 		med := func(f func(sample) float64) float64 {
@@ -89,10 +94,10 @@ func table(dir string, w io.Writer) error {
 		for _, s := range ss {
 			lo, hi = min(lo, s.rate), max(hi, s.rate)
 		}
-		fmt.Fprintf(w, "%-22s %6d %12.1f %19s %9.3f %9.3f %12.1f %9.3f\n", name, len(ss),
+		fmt.Fprintf(w, "%-22s %6d %12.1f %19s %9.3f %9.3f %12.1f %9.3f %9.3f\n", name, len(ss),
 			med(func(s sample) float64 { return s.rate }), fmt.Sprintf("(%.0f-%.0f)", lo, hi), med(func(s sample) float64 { return s.p50 }),
 			med(func(s sample) float64 { return s.p99 }), med(func(s sample) float64 { return s.ceil }),
-			med(func(s sample) float64 { return s.ceilP50 }))
+			med(func(s sample) float64 { return s.ceilP50 }), med(func(s sample) float64 { return s.cpu }))
 	}
 	return nil
 }

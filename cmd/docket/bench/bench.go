@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,13 @@ type Config struct {
 	Count       int // stop after this many ops (0: duration only)
 	Trials      int // failover
 	Backlog     int // backlog: pending tasks
+	// AgentExe is the docket binary the local cluster's nodes run
+	// (default: this one), to compare server builds under one load
+	// generator.
+	AgentExe string
+	// DuringCheck: backlog waits for a consistency check to hash before
+	// its backlog sample, and summarises the claims taken while one did.
+	DuringCheck bool
 	Lease       time.Duration
 	Ceiling     bool // also run the raft-ceiling at the same concurrency
 	JSON        bool
@@ -146,6 +154,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Count, "count", 0, "stop after this many operations (0: run for --duration); drain: tasks to fill (default 50000); requeue: leases to let expire (default 100); backlog: claims per latency sample (default 2000)")
 	fs.IntVar(&c.Trials, "trials", 10, "failover: leader kills")
 	fs.IntVar(&c.Backlog, "backlog", 1_000_000, "backlog: pending tasks to build")
+	fs.StringVar(&c.AgentExe, "agent-exe", "", "local cluster: run the nodes from this docket binary (default: this one), to compare two server builds under the same load generator")
+	fs.BoolVar(&c.DuringCheck, "during-check", false, "backlog: wait until a node hashes for a consistency check before the backlog's claim sample, and report the claims taken while one hashed apart (reads the nodes' /metrics; not with --tls --auth)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease of claims (requeue uses it as the lease that must expire)")
 	fs.BoolVar(&c.Ceiling, "ceiling", true, "also measure the raft ceiling (no-op FSM) at the same concurrency and entry size")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
@@ -155,7 +165,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
 	fs.IntVar(&c.Procs, "procs", 1, "raft ceiling: its three servers in this process (1) or a process each (3)")
 	fs.IntVar(&c.Groups, "groups", 1, "raft ceiling with --procs 3: independent Raft groups, leaders spread over the processes; -c callers are split over them")
-	fs.StringVar(&c.LogStore, "log-store", raftlog.LogStoreBolt, "local cluster and raft ceiling: Raft log store, bolt or wal")
+	fs.StringVar(&c.LogStore, "log-store", raftlog.DefaultForNew, "local cluster and raft ceiling: Raft log store, wal or bolt")
 	fs.StringVar(&agentArgs, "agent-args", "", "extra space-separated 'docket agent' flags for the local cluster's nodes, e.g. \"--max-append-entries 1024\"")
 	fs.BoolVar(&c.TLS, "tls", false, "local cluster: run it (and the raft ceiling) with TLS, from throwaway certificates")
 	fs.BoolVar(&c.Auth, "auth", false, "local cluster: run it with --auth (bearer tokens checked on every call) and call it with a minted admin token")
@@ -240,7 +250,7 @@ func redactToken(args []string) []string {
 func (c Config) describe() map[string]any {
 	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
-		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog,
+		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck, "agent_exe": c.AgentExe,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
 }
@@ -280,7 +290,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	} else {
 		fmt.Fprintf(r.stderr, "bench: starting a local 3-node cluster on 127.0.0.1:%d..%d\n", r.cfg.BasePort+1, r.cfg.BasePort+3)
 		lc, _, err := localcluster.Start(ctx, localcluster.Options{
-			Exe: exe, TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS, Auth: r.cfg.Auth,
+			Exe: cmp.Or(r.cfg.AgentExe, exe), TempName: "docket-bench-", Keep: r.cfg.Keep, BasePort: r.cfg.BasePort, Nodes: 3, Debug: true, TLS: r.cfg.TLS, Auth: r.cfg.Auth,
 			ExtraArgs: append([]string{"--log-level", "warn", "--log-store", r.cfg.LogStore}, r.cfg.AgentArgs...),
 		})
 		if err != nil {
@@ -302,10 +312,15 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	if err != nil {
 		return err
 	}
+	cpu0 := r.serverCPU()
 	main, err := r.workload(ctx, c)
 	stopProfile()
 	if err != nil {
 		return err
+	}
+	if cpu := r.serverCPU() - cpu0; r.local != nil && main != nil && main.Items > 0 {
+		r.rep.Extra["server_cpu_s"] = cpu.Seconds()
+		r.rep.Extra["server_cpu_s_per_1000"] = cpu.Seconds() * 1000 / float64(main.Items)
 	}
 	if r.cfg.Ceiling && main != nil {
 		conc, batch := r.cfg.Concurrency, r.cfg.Batch
@@ -322,6 +337,21 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		}
 	}
 	return nil
+}
+
+// serverCPU is the local cluster's nodes' user and system CPU time so
+// far, summed from /proc (0 against --addr): with the items of the main
+// op it gives the servers' cost per task, the load generator's excluded
+// (it runs in this process). A drain's count includes its fill.
+func (r *runner) serverCPU() time.Duration {
+	if r.local == nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, n := range r.local.Nodes {
+		sum += procCPU(n.Pid())
+	}
+	return sum
 }
 
 func (r *runner) client(ctx context.Context) (*client.Client, error) {

@@ -265,21 +265,35 @@ func (r *runner) requeue(ctx context.Context, c *client.Client) error {
 // claimLatency claims and submits one task at a time, -count times
 // (default 2000), and records the claims.
 func (r *runner) claimLatency(ctx context.Context, c *client.Client, name string, n int) (Summary, error) {
+	s, _, err := r.claimLatencyDuring(ctx, c, name, n, nil)
+	return s, err
+}
+
+// claimLatencyDuring is claimLatency that also summarises, apart, the
+// claims that started while during() was true.
+func (r *runner) claimLatencyDuring(ctx context.Context, c *client.Client, name string, n int, during func() bool) (all, while Summary, err error) {
 	rec, submits := NewRecorder(name), NewRecorder("submit")
+	whileRec := NewRecorder(name + ", check hashing")
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
+		hashing := during != nil && during()
+		t0 := time.Now()
 		ts, err := r.claimOnce(ctx, c, rec, 1, 0, r.cfg.Lease)
 		if err != nil {
-			return Summary{}, err
+			return Summary{}, Summary{}, err
+		}
+		if hashing {
+			whileRec.Observe(time.Since(t0), len(ts))
 		}
 		if len(ts) == 0 {
-			return Summary{}, fmt.Errorf("%s: queue ran dry after %d claims", name, i)
+			return Summary{}, Summary{}, fmt.Errorf("%s: queue ran dry after %d claims", name, i)
 		}
 		if err := r.submitOnce(ctx, c, submits, ts[0]); err != nil {
-			return Summary{}, err
+			return Summary{}, Summary{}, err
 		}
 	}
-	return rec.Summarize(time.Since(start)), nil
+	took := time.Since(start)
+	return rec.Summarize(took), whileRec.Summarize(took), nil
 }
 
 // backlog compares claim latency on a near-empty queue with the same at
@@ -305,13 +319,32 @@ func (r *runner) backlog(ctx context.Context, c *client.Client) error {
 	}
 	r.rep.Extra["fill_seconds"] = fillTime.Seconds()
 	r.rep.Extra["fill_tasks_per_sec"] = Rate(uint64(r.cfg.Backlog+n), fillTime)
-	full, err := r.claimLatency(ctx, c, "claim (backlog)", n)
+	var during func() bool
+	if r.cfg.DuringCheck {
+		w, err := r.watchChecks(ctx)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		if err := w.waitHashing(ctx, 5*time.Minute); err != nil {
+			return fmt.Errorf("backlog --during-check: %w", err)
+		}
+		during = w.hashing.Load
+	}
+	full, while, err := r.claimLatencyDuring(ctx, c, "claim (backlog)", n, during)
 	if err != nil {
 		return err
 	}
 	r.rep.Ops = append(r.rep.Ops, empty, full)
 	if empty.P99Ms > 0 {
 		r.rep.Extra["claim_p99_ratio"] = full.P99Ms / empty.P99Ms
+	}
+	if r.cfg.DuringCheck {
+		r.rep.Ops = append(r.rep.Ops, while)
+		r.rep.Extra["claims_while_hashing"] = while.Count
+		if empty.P99Ms > 0 && while.Count > 0 {
+			r.rep.Extra["claim_p99_ratio_while_hashing"] = while.P99Ms / empty.P99Ms
+		}
 	}
 	rss := map[string]float64{}
 	for _, ln := range r.local.Nodes {

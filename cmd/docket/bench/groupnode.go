@@ -81,7 +81,7 @@ func runCeilingNode(ctx context.Context, args []string, stdin io.Reader, stdout,
 	index := fs.Int("index", 0, "this node's index, 0..2")
 	dir := fs.String("dir", "", "data dir")
 	groups := fs.Int("groups", 1, "Raft groups to host one server of")
-	logStore := fs.String("log-store", raftlog.LogStoreBolt, "bolt or wal")
+	logStore := fs.String("log-store", raftlog.DefaultForNew, "bolt or wal")
 	tlsDir := fs.String("tls-dir", "", "run Raft with TLS from a CA in this dir")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)

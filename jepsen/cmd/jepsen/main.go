@@ -139,9 +139,11 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 	}
 	// rolling-upgrade starts on the older binary, upgrades every node once
 	// under the workload, then kills nodes of the upgraded cluster.
-	// partition-kill runs on raft-wal: kill -9 of a node that rejoins with
+	// partition-kill names raft-wal: kill -9 of a node that rejoins with
 	// uncommitted entries truncates its log tail, which lost raft-wal
-	// v0.4.0 a node; the others keep the default store (bolt).
+	// v0.4.0 a node. corrupt names bolt, the store new nodes no longer
+	// get, so that raft.db (which the corrupt fault damages too) stays
+	// covered; the others run on the agent's default (wal).
 	scenarios := []struct {
 		name     string
 		faults   []string
@@ -151,7 +153,7 @@ func smoke(ctx context.Context, args []string, log *slog.Logger) (bool, error) {
 		{"partition-kill-wal", []string{jepsen.FaultHalves, jepsen.FaultKill}, false, "wal"},
 		{"pause-loss", []string{jepsen.FaultPause, jepsen.FaultLoss}, false, ""},
 		{"leader-clock", []string{jepsen.FaultLeader, jepsen.FaultClock}, false, ""},
-		{"corrupt", []string{jepsen.FaultCorrupt}, false, ""},
+		{"corrupt", []string{jepsen.FaultCorrupt}, false, "bolt"},
 		{"rolling-upgrade", []string{jepsen.FaultKill}, true, ""},
 	}
 	oldBin, err := filepath.Abs(*up)
@@ -214,7 +216,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	overlap := fs.Int("overlap", 2, "how many compatible faults may hold at once (1: serial)")
 	up := fs.String("upgrade-from", "", "start on this older binary and upgrade every node under the workload first (TLS without --auth: the older build has no tokens)")
 	minWin := fs.Int("min-windows", 0, "each fault must hold this often (0: 5 for 30 minutes or more, fewer for shorter runs)")
-	logStore := fs.String("log-store", "", "every agent's --log-store: bolt or wal (default: the agent's, bolt)")
+	logStore := fs.String("log-store", "", "every agent's --log-store: bolt or wal (default: the agent's, wal for a new data dir)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
