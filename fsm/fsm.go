@@ -334,8 +334,8 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	// A panic below (an undecodable entry, a failed write) must not leak
 	// the batch: the node's owner may recover and go on. Nor may it leave
 	// the claim view a batch behind without saying so, nor the record
-	// cache holding what Pebble may not (or missing what it may).
-	closed, viewed, merged := false, false, false
+	// cache holding writes Pebble may not have taken.
+	closed, viewed, committed := false, false, false
 	defer func() {
 		if !closed {
 			_ = b.Close() // abandoning the batch; its error cannot help
@@ -343,7 +343,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		if !viewed {
 			f.claims.markStale()
 		}
-		if !merged {
+		if !committed {
 			recent.clear()
 		}
 	}()
@@ -390,7 +390,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 	}
 	if applied == f.applied.Load() {
-		viewed, merged = true, true
+		viewed, committed = true, true
 		return n // nothing new; the deferred close drops the empty batch
 	}
 	if planted("reaper-on-followers") {
@@ -407,8 +407,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
 	}
-	recent.merge(tx.recent)
-	merged = true
+	committed = true
 	// Before the applied index and the observer: a claim whose entry this
 	// batch applied, and a waiter it wakes, see the view with its effects.
 	if err := f.claims.applied(tx, db); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// The recent-record cache: the exact bytes apply most recently committed
+// The recent-record cache: the exact bytes apply most recently wrote
 // for task records (t/<id>) and small task bodies (v/<id>), kept so that
 // apply's next read of them skips Pebble. Nearly every task read of the
 // consumer path is of a record written moments before (enqueue, then
@@ -18,17 +18,21 @@ import (
 // batched cycle. A map lookup answers most of them instead. See DESIGN.md
 // for the decision and its numbers.
 //
-// It is an accelerator only, and holds exactly what Pebble holds:
-//   - every write and delete of a t/ or v/ key goes through txn.putTask
-//     and txn.deleteTask, which write through recentWriter; it stages the
-//     key in the open txn (recentStage) besides writing the batch;
-//   - a read (recentReader) takes the txn's staged write first, so a
-//     command sees the batch's own earlier writes, then the cache, then
-//     the batch, which is Pebble plus the batch;
-//   - the staged writes enter the cache only after the batch committed;
-//     an apply that panics before that clears the whole cache, since it
-//     cannot tell how far it got (applySegment);
-//   - a delete, or a value too large to keep, evicts the key.
+// It is an accelerator only: whatever it answers, the apply batch would
+// have answered too (Pebble plus the batch's own writes).
+//   - Every write and delete of a t/ or v/ key goes through txn.putTask
+//     and txn.deleteTask, which write through recentWriter: the batch and
+//     the cache together. So a later command of the batch reads its
+//     predecessors' writes from either, alike.
+//   - A delete, or a value too large to keep, evicts the key; the read
+//     then goes to the batch.
+//   - The cache holds a batch's writes before Pebble does, as the indexed
+//     batch does. A batch that never commits (apply panicked, or its
+//     commit failed) leaves the whole cache cleared (applySegment): it
+//     cannot tell what Pebble took. Such a panic stops the node unless its
+//     owner recovers, so clearing costs nothing that matters. Staging the
+//     writes and merging them after the commit was measured too: it cost
+//     a second map insert per write and gained no safety.
 //
 // Only apply reads it: FSM.GetTask, listings, snapshots and the check
 // hash read Pebble, so a bug here could only ever change what apply
@@ -72,7 +76,7 @@ type recentRecords struct {
 
 // recentStats count what the cache did, for tests and benchmarks.
 type recentStats struct {
-	hits, misses uint64 // lookups of t/ and v/ keys not staged in the txn
+	hits, misses uint64 // lookups of t/ and v/ keys
 	rotations    uint64
 	clears       uint64
 }
@@ -109,8 +113,33 @@ func (c *recentRecords) get(key []byte) ([]byte, bool) {
 	return v, ok
 }
 
-// clear empties the cache: after an apply that may or may not have
-// committed.
+// put keeps v as key's value, or forgets key when v is too large to keep.
+func (c *recentRecords) put(key []byte, v []byte) {
+	if len(v) > recentMaxValue {
+		c.evict(key)
+		return
+	}
+	k := string(key)
+	// A key written again is counted again: the generation then rotates a
+	// little early, which costs a few hits and saves a lookup per write.
+	c.cur[k] = v
+	c.curBytes += len(k) + len(v) + recentEntryOverhead
+	if c.curBytes > c.genBytes {
+		// The next generation starts at the size the last one reached, so
+		// that it does not grow (and rehash) step by step.
+		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, len(c.cur)), 0
+		c.stats.rotations++
+	}
+}
+
+// evict forgets key: deleted, or written with a value too large to keep.
+func (c *recentRecords) evict(key []byte) {
+	delete(c.cur, string(key))
+	delete(c.prev, string(key))
+}
+
+// clear empties the cache: after an apply that failed, whose writes the
+// cache holds although Pebble never took them (or may have).
 func (c *recentRecords) clear() {
 	if c == nil {
 		return
@@ -119,64 +148,11 @@ func (c *recentRecords) clear() {
 	c.stats.clears++
 }
 
-// merge installs the writes of a committed batch.
-func (c *recentRecords) merge(s *recentStage) {
-	if c == nil || s == nil {
-		return
-	}
-	for _, k := range s.order {
-		w := s.writes[k]
-		if !w.keep {
-			delete(c.cur, k)
-			delete(c.prev, k)
-			continue
-		}
-		if old, ok := c.cur[k]; ok {
-			c.curBytes -= len(k) + len(old) + recentEntryOverhead
-		}
-		c.cur[k] = w.v
-		c.curBytes += len(k) + len(w.v) + recentEntryOverhead
-		if c.curBytes > c.genBytes {
-			c.prev, c.cur, c.curBytes = c.cur, map[string][]byte{}, 0
-			c.stats.rotations++
-		}
-	}
-}
-
-// recentStage is one txn's writes of record keys, by key, until its
-// batch commits.
-type recentStage struct {
-	c      *recentRecords
-	writes map[string]stagedRecord
-	order  []string // the keys of writes, in the order first written
-}
-
-// stagedRecord is a staged write. keep: v is the value written, which the
-// cache takes at the commit. Otherwise the key was deleted or its value is
-// too large to keep: a read goes to the batch, and the commit evicts it.
-type stagedRecord struct {
-	v    []byte
-	keep bool
-}
-
-func newRecentStage(c *recentRecords) *recentStage {
-	return &recentStage{c: c, writes: map[string]stagedRecord{}}
-}
-
-// stage records a write; merge takes the keys in this order, so that
-// which entries a rotation keeps does not depend on map order.
-func (s *recentStage) stage(key []byte, w stagedRecord) {
-	if _, ok := s.writes[string(key)]; !ok {
-		s.order = append(s.order, string(key))
-	}
-	s.writes[string(key)] = w
-}
-
-// recentWriter writes a Pebble batch and stages the record keys it
-// writes. putTask and deleteTask write through it.
+// recentWriter writes the apply batch and the cache together. putTask
+// and deleteTask write through it.
 type recentWriter struct {
 	b *pebble.Batch
-	s *recentStage
+	c *recentRecords
 }
 
 func (w recentWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
@@ -186,11 +162,7 @@ func (w recentWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 	if isRecordKey(key) {
 		// The batch copied value; the cache keeps its own copy, since a
 		// body's bytes belong to the command and, later, to its answer.
-		sr := stagedRecord{}
-		if len(value) <= recentMaxValue {
-			sr = stagedRecord{v: bytes.Clone(value), keep: true}
-		}
-		w.s.stage(key, sr)
+		w.c.put(key, bytes.Clone(value))
 	}
 	return nil
 }
@@ -200,17 +172,16 @@ func (w recentWriter) Delete(key []byte, o *pebble.WriteOptions) error {
 		return err
 	}
 	if isRecordKey(key) {
-		w.s.stage(key, stagedRecord{})
+		w.c.evict(key)
 	}
 	return nil
 }
 
-// recentReader is apply's reader when the cache is on: a record key is
-// answered by the txn's staged write, then by the cache, then by the batch;
-// every other key by the batch.
+// recentReader is apply's reader when the cache is on: a record key the
+// cache holds is answered from it, every other read by the batch.
 type recentReader struct {
 	inner storage.Reader // the indexed apply batch
-	s     *recentStage
+	c     *recentRecords
 }
 
 // noClose is the closer of a value served from memory.
@@ -220,17 +191,11 @@ func (noClose) Close() error { return nil }
 
 func (r recentReader) Get(key []byte) ([]byte, interface{ Close() error }, error) {
 	if isRecordKey(key) {
-		if w, ok := r.s.writes[string(key)]; ok {
-			if w.keep {
-				return w.v, noClose{}, nil
-			}
-			return r.inner.Get(key)
-		}
-		if v, ok := r.s.c.get(key); ok {
-			r.s.c.stats.hits++
+		if v, ok := r.c.get(key); ok {
+			r.c.stats.hits++
 			return v, noClose{}, nil
 		}
-		r.s.c.stats.misses++
+		r.c.stats.misses++
 	}
 	return r.inner.Get(key)
 }
@@ -245,7 +210,6 @@ func (tx *txn) useRecent(c *recentRecords) {
 	if c == nil {
 		return
 	}
-	tx.recent = newRecentStage(c)
-	tx.w = recentWriter{b: tx.b, s: tx.recent}
-	tx.r = recentReader{inner: tx.r, s: tx.recent}
+	tx.w = recentWriter{b: tx.b, c: c}
+	tx.r = recentReader{inner: tx.r, c: c}
 }

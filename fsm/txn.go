@@ -18,11 +18,10 @@ type txn struct {
 	b *pebble.Batch
 	r storage.Reader
 	// w is where task records are written (putTask, deleteTask): the
-	// batch, through the recent-record cache's stage when it is on.
-	w      storage.Writer
-	recent *recentStage // nil when the cache is off (recent.go)
-	now    int64
-	index  uint64 // index of the entry being applied
+	// batch, and the recent-record cache when it is on (recent.go).
+	w     storage.Writer
+	now   int64
+	index uint64 // index of the entry being applied
 	// base is the first task position of the command being applied: 0,
 	// or its range within a Batch entry.
 	base int
