@@ -2,6 +2,10 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -59,19 +63,41 @@ const (
 	// value-separated by Pebble anyway (storage's blob files), is read
 	// once per claim, and would crowd out many headers.
 	recentMaxValue = 1 << 10
-	// recentEntryOverhead is what an entry costs beyond its key and value
-	// bytes: a map slot, a string header and a slice header, rounded up.
-	recentEntryOverhead = 96
+	// recentIndexBytes is what an entry costs in its generation's index
+	// beyond its bytes in the arena: a slot of a map[uint64]uint32 with
+	// its share of control bytes and empty slots, rounded up.
+	recentIndexBytes = 24
 )
 
 // recentRecords is the cache. The nil *recentRecords is the cache turned
 // off: every method is then a no-op and every lookup a miss.
+//
+// A generation is pointer-free, so the garbage collector never scans it,
+// and an insert allocates nothing but the arena's and the index's growth:
+// entries are appended to an arena (key length, value length, key, value)
+// and the index maps the key's hash to its entry's offset. A lookup
+// compares the stored key, so a hash collision is a miss, never a wrong
+// answer. A value handed out is valid until the next write: a rotation
+// reuses the dropped generation's arena. storage copies every value it
+// reads before it returns (getCopy), so no reader holds one that long.
+//
+// A key written into cur is removed from prev, so prev only ever holds
+// keys not written since cur began: when cur has lost a key's entry to a
+// colliding key, prev cannot answer an older value of it.
 type recentRecords struct {
-	cur, prev map[string][]byte
-	curBytes  int
-	genBytes  int // a generation's budget
+	cur, prev recentGen
+	genBytes  int // a generation's budget: arena bytes plus index slots
 
 	stats recentStats
+}
+
+// recentHash hashes a key for a generation's index; a test swaps it for
+// one that collides often.
+var recentHash = xxhash.Sum64
+
+type recentGen struct {
+	index map[uint64]uint32 // hash of the key -> offset of its entry
+	arena []byte
 }
 
 // recentStats count what the cache did, for tests and benchmarks.
@@ -105,37 +131,78 @@ func isRecordKey(key []byte) bool {
 	return len(key) >= 2 && key[1] == '/' && (key[0] == 't' || key[0] == 'v')
 }
 
+// find returns the value of key, whose hash is h, if g holds it.
+func (g *recentGen) find(h uint64, key []byte) ([]byte, bool) {
+	off, ok := g.index[h]
+	if !ok {
+		return nil, false
+	}
+	e := g.arena[off:]
+	kl, vl := int(binary.LittleEndian.Uint16(e)), int(binary.LittleEndian.Uint16(e[2:]))
+	if !bytes.Equal(e[4:4+kl], key) {
+		return nil, false
+	}
+	return e[4+kl : 4+kl+vl : 4+kl+vl], true
+}
+
+// forget removes key's entry from the index, if g holds it.
+func (g *recentGen) forget(h uint64, key []byte) {
+	if _, ok := g.find(h, key); ok {
+		delete(g.index, h)
+	}
+}
+
+func (g *recentGen) bytes() int { return len(g.arena) + recentIndexBytes*len(g.index) }
+
 func (c *recentRecords) get(key []byte) ([]byte, bool) {
-	if v, ok := c.cur[string(key)]; ok {
+	h := recentHash(key)
+	if v, ok := c.cur.find(h, key); ok {
 		return v, true
 	}
-	v, ok := c.prev[string(key)]
-	return v, ok
+	return c.prev.find(h, key)
 }
 
 // put keeps v as key's value, or forgets key when v is too large to keep.
+// v is copied.
 func (c *recentRecords) put(key []byte, v []byte) {
-	if len(v) > recentMaxValue {
+	if len(v) > recentMaxValue || len(key) > math.MaxUint16 {
 		c.evict(key)
 		return
 	}
-	k := string(key)
-	// A key written again is counted again: the generation then rotates a
-	// little early, which costs a few hits and saves a lookup per write.
-	c.cur[k] = v
-	c.curBytes += len(k) + len(v) + recentEntryOverhead
-	if c.curBytes > c.genBytes {
-		// The next generation starts at the size the last one reached, so
-		// that it does not grow (and rehash) step by step.
-		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, len(c.cur)), 0
+	h := recentHash(key)
+	c.prev.forget(h, key)
+	if c.cur.arena == nil {
+		// Room for the whole generation at once: growing by doubling
+		// copied it and faulted its pages in again at every step. The
+		// pages of the unused tail are not touched, so a small FSM costs
+		// little memory.
+		c.cur.arena = make([]byte, 0, c.genBytes+2*recentMaxValue)
+	}
+	off := len(c.cur.arena)
+	c.cur.arena = binary.LittleEndian.AppendUint16(c.cur.arena, uint16(len(key)))
+	c.cur.arena = binary.LittleEndian.AppendUint16(c.cur.arena, uint16(len(v)))
+	c.cur.arena = append(append(c.cur.arena, key...), v...)
+	c.cur.index[h] = uint32(off)
+	if c.cur.bytes() > c.genBytes {
+		// The dropped generation's index and arena become the new cur,
+		// emptied: once both generations have grown, rotating allocates
+		// nothing (a fresh 16 MiB arena cost page faults and zeroing).
+		old := c.prev
+		c.prev = c.cur
+		clear(old.index)
+		if old.index == nil {
+			old.index = make(map[uint64]uint32, len(c.prev.index))
+		}
+		c.cur = recentGen{index: old.index, arena: old.arena[:0]}
 		c.stats.rotations++
 	}
 }
 
 // evict forgets key: deleted, or written with a value too large to keep.
 func (c *recentRecords) evict(key []byte) {
-	delete(c.cur, string(key))
-	delete(c.prev, string(key))
+	h := recentHash(key)
+	c.cur.forget(h, key)
+	c.prev.forget(h, key)
 }
 
 // clear empties the cache: after an apply that failed, whose writes the
@@ -144,7 +211,8 @@ func (c *recentRecords) clear() {
 	if c == nil {
 		return
 	}
-	c.cur, c.prev, c.curBytes = map[string][]byte{}, map[string][]byte{}, 0
+	c.cur = recentGen{index: map[uint64]uint32{}}
+	c.prev = recentGen{}
 	c.stats.clears++
 }
 
@@ -160,9 +228,8 @@ func (w recentWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 		return err
 	}
 	if isRecordKey(key) {
-		// The batch copied value; the cache keeps its own copy, since a
-		// body's bytes belong to the command and, later, to its answer.
-		w.c.put(key, bytes.Clone(value))
+		w.c.put(key, value) // copied into the arena
+
 	}
 	return nil
 }

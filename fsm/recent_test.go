@@ -2,20 +2,22 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// checkRecent fails unless every entry the record cache would answer
-// holds the bytes Pebble holds for its key now. An entry of prev that cur
-// shadows is never answered, so it is not checked.
+// checkRecent fails unless every entry the record cache holds, in either
+// generation, holds the bytes Pebble holds for its key now, and is
+// indexed under its key's hash.
 func checkRecent(t testing.TB, f *FSM) {
 	t.Helper()
 	f.mu.RLock()
@@ -24,28 +26,31 @@ func checkRecent(t testing.TB, f *FSM) {
 	if c == nil {
 		t.Fatal("the record cache is off")
 	}
-	check := func(gen string, k string, v []byte) {
-		got, closer, err := f.db.Get([]byte(k))
-		if errors.Is(err, pebble.ErrNotFound) {
-			t.Fatalf("record cache (%s) holds %q (%d bytes), Pebble has no such key", gen, k, len(v))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer closer.Close()
-		if !bytes.Equal(got, v) {
-			t.Fatalf("record cache (%s) holds %q = %x, Pebble %x", gen, k, v, got)
-		}
-	}
-	for k, v := range c.cur {
-		check("cur", k, v)
-	}
-	for k, v := range c.prev {
-		if _, ok := c.cur[k]; !ok {
-			check("prev", k, v)
+	for gen, g := range map[string]*recentGen{"cur": &c.cur, "prev": &c.prev} {
+		for h, off := range g.index {
+			e := g.arena[off:]
+			kl, vl := int(binary.LittleEndian.Uint16(e)), int(binary.LittleEndian.Uint16(e[2:]))
+			k, v := e[4:4+kl], e[4+kl:4+kl+vl]
+			if recentHash(k) != h {
+				t.Fatalf("record cache (%s): %q indexed under another key's hash", gen, k)
+			}
+			got, closer, err := f.db.Get(k)
+			if errors.Is(err, pebble.ErrNotFound) {
+				t.Fatalf("record cache (%s) holds %q (%d bytes), Pebble has no such key", gen, k, len(v))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, v) {
+				t.Fatalf("record cache (%s) holds %q = %x, Pebble %x", gen, k, v, got)
+			}
+			_ = closer.Close()
 		}
 	}
 }
+
+// recentLen is the number of entries the cache holds.
+func recentLen(f *FSM) int { return len(f.recent.cur.index) + len(f.recent.prev.index) }
 
 // recentStats reads the cache's counters.
 func recentStatsOf(f *FSM) recentStats {
@@ -106,7 +111,7 @@ func Test_RecentRecordsMatchPebble(t *testing.T) {
 		if err := restoreFrom(c.f, snap); err != nil {
 			t.Fatal(err)
 		}
-		if len(c.f.recent.cur)+len(c.f.recent.prev) != 0 {
+		if recentLen(c.f) != 0 {
 			t.Fatal("a restore kept the old keyspace's cache")
 		}
 		inBatches(c.f, logs[n/2:])
@@ -115,7 +120,7 @@ func Test_RecentRecordsMatchPebble(t *testing.T) {
 		d.f = mustOpen(t, d.dir, opts)
 		d.f.ApplyBatch(logs[:n/2])
 		d.reopen()
-		if len(d.f.recent.cur)+len(d.f.recent.prev) != 0 {
+		if recentLen(d.f) != 0 {
 			t.Fatal("a reopen kept the cache")
 		}
 		inBatches(d.f, logs[n/2:])
@@ -190,5 +195,40 @@ func Test_RecentRecordsDiscardedOnApplyPanic(t *testing.T) {
 			t.Fatalf("level %d: after the submit the task is %v", level, got.GetState())
 		}
 		checkRecent(t, h.f)
+	}
+}
+
+// Test_RecentRecordsCollide: with a hash of 256 values, most keys share
+// their index slot with others. A lookup must then miss rather than
+// answer another key's value or an older value of its own; the keyspace
+// and the answers stay those of a replica without the cache.
+func Test_RecentRecordsCollide(t *testing.T) {
+	defer func(h func([]byte) uint64) { recentHash = h }(recentHash)
+	recentHash = func(k []byte) uint64 { return xxhash.Sum64(k) & 0xff }
+	seed := *seedFlag + 20
+	off := Options{RecentRecordBytes: -1}
+	a := &harness{t: t, dir: t.TempDir(), opts: off}
+	a.f = mustOpen(t, a.dir, off)
+	logs, want := generate(t, a.f, seed, metamorphicOps()/4, nil)
+	opts := Options{RecentRecordBytes: 16 << 10}
+	b := &harness{t: t, dir: t.TempDir(), opts: opts}
+	b.f = mustOpen(t, b.dir, opts)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := 0; i < len(logs); {
+		k := min(1+rng.IntN(16), len(logs)-i)
+		got := b.f.ApplyBatch(logs[i : i+k])
+		for j := range got {
+			if !answersEqual(want[i+j], got[j]) {
+				t.Fatalf("entry %d: answers differ\nwithout: %v\nwith:    %v", logs[i+j].Index, want[i+j], got[j])
+			}
+		}
+		i += k
+		checkRecent(t, b.f)
+	}
+	if mustHash(t, b.f) != mustHash(t, a.f) {
+		t.Fatal("keyspaces differ")
+	}
+	if st := recentStatsOf(b.f); st.hits == 0 {
+		t.Fatalf("no hits: %+v", st)
 	}
 }
