@@ -35,8 +35,8 @@ import (
 //     commit failed) leaves the whole cache cleared (applySegment): it
 //     cannot tell what Pebble took. Such a panic stops the node unless its
 //     owner recovers, so clearing costs nothing that matters. Staging the
-//     writes and merging them after the commit was measured too: it cost
-//     a second map insert per write and gained no safety.
+//     writes and merging them after the commit was tried first: it cost a
+//     second insert per write and gained no safety.
 //
 // Only apply reads it: FSM.GetTask, listings, snapshots and the check
 // hash read Pebble, so a bug here could only ever change what apply
@@ -47,16 +47,16 @@ import (
 // idempotency filter. openKeyspace makes a new, empty one (Open, and
 // Restore after the swap) and Close drops it; FSM.mu guards the pointer.
 //
-// Shape: two generations of maps, O(1) and without LRU lists. Inserts go
-// to cur; when cur's bytes pass the generation budget, prev = cur and cur
-// starts empty. A lookup tries cur, then prev. So the cache holds between
-// one and two generations of the newest writes.
+// Shape: two generations, O(1) and without LRU lists. Inserts go to cur;
+// when cur's bytes pass the generation budget, prev = cur and cur starts
+// empty. A lookup tries cur, then prev. So the cache holds between one
+// and two generations of the newest writes.
 const (
 	// DefaultRecentRecordBytes bounds the cache: two generations of half
-	// of it each. 32 MiB keeps about 100,000 headers of ~200 bytes, a few
-	// seconds of writes of the batched cycle (~10,000 tasks/s, each
-	// written three or four times), inside the 512 MiB a node may use at
-	// a 1M-task backlog.
+	// of it each. 32 MiB keeps about 130,000 entries of ~250 bytes (a
+	// header, its key and its index slot), a few seconds of writes of the
+	// batched cycle (~10,000 tasks/s, each written three or four times),
+	// inside the 512 MiB a node may use at a 1M-task backlog.
 	DefaultRecentRecordBytes = 32 << 20
 
 	// recentMaxValue is the largest value kept. A larger body is

@@ -67,7 +67,7 @@ func recentStatsOf(f *FSM) recentStats {
 // and dependency clean-up) with a record cache small enough to rotate
 // often, and checks every cached entry against Pebble: after every entry
 // on one replica, after every random-sized batch on another (a batch
-// reads its own writes from the stage), after a restore into a replica
+// reads its own writes back), after a restore into a replica
 // that held other state, and after a reopen.
 func Test_RecentRecordsMatchPebble(t *testing.T) {
 	opts := Options{RecentRecordBytes: 64 << 10}
@@ -161,9 +161,9 @@ func Test_RecentRecordsKeepKeyspace(t *testing.T) {
 	}
 }
 
-// Test_RecentRecordsDiscardedOnApplyPanic: a batch whose submit staged a
+// Test_RecentRecordsDiscardedOnApplyPanic: a batch whose submit wrote a
 // completed header, then panicked on an undecodable entry, never
-// committed; the header it staged must not be answered later. The same
+// committed; the header it wrote must not be answered later. The same
 // submit applied again completes the task, as on a replica without the
 // cache, instead of being told the task is already done.
 func Test_RecentRecordsDiscardedOnApplyPanic(t *testing.T) {
