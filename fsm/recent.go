@@ -108,7 +108,8 @@ type recentStats struct {
 }
 
 func newRecentRecords(maxBytes int) *recentRecords {
-	c := &recentRecords{genBytes: max(maxBytes/2, 1)}
+	// A generation's offsets are uint32s.
+	c := &recentRecords{genBytes: min(max(maxBytes/2, 1), math.MaxUint32>>1)}
 	c.clear()
 	return c
 }
@@ -229,7 +230,6 @@ func (w recentWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 	}
 	if isRecordKey(key) {
 		w.c.put(key, value) // copied into the arena
-
 	}
 	return nil
 }
