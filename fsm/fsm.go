@@ -31,6 +31,9 @@ type Options struct {
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
 	// only speed, never state, so replicas may differ in it.
 	IdemFilterBytes int
+	// RecentRecordBytes bounds apply's cache of task records it wrote
+	// lately (recent.go); 0 and negative values work as IdemFilterBytes'.
+	RecentRecordBytes int
 	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
 	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
 	// node sets it inside its file descriptor reserve.
@@ -88,9 +91,10 @@ type FSM struct {
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.RWMutex // guards db and idem against the swap in Restore
-	db   *pebble.DB
-	idem *idemFilter // nil when Options turned it off
+	mu     sync.RWMutex // guards db, idem and recent against the swap in Restore
+	db     *pebble.DB
+	idem   *idemFilter    // nil when Options turned it off
+	recent *recentRecords // apply's alone; nil when off or closed
 
 	snapBytes atomic.Int64 // size of the last persisted snapshot
 	snapMu    sync.Mutex
@@ -171,7 +175,7 @@ func (f *FSM) openKeyspace() error {
 	if f.idem, err = f.openIdem(db); err != nil {
 		return errors.Join(err, db.Close())
 	}
-	f.db = db
+	f.db, f.recent = db, f.openRecent() // a new keyspace, an empty cache
 	return nil
 }
 
@@ -223,7 +227,7 @@ func (f *FSM) Close() error {
 			"applied", f.applied.Load(), "err", ferr)
 	}
 	err := f.db.Close()
-	f.db, f.idem = nil, nil
+	f.db, f.idem, f.recent = nil, nil, nil
 	f.claims.markStale() // a closed FSM answers nothing from memory either
 	if err := errors.Join(ferr, err); err != nil {
 		return fmt.Errorf("close fsm: %w", err)
@@ -321,7 +325,7 @@ func (f *FSM) setLogFault(err error) {
 // one Pebble batch, fills results and returns how many entries it took.
 func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
-	db, idem := f.db, f.idem
+	db, idem, recent := f.db, f.idem, f.recent
 	f.mu.RUnlock()
 	if f.claims.isStale() {
 		f.rebuildClaims(db)
@@ -329,8 +333,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	b := newApplyBatch(db)
 	// A panic below (an undecodable entry, a failed write) must not leak
 	// the batch: the node's owner may recover and go on. Nor may it leave
-	// the claim view a batch behind without saying so.
-	closed, viewed := false, false
+	// the claim view a batch behind without saying so, nor the record
+	// cache holding writes Pebble may not have taken.
+	closed, viewed, committed := false, false, false
 	defer func() {
 		if !closed {
 			_ = b.Close() // abandoning the batch; its error cannot help
@@ -338,8 +343,12 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		if !viewed {
 			f.claims.markStale()
 		}
+		if !committed {
+			recent.clear()
+		}
 	}()
 	tx := newTxn(b, f.now.Load())
+	tx.useRecent(recent)
 	tx.feature = f.feature.Load()
 	if idem != nil {
 		idem.begin()
@@ -381,7 +390,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 	}
 	if applied == f.applied.Load() {
-		viewed = true
+		viewed, committed = true, true
 		return n // nothing new; the deferred close drops the empty batch
 	}
 	if planted("reaper-on-followers") {
@@ -398,6 +407,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
 	}
+	committed = true
 	// Before the applied index and the observer: a claim whose entry this
 	// batch applied, and a waiter it wakes, see the view with its effects.
 	if err := f.claims.applied(tx, db); err != nil {

@@ -15,8 +15,11 @@ import (
 // batch sees an earlier one's writes), the catalog records it touched, and
 // the effective time.
 type txn struct {
-	b     *pebble.Batch
-	r     storage.Reader
+	b *pebble.Batch
+	r storage.Reader
+	// w is where task records are written (putTask, deleteTask): the
+	// batch, and the recent-record cache when it is on (recent.go).
+	w     storage.Writer
 	now   int64
 	index uint64 // index of the entry being applied
 	// base is the first task position of the command being applied: 0,
@@ -69,6 +72,7 @@ func newTxn(b *pebble.Batch, now int64) *txn {
 	return &txn{
 		b:         b,
 		r:         storage.Wrap(b),
+		w:         b,
 		now:       now,
 		metas:     map[string]*metaEntry{},
 		tenants:   map[string]*tenantEntry{},
@@ -403,9 +407,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 func (tx *txn) putTask(t *pb.Task) error {
 	if tx.feature < LevelSplitRecords {
 		tx.formats[t.GetId()] = storage.FormatInline
-		return storage.PutTask(tx.b, t)
+		return storage.PutTask(tx.w, t)
 	}
-	format, err := storage.PutTaskSplit(tx.b, t, tx.formats[t.GetId()] == storage.FormatSplit)
+	format, err := storage.PutTaskSplit(tx.w, t, tx.formats[t.GetId()] == storage.FormatSplit)
 	if err != nil {
 		return err
 	}
@@ -422,7 +426,7 @@ func (tx *txn) deleteTask(id string) error {
 		format = storage.FormatSplit
 	}
 	delete(tx.formats, id)
-	return storage.DeleteTask(tx.b, id, format)
+	return storage.DeleteTask(tx.w, id, format)
 }
 
 // announcePending names the queue in the batch's Event as one that gained

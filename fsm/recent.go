@@ -1,0 +1,282 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/dockethq/docket/storage"
+)
+
+// The recent-record cache: the exact bytes apply most recently wrote
+// for task records (t/<id>) and small task bodies (v/<id>), kept so that
+// apply's next read of them skips Pebble. Nearly every task read of the
+// consumer path is of a record written moments before (enqueue, then
+// claim, then heartbeat and submit within seconds), and each such read was
+// a Get on the indexed apply batch: a merged lookup over the batch, both
+// memtables and the sstables, about an eighth of the leader's CPU in the
+// batched cycle. A map lookup answers most of them instead. See DESIGN.md
+// for the decision and its numbers.
+//
+// It is an accelerator only: whatever it answers, the apply batch would
+// have answered too (Pebble plus the batch's own writes).
+//   - Every write and delete of a t/ or v/ key goes through txn.putTask
+//     and txn.deleteTask, which write through recentWriter: the batch and
+//     the cache together. So a later command of the batch reads its
+//     predecessors' writes from either, alike.
+//   - A delete, or a value too large to keep, evicts the key; the read
+//     then goes to the batch.
+//   - The cache holds a batch's writes before Pebble does, as the indexed
+//     batch does. A batch that never commits (apply panicked, or its
+//     commit failed) leaves the whole cache cleared (applySegment): it
+//     cannot tell what Pebble took. Such a panic stops the node unless its
+//     owner recovers, so clearing costs nothing that matters. Staging the
+//     writes and merging them after the commit was tried first: it cost a
+//     second insert per write and gained no safety.
+//
+// Only apply reads it: FSM.GetTask, listings, snapshots and the check
+// hash read Pebble, so a bug here could only ever change what apply
+// reads, and the determinism tests compare a replica with the cache to
+// one without (recent_test.go).
+//
+// Ownership: Raft's apply goroutine alone uses it (ApplyBatch), like the
+// idempotency filter. openKeyspace makes a new, empty one (Open, and
+// Restore after the swap) and Close drops it; FSM.mu guards the pointer.
+//
+// Shape: two generations, O(1) and without LRU lists. Inserts go to cur;
+// when cur's bytes pass the generation budget, prev = cur and cur starts
+// empty. A lookup tries cur, then prev. So the cache holds between one
+// and two generations of the newest writes.
+const (
+	// DefaultRecentRecordBytes bounds the cache: two generations of half
+	// of it each. 32 MiB keeps about 130,000 entries of ~250 bytes (a
+	// header, its key and its index slot), a few seconds of writes of the
+	// batched cycle (~10,000 tasks/s, each written three or four times),
+	// inside the 512 MiB a node may use at a 1M-task backlog.
+	DefaultRecentRecordBytes = 32 << 20
+
+	// recentMaxValue is the largest value kept. A larger body is
+	// value-separated by Pebble anyway (storage's blob files), is read
+	// once per claim, and would crowd out many headers.
+	recentMaxValue = 1 << 10
+	// recentIndexBytes is what an entry costs in its generation's index
+	// beyond its bytes in the arena: a slot of a map[uint64]uint32 with
+	// its share of control bytes and empty slots, rounded up.
+	recentIndexBytes = 24
+)
+
+// recentRecords is the cache. The nil *recentRecords is the cache turned
+// off: every method is then a no-op and every lookup a miss.
+//
+// A generation is pointer-free, so the garbage collector never scans it,
+// and an insert allocates nothing but the arena's and the index's growth:
+// entries are appended to an arena (key length, value length, key, value)
+// and the index maps the key's hash to its entry's offset. A lookup
+// compares the stored key, so a hash collision is a miss, never a wrong
+// answer. A value handed out is valid until the next write: a rotation
+// reuses the dropped generation's arena. storage copies every value it
+// reads before it returns (getCopy), so no reader holds one that long.
+//
+// A key written into cur is removed from prev, so prev only ever holds
+// keys not written since cur began: when cur has lost a key's entry to a
+// colliding key, prev cannot answer an older value of it.
+type recentRecords struct {
+	cur, prev recentGen
+	genBytes  int // a generation's budget: arena bytes plus index slots
+
+	stats recentStats
+}
+
+// recentHash hashes a key for a generation's index; a test swaps it for
+// one that collides often.
+var recentHash = xxhash.Sum64
+
+type recentGen struct {
+	index map[uint64]uint32 // hash of the key -> offset of its entry
+	arena []byte
+}
+
+// recentStats count what the cache did, for tests and benchmarks.
+type recentStats struct {
+	hits, misses uint64 // lookups of t/ and v/ keys
+	rotations    uint64
+	clears       uint64
+}
+
+func newRecentRecords(maxBytes int) *recentRecords {
+	// A generation's offsets are uint32s.
+	c := &recentRecords{genBytes: min(max(maxBytes/2, 1), math.MaxUint32>>1)}
+	c.clear()
+	return c
+}
+
+// openRecent makes the cache of a freshly opened keyspace: nil when
+// Options turned it off.
+func (f *FSM) openRecent() *recentRecords {
+	switch {
+	case f.opts.RecentRecordBytes < 0:
+		return nil
+	case f.opts.RecentRecordBytes == 0:
+		return newRecentRecords(DefaultRecentRecordBytes)
+	}
+	return newRecentRecords(f.opts.RecentRecordBytes)
+}
+
+// isRecordKey reports whether key is a t/ or v/ key: the keys the cache
+// may hold, and the keys only putTask and deleteTask write.
+func isRecordKey(key []byte) bool {
+	return len(key) >= 2 && key[1] == '/' && (key[0] == 't' || key[0] == 'v')
+}
+
+// find returns the value of key, whose hash is h, if g holds it.
+func (g *recentGen) find(h uint64, key []byte) ([]byte, bool) {
+	off, ok := g.index[h]
+	if !ok {
+		return nil, false
+	}
+	e := g.arena[off:]
+	kl, vl := int(binary.LittleEndian.Uint16(e)), int(binary.LittleEndian.Uint16(e[2:]))
+	if !bytes.Equal(e[4:4+kl], key) {
+		return nil, false
+	}
+	return e[4+kl : 4+kl+vl : 4+kl+vl], true
+}
+
+// forget removes key's entry from the index, if g holds it.
+func (g *recentGen) forget(h uint64, key []byte) {
+	if _, ok := g.find(h, key); ok {
+		delete(g.index, h)
+	}
+}
+
+func (g *recentGen) bytes() int { return len(g.arena) + recentIndexBytes*len(g.index) }
+
+func (c *recentRecords) get(key []byte) ([]byte, bool) {
+	h := recentHash(key)
+	if v, ok := c.cur.find(h, key); ok {
+		return v, true
+	}
+	return c.prev.find(h, key)
+}
+
+// put keeps v as key's value, or forgets key when v is too large to keep.
+// v is copied.
+func (c *recentRecords) put(key []byte, v []byte) {
+	if len(v) > recentMaxValue || len(key) > math.MaxUint16 {
+		c.evict(key)
+		return
+	}
+	h := recentHash(key)
+	c.prev.forget(h, key)
+	if c.cur.arena == nil {
+		// Room for the whole generation at once: growing by doubling
+		// copied it and faulted its pages in again at every step. The
+		// pages of the unused tail are not touched, so a small FSM costs
+		// little memory.
+		c.cur.arena = make([]byte, 0, c.genBytes+2*recentMaxValue)
+	}
+	off := len(c.cur.arena)
+	c.cur.arena = binary.LittleEndian.AppendUint16(c.cur.arena, uint16(len(key)))
+	c.cur.arena = binary.LittleEndian.AppendUint16(c.cur.arena, uint16(len(v)))
+	c.cur.arena = append(append(c.cur.arena, key...), v...)
+	c.cur.index[h] = uint32(off)
+	if c.cur.bytes() > c.genBytes {
+		// The dropped generation's index and arena become the new cur,
+		// emptied: once both generations have grown, rotating allocates
+		// nothing (a fresh 16 MiB arena cost page faults and zeroing).
+		old := c.prev
+		c.prev = c.cur
+		clear(old.index)
+		if old.index == nil {
+			old.index = make(map[uint64]uint32, len(c.prev.index))
+		}
+		c.cur = recentGen{index: old.index, arena: old.arena[:0]}
+		c.stats.rotations++
+	}
+}
+
+// evict forgets key: deleted, or written with a value too large to keep.
+func (c *recentRecords) evict(key []byte) {
+	h := recentHash(key)
+	c.cur.forget(h, key)
+	c.prev.forget(h, key)
+}
+
+// clear empties the cache: after an apply that failed, whose writes the
+// cache holds although Pebble never took them (or may have).
+func (c *recentRecords) clear() {
+	if c == nil {
+		return
+	}
+	c.cur = recentGen{index: map[uint64]uint32{}}
+	c.prev = recentGen{}
+	c.stats.clears++
+}
+
+// recentWriter writes the apply batch and the cache together. putTask
+// and deleteTask write through it.
+type recentWriter struct {
+	b *pebble.Batch
+	c *recentRecords
+}
+
+func (w recentWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
+	if err := w.b.Set(key, value, o); err != nil {
+		return err
+	}
+	if isRecordKey(key) {
+		w.c.put(key, value) // copied into the arena
+	}
+	return nil
+}
+
+func (w recentWriter) Delete(key []byte, o *pebble.WriteOptions) error {
+	if err := w.b.Delete(key, o); err != nil {
+		return err
+	}
+	if isRecordKey(key) {
+		w.c.evict(key)
+	}
+	return nil
+}
+
+// recentReader is apply's reader when the cache is on: a record key the
+// cache holds is answered from it, every other read by the batch.
+type recentReader struct {
+	inner storage.Reader // the indexed apply batch
+	c     *recentRecords
+}
+
+// noClose is the closer of a value served from memory.
+type noClose struct{}
+
+func (noClose) Close() error { return nil }
+
+func (r recentReader) Get(key []byte) ([]byte, interface{ Close() error }, error) {
+	if isRecordKey(key) {
+		if v, ok := r.c.get(key); ok {
+			r.c.stats.hits++
+			return v, noClose{}, nil
+		}
+		r.c.stats.misses++
+	}
+	return r.inner.Get(key)
+}
+
+func (r recentReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
+	return r.inner.NewIter(o)
+}
+
+// useRecent makes tx read and write task records through c; a nil c
+// leaves it on the batch alone.
+func (tx *txn) useRecent(c *recentRecords) {
+	if c == nil {
+		return
+	}
+	tx.w = recentWriter{b: tx.b, c: c}
+	tx.r = recentReader{inner: tx.r, c: c}
+}

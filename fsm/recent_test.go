@@ -1,0 +1,234 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/raft"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// checkRecent fails unless every entry the record cache holds, in either
+// generation, holds the bytes Pebble holds for its key now, and is
+// indexed under its key's hash.
+func checkRecent(t testing.TB, f *FSM) {
+	t.Helper()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := f.recent
+	if c == nil {
+		t.Fatal("the record cache is off")
+	}
+	for gen, g := range map[string]*recentGen{"cur": &c.cur, "prev": &c.prev} {
+		for h, off := range g.index {
+			e := g.arena[off:]
+			kl, vl := int(binary.LittleEndian.Uint16(e)), int(binary.LittleEndian.Uint16(e[2:]))
+			k, v := e[4:4+kl], e[4+kl:4+kl+vl]
+			if recentHash(k) != h {
+				t.Fatalf("record cache (%s): %q indexed under another key's hash", gen, k)
+			}
+			got, closer, err := f.db.Get(k)
+			if errors.Is(err, pebble.ErrNotFound) {
+				t.Fatalf("record cache (%s) holds %q (%d bytes), Pebble has no such key", gen, k, len(v))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, v) {
+				t.Fatalf("record cache (%s) holds %q = %x, Pebble %x", gen, k, v, got)
+			}
+			_ = closer.Close()
+		}
+	}
+}
+
+// recentLen is the number of entries the cache holds.
+func recentLen(f *FSM) int { return len(f.recent.cur.index) + len(f.recent.prev.index) }
+
+// recentStats reads the cache's counters.
+func recentStatsOf(f *FSM) recentStats {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.recent == nil {
+		return recentStats{}
+	}
+	return f.recent.stats
+}
+
+// Test_RecentRecordsMatchPebble runs the metamorphic workload (both its
+// busy and its many-queue mix, split and inline records, purges, cancels
+// and dependency clean-up) with a record cache small enough to rotate
+// often, and checks every cached entry against Pebble: after every entry
+// on one replica, after every random-sized batch on another (a batch
+// reads its own writes back), after a restore into a replica
+// that held other state, and after a reopen.
+func Test_RecentRecordsMatchPebble(t *testing.T) {
+	opts := Options{RecentRecordBytes: 64 << 10}
+	for _, seed := range []uint64{*seedFlag &^ 1, *seedFlag | 1} {
+		n := metamorphicOps() / 4
+		a := &harness{t: t, dir: t.TempDir(), opts: opts}
+		a.f = mustOpen(t, a.dir, opts)
+		var snap []byte
+		logs, _ := generate(t, a.f, seed, n, func(i int) {
+			checkRecent(t, a.f)
+			if i == n/2-1 {
+				snap = mustSnapshot(t, a.f)
+			}
+		})
+		st := recentStatsOf(a.f)
+		if st.hits == 0 || st.rotations == 0 {
+			t.Fatalf("the workload left the cache idle: %+v", st)
+		}
+		t.Logf("seed %d: %+v", seed, st)
+		hash := mustHash(t, a.f)
+		rng := rand.New(rand.NewPCG(seed, 7))
+		inBatches := func(f *FSM, logs []*raft.Log) {
+			for i := 0; i < len(logs); {
+				k := min(1+rng.IntN(64), len(logs)-i)
+				f.ApplyBatch(logs[i : i+k])
+				i += k
+				checkRecent(t, f)
+			}
+			if h := mustHash(t, f); h != hash {
+				t.Fatalf("hash %s, want %s", h, hash)
+			}
+		}
+
+		b := &harness{t: t, dir: t.TempDir(), opts: opts}
+		b.f = mustOpen(t, b.dir, opts)
+		inBatches(b.f, logs)
+
+		c := &harness{t: t, dir: t.TempDir(), opts: opts}
+		c.f = mustOpen(t, c.dir, opts)
+		c.f.ApplyBatch(logs[:n/4])
+		if err := restoreFrom(c.f, snap); err != nil {
+			t.Fatal(err)
+		}
+		if recentLen(c.f) != 0 {
+			t.Fatal("a restore kept the old keyspace's cache")
+		}
+		inBatches(c.f, logs[n/2:])
+
+		d := &harness{t: t, dir: t.TempDir(), opts: opts}
+		d.f = mustOpen(t, d.dir, opts)
+		d.f.ApplyBatch(logs[:n/2])
+		d.reopen()
+		if recentLen(d.f) != 0 {
+			t.Fatal("a reopen kept the cache")
+		}
+		inBatches(d.f, logs[n/2:])
+	}
+}
+
+// Test_RecentRecordsKeepKeyspace: one random log applied to a replica
+// without the record cache and, in random batch sizes, to replicas with a
+// tiny one (rotating every few writes) and the default one: the same
+// answers and the same keyspace hash.
+func Test_RecentRecordsKeepKeyspace(t *testing.T) {
+	for _, seed := range []uint64{*seedFlag&^1 + 10, *seedFlag | 1 + 10} {
+		off := Options{RecentRecordBytes: -1}
+		a := &harness{t: t, dir: t.TempDir(), opts: off}
+		a.f = mustOpen(t, a.dir, off)
+		logs, want := generate(t, a.f, seed, metamorphicOps()/2, nil)
+		if a.f.recent != nil {
+			t.Fatal("RecentRecordBytes -1 left the cache on")
+		}
+		hash := mustHash(t, a.f)
+		for i, bytes := range []int{4 << 10, 0} {
+			opts := Options{RecentRecordBytes: bytes}
+			b := &harness{t: t, dir: t.TempDir(), opts: opts}
+			b.f = mustOpen(t, b.dir, opts)
+			got := applyInBatches(b.f, logs, rand.New(rand.NewPCG(seed, uint64(i))), 128)
+			for j := range logs {
+				if !answersEqual(want[j], got[j]) {
+					t.Fatalf("cache %d: entry %d: answers differ\nwithout: %v\nwith:    %v", bytes, logs[j].Index, want[j], got[j])
+				}
+			}
+			if h := mustHash(t, b.f); h != hash {
+				t.Fatalf("cache %d: hash %s, without the cache %s", bytes, h, hash)
+			}
+			if st := recentStatsOf(b.f); st.hits == 0 {
+				t.Fatalf("cache %d: no hits: %+v", bytes, st)
+			}
+		}
+	}
+}
+
+// Test_RecentRecordsDiscardedOnApplyPanic: a batch whose submit wrote a
+// completed header, then panicked on an undecodable entry, never
+// committed; the header it wrote must not be answered later. The same
+// submit applied again completes the task, as on a replica without the
+// cache, instead of being told the task is already done.
+func Test_RecentRecordsDiscardedOnApplyPanic(t *testing.T) {
+	for _, level := range []uint32{LevelAttempts, LevelSplitRecords} {
+		h := newHarness(t)
+		h.do(latchCmd(level))
+		h.enqueue(t0, nt("q", "acme", 0))
+		task := h.claimOne(at(time.Second), "q", "acme")
+		hb := heartbeatCmd(at(2*time.Second), &pb.HeartbeatItem{TaskId: task.GetId(), Fence: task.GetFence()})
+		h.one(hb, pb.Code_CODE_OK) // the header is in the cache now
+		submit := completeCmd(at(3*time.Second), task.GetId(), task.GetFence())
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("an undecodable entry did not stop apply")
+				}
+			}()
+			h.f.ApplyBatch([]*raft.Log{
+				entry(t, h.index+1, submit),
+				{Index: h.index + 2, Type: raft.LogCommand, Data: []byte{0xff, 0xff}},
+			})
+		}()
+		checkRecent(t, h.f)
+		if got, _ := h.f.GetTask(task.GetId()); got.GetState() != pb.TaskState_TASK_STATE_RUNNING {
+			t.Fatalf("level %d: the failed batch changed the task: %v", level, got.GetState())
+		}
+		h.one(submit, pb.Code_CODE_OK)
+		if got, _ := h.f.GetTask(task.GetId()); got.GetState() != pb.TaskState_TASK_STATE_COMPLETED {
+			t.Fatalf("level %d: after the submit the task is %v", level, got.GetState())
+		}
+		checkRecent(t, h.f)
+	}
+}
+
+// Test_RecentRecordsCollide: with a hash of 256 values, most keys share
+// their index slot with others. A lookup must then miss rather than
+// answer another key's value or an older value of its own; the keyspace
+// and the answers stay those of a replica without the cache.
+func Test_RecentRecordsCollide(t *testing.T) {
+	defer func(h func([]byte) uint64) { recentHash = h }(recentHash)
+	recentHash = func(k []byte) uint64 { return xxhash.Sum64(k) & 0xff }
+	seed := *seedFlag + 20
+	off := Options{RecentRecordBytes: -1}
+	a := &harness{t: t, dir: t.TempDir(), opts: off}
+	a.f = mustOpen(t, a.dir, off)
+	logs, want := generate(t, a.f, seed, metamorphicOps()/4, nil)
+	opts := Options{RecentRecordBytes: 16 << 10}
+	b := &harness{t: t, dir: t.TempDir(), opts: opts}
+	b.f = mustOpen(t, b.dir, opts)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := 0; i < len(logs); {
+		k := min(1+rng.IntN(16), len(logs)-i)
+		got := b.f.ApplyBatch(logs[i : i+k])
+		for j := range got {
+			if !answersEqual(want[i+j], got[j]) {
+				t.Fatalf("entry %d: answers differ\nwithout: %v\nwith:    %v", logs[i+j].Index, want[i+j], got[j])
+			}
+		}
+		i += k
+		checkRecent(t, b.f)
+	}
+	if mustHash(t, b.f) != mustHash(t, a.f) {
+		t.Fatal("keyspaces differ")
+	}
+	if st := recentStatsOf(b.f); st.hits == 0 {
+		t.Fatalf("no hits: %+v", st)
+	}
+}
