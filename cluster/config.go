@@ -248,10 +248,10 @@ type Config struct {
 	// and shuts its Raft down (checker.go). Default 1m: a hash reads every
 	// key, about a second per GB, so a minute keeps it a small share of
 	// the disk and CPU while bounding how long silent damage goes
-	// unnoticed. After a check that took d the next waits at least 3d, so
-	// on a large keyspace the voters hash at most a quarter of the time (a
-	// million tasks at the default CheckRate: a 48 s hash, then 144 s of
-	// rest). A new leader checks at once, and a voter that restarted asks
+	// unnoticed. After a check that took d the next waits at least 9d, so
+	// on a large keyspace the voters hash at most a tenth of the time (a
+	// million tasks at the default CheckRate: a 48 s hash, then 432 s of
+	// rest; check.checkIdleFactor says why). A new leader checks at once, and a voter that restarted asks
 	// for one (it serves nothing until a check passes on it). Negative
 	// turns the checks off, which leaves restarted nodes NOT_SERVING.
 	CheckInterval time.Duration
@@ -270,7 +270,7 @@ type Config struct {
 	// three hashes still took both cores (3.3x); at 8 MiB/s, 1.6-2.5x,
 	// against 0.9-1.7x with no check during the sample (BENCHMARKS.md). A
 	// check then takes 48 s per million tasks, and CheckInterval's rest
-	// after a long check keeps hashing to a quarter of the time. A check
+	// after a long check keeps hashing to a tenth of the time. A check
 	// that arrives while the last one still hashes is skipped. A check
 	// someone waits on (a new leader's first, one a restarted voter asks
 	// for) and a node that awaits a check hash at full speed.

@@ -107,11 +107,15 @@ func (v *CheckView) Hash() (string, error) {
 	return v.HashChunked(func(int64) error { return nil })
 }
 
-// hashChunk is how many bytes of keys and values HashChunked reads under
-// one hold of the FSM's lock: small enough that a Restore waiting for the
-// lock (and the applies queued behind it) wait milliseconds, not the
-// whole hash.
-const hashChunk = 1 << 20
+// hashChunk is how many bytes of keys and values HashChunked reads in one
+// go, under one hold of the FSM's lock, before the caller's pacing: small
+// enough that a Restore waiting for the lock (and the applies queued
+// behind it) waits well under a millisecond, and that a chunk of cold
+// blocks (about 15 ms of CPU per MiB) is no burst a claim waits behind.
+// At a 1M-task backlog, claim p99 while a paced hash ran was 2.10x the
+// empty queue's in the median of three runs with 1 MiB chunks, 1.58x of
+// four with 64 KiB (1.75x of two with 16 KiB; BENCHMARKS.md, round 3).
+const hashChunk = 64 << 10
 
 // HashChunked is Hash read in chunks of about a MiB of keys and values,
 // the FSM's lock held per chunk only. After each chunk it calls between

@@ -93,12 +93,16 @@ const checkRetry = time.Second
 
 // checkIdleFactor bounds the share of time periodic checks keep the voters
 // hashing: after a check that took d, the next periodic one waits at
-// least checkIdleFactor·d, so hashing takes at most a quarter of the time
-// however large the keyspace. With CheckInterval alone a paced hash of a
-// million tasks (48 s) ran 44 % of the time, and claims at that backlog
-// had a p99 1.6-2.5x the empty queue's while it ran (BENCHMARKS.md). A
-// check someone waits on is not held back by this.
-const checkIdleFactor = 3
+// least checkIdleFactor·d, so hashing takes at most a tenth of the time
+// however large the keyspace. At a million tasks a paced hash takes 48 s
+// and, while it runs, claims have a p99 1.4-2x the empty queue's (+1-2 ms;
+// none between checks: BENCHMARKS.md, round 3); hashing more slowly did
+// not lower that, only stretched it. So the duty cycle, not the rate, is
+// the knob: a check every 8 minutes at that size, and every CheckInterval
+// on a small keyspace. CockroachDB's consistency checker, at the same 8
+// MiB/s, runs once a day. A check someone waits on is not held back by
+// this.
+const checkIdleFactor = 9
 
 // nextCheckWait is how long the leader waits after a check that took
 // took before the next periodic one.

@@ -5,23 +5,25 @@ import (
 	"time"
 )
 
-// Periodic checks hash at most a quarter of the time: after a long check
-// the next waits three times its length; a short one leaves CheckInterval.
+// Periodic checks hash at most a tenth of the time: after a long check
+// the next waits nine times its length; a short one leaves CheckInterval.
 func Test_NextCheckWaitBoundsHashingTime(t *testing.T) {
 	for _, c := range []struct {
 		interval, took, want time.Duration
 	}{
 		{time.Minute, 2 * time.Second, time.Minute},
-		{time.Minute, 20 * time.Second, time.Minute},
-		{time.Minute, 48 * time.Second, 144 * time.Second}, // a million tasks at 8 MiB/s
-		{time.Second, 10 * time.Second, 30 * time.Second},
-		{time.Hour, 10 * time.Minute, time.Hour},
+		{time.Minute, 6 * time.Second, time.Minute},
+		{time.Minute, 20 * time.Second, 180 * time.Second},
+		{time.Minute, 48 * time.Second, 432 * time.Second}, // a million tasks at 8 MiB/s
+		{time.Second, 10 * time.Second, 90 * time.Second},
+		{time.Hour, 5 * time.Minute, time.Hour},
+		{time.Hour, 10 * time.Minute, 90 * time.Minute},
 	} {
 		got := nextCheckWait(c.interval, c.took)
 		if got != c.want {
 			t.Errorf("interval %v, check took %v: next in %v, want %v", c.interval, c.took, got, c.want)
 		}
-		if share := float64(c.took) / float64(c.took+got); share > 0.25 {
+		if share := float64(c.took) / float64(c.took+got); share > 0.10 {
 			t.Errorf("interval %v, check took %v: hashing %.0f%% of the time", c.interval, c.took, 100*share)
 		}
 	}
