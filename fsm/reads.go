@@ -1,0 +1,183 @@
+package fsm
+
+// The FSM's read API: what the layers above read of the keyspace outside
+// apply. Every read holds FSM.mu's read lock (reader, view), so a Restore
+// cannot swap or close the keyspace under it; none reads apply's record
+// cache.
+
+import (
+	"errors"
+	"fmt"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// reader returns a Reader over the current DB and a release func.
+func (f *FSM) reader() (storage.Reader, func(), error) {
+	f.reads.Add(1)
+	f.mu.RLock()
+	if f.db == nil {
+		f.mu.RUnlock()
+		return nil, nil, errors.New("fsm closed")
+	}
+	return storage.Wrap(f.db), f.mu.RUnlock, nil
+}
+
+// view is a reader for reads of more than one step (scan an index, then read
+// the records it names): a Pebble snapshot, so that all steps see one
+// state. Straight from the DB, an apply between the steps could purge a
+// task the scan had found, and the read failed with "not found" (found by
+// Test_ReadsDuringApply).
+func (f *FSM) view() (storage.Reader, func(), error) {
+	f.reads.Add(1)
+	f.mu.RLock()
+	if f.db == nil {
+		f.mu.RUnlock()
+		return nil, nil, errors.New("fsm closed")
+	}
+	snap := f.db.NewSnapshot()
+	return storage.Wrap(snap), func() {
+		_ = snap.Close() // fails only on a double close
+		f.mu.RUnlock()
+	}, nil
+}
+
+// Reads counts the read API's calls (GetTask, Counts, Stats, ListTasks…)
+// since Open: each opened the keyspace outside apply. Apply's own reads are
+// not counted.
+func (f *FSM) Reads() uint64 { return f.reads.Load() }
+
+// GetTask reads a task from the local replica. ErrNotFound when absent.
+func (f *FSM) GetTask(id string) (*pb.Task, error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	t, err := storage.GetTask(r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("get %s: %w", id, pb.ErrNotFound)
+	}
+	return t, err
+}
+
+// GetTaskAt is GetTask together with the applied index the answer reflects,
+// both read from one Pebble snapshot, so that answers of different replicas
+// at the same index can be compared (the harness's read checker does).
+// ErrNotFound, with the index, when absent.
+func (f *FSM) GetTaskAt(id string) (*pb.Task, uint64, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	applied, err := storage.GetUint64(r, storage.KeyApplied)
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: applied index: %w", id, err)
+	}
+	t, err := storage.GetTask(r, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, applied, fmt.Errorf("get %s: %w", id, pb.ErrNotFound)
+	}
+	return t, applied, err
+}
+
+// Stats reports per-queue counters from the local replica.
+func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out, err := storage.Stats(r, queue, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return out, fillLimits(r, out, f.now.Load())
+}
+
+// StatsPage is Stats from after cursor, within AnswerBudget bytes (at
+// least one queue), with the cursor of the next page ("" at the end).
+func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
+	out, next, err := pageErr(storage.StatsPage(r, queue, tenant, cursor, AnswerBudget))
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, fillLimits(r, out, f.now.Load())
+}
+
+// ListTasks lists a queue's tasks in one state (pending, delayed, running or
+// dead) from the local replica: up to limit tasks within AnswerBudget
+// bytes (at least one), and the cursor of the next page.
+func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
+	return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
+}
+
+// ExpiredLeases lists (task, fence) pairs whose lease ended at or before
+// now, for the leader's reaper to propose as a Reap command.
+func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
+	r, release, err := f.view()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	entries, err := storage.ExpiredLeases(r, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired leases: %w", err)
+	}
+	items := make([]*pb.ReapItem, 0, len(entries))
+	for _, e := range entries {
+		t, _, err := storage.GetTaskHeader(r, e.ID)
+		if err != nil {
+			return nil, fmt.Errorf("expired lease %s: %w", e.ID, err)
+		}
+		items = append(items, &pb.ReapItem{TaskId: e.ID, Fence: t.GetFence()})
+	}
+	return items, nil
+}
+
+// HasDue reports whether delayed tasks are due or finished tasks have
+// expired at now, so the leader proposes PromoteDelayed or Purge only when
+// they would do something.
+func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
+	r, release, err := f.reader()
+	if err != nil {
+		return false, false, err
+	}
+	defer release()
+	d, err := storage.DueDelayed(r, now, 1)
+	if err != nil {
+		return false, false, err
+	}
+	e, err := storage.Expired(r, now, 1)
+	if err != nil {
+		return false, false, err
+	}
+	if len(e) == 0 { // tombstones of purged tasks expire through Purge too
+		if e, err = storage.ExpiredTombs(r, now, 1); err != nil {
+			return false, false, err
+		}
+	}
+	return len(d) > 0, len(e) > 0, nil
+}
+
+// DiskMetrics reads the keyspace's Pebble metrics.
+func (f *FSM) DiskMetrics() (storage.DiskMetrics, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return storage.DiskMetrics{}, errors.New("disk metrics: fsm closed")
+	}
+	return storage.Metrics(f.db), nil
+}
