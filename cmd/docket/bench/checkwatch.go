@@ -19,7 +19,6 @@ import (
 type checkWatch struct {
 	urls    []string
 	hashing atomic.Bool
-	polls   atomic.Int64
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -47,7 +46,6 @@ func (r *runner) watchChecks(ctx context.Context) (*checkWatch, error) {
 		defer t.Stop()
 		for {
 			w.hashing.Store(w.anyHashing(ctx))
-			w.polls.Add(1)
 			select {
 			case <-ctx.Done():
 				return
