@@ -4,7 +4,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
-	"github.com/dockethq/docket/storage"
 )
 
 // Answer bounds. They are constants of the FSM, not node configuration, so
@@ -50,47 +49,4 @@ func (b *budget) take(n int) bool {
 	}
 	b.used += n
 	return true
-}
-
-// release puts back tasks whose claim answer never reached its caller: a
-// task still running under exactly the fence of that claim returns to
-// pending at its old seq (the head of its priority, where it was taken
-// from), with no attempt counted and no worker. Any other task is answered
-// as heartbeat would (STALE_FENCE, NOT_FOUND) and left alone, so a release
-// that arrives after the lease was reaped, or after another claim, does
-// nothing.
-//
-// It is safe because the fence is the claim's log index, which only the
-// lost answer carried: no worker holds it, so no worker can be working on
-// the task, and a late Submit or Heartbeat with it would be stale anyway.
-func (tx *txn) release(c *pb.ReleaseCmd, res *pb.CommandResult) error {
-	for _, ri := range c.GetItems() {
-		t, code, err := tx.running(ri.GetTaskId(), ri.GetFence())
-		if err != nil {
-			return err
-		}
-		if code != pb.Code_CODE_OK {
-			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
-			continue
-		}
-		// A task cancelled while its claim's answer was lost never runs
-		// again: it ends rather than go back (rules_cancel.go).
-		ended, err := tx.endIfCancelled(t, cancelledWhy("its claim's answer never reached the worker"), nil)
-		if err == nil && !ended {
-			err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
-				tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")
-				t.WorkerId = ""
-			})
-		}
-		if err != nil {
-			return err
-		}
-		if tx.feature >= LevelAttempts {
-			if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Released++ }); err != nil {
-				return err
-			}
-		}
-		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
-	}
-	return nil
 }

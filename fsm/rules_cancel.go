@@ -109,25 +109,12 @@ func timedOutWhy(t *pb.Task) string {
 // requeued as a reap would (an attempt counted, DEAD at max_attempts);
 // a cancel-requested one ends CANCELLED.
 func (tx *txn) timeOut(c *pb.TimeOutCmd, res *pb.CommandResult) error {
-	for pos, ri := range c.GetItems() {
-		t, code, err := tx.running(ri.GetTaskId(), ri.GetFence())
-		if err != nil {
-			return err
-		}
-		if code != pb.Code_CODE_OK {
-			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
-			continue
-		}
+	return tx.eachRunning(c.GetItems(), res, func(pos int, t *pb.Task) (pb.Code, string, error) {
 		if !tx.pastDeadline(t) {
-			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "execution deadline not reached"))
-			continue
+			return pb.Code_CODE_WRONG_STATE, "execution deadline not reached", nil
 		}
-		if err := tx.endTimedOut(t, pos); err != nil {
-			return err
-		}
-		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
-	}
-	return nil
+		return pb.Code_CODE_OK, "", tx.endTimedOut(t, pos)
+	})
 }
 
 // endTimedOut ends a claim past its deadline by the task's policy:

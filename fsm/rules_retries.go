@@ -157,55 +157,23 @@ func (tx *txn) setQueueRetry(c *pb.SetQueueRetryCmd, res *pb.CommandResult) erro
 // attempt: its worker is not failing, it is waiting (on a resource, a
 // rate limit). The attempt ends SNOOZED.
 func (tx *txn) snooze(c *pb.SnoozeCmd, res *pb.CommandResult) error {
-	t, code, err := tx.runningFor(c.GetTaskId(), c.GetFence(), c.GetTenant())
-	if err != nil {
-		return err
-	}
-	if code != pb.Code_CODE_OK {
-		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
-		return nil
-	}
-	claimed := t.GetClaimedAt()
-	// A snooze hands the claim back like a Nack, so it cannot dodge a
-	// cancel request or the execution timeout (rules_cancel.go).
-	var ended bool
-	if tx.pastDeadline(t) {
-		ended, err = true, tx.endTimedOut(t, 0)
-	} else {
-		ended, err = tx.endIfCancelled(t, cancelledWhy("the worker snoozed it"), nil)
-	}
-	if err != nil {
-		return err
-	}
-	if ended {
-		it := item(pb.Code_CODE_OK, t.GetId(), t, "")
-		it.SinceNs = max(0, tx.now-claimed)
-		res.Items = append(res.Items, it)
-		return nil
-	}
-	mutate := func(t *pb.Task) {
-		tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED, "")
-		t.WorkerId = ""
-	}
-	if d := c.GetDelayNs(); d > 0 {
-		err = tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
-			mutate(t)
-			t.VisibleAt = addTime(tx.now, d)
-		})
-	} else {
-		err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
+	return tx.handBack(c.GetTaskId(), c.GetFence(), c.GetTenant(), "the worker snoozed it", res, func(t *pb.Task) error {
+		mutate := func(t *pb.Task) {
+			tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED, "")
+			t.WorkerId = ""
+		}
+		if d := c.GetDelayNs(); d > 0 {
+			return tx.move(t, pb.TaskState_TASK_STATE_DELAYED, func(t *pb.Task) {
+				mutate(t)
+				t.VisibleAt = addTime(tx.now, d)
+			})
+		}
+		return tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
 			mutate(t)
 			t.Seq = tx.nextSeq(0)
 			t.VisibleAt = tx.now
 		})
-	}
-	if err != nil {
-		return err
-	}
-	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
-	it.SinceNs = max(0, tx.now-claimed)
-	res.Items = append(res.Items, it)
-	return nil
+	})
 }
 
 // updateTask changes a waiting task's priority or run-at. A running task

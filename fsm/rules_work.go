@@ -349,29 +349,38 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 // nack gives a task back: it counts an attempt, and the task returns after
 // delay, or to the dead letters at max attempts.
 func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
-	t, code, err := tx.runningFor(c.GetTaskId(), c.GetFence(), c.GetTenant())
+	return tx.handBack(c.GetTaskId(), c.GetFence(), c.GetTenant(), "the worker nacked: "+c.GetReason(), res,
+		func(t *pb.Task) error {
+			return tx.requeue(t, 0, c.GetDelayNs(), c.GetReason(), pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED)
+		})
+}
+
+// handBack is how a worker gives its running task back (Nack, Snooze). A
+// claim past its execution deadline ends by the timeout's rule, and one
+// that Cancel reached ends CANCELLED (rules_cancel.go), so that handing
+// back dodges neither; otherwise back moves the task. The item answers
+// how long the claim was held.
+func (tx *txn) handBack(id string, fence uint64, tenant, why string, res *pb.CommandResult, back func(*pb.Task) error) error {
+	t, code, err := tx.runningFor(id, fence, tenant)
 	if err != nil {
 		return err
 	}
 	if code != pb.Code_CODE_OK {
-		res.Items = append(res.Items, item(code, c.GetTaskId(), t, staleDetail(t, c.GetFence())))
+		res.Items = append(res.Items, item(code, id, t, staleDetail(t, fence)))
 		return nil
 	}
 	claimed := t.GetClaimedAt()
 	var ended bool
 	if tx.pastDeadline(t) {
-		// A Nack cannot dodge the timeout's policy (rules_cancel.go).
 		ended, err = true, tx.endTimedOut(t, 0)
 	} else {
-		ended, err = tx.endIfCancelled(t, cancelledWhy("the worker nacked: "+c.GetReason()), nil)
+		ended, err = tx.endIfCancelled(t, cancelledWhy(why), nil)
+	}
+	if err == nil && !ended {
+		err = back(t)
 	}
 	if err != nil {
 		return err
-	}
-	if !ended {
-		if err := tx.requeue(t, 0, c.GetDelayNs(), c.GetReason(), pb.AttemptOutcome_ATTEMPT_OUTCOME_NACKED); err != nil {
-			return err
-		}
 	}
 	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
 	it.SinceNs = max(0, tx.now-claimed)
@@ -383,7 +392,63 @@ func (tx *txn) nack(c *pb.NackCmd, res *pb.CommandResult) error {
 // and expiry at apply time: a heartbeat applied after the leader's scan
 // wins, and the item is answered WRONG_STATE.
 func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
-	for pos, ri := range c.GetItems() {
+	return tx.eachRunning(c.GetItems(), res, func(pos int, t *pb.Task) (pb.Code, string, error) {
+		if t.GetLeaseUntil() > tx.now {
+			return pb.Code_CODE_WRONG_STATE, "lease extended", nil
+		}
+		if tx.pastDeadline(t) {
+			// Past its execution deadline too: the timeout's rule, as if
+			// the leader's TimeOut had landed first (rules_cancel.go), so
+			// the outcome does not depend on which loop proposed first.
+			return pb.Code_CODE_OK, "", tx.endTimedOut(t, pos)
+		}
+		ended, err := tx.endIfCancelled(t, cancelledWhy("lease expired"), nil)
+		if err == nil && !ended {
+			err = tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED)
+		}
+		if err == nil {
+			err = tx.total(t, func(tt *storage.QueueTotals) { tt.Expired++ })
+		}
+		return pb.Code_CODE_OK, "", err
+	})
+}
+
+// release puts back tasks whose claim answer never reached its caller: a
+// task still running under exactly the fence of that claim returns to
+// pending at its old seq (the head of its priority, where it was taken
+// from), with no attempt counted and no worker. Any other task is answered
+// as heartbeat would (STALE_FENCE, NOT_FOUND) and left alone, so a release
+// that arrives after the lease was reaped, or after another claim, does
+// nothing.
+//
+// It is safe because the fence is the claim's log index, which only the
+// lost answer carried: no worker holds it, so no worker can be working on
+// the task, and a late Submit or Heartbeat with it would be stale anyway.
+func (tx *txn) release(c *pb.ReleaseCmd, res *pb.CommandResult) error {
+	return tx.eachRunning(c.GetItems(), res, func(_ int, t *pb.Task) (pb.Code, string, error) {
+		// A task cancelled while its claim's answer was lost never runs
+		// again: it ends rather than go back (rules_cancel.go).
+		ended, err := tx.endIfCancelled(t, cancelledWhy("its claim's answer never reached the worker"), nil)
+		if err == nil && !ended {
+			err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
+				tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")
+				t.WorkerId = ""
+			})
+		}
+		if err == nil && tx.feature >= LevelAttempts {
+			err = tx.total(t, func(tt *storage.QueueTotals) { tt.Released++ })
+		}
+		return pb.Code_CODE_OK, "", err
+	})
+}
+
+// eachRunning runs fn for each item whose task runs under exactly its
+// fence, and answers every other item as stale (STALE_FENCE, NOT_FOUND)
+// without calling fn: the leader's loops (Reap, Release, TimeOut) name
+// claims they saw, and any of them may have ended since. fn answers its
+// item with a code and a detail; pos is the item's place in the command.
+func (tx *txn) eachRunning(items []*pb.ReapItem, res *pb.CommandResult, fn func(pos int, t *pb.Task) (pb.Code, string, error)) error {
+	for pos, ri := range items {
 		t, code, err := tx.running(ri.GetTaskId(), ri.GetFence())
 		if err != nil {
 			return err
@@ -392,33 +457,11 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 			res.Items = append(res.Items, item(code, ri.GetTaskId(), t, staleDetail(t, ri.GetFence())))
 			continue
 		}
-		if t.GetLeaseUntil() > tx.now {
-			res.Items = append(res.Items, item(pb.Code_CODE_WRONG_STATE, t.GetId(), t, "lease extended"))
-			continue
-		}
-		if tx.pastDeadline(t) {
-			// Past its execution deadline too: the timeout's rule, as if
-			// the leader's TimeOut had landed first (rules_cancel.go), so
-			// the outcome does not depend on which loop proposed first.
-			if err := tx.endTimedOut(t, pos); err != nil {
-				return err
-			}
-			res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
-			continue
-		}
-		ended, err := tx.endIfCancelled(t, cancelledWhy("lease expired"), nil)
+		code, detail, err := fn(pos, t)
 		if err != nil {
 			return err
 		}
-		if !ended {
-			if err := tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED); err != nil {
-				return err
-			}
-		}
-		if err := tx.total(t, func(tt *storage.QueueTotals) { tt.Expired++ }); err != nil {
-			return err
-		}
-		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))
+		res.Items = append(res.Items, item(code, t.GetId(), t, detail))
 	}
 	return nil
 }
