@@ -340,9 +340,7 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	if err != nil {
 		return err
 	}
-	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
-	it.SinceNs = max(0, tx.now-claimed)
-	res.Items = append(res.Items, it)
+	tx.answerHeld(res, t, claimed)
 	return nil
 }
 
@@ -382,10 +380,16 @@ func (tx *txn) handBack(id string, fence uint64, tenant, why string, res *pb.Com
 	if err != nil {
 		return err
 	}
+	tx.answerHeld(res, t, claimed)
+	return nil
+}
+
+// answerHeld answers an accepted Submit, Nack or Snooze with how long the
+// claim was held, which the leader's lease metrics read.
+func (tx *txn) answerHeld(res *pb.CommandResult, t *pb.Task, claimed int64) {
 	it := item(pb.Code_CODE_OK, t.GetId(), t, "")
 	it.SinceNs = max(0, tx.now-claimed)
 	res.Items = append(res.Items, it)
-	return nil
 }
 
 // reap requeues tasks whose lease the leader saw expire. It re-checks fence
