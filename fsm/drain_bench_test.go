@@ -1,0 +1,53 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// BenchmarkDrain_Backlog: apply's cost per task of draining a backlog, as
+// `docket bench --workload drain` does but without Raft and the network:
+// a Claim of 100 tasks in one entry, then their 100 Submits in one apply
+// batch, from a backlog filled just before (off the clock) so that the
+// fill's flushes and compactions are still running. ns/op is per task
+// drained. The drain of a 3-node cluster slows as its backlog grows;
+// comparing the sizes here says how much of that is apply's own.
+func BenchmarkDrain_Backlog(b *testing.B) {
+	for _, size := range []int{50_000, 1_000_000} {
+		b.Run(fmt.Sprintf("backlog=%d", size), func(b *testing.B) {
+			if size > 50_000 && testing.Short() {
+				b.Skip("filling 1M tasks takes a while; skipped under -short")
+			}
+			// Each run drains from a backlog of its size, so a run never
+			// outgrows what it filled; b.N is capped below.
+			l := newBenchLog(b)
+			l.backlog(b, "bench", size)
+			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 100))
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			drained := 0
+			for drained < b.N && drained < size {
+				l.index++
+				res := l.f.Apply(&raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: claim}).(*pb.CommandResult)
+				tasks := res.GetTasks()
+				if len(tasks) == 0 {
+					b.Fatal("claim found nothing")
+				}
+				logs := make([]*raft.Log, len(tasks))
+				for i, t := range tasks {
+					logs[i] = l.entry(b, completeCmd(at(2*time.Second), t.GetId(), t.GetFence()))
+				}
+				l.f.ApplyBatch(logs)
+				drained += len(tasks)
+			}
+			// ns/task, not ns/op: a run stops at its backlog's end.
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(drained), "ns/task")
+		})
+	}
+}
