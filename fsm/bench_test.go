@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -25,8 +26,12 @@ type benchLog struct {
 	index uint64
 }
 
+// scanPendingFlag runs the benchmarks with claims that scan Pebble's
+// pending range, to compare with the ready order by turns.
+var scanPendingFlag = flag.Bool("fsm.scanpending", false, "benchmarks: claims scan Pebble's pending range instead of the ready order")
+
 func newBenchLog(b testing.TB) *benchLog {
-	f, err := Open(b.TempDir(), Options{})
+	f, err := Open(b.TempDir(), Options{ScanPending: *scanPendingFlag})
 	if err != nil {
 		b.Fatal(err)
 	}

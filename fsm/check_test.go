@@ -193,6 +193,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	t.Helper()
 	checkIdemFilter(t, f)
 	checkClaimView(t, f)
+	checkReadyOrder(t, f)
 	ks := readKeyspace(t, f)
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }

@@ -34,6 +34,10 @@ type Options struct {
 	// RecentRecordBytes bounds apply's cache of task records it wrote
 	// lately (recent.go); 0 and negative values work as IdemFilterBytes'.
 	RecentRecordBytes int
+	// ScanPending makes claims read Pebble's pending range instead of the
+	// in-memory ready order (ready.go). It changes only speed, never
+	// state; tests set it to compare the two.
+	ScanPending bool
 	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
 	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
 	// node sets it inside its file descriptor reserve.
@@ -95,6 +99,7 @@ type FSM struct {
 	db     *pebble.DB
 	idem   *idemFilter    // nil when Options turned it off
 	recent *recentRecords // apply's alone; nil when off or closed
+	ready  *readyOrder    // apply's alone; nil when off or closed
 
 	snapBytes atomic.Int64 // size of the last persisted snapshot
 	snapMu    sync.Mutex
@@ -175,7 +180,14 @@ func (f *FSM) openKeyspace() error {
 	if f.idem, err = f.openIdem(db); err != nil {
 		return errors.Join(err, db.Close())
 	}
-	f.db, f.recent = db, f.openRecent() // a new keyspace, an empty cache
+	var ready *readyOrder
+	if !f.opts.ScanPending {
+		ready = newReadyOrder()
+		if err := ready.rebuild(storage.Wrap(db)); err != nil {
+			return errors.Join(err, db.Close())
+		}
+	}
+	f.db, f.recent, f.ready = db, f.openRecent(), ready // a new keyspace, an empty cache
 	return nil
 }
 
@@ -227,7 +239,7 @@ func (f *FSM) Close() error {
 			"applied", f.applied.Load(), "err", ferr)
 	}
 	err := f.db.Close()
-	f.db, f.idem, f.recent = nil, nil, nil
+	f.db, f.idem, f.recent, f.ready = nil, nil, nil, nil
 	f.claims.markStale() // a closed FSM answers nothing from memory either
 	if err := errors.Join(ferr, err); err != nil {
 		return fmt.Errorf("close fsm: %w", err)
@@ -325,10 +337,15 @@ func (f *FSM) setLogFault(err error) {
 // one Pebble batch, fills results and returns how many entries it took.
 func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
-	db, idem, recent := f.db, f.idem, f.recent
+	db, idem, recent, ready := f.db, f.idem, f.recent, f.ready
 	f.mu.RUnlock()
 	if f.claims.isStale() {
 		f.rebuildClaims(db)
+	}
+	if ready != nil && ready.stale {
+		if err := ready.rebuild(storage.Wrap(db)); err != nil {
+			panic(fmt.Sprintf("docket fsm: rebuild the ready order: %v", err))
+		}
 	}
 	b := newApplyBatch(db)
 	// A panic below (an undecodable entry, a failed write) must not leak
@@ -345,10 +362,12 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 		if !committed {
 			recent.clear()
+			ready.markStale()
 		}
 	}()
 	tx := newTxn(b, f.now.Load())
 	tx.useRecent(recent)
+	tx.ready = ready
 	tx.feature = f.feature.Load()
 	if idem != nil {
 		idem.begin()

@@ -98,8 +98,11 @@ func (tx *txn) remove(t *pb.Task) error {
 	if err := tx.depsRemoved(t); err != nil {
 		return err
 	}
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_DELAYED:
 		tx.delayedOut(t)
+	case pb.TaskState_TASK_STATE_PENDING:
+		tx.ready.remove(t)
 	}
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {

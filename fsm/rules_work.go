@@ -176,18 +176,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			continue
 		}
 		prio := uint32(p)
-		prefix := storage.PendingPrioPrefix(q, tn, prio)
-		type head struct {
-			id  string
-			seq uint64
-		}
-		var heads []head
-		err := storage.Scan(tx.r, storage.PendingSeek(q, tn, prio, m.Head[p]), storage.PrefixEnd(prefix), want,
-			func(k, _ []byte) error {
-				seq, id, err := storage.ParsePendingKey(k, len(prefix))
-				heads = append(heads, head{id, seq})
-				return err
-			})
+		heads, err := tx.pendingHeads(q, tn, prio, m.Head[p], want)
 		if err != nil {
 			return err
 		}

@@ -30,14 +30,24 @@ func Test_RuleBook(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenario files in testdata")
 	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			w := newScenario(t)
-			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-				w.t = t
-				return w.run(d)
+	// Claims read the in-memory ready order by default; with ScanPending
+	// they scan Pebble, and every answer must be the same.
+	for _, opts := range []Options{{}, {ScanPending: true}} {
+		for _, path := range files {
+			name := strings.TrimSuffix(filepath.Base(path), ".txt")
+			if opts.ScanPending {
+				name += "/scan-pending"
+			}
+			t.Run(name, func(t *testing.T) {
+				w := newScenario(t)
+				w.opts = opts
+				w.reset(FeatureLevel)
+				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+					w.t = t
+					return w.run(d)
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -76,6 +86,7 @@ type scenario struct {
 	names  map[string]string // task id -> name
 	fence  map[string]uint64 // task name -> fence of its last claim
 	shown  map[string]string // task name -> its state line as last printed
+	opts   Options
 	nextID int               // for tasks the script did not name
 }
 
@@ -87,7 +98,8 @@ func newScenario(t testing.TB) *scenario {
 
 // reset starts a fresh FSM at t0 whose cluster latched level.
 func (w *scenario) reset(level uint32) {
-	w.h = newHarness(w.t)
+	w.h = &harness{t: w.t, dir: w.t.TempDir(), opts: w.opts}
+	w.h.f = mustOpen(w.t, w.h.dir, w.opts)
 	w.now = t0
 	w.ids, w.names, w.fence, w.shown = map[string]string{}, map[string]string{}, map[string]uint64{}, map[string]string{}
 	w.nextID = 0
@@ -121,7 +133,8 @@ func (w *scenario) run(d *datadriven.TestData) string {
 	case "restore":
 		snap := mustSnapshot(w.t, w.h.f)
 		before := mustHash(w.t, w.h.f)
-		fresh := newHarness(w.t)
+		fresh := &harness{t: w.t, dir: w.t.TempDir(), opts: w.opts}
+		fresh.f = mustOpen(w.t, fresh.dir, w.opts)
 		if err := restoreFrom(fresh.f, snap); err != nil {
 			w.t.Fatalf("restore: %v", err)
 		}

@@ -42,6 +42,8 @@ type txn struct {
 	// write of a split record skips its body when v/ holds it already.
 	formats map[string]storage.RecordFormat
 	deps    depsState // parents whose end still visits children (rules_deps.go)
+	// ready is the pending order in memory (ready.go); nil when off.
+	ready *readyOrder
 	// configs and delayed are what the claim view takes from the batch
 	// once it commits (claimview.go): the configuration records written,
 	// and the delayed tasks added and removed per queue. nil until used.
@@ -325,8 +327,11 @@ func indexKeys(t *pb.Task) [][]byte {
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
 	before := taskBytes(t)
-	if from == pb.TaskState_TASK_STATE_DELAYED {
+	switch from {
+	case pb.TaskState_TASK_STATE_DELAYED:
 		tx.delayedOut(t)
+	case pb.TaskState_TASK_STATE_PENDING:
+		tx.ready.remove(t) // before mutate changes its seq or priority
 	}
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
@@ -352,8 +357,11 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if err := tx.putTask(t); err != nil {
 		return err
 	}
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+	switch t.GetState() {
+	case pb.TaskState_TASK_STATE_DELAYED:
 		tx.delayedIn(t)
+	case pb.TaskState_TASK_STATE_PENDING:
+		tx.ready.add(t)
 	}
 	var added int64
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
