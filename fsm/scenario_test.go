@@ -87,7 +87,7 @@ type scenario struct {
 	fence  map[string]uint64 // task name -> fence of its last claim
 	shown  map[string]string // task name -> its state line as last printed
 	opts   Options
-	nextID int               // for tasks the script did not name
+	nextID int // for tasks the script did not name
 }
 
 func newScenario(t testing.TB) *scenario {
