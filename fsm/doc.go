@@ -28,6 +28,7 @@
 // its entry. cmd/docket's Test_LayoutFSMIsPure checks the imports.
 //
 // DESIGN.md describes how apply works, the determinism rules, validation
-// against apply's checks, what each feature level writes, and the decisions
-// and trade-offs behind the rules.
+// against apply's checks, what each feature level writes, what apply keeps
+// in memory, and the decisions and trade-offs behind the rules. The rules
+// themselves are pinned by the rule book, testdata/*.txt.
 package fsm

@@ -19,8 +19,8 @@ import (
 // claim, then heartbeat and submit within seconds), and each such read was
 // a Get on the indexed apply batch: a merged lookup over the batch, both
 // memtables and the sstables, about an eighth of the leader's CPU in the
-// batched cycle. A map lookup answers most of them instead. See DESIGN.md
-// for the decision and its numbers.
+// batched cycle. A map lookup answers most of them instead. DESIGN.md has
+// the decision and BENCHMARKS.md its numbers.
 //
 // It is an accelerator only: whatever it answers, the apply batch would
 // have answered too (Pebble plus the batch's own writes).

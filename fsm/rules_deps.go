@@ -87,9 +87,9 @@ func (tx *txn) checkDeps(c *pb.EnqueueCmd, res *pb.CommandResult) (bool, error) 
 			}
 			if !ok {
 				// Another tenant's task is unknown, exactly as a missing
-				// one; a purged parent is missing too (DESIGN.md says why).
-				// Before this rule it answered NOT_FOUND; answers are not
-				// stored, so replicas of either build stay identical.
+				// one, so that an id tells a caller nothing; a purged
+				// parent is missing too. Answers are not stored, so the
+				// wording changes no keyspace.
 				fieldErr("after", "no task %s of this tenant: a parent is a task of the same tenant, "+
 					"unfinished or finished within its retention", id).InList("tasks", i).Fill(res)
 				return true, nil
