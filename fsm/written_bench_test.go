@@ -89,6 +89,56 @@ func BenchmarkCycle_BytesWritten(b *testing.B) {
 	}
 }
 
+// BenchmarkLife_BytesWritten: what one 128-byte task's life (enqueue,
+// claim, complete, purge after a retention of 1 ns) costs one replica's
+// disk, at a steady backlog of tasks enqueued and not yet claimed: a
+// small one, whose tasks live and die inside one memtable, and one of
+// 200,000, whose records reach the tables before they are claimed.
+// logB/task is what the Raft log must hold for the life (the entries'
+// Data and Extensions; raft-wal adds its frame per entry); the table
+// columns are Pebble's, as in BenchmarkEnqueue_BytesWritten.
+//
+//	go test ./fsm -run '^$' -bench 'Life_BytesWritten' -benchtime 200000x
+func BenchmarkLife_BytesWritten(b *testing.B) {
+	for _, backlog := range []int{256, 200_000} {
+		b.Run(fmt.Sprintf("payload=128/backlog=%d", backlog), func(b *testing.B) {
+			w := newWrittenBench(b, 128, false)
+			now := at(0)
+			var logBytes int
+			apply := func(cmd *pb.Command) *pb.CommandResult {
+				e := w.l.entry(b, cmd)
+				logBytes += len(e.Data) + len(e.Extensions)
+				return w.l.f.Apply(e).(*pb.CommandResult)
+			}
+			fill := func(n int) {
+				for range n {
+					task := nt("bench", "t", 0)
+					task.Payload, task.RetentionNs = w.payload(n), 1
+					apply(enqueueCmd(now, task))
+				}
+			}
+			fill(backlog) // off the clock: the backlog the lives pass through
+			w.start(b)
+			logBytes = 0
+			for i := range b.N {
+				now += int64(time.Millisecond)
+				fill(1)
+				res := apply(claimCmd(now, "bench", "t", "w", lease, 1))
+				got := res.GetTasks()
+				if len(got) != 1 {
+					b.Fatalf("claim: %v", res.GetErrorDetail())
+				}
+				apply(completeCmd(now, got[0].GetId(), got[0].GetFence()))
+				if i%16 == 0 {
+					apply(purgeCmd(now+1, 1000))
+				}
+			}
+			w.stop(b)
+			b.ReportMetric(float64(logBytes)/float64(b.N), "logB/task")
+		})
+	}
+}
+
 func valuesName(inline bool) string {
 	if inline {
 		return "inline"
