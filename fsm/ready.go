@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/google/btree"
 
@@ -9,20 +10,21 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// readyOrder is each queue's pending tasks in claim order, in memory:
-// per priority, by (seq, id), which is the order of the q/…/p/ keys
-// within one priority. A claim takes its heads from here instead of
-// opening a Pebble iterator over the pending range per priority per
-// claim.
+// readyOrder is, per queue, the two orders a claim reads, in memory: its
+// pending tasks per priority by (seq, id), the order of the q/…/p/ keys
+// within a priority, and its delayed tasks by (visible_at, id), the order
+// of its q/…/d/ keys. A claim takes its heads, and the delayed tasks that
+// are due, from here instead of opening Pebble iterators over those
+// ranges at every claim.
 //
-// It is apply's alone, and a cache of the keyspace's pending index, which
-// apply still writes (the keyspace, its hash and snapshots do not depend
-// on it):
-//   - Open and Restore build it from the pending keys of every queue the
-//     catalog counts pending tasks in;
-//   - txn.write adds a task that becomes pending, txn.move and txn.remove
-//     take out one that stops being pending, written through as the batch
-//     goes, so a later command of the same batch sees earlier ones;
+// It is apply's alone, and a cache of the keyspace's indexes, which apply
+// still writes (the keyspace, its hash and snapshots do not depend on it):
+//   - Open and Restore build it from the pending and delayed keys of every
+//     queue whose catalog record counts such tasks;
+//   - txn.write adds a task that becomes pending or delayed, txn.move and
+//     txn.remove take out one that leaves either state, written through as
+//     the batch goes, so a later command of the same batch sees earlier
+//     ones;
 //   - a batch that never commits marks it stale, as it does the claim
 //     view, and the next batch rebuilds it before it applies: it cannot
 //     tell which of its writes Pebble took.
@@ -33,27 +35,32 @@ type readyOrder struct {
 	stale  bool
 }
 
-// readyQueue is one queue's pending tasks, one tree per priority; nil
-// until a task of that priority is added.
-type readyQueue [MaxPriority + 1]*btree.BTreeG[readyItem]
-
-// readyItem is one pending task: its seq, and its id, which breaks ties
-// as the key's bytes do.
-type readyItem struct {
-	seq uint64
-	id  string
+// readyQueue is one queue's orders; a tree is nil until a task is added
+// to it, and a queue with every tree empty is dropped.
+type readyQueue struct {
+	pending [MaxPriority + 1]*btree.BTreeG[orderItem] // by (seq, id)
+	delayed *btree.BTreeG[orderItem]                  // by (visible_at, id)
 }
 
-func readyLess(a, b readyItem) bool {
-	if a.seq != b.seq {
-		return a.seq < b.seq
+// orderItem is one task in an order: its position (a pending seq, or a
+// delayed visible_at) and its id, which breaks ties as the key's bytes
+// do. Positions are never negative, so as uint64 they sort as the keys'
+// big-endian encodings do.
+type orderItem struct {
+	at uint64
+	id string
+}
+
+func orderLess(a, b orderItem) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
 	return a.id < b.id
 }
 
-// readyDegree keeps nodes of 63 items of 24 bytes: few pointers for the
+// orderDegree keeps nodes of 63 items of 24 bytes: few pointers for the
 // collector, about 1.5 KiB a node.
-const readyDegree = 32
+const orderDegree = 32
 
 func newReadyOrder() *readyOrder { return &readyOrder{queues: map[QueueRef]*readyQueue{}} }
 
@@ -64,57 +71,85 @@ func (o *readyOrder) markStale() {
 	}
 }
 
-// add notes a task that became pending.
-func (o *readyOrder) add(t *pb.Task) {
-	if o == nil {
-		return
+// tree is the order t sits in while it is pending or delayed, created if
+// create is set; nil for any other state.
+func (o *readyOrder) tree(t *pb.Task, create bool) **btree.BTreeG[orderItem] {
+	if st := t.GetState(); st != pb.TaskState_TASK_STATE_PENDING && st != pb.TaskState_TASK_STATE_DELAYED {
+		return nil
 	}
 	ref := QueueRef{t.GetQueue(), t.GetTenant()}
 	q := o.queues[ref]
 	if q == nil {
+		if !create {
+			return nil
+		}
 		q = &readyQueue{}
 		o.queues[ref] = q
 	}
-	q.add(t.GetPriority(), readyItem{t.GetSeq(), t.GetId()})
-}
-
-func (q *readyQueue) add(prio uint32, it readyItem) {
-	if q[prio] == nil {
-		q[prio] = btree.NewG(readyDegree, readyLess)
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+		return &q.delayed
 	}
-	q[prio].ReplaceOrInsert(it)
+	return &q.pending[t.GetPriority()]
 }
 
-// remove notes a pending task that left the pending state (claimed,
-// cancelled, purged, updated). A queue left without pending tasks is
-// dropped, so the order holds only queues with a backlog.
+func itemOf(t *pb.Task) orderItem {
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+		return orderItem{uint64(t.GetVisibleAt()), t.GetId()}
+	}
+	return orderItem{t.GetSeq(), t.GetId()}
+}
+
+// add notes a task that became pending or delayed.
+func (o *readyOrder) add(t *pb.Task) {
+	if o == nil {
+		return
+	}
+	if tr := o.tree(t, true); tr != nil {
+		if *tr == nil {
+			*tr = btree.NewG(orderDegree, orderLess)
+		}
+		(*tr).ReplaceOrInsert(itemOf(t))
+	}
+}
+
+// remove notes a pending or delayed task that leaves its state (claimed,
+// promoted, cancelled, purged, updated), before its fields change. A
+// queue left with no task in either order is dropped, so the order holds
+// only queues with a backlog.
 func (o *readyOrder) remove(t *pb.Task) {
 	if o == nil {
 		return
 	}
+	tr := o.tree(t, false)
+	if tr == nil || *tr == nil {
+		return
+	}
+	(*tr).Delete(itemOf(t))
+	if (*tr).Len() > 0 {
+		return
+	}
+	*tr = nil
 	ref := QueueRef{t.GetQueue(), t.GetTenant()}
 	q := o.queues[ref]
-	if q == nil || q[t.GetPriority()] == nil {
+	if q.delayed != nil {
 		return
 	}
-	tree := q[t.GetPriority()]
-	tree.Delete(readyItem{t.GetSeq(), t.GetId()})
-	if tree.Len() > 0 {
-		return
-	}
-	q[t.GetPriority()] = nil
-	for _, tr := range q {
-		if tr != nil {
+	for _, p := range q.pending {
+		if p != nil {
 			return
 		}
 	}
 	delete(o.queues, ref)
 }
 
-// rebuild reads the pending keys of every queue whose catalog record
-// counts pending tasks.
+// rebuild reads the pending and delayed keys of every queue whose
+// catalog record counts such tasks.
 func (o *readyOrder) rebuild(r storage.Reader) error {
-	var refs []QueueRef
+	type want struct {
+		ref              QueueRef
+		pending, delayed bool
+	}
+	var refs []want
 	err := storage.Scan(r, storage.CatalogPrefix(""), storage.PrefixEnd(storage.CatalogPrefix("")), 0, func(k, val []byte) error {
 		q, tn, err := storage.ParseCatalogKey(k)
 		if err != nil {
@@ -124,8 +159,8 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 		if err != nil {
 			return fmt.Errorf("%s/%s: %w", q, tn, err)
 		}
-		if m.Pending > 0 {
-			refs = append(refs, QueueRef{q, tn})
+		if m.Pending > 0 || m.Delayed > 0 {
+			refs = append(refs, want{QueueRef{q, tn}, m.Pending > 0, m.Delayed > 0})
 		}
 		return nil
 	})
@@ -133,22 +168,37 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 		return fmt.Errorf("ready order: catalog: %w", err)
 	}
 	queues := make(map[QueueRef]*readyQueue, len(refs))
-	for _, ref := range refs {
+	for _, w := range refs {
 		q := &readyQueue{}
-		for p := range q {
-			prefix := storage.PendingPrioPrefix(ref.Queue, ref.Tenant, uint32(p))
+		insert := func(tr **btree.BTreeG[orderItem], it orderItem) {
+			if *tr == nil {
+				*tr = btree.NewG(orderDegree, orderLess)
+			}
+			(*tr).ReplaceOrInsert(it)
+		}
+		for p := 0; w.pending && p < len(q.pending); p++ {
+			prefix := storage.PendingPrioPrefix(w.ref.Queue, w.ref.Tenant, uint32(p))
 			err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
 				seq, id, err := storage.ParsePendingKey(k, len(prefix))
 				if err == nil {
-					q.add(uint32(p), readyItem{seq, id})
+					insert(&q.pending[p], orderItem{seq, id})
 				}
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("ready order of %s/%s: %w", ref.Queue, ref.Tenant, err)
+				return fmt.Errorf("ready order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
 			}
 		}
-		queues[ref] = q
+		if w.delayed {
+			all, err := storage.DueDelayedInQueue(r, w.ref.Queue, w.ref.Tenant, math.MaxInt64, 0)
+			if err != nil {
+				return fmt.Errorf("delayed order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
+			}
+			for _, e := range all {
+				insert(&q.delayed, orderItem{uint64(e.At), e.ID})
+			}
+		}
+		queues[w.ref] = q
 	}
 	o.queues, o.stale = queues, false
 	return nil
@@ -157,33 +207,57 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 // heads returns up to want pending tasks of one priority of a queue, at
 // or after seq from: what a scan of the pending keys from
 // storage.PendingSeek(from) finds.
-func (o *readyOrder) heads(ref QueueRef, prio uint32, from uint64, want int) []readyItem {
+func (o *readyOrder) heads(ref QueueRef, prio uint32, from uint64, want int) []orderItem {
 	q := o.queues[ref]
-	if q == nil || q[prio] == nil {
+	if q == nil || q.pending[prio] == nil {
 		return nil
 	}
-	tree := q[prio]
-	out := make([]readyItem, 0, min(want, tree.Len()))
-	tree.AscendGreaterOrEqual(readyItem{seq: from}, func(it readyItem) bool {
+	tree := q.pending[prio]
+	out := make([]orderItem, 0, min(want, tree.Len()))
+	tree.AscendGreaterOrEqual(orderItem{at: from}, func(it orderItem) bool {
 		out = append(out, it)
 		return len(out) < want
 	})
 	return out
 }
 
-// dump lists a queue's order, for the tests' comparison with Pebble; ok
+// due returns up to limit delayed tasks of a queue visible at or before
+// now, earliest first: what storage.DueDelayedInQueue finds.
+func (o *readyOrder) due(ref QueueRef, now int64, limit int) []storage.TimeEntry {
+	q := o.queues[ref]
+	if q == nil || q.delayed == nil || now < 0 {
+		return nil
+	}
+	var out []storage.TimeEntry
+	q.delayed.Ascend(func(it orderItem) bool {
+		if it.at > uint64(now) {
+			return false
+		}
+		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.id})
+		return len(out) < limit
+	})
+	return out
+}
+
+// dump lists a queue's orders, for the tests' comparison with Pebble; ok
 // is false when the order holds no task of it.
 func (o *readyOrder) dump(ref QueueRef) (lines []string, ok bool) {
 	q := o.queues[ref]
 	if q == nil {
 		return nil, false
 	}
-	for p := len(q) - 1; p >= 0; p-- {
-		if q[p] == nil {
+	for p := len(q.pending) - 1; p >= 0; p-- {
+		if q.pending[p] == nil {
 			continue
 		}
-		q[p].Ascend(func(it readyItem) bool {
-			lines = append(lines, fmt.Sprintf("%d/%d/%s", p, it.seq, it.id))
+		q.pending[p].Ascend(func(it orderItem) bool {
+			lines = append(lines, fmt.Sprintf("p/%d/%d/%s", p, it.at, it.id))
+			return true
+		})
+	}
+	if q.delayed != nil {
+		q.delayed.Ascend(func(it orderItem) bool {
+			lines = append(lines, fmt.Sprintf("d/%d/%s", it.at, it.id))
 			return true
 		})
 	}
@@ -202,17 +276,26 @@ func (o *readyOrder) loaded() []QueueRef {
 // pendingHeads returns up to want pending tasks of one priority of a
 // queue from seq from on, in claim order: from the ready order, or from
 // Pebble when it is off.
-func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([]readyItem, error) {
+func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([]orderItem, error) {
 	if tx.ready != nil {
 		return tx.ready.heads(QueueRef{q, tn}, prio, from, want), nil
 	}
 	prefix := storage.PendingPrioPrefix(q, tn, prio)
-	var heads []readyItem
+	var heads []orderItem
 	err := storage.Scan(tx.r, storage.PendingSeek(q, tn, prio, from), storage.PrefixEnd(prefix), want,
 		func(k, _ []byte) error {
 			seq, id, err := storage.ParsePendingKey(k, len(prefix))
-			heads = append(heads, readyItem{seq, id})
+			heads = append(heads, orderItem{seq, id})
 			return err
 		})
 	return heads, err
+}
+
+// dueDelayed returns up to limit delayed tasks of a queue due by the
+// batch's time: from the ready order, or from Pebble when it is off.
+func (tx *txn) dueDelayed(q, tn string, limit int) ([]storage.TimeEntry, error) {
+	if tx.ready != nil {
+		return tx.ready.due(QueueRef{q, tn}, tx.now, limit), nil
+	}
+	return storage.DueDelayedInQueue(tx.r, q, tn, tx.now, limit)
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,8 +13,9 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// checkReadyOrder compares the ready order with Pebble's pending keys:
-// every queue with pending tasks, the same tasks in the same order.
+// checkReadyOrder compares the ready order with Pebble's pending and
+// delayed keys: every queue with such tasks, the same tasks in the same
+// order.
 func checkReadyOrder(t testing.TB, f *FSM) {
 	t.Helper()
 	if f.ready == nil {
@@ -32,7 +34,7 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 		t.Fatal(err)
 	}
 	if got, want := len(f.ready.loaded()), len(fresh.loaded()); got != want {
-		t.Fatalf("ready order holds %d queues, Pebble has pending tasks in %d", got, want)
+		t.Fatalf("ready order holds %d queues, Pebble has pending or delayed tasks in %d", got, want)
 	}
 	for _, ref := range fresh.loaded() {
 		got, _ := f.ready.dump(ref)
@@ -41,15 +43,22 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 			prefix := storage.PendingPrioPrefix(ref.Queue, ref.Tenant, uint32(p))
 			err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
 				seq, id, err := storage.ParsePendingKey(k, len(prefix))
-				want = append(want, fmt.Sprintf("%d/%d/%s", p, seq, id))
+				want = append(want, fmt.Sprintf("p/%d/%d/%s", p, seq, id))
 				return err
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
+		delayed, err := storage.DueDelayedInQueue(r, ref.Queue, ref.Tenant, math.MaxInt64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range delayed {
+			want = append(want, fmt.Sprintf("d/%d/%s", e.At, e.ID))
+		}
 		if !slices.Equal(got, want) {
-			t.Fatalf("ready order of %v:\n%v\nPebble's pending keys:\n%v", ref, got, want)
+			t.Fatalf("ready order of %v:\n%v\nPebble's pending and delayed keys:\n%v", ref, got, want)
 		}
 	}
 }

@@ -98,12 +98,10 @@ func (tx *txn) remove(t *pb.Task) error {
 	if err := tx.depsRemoved(t); err != nil {
 		return err
 	}
-	switch t.GetState() {
-	case pb.TaskState_TASK_STATE_DELAYED:
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
 		tx.delayedOut(t)
-	case pb.TaskState_TASK_STATE_PENDING:
-		tx.ready.remove(t)
 	}
+	tx.ready.remove(t)
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("remove %s: %w", t.GetId(), err)

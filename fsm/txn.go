@@ -327,12 +327,10 @@ func indexKeys(t *pb.Task) [][]byte {
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
 	before := taskBytes(t)
-	switch from {
-	case pb.TaskState_TASK_STATE_DELAYED:
+	if from == pb.TaskState_TASK_STATE_DELAYED {
 		tx.delayedOut(t)
-	case pb.TaskState_TASK_STATE_PENDING:
-		tx.ready.remove(t) // before mutate changes its seq or priority
 	}
+	tx.ready.remove(t) // before mutate changes its seq, priority or time
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("move %s: %w", t.GetId(), err)
@@ -357,12 +355,10 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if err := tx.putTask(t); err != nil {
 		return err
 	}
-	switch t.GetState() {
-	case pb.TaskState_TASK_STATE_DELAYED:
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
 		tx.delayedIn(t)
-	case pb.TaskState_TASK_STATE_PENDING:
-		tx.ready.add(t)
 	}
+	tx.ready.add(t) // a pending or delayed task; others are not ordered
 	var added int64
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
 		added = 1
