@@ -108,7 +108,11 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
-	db, err := pebble.Open(path, po)
+	db, err := openPebble(path, po, o.FS, memBytes)
+	var full *DiskFullError
+	if errors.As(err, &full) {
+		return nil, err // its sentence names the directory already
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open pebble %s: %w", path, err)
 	}
