@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -62,7 +60,7 @@ func ListTenantDead(r Reader, tenant, cursor string, limit, maxBytes int) ([]*pb
 		return nil, "", fmt.Errorf("list dead of tenant %s: %w", tenant, err)
 	}
 	var tasks []*pb.Task
-	used := 0
+	budget := pageBudget{maxBytes: maxBytes}
 	for _, q := range queues {
 		c := ""
 		if q == startQueue && after != nil {
@@ -73,11 +71,9 @@ func ListTenantDead(r Reader, tenant, cursor string, limit, maxBytes int) ([]*pb
 			return nil, "", err
 		}
 		for _, t := range page {
-			n := proto.Size(t) + listFraming
-			if maxBytes > 0 && len(tasks) > 0 && used+n > maxBytes {
+			if !budget.take(t, nil) { // the cursor names the task, not a key
 				return tasks, tenantDeadCursor(tasks, tenant), nil
 			}
-			used += n
 			tasks = append(tasks, t)
 		}
 		if next != "" {

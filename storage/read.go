@@ -28,8 +28,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		}
 		lower = append(key, 0) // strictly after the cursor's key
 	}
-	used := 0
-	var last []byte
+	page := pageBudget{maxBytes: maxBytes}
 	err = Scan(r, lower, PrefixEnd(prefix), 0, func(k, v []byte) error {
 		q, t, err := ParseCatalogKey(k)
 		if err != nil {
@@ -52,14 +51,11 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 			s.Totals = &pb.QueueTotals{Enqueued: tt.Enqueued, Claimed: tt.Claimed, Completed: tt.Completed, Failed: tt.Failed,
 				Cancelled: tt.Cancelled, DeadLettered: tt.DeadLettered, Requeued: tt.Requeued, LeaseExpired: tt.Expired, Released: tt.Released}
 		}
-		n := proto.Size(s) + listFraming
-		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {
-			next = encodeCursor(last)
+		if !page.take(s, k) {
+			next = page.cursor()
 			return ErrStop
 		}
-		used += n
 		out = append(out, s)
-		last = append(last[:0], k...)
 		return nil
 	})
 	if err != nil {
@@ -172,8 +168,7 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 		limit = pb.DefaultListLimit
 	}
 	var tasks []*pb.Task
-	var last []byte
-	used := 0
+	page := pageBudget{maxBytes: maxBytes}
 	full := false // stopped by limit or maxBytes, not by the end
 	err := Scan(r, lower, PrefixEnd(prefix), limit+1, func(k, _ []byte) error {
 		if len(tasks) == limit {
@@ -188,14 +183,11 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 		if err != nil {
 			return err
 		}
-		n := proto.Size(t) + listFraming
-		if maxBytes > 0 && len(tasks) > 0 && used+n > maxBytes {
+		if !page.take(t, k) {
 			full = true
 			return ErrStop
 		}
-		used += n
 		tasks = append(tasks, t)
-		last = append(last[:0], k...)
 		return nil
 	})
 	if err != nil {
@@ -203,7 +195,7 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	}
 	next := ""
 	if full {
-		next = encodeCursor(last)
+		next = page.cursor()
 	}
 	return tasks, next, nil
 }
@@ -211,6 +203,30 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 // listFraming is the tag and length prefix of one element of a repeated
 // message field: 1 byte of tag, at most 4 of length.
 const listFraming = 5
+
+// pageBudget counts one listing page's encoded bytes against maxBytes
+// (<= 0: no bound). The first item always fits, so a page is never empty
+// while items are left.
+type pageBudget struct {
+	maxBytes, used, items int
+	last                  []byte // the key of the last item taken, for the cursor
+}
+
+// take reports whether an item of m's size fits, and counts it under key
+// if so.
+func (p *pageBudget) take(m proto.Message, key []byte) bool {
+	n := proto.Size(m) + listFraming
+	if p.maxBytes > 0 && p.items > 0 && p.used+n > p.maxBytes {
+		return false
+	}
+	p.used += n
+	p.items++
+	p.last = append(p.last[:0], key...)
+	return true
+}
+
+// cursor is the cursor of the page after the last item taken.
+func (p *pageBudget) cursor() string { return encodeCursor(p.last) }
 
 func idFromIndexKey(k []byte, prefixLen int, state pb.TaskState) (string, error) {
 	switch state {

@@ -92,21 +92,17 @@ func ListSchedules(r Reader, tenant, cursor string, maxBytes int) (out []*pb.Sch
 		}
 		lower = append(key, 0)
 	}
-	used := 0
-	var last []byte
+	page := pageBudget{maxBytes: maxBytes}
 	err = Scan(r, lower, PrefixEnd(prefix), 0, func(k, v []byte) error {
 		s, err := decodeSchedule(v)
 		if err != nil {
 			return fmt.Errorf("%q: %w", k, err)
 		}
-		n := proto.Size(s) + listFraming
-		if maxBytes > 0 && len(out) > 0 && used+n > maxBytes {
-			next = encodeCursor(last)
+		if !page.take(s, k) {
+			next = page.cursor()
 			return ErrStop
 		}
-		used += n
 		out = append(out, s)
-		last = append(last[:0], k...)
 		return nil
 	})
 	if err != nil {
