@@ -1,0 +1,88 @@
+// Group commit without a linger, as the Go client's sharer (client/coalesce.go):
+// below `limit` RPCs in flight a call goes alone at once; past it, calls
+// queue, and the next free slot sends all of them as one request.
+import { InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
+
+interface Pending<T, R> {
+  items: T[];
+  bytes: number;
+  resolve: (r: R[]) => void;
+  reject: (e: unknown) => void;
+}
+
+const MAX_ITEMS = 1000; // the server's items-per-call limit (docketv1.MaxBatch)
+const MAX_BYTES = 4 << 20; // half the server's default request limit
+
+export class Sharer<T, R> {
+  private inflight = 0;
+  private queue: Pending<T, R>[] = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly size: (t: T) => number,
+    private readonly alone: (items: T[]) => Promise<R[]>,
+    private readonly shared: (items: T[]) => Promise<R[]>,
+  ) {}
+
+  async send(items: T[]): Promise<R[]> {
+    if (this.limit <= 0 || (this.inflight < this.limit && this.queue.length === 0)) {
+      this.inflight++;
+      try {
+        return await this.alone(items);
+      } finally {
+        this.inflight--;
+        this.pump();
+      }
+    }
+    return new Promise<R[]>((resolve, reject) => {
+      this.queue.push({ items, bytes: items.reduce((s, t) => s + this.size(t), 0), resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inflight < Math.max(1, this.limit) && this.queue.length > 0) {
+      const calls: Pending<T, R>[] = [];
+      let n = 0;
+      let bytes = 0;
+      while (this.queue.length > 0) {
+        const c = this.queue[0]!;
+        if (calls.length > 0 && (n + c.items.length > MAX_ITEMS || bytes + c.bytes > MAX_BYTES)) break;
+        calls.push(this.queue.shift()!);
+        n += c.items.length;
+        bytes += c.bytes;
+      }
+      this.inflight++;
+      void this.flush(calls).finally(() => {
+        this.inflight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async flush(calls: Pending<T, R>[]): Promise<void> {
+    if (calls.length === 1) {
+      const c = calls[0]!;
+      await this.alone(c.items).then(c.resolve, c.reject);
+      return;
+    }
+    let out: R[];
+    try {
+      out = await this.shared(calls.flatMap((c) => c.items));
+    } catch (e) {
+      // One caller's bad item must fail that caller only: resend each
+      // alone. Idempotency keys and fences make the resend safe.
+      if (e instanceof InvalidArgumentError || e instanceof PermissionDeniedError || e instanceof UnauthenticatedError) {
+        await Promise.all(calls.map((c) => this.alone(c.items).then(c.resolve, c.reject)));
+        return;
+      }
+      for (const c of calls) c.reject(e);
+      return;
+    }
+    let i = 0;
+    for (const c of calls) {
+      c.resolve(out.slice(i, i + c.items.length));
+      i += c.items.length;
+    }
+  }
+}
