@@ -36,7 +36,10 @@ export interface ClientOptions extends ConnOptions {
   codec?: Codec;
   /**
    * RPCs of one kind (Enqueue, Submit) in flight before concurrent calls
-   * share one; 0 turns sharing off. Default 2, as the Go client.
+   * share one; 0 turns sharing off. Default 1: each RPC costs a Node
+   * process more than a Go one (grpc-js and HTTP/2 in JavaScript), so
+   * fewer, larger requests win sooner; 16 callers made about 1.2k
+   * enqueues/s with 1 against 0.85k/s with 2 (BENCHMARKS.md).
    */
   shareInflight?: number;
 }
@@ -123,7 +126,7 @@ export class Client {
     this.conn = new Conn(o);
     this.tenant = o.tenant ?? "";
     this.codec = o.codec ?? jsonCodec;
-    const share = o.shareInflight ?? 2;
+    const share = o.shareInflight ?? 1;
     const enq = (tasks: NewTask[]) =>
       this.conn
         .invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true })

@@ -115,6 +115,10 @@ export class Worker<In = unknown, Out = unknown> {
           this.slotFreed = resolve;
           stop.addEventListener("abort", () => resolve(), { once: true });
         });
+        // Handlers whose reports rode one shared Submit free their slots
+        // in the same turn: let them all, so that one claim takes their
+        // tasks rather than one claim per freed slot.
+        await new Promise<void>((resolve) => setImmediate(resolve));
         continue;
       }
       const sent = Date.now();
