@@ -1,4 +1,5 @@
-// npm test: the stale-stub check, the type check, then every test file
+// npm test: the stale-stub check, the type check, the build of both module
+// formats, then every test file
 // against one real `docket dev` cluster that this script always stops.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { join, resolve, dirname } from "node:path";
@@ -15,12 +16,18 @@ if (spawnSync("protoc", ["--version"]).error) {
 }
 execFileSync(process.execPath, [join(pkg, "node_modules/typescript/bin/tsc"), "-p", join(pkg, "tsconfig.json"), "--noEmit"], { stdio: "inherit" });
 console.log("typecheck ok");
+// Both module formats build and load by the package's own name, as a
+// user's import and require would resolve it.
+execFileSync(process.execPath, [join(pkg, "scripts/build.mjs")], { stdio: "inherit" });
+execFileSync(process.execPath, ["-e", "const d = require('@dockethq/docket'); if (typeof d.Client !== 'function' || typeof d.Worker !== 'function') process.exit(1)"], { cwd: pkg, stdio: "inherit" });
+execFileSync(process.execPath, ["--input-type=module", "-e", "const d = await import('@dockethq/docket'); if (typeof d.Client !== 'function' || typeof d.NotFoundError !== 'function') process.exit(1)"], { cwd: pkg, stdio: "inherit" });
+console.log("dist/esm and dist/cjs load");
 
 // Two runs, one file at a time: the files share the cluster, and the
 // leader kill comes last because it leaves the cluster with two nodes
 // (node --test orders the files of one run by itself).
 const runs = [
-  ["test/unit.test.ts", "test/producer.test.ts", "test/worker.test.ts", "test/errors.test.ts", "test/quickstart.test.ts"],
+  ["test/unit.test.ts", "test/conn.test.ts", "test/producer.test.ts", "test/worker.test.ts", "test/errors.test.ts", "test/quickstart.test.ts"],
   ["test/leaderkill.test.ts"],
 ];
 

@@ -1,6 +1,6 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { CancelledError, permanent, Worker, type TaskContext } from "../src/index.js";
+import { CancelledError, LeaseLostError, permanent, Worker, type TaskContext } from "../src/index.js";
 import { newClient, queueName, until } from "./helpers.js";
 
 const c = newClient();
@@ -106,4 +106,37 @@ test("close past its grace aborts the handler and nacks its task", async () => {
   const t = await c.getTask(id);
   assert.equal(t.state, "pending");
   assert.equal(t.lastError, "aborted at close");
+});
+
+test("a lease lost by the local clock aborts the handler", async () => {
+  const q = queueName("lost");
+  await c.enqueue(q, "blocked");
+  let reason: unknown;
+  let settled = false;
+  const w = new Worker(c, q, async (_p, t) => {
+    // Block the event loop past the lease: no heartbeat can go out.
+    const until = Date.now() + 1_300;
+    while (Date.now() < until) {}
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 10_000);
+      t.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reason = t.signal.reason;
+        resolve();
+      }, { once: true });
+      if (t.signal.aborted) {
+        clearTimeout(timer);
+        reason = t.signal.reason;
+        resolve();
+      }
+    });
+    settled = true;
+    throw reason ?? new Error("never aborted");
+  }, { leaseMs: 1_000 });
+  try {
+    await until("the handler to end", () => settled, 15_000);
+    assert.ok(reason instanceof LeaseLostError, `handler saw ${reason}`);
+  } finally {
+    await w.close();
+  }
 });
