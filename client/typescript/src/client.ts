@@ -35,13 +35,11 @@ export interface ClientOptions extends ConnOptions {
   /** Encodes enqueue payloads; JSON by default. */
   codec?: Codec;
   /**
-   * RPCs of one kind (Enqueue, Submit) in flight before concurrent calls
-   * share one; 0 turns sharing off. Default 1: each RPC costs a Node
-   * process more than a Go one (grpc-js and HTTP/2 in JavaScript), so
-   * fewer, larger requests win sooner; 16 callers made about 1.2k
-   * enqueues/s with 1 against 0.85k/s with 2 (BENCHMARKS.md).
+   * RPCs in flight before concurrent Enqueues (or Submits) share one; 0
+   * turns sharing off. A number sets both. Default: 1 for Enqueue, 2 for
+   * Submit (BENCHMARKS.md, the TypeScript client).
    */
-  shareInflight?: number;
+  shareInflight?: number | { enqueue?: number; submit?: number };
 }
 
 export interface EnqueueItem extends TaskOptions {
@@ -126,14 +124,14 @@ export class Client {
     this.conn = new Conn(o);
     this.tenant = o.tenant ?? "";
     this.codec = o.codec ?? jsonCodec;
-    const share = o.shareInflight ?? 1;
+    const share = typeof o.shareInflight === "number" ? { enqueue: o.shareInflight, submit: o.shareInflight } : { enqueue: o.shareInflight?.enqueue ?? 1, submit: o.shareInflight?.submit ?? 2 };
     const enq = (tasks: NewTask[]) =>
       this.conn
         .invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true })
         .then((r: { items: ItemResult[] }) => r.items);
-    this.enqueuer = new Sharer(share, (t) => t.payload.length + 64, enq, enq);
+    this.enqueuer = new Sharer(share.enqueue, (t) => t.payload.length + 64, enq, enq);
     this.submitter = new Sharer(
-      share,
+      share.submit,
       (s) => s.result.length + 64,
       async ([s]) => {
         // Alone: the plain Submit, whose refusals are whole-call errors.

@@ -61,8 +61,13 @@ interface Running {
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
 
 export class Worker<In = unknown, Out = unknown> {
@@ -110,10 +115,19 @@ export class Worker<In = unknown, Out = unknown> {
     let backoff = 50;
     while (!stop.aborted) {
       const free = this.o.concurrency - this.running.size;
-      if (free <= 0) {
+      // Every claim is a Raft entry: a worker that claimed for each slot
+      // as it freed would make the cluster apply a claim per task or two.
+      // It waits for half a claim batch of free slots (or an idle worker).
+      if (free <= 0 || (free < Math.ceil(this.o.claimBatch / 2) && this.running.size > 0)) {
         await new Promise<void>((resolve) => {
-          this.slotFreed = resolve;
-          stop.addEventListener("abort", () => resolve(), { once: true });
+          // One listener per wait, removed once the wait is over: the
+          // signal lives as long as the worker.
+          const done = () => {
+            stop.removeEventListener("abort", done);
+            resolve();
+          };
+          this.slotFreed = done;
+          stop.addEventListener("abort", done, { once: true });
         });
         // Handlers whose reports rode one shared Submit free their slots
         // in the same turn: let them all, so that one claim takes their

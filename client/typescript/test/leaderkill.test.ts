@@ -19,6 +19,9 @@ test("leader kill under 4 workers: 2,000 tasks, each completed exactly once", as
       ids.push(r.id);
     }
   }
+  const leaks: Error[] = [];
+  const onWarning = (w: Error) => w.name === "MaxListenersExceededWarning" && leaks.push(w);
+  process.on("warning", onWarning);
   const runs = new Map<string, number>(); // handler runs that returned, per task
   const errors: unknown[] = [];
   const workers = Array.from({ length: 4 }, (_, k) =>
@@ -31,7 +34,7 @@ test("leader kill under 4 workers: 2,000 tasks, each completed exactly once", as
         runs.set(t.id, (runs.get(t.id) ?? 0) + 1);
         return p.n;
       },
-      { concurrency: 8, leaseMs: 10_000, workerId: `kill-w${k}`, onError: (e) => errors.push(e) },
+      { concurrency: 8, claimBatch: 4, leaseMs: 10_000, workerId: `kill-w${k}`, onError: (e) => errors.push(e) },
     ),
   );
   try {
@@ -55,9 +58,11 @@ test("leader kill under 4 workers: 2,000 tasks, each completed exactly once", as
     const twice = [...runs].filter(([, n]) => n !== 1);
     assert.deepEqual(twice, [], "tasks whose handler ran more than once");
     assert.equal(runs.size, TASKS);
+    assert.deepEqual(leaks.map((w) => w.message), [], "listeners pile up on a long-lived signal");
     console.log(`leader kill: ${runs.size}/${TASKS} tasks completed exactly once; ${killedAt} done before the kill; ${errors.length} errors recovered from`);
   } finally {
     await Promise.all(workers.map((w) => w.close()));
     for (const w of workers) w.client.close();
+    process.off("warning", onWarning);
   }
 });
