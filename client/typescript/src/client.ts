@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import type { ClusterClient, QueueClient, StatusResponse } from "./gen/docketv1/api.js";
 import {
   CancelRequest,
+  ClaimBatchRequest,
   ClaimRequest,
   EnqueueRequest,
   GetTaskRequest,
@@ -21,7 +22,7 @@ import {
   WaitResultRequest,
 } from "./gen/docketv1/api.js";
 import { Code, HeartbeatItem, type ItemResult, type NewTask } from "./gen/docketv1/command.js";
-import { Outcome as WireOutcome, type QueueStats } from "./gen/docketv1/task.js";
+import { Outcome as WireOutcome, type QueueStats, type Task } from "./gen/docketv1/task.js";
 import { jsonCodec, type Codec } from "./codec.js";
 import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
 import { configFromEnv } from "./env.js";
@@ -35,11 +36,11 @@ export interface ClientOptions extends ConnOptions {
   /** Encodes enqueue payloads; JSON by default. */
   codec?: Codec;
   /**
-   * RPCs in flight before concurrent Enqueues (or Submits) share one; 0
-   * turns sharing off. A number sets both. Default: 1 for Enqueue, 2 for
-   * Submit (BENCHMARKS.md, the TypeScript client).
+   * RPCs in flight before concurrent Enqueues (Submits, Claims) share
+   * one; 0 turns sharing off. A number sets all three. Default: 1 for
+   * Enqueue, 2 for Submit and Claim (BENCHMARKS.md, the TypeScript client).
    */
-  shareInflight?: number | { enqueue?: number; submit?: number };
+  shareInflight?: number | { enqueue?: number; submit?: number; claim?: number };
 }
 
 export interface EnqueueItem extends TaskOptions {
@@ -93,6 +94,7 @@ type C<Req, Res> = Unary<ClusterClient, Req, Res>;
 const q = {
   enqueue: ((c, r, m, o, cb) => c.enqueue(r, m, o, cb)) as Q<EnqueueRequest, any>,
   claim: ((c, r, m, o, cb) => c.claim(r, m, o, cb)) as Q<ClaimRequest, any>,
+  claimBatch: ((c, r, m, o, cb) => c.claimBatch(r, m, o, cb)) as Q<ClaimBatchRequest, any>,
   heartbeat: ((c, r, m, o, cb) => c.heartbeat(r, m, o, cb)) as Q<HeartbeatRequest, any>,
   submit: ((c, r, m, o, cb) => c.submit(r, m, o, cb)) as Q<SubmitRequest, any>,
   submitBatch: ((c, r, m, o, cb) => c.submitBatch(r, m, o, cb)) as Q<SubmitBatchRequest, any>,
@@ -119,12 +121,24 @@ export class Client {
   readonly workerId = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
   private readonly enqueuer: Sharer<NewTask, ItemResult>;
   private readonly submitter: Sharer<SubmitRequest, SubmitAnswer>;
+  private readonly claimer: Sharer<ClaimRequest, Task[]>;
+  /** Claims under way, long polls included: a lone long poll has nobody to share with. */
+  private claiming = 0;
 
   constructor(o: ClientOptions) {
     this.conn = new Conn(o);
     this.tenant = o.tenant ?? "";
     this.codec = o.codec ?? jsonCodec;
-    const share = typeof o.shareInflight === "number" ? { enqueue: o.shareInflight, submit: o.shareInflight } : { enqueue: o.shareInflight?.enqueue ?? 1, submit: o.shareInflight?.submit ?? 2 };
+    const n = o.shareInflight;
+    const share =
+      typeof n === "number" ? { enqueue: n, submit: n, claim: n } : { enqueue: n?.enqueue ?? 1, submit: n?.submit ?? 2, claim: n?.claim ?? 2 };
+    this.claimer = new Sharer(
+      share.claim,
+      () => 64,
+      async ([r]) => [((await this.conn.invoke("queue", q.claim, r!, { idempotent: true })).tasks as Task[])],
+      async (items) => ((await this.conn.invoke("queue", q.claimBatch, ClaimBatchRequest.fromPartial({ items }), { idempotent: true })).items as { tasks: Task[] }[]).map((it) => it.tasks),
+      (r) => Math.max(1, r.maxTasks),
+    );
     const enq = (tasks: NewTask[]) =>
       this.conn
         .invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true })
@@ -228,7 +242,13 @@ export class Client {
     return { cancelRequested: r.cancelRequested, state: stateOf(r.state) };
   }
 
-  /** Claims up to max tasks of a queue under a lease: what a Worker does for you. */
+  /**
+   * Claims up to max tasks of a queue under a lease: what a Worker does for
+   * you. Concurrent claims of one Client share ClaimBatch RPCs, which never
+   * wait, as in the Go client (client/claimshare.go): a long poll among
+   * other claims first tries with them, and only if that found nothing
+   * waits out the rest on its own Claim RPC; a lone long poll is one RPC.
+   */
   async claim(queue: string, o: ClaimOptions = {}): Promise<TaskInfo[]> {
     const waitMs = Math.min(o.waitMs ?? 0, MAX_WAIT_MS);
     const req = ClaimRequest.fromPartial({
@@ -237,11 +257,28 @@ export class Client {
       workerId: o.workerId ?? this.workerId,
       leaseNs: msToNs(o.leaseMs ?? 30_000),
       maxTasks: o.max ?? 1,
-      waitNs: msToNs(waitMs),
+      waitNs: 0n,
     });
-    // A lost claim answer leaves a lease that expires: safe to repeat.
-    const r = await this.conn.invoke("queue", q.claim, req, { idempotent: true, waitMs, ...o });
-    return (r.tasks as any[]).map(taskInfo);
+    this.claiming++;
+    try {
+      const start = Date.now();
+      // A caller's own signal or deadline cannot ride a shared RPC; a long
+      // poll's try without a wait is short enough to ride one anyway.
+      const callerBound = o.signal !== undefined || o.timeoutMs !== undefined;
+      const tryShared = waitMs > 0 ? this.claiming > 1 : !callerBound;
+      if (tryShared) {
+        const [ts] = await this.claimer.send([req]);
+        if (ts!.length > 0 || waitMs === 0) return ts!.map(taskInfo);
+      }
+      const left = waitMs - (Date.now() - start);
+      if (waitMs > 0 && left <= 0) return [];
+      // A lost claim answer leaves a lease that expires: safe to repeat.
+      const wait = Math.max(0, left);
+      const r = await this.conn.invoke("queue", q.claim, { ...req, waitNs: msToNs(wait) }, { idempotent: true, waitMs: wait, ...o });
+      return (r.tasks as Task[]).map(taskInfo);
+    } finally {
+      this.claiming--;
+    }
   }
 
   /** Extends leases; each item answers on its own (StaleFenceError when the lease is gone). */

@@ -1,11 +1,14 @@
 // Group commit without a linger, as the Go client's sharer (client/coalesce.go):
 // below `limit` RPCs in flight a call goes alone at once; past it, calls
 // queue, and the next free slot sends all of them as one request.
-import { InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
+import { DocketError, InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
+
+const UNIMPLEMENTED = 12;
 
 interface Pending<T, R> {
   items: T[];
   bytes: number;
+  weight: number;
   resolve: (r: R[]) => void;
   reject: (e: unknown) => void;
 }
@@ -22,7 +25,15 @@ export class Sharer<T, R> {
     private readonly size: (t: T) => number,
     private readonly alone: (items: T[]) => Promise<R[]>,
     private readonly shared: (items: T[]) => Promise<R[]>,
+    // What an item counts against the server's per-call limit: 1, or a
+    // claim's max_tasks (ClaimBatch bounds their sum).
+    private readonly weight: (t: T) => number = () => 1,
   ) {}
+
+  /** True when a call now would go out alone at once. */
+  get idle(): boolean {
+    return this.limit <= 0 || (this.inflight < this.limit && this.queue.length === 0);
+  }
 
   async send(items: T[]): Promise<R[]> {
     if (this.limit <= 0 || (this.inflight < this.limit && this.queue.length === 0)) {
@@ -35,7 +46,7 @@ export class Sharer<T, R> {
       }
     }
     return new Promise<R[]>((resolve, reject) => {
-      this.queue.push({ items, bytes: items.reduce((s, t) => s + this.size(t), 0), resolve, reject });
+      this.queue.push({ items, bytes: items.reduce((s, t) => s + this.size(t), 0), weight: items.reduce((s, t) => s + this.weight(t), 0), resolve, reject });
       this.pump();
     });
   }
@@ -47,9 +58,9 @@ export class Sharer<T, R> {
       let bytes = 0;
       while (this.queue.length > 0) {
         const c = this.queue[0]!;
-        if (calls.length > 0 && (n + c.items.length > MAX_ITEMS || bytes + c.bytes > MAX_BYTES)) break;
+        if (calls.length > 0 && (n + c.weight > MAX_ITEMS || bytes + c.bytes > MAX_BYTES)) break;
         calls.push(this.queue.shift()!);
-        n += c.items.length;
+        n += c.weight;
         bytes += c.bytes;
       }
       this.inflight++;
@@ -70,9 +81,11 @@ export class Sharer<T, R> {
     try {
       out = await this.shared(calls.flatMap((c) => c.items));
     } catch (e) {
-      // One caller's bad item must fail that caller only: resend each
-      // alone. Idempotency keys and fences make the resend safe.
-      if (e instanceof InvalidArgumentError || e instanceof PermissionDeniedError || e instanceof UnauthenticatedError) {
+      // One caller's bad item must fail that caller only, and a server
+      // older than the shared RPC does not know it: resend each alone.
+      // Idempotency keys and fences make the resend safe, and a claim is
+      // repeatable.
+      if (e instanceof InvalidArgumentError || e instanceof PermissionDeniedError || e instanceof UnauthenticatedError || (e instanceof DocketError && e.code === UNIMPLEMENTED)) {
         await Promise.all(calls.map((c) => this.alone(c.items).then(c.resolve, c.reject)));
         return;
       }

@@ -5,7 +5,7 @@ import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { Server, ServerCredentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { Client, OutcomeUnknownError, UnavailableError } from "../src/index.js";
-import { ClusterService, QueueService, StatusResponse, EnqueueResponse, NackResponse, type EnqueueRequest } from "../src/gen/docketv1/api.js";
+import { ClusterService, QueueService, StatusResponse, EnqueueResponse, NackResponse, ClaimResponse, ClaimBatchResponse, type EnqueueRequest, type ClaimRequest, type ClaimBatchRequest } from "../src/gen/docketv1/api.js";
 import { Code } from "../src/gen/docketv1/command.js";
 import { ErrorInfo, Status } from "../src/gen/google/rpc/status.js";
 
@@ -40,6 +40,15 @@ async function fake(): Promise<Fake> {
       const e = f.answer("enqueue");
       if (e) return cb(e);
       cb(null, EnqueueResponse.fromPartial({ items: [{ code: Code.CODE_OK, taskId: "t1" }] }));
+    },
+    claim: (c: { request: ClaimRequest }, cb: (e: ServiceError | null, r?: ClaimResponse) => void) => {
+      f.calls.push(c.request.waitNs > 0n ? "claim+wait" : "claim");
+      // Slow enough that concurrent callers find both slots taken.
+      setTimeout(() => cb(null, ClaimResponse.fromPartial({ tasks: [{ id: `c${f.calls.length}` }] })), 50);
+    },
+    claimBatch: (c: { request: ClaimBatchRequest }, cb: (e: ServiceError | null, r?: ClaimBatchResponse) => void) => {
+      f.calls.push(`claimBatch(${c.request.items.length})`);
+      cb(null, ClaimBatchResponse.fromPartial({ items: c.request.items.map((_, i) => ({ tasks: [{ id: `b${i}` }] })) }));
     },
     nack: (_c: unknown, cb: (e: ServiceError | null, r?: NackResponse) => void) => {
       f.calls.push("nack");
@@ -114,6 +123,23 @@ test("no leader within the deadline is UnavailableError, in bounded time", async
     const e = await c.enqueue("q", 1, { timeoutMs: 800 }).then(() => undefined, (e) => e);
     assert.ok(e instanceof UnavailableError || (e as Error).name === "DeadlineError", `got ${e}`);
     assert.ok(Date.now() - t0 < 3_000);
+  } finally {
+    c.close();
+  }
+});
+
+test("concurrent claims share a ClaimBatch; a lone long poll is one Claim", async () => {
+  a.leader = a.addr;
+  a.answer = () => null;
+  const c = new Client({ addrs: [a.addr] });
+  try {
+    a.calls.length = 0;
+    assert.equal((await c.claim("q", { waitMs: 1_000 })).length, 1);
+    assert.deepEqual(a.calls, ["claim+wait"]);
+    a.calls.length = 0;
+    const all = await Promise.all(Array.from({ length: 6 }, () => c.claim("q", { max: 2 })));
+    assert.ok(all.every((ts) => ts.length === 1));
+    assert.deepEqual(a.calls, ["claim", "claim", "claimBatch(4)"]);
   } finally {
     c.close();
   }
