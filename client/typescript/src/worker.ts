@@ -37,7 +37,7 @@ export interface WorkerOptions {
   leaseMs?: number;
   /** Most tasks one claim takes. Default: concurrency. */
   claimBatch?: number;
-  /** A claim's long poll in ms (the server caps it at 30 s). Default 30000. */
+  /** A claim's long poll in ms (the server caps it at 30 s); 0 polls every 100 ms. Default 30000. */
   waitMs?: number;
   /** Decodes payloads and encodes results. Default JSON. */
   codec?: Codec;
@@ -158,6 +158,9 @@ export class Worker<In = unknown, Out = unknown> {
         continue;
       }
       for (const t of tasks) this.start(t, sent);
+      // Without a long poll an empty queue would be asked again at once,
+      // in a loop as fast as the cluster answers.
+      if (tasks.length === 0 && this.o.waitMs <= 0) await sleep(100, stop);
     }
   }
 
