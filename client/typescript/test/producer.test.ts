@@ -130,3 +130,20 @@ test("operator calls: pause and resume, stats, dead letters, cluster status", as
   assert.equal(s.servers.length, 3);
   assert.equal(s.servers.filter((x) => x.leader).length, 1);
 });
+
+test("a graph in one enqueueBatch: a child waits for its parent by index", async () => {
+  const q = queueName("dag");
+  const [p, ch] = await c.enqueueBatch([
+    { queue: q, payload: "parent" },
+    { queue: q, payload: "child", parentIndexes: [0] },
+  ]);
+  assert.equal(p!.error, undefined);
+  assert.equal(ch!.error, undefined);
+  const child = await c.getTask(ch!.id);
+  assert.equal(child.state, "waiting");
+  assert.deepEqual(child.parents, [p!.id]);
+  const [t] = await c.claim(q, { max: 5 });
+  assert.equal(t!.id, p!.id, "only the parent is claimable");
+  await c.complete(t!);
+  await until("the child to be pending", async () => (await c.getTask(ch!.id)).state === "pending");
+});

@@ -1,6 +1,6 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { CancelledError, LeaseLostError, permanent, Worker, type TaskContext } from "../src/index.js";
+import { CancelledError, LeaseLostError, permanent, rawCodec, Worker, type TaskContext } from "../src/index.js";
 import { newClient, queueName, until } from "./helpers.js";
 
 const c = newClient();
@@ -136,6 +136,44 @@ test("a lease lost by the local clock aborts the handler", async () => {
   try {
     await until("the handler to end", () => settled, 15_000);
     assert.ok(reason instanceof LeaseLostError, `handler saw ${reason}`);
+  } finally {
+    await w.close();
+  }
+});
+
+test("heartbeats keep a lease alive past its length", async () => {
+  const q = queueName("beats");
+  const id = await c.enqueue(q, "long but alive");
+  let aborted = false;
+  const w = new Worker(c, q, async (_p, t) => {
+    // Four leases long: only heartbeats every lease/3 keep the claim.
+    await new Promise((r) => setTimeout(r, 4_000));
+    aborted = t.signal.aborted;
+    return "done";
+  }, { leaseMs: 1_000 });
+  try {
+    const t = await c.waitResult(id, { timeoutMs: 20_000 });
+    assert.equal(t.state, "completed");
+    assert.equal(t.attempts, 0, "the lease never expired");
+    assert.equal(t.raw.claims, 1);
+    assert.equal(aborted, false);
+  } finally {
+    await w.close();
+  }
+});
+
+test("a payload that does not decode is nacked, never handed to the handler", async () => {
+  const q = queueName("badpayload");
+  const id = await c.enqueue(q, Buffer.from("{not json"), { codec: rawCodec, maxAttempts: 1 });
+  let called = false;
+  const w = new Worker<{ x: number }, void>(c, q, async () => {
+    called = true;
+  }, { leaseMs: 10_000 });
+  try {
+    const t = await c.waitResult(id, { timeoutMs: 15_000 });
+    assert.equal(t.state, "dead");
+    assert.match(t.lastError, /bad payload/);
+    assert.equal(called, false);
   } finally {
     await w.close();
   }
