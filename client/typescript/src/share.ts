@@ -1,6 +1,7 @@
-// Group commit without a linger, as the Go client's sharer (client/coalesce.go):
-// below `limit` RPCs in flight a call goes alone at once; past it, calls
-// queue, and the next free slot sends all of them as one request.
+// Group commit, as the Go client's sharer (client/coalesce.go): below
+// `limit` RPCs in flight calls go out at the end of the event loop's turn,
+// together; past it, calls queue, and the next free slot sends all of them
+// as one request.
 import { DocketError, InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
 
 const UNIMPLEMENTED = 12;
@@ -18,6 +19,7 @@ const MAX_BYTES = 4 << 20; // half the server's default request limit
 
 export class Sharer<T, R> {
   private inflight = 0;
+  private scheduled = false;
   private queue: Pending<T, R>[] = [];
 
   constructor(
@@ -30,29 +32,26 @@ export class Sharer<T, R> {
     private readonly weight: (t: T) => number = () => 1,
   ) {}
 
-  /** True when a call now would go out alone at once. */
-  get idle(): boolean {
-    return this.limit <= 0 || (this.inflight < this.limit && this.queue.length === 0);
-  }
-
   async send(items: T[]): Promise<R[]> {
-    if (this.limit <= 0 || (this.inflight < this.limit && this.queue.length === 0)) {
-      this.inflight++;
-      try {
-        return await this.alone(items);
-      } finally {
-        this.inflight--;
-        this.pump();
-      }
-    }
+    if (this.limit <= 0) return this.alone(items);
     return new Promise<R[]>((resolve, reject) => {
       this.queue.push({ items, bytes: items.reduce((s, t) => s + this.size(t), 0), weight: items.reduce((s, t) => s + this.weight(t), 0), resolve, reject });
-      this.pump();
+      // Callers that an answer resolved call again within the same turn
+      // of the event loop: wait for the end of the turn, so that they
+      // share one RPC instead of the first going alone and the rest
+      // queueing behind it. A lone caller waits one turn, not a timer.
+      if (this.inflight < this.limit && !this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          this.pump();
+        });
+      }
     });
   }
 
   private pump(): void {
-    while (this.inflight < Math.max(1, this.limit) && this.queue.length > 0) {
+    while (this.inflight < this.limit && this.queue.length > 0) {
       const calls: Pending<T, R>[] = [];
       let n = 0;
       let bytes = 0;
