@@ -11,7 +11,7 @@ STATICCHECK_VERSION        ?= v0.8.2
 # fixed in Go 1.27). A count has no deadline to race.
 FUZZTIME  ?= 8000x
 
-.PHONY: all build build-level test test-ts proto-ts staticcheck test-system test-short fuzz-smoke fuzz bench lint proto run clean
+.PHONY: all build build-level test staticcheck test-system test-short fuzz-smoke fuzz bench lint proto run clean
 
 all: build
 
@@ -184,9 +184,10 @@ bench-cluster: build
 # test-ts: the TypeScript client's tests (client/typescript: npm ci, then
 # npm test, which starts a secure docket dev cluster of $(BIN)), when node
 # is installed; without it, says so and passes.
+.PHONY: test-ts proto-ts
 test-ts: build
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \
-		cd client/typescript && npm ci --no-audit --no-fund && npm test; \
+		cd client/typescript && npm ci --no-audit --no-fund && DOCKET_BIN="$(abspath $(BIN))" npm test; \
 	else \
 		echo "test-ts: skipped: node is not installed (client/typescript needs Node 20 or newer)"; \
 	fi
