@@ -85,9 +85,11 @@ if (!check) {
     for (const name of have.keys()) if (!want.has(name)) stale.push(name);
     if (stale.length > 0) {
       console.error(`generated stubs are stale against proto/ (${stale.join(", ")}): run make proto-ts (or npm run gen) and commit src/gen`);
-      process.exit(1);
+      // Not process.exit here: the temporary directory must go first.
+      process.exitCode = 1;
+    } else {
+      console.log(`generated stubs match proto/ (${want.size} files)`);
     }
-    console.log(`generated stubs match proto/ (${want.size} files)`);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
