@@ -9,7 +9,10 @@ import { join, relative, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const repoProto = resolve(pkg, "../../proto");
+// --proto DIR reads the .proto files from another copy of proto/ (the
+// test that shows the check catches an added field uses it).
+const protoArg = process.argv.indexOf("--proto");
+const repoProto = protoArg > 0 ? resolve(process.argv[protoArg + 1]) : resolve(pkg, "../../proto");
 const localProto = join(pkg, "proto");
 const committed = join(pkg, "src/gen");
 const check = process.argv.includes("--check");
