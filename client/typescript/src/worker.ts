@@ -254,7 +254,9 @@ export class Worker<In = unknown, Out = unknown> {
 
   private async beat(): Promise<void> {
     if (this.beating) return;
-    const live = [...this.running.values()].filter((r) => !r.dropped && !r.ac.signal.aborted || (r.ac.signal.reason instanceof CancelledError && !r.dropped));
+    // A cancelled handler still holds its lease while it winds down; a
+    // lost or closed one does not.
+    const live = [...this.running.values()].filter((r) => !r.dropped && (!r.ac.signal.aborted || r.ac.signal.reason instanceof CancelledError));
     if (live.length === 0) return;
     this.beating = true;
     const sent = Date.now();
