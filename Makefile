@@ -32,6 +32,7 @@ test:
 	$(MAKE) staticcheck
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz-smoke
+	$(MAKE) test-ts
 
 # staticcheck: 0 findings, on the default build and on the system tests'.
 staticcheck:
@@ -179,3 +180,20 @@ bench-sitting: build natsbench
 
 bench-cluster: build
 	flock /tmp/docket-heavy.lock $(BIN) bench --workload $(WORKLOAD) $(BENCHFLAGS)
+
+# test-ts: the TypeScript client's tests (client/typescript: npm ci, then
+# npm test, which starts a secure docket dev cluster of $(BIN)), when node
+# is installed; without it, says so and passes.
+.PHONY: test-ts proto-ts
+test-ts: build
+	@if command -v node >/dev/null && command -v npm >/dev/null; then \
+		cd client/typescript && npm ci --no-audit --no-fund && DOCKET_BIN="$(abspath $(BIN))" npm test; \
+	else \
+		echo "test-ts: skipped: node is not installed (client/typescript needs Node 20 or newer)"; \
+	fi
+
+# proto-ts regenerates client/typescript/src/gen from proto/docketv1 (protoc
+# from Debian's protobuf-compiler, ts-proto from the package's lockfile);
+# npm test fails while it is stale.
+proto-ts:
+	cd client/typescript && npm ci --no-audit --no-fund && npm run gen

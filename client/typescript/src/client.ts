@@ -1,0 +1,396 @@
+// The producer's and operator's calls. Each method states whether it is
+// safe to repeat after an unknown outcome; Conn.invoke does the rest.
+import { randomBytes, randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import type { ClusterClient, QueueClient, StatusResponse } from "./gen/docketv1/api.js";
+import {
+  CancelRequest,
+  ClaimBatchRequest,
+  ClaimRequest,
+  EnqueueRequest,
+  GetTaskRequest,
+  HeartbeatRequest,
+  ListDeadRequest,
+  NackRequest,
+  PauseQueueRequest,
+  RequeueDeadRequest,
+  ResumeQueueRequest,
+  StatsRequest,
+  StatusRequest,
+  SubmitBatchRequest,
+  SubmitRequest,
+  WaitResultRequest,
+} from "./gen/docketv1/api.js";
+import { Code, HeartbeatItem, type ItemResult, type NewTask } from "./gen/docketv1/command.js";
+import { Outcome as WireOutcome, type QueueStats, type Task } from "./gen/docketv1/task.js";
+import { jsonCodec, type Codec } from "./codec.js";
+import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
+import { configFromEnv } from "./env.js";
+import { DeadlineError, DocketError, itemError } from "./errors.js";
+import { Sharer } from "./share.js";
+import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
+
+export interface ClientOptions extends ConnOptions {
+  /** Tenant of every call that names none; empty: the server's default tenant. */
+  tenant?: string;
+  /** Encodes enqueue payloads; JSON by default. */
+  codec?: Codec;
+  /**
+   * RPCs in flight before concurrent Enqueues (Submits, Claims) share
+   * one; 0 turns sharing off. A number sets all three. Default: 1 for
+   * Enqueue, 2 for Submit and Claim (BENCHMARKS.md, the TypeScript client).
+   */
+  shareInflight?: number | { enqueue?: number; submit?: number; claim?: number };
+}
+
+export interface EnqueueItem extends TaskOptions {
+  queue: string;
+  payload: unknown;
+}
+
+/** One task's answer in enqueueBatch. */
+export interface EnqueueResult {
+  id: string;
+  /** An existing task answered for the idempotency key. */
+  duplicate: boolean;
+  /** Set when this task was refused (the others may have been stored). */
+  error?: DocketError;
+}
+
+export interface ClaimOptions extends CallOpts {
+  max?: number;
+  leaseMs?: number;
+  /** Long-poll: wait up to this long for a task (server caps at 30 s). */
+  waitMs?: number;
+  workerId?: string;
+  tenant?: string;
+}
+
+export interface HeartbeatAnswer {
+  taskId: string;
+  error?: DocketError;
+  cancelRequested: boolean;
+}
+
+export interface SubmitAnswer {
+  alreadyDone: boolean;
+  error?: DocketError;
+}
+
+export interface ClusterStatus {
+  nodeId: string;
+  state: string;
+  leaderId: string;
+  leaderAddr: string;
+  term: bigint;
+  commitIndex: bigint;
+  appliedIndex: bigint;
+  servers: { id: string; grpcAddr: string; leader: boolean; suffrage: string; health: string }[];
+  raw: StatusResponse;
+}
+
+type Q<Req, Res> = Unary<QueueClient, Req, Res>;
+type C<Req, Res> = Unary<ClusterClient, Req, Res>;
+const q = {
+  enqueue: ((c, r, m, o, cb) => c.enqueue(r, m, o, cb)) as Q<EnqueueRequest, any>,
+  claim: ((c, r, m, o, cb) => c.claim(r, m, o, cb)) as Q<ClaimRequest, any>,
+  claimBatch: ((c, r, m, o, cb) => c.claimBatch(r, m, o, cb)) as Q<ClaimBatchRequest, any>,
+  heartbeat: ((c, r, m, o, cb) => c.heartbeat(r, m, o, cb)) as Q<HeartbeatRequest, any>,
+  submit: ((c, r, m, o, cb) => c.submit(r, m, o, cb)) as Q<SubmitRequest, any>,
+  submitBatch: ((c, r, m, o, cb) => c.submitBatch(r, m, o, cb)) as Q<SubmitBatchRequest, any>,
+  nack: ((c, r, m, o, cb) => c.nack(r, m, o, cb)) as Q<NackRequest, any>,
+  cancel: ((c, r, m, o, cb) => c.cancel(r, m, o, cb)) as Q<CancelRequest, any>,
+  getTask: ((c, r, m, o, cb) => c.getTask(r, m, o, cb)) as Q<GetTaskRequest, any>,
+  waitResult: ((c, r, m, o, cb) => c.waitResult(r, m, o, cb)) as Q<WaitResultRequest, any>,
+  stats: ((c, r, m, o, cb) => c.stats(r, m, o, cb)) as Q<StatsRequest, any>,
+  listDead: ((c, r, m, o, cb) => c.listDead(r, m, o, cb)) as Q<ListDeadRequest, any>,
+  requeueDead: ((c, r, m, o, cb) => c.requeueDead(r, m, o, cb)) as Q<RequeueDeadRequest, any>,
+  pause: ((c, r, m, o, cb) => c.pauseQueue(r, m, o, cb)) as Q<PauseQueueRequest, any>,
+  resume: ((c, r, m, o, cb) => c.resumeQueue(r, m, o, cb)) as Q<ResumeQueueRequest, any>,
+};
+const clusterStatusRpc = ((c, r, m, o, cb) => c.status(r, m, o, cb)) as C<StatusRequest, StatusResponse>;
+
+// A WaitResult round is at most the server's long-poll cap (docketv1.MaxWait).
+const MAX_WAIT_MS = 30_000;
+
+export class Client {
+  readonly conn: Conn;
+  readonly tenant: string;
+  readonly codec: Codec;
+  /** The worker id of claims that name none: the server wants one, and it shows in a task's history. */
+  readonly workerId = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
+  private readonly enqueuer: Sharer<NewTask, ItemResult>;
+  private readonly submitter: Sharer<SubmitRequest, SubmitAnswer>;
+  private readonly claimer: Sharer<ClaimRequest, Task[]>;
+  /** Claims under way, long polls included: a lone long poll has nobody to share with. */
+  private claiming = 0;
+
+  constructor(o: ClientOptions) {
+    this.conn = new Conn(o);
+    this.tenant = o.tenant ?? "";
+    this.codec = o.codec ?? jsonCodec;
+    const n = o.shareInflight;
+    const share =
+      typeof n === "number" ? { enqueue: n, submit: n, claim: n } : { enqueue: n?.enqueue ?? 1, submit: n?.submit ?? 2, claim: n?.claim ?? 2 };
+    this.claimer = new Sharer(
+      share.claim,
+      () => 64,
+      async ([r]) => [((await this.conn.invoke("queue", q.claim, r!, { idempotent: true })).tasks as Task[])],
+      async (items) => ((await this.conn.invoke("queue", q.claimBatch, ClaimBatchRequest.fromPartial({ items }), { idempotent: true })).items as { tasks: Task[] }[]).map((it) => it.tasks),
+      (r) => Math.max(1, r.maxTasks),
+    );
+    const enq = (tasks: NewTask[]) =>
+      this.conn
+        .invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true })
+        .then((r: { items: ItemResult[] }) => r.items);
+    this.enqueuer = new Sharer(share.enqueue, (t) => t.payload.length + 64, enq, enq);
+    this.submitter = new Sharer(
+      share.submit,
+      (s) => s.result.length + 64,
+      async ([s]) => {
+        // Alone: the plain Submit, whose refusals are whole-call errors.
+        try {
+          const r = await this.conn.invoke("queue", q.submit, s!, { idempotent: true });
+          return [{ alreadyDone: r.alreadyDone as boolean }];
+        } catch (e) {
+          if (e instanceof DocketError && !(e instanceof DeadlineError)) return [{ alreadyDone: false, error: e }];
+          throw e;
+        }
+      },
+      async (items) => {
+        const r = await this.conn.invoke("queue", q.submitBatch, SubmitBatchRequest.fromPartial({ items }), { idempotent: true });
+        return (r.items as ItemResult[]).map((it) => ({ alreadyDone: it.code === Code.CODE_ALREADY_DONE, error: itemError(it.code, it.taskId, it.detail) }));
+      },
+    );
+  }
+
+  /**
+   * A client configured from the environment the docket CLI reads
+   * (DOCKET_ADDR, DOCKET_TLS_CA, DOCKET_TLS_CERT, DOCKET_TLS_KEY,
+   * DOCKET_TOKEN); options given here win.
+   */
+  static fromEnv(o: Partial<ClientOptions> = {}, env: NodeJS.ProcessEnv = process.env): Client {
+    const e = configFromEnv(env);
+    return new Client({ ...e, ...o, addrs: [...(o.addrs ?? []), ...e.addrs] });
+  }
+
+  close(): void {
+    this.conn.close();
+  }
+
+  /** Enqueues one task and returns its id (an existing task's id when the idempotency key repeats). */
+  async enqueue(queue: string, payload: unknown, o: TaskOptions & CallOpts & { codec?: Codec } = {}): Promise<string> {
+    const [r] = await this.enqueueBatch([{ ...o, queue, payload }], o);
+    if (r!.error) throw r!.error;
+    return r!.id;
+  }
+
+  /**
+   * Enqueues tasks in one request (one Raft entry). Tasks that name
+   * parents go as a request of their own, so that parentIndexes count
+   * within it and the graph is stored whole or not at all.
+   */
+  async enqueueBatch(items: EnqueueItem[], o: CallOpts & { codec?: Codec } = {}): Promise<EnqueueResult[]> {
+    const codec = o.codec ?? this.codec;
+    // Keys are minted before the first attempt, so every retry of this
+    // call, ours or the caller's with the same items, is applied once.
+    const tasks = items.map((it) => newTask(it.queue, codec.encode(it.payload), it, it.idempotencyKey ?? randomUUID(), this.tenant));
+    const graph = tasks.some((t) => t.after.length > 0 || t.afterIndex.length > 0);
+    let res: ItemResult[];
+    if (graph || o.signal || o.timeoutMs !== undefined) {
+      const r = await this.conn.invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true, ...o });
+      res = r.items;
+    } else {
+      res = await this.enqueuer.send(tasks);
+    }
+    return res.map((it) => ({ id: it.taskId, duplicate: it.code === Code.CODE_DUPLICATE, error: itemError(it.code, it.taskId, it.detail) }));
+  }
+
+  /** Reads a task; linearizable unless stale, which reads any node's replica. */
+  async getTask(id: string, o: CallOpts & { stale?: boolean; tenant?: string } = {}): Promise<TaskInfo> {
+    const r = await this.conn.invoke("queue", q.getTask, GetTaskRequest.fromPartial({ taskId: id, allowStale: o.stale ?? false, tenant: o.tenant ?? this.tenant }), { idempotent: true, ...o });
+    return taskInfo(r.task);
+  }
+
+  /**
+   * Waits until the task finishes (completed, failed, dead or cancelled)
+   * and returns it; DeadlineError when timeoutMs (default 30 s) passes first.
+   */
+  async waitResult(id: string, o: CallOpts & { tenant?: string } = {}): Promise<TaskInfo> {
+    const end = Date.now() + (o.timeoutMs ?? MAX_WAIT_MS);
+    for (let i = 0; i < 100_000; i++) {
+      const left = end - Date.now();
+      if (left <= 0) break;
+      const wait = Math.min(left, MAX_WAIT_MS);
+      const r = await this.conn.invoke(
+        "queue",
+        q.waitResult,
+        WaitResultRequest.fromPartial({ taskId: id, waitNs: msToNs(wait), tenant: o.tenant ?? this.tenant }),
+        { idempotent: true, signal: o.signal, waitMs: wait, timeoutMs: Math.max(left, wait + this.conn.attemptTimeoutMs) },
+      );
+      if (r.done) return taskInfo(r.task);
+    }
+    throw new DeadlineError(`docket: task ${id} did not finish in time`);
+  }
+
+  /**
+   * Cancels a task. A waiting one ends at once; a running one is marked,
+   * its worker's handler is aborted at its next heartbeat (cancelRequested).
+   */
+  async cancel(id: string, o: CallOpts & { tenant?: string } = {}): Promise<{ cancelRequested: boolean; state: State }> {
+    const r = await this.conn.invoke("queue", q.cancel, CancelRequest.fromPartial({ taskId: id, tenant: o.tenant ?? this.tenant }), { idempotent: true, ...o });
+    return { cancelRequested: r.cancelRequested, state: stateOf(r.state) };
+  }
+
+  /**
+   * Claims up to max tasks of a queue under a lease: what a Worker does for
+   * you. Concurrent claims of one Client share ClaimBatch RPCs, which never
+   * wait, as in the Go client (client/claimshare.go): a long poll among
+   * other claims first tries with them, and only if that found nothing
+   * waits out the rest on its own Claim RPC; a lone long poll is one RPC.
+   */
+  async claim(queue: string, o: ClaimOptions = {}): Promise<TaskInfo[]> {
+    const waitMs = Math.min(o.waitMs ?? 0, MAX_WAIT_MS);
+    const req = ClaimRequest.fromPartial({
+      queue,
+      tenant: o.tenant ?? this.tenant,
+      workerId: o.workerId ?? this.workerId,
+      leaseNs: msToNs(o.leaseMs ?? 30_000),
+      maxTasks: o.max ?? 1,
+      waitNs: 0n,
+    });
+    this.claiming++;
+    try {
+      const start = Date.now();
+      // A caller's own signal or deadline cannot ride a shared RPC; a long
+      // poll's try without a wait is short enough to ride one anyway.
+      const callerBound = o.signal !== undefined || o.timeoutMs !== undefined;
+      const tryShared = waitMs > 0 ? this.claiming > 1 : !callerBound;
+      if (tryShared) {
+        const [ts] = await this.claimer.send([req]);
+        if (ts!.length > 0 || waitMs === 0) return ts!.map(taskInfo);
+      }
+      const left = waitMs - (Date.now() - start);
+      if (waitMs > 0 && left <= 0) return [];
+      // A lost claim answer leaves a lease that expires: safe to repeat.
+      const wait = Math.max(0, left);
+      const r = await this.conn.invoke("queue", q.claim, { ...req, waitNs: msToNs(wait) }, { idempotent: true, waitMs: wait, ...o });
+      return (r.tasks as Task[]).map(taskInfo);
+    } finally {
+      this.claiming--;
+    }
+  }
+
+  /** Extends leases; each item answers on its own (StaleFenceError when the lease is gone). */
+  async heartbeat(items: { id: string; fence: bigint; leaseMs: number; tenant?: string; progress?: Uint8Array }[], o: CallOpts = {}): Promise<HeartbeatAnswer[]> {
+    const req = HeartbeatRequest.fromPartial({
+      items: items.map((it) =>
+        HeartbeatItem.fromPartial({
+          taskId: it.id,
+          fence: it.fence,
+          leaseNs: msToNs(it.leaseMs),
+          tenant: it.tenant ?? this.tenant,
+          hasProgress: it.progress !== undefined,
+          progress: it.progress ? Buffer.from(it.progress) : Buffer.alloc(0),
+        }),
+      ),
+    });
+    const r = await this.conn.invoke("queue", q.heartbeat, req, { idempotent: true, ...o });
+    return (r.items as ItemResult[]).map((it) => ({ taskId: it.taskId, error: itemError(it.code, it.taskId, it.detail), cancelRequested: it.cancelRequested }));
+  }
+
+  /** Completes a claimed task under its fence; a repeat after success answers alreadyDone. */
+  async complete(t: { id: string; fence: bigint; tenant?: string }, result: Uint8Array = new Uint8Array(0)): Promise<SubmitAnswer> {
+    return this.submit(t, WireOutcome.OUTCOME_COMPLETED, result, "");
+  }
+
+  /** Fails a claimed task for good (no retry). */
+  async fail(t: { id: string; fence: bigint; tenant?: string }, reason: string): Promise<SubmitAnswer> {
+    return this.submit(t, WireOutcome.OUTCOME_FAILED, new Uint8Array(0), reason);
+  }
+
+  private async submit(t: { id: string; fence: bigint; tenant?: string }, outcome: WireOutcome, result: Uint8Array, error: string): Promise<SubmitAnswer> {
+    const req = SubmitRequest.fromPartial({ taskId: t.id, fence: t.fence, outcome, result: Buffer.from(result), error, tenant: t.tenant ?? this.tenant });
+    const [a] = await this.submitter.send([req]);
+    return a!;
+  }
+
+  /**
+   * Gives a claimed task back to be retried (after delayMs), or dead-lettered
+   * at its max attempts. Not repeated after an unknown outcome: a second
+   * Nack would meet a new claim's fence, so OutcomeUnknownError is returned.
+   */
+  async nack(t: { id: string; fence: bigint; tenant?: string }, o: CallOpts & { delayMs?: number; reason?: string } = {}): Promise<State> {
+    const req = NackRequest.fromPartial({ taskId: t.id, fence: t.fence, delayNs: msToNs(o.delayMs ?? 0), reason: o.reason ?? "", tenant: t.tenant ?? this.tenant });
+    const r = await this.conn.invoke("queue", q.nack, req, { idempotent: false, ...o });
+    return stateOf(r.state);
+  }
+
+  /** Stops claims of a queue until resumeQueue; true when it changed. */
+  async pauseQueue(queue: string, o: CallOpts & { tenant?: string } = {}): Promise<boolean> {
+    const r = await this.conn.invoke("queue", q.pause, PauseQueueRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant }), { idempotent: true, ...o });
+    return r.changed;
+  }
+
+  async resumeQueue(queue: string, o: CallOpts & { tenant?: string } = {}): Promise<boolean> {
+    const r = await this.conn.invoke("queue", q.resume, ResumeQueueRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant }), { idempotent: true, ...o });
+    return r.changed;
+  }
+
+  /** Counts of every queue (or one), following the answer's pages. */
+  async stats(queue = "", o: CallOpts & { tenant?: string } = {}): Promise<QueueStats[]> {
+    const out: QueueStats[] = [];
+    let cursor = "";
+    for (let page = 0; page < 10_000; page++) {
+      const r = await this.conn.invoke("queue", q.stats, StatsRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant, cursor }), { idempotent: true, ...o });
+      out.push(...r.queues);
+      cursor = r.nextCursor;
+      if (!cursor) break;
+    }
+    return out;
+  }
+
+  /** One page of dead letters; pass nextCursor back for the next. */
+  async listDead(queue = "", o: CallOpts & { tenant?: string; limit?: number; cursor?: string } = {}): Promise<{ tasks: TaskInfo[]; nextCursor: string }> {
+    const r = await this.conn.invoke(
+      "queue",
+      q.listDead,
+      ListDeadRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant, cursor: o.cursor ?? "", limit: o.limit ?? 0 }),
+      { idempotent: true, ...o },
+    );
+    return { tasks: (r.tasks as any[]).map(taskInfo), nextCursor: r.nextCursor };
+  }
+
+  /**
+   * Puts dead letters back to pending: one task by id, or up to limit of a
+   * queue. Not repeated after an unknown outcome (a repeat could requeue
+   * tasks that died again since).
+   */
+  async requeueDead(what: { taskId: string } | { queue: string; limit?: number }, o: CallOpts & { tenant?: string } = {}): Promise<{ id: string; error?: DocketError }[]> {
+    const req = RequeueDeadRequest.fromPartial({
+      taskId: "taskId" in what ? what.taskId : "",
+      queue: "queue" in what ? what.queue : "",
+      limit: "limit" in what ? (what.limit ?? 0) : 0,
+      tenant: o.tenant ?? this.tenant,
+    });
+    const r = await this.conn.invoke("queue", q.requeueDead, req, { idempotent: false, ...o });
+    return (r.items as ItemResult[]).map((it) => ({ id: it.taskId, error: itemError(it.code, it.taskId, it.detail) }));
+  }
+
+  /** The answering node's view of the cluster: its leader, term, indexes and servers. */
+  async clusterStatus(o: CallOpts = {}): Promise<ClusterStatus> {
+    const r = await this.conn.invoke("cluster", clusterStatusRpc, StatusRequest.fromPartial({}), { idempotent: true, ...o });
+    return {
+      nodeId: r.nodeId,
+      state: r.state,
+      leaderId: r.leaderId,
+      leaderAddr: r.leaderGrpcAddr,
+      term: r.term,
+      commitIndex: r.commitIndex,
+      appliedIndex: r.appliedIndex,
+      servers: r.servers.map((s) => ({ id: s.id, grpcAddr: s.grpcAddr, leader: s.leader, suffrage: s.suffrage, health: s.health })),
+      raw: r,
+    };
+  }
+}
+

@@ -1,0 +1,100 @@
+// Group commit, as the Go client's sharer (client/coalesce.go): below
+// `limit` RPCs in flight calls go out at the end of the event loop's turn,
+// together; past it, calls queue, and the next free slot sends all of them
+// as one request.
+import { DocketError, InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
+
+const UNIMPLEMENTED = 12;
+
+interface Pending<T, R> {
+  items: T[];
+  bytes: number;
+  weight: number;
+  resolve: (r: R[]) => void;
+  reject: (e: unknown) => void;
+}
+
+const MAX_ITEMS = 1000; // the server's items-per-call limit (docketv1.MaxBatch)
+const MAX_BYTES = 4 << 20; // half the server's default request limit
+
+export class Sharer<T, R> {
+  private inflight = 0;
+  private scheduled = false;
+  private queue: Pending<T, R>[] = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly size: (t: T) => number,
+    private readonly alone: (items: T[]) => Promise<R[]>,
+    private readonly shared: (items: T[]) => Promise<R[]>,
+    // What an item counts against the server's per-call limit: 1, or a
+    // claim's max_tasks (ClaimBatch bounds their sum).
+    private readonly weight: (t: T) => number = () => 1,
+  ) {}
+
+  async send(items: T[]): Promise<R[]> {
+    if (this.limit <= 0) return this.alone(items);
+    return new Promise<R[]>((resolve, reject) => {
+      this.queue.push({ items, bytes: items.reduce((s, t) => s + this.size(t), 0), weight: items.reduce((s, t) => s + this.weight(t), 0), resolve, reject });
+      // Callers that an answer resolved call again within the same turn
+      // of the event loop: wait for the end of the turn, so that they
+      // share one RPC instead of the first going alone and the rest
+      // queueing behind it. A lone caller waits one turn, not a timer.
+      if (this.inflight < this.limit && !this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          this.pump();
+        });
+      }
+    });
+  }
+
+  private pump(): void {
+    while (this.inflight < this.limit && this.queue.length > 0) {
+      const calls: Pending<T, R>[] = [];
+      let n = 0;
+      let bytes = 0;
+      while (this.queue.length > 0) {
+        const c = this.queue[0]!;
+        if (calls.length > 0 && (n + c.weight > MAX_ITEMS || bytes + c.bytes > MAX_BYTES)) break;
+        calls.push(this.queue.shift()!);
+        n += c.weight;
+        bytes += c.bytes;
+      }
+      this.inflight++;
+      void this.flush(calls).finally(() => {
+        this.inflight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async flush(calls: Pending<T, R>[]): Promise<void> {
+    if (calls.length === 1) {
+      const c = calls[0]!;
+      await this.alone(c.items).then(c.resolve, c.reject);
+      return;
+    }
+    let out: R[];
+    try {
+      out = await this.shared(calls.flatMap((c) => c.items));
+    } catch (e) {
+      // One caller's bad item must fail that caller only, and a server
+      // older than the shared RPC does not know it: resend each alone.
+      // Idempotency keys and fences make the resend safe, and a claim is
+      // repeatable.
+      if (e instanceof InvalidArgumentError || e instanceof PermissionDeniedError || e instanceof UnauthenticatedError || (e instanceof DocketError && e.code === UNIMPLEMENTED)) {
+        await Promise.all(calls.map((c) => this.alone(c.items).then(c.resolve, c.reject)));
+        return;
+      }
+      for (const c of calls) c.reject(e);
+      return;
+    }
+    let i = 0;
+    for (const c of calls) {
+      c.resolve(out.slice(i, i + c.items.length));
+      i += c.items.length;
+    }
+  }
+}
