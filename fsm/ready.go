@@ -29,10 +29,18 @@ import (
 //     view, and the next batch rebuilds it before it applies: it cannot
 //     tell which of its writes Pebble took.
 //
+// Items are two integers, a position and the task id packed as
+// TaskID's (index, position), so the trees hold no pointer for the
+// collector to trace and 1M tasks cost about 20 MB. A task id that does
+// not pack turns the order off (off), and claims scan Pebble, as the
+// idempotency filter turns itself off past its budget: it changes speed,
+// never state.
+//
 // checkReadyOrder (tests) compares it with Pebble.
 type readyOrder struct {
 	queues map[QueueRef]*readyQueue
 	stale  bool
+	off    bool
 }
 
 // readyQueue is one queue's orders; a tree is nil until a task is added
@@ -43,13 +51,43 @@ type readyQueue struct {
 }
 
 // orderItem is one task in an order: its position (a pending seq, or a
-// delayed visible_at) and its id, which breaks ties as the key's bytes
-// do. Positions are never negative, so as uint64 they sort as the keys'
-// big-endian encodings do.
+// delayed visible_at) and its id packed by packID, which breaks ties as
+// the key's bytes do. Positions are never negative, so as uint64 they
+// sort as the keys' big-endian encodings do.
 type orderItem struct {
 	at uint64
-	id string
+	id uint64
 }
+
+// packID is TaskID's (index, position) as one integer, index<<16 | pos,
+// which sorts as the id's 20 fixed-width hex digits do; ok is false for
+// an id TaskID did not make, or an index too large to pack.
+func packID(id string) (uint64, bool) {
+	if len(id) != 20 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < 20; i++ {
+		c := id[i]
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		default:
+			return 0, false
+		}
+		if i < 4 && d != 0 { // the index's top 16 bits: past 2^48 it does not fit
+			return 0, false
+		}
+		v = v<<4 | uint64(d)
+	}
+	return v, true
+}
+
+// taskID is the id packID packed.
+func (it orderItem) taskID() string { return TaskID(it.id>>16, int(it.id&0xffff)) }
 
 func orderLess(a, b orderItem) bool {
 	if a.at != b.at {
@@ -92,23 +130,37 @@ func (o *readyOrder) tree(t *pb.Task, create bool) **btree.BTreeG[orderItem] {
 	return &q.pending[t.GetPriority()]
 }
 
-func itemOf(t *pb.Task) orderItem {
+// itemOf is t's item in its order; ok is false when its id does not pack.
+func itemOf(t *pb.Task) (orderItem, bool) {
+	id, ok := packID(t.GetId())
 	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		return orderItem{uint64(t.GetVisibleAt()), t.GetId()}
+		return orderItem{uint64(t.GetVisibleAt()), id}, ok
 	}
-	return orderItem{t.GetSeq(), t.GetId()}
+	return orderItem{t.GetSeq(), id}, ok
+}
+
+// turnOff gives up on the order until the next rebuild: claims scan
+// Pebble meanwhile.
+func (o *readyOrder) turnOff() {
+	o.off = true
+	clear(o.queues)
 }
 
 // add notes a task that became pending or delayed.
 func (o *readyOrder) add(t *pb.Task) {
-	if o == nil {
+	if o == nil || o.off {
 		return
 	}
 	if tr := o.tree(t, true); tr != nil {
+		it, ok := itemOf(t)
+		if !ok {
+			o.turnOff()
+			return
+		}
 		if *tr == nil {
 			*tr = btree.NewG(orderDegree, orderLess)
 		}
-		(*tr).ReplaceOrInsert(itemOf(t))
+		(*tr).ReplaceOrInsert(it)
 	}
 }
 
@@ -117,14 +169,19 @@ func (o *readyOrder) add(t *pb.Task) {
 // queue left with no task in either order is dropped, so the order holds
 // only queues with a backlog.
 func (o *readyOrder) remove(t *pb.Task) {
-	if o == nil {
+	if o == nil || o.off {
 		return
 	}
 	tr := o.tree(t, false)
 	if tr == nil || *tr == nil {
 		return
 	}
-	(*tr).Delete(itemOf(t))
+	it, ok := itemOf(t)
+	if !ok {
+		o.turnOff()
+		return
+	}
+	(*tr).Delete(it)
 	if (*tr).Len() > 0 {
 		return
 	}
@@ -176,14 +233,18 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 			}
 			(*tr).ReplaceOrInsert(it)
 		}
+		packed := true
 		for p := 0; w.pending && p < len(q.pending); p++ {
 			prefix := storage.PendingPrioPrefix(w.ref.Queue, w.ref.Tenant, uint32(p))
 			err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
 				seq, id, err := storage.ParsePendingKey(k, len(prefix))
-				if err == nil {
-					insert(&q.pending[p], orderItem{seq, id})
+				if err != nil {
+					return err
 				}
-				return err
+				u, ok := packID(id)
+				packed = packed && ok
+				insert(&q.pending[p], orderItem{seq, u})
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("ready order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
@@ -195,12 +256,19 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 				return fmt.Errorf("delayed order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
 			}
 			for _, e := range all {
-				insert(&q.delayed, orderItem{uint64(e.At), e.ID})
+				u, ok := packID(e.ID)
+				packed = packed && ok
+				insert(&q.delayed, orderItem{uint64(e.At), u})
 			}
+		}
+		if !packed {
+			o.queues, o.stale = map[QueueRef]*readyQueue{}, false
+			o.turnOff()
+			return nil
 		}
 		queues[w.ref] = q
 	}
-	o.queues, o.stale = queues, false
+	o.queues, o.stale, o.off = queues, false, false
 	return nil
 }
 
@@ -233,7 +301,7 @@ func (o *readyOrder) due(ref QueueRef, now int64, limit int) []storage.TimeEntry
 		if it.at > uint64(now) {
 			return false
 		}
-		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.id})
+		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.taskID()})
 		return len(out) < limit
 	})
 	return out
@@ -251,13 +319,13 @@ func (o *readyOrder) dump(ref QueueRef) (lines []string, ok bool) {
 			continue
 		}
 		q.pending[p].Ascend(func(it orderItem) bool {
-			lines = append(lines, fmt.Sprintf("p/%d/%d/%s", p, it.at, it.id))
+			lines = append(lines, fmt.Sprintf("p/%d/%d/%s", p, it.at, it.taskID()))
 			return true
 		})
 	}
 	if q.delayed != nil {
 		q.delayed.Ascend(func(it orderItem) bool {
-			lines = append(lines, fmt.Sprintf("d/%d/%s", it.at, it.id))
+			lines = append(lines, fmt.Sprintf("d/%d/%s", it.at, it.taskID()))
 			return true
 		})
 	}
@@ -273,19 +341,28 @@ func (o *readyOrder) loaded() []QueueRef {
 	return refs
 }
 
+// pendingHead is one pending task a claim may take.
+type pendingHead struct {
+	seq uint64
+	id  string
+}
+
 // pendingHeads returns up to want pending tasks of one priority of a
 // queue from seq from on, in claim order: from the ready order, or from
 // Pebble when it is off.
-func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([]orderItem, error) {
-	if tx.ready != nil {
-		return tx.ready.heads(QueueRef{q, tn}, prio, from, want), nil
+func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([]pendingHead, error) {
+	var heads []pendingHead
+	if tx.ready != nil && !tx.ready.off {
+		for _, it := range tx.ready.heads(QueueRef{q, tn}, prio, from, want) {
+			heads = append(heads, pendingHead{it.at, it.taskID()})
+		}
+		return heads, nil
 	}
 	prefix := storage.PendingPrioPrefix(q, tn, prio)
-	var heads []orderItem
 	err := storage.Scan(tx.r, storage.PendingSeek(q, tn, prio, from), storage.PrefixEnd(prefix), want,
 		func(k, _ []byte) error {
 			seq, id, err := storage.ParsePendingKey(k, len(prefix))
-			heads = append(heads, orderItem{seq, id})
+			heads = append(heads, pendingHead{seq, id})
 			return err
 		})
 	return heads, err
@@ -294,7 +371,7 @@ func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([
 // dueDelayed returns up to limit delayed tasks of a queue due by the
 // batch's time: from the ready order, or from Pebble when it is off.
 func (tx *txn) dueDelayed(q, tn string, limit int) ([]storage.TimeEntry, error) {
-	if tx.ready != nil {
+	if tx.ready != nil && !tx.ready.off {
 		return tx.ready.due(QueueRef{q, tn}, tx.now, limit), nil
 	}
 	return storage.DueDelayedInQueue(tx.r, q, tn, tx.now, limit)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -20,6 +21,9 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 	t.Helper()
 	if f.ready == nil {
 		return
+	}
+	if f.ready.off {
+		t.Fatal("ready order is off: a task id did not pack")
 	}
 	if f.ready.stale {
 		t.Fatal("ready order is stale after a committed batch")
@@ -125,4 +129,41 @@ func Test_ReadyOrderDiscardedOnApplyPanic(t *testing.T) {
 		t.Fatalf("after the failed batch the claim took %s, want the head %s", got.GetId(), ids[1])
 	}
 	checkReadyOrder(t, h.f)
+}
+
+// Test_PackIDKeepsOrder: packed ids round-trip and sort as the ids' text
+// does, which is the order of the index keys; an id TaskID did not make
+// does not pack.
+func Test_PackIDKeepsOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	prev, prevID := uint64(0), ""
+	ids := []string{}
+	for range 2000 {
+		idx := rng.Uint64N(1 << 48)
+		if rng.IntN(4) == 0 {
+			idx = rng.Uint64N(1 << 12) // small indexes, as a young cluster's
+		}
+		ids = append(ids, TaskID(idx, rng.IntN(pb.MaxBatch)))
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		u, ok := packID(id)
+		if !ok {
+			t.Fatalf("%s does not pack", id)
+		}
+		if got := (orderItem{id: u}).taskID(); got != id {
+			t.Fatalf("%s packs and unpacks to %s", id, got)
+		}
+		if i > 0 && (u < prev) != (id < prevID) {
+			t.Fatalf("%s and %s sort apart once packed", prevID, id)
+		}
+		prev, prevID = u, id
+	}
+	for _, bad := range []string{"", "abc", "0000000000000000000G", "00000000000000000000x",
+		"00010000000000000000", // an index of 2^48 or more
+		"0000000000000001000A"} {
+		if _, ok := packID(bad); ok {
+			t.Errorf("%q packed", bad)
+		}
+	}
 }

@@ -209,7 +209,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			// The record is written; the answer goes without the history.
 			// The worker needs none, and past fences are for admins only.
 			t.History = nil
-			m.Head[p] = h.at + 1 // the claimed key is gone; later ones are larger
+			m.Head[p] = h.seq + 1 // the claimed key is gone; later ones are larger
 			res.Tasks = append(res.Tasks, t)
 			want--
 		}
