@@ -163,7 +163,7 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 		c.ApplyLagBound = 300 * time.Millisecond
 		if c.ID == "n3" {
 			c.Logger = slog.New(lines)
-			c.fsmOptions = func(o *fsm.Options) {
+			c.EditFSMOptions = func(o *fsm.Options) {
 				o.FS = errorfs.Wrap(vfs.Default, full)
 				o.MemTableBytes = 1 << 20 // stalls once 2 MiB wait for a flush
 			}
@@ -257,7 +257,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	nodes := mustClusterWith(t, 3, func(c *Config) {
 		c.ApplyLagBound = 300 * time.Millisecond
 		if c.ID == "n1" {
-			c.fsmOptions = func(o *fsm.Options) {
+			c.EditFSMOptions = func(o *fsm.Options) {
 				o.FS = errorfs.Wrap(vfs.Default, full)
 				o.MemTableBytes = 1 << 20
 			}
@@ -310,7 +310,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 		// fills well within the bound.
 		c.MaxAppendEntries = 1
 		if c.ID == "n1" {
-			c.fsmOptions = func(o *fsm.Options) {
+			c.EditFSMOptions = func(o *fsm.Options) {
 				o.FS = errorfs.Wrap(vfs.Default, full)
 				o.MemTableBytes = 1 << 20
 			}

@@ -20,7 +20,7 @@ import (
 // in-process stand-in for an older binary.
 func atLevel(t *testing.T, id string, expect int, level uint32) Config {
 	c := testConfig(t, id, expect)
-	c.fsmOptions = func(o *fsm.Options) { o.MaxLevel = level }
+	c.EditFSMOptions = func(o *fsm.Options) { o.MaxLevel = level }
 	return c
 }
 

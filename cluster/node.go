@@ -22,7 +22,6 @@ import (
 	"github.com/dockethq/docket/cluster/nodemetrics"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
-	"github.com/dockethq/docket/cluster/raftnet"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -115,8 +114,8 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.OnDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
 		MemTableBytes: cfg.PebbleMemTableBytes}
-	if cfg.fsmOptions != nil {
-		cfg.fsmOptions(&fopts)
+	if cfg.EditFSMOptions != nil {
+		cfg.EditFSMOptions(&fopts)
 	}
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
@@ -157,7 +156,7 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.OnFault = n.logFault.set
-	trans := &raftnet.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
+	trans := &raftlog.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}

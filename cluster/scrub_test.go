@@ -27,7 +27,7 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 	cfg.ScrubInterval = 100 * time.Millisecond
 	// A compaction that read the damaged table first would stop the
 	// process (Pebble's fatal report), as it does a real node.
-	cfg.fsmOptions = func(o *fsm.Options) { o.NoCompactions = true }
+	cfg.EditFSMOptions = func(o *fsm.Options) { o.NoCompactions = true }
 	n := mustNode(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	// Write until Pebble holds a blob file; a scrub that reads one back

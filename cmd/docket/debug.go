@@ -18,8 +18,8 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/connlimit"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 

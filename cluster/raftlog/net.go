@@ -1,4 +1,4 @@
-package raftnet
+package raftlog
 
 import (
 	"errors"
@@ -11,13 +11,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/identity"
-	"github.com/dockethq/docket/cluster/raftlog"
+	"github.com/dockethq/docket/internal/connlimit"
 )
 
-// Config is what Open needs.
-type Config struct {
+// TransportConfig is what OpenTransport needs.
+type TransportConfig struct {
 	// Addr is the address to bind; port 0 (tests, benchmarks) advertises
 	// what was bound.
 	Addr string
@@ -36,7 +35,7 @@ type Config struct {
 // connections are limited to cfg.MaxConns (limitedStream), so a flood of
 // connections to the Raft port cannot take the descriptors the stores
 // need. With cfg.TLS the same listener carries mutual TLS (tlsStream).
-func Open(cfg Config) (*raft.NetworkTransport, error) {
+func OpenTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("raft address %s: %w", cfg.Addr, err)
@@ -58,7 +57,7 @@ func Open(cfg Config) (*raft.NetworkTransport, error) {
 		stream = &tlsStream{Listener: limited, advertise: advertise, certs: cfg.TLS, timeout: cfg.HandshakeTimeout, ident: cfg.Ident}
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: raftlog.NewHCLog(cfg.Log, "raft"),
+		Stream: stream, MaxPool: raftMaxPool, Timeout: raftIOTimeout, Logger: NewHCLog(cfg.Log, "raft"),
 		MaxRPCsInFlight: raftMaxRPCsInFlight,
 	}), nil
 }

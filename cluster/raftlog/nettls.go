@@ -1,4 +1,4 @@
-package raftnet
+package raftlog
 
 import (
 	"crypto/tls"
@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/internal/connlimit"
 )
 
 // tlsStream is Raft's StreamLayer with mutual TLS over the connlimit

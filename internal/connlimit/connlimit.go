@@ -1,10 +1,10 @@
 // Package connlimit bounds how many connections a listener holds open at
 // once. Every accepted connection is a file descriptor, and a process that
-// runs out of them cannot open its own files: in issue 9 about 20,000 idle
-// HTTP/2 connections left Pebble unable to open an SST or a new WAL, and the
-// leader died. A node wraps each listener it serves (gRPC, Raft) in a
-// Listener whose limit is its share of the file limit minus a reserve kept
-// for the stores.
+// runs out of them cannot open its own files: tens of thousands of idle
+// HTTP/2 connections can leave a store unable to open a file it needs, and
+// a server that cannot write dies. A server wraps each listener it serves
+// in a Listener whose limit is its share of the file limit minus a reserve
+// kept for its stores.
 //
 // # Decisions and trade-offs
 //
