@@ -333,7 +333,8 @@ type Config struct {
 	// 5 (raftMaxPool), a pipeline, a heartbeat and a snapshot connection,
 	// about 8, so 128 serves 16 servers; more would only help a flood of
 	// connections to the Raft port take the descriptors the stores need
-	// and leave a leader unable to write. `docket agent` lowers it when the file limit is small.
+	// and leave a leader unable to write. `docket agent` lowers it when
+	// the file limit is small.
 	RaftMaxConns int
 
 	// MaxOpenFiles bounds the files Pebble keeps open (its table cache;

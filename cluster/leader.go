@@ -3,9 +3,9 @@ package cluster
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/leader"
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -74,7 +74,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			break
 		}
 		n.log.Warn("leader barrier failed", "err", err)
-		if !clock.Sleep(ctx, n.cfg.ReapInterval) {
+		if !replica.Sleep(ctx, n.cfg.ReapInterval) {
 			return
 		}
 	}

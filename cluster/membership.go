@@ -9,9 +9,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster/replica"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -163,7 +163,7 @@ func (n *Node) TransferLeadership(ctx context.Context, toID string) (string, err
 		if id, _ := n.Leader(); id != "" && id != n.cfg.ID {
 			return id, nil
 		}
-		if !clock.Sleep(ctx, 10*time.Millisecond) {
+		if !replica.Sleep(ctx, 10*time.Millisecond) {
 			return "", fmt.Errorf("transfer leadership: waiting for new leader: %w", ctx.Err())
 		}
 	}

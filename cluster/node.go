@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/identity"
@@ -22,6 +21,7 @@ import (
 	"github.com/dockethq/docket/cluster/nodemetrics"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -35,7 +35,7 @@ type Node struct {
 
 	cfg   Config
 	log   *slog.Logger
-	clock clock.Clock
+	clock replica.Clock
 
 	fsm       *fsm.FSM
 	store     *raftlog.Store
@@ -96,7 +96,7 @@ func New(cfg Config) (*Node, error) {
 	role := &roleState{}
 	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
 	health.EnsureBallast(cfg.DataDir, cfg.BallastBytes, log)
-	n := &Node{cfg: cfg, log: log, role: role, clock: clock.Offset(cfg.ClockOffset),
+	n := &Node{cfg: cfg, log: log, role: role, clock: replica.Offset(cfg.ClockOffset),
 		health: health.New(log, cfg.ApplyLagBound), logFault: newLogFault(),
 		gossipChanged: make(chan struct{}, 1), reconcileKick: make(chan struct{}, 1), left: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

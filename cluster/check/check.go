@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -330,7 +329,7 @@ func pace(ctx context.Context, rate int64, start time.Time, read int64) error {
 		return nil
 	}
 	wait := time.Until(start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second))))
-	if wait > 0 && !clock.Sleep(ctx, wait) {
+	if wait > 0 && !replica.Sleep(ctx, wait) {
 		return ctx.Err()
 	}
 	return nil
@@ -473,7 +472,7 @@ func (c *Checker) Loop(ctx context.Context) {
 		case <-c.wake:
 			t.Stop()
 			urgent = true
-			if !clock.Sleep(ctx, time.Until(started.Add(min(checkPokeGap, c.cfg.CheckInterval)))) {
+			if !replica.Sleep(ctx, time.Until(started.Add(min(checkPokeGap, c.cfg.CheckInterval)))) {
 				return
 			}
 		}
@@ -562,7 +561,7 @@ func (c *Checker) collectHashes(ctx context.Context, index uint64, voters []stri
 		if c.HashPending(index) {
 			deadline = time.Now().Add(c.cfg.CheckTimeout)
 		}
-		if time.Now().After(deadline) || !clock.Sleep(ctx, checkPoll) {
+		if time.Now().After(deadline) || !replica.Sleep(ctx, checkPoll) {
 			return got
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/health"
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -48,7 +48,7 @@ type queueTotal struct {
 type Source struct {
 	Raft   *raft.Raft
 	FSM    *fsm.FSM
-	Clock  clock.Clock
+	Clock  replica.Clock
 	Health *health.Tracker
 	// LeaderChanges counts the leader changes this node saw.
 	LeaderChanges func() uint64

@@ -189,15 +189,15 @@ func Test_Layout(t *testing.T) {
 // stand-in for the assembled node, sits above it. A new sub-package
 // needs its line here.
 var clusterArrows = map[string][]string{
-	"certs": nil, "clock": nil, "gossip": nil, "health": nil,
+	"certs": nil, "gossip": nil, "health": nil,
 	"identity": nil, "peer": nil, "replica": nil,
 	"raftlog":     {"certs", "identity"},
 	"service":     {"replica"},
-	"check":       {"clock", "replica"},
+	"check":       {"replica"},
 	"membership":  {"gossip", "peer", "replica"},
-	"nodemetrics": {"check", "clock", "health"},
-	"leader":      {"clock", "replica", "service"},
-	"": {"certs", "check", "clock", "gossip", "health", "identity", "leader", "membership",
+	"nodemetrics": {"check", "health", "replica"},
+	"leader":      {"replica", "service"},
+	"": {"certs", "check", "gossip", "health", "identity", "leader", "membership",
 		"nodemetrics", "peer", "raftlog", "replica", "service"},
 	"memnode": {"", "identity", "replica", "service"},
 }

@@ -1,7 +1,7 @@
-// Package clock is a node's time: the leader's clock, the one clock of the
-// write path (the FSM sees time only as the `now` stamped into commands),
-// and a sleep that ends with its context.
-package clock
+package replica
+
+// A member's time: the leader's clock is the one clock of the write path
+// (the FSM sees time only as the `now` stamped into commands).
 
 import (
 	"context"
