@@ -18,7 +18,6 @@ import (
 	"github.com/dockethq/docket/cluster/health"
 	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
-	"github.com/dockethq/docket/cluster/nodemetrics"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/replica"
@@ -330,9 +329,9 @@ func (n *Node) closeStores() error {
 // what the OS had buffered; the chaos harness covers lost writes. For tests.
 func (n *Node) Crash() error { return n.stop(nil) }
 
-// collector is the node's Prometheus collector (package nodemetrics).
-func (n *Node) collector() *nodemetrics.Collector {
-	return nodemetrics.New(nodemetrics.Source{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
+// collector is the node's Prometheus collector (metrics.go).
+func (n *Node) collector() *metricsCollector {
+	return newMetricsCollector(metricsSource{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
 		LeaderChanges: n.role.changes.Load, Status: n.Status, CheckState: func() string { return n.check.Status().GetStatus() },
 		Hashing: n.check.Hashing,
 		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})

@@ -191,14 +191,13 @@ func Test_Layout(t *testing.T) {
 var clusterArrows = map[string][]string{
 	"certs": nil, "gossip": nil, "health": nil,
 	"identity": nil, "peer": nil, "replica": nil,
-	"raftlog":     {"certs", "identity"},
-	"service":     {"replica"},
-	"check":       {"replica"},
-	"membership":  {"gossip", "peer", "replica"},
-	"nodemetrics": {"check", "health", "replica"},
-	"leader":      {"replica", "service"},
+	"raftlog":    {"certs", "identity"},
+	"service":    {"replica"},
+	"check":      {"replica"},
+	"membership": {"gossip", "peer", "replica"},
+	"leader":     {"replica", "service"},
 	"": {"certs", "check", "gossip", "health", "identity", "leader", "membership",
-		"nodemetrics", "peer", "raftlog", "replica", "service"},
+		"peer", "raftlog", "replica", "service"},
 	"memnode": {"", "identity", "replica", "service"},
 }
 

@@ -1,4 +1,4 @@
-package nodemetrics
+package cluster
 
 import (
 	"fmt"
@@ -18,16 +18,17 @@ import (
 // docket_queue_series_dropped says how many were left out.
 const maxQueueSeries = 2000
 
-// Collector exports what a scrape reads from the node at that moment:
-// Raft's indexes and state, the FSM's applied index and latch, the
-// consistency-check state and the queue depths from the replica's catalog
-// counters (one key per queue and tenant, never a scan of tasks), the
-// queues' pause flags and limits, and the tenants' schedules (a bounded
-// scan of the schedule records). Every
+// metricsCollector is the node's Prometheus collector. It exports what a
+// scrape reads from the node at that moment: Raft's indexes and state, the
+// FSM's applied index and latch, the consistency-check state and the queue
+// depths from the replica's catalog counters (one key per queue and
+// tenant, never a scan of tasks), the queues' pause flags and limits, and
+// the tenants' schedules (a bounded scan of the schedule records). Every
 // value is this node's view; the queue depths and totals are replicated
-// state, the same on every node once it applied the same index.
-type Collector struct {
-	src Source
+// state, the same on every node once it applied the same index. It never
+// changes what it reads, and never exports an unbounded label set.
+type metricsCollector struct {
+	src metricsSource
 
 	state, term, commit, applied, lastLog, fsmApplied, applyLag, leaderChangesD,
 	voters, tolerance, level, buildLevel, check, hashing, queueTasks, queueDropped, oldest, leaseEnds *prometheus.Desc
@@ -44,8 +45,8 @@ type queueTotal struct {
 	get  func(*pb.QueueTotals) uint64
 }
 
-// Source is what a scrape reads of the node, at that moment.
-type Source struct {
+// metricsSource is what a scrape reads of the node, at that moment.
+type metricsSource struct {
 	Raft   *raft.Raft
 	FSM    *fsm.FSM
 	Clock  replica.Clock
@@ -62,12 +63,12 @@ type Source struct {
 	Serving func() bool
 }
 
-// New returns the collector of the node src reads.
-func New(src Source) *Collector {
+// newMetricsCollector returns the collector of the node src reads.
+func newMetricsCollector(src metricsSource) *metricsCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("docket_"+name, help, labels, nil)
 	}
-	c := &Collector{src: src,
+	c := &metricsCollector{src: src,
 		state:          d("raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown), 0 for the others.", "state"),
 		term:           d("raft_term", "This node's current Raft term."),
 		commit:         d("raft_commit_index", "The highest log index this node knows to be committed."),
@@ -135,7 +136,7 @@ func New(src Source) *Collector {
 }
 
 // Describe sends every descriptor.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.term, c.commit, c.applied, c.lastLog, c.fsmApplied, c.applyLag,
 		c.leaderChangesD, c.voters, c.tolerance, c.level, c.buildLevel, c.check, c.hashing, c.queueTasks, c.queueDropped, c.oldest, c.leaseEnds,
 		c.paused, c.queueLimit, c.tenantLimit, c.schedules} {
@@ -151,7 +152,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the node now.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.src
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -207,7 +208,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectSchedules(ch)
 }
 
-func (c *Collector) collectQueues(ch chan<- prometheus.Metric) {
+func (c *metricsCollector) collectQueues(ch chan<- prometheus.Metric) {
 	now := c.src.Clock.Now().UnixNano()
 	exported, dropped, cursor := 0, 0, ""
 	// Summed over every queue, the dropped ones too: the reason series
@@ -256,7 +257,7 @@ func (c *Collector) collectQueues(ch chan<- prometheus.Metric) {
 
 // collectControl exports q's pause flag and the limits set on it and, once
 // per tenant, on its tenant.
-func (c *Collector) collectControl(ch chan<- prometheus.Metric, q *pb.QueueStats, tenants map[string]bool) {
+func (c *metricsCollector) collectControl(ch chan<- prometheus.Metric, q *pb.QueueStats, tenants map[string]bool) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -284,7 +285,7 @@ const maxScheduleScan = 100_000
 
 // collectSchedules counts the schedules of each tenant, at most
 // maxQueueSeries tenants and maxScheduleScan schedules.
-func (c *Collector) collectSchedules(ch chan<- prometheus.Metric) {
+func (c *metricsCollector) collectSchedules(ch chan<- prometheus.Metric) {
 	const page = 1000
 	counts := map[string]int{}
 	var order []string // tenants in key order, for a stable export

@@ -373,11 +373,3 @@ func Test_QueueControlGauges(t *testing.T) {
 		t.Errorf("docket_queue_limit exported for a queue without limits")
 	}
 }
-
-// b2f is a gauge's value of a truth.
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
