@@ -17,7 +17,7 @@ func enqueueN(t *testing.T, ctx context.Context, l *Node, queue string, n int) [
 	t.Helper()
 	var ids []string
 	for i := range n {
-		res, err := l.Propose(ctx, enqueueCmd(queue, fmt.Sprint(i)))
+		res, err := l.Service().Propose(ctx, enqueueCmd(queue, fmt.Sprint(i)))
 		if err != nil || pb.ResultError(res) != nil {
 			t.Fatalf("enqueue %s %d: %v %v", queue, i, res, err)
 		}

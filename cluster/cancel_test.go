@@ -25,7 +25,7 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 	before := n.raft.LastIndex()
 	timed := service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
 	var fe *service.FeatureError
-	if _, err := n.Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
+	if _, err := n.Service().Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
 		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want service.FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
 	}
 	assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_ENQUEUE, "enqueue with a timeout")
@@ -53,7 +53,7 @@ func Test_LeaderTimesOutPastDeadline(t *testing.T) {
 	hb := service.HeartbeatCommand([]*pb.HeartbeatItem{{TaskId: task.GetId(), Fence: task.GetFence(), LeaseNs: int64(time.Minute)}})
 	var refused bool
 	testwait.For(t, 10*time.Second, "the task to end FAILED", func() bool {
-		if res, err := n.Propose(ctx, hb); err == nil && errors.Is(pb.ItemError(res.GetItems()[0]), pb.ErrTimedOut) {
+		if res, err := n.Service().Propose(ctx, hb); err == nil && errors.Is(pb.ItemError(res.GetItems()[0]), pb.ErrTimedOut) {
 			refused = true
 		}
 		got, err := n.FSM().GetTask(task.GetId())

@@ -57,7 +57,7 @@ func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
 	defer cancel()
 	payload := strings.Repeat("x", 128<<10)
 	for i := 0; i < 20; i++ { // 2.5 MiB of payloads
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +155,7 @@ func pacedCluster(t *testing.T, ctx context.Context, size int, edit func(*Config
 	l := leaderOf(t, nodes)
 	payload := strings.Repeat("x", 128<<10)
 	for i := 0; i < 20; i++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -97,7 +97,7 @@ func Test_ThreeNodeReplicationConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := 0; i < 50; i++ {
-		res, err := l.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
+		res, err := l.Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
 		if err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
@@ -138,7 +138,7 @@ func Test_FollowerProposeIsNotLeader(t *testing.T) {
 		}
 		// A server just added learns the leader on its first AppendEntries.
 		testwait.For(t, 5*time.Second, n.ID()+" to learn the leader", func() bool { id, _ := n.Leader(); return id != "" })
-		_, err := n.Propose(context.Background(), enqueueCmd("jobs", "x"))
+		_, err := n.Service().Propose(context.Background(), enqueueCmd("jobs", "x"))
 		var nle *replica.NotLeaderError
 		if !errorsAs(err, &nle) || nle.LeaderID != l.ID() {
 			t.Fatalf("%s: got %v, want replica.NotLeaderError naming %s", n.ID(), err, l.ID())

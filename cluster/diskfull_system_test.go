@@ -78,7 +78,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	start := time.Now()
 	i := 0
 	for ; i < 600 && !hasProblem(n3, ""); i++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}
@@ -89,7 +89,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	// The leader keeps writing through the other follower for 5 s while
 	// n3's appends fail; n3 must not log each failed append.
 	for j := 0; j < 5000 && time.Since(start) < 5*time.Second; j++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", "small")); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "small")); err != nil {
 			t.Fatalf("propose with n3 full: %v", err)
 		}
 	}

@@ -182,7 +182,7 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 	defer cancel()
 	payload := strings.Repeat("x", 64<<10)
 	for i := 0; i < 64; i++ { // 4 MiB: twice what n3 holds before it stalls
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}
@@ -212,14 +212,14 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 	l := leaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := l.Propose(ctx, enqueueCmd("jobs", "before")); err != nil {
+	if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "before")); err != nil {
 		t.Fatalf("propose before the fault: %v", err)
 	}
 
 	bad := logsOf(l.ID())
 	bad.on.Store(true)
 	t.Cleanup(func() { bad.on.Store(false) })
-	_, err := l.Propose(ctx, enqueueCmd("jobs", "lost"))
+	_, err := l.Service().Propose(ctx, enqueueCmd("jobs", "lost"))
 	if !errors.Is(err, replica.ErrLeadershipLost) {
 		t.Fatalf("propose on a leader whose log write fails: %v; want replica.ErrLeadershipLost", err)
 	}
@@ -242,7 +242,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 
 	bad.on.Store(false)
 	nl := leaderOf(t, nodes)
-	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader: %v", err)
 	}
 	testwait.For(t, 5*time.Second, "the old leader healthy again", func() bool { return len(l.HealthProblems()) == 0 })
@@ -270,7 +270,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	stalled := false
 	for i := 0; i < 64 && !stalled; i++ { // 4 MiB: twice what n1 holds before it stalls
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := n1.Propose(ctx, enqueueCmd("jobs", payload))
+		_, err := n1.Service().Propose(ctx, enqueueCmd("jobs", payload))
 		cancel()
 		stalled = err != nil
 	}
@@ -289,7 +289,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
 	}
 	if !hasProblem(n1, "apply stuck") {
@@ -336,7 +336,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-				_, err := n1.Propose(ctx, enqueueCmd("jobs", payload))
+				_, err := n1.Service().Propose(ctx, enqueueCmd("jobs", payload))
 				cancel()
 				if err != nil && !n1.IsLeader() {
 					return
@@ -360,7 +360,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 	t.Logf("%d proposals to n1; n1 problems %q", sent.Load(), n1.HealthProblems())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := nl.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
 	}
 	if len(n1.HealthProblems()) == 0 {

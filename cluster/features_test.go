@@ -69,7 +69,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		before := n.raft.LastIndex()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := n.Propose(ctx, createTokenCmd())
+		_, err := n.Service().Propose(ctx, createTokenCmd())
 		var fe *service.FeatureError
 		if !errors.As(err, &fe) || !errors.Is(err, service.ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
 			t.Fatalf("%s: CreateToken answered %v, want service.FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
@@ -108,7 +108,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the leader to latch the current level", func() bool {
 		return l.FSM().EnabledLevel() == fsm.FeatureLevel
 	})
-	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || pb.ResultError(res) != nil {
+	if res, err := l.Service().Propose(ctx, createTokenCmd()); err != nil || pb.ResultError(res) != nil {
 		t.Fatalf("CreateToken after the latch: %v %v", res, err)
 	}
 	// Latched for good: every replica holds it, and a new leader keeps it.
@@ -150,7 +150,7 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	errs := make(chan error, callers)
 	for i := range callers {
 		go func() {
-			res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
+			res, err := n.Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
 			if err == nil {
 				err = pb.ResultError(res)
 			}
@@ -166,7 +166,7 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	for i := range 3 {
 		cmds = append(cmds, enqueueCmd("more", fmt.Sprint(i)))
 	}
-	res, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
+	res, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 	if err != nil || len(res.GetResults()) != 3 {
 		t.Fatalf("batch on a base-level cluster: %v, %v", res, err)
 	}

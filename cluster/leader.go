@@ -96,7 +96,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 // loops are the leader's housekeeping over this node.
 func (n *Node) loops() *leader.Loops {
 	c := n.cfg
-	return leader.New(n, leader.Config{Log: n.log, ApplyTimeout: c.ApplyTimeout, ReapInterval: c.ReapInterval,
+	return leader.New(leaderHost{Service: n.svc, Node: n}, leader.Config{Log: n.log, ApplyTimeout: c.ApplyTimeout, ReapInterval: c.ReapInterval,
 		ReapGrace: c.ReapGrace, PromoteInterval: c.PromoteInterval, PurgeInterval: c.PurgeInterval,
 		ScheduleInterval: c.ScheduleInterval, BootstrapSecret: c.BootstrapSecret})
 }
@@ -104,5 +104,12 @@ func (n *Node) loops() *leader.Loops {
 // propose runs a housekeeping command with a bounded wait and turns a
 // whole-command rejection into an error.
 func (n *Node) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
-	return leader.Propose(ctx, n, n.cfg.ApplyTimeout, cmd)
+	return leader.Propose(ctx, n.svc, n.cfg.ApplyTimeout, cmd)
+}
+
+// leaderHost is what the leader's loops see of the node: the Service's
+// group commit and bootstrap, the node's FSM, clock and feature level.
+type leaderHost struct {
+	*service.Service
+	*Node
 }

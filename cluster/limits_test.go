@@ -54,7 +54,7 @@ func Test_RaftListenerRefusesPastLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := n.Propose(ctx, enqueueCmd("q", "during the flood")); err != nil {
+	if _, err := n.Service().Propose(ctx, enqueueCmd("q", "during the flood")); err != nil {
 		t.Fatalf("propose while Raft's listener is full: %v", err)
 	}
 }

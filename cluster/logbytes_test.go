@@ -30,7 +30,7 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 	big := strings.Repeat("x", 64<<10)
 	var last string
 	for i := range 300 {
-		res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i, big)))
+		res, err := n.Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i, big)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,7 +73,7 @@ func proposeOK(t *testing.T, n *Node, payload string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := n.Propose(ctx, enqueueCmd("jobs", payload))
+	res, err := n.Service().Propose(ctx, enqueueCmd("jobs", payload))
 	if err != nil {
 		t.Fatalf("propose: %v", err)
 	}
@@ -462,7 +462,7 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 		l2 = leaderOf(t, nodes)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		res, err := l2.Propose(ctx, enqueueCmd("jobs", "after"))
+		res, err := l2.Service().Propose(ctx, enqueueCmd("jobs", "after"))
 		if errors.Is(err, replica.ErrNotLeader) {
 			return false
 		}

@@ -101,7 +101,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	l := leaderOf(t, nodes)
 	must := func(cmd *pb.Command) *pb.CommandResult {
 		t.Helper()
-		res, err := l.Propose(ctx, cmd)
+		res, err := l.Service().Propose(ctx, cmd)
 		if err == nil {
 			err = pb.ResultError(res)
 		}
@@ -236,7 +236,7 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 	defer cancel()
 	must := func(cmd *pb.Command) *pb.CommandResult {
 		t.Helper()
-		res, err := n.Propose(ctx, cmd)
+		res, err := n.Service().Propose(ctx, cmd)
 		if err == nil {
 			err = pb.ResultError(res)
 		}
@@ -257,7 +257,7 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 		return tasks[0]
 	}
 	claim("x", time.Second)
-	n.ReleaseTasks([]*pb.Task{claim("y", time.Hour)})
+	n.Service().ReleaseTasks([]*pb.Task{claim("y", time.Hour)})
 	testwait.For(t, 10*time.Second, "the reaper and the release", func() bool { return pendingOn(t, n, "x") == 1 && pendingOn(t, n, "y") == 1 })
 	for reason, want := range map[string]float64{"expired": 1, "released": 1} {
 		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason="+reason); !ok || got != want {
@@ -316,7 +316,7 @@ func Test_QueueControlGauges(t *testing.T) {
 	defer cancel()
 	must := func(cmd *pb.Command) {
 		t.Helper()
-		res, err := n.Propose(ctx, cmd)
+		res, err := n.Service().Propose(ctx, cmd)
 		if err == nil {
 			err = pb.ResultError(res)
 		}

@@ -28,9 +28,9 @@ import (
 // Node is one Docket server: Raft, its stores, the FSM, the leader-only
 // loops and peer discovery. It is safe for concurrent use.
 type Node struct {
-	// Service is the node's write and read paths for the API layer:
-	// group commit, long polls, reads at a chosen consistency.
-	*service.Service
+	// svc is the node's write and read paths for the API layer: group
+	// commit, long polls, reads at a chosen consistency (Service).
+	svc *service.Service
 
 	cfg   Config
 	log   *slog.Logger
@@ -103,8 +103,8 @@ func New(cfg Config) (*Node, error) {
 	defer func() {
 		if !ok {
 			n.cancel()
-			if n.Service != nil {
-				n.Service.Close()
+			if n.svc != nil {
+				n.svc.Close()
 			}
 			n.closeStores()
 		}
@@ -119,7 +119,7 @@ func New(cfg Config) (*Node, error) {
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
-	n.Service = service.New(n, cfg.Service)
+	n.svc = service.New(n, cfg.Service)
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
@@ -288,7 +288,7 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
-		n.Service.Close()
+		n.svc.Close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		n.check.Close() // after Raft: its apply goroutine starts the hashes
@@ -337,5 +337,5 @@ func (n *Node) collector() *metricsCollector {
 		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})
 }
 
-// Queue is the node's Service, what the API layer calls.
-func (n *Node) Queue() *service.Service { return n.Service }
+// Service is the node's write and read paths, what the API layer calls.
+func (n *Node) Service() *service.Service { return n.svc }

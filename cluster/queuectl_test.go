@@ -27,7 +27,7 @@ func latched(t *testing.T, nodes ...*Node) {
 
 func mustApply(t *testing.T, ctx context.Context, n *Node, cmd *pb.Command) *pb.CommandResult {
 	t.Helper()
-	res, err := n.Propose(ctx, cmd)
+	res, err := n.Service().Propose(ctx, cmd)
 	if err == nil {
 		err = pb.ResultError(res)
 	}
@@ -39,7 +39,7 @@ func mustApply(t *testing.T, ctx context.Context, n *Node, cmd *pb.Command) *pb.
 
 func claimNow(t *testing.T, ctx context.Context, n *Node, queue string, wait time.Duration) []*pb.Task {
 	t.Helper()
-	tasks, err := n.Claim(ctx, n.ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
+	tasks, err := n.Service().Claim(ctx, n.Service().ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
 	if err != nil {
 		t.Fatalf("claim %s: %v", queue, err)
 	}
@@ -57,13 +57,13 @@ func Test_QueueControlGatedBeforeLatch(t *testing.T) {
 	defer cancel()
 	before := n.FSM().AppliedIndex()
 	for _, cmd := range []*pb.Command{service.SetQueuePausedCommand("a", "", true), service.PurgeQueueCommand("a", "", false)} {
-		_, err := n.Propose(ctx, cmd)
+		_, err := n.Service().Propose(ctx, cmd)
 		var fe *service.FeatureError
 		if !errors.As(err, &fe) || fe.Need != fsm.LevelQueueControl || fe.Enabled != fsm.LevelCounters {
 			t.Fatalf("%v on a level-%d cluster: %v, want service.FeatureError need %d", cmd.GetType(), fsm.LevelCounters, err, fsm.LevelQueueControl)
 		}
 	}
-	if _, err := n.PurgeQueue(ctx, service.PurgeQueueCommand("a", "", true)); !errors.Is(err, service.ErrFeatureDisabled) {
+	if _, err := n.Service().PurgeQueue(ctx, service.PurgeQueueCommand("a", "", true)); !errors.Is(err, service.ErrFeatureDisabled) {
 		t.Fatalf("PurgeQueue: %v", err)
 	}
 	if got := n.FSM().AppliedIndex(); got != before {
@@ -96,7 +96,7 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 	}
 	ch := make(chan []*pb.Task, 1)
 	go func() { ch <- claimNow(t, ctx, n, "a", time.Minute) }()
-	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Service().Waiting(); return w == 1 })
 	mustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", false))
 	select {
 	case got := <-ch:
@@ -134,7 +134,7 @@ func Test_PauseSurvivesFailover(t *testing.T) {
 	if got := claimNow(t, ctx, nl, "a", 0); len(got) != 0 {
 		t.Fatalf("the new leader handed out %v of a paused queue", got)
 	}
-	if st, _, err := nl.Stats(ctx, "a", "default", "", service.Linearizable); err != nil || len(st) != 1 || !st[0].GetPaused() || st[0].GetPending() != 1 {
+	if st, _, err := nl.Service().Stats(ctx, "a", "default", "", service.Linearizable); err != nil || len(st) != 1 || !st[0].GetPaused() || st[0].GetPending() != 1 {
 		t.Fatalf("stats on the new leader: %v %v", st, err)
 	}
 	mustApply(t, ctx, nl, service.SetQueuePausedCommand("a", "", false))
@@ -164,7 +164,7 @@ func Test_PurgeQueueInSteps(t *testing.T) {
 		t.Fatalf("claim: %v", got)
 	}
 	before := n.FSM().AppliedIndex()
-	purged, err := n.PurgeQueue(ctx, service.PurgeQueueCommand("a", "", false))
+	purged, err := n.Service().PurgeQueue(ctx, service.PurgeQueueCommand("a", "", false))
 	if err != nil || purged != total-1 {
 		t.Fatalf("purge: %d, %v; want %d", purged, err, total-1)
 	}

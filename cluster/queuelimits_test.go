@@ -29,7 +29,7 @@ func submitTask(t *testing.T, ctx context.Context, n *Node, task *pb.Task) {
 func claimAsync(t *testing.T, ctx context.Context, n *Node, queue string, wait time.Duration) <-chan []*pb.Task {
 	ch := make(chan []*pb.Task, 1)
 	go func() {
-		tasks, err := n.Claim(ctx, n.ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
+		tasks, err := n.Service().Claim(ctx, n.Service().ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
 		if err != nil {
 			t.Errorf("claim %s: %v", queue, err)
 		}
@@ -75,7 +75,7 @@ func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 		t.Fatalf("a waiting claim on a limited queue proposed: applied %d → %d", before, got)
 	}
 	ch := claimAsync(t, ctx, n, "a", time.Minute)
-	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Service().Waiting(); return w == 1 })
 	submitTask(t, ctx, n, run[0])
 	if got := within(t, ch, 10*time.Second, "after the running task ended"); len(got) != 1 {
 		t.Fatalf("woken claim took %d tasks, want 1", len(got))
@@ -126,7 +126,7 @@ func Test_TenantLimitWakesOtherQueue(t *testing.T) {
 		t.Fatalf("claim of a took %d", len(run))
 	}
 	ch := claimAsync(t, ctx, n, "b", time.Minute)
-	testwait.For(t, 5*time.Second, "the claim of b to wait", func() bool { _, _, w := n.Waiting(); return w == 1 })
+	testwait.For(t, 5*time.Second, "the claim of b to wait", func() bool { _, _, w := n.Service().Waiting(); return w == 1 })
 	submitTask(t, ctx, n, run[0])
 	if got := within(t, ch, 10*time.Second, "after the tenant's task ended"); len(got) != 1 {
 		t.Fatalf("woken claim of b took %d, want 1", len(got))

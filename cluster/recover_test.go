@@ -52,7 +52,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	defer cancel()
 	const tasks = 20
 	for i := range tasks {
-		if res, err := leaderOf(t, nodes).Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil || pb.ResultError(res) != nil {
+		if res, err := leaderOf(t, nodes).Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil || pb.ResultError(res) != nil {
 			t.Fatalf("enqueue %d: %v %v", i, res, err)
 		}
 	}
@@ -95,7 +95,7 @@ func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	if p, _, err := rec.FSM().Counts("jobs", "default"); err != nil || p != tasks {
 		t.Fatalf("after recovery: %d pending (%v), want %d", p, err, tasks)
 	}
-	if res, err := rec.Propose(ctx, enqueueCmd("jobs", "after")); err != nil || pb.ResultError(res) != nil {
+	if res, err := rec.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil || pb.ResultError(res) != nil {
 		t.Fatalf("write after recovery: %v %v", res, err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

@@ -43,7 +43,7 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 10 { // committed by the leader and the other follower
-					if _, err := l.Propose(ctx, enqueueCmd("jobs", "x")); err != nil {
+					if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "x")); err != nil {
 						t.Errorf("round %d: propose with one follower failing: %v", round, err)
 						return
 					}
@@ -52,7 +52,7 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 		}
 		wg.Wait()
 		bad.on.Store(false)
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
 			t.Fatalf("round %d propose after: %v", round, err)
 		}
 		want := l.FSM().AppliedIndex()
@@ -77,7 +77,7 @@ func Test_LeaderShutdownUnderLoadReturns(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 200 && ctx.Err() == nil; i++ {
-					_, _ = l.Propose(ctx, enqueueCmd("jobs", "x"))
+					_, _ = l.Service().Propose(ctx, enqueueCmd("jobs", "x"))
 				}
 			}()
 		}

@@ -130,7 +130,7 @@ func Test_ScheduleGatedBeforeLatch(t *testing.T) {
 	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := n.Propose(ctx, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s"}))
+	_, err := n.Service().Propose(ctx, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s"}))
 	var fe *service.FeatureError
 	if !errors.As(err, &fe) || fe.Need != fsm.LevelSchedules {
 		t.Fatalf("put on a level-%d cluster: %v", fsm.LevelQueueControl, err)

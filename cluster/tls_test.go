@@ -97,7 +97,7 @@ func Test_TLSRaftReplicates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := 0; i < 20; i++ {
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil {
+		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}

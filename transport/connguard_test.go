@@ -144,7 +144,7 @@ func waitUnproven(t *testing.T, ts *testServer, want int) {
 func Test_ConnGuardPacesTokenlessCalls(t *testing.T) {
 	const rate = 20
 	ts := mustLeader(t, Config{Auth: true, UnprovenCallRate: rate})
-	if err := ts.node.Bootstrap(testCtx(t), adminSecret); err != nil {
+	if err := ts.node.Service().Bootstrap(testCtx(t), adminSecret); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)

@@ -33,7 +33,7 @@ import (
 // outcomes a real cluster gives under faults. hashicorp/raft ships its
 // in-memory transport and stores for the same reason.
 type Node struct {
-	*service.Service
+	svc *service.Service // the production Service over this member
 
 	fsm    *fsm.FSM
 	limits fsm.Limits
@@ -69,7 +69,7 @@ func New(dir string, leader bool, cfg service.ServiceConfig) (*Node, error) {
 	n.ident = identity.New(f.ClusterID, slog.Default())
 	n.leader.Store(leader)
 	n.SetLeaderAddr("")
-	n.Service = service.New(n, cfg)
+	n.svc = service.New(n, cfg)
 	return n, nil
 }
 
@@ -97,7 +97,7 @@ func (n *Node) EnabledLevel() uint32 {
 // Close stops the service and closes the FSM. It waits for the proposals
 // in flight, so a Hold must be released first.
 func (n *Node) Close() error {
-	n.Service.Close()
+	n.svc.Close()
 	return n.fsm.Close()
 }
 
@@ -346,8 +346,8 @@ func (n *Node) CheckPeerCluster(peer, theirs string) error {
 	return n.ident.Check("grpc", peer, theirs)
 }
 
-// Queue is the node's Service.
-func (n *Node) Queue() *service.Service { return n.Service }
+// Service is the node's Service, the production write and read paths.
+func (n *Node) Service() *service.Service { return n.svc }
 
 // Identity is the cluster identity check of the FSM's id.
 func (n *Node) Identity() *identity.Identity { return n.ident }

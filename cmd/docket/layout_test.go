@@ -199,6 +199,8 @@ var clusterArrows = map[string][]string{
 	"": {"certs", "check", "gossip", "health", "identity", "leader", "membership",
 		"peer", "raftlog", "replica", "service"},
 	"memnode": {"", "identity", "replica", "service"},
+	// nodetest starts real nodes for tests of the sub-packages.
+	"internal/nodetest": {""},
 }
 
 // Test_LayoutClusterArrows holds cluster's packages to clusterArrows:
@@ -232,13 +234,25 @@ func Test_LayoutClusterArrows(t *testing.T) {
 	}
 }
 
-// Test_LayoutInternalTestHelpersStayInTests: testwait, the tests' poll
-// helper, is imported only by tests.
+// testHelpers are the packages that exist for tests only: testwait, the
+// tests' poll helper; nodetest, the harness of running nodes; memnode, the
+// in-process stand-in for a node. Only tests, and the helpers themselves,
+// import them.
+var testHelpers = []string{"/internal/testwait", "/cluster/internal/nodetest", "/cluster/memnode"}
+
+// Test_LayoutInternalTestHelpersStayInTests: no production package
+// imports a test helper.
 func Test_LayoutInternalTestHelpersStayInTests(t *testing.T) {
 	mod, pkgs := listModule(t)
+	helper := func(path string) bool {
+		return slices.ContainsFunc(testHelpers, func(h string) bool { return path == mod+h })
+	}
 	for _, p := range pkgs {
+		if helper(p.ImportPath) {
+			continue
+		}
 		for _, imp := range p.Imports {
-			if imp == mod+"/internal/testwait" {
+			if helper(imp) {
 				t.Errorf("package %s imports %s outside its tests", p.ImportPath, imp)
 			}
 		}
