@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -14,16 +16,16 @@ import (
 )
 
 // An operator's mistakes name what is missing: removing a server the
-// configuration does not hold is ErrUnknownServer (it answered OK, and the
+// configuration does not hold is cluster.ErrUnknownServer (it answered OK, and the
 // CLI printed "removed"), and revoking an unknown token says token, not
 // task.
 func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nodes := mustCluster(t, 1)
+	nodes := nodetest.Cluster(t, 1)
 	n := nodes[0]
-	if err := n.RemoveServer(ctx, "n99"); !errors.Is(err, ErrUnknownServer) {
-		t.Fatalf("remove n99: %v, want ErrUnknownServer", err)
+	if err := n.RemoveServer(ctx, "n99"); !errors.Is(err, cluster.ErrUnknownServer) {
+		t.Fatalf("remove n99: %v, want cluster.ErrUnknownServer", err)
 	}
 	if _, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
@@ -43,7 +45,7 @@ func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	if _, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
 	if _, err := n.Service().Authenticate(tok.GetSecret()); err != nil {
 		t.Fatalf("a caught-up leader refused a live token: %v", err)
 	}
-	n.readyTerm.Store(0) // as right after an election, before the barrier returns
+	cluster.ForgetBarrier(n) // as right after an election, before the barrier returns
 	var nl *replica.NotLeaderError
 	if _, err := n.Service().Authenticate(tok.GetSecret()); !errors.As(err, &nl) {
 		t.Fatalf("a leader still applying earlier terms answered for a token: %v", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/leader"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -22,6 +23,7 @@ type Internals struct {
 	Checker *check.Checker
 	Gossip  *gossip.Gossip
 	Ident   *identity.Identity
+	Loops   *leader.Loops // the leader's housekeeping over this node, to run one step
 	// Propose runs a housekeeping command as the leader's loops do: a
 	// bounded wait, and a whole-command rejection as an error.
 	Propose func(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
@@ -30,5 +32,5 @@ type Internals struct {
 // Internals returns the node's parts; see the type.
 func (n *Node) Internals() Internals {
 	return Internals{Config: n.cfg, Raft: n.raft, Logs: n.logs, Checker: n.check, Gossip: n.gossip,
-		Ident: n.ident, Propose: n.propose}
+		Ident: n.ident, Loops: n.loops(), Propose: n.propose}
 }

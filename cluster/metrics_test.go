@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,62 +7,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// series finds name{labels} in reg; labels are "k=v" pairs.
-func series(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (*dto.MetricFamily, *dto.Metric) {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for _, kv := range labels {
-				k, v, _ := strings.Cut(kv, "=")
-				if have[k] != v {
-					continue next
-				}
-			}
-			return f, m
-		}
-	}
-	return nil, nil
-}
-
-// metricValue is the value of a counter or gauge series, and whether it
-// exists.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	f, m := series(t, reg, name, labels...)
-	if m == nil {
-		return 0, false
-	}
-	if f.GetType() == dto.MetricType_COUNTER {
-		return m.GetCounter().GetValue(), true
-	}
-	return m.GetGauge().GetValue(), true
-}
-
 // histCount is how many observations a histogram series holds; 0 when it
 // has none.
 func histCount(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	_, m := series(t, reg, name, labels...)
+	_, m := nodetest.Series(t, reg, name, labels...)
 	return float64(m.GetHistogram().GetSampleCount())
 }
 
@@ -71,25 +29,25 @@ func histCount(t *testing.T, reg *prometheus.Registry, name string, labels ...st
 // letter on a 3-node cluster, and checks each metric: the replicated
 // ones on every node, the leader-local ones on the leader alone.
 func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
-	regs := map[*Node]*prometheus.Registry{}
-	cfgFor := func(id string, expect int) Config {
-		c := testConfig(t, id, expect)
+	regs := map[*cluster.Node]*prometheus.Registry{}
+	cfgFor := func(id string, expect int) cluster.Config {
+		c := nodetest.Config(t, id, expect)
 		c.Service.Registerer = prometheus.NewRegistry()
 		return c
 	}
 	first := cfgFor("n1", 1)
-	n1 := mustNode(t, first)
+	n1 := nodetest.Start(t, first)
 	regs[n1] = first.Service.Registerer.(*prometheus.Registry)
 	testwait.For(t, 5*time.Second, "n1 leader", n1.IsLeader)
 	testwait.For(t, 5*time.Second, "the counters' level latched", func() bool { return n1.FSM().EnabledLevel() >= fsm.LevelCounters })
-	nodes := []*Node{n1}
+	nodes := []*cluster.Node{n1}
 	for _, id := range []string{"n2", "n3"} {
 		c := cfgFor(id, 0)
 		c.Join = []string{n1.GossipAddr()}
-		n := mustNode(t, c)
+		n := nodetest.Start(t, c)
 		regs[n] = c.Service.Registerer.(*prometheus.Registry)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n1.AddServer(ctx, id, n.cfg.RaftAddr, "", false)
+		err := n1.AddServer(ctx, id, n.Internals().Config.RaftAddr, "", false)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +56,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	must := func(cmd *pb.Command) *pb.CommandResult {
 		t.Helper()
 		res, err := l.Service().Propose(ctx, cmd)
@@ -140,7 +98,7 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	must(&pb.Command{Type: pb.CommandType_COMMAND_TYPE_NACK, Body: &pb.Command_Nack{Nack: &pb.NackCmd{ // dead letter
 		TaskId: dies.GetId(), Fence: dies.GetFence(), Reason: "boom"}}})
 	// The leader's reaper requeues the short claim once its lease ran out.
-	testwait.For(t, 10*time.Second, "the reaper to expire the lease", func() bool { return pendingOn(t, l, "m") == 1 })
+	testwait.For(t, 10*time.Second, "the reaper to expire the lease", func() bool { return nodetest.PendingOn(t, l, "m") == 1 })
 
 	last := l.FSM().AppliedIndex()
 	testwait.For(t, 5*time.Second, "every node to apply", func() bool {
@@ -160,53 +118,53 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 	for _, n := range nodes {
 		reg := regs[n]
 		for name, want := range replicated {
-			if got, ok := metricValue(t, reg, name, "queue=m", "tenant=default"); !ok || got != want {
+			if got, ok := nodetest.MetricValue(t, reg, name, "queue=m", "tenant=default"); !ok || got != want {
 				t.Errorf("%s: %s = %v (present %v), want %v", n.ID(), name, got, ok, want)
 			}
 		}
 		for state, want := range states {
-			if got, _ := metricValue(t, reg, "docket_queue_tasks", "queue=m", "tenant=default", "state="+state); got != want {
+			if got, _ := nodetest.MetricValue(t, reg, "docket_queue_tasks", "queue=m", "tenant=default", "state="+state); got != want {
 				t.Errorf("%s: docket_queue_tasks{state=%s} = %v, want %v", n.ID(), state, got, want)
 			}
 		}
-		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason=expired"); !ok || got != 1 {
+		if got, ok := nodetest.MetricValue(t, reg, "docket_lease_expirations_total", "reason=expired"); !ok || got != 1 {
 			t.Errorf("%s: lease_expirations_total{expired} = %v (present %v), want 1", n.ID(), got, ok)
 		}
-		if got, ok := metricValue(t, reg, "docket_queue_oldest_pending_age_seconds", "queue=m"); !ok || got < 0 {
+		if got, ok := nodetest.MetricValue(t, reg, "docket_queue_oldest_pending_age_seconds", "queue=m"); !ok || got < 0 {
 			t.Errorf("%s: oldest pending age %v (present %v)", n.ID(), got, ok)
 		}
-		if got, _ := metricValue(t, reg, "docket_fsm_applied_index"); got < float64(last) {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_fsm_applied_index"); got < float64(last) {
 			t.Errorf("%s: fsm applied index %v, want at least %d", n.ID(), got, last)
 		}
-		if got, _ := metricValue(t, reg, "docket_raft_voters"); got != 3 {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_raft_voters"); got != 3 {
 			t.Errorf("%s: voters %v", n.ID(), got)
 		}
 		testwait.For(t, 10*time.Second, n.ID()+"'s gossip to see every voter alive", func() bool {
-			got, _ := metricValue(t, reg, "docket_raft_failure_tolerance")
+			got, _ := nodetest.MetricValue(t, reg, "docket_raft_failure_tolerance")
 			return got == 1
 		})
-		if got, _ := metricValue(t, reg, "docket_raft_state", "state=Leader"); got != b2f(n == l) {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_raft_state", "state=Leader"); got != b2f(n == l) {
 			t.Errorf("%s: raft_state{Leader} %v", n.ID(), got)
 		}
-		if got, _ := metricValue(t, reg, "docket_pebble_disk_bytes"); got <= 0 {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_pebble_disk_bytes"); got <= 0 {
 			t.Errorf("%s: pebble disk bytes %v", n.ID(), got)
 		}
-		if got, ok := metricValue(t, reg, "docket_health_serving"); !ok || got != 1 {
+		if got, ok := nodetest.MetricValue(t, reg, "docket_health_serving"); !ok || got != 1 {
 			t.Errorf("%s: health_serving %v (present %v)", n.ID(), got, ok)
 		}
 		// A diverged node is NOT_SERVING in its gRPC health, and the gauge
 		// says the same (it stayed 1 on a DIVERGED node).
-		restore := n.check.Override(check.StateDiverged)
-		if got, _ := metricValue(t, reg, "docket_health_serving"); got != 0 {
+		restore := n.Internals().Checker.Override(check.StateDiverged)
+		if got, _ := nodetest.MetricValue(t, reg, "docket_health_serving"); got != 0 {
 			t.Errorf("%s: health_serving %v while diverged, want 0", n.ID(), got)
 		}
 		restore()
 		// Leader-local: only the node that proposed saw the answers.
 		wantLocal := b2f(n == l)
-		if got, _ := metricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_lease_stale_fence_total", "command=SUBMIT"); got != wantLocal {
 			t.Errorf("%s: stale_fence_total{SUBMIT} = %v, want %v", n.ID(), got, wantLocal)
 		}
-		if got, _ := metricValue(t, reg, "docket_lease_heartbeats_total"); got != wantLocal {
+		if got, _ := nodetest.MetricValue(t, reg, "docket_lease_heartbeats_total"); got != wantLocal {
 			t.Errorf("%s: heartbeats_total = %v, want %v", n.ID(), got, wantLocal)
 		}
 		for _, h := range []struct {
@@ -226,10 +184,10 @@ func Test_MetricsMoveByExactlyTheRightAmount(t *testing.T) {
 // answer was lost as "released", from the replicated totals, once the
 // cluster latched LevelAttempts.
 func Test_LeaseExpirationsByReason(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the attempts level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelAttempts })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -258,13 +216,13 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 	}
 	claim("x", time.Second)
 	n.Service().ReleaseTasks([]*pb.Task{claim("y", time.Hour)})
-	testwait.For(t, 10*time.Second, "the reaper and the release", func() bool { return pendingOn(t, n, "x") == 1 && pendingOn(t, n, "y") == 1 })
+	testwait.For(t, 10*time.Second, "the reaper and the release", func() bool { return nodetest.PendingOn(t, n, "x") == 1 && nodetest.PendingOn(t, n, "y") == 1 })
 	for reason, want := range map[string]float64{"expired": 1, "released": 1} {
-		if got, ok := metricValue(t, reg, "docket_lease_expirations_total", "reason="+reason); !ok || got != want {
+		if got, ok := nodetest.MetricValue(t, reg, "docket_lease_expirations_total", "reason="+reason); !ok || got != want {
 			t.Errorf("lease_expirations_total{%s} = %v (present %v), want %v", reason, got, ok, want)
 		}
 	}
-	f, _ := series(t, reg, "docket_lease_expirations_total", "reason=released")
+	f, _ := nodetest.Series(t, reg, "docket_lease_expirations_total", "reason=released")
 	if f == nil || !strings.Contains(f.GetHelp(), "Replicated") {
 		t.Errorf("help text does not say the counter is replicated: %q", f.GetHelp())
 	}
@@ -277,13 +235,13 @@ func Test_LeaseExpirationsByReason(t *testing.T) {
 // graphs) existed only after the first stale fence, and only on the
 // leader.
 func Test_MetricsExistAtZeroOnAFreshNode(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
-	mustNode(t, cfg) // scraped at once: no leader yet, nothing applied
+	nodetest.Start(t, cfg) // scraped at once: no leader yet, nothing applied
 	zero := func(name string, labels ...string) {
 		t.Helper()
-		if got, ok := metricValue(t, reg, name, labels...); !ok || got != 0 {
+		if got, ok := nodetest.MetricValue(t, reg, name, labels...); !ok || got != 0 {
 			t.Errorf("%s%v = %v (present %v), want 0 from the start", name, labels, got, ok)
 		}
 	}
@@ -296,7 +254,7 @@ func Test_MetricsExistAtZeroOnAFreshNode(t *testing.T) {
 	zero("docket_lease_expirations_total", "reason=expired")
 	zero("docket_lease_expirations_total", "reason=released")
 	for _, outcome := range []string{"completed", "failed", "nack"} {
-		if _, m := series(t, reg, "docket_lease_claim_to_answer_seconds", "outcome="+outcome); m == nil || m.GetHistogram().GetSampleCount() != 0 {
+		if _, m := nodetest.Series(t, reg, "docket_lease_claim_to_answer_seconds", "outcome="+outcome); m == nil || m.GetHistogram().GetSampleCount() != 0 {
 			t.Errorf("docket_lease_claim_to_answer_seconds{outcome=%s} = %v, want present and empty", outcome, m)
 		}
 	}
@@ -306,10 +264,10 @@ func Test_MetricsExistAtZeroOnAFreshNode(t *testing.T) {
 // their parents, and the queues' pause flags, limits and the tenants'
 // schedules have gauges, on every node's replica alike.
 func Test_QueueControlGauges(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the dependencies level latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelRetries })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -364,12 +322,20 @@ func Test_QueueControlGauges(t *testing.T) {
 		{"docket_schedules", []string{"tenant=default"}, 2},
 	}
 	for _, w := range want {
-		if got, ok := metricValue(t, reg, w.name, w.labels...); !ok || got != w.value {
+		if got, ok := nodetest.MetricValue(t, reg, w.name, w.labels...); !ok || got != w.value {
 			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value)
 		}
 	}
 	// A limit not set is absent, not 0: 0 would read as "nothing may run".
-	if _, ok := metricValue(t, reg, "docket_queue_limit", "queue=other"); ok {
+	if _, ok := nodetest.MetricValue(t, reg, "docket_queue_limit", "queue=other"); ok {
 		t.Errorf("docket_queue_limit exported for a queue without limits")
 	}
+}
+
+// b2f is a gauge's value of a truth.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -18,10 +20,10 @@ import (
 // Before, no applied batch announced what the restore brought, so both
 // slept on.
 func Test_RestoreWakesWaiters(t *testing.T) {
-	l := mustCluster(t, 1)[0]
+	l := nodetest.Cluster(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := enqueueN(t, ctx, l, "a", 1)[0]
+	first := nodetest.EnqueueN(t, ctx, l, "a", 1)[0]
 	older := saveBackup(t, ctx, l) // first pending, queue b empty
 	claimed, err := l.Service().Claim(ctx, l.Service().ClaimCommand(&pb.ClaimRequest{Queue: "a", WorkerId: "w"}), 0)
 	if err != nil || len(claimed) != 1 {
@@ -32,7 +34,7 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 	if _, err := l.Service().Propose(ctx, done); err != nil {
 		t.Fatal(err)
 	}
-	second := enqueueN(t, ctx, l, "b", 1)[0]
+	second := nodetest.EnqueueN(t, ctx, l, "b", 1)[0]
 	newer := saveBackup(t, ctx, l) // first completed, second pending in b
 	restoreBackup(t, ctx, l, older)
 
@@ -77,7 +79,7 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 	}
 }
 
-func saveBackup(t *testing.T, ctx context.Context, n *Node) string {
+func saveBackup(t *testing.T, ctx context.Context, n *cluster.Node) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "backup.snap")
 	f, err := os.Create(path)
@@ -94,7 +96,7 @@ func saveBackup(t *testing.T, ctx context.Context, n *Node) string {
 	return path
 }
 
-func restoreBackup(t *testing.T, ctx context.Context, n *Node, path string) {
+func restoreBackup(t *testing.T, ctx context.Context, n *cluster.Node, path string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

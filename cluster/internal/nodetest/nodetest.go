@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -187,8 +190,8 @@ func PendingOn(t testing.TB, n *cluster.Node, queue string) uint64 {
 	return p
 }
 
-// AtLevel waits until every node latched feature level (at least) level.
-func AtLevel(t testing.TB, level uint32, nodes ...*cluster.Node) {
+// WaitLevel waits until every node latched feature level (at least) level.
+func WaitLevel(t testing.TB, level uint32, nodes ...*cluster.Node) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, fmt.Sprintf("feature level %d latched on every node", level), func() bool {
 		for _, n := range nodes {
@@ -240,4 +243,51 @@ func FlipInFile(t testing.TB, path string, needle []byte, off int, mask []byte) 
 		t.Fatalf("%q not found in %s", needle, path)
 	}
 	return n
+}
+
+// AtLevel is Config for a server whose build applies up to level: the
+// in-process stand-in for an older binary.
+func AtLevel(t testing.TB, id string, expect int, level uint32) cluster.Config {
+	t.Helper()
+	c := Config(t, id, expect)
+	c.EditFSMOptions = func(o *fsm.Options) { o.MaxLevel = level }
+	return c
+}
+
+// AssertNotProposedSince fails the test if n's log holds a command of
+// type typ (alone or in a batch) above index from: a refused command must
+// not reach Raft.
+func AssertNotProposedSince(t testing.TB, n *cluster.Node, from uint64, typ pb.CommandType, when string) {
+	t.Helper()
+	in := n.Internals()
+	for i := from + 1; i <= in.Raft.LastIndex(); i++ {
+		var l raft.Log
+		if err := in.Logs.GetLog(i, &l); err != nil {
+			t.Fatalf("%s: read entry %d: %v", when, i, err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.DecodeCommand(l.Data)
+		if err != nil {
+			t.Fatalf("%s: decode entry %d: %v", when, i, err)
+		}
+		for _, c := range append([]*pb.Command{cmd}, cmd.GetBatch().GetCommands()...) {
+			if c.GetType() == typ {
+				t.Fatalf("%s: entry %d holds %v: the refused command was proposed", when, i, typ)
+			}
+		}
+	}
+}
+
+// ClaimNow claims from queue through n's Service as worker "w", waiting up
+// to wait, and fails the test on an error.
+func ClaimNow(t testing.TB, ctx context.Context, n *cluster.Node, queue string, wait time.Duration) []*pb.Task {
+	t.Helper()
+	svc := n.Service()
+	tasks, err := svc.Claim(ctx, svc.ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
+	if err != nil {
+		t.Fatalf("claim %s: %v", queue, err)
+	}
+	return tasks
 }

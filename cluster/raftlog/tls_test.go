@@ -1,4 +1,4 @@
-package cluster
+package raftlog_test
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -65,10 +67,10 @@ func (p *testPKI) pair(o tlsgen.CertOptions) tls.Certificate {
 
 // mustTLSCluster is mustCluster with every node on mutual TLS (pki nil:
 // plain TCP, for the attacks' control runs).
-func mustTLSCluster(t *testing.T, size int, pki *testPKI) []*Node {
+func mustTLSCluster(t *testing.T, size int, pki *testPKI) []*cluster.Node {
 	t.Helper()
-	cfg := func(id string, expect int) Config {
-		c := testConfig(t, id, expect)
+	cfg := func(id string, expect int) cluster.Config {
+		c := nodetest.Config(t, id, expect)
 		c.CheckInterval = -1 // no Check entries: the applied index stays put while idle
 		if pki != nil {
 			c.TLS = pki.reloader(tlsgen.CertOptions{Name: id, Server: true})
@@ -76,12 +78,12 @@ func mustTLSCluster(t *testing.T, size int, pki *testPKI) []*Node {
 		}
 		return c
 	}
-	nodes := []*Node{mustNode(t, cfg("n1", 1))}
+	nodes := []*cluster.Node{nodetest.Start(t, cfg("n1", 1))}
 	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= size; i++ {
-		n := mustNode(t, cfg(fmt.Sprintf("n%d", i), 0))
+		n := nodetest.Start(t, cfg(fmt.Sprintf("n%d", i), 0))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		err := nodes[0].AddServer(ctx, n.ID(), n.Internals().Config.RaftAddr, "", false)
 		cancel()
 		if err != nil {
 			t.Fatalf("add %s: %v", n.ID(), err)
@@ -93,11 +95,11 @@ func mustTLSCluster(t *testing.T, size int, pki *testPKI) []*Node {
 
 func Test_TLSRaftReplicates(t *testing.T) {
 	nodes := mustTLSCluster(t, 3, newTestPKI(t))
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := 0; i < 20; i++ {
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i))); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", fmt.Sprint(i))); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}
@@ -131,7 +133,7 @@ func (s attackStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 // term would: it carries an Enqueue into queue "evil" right after the
 // target's last entry, and a commit index that covers it (issue 11,
 // attack 6). It returns the RPC's error and whether the target accepted.
-func forgeAppend(t *testing.T, target *Node, cfg *tls.Config) (bool, error) {
+func forgeAppend(t *testing.T, target *cluster.Node, cfg *tls.Config) (bool, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -139,18 +141,18 @@ func forgeAppend(t *testing.T, target *Node, cfg *tls.Config) (bool, error) {
 	}
 	trans := raft.NewNetworkTransport(attackStream{Listener: ln, cfg: cfg}, 1, 2*time.Second, io.Discard)
 	defer trans.Close()
-	last := target.raft.LastIndex()
+	last := target.Internals().Raft.LastIndex()
 	var prev raft.Log
-	if err := target.logs.GetLog(last, &prev); err != nil {
+	if err := target.Internals().Logs.GetLog(last, &prev); err != nil {
 		t.Fatal(err)
 	}
-	cmd := enqueueCmd("evil", "injected")
+	cmd := nodetest.EnqueueCmd("evil", "injected")
 	cmd.Now = time.Now().UnixNano()
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	term := target.raft.CurrentTerm() + 1
+	term := target.Internals().Raft.CurrentTerm() + 1
 	req := &raft.AppendEntriesRequest{
 		RPCHeader:    raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(ln.Addr().String())},
 		Term:         term,
@@ -160,11 +162,11 @@ func forgeAppend(t *testing.T, target *Node, cfg *tls.Config) (bool, error) {
 		LeaderCommitIndex: last + 1,
 	}
 	var resp raft.AppendEntriesResponse
-	err = trans.AppendEntries(raft.ServerID(target.ID()), raft.ServerAddress(target.cfg.RaftAddr), req, &resp)
+	err = trans.AppendEntries(raft.ServerID(target.ID()), raft.ServerAddress(target.Internals().Config.RaftAddr), req, &resp)
 	return err == nil && resp.Success, err
 }
 
-func evilPending(t *testing.T, n *Node) uint64 {
+func evilPending(t *testing.T, n *cluster.Node) uint64 {
 	t.Helper()
 	p, _, err := n.FSM().Counts("evil", "default")
 	if err != nil {
@@ -176,13 +178,13 @@ func evilPending(t *testing.T, n *Node) uint64 {
 // raftState is what an attack must leave unchanged on a node.
 type raftState struct{ term, last, applied uint64 }
 
-func stateOf(n *Node) raftState {
-	return raftState{term: n.raft.CurrentTerm(), last: n.raft.LastIndex(), applied: n.FSM().AppliedIndex()}
+func stateOf(n *cluster.Node) raftState {
+	return raftState{term: n.Internals().Raft.CurrentTerm(), last: n.Internals().Raft.LastIndex(), applied: n.FSM().AppliedIndex()}
 }
 
-func follower(t *testing.T, nodes []*Node) *Node {
+func follower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
 	t.Helper()
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	last := l.FSM().AppliedIndex()
 	for _, n := range nodes {
 		if n != l {
@@ -216,7 +218,7 @@ func Test_ForgedAppendEntries(t *testing.T) {
 	other := newTestPKI(t)
 	// Every node, not only f, must have settled before the snapshot: a
 	// follower still joining would change state with no attack at all.
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	testwait.For(t, 10*time.Second, "every node to settle on the leader's state", func() bool {
 		want := stateOf(l)
 		for _, n := range nodes {
@@ -226,11 +228,11 @@ func Test_ForgedAppendEntries(t *testing.T) {
 		}
 		return true
 	})
-	before := map[*Node]raftState{}
+	before := map[*cluster.Node]raftState{}
 	for _, n := range nodes {
 		before[n] = stateOf(n)
 	}
-	leaderBefore, _ := leaderOf(t, nodes).Leader()
+	leaderBefore, _ := nodetest.LeaderOf(t, nodes).Leader()
 	roots := pki.reloader(tlsgen.CertOptions{Name: "roots", Server: true}).PeerClientConfig().RootCAs
 	client := func(c tls.Certificate) *tls.Config {
 		return &tls.Config{MinVersion: certs.MinVersion, ServerName: certs.ServerName, RootCAs: roots, Certificates: []tls.Certificate{c}}
@@ -263,7 +265,7 @@ func Test_ForgedAppendEntries(t *testing.T) {
 			t.Errorf("%s: state %+v after the attacks, %+v before", n.ID(), got, before[n])
 		}
 	}
-	if id, _ := leaderOf(t, nodes).Leader(); id != leaderBefore {
+	if id, _ := nodetest.LeaderOf(t, nodes).Leader(); id != leaderBefore {
 		t.Errorf("leader %s after the attacks, %s before", id, leaderBefore)
 	}
 }
@@ -273,7 +275,7 @@ func Test_ForgedAppendEntries(t *testing.T) {
 // connection slot back.
 func Test_TLSRaftHandshakeDeadline(t *testing.T) {
 	nodes := mustTLSCluster(t, 1, newTestPKI(t))
-	c, err := net.Dial("tcp", nodes[0].cfg.RaftAddr)
+	c, err := net.Dial("tcp", nodes[0].Internals().Config.RaftAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

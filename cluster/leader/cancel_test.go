@@ -1,4 +1,4 @@
-package cluster
+package leader_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -17,21 +18,21 @@ import (
 // FEATURE_DISABLED (nothing proposed), a plain one goes on, and Cancel of
 // a running task is still WRONG_STATE.
 func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
-	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelQueueControl))
+	n := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelQueueControl))
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	before := n.raft.LastIndex()
+	before := n.Internals().Raft.LastIndex()
 	timed := service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}})
 	var fe *service.FeatureError
 	if _, err := n.Service().Propose(ctx, timed); !errors.As(err, &fe) || fe.Need != fsm.LevelCancelRunning {
 		t.Fatalf("enqueue with a timeout on a level-%d cluster: %v, want service.FeatureError need %d", fsm.LevelQueueControl, err, fsm.LevelCancelRunning)
 	}
-	assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_ENQUEUE, "enqueue with a timeout")
-	mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
-	task := claimNow(t, ctx, n, "q", 0)[0]
-	res := mustApply(t, ctx, n, service.CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
+	nodetest.AssertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_ENQUEUE, "enqueue with a timeout")
+	nodetest.MustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}))
+	task := nodetest.ClaimNow(t, ctx, n, "q", 0)[0]
+	res := nodetest.MustApply(t, ctx, n, service.CancelCommand(&pb.CancelRequest{TaskId: task.GetId()}))
 	if err := pb.ItemError(res.GetItems()[0]); !errors.Is(err, pb.ErrWrongState) {
 		t.Fatalf("cancel of a running task before the latch: %v, want pb.ErrWrongState", err)
 	}
@@ -41,12 +42,12 @@ func Test_CancelRunningGatedBeforeLatch(t *testing.T) {
 // past its execution deadline while its worker keeps heartbeating; the
 // heartbeat past the deadline is refused with pb.ErrTimedOut.
 func Test_LeaderTimesOutPastDeadline(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	testwait.For(t, 10*time.Second, "level 9 latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelCancelRunning })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}}))
-	task := claimNow(t, ctx, n, "q", 0)[0]
+	nodetest.MustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q", TimeoutNs: int64(time.Second)}}}))
+	task := nodetest.ClaimNow(t, ctx, n, "q", 0)[0]
 	if task.GetDeadlineAt() == 0 {
 		t.Fatalf("claimed without a deadline: %v", task)
 	}

@@ -1,6 +1,6 @@
 //go:build system
 
-package cluster
+package health_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/health"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/internal/testwait"
 )
@@ -62,7 +64,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	// (see above).
 	mustTmpfsAt(t, filepath.Join(disk, "fsm"), 512<<20)
 	lines := newLineCounter()
-	nodes := mustClusterWith(t, 3, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) {
 		c.ApplyLagBound = time.Second
 		if c.ID == "n3" {
 			c.DataDir = disk
@@ -78,7 +80,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	start := time.Now()
 	i := 0
 	for ; i < 600 && !hasProblem(n3, ""); i++ {
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload)); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}
@@ -89,7 +91,7 @@ func Test_SystemDiskFullFollowerTmpfs(t *testing.T) {
 	// The leader keeps writing through the other follower for 5 s while
 	// n3's appends fail; n3 must not log each failed append.
 	for j := 0; j < 5000 && time.Since(start) < 5*time.Second; j++ {
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "small")); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "small")); err != nil {
 			t.Fatalf("propose with n3 full: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package cluster
+package service_test
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func latched(t *testing.T, nodes ...*Node) {
+func latched(t *testing.T, nodes ...*cluster.Node) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, "queue control latched on every node", func() bool {
 		for _, n := range nodes {
@@ -25,32 +27,11 @@ func latched(t *testing.T, nodes ...*Node) {
 	})
 }
 
-func mustApply(t *testing.T, ctx context.Context, n *Node, cmd *pb.Command) *pb.CommandResult {
-	t.Helper()
-	res, err := n.Service().Propose(ctx, cmd)
-	if err == nil {
-		err = pb.ResultError(res)
-	}
-	if err != nil {
-		t.Fatalf("%v: %v", cmd.GetType(), err)
-	}
-	return res
-}
-
-func claimNow(t *testing.T, ctx context.Context, n *Node, queue string, wait time.Duration) []*pb.Task {
-	t.Helper()
-	tasks, err := n.Service().Claim(ctx, n.Service().ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
-	if err != nil {
-		t.Fatalf("claim %s: %v", queue, err)
-	}
-	return tasks
-}
-
 // Test_QueueControlGatedBeforeLatch: while a server runs a build below
 // LevelQueueControl, pause and purge are refused with FEATURE_DISABLED
 // and nothing is proposed.
 func Test_QueueControlGatedBeforeLatch(t *testing.T) {
-	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelCounters))
+	n := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelCounters))
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelCounters })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -74,15 +55,15 @@ func Test_QueueControlGatedBeforeLatch(t *testing.T) {
 // Test_PausedQueueLongPoll: a long poll on a paused queue waits as on an
 // empty one, proposing nothing, and resuming wakes it with the task.
 func Test_PausedQueueLongPoll(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	latched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id := enqueueN(t, ctx, n, "a", 1)[0]
-	mustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", true))
+	id := nodetest.EnqueueN(t, ctx, n, "a", 1)[0]
+	nodetest.MustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", true))
 	before := n.FSM().AppliedIndex()
 	start := time.Now()
-	if got := claimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
+	if got := nodetest.ClaimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
 		t.Fatalf("claim of a paused queue took %v", got)
 	}
 	if took := time.Since(start); took < 250*time.Millisecond {
@@ -95,9 +76,9 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 		t.Fatalf("a waiting claim on a paused queue proposed: applied %d → %d", before, got)
 	}
 	ch := make(chan []*pb.Task, 1)
-	go func() { ch <- claimNow(t, ctx, n, "a", time.Minute) }()
+	go func() { ch <- nodetest.ClaimNow(t, ctx, n, "a", time.Minute) }()
 	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Service().Waiting(); return w == 1 })
-	mustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", false))
+	nodetest.MustApply(t, ctx, n, service.SetQueuePausedCommand("a", "", false))
 	select {
 	case got := <-ch:
 		if len(got) != 1 || got[0].GetId() != id {
@@ -111,34 +92,34 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 // Test_PauseSurvivesFailover: the pause is replicated state; the next
 // leader's claims take nothing until it is resumed there.
 func Test_PauseSurvivesFailover(t *testing.T) {
-	nodes := mustCluster(t, 3)
-	l := leaderOf(t, nodes)
+	nodes := nodetest.Cluster(t, 3)
+	l := nodetest.LeaderOf(t, nodes)
 	latched(t, nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mustApply(t, ctx, l, service.SetQueuePausedCommand("a", "", true))
-	id := enqueueN(t, ctx, l, "a", 1)[0]
+	nodetest.MustApply(t, ctx, l, service.SetQueuePausedCommand("a", "", true))
+	id := nodetest.EnqueueN(t, ctx, l, "a", 1)[0]
 	if err := l.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var rest []*Node
+	var rest []*cluster.Node
 	for _, n := range nodes {
 		if n != l {
 			rest = append(rest, n)
 		}
 	}
-	nl := leaderOf(t, rest)
+	nl := nodetest.LeaderOf(t, rest)
 	if err := nl.ReadBarrier(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimNow(t, ctx, nl, "a", 0); len(got) != 0 {
+	if got := nodetest.ClaimNow(t, ctx, nl, "a", 0); len(got) != 0 {
 		t.Fatalf("the new leader handed out %v of a paused queue", got)
 	}
 	if st, _, err := nl.Service().Stats(ctx, "a", "default", "", service.Linearizable); err != nil || len(st) != 1 || !st[0].GetPaused() || st[0].GetPending() != 1 {
 		t.Fatalf("stats on the new leader: %v %v", st, err)
 	}
-	mustApply(t, ctx, nl, service.SetQueuePausedCommand("a", "", false))
-	if got := claimNow(t, ctx, nl, "a", 0); len(got) != 1 || got[0].GetId() != id {
+	nodetest.MustApply(t, ctx, nl, service.SetQueuePausedCommand("a", "", false))
+	if got := nodetest.ClaimNow(t, ctx, nl, "a", 0); len(got) != 1 || got[0].GetId() != id {
 		t.Fatalf("claim after resume: %v, want %s", got, id)
 	}
 }
@@ -146,7 +127,7 @@ func Test_PauseSurvivesFailover(t *testing.T) {
 // Test_PurgeQueueInSteps: a purge larger than one command's limit runs as
 // several and counts them all; running tasks stay.
 func Test_PurgeQueueInSteps(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	latched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -157,10 +138,10 @@ func Test_PurgeQueueInSteps(t *testing.T) {
 		for i := range tasks {
 			tasks[i] = &pb.NewTask{Queue: "a", Tenant: "default", Payload: []byte(fmt.Sprint(done + i))}
 		}
-		mustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks}))
+		nodetest.MustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks}))
 		done += k
 	}
-	if got := claimNow(t, ctx, n, "a", 0); len(got) != 1 {
+	if got := nodetest.ClaimNow(t, ctx, n, "a", 0); len(got) != 1 {
 		t.Fatalf("claim: %v", got)
 	}
 	before := n.FSM().AppliedIndex()

@@ -1,9 +1,8 @@
-package cluster
+package health_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -15,9 +14,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/health"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -42,55 +42,6 @@ func (d *diskFull) MaybeError(op errorfs.Op) error {
 		return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
 	}
 	return nil
-}
-
-// failingLogs fails StoreLogs with ENOSPC while on, like raft.db on a full
-// disk. It sits where BoltDB does, under the LogCache.
-type failingLogs struct {
-	raft.LogStore
-	on atomic.Bool
-}
-
-func (f *failingLogs) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{l}) }
-
-func (f *failingLogs) StoreLogs(logs []*raft.Log) error {
-	if f.on.Load() {
-		return fmt.Errorf("write raft.db: %w", syscall.ENOSPC)
-	}
-	return f.LogStore.StoreLogs(logs)
-}
-
-// mustClusterFailingLogs starts 3 nodes whose Raft log stores can be made
-// to fail; logsOf names a node's.
-func mustClusterFailingLogs(t *testing.T) (nodes []*Node, logsOf func(id string) *failingLogs) {
-	t.Helper()
-	var mu sync.Mutex
-	logs := map[string]*failingLogs{}
-	nodes = mustClusterWith(t, 3, func(c *Config) {
-		id := c.ID
-		// No periodic check: a CheckResult of the leader's own that meets
-		// the failing log first would make it step down before the
-		// proposal under test reaches Raft.
-		c.CheckInterval = -1
-		c.WrapLogStore = func(s raft.LogStore) raft.LogStore {
-			f := &failingLogs{LogStore: s}
-			mu.Lock()
-			logs[id] = f
-			mu.Unlock()
-			return f
-		}
-	})
-	// The leader's start-up entries (the level latch, the cluster's id)
-	// are in before a test turns a log's failure on.
-	testwait.For(t, 10*time.Second, "the leader's start-up entries", func() bool {
-		l := leaderOf(t, nodes)
-		return l.ClusterID() != "" && l.FSM().EnabledLevel() == l.FSM().MaxLevel()
-	})
-	return nodes, func(id string) *failingLogs {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs[id]
-	}
 }
 
 // lineCounter is a slog handler that counts records, and those mentioning
@@ -122,29 +73,7 @@ func (c *lineCounter) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (c *lineCounter) WithGroup(string) slog.Handler { return c }
 
-// mustClusterWith is mustCluster with a per-node edit of the config.
-func mustClusterWith(t *testing.T, size int, edit func(*Config)) []*Node {
-	t.Helper()
-	cfg := testConfig(t, "n1", 1)
-	edit(&cfg)
-	nodes := []*Node{mustNode(t, cfg)}
-	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
-	for i := 2; i <= size; i++ {
-		cfg := testConfig(t, fmt.Sprintf("n%d", i), 0)
-		edit(&cfg)
-		n := mustNode(t, cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
-		cancel()
-		if err != nil {
-			t.Fatalf("add %s: %v", n.ID(), err)
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes
-}
-
-func hasProblem(n *Node, word string) bool {
+func hasProblem(n *cluster.Node, word string) bool {
 	for _, p := range n.HealthProblems() {
 		if strings.Contains(p, word) {
 			return true
@@ -159,7 +88,7 @@ func hasProblem(n *Node, word string) bool {
 func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 	full := &diskFull{}
 	lines := newLineCounter()
-	nodes := mustClusterWith(t, 3, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) {
 		c.ApplyLagBound = 300 * time.Millisecond
 		if c.ID == "n3" {
 			c.Logger = slog.New(lines)
@@ -182,7 +111,7 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 	defer cancel()
 	payload := strings.Repeat("x", 64<<10)
 	for i := 0; i < 64; i++ { // 4 MiB: twice what n3 holds before it stalls
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload)); err != nil {
 			t.Fatalf("propose %d: %v", i, err)
 		}
 	}
@@ -208,18 +137,18 @@ func Test_FollowerDiskFullIsUnhealthyAndQuiet(t *testing.T) {
 // leadership-lost (Unavailable, retried by the client for safe calls), not
 // an unclassified error that transport reports as Internal.
 func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
-	nodes, logsOf := mustClusterFailingLogs(t)
-	l := leaderOf(t, nodes)
+	nodes, logsOf := nodetest.ClusterFailingLogs(t)
+	l := nodetest.LeaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", "before")); err != nil {
+	if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "before")); err != nil {
 		t.Fatalf("propose before the fault: %v", err)
 	}
 
 	bad := logsOf(l.ID())
-	bad.on.Store(true)
-	t.Cleanup(func() { bad.on.Store(false) })
-	_, err := l.Service().Propose(ctx, enqueueCmd("jobs", "lost"))
+	bad.On.Store(true)
+	t.Cleanup(func() { bad.On.Store(false) })
+	_, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "lost"))
 	if !errors.Is(err, replica.ErrLeadershipLost) {
 		t.Fatalf("propose on a leader whose log write fails: %v; want replica.ErrLeadershipLost", err)
 	}
@@ -240,9 +169,9 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 		return false
 	})
 
-	bad.on.Store(false)
-	nl := leaderOf(t, nodes)
-	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	bad.On.Store(false)
+	nl := nodetest.LeaderOf(t, nodes)
+	if _, err := nl.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader: %v", err)
 	}
 	testwait.For(t, 5*time.Second, "the old leader healthy again", func() bool { return len(l.HealthProblems()) == 0 })
@@ -254,7 +183,7 @@ func Test_LeaderLogWriteFailureStepsDown(t *testing.T) {
 // leadership over and say NOT_SERVING.
 func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	full := &diskFull{}
-	nodes := mustClusterWith(t, 3, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) {
 		c.ApplyLagBound = 300 * time.Millisecond
 		if c.ID == "n1" {
 			c.EditFSMOptions = func(o *fsm.Options) {
@@ -270,14 +199,14 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	stalled := false
 	for i := 0; i < 64 && !stalled; i++ { // 4 MiB: twice what n1 holds before it stalls
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := n1.Service().Propose(ctx, enqueueCmd("jobs", payload))
+		_, err := n1.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload))
 		cancel()
 		stalled = err != nil
 	}
 	if !stalled {
 		t.Fatalf("n1 applied 4 MiB with every flush failing")
 	}
-	var nl *Node
+	var nl *cluster.Node
 	testwait.For(t, 10*time.Second, "another node leads", func() bool {
 		for _, n := range nodes[1:] {
 			if n.IsLeader() {
@@ -289,7 +218,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	if _, err := nl.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
 	}
 	if !hasProblem(n1, "apply stuck") {
@@ -304,7 +233,7 @@ func Test_LeaderPebbleFullHandsOverLeadership(t *testing.T) {
 // must shut its Raft down so that the others elect.
 func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 	full := &diskFull{}
-	nodes := mustClusterWith(t, 3, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) {
 		c.ApplyLagBound = time.Second
 		// One entry per apply batch: Raft's apply queue (128 batches) then
 		// fills well within the bound.
@@ -336,7 +265,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-				_, err := n1.Service().Propose(ctx, enqueueCmd("jobs", payload))
+				_, err := n1.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload))
 				cancel()
 				if err != nil && !n1.IsLeader() {
 					return
@@ -345,7 +274,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 			}
 		}()
 	}
-	var nl *Node
+	var nl *cluster.Node
 	testwait.For(t, 15*time.Second, "another node leads", func() bool {
 		for _, n := range nodes[1:] {
 			if n.IsLeader() {
@@ -360,7 +289,7 @@ func Test_LoadedLeaderPebbleFullLetsOthersLead(t *testing.T) {
 	t.Logf("%d proposals to n1; n1 problems %q", sent.Load(), n1.HealthProblems())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := nl.Service().Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+	if _, err := nl.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "after")); err != nil {
 		t.Fatalf("propose on the new leader %s: %v", nl.ID(), err)
 	}
 	if len(n1.HealthProblems()) == 0 {

@@ -1,17 +1,19 @@
-package cluster
+package service_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func limitsLatched(t *testing.T, n *Node) {
+func limitsLatched(t *testing.T, n *cluster.Node) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, "limits latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelLimits })
 }
@@ -19,14 +21,14 @@ func limitsLatched(t *testing.T, n *Node) {
 func u32p(v uint32) *uint32 { return &v }
 func u64p(v uint64) *uint64 { return &v }
 
-func submitTask(t *testing.T, ctx context.Context, n *Node, task *pb.Task) {
+func submitTask(t *testing.T, ctx context.Context, n *cluster.Node, task *pb.Task) {
 	t.Helper()
-	mustApply(t, ctx, n, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{
+	nodetest.MustApply(t, ctx, n, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{
 		Submit: &pb.SubmitCmd{TaskId: task.GetId(), Fence: task.GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED}}})
 }
 
 // claimAsync starts a long poll of queue and returns where its answer goes.
-func claimAsync(t *testing.T, ctx context.Context, n *Node, queue string, wait time.Duration) <-chan []*pb.Task {
+func claimAsync(t *testing.T, ctx context.Context, n *cluster.Node, queue string, wait time.Duration) <-chan []*pb.Task {
 	ch := make(chan []*pb.Task, 1)
 	go func() {
 		tasks, err := n.Service().Claim(ctx, n.Service().ClaimCommand(&pb.ClaimRequest{Queue: queue, WorkerId: "w"}), wait)
@@ -53,19 +55,19 @@ func within(t *testing.T, ch <-chan []*pb.Task, d time.Duration, what string) []
 // concurrency limit waits without proposing, as on an empty queue, and
 // wakes when a running task of the queue ends.
 func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	limitsLatched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	enqueueN(t, ctx, n, "a", 3)
-	mustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", u32p(1), nil, nil))
-	run := claimNow(t, ctx, n, "a", 0)
+	nodetest.EnqueueN(t, ctx, n, "a", 3)
+	nodetest.MustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", u32p(1), nil, nil))
+	run := nodetest.ClaimNow(t, ctx, n, "a", 0)
 	if len(run) != 1 {
 		t.Fatalf("first claim took %d", len(run))
 	}
 	before := n.FSM().AppliedIndex()
 	start := time.Now()
-	if got := claimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
+	if got := nodetest.ClaimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
 		t.Fatalf("a claim over the limit took %v", got)
 	}
 	if took := time.Since(start); took < 250*time.Millisecond {
@@ -86,13 +88,13 @@ func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 // sleeps until the next token is due and then takes it, proposing only a
 // few entries meanwhile.
 func Test_RateLimitedLongPoll(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	limitsLatched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	enqueueN(t, ctx, n, "a", 3)
-	mustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", nil, u64p(1000), u32p(1))) // 1/s
-	if got := claimNow(t, ctx, n, "a", 0); len(got) != 1 {
+	nodetest.EnqueueN(t, ctx, n, "a", 3)
+	nodetest.MustApply(t, ctx, n, service.SetQueueLimitsCommand("a", "", nil, u64p(1000), u32p(1))) // 1/s
+	if got := nodetest.ClaimNow(t, ctx, n, "a", 0); len(got) != 1 {
 		t.Fatalf("first claim took %d", len(got))
 	}
 	before := n.FSM().AppliedIndex()
@@ -114,14 +116,14 @@ func Test_RateLimitedLongPoll(t *testing.T) {
 // task that ends in one queue wakes a long poll on another of the
 // tenant's queues.
 func Test_TenantLimitWakesOtherQueue(t *testing.T) {
-	n := mustCluster(t, 1)[0]
+	n := nodetest.Cluster(t, 1)[0]
 	limitsLatched(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	enqueueN(t, ctx, n, "a", 1)
-	enqueueN(t, ctx, n, "b", 1)
-	mustApply(t, ctx, n, service.SetQueueLimitsCommand("", "", u32p(1), nil, nil))
-	run := claimNow(t, ctx, n, "a", 0)
+	nodetest.EnqueueN(t, ctx, n, "a", 1)
+	nodetest.EnqueueN(t, ctx, n, "b", 1)
+	nodetest.MustApply(t, ctx, n, service.SetQueueLimitsCommand("", "", u32p(1), nil, nil))
+	run := nodetest.ClaimNow(t, ctx, n, "a", 0)
 	if len(run) != 1 {
 		t.Fatalf("claim of a took %d", len(run))
 	}

@@ -1,4 +1,4 @@
-package cluster
+package raftlog_test
 
 import (
 	"context"
@@ -6,34 +6,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
 // identityCluster is a TLS cluster of size nodes named prefix1..prefixN
 // under pki, joined over gossip, each knowing the cluster's id.
-func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Node {
+func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*cluster.Node {
 	t.Helper()
-	var nodes []*Node
+	var nodes []*cluster.Node
 	for i := 1; i <= size; i++ {
 		id := fmt.Sprintf("%s%d", prefix, i)
 		expect := 0
 		if i == 1 {
 			expect = 1
 		}
-		c := testConfig(t, id, expect)
+		c := nodetest.Config(t, id, expect)
 		c.CheckInterval = -1
 		c.TLS = pki.reloader(tlsgen.CertOptions{Name: id, Server: true})
 		c.RaftHandshakeTimeout = 300 * time.Millisecond
 		if i > 1 {
 			c.Join = []string{nodes[0].GossipAddr()}
 		}
-		n := mustNode(t, c)
+		n := nodetest.Start(t, c)
 		if i == 1 {
 			testwait.For(t, 5*time.Second, id+" leader", n.IsLeader)
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+			err := nodes[0].AddServer(ctx, n.ID(), n.Internals().Config.RaftAddr, "", false)
 			cancel()
 			if err != nil {
 				t.Fatalf("add %s: %v", id, err)
@@ -54,7 +56,7 @@ func identityCluster(t *testing.T, pki *testPKI, prefix string, size int) []*Nod
 	testwait.For(t, 10*time.Second, prefix+" nodes announce the id in gossip", func() bool {
 		for _, n := range nodes {
 			seen := 0
-			for _, m := range n.gossip.Members() {
+			for _, m := range n.Internals().Gossip.Members() {
 				if m.Cluster == nodes[0].ClusterID() {
 					seen++
 				}
@@ -83,18 +85,18 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 	if idA == idB {
 		t.Fatalf("two clusters minted one id %q", idA)
 	}
-	leaderA, leaderB := leaderOf(t, a), leaderOf(t, b)
-	victimB, victimA := followerOf(b, leaderB), followerOf(a, leaderA)
+	leaderA, leaderB := nodetest.LeaderOf(t, a), nodetest.LeaderOf(t, b)
+	victimB, victimA := nodetest.FollowerOf(b, leaderB), nodetest.FollowerOf(a, leaderA)
 
 	// Raft: each leader adds a server of the other cluster as a voter.
-	for _, x := range []struct{ leader, victim *Node }{{leaderA, victimB}, {leaderB, victimA}} {
+	for _, x := range []struct{ leader, victim *cluster.Node }{{leaderA, victimB}, {leaderB, victimA}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_ = x.leader.AddServer(ctx, "x-"+x.victim.ID(), x.victim.cfg.RaftAddr, "", false) // it may not commit
+		_ = x.leader.AddServer(ctx, "x-"+x.victim.ID(), x.victim.Internals().Config.RaftAddr, "", false) // it may not commit
 		cancel()
 	}
 	testwait.For(t, 15*time.Second, "both victims refused the other leader, or were taken over", func() bool {
 		taken := victimB.ClusterID() != idB || victimA.ClusterID() != idA
-		return taken || (victimB.ident.Refused() >= 3 && victimA.ident.Refused() >= 3)
+		return taken || (victimB.Internals().Ident.Refused() >= 3 && victimA.Internals().Ident.Refused() >= 3)
 	})
 	if victimB.ClusterID() != idB || victimA.ClusterID() != idA {
 		t.Fatalf("a server was taken over by the other cluster: %s now in %q (was %s), %s in %q (was %s)",
@@ -102,15 +104,15 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 	}
 
 	// Gossip: a server of each joins the other's pool.
-	if _, err := victimB.gossip.Join([]string{leaderA.GossipAddr()}); err == nil {
+	if _, err := victimB.Internals().Gossip.Join([]string{leaderA.GossipAddr()}); err == nil {
 		t.Errorf("%s joined cluster %s's gossip from cluster %s", victimB.ID(), idA, idB)
 	}
-	for _, m := range leaderA.gossip.Members() {
+	for _, m := range leaderA.Internals().Gossip.Members() {
 		if m.ID[0] == 'b' {
 			t.Errorf("cluster a's pool holds %s of cluster b", m.ID)
 		}
 	}
-	for _, m := range victimB.gossip.Members() {
+	for _, m := range victimB.Internals().Gossip.Members() {
 		if m.ID[0] == 'a' {
 			t.Errorf("cluster b's pool holds %s of cluster a", m.ID)
 		}
@@ -118,11 +120,11 @@ func Test_TwoClustersOneCANeverMerge(t *testing.T) {
 
 	// Each cluster still has its own id and serves writes to all its nodes.
 	for _, c := range []struct {
-		nodes []*Node
+		nodes []*cluster.Node
 		id    string
 	}{{a, idA}, {b, idB}} {
-		l := leaderOf(t, c.nodes)
-		task := proposeOK(t, l, "after-crossing")
+		l := nodetest.LeaderOf(t, c.nodes)
+		task := nodetest.ProposeOK(t, l, "after-crossing")
 		for _, n := range c.nodes {
 			if got := n.ClusterID(); got != c.id {
 				t.Fatalf("%s's cluster id is %q, was %q", n.ID(), got, c.id)

@@ -1,4 +1,4 @@
-package cluster
+package check_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 )
@@ -22,13 +23,13 @@ import (
 // holds little more than keys, and apply would read a flipped block of it
 // before the scrub did.
 func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.PebbleMemTableBytes = 64 << 10 // flush to tables after a few writes
 	cfg.ScrubInterval = 100 * time.Millisecond
 	// A compaction that read the damaged table first would stop the
 	// process (Pebble's fatal report), as it does a real node.
 	cfg.EditFSMOptions = func(o *fsm.Options) { o.NoCompactions = true }
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	// Write until Pebble holds a blob file; a scrub that reads one back
 	// whole means its flush finished (a file being flushed may still be empty).
@@ -40,7 +41,7 @@ func Test_ScrubFindsDamageWhileRunning(t *testing.T) {
 		return st.Blobs
 	}
 	for i := 0; i < 400 && scrubbed() == 0; i++ {
-		proposeOK(t, n, strings.Repeat("x", 4<<10)+string(rune('a'+i%26)))
+		nodetest.ProposeOK(t, n, strings.Repeat("x", 4<<10)+string(rune('a'+i%26)))
 	}
 	tables, _ := filepath.Glob(filepath.Join(cfg.DataDir, "fsm", "db", "*.blob"))
 	if len(tables) == 0 {

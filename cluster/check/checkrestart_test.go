@@ -1,10 +1,12 @@
-package cluster
+package check_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -19,25 +21,25 @@ import (
 func Test_RestartedVoterSkipsChecksOfEarlierTerms(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nodes := mustClusterWith(t, 3, func(c *Config) { c.CheckInterval = -1 })
-	l := leaderOf(t, nodes)
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) { c.CheckInterval = -1 })
+	l := nodetest.LeaderOf(t, nodes)
 	// The lagging voter stops first and misses the checks below: after the
 	// restart it receives them from the others' logs.
-	lagging := followerOf(nodes, l)
-	lagCfg := lagging.cfg
+	lagging := nodetest.FollowerOf(nodes, l)
+	lagCfg := lagging.Internals().Config
 	if err := lagging.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var old []uint64
 	for i := 0; i < 3; i++ {
-		proposeOK(t, l, "before-restart")
-		res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
+		nodetest.ProposeOK(t, l, "before-restart")
+		res, err := l.Internals().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		old = append(old, res.GetIndex())
 	}
-	cfgs := []Config{l.cfg, lagCfg}
+	cfgs := []cluster.Config{l.Internals().Config, lagCfg}
 	for _, n := range nodes {
 		if n != lagging {
 			if err := n.Shutdown(ctx); err != nil {
@@ -46,9 +48,9 @@ func Test_RestartedVoterSkipsChecksOfEarlierTerms(t *testing.T) {
 		}
 	}
 	// The old leader and the lagging voter come back; the third stays down.
-	var back []*Node
+	var back []*cluster.Node
 	for _, cfg := range cfgs {
-		n, err := New(cfg)
+		n, err := cluster.New(cfg)
 		if err != nil {
 			t.Fatalf("restart %s: %v", cfg.ID, err)
 		}
@@ -56,8 +58,8 @@ func Test_RestartedVoterSkipsChecksOfEarlierTerms(t *testing.T) {
 		back = append(back, n)
 	}
 	testwait.For(t, 10*time.Second, "a leader among the restarted", func() bool { return back[0].IsLeader() || back[1].IsLeader() })
-	nl := leaderOf(t, back)
-	res, err := nl.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
+	nl := nodetest.LeaderOf(t, back)
+	res, err := nl.Internals().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

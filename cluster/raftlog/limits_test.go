@@ -1,4 +1,4 @@
-package cluster
+package raftlog_test
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
 // Raft's listener holds at most RaftMaxConns inbound connections: the rest
 // of a flood is closed at accept, and the node keeps committing.
 func Test_RaftListenerRefusesPastLimit(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.RaftMaxConns = 4
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 
 	const flood = 12
@@ -26,7 +27,7 @@ func Test_RaftListenerRefusesPastLimit(t *testing.T) {
 		}
 	}()
 	for i := 0; i < flood; i++ {
-		c, err := net.DialTimeout("tcp", n.cfg.RaftAddr, 2*time.Second)
+		c, err := net.DialTimeout("tcp", n.Internals().Config.RaftAddr, 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +55,7 @@ func Test_RaftListenerRefusesPastLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := n.Service().Propose(ctx, enqueueCmd("q", "during the flood")); err != nil {
+	if _, err := n.Service().Propose(ctx, nodetest.EnqueueCmd("q", "during the flood")); err != nil {
 		t.Fatalf("propose while Raft's listener is full: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package leader_test
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func schedulesLatched(t *testing.T, nodes ...*Node) {
+func schedulesLatched(t *testing.T, nodes ...*cluster.Node) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, "schedules latched on every node", func() bool {
 		for _, n := range nodes {
@@ -25,7 +27,7 @@ func schedulesLatched(t *testing.T, nodes ...*Node) {
 }
 
 // scheduledTasks lists the pending tasks of queue on n's replica.
-func scheduledTasks(t *testing.T, n *Node, queue string) []*pb.Task {
+func scheduledTasks(t *testing.T, n *cluster.Node, queue string) []*pb.Task {
 	t.Helper()
 	var out []*pb.Task
 	cursor := ""
@@ -46,14 +48,14 @@ func scheduledTasks(t *testing.T, n *Node, queue string) []*pb.Task {
 // catch-up keeps firing across two leadership transfers, one task per
 // slot, no slot twice and none missing between the first and the last.
 func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
-	nodes := mustClusterWith(t, 3, func(c *Config) { c.ScheduleInterval = 50 * time.Millisecond })
+	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) { c.ScheduleInterval = 50 * time.Millisecond })
 	schedulesLatched(t, nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l := leaderOf(t, nodes)
-	mustApply(t, ctx, l, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s",
+	l := nodetest.LeaderOf(t, nodes)
+	nodetest.MustApply(t, ctx, l, service.PutScheduleCommand(&pb.Schedule{Name: "tick", Queue: "cron", Spec: "@every 1s",
 		Missed: pb.MissedPolicy_MISSED_POLICY_CATCH_UP, CatchupMax: 10, Payload: []byte("tick")}))
-	fired := func(n *Node) uint64 {
+	fired := func(n *cluster.Node) uint64 {
 		s, err := n.FSM().Schedule(pb.DefaultTenant, "tick")
 		if err != nil {
 			return 0
@@ -83,11 +85,11 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := mustApply(t, ctx, l, service.FireScheduleCommand(pb.DefaultTenant, "tick", last.GetLastSlot()))
+	res := nodetest.MustApply(t, ctx, l, service.FireScheduleCommand(pb.DefaultTenant, "tick", last.GetLastSlot()))
 	if c := res.GetItems()[0].GetCode(); c != pb.Code_CODE_ALREADY_DONE {
 		t.Fatalf("the last slot again: %v", c)
 	}
-	mustApply(t, ctx, l, service.RemoveScheduleCommand("", "tick"))
+	nodetest.MustApply(t, ctx, l, service.RemoveScheduleCommand("", "tick"))
 	testwait.For(t, 10*time.Second, "every replica applied the removal", func() bool {
 		for _, n := range nodes {
 			if n.FSM().AppliedIndex() < l.FSM().AppliedIndex() {
@@ -125,7 +127,7 @@ func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 // Test_ScheduleGatedBeforeLatch: below LevelSchedules a put is refused
 // with FEATURE_DISABLED and the scheduler proposes nothing.
 func Test_ScheduleGatedBeforeLatch(t *testing.T) {
-	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelQueueControl))
+	n := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelQueueControl))
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelQueueControl })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -135,7 +137,7 @@ func Test_ScheduleGatedBeforeLatch(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Need != fsm.LevelSchedules {
 		t.Fatalf("put on a level-%d cluster: %v", fsm.LevelQueueControl, err)
 	}
-	if err := n.loops().ScheduleOnce(ctx); err != nil {
+	if err := n.Internals().Loops.ScheduleOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The leader's other loops (the consistency check, the latch) may

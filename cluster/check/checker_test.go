@@ -1,4 +1,4 @@
-package cluster
+package check_test
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -19,19 +21,19 @@ import (
 // check's feature level: a server on an older build would stop on the
 // unknown command type during a rolling upgrade.
 func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
-	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBatch))
+	n := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelBatch))
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
-	nodes := []*Node{n}
-	l := leaderOf(t, nodes)
+	nodes := []*cluster.Node{n}
+	l := nodetest.LeaderOf(t, nodes)
 	// The leader's first entries may still be applying: wait, or they
 	// would look like a proposal.
 	testwait.For(t, 5*time.Second, "the leader to apply its log", func() bool {
-		return l.FSM().AppliedIndex() >= l.raft.LastIndex()
+		return l.FSM().AppliedIndex() >= l.Internals().Raft.LastIndex()
 	})
 	before := l.FSM().AppliedIndex()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.check.CheckOnce(ctx, false); !errors.Is(err, check.ErrChecksUnsupported) {
+	if err := l.Internals().Checker.CheckOnce(ctx, false); !errors.Is(err, check.ErrChecksUnsupported) {
 		t.Fatalf("check with unknown voters: %v, want check.ErrChecksUnsupported", err)
 	}
 	if got := l.FSM().AppliedIndex(); got != before {
@@ -47,26 +49,26 @@ func Test_CheckWaitsForEveryVoterToSupportIt(t *testing.T) {
 // show it: its own hash is the majority (peers answer over gRPC, which
 // transport's tests have).
 func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
-	nodes := mustClusterWith(t, 1, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, 1, func(c *cluster.Config) {
 		c.CheckInterval = -1 // checks run by hand below
 		c.CheckTimeout = 200 * time.Millisecond
 		c.CheckRate = 2 << 20 // bytes a second: about a second for this keyspace
 	})
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	payload := strings.Repeat("x", 128<<10)
 	for i := 0; i < 20; i++ { // 2.5 MiB of payloads
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
-	if err := l.check.CheckOnce(ctx, false); err != nil {
+	if err := l.Internals().Checker.CheckOnce(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	st := l.check.Status()
+	st := l.Internals().Checker.Status()
 	if st.GetIndex() == 0 || st.GetMajorityHash() == "" {
 		t.Fatalf("no check recorded after %v: %v", took, st)
 	}
@@ -86,17 +88,17 @@ func Test_CheckPacedPastTimeoutIsRecorded(t *testing.T) {
 func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	nodes := pacedCluster(t, ctx, 1, func(c *Config) { c.CheckTimeout = 200 * time.Millisecond })
-	l := leaderOf(t, nodes)
+	nodes := pacedCluster(t, ctx, 1, func(c *cluster.Config) { c.CheckTimeout = 200 * time.Millisecond })
+	l := nodetest.LeaderOf(t, nodes)
 	paced := make(chan error, 1)
-	go func() { paced <- l.check.CheckOnce(ctx, false) }()
+	go func() { paced <- l.Internals().Checker.CheckOnce(ctx, false) }()
 	testwait.For(t, 5*time.Second, "the paced hash to start", func() bool {
-		return l.check.Hashing()
+		return l.Internals().Checker.Hashing()
 	})
-	if err := l.check.CheckOnce(ctx, true); err != nil {
+	if err := l.Internals().Checker.CheckOnce(ctx, true); err != nil {
 		t.Fatalf("urgent check: %v", err)
 	}
-	st := l.check.Status()
+	st := l.Internals().Checker.Status()
 	if st.GetMajorityHash() == "" || st.GetOwnHash() != st.GetMajorityHash() {
 		t.Fatalf("urgent check not recorded: %v", st)
 	}
@@ -113,11 +115,11 @@ func Test_CheckUrgentReplacesPacedHash(t *testing.T) {
 func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	nodes := pacedCluster(t, ctx, 3, func(*Config) {})
-	l := leaderOf(t, nodes)
+	nodes := pacedCluster(t, ctx, 3, func(*cluster.Config) {})
+	l := nodetest.LeaderOf(t, nodes)
 	check := func(urgent bool) uint64 {
 		t.Helper()
-		res, err := l.propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
+		res, err := l.Internals().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_CHECK, Body: &pb.Command_Check{Check: &pb.CheckCmd{Urgent: urgent}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 	// The control: a periodic check is paced on every voter (about 40 s).
 	paced := check(false)
 	for _, n := range nodes {
-		testwait.For(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.check.HashPending(paced) })
+		testwait.For(t, 5*time.Second, n.ID()+"'s paced hash to start", func() bool { return n.Internals().Checker.HashPending(paced) })
 	}
 	index := check(true)
 	for _, n := range nodes {
@@ -145,17 +147,17 @@ func Test_UrgentCheckIsFullSpeedOnEveryVoter(t *testing.T) {
 // pacedCluster is a cluster of size nodes whose checks run only by hand
 // and hash at 64 KiB/s, holding 2.5 MiB of tasks: a paced hash takes about
 // 40 s, a full-speed one milliseconds.
-func pacedCluster(t *testing.T, ctx context.Context, size int, edit func(*Config)) []*Node {
+func pacedCluster(t *testing.T, ctx context.Context, size int, edit func(*cluster.Config)) []*cluster.Node {
 	t.Helper()
-	nodes := mustClusterWith(t, size, func(c *Config) {
+	nodes := nodetest.ClusterWith(t, size, func(c *cluster.Config) {
 		c.CheckInterval = -1
 		c.CheckRate = 64 << 10
 		edit(c)
 	})
-	l := leaderOf(t, nodes)
+	l := nodetest.LeaderOf(t, nodes)
 	payload := strings.Repeat("x", 128<<10)
 	for i := 0; i < 20; i++ {
-		if _, err := l.Service().Propose(ctx, enqueueCmd("jobs", payload)); err != nil {
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,28 +171,28 @@ func Test_CheckHashingGauge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	nodes := pacedCluster(t, ctx, 1, func(c *Config) {
+	nodes := pacedCluster(t, ctx, 1, func(c *cluster.Config) {
 		c.CheckTimeout = 200 * time.Millisecond
 		c.Service.Registerer = reg
 	})
-	l := leaderOf(t, nodes)
-	if got, ok := metricValue(t, reg, "docket_consistency_check_hashing"); !ok || got != 0 {
+	l := nodetest.LeaderOf(t, nodes)
+	if got, ok := nodetest.MetricValue(t, reg, "docket_consistency_check_hashing"); !ok || got != 0 {
 		t.Fatalf("hashing gauge %v (present %v) before any check, want 0", got, ok)
 	}
 	paced := make(chan error, 1)
-	go func() { paced <- l.check.CheckOnce(ctx, false) }()
-	testwait.For(t, 5*time.Second, "the paced hash to start", l.check.Hashing)
-	if got, _ := metricValue(t, reg, "docket_consistency_check_hashing"); got != 1 {
+	go func() { paced <- l.Internals().Checker.CheckOnce(ctx, false) }()
+	testwait.For(t, 5*time.Second, "the paced hash to start", l.Internals().Checker.Hashing)
+	if got, _ := nodetest.MetricValue(t, reg, "docket_consistency_check_hashing"); got != 1 {
 		t.Fatalf("hashing gauge %v while a paced hash runs, want 1", got)
 	}
-	if err := l.check.CheckOnce(ctx, true); err != nil { // the paced hash gives way
+	if err := l.Internals().Checker.CheckOnce(ctx, true); err != nil { // the paced hash gives way
 		t.Fatalf("urgent check: %v", err)
 	}
 	if err := <-paced; err != nil {
 		t.Fatalf("paced check: %v", err)
 	}
 	testwait.For(t, 5*time.Second, "the gauge back at 0", func() bool {
-		got, _ := metricValue(t, reg, "docket_consistency_check_hashing")
+		got, _ := nodetest.MetricValue(t, reg, "docket_consistency_check_hashing")
 		return got == 0
 	})
 }

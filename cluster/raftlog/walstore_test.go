@@ -1,4 +1,4 @@
-package cluster
+package raftlog_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/internal/testwait"
 )
@@ -20,31 +22,31 @@ import (
 // read back on it after it rejoins.
 func Test_WALStoreClusterSurvivesRestart(t *testing.T) {
 	nodes := walCluster(t, nil)
-	leader := leaderOf(t, nodes)
-	id := proposeOK(t, leader, "wal-"+fmt.Sprint(rand.Uint64()))
+	leader := nodetest.LeaderOf(t, nodes)
+	id := nodetest.ProposeOK(t, leader, "wal-"+fmt.Sprint(rand.Uint64()))
 	for _, n := range nodes {
-		if statOK(filepath.Join(n.cfg.DataDir, raftlog.BoltFile)) {
-			t.Fatalf("%s wrote a raft.db on --log-store wal", n.cfg.ID)
+		if statOK(filepath.Join(n.Internals().Config.DataDir, raftlog.BoltFile)) {
+			t.Fatalf("%s wrote a raft.db on --log-store wal", n.Internals().Config.ID)
 		}
-		if !statOK(filepath.Join(n.cfg.DataDir, raftlog.WALDir)) {
-			t.Fatalf("%s has no %s dir", n.cfg.ID, raftlog.WALDir)
+		if !statOK(filepath.Join(n.Internals().Config.DataDir, raftlog.WALDir)) {
+			t.Fatalf("%s has no %s dir", n.Internals().Config.ID, raftlog.WALDir)
 		}
 	}
-	follower := followerOf(nodes, leader)
+	follower := nodetest.FollowerOf(nodes, leader)
 	testwait.For(t, 5*time.Second, "follower applied the write", func() bool {
-		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
+		return follower.Internals().Raft.AppliedIndex() >= leader.Internals().Raft.AppliedIndex()
 	})
-	term := follower.raft.CurrentTerm()
-	cfg := follower.cfg
+	term := follower.Internals().Raft.CurrentTerm()
+	cfg := follower.Internals().Config
 	if err := follower.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	again, err := New(cfg)
+	again, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatalf("restart on wal: %v", err)
 	}
 	t.Cleanup(func() { _ = again.Shutdown(context.Background()) })
-	if got := again.raft.CurrentTerm(); got < term {
+	if got := again.Internals().Raft.CurrentTerm(); got < term {
 		t.Fatalf("restarted node's term %d, was %d: the wal lost the stable store", got, term)
 	}
 	testwait.For(t, 10*time.Second, "restarted node has the task", func() bool {
@@ -62,17 +64,17 @@ func Test_LogStoreSwitchRefused(t *testing.T) {
 		{raftlog.LogStoreWAL, raftlog.LogStoreBolt, raftlog.WALDir},
 	} {
 		t.Run(tc.from+"-to-"+tc.to, func(t *testing.T) {
-			cfg := testConfig(t, "n1", 1)
+			cfg := nodetest.Config(t, "n1", 1)
 			cfg.LogStore = tc.from
-			n := mustNode(t, cfg)
+			n := nodetest.Start(t, cfg)
 			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
-			proposeOK(t, n, "x")
+			nodetest.ProposeOK(t, n, "x")
 			if err := n.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			cfg.RaftAddr = n.cfg.RaftAddr
+			cfg.RaftAddr = n.Internals().Config.RaftAddr
 			cfg.LogStore = tc.to
-			n2, err := New(cfg)
+			n2, err := cluster.New(cfg)
 			if err == nil {
 				_ = n2.Shutdown(context.Background())
 				t.Fatalf("a %s data dir started on --log-store %s", tc.from, tc.to)
@@ -94,19 +96,19 @@ func Test_LogStoreUnnamedKeepsTheDataDirsStore(t *testing.T) {
 			if born == raftlog.LogStoreAuto {
 				want = raftlog.DefaultForNew
 			}
-			cfg := testConfig(t, "n1", 1)
+			cfg := nodetest.Config(t, "n1", 1)
 			cfg.LogStore = born
-			n := mustNode(t, cfg)
+			n := nodetest.Start(t, cfg)
 			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
-			proposeOK(t, n, "before")
+			nodetest.ProposeOK(t, n, "before")
 			if err := n.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			cfg.RaftAddr = n.cfg.RaftAddr
+			cfg.RaftAddr = n.Internals().Config.RaftAddr
 			cfg.LogStore = raftlog.LogStoreAuto
-			n2 := mustNode(t, cfg)
+			n2 := nodetest.Start(t, cfg)
 			testwait.For(t, 5*time.Second, "n1 leader again", n2.IsLeader)
-			proposeOK(t, n2, "after")
+			nodetest.ProposeOK(t, n2, "after")
 			bolt := statOK(filepath.Join(cfg.DataDir, raftlog.BoltFile))
 			wal := statOK(filepath.Join(cfg.DataDir, raftlog.WALDir))
 			if got := map[bool]string{true: raftlog.LogStoreBolt, false: raftlog.LogStoreWAL}[bolt]; got != want || bolt == wal {
@@ -119,11 +121,11 @@ func Test_LogStoreUnnamedKeepsTheDataDirsStore(t *testing.T) {
 // The checksums sit over raft-wal too: a damaged stable value in its meta
 // file stops the start, naming the store.
 func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.LogStore = raftlog.LogStoreWAL
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
-	proposeOK(t, n, "x")
+	nodetest.ProposeOK(t, n, "x")
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +134,9 @@ func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
 	if err != nil || len(metas) != 1 {
 		t.Fatalf("wal meta file: %v %v", metas, err)
 	}
-	flipInFile(t, metas[0], []byte("CurrentTerm"), len("CurrentTerm"), []byte{0x01})
-	cfg.RaftAddr = n.cfg.RaftAddr
-	n2, err := New(cfg)
+	nodetest.FlipInFile(t, metas[0], []byte("CurrentTerm"), len("CurrentTerm"), []byte{0x01})
+	cfg.RaftAddr = n.Internals().Config.RaftAddr
+	n2, err := cluster.New(cfg)
 	if err == nil {
 		_ = n2.Shutdown(context.Background())
 		t.Fatal("New started with a damaged CurrentTerm in the wal's meta file")
@@ -145,9 +147,9 @@ func Test_WALStoreStableDamageRefusedAtStart(t *testing.T) {
 }
 
 func Test_LogStoreUnknownRefused(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.LogStore = "rocks"
-	if n, err := New(cfg); err == nil {
+	if n, err := cluster.New(cfg); err == nil {
 		_ = n.Shutdown(context.Background())
 		t.Fatal("New accepted --log-store rocks")
 	}
@@ -158,24 +160,24 @@ func Test_LogStoreUnknownRefused(t *testing.T) {
 
 // walCluster starts three nodes on raft-wal: the first bootstraps alone,
 // the others are added as voters.
-func walCluster(t *testing.T, tune func(*Config)) []*Node {
+func walCluster(t *testing.T, tune func(*cluster.Config)) []*cluster.Node {
 	t.Helper()
-	config := func(id string, expect int) Config {
-		c := testConfig(t, id, expect)
+	config := func(id string, expect int) cluster.Config {
+		c := nodetest.Config(t, id, expect)
 		c.LogStore = raftlog.LogStoreWAL
 		if tune != nil {
 			tune(&c)
 		}
 		return c
 	}
-	nodes := []*Node{mustNode(t, config("n1", 1))}
+	nodes := []*cluster.Node{nodetest.Start(t, config("n1", 1))}
 	testwait.For(t, 5*time.Second, "n1 leader", nodes[0].IsLeader)
 	for i := 2; i <= 3; i++ {
 		c := config(fmt.Sprintf("n%d", i), 0)
 		c.Join = []string{nodes[0].GossipAddr()}
-		n := mustNode(t, c)
+		n := nodetest.Start(t, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		err := nodes[0].AddServer(ctx, n.ID(), n.Internals().Config.RaftAddr, "", false)
 		cancel()
 		if err != nil {
 			t.Fatalf("add %s: %v", n.ID(), err)
@@ -185,55 +187,46 @@ func walCluster(t *testing.T, tune func(*Config)) []*Node {
 	return nodes
 }
 
-func followerOf(nodes []*Node, leader *Node) *Node {
-	for _, n := range nodes {
-		if n != leader {
-			return n
-		}
-	}
-	return nil
-}
-
 // A follower on raft-wal that missed more than the trailing logs catches
 // up from a snapshot, then from the entries after it. raft-wal refuses a
 // gap in the log, so Raft must empty it after installing the snapshot,
 // which it does only if the store says it is monotonic: without that the
 // follower's append after the snapshot failed and it never caught up.
 func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
-	nodes := walCluster(t, func(c *Config) {
+	nodes := walCluster(t, func(c *cluster.Config) {
 		c.TrailingLogs = 2
 		c.SnapshotThreshold = 8
 	})
-	leader := leaderOf(t, nodes)
-	follower := followerOf(nodes, leader)
-	proposeOK(t, leader, "before")
+	leader := nodetest.LeaderOf(t, nodes)
+	follower := nodetest.FollowerOf(nodes, leader)
+	nodetest.ProposeOK(t, leader, "before")
 	testwait.For(t, 5*time.Second, "follower applied the first write", func() bool {
-		return follower.raft.AppliedIndex() >= leader.raft.AppliedIndex()
+		return follower.Internals().Raft.AppliedIndex() >= leader.Internals().Raft.AppliedIndex()
 	})
-	cfg := follower.cfg
+	cfg := follower.Internals().Config
 	if err := follower.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var last string
 	for i := 0; i < 40; i++ {
-		last = proposeOK(t, leader, fmt.Sprintf("while-away-%d", i))
+		last = nodetest.ProposeOK(t, leader, fmt.Sprintf("while-away-%d", i))
 	}
-	if err := leader.raft.Snapshot().Error(); err != nil {
+	if err := leader.Internals().Raft.Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
-	first, err := leader.logs.FirstIndex()
+	first, err := leader.Internals().Logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first <= follower.raft.AppliedIndex()+1 {
+	if first <= follower.Internals().Raft.AppliedIndex()+1 {
 		t.Fatalf("leader's log starts at %d: the follower could catch up without a snapshot", first)
 	}
-	again, err := New(cfg)
+	again, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 	t.Cleanup(func() { _ = again.Shutdown(context.Background()) })
-	after := proposeOK(t, leader, "after")
+	after := nodetest.ProposeOK(t, leader, "after")
 	testwait.For(t, 15*time.Second, "follower has the writes from before and after the snapshot", func() bool {
 		_, e1 := again.FSM().GetTask(last)
 		_, e2 := again.FSM().GetTask(after)
@@ -246,7 +239,7 @@ func Test_WALStoreFollowerCatchesUpFromSnapshot(t *testing.T) {
 // log first, as it does for a store that says it is monotonic. Without
 // that the first write after the restore failed.
 func Test_WALStoreBackupRestore(t *testing.T) {
-	backupRestoreRoundTrip(t, walCluster(t, nil))
+	nodetest.BackupRestoreRoundTrip(t, walCluster(t, nil))
 }
 
 // statOK reports whether path exists.

@@ -1,4 +1,4 @@
-package cluster
+package raftlog_test
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
@@ -27,80 +29,24 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// flipInFile XORs mask into every occurrence of needle in the file, in
-// place (the inode stays, as under a running BoltDB), at needle offset off.
-// Every copy is hit, the live page's and any stale page's, so the live one
-// surely changes. It returns how many copies it changed.
-func flipInFile(t *testing.T, path string, needle []byte, off int, mask []byte) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	for i := 0; ; {
-		j := bytes.Index(data[i:], needle)
-		if j < 0 {
-			break
-		}
-		at := i + j + off
-		b := make([]byte, len(mask))
-		copy(b, data[at:at+len(mask)])
-		for k := range b {
-			b[k] ^= mask[k]
-		}
-		if _, err := f.WriteAt(b, int64(at)); err != nil {
-			t.Fatal(err)
-		}
-		n++
-		i = i + j + 1
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Fatalf("%q not found in %s", needle, path)
-	}
-	return n
-}
-
-func proposeOK(t *testing.T, n *Node, payload string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	res, err := n.Service().Propose(ctx, enqueueCmd("jobs", payload))
-	if err != nil {
-		t.Fatalf("propose: %v", err)
-	}
-	if len(res.GetItems()) != 1 || res.GetItems()[0].GetCode() != pb.Code_CODE_OK {
-		t.Fatalf("propose: %v", res)
-	}
-	return res.GetItems()[0].GetTaskId()
-}
-
 // An entry damaged on the leader's disk, after it left the leader's log
 // cache, must not reach a follower that catches up from that disk: the
 // leader refuses to read it, reports the fault and gives up leading, and
 // the follower gets the good copy from the next leader.
 func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
-	var nodes []*Node
+	var nodes []*cluster.Node
 	for i := 1; i <= 3; i++ {
 		c := boltConfig(t, fmt.Sprintf("n%d", i), 0)
 		if i == 1 {
 			c.BootstrapExpect = 1
 		}
 		c.LogCacheSize = 1 // the damaged entry must be read from disk
-		n := mustNode(t, c)
+		n := nodetest.Start(t, c)
 		if i == 1 {
 			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := nodes[0].AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false); err != nil {
+			if err := nodes[0].AddServer(ctx, n.ID(), n.Internals().Config.RaftAddr, "", false); err != nil {
 				cancel()
 				t.Fatal(err)
 			}
@@ -109,18 +55,18 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	l, lag := nodes[0], nodes[2]
-	lagCfg := lag.cfg
+	lagCfg := lag.Internals().Config
 	if err := lag.Crash(); err != nil {
 		t.Fatal(err)
 	}
 	payload := "logsum-payload-" + fmt.Sprint(rand.Uint64())
-	id := proposeOK(t, l, payload)
+	id := nodetest.ProposeOK(t, l, payload)
 	for i := 0; i < 4; i++ { // push the entry out of the leader's log cache
-		proposeOK(t, l, "filler")
+		nodetest.ProposeOK(t, l, "filler")
 	}
-	flipInFile(t, filepath.Join(l.cfg.DataDir, "raft.db"), []byte(payload), 0, []byte{0x20})
+	nodetest.FlipInFile(t, filepath.Join(l.Internals().Config.DataDir, "raft.db"), []byte(payload), 0, []byte{0x20})
 
-	lag = mustNode(t, lagCfg)
+	lag = nodetest.Start(t, lagCfg)
 	testwait.For(t, 15*time.Second, "the lagging follower to apply the entry", func() bool {
 		_, err := lag.FSM().GetTask(id)
 		return err == nil
@@ -148,17 +94,17 @@ func Test_LogSum_CorruptEntryOnLeaderIsNotReplicated(t *testing.T) {
 // refuses with an error naming the file and the entry.
 func Test_LogSum_CorruptEntryRefusedAtStart(t *testing.T) {
 	cfg := boltConfig(t, "n1", 1)
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	payload := "logsum-boot-" + fmt.Sprint(rand.Uint64())
-	proposeOK(t, n, payload)
+	nodetest.ProposeOK(t, n, payload)
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(cfg.DataDir, "raft.db")
-	flipInFile(t, path, []byte(payload), 3, []byte{0x01})
-	cfg.RaftAddr = n.cfg.RaftAddr
-	n2, err := New(cfg)
+	nodetest.FlipInFile(t, path, []byte(payload), 3, []byte{0x01})
+	cfg.RaftAddr = n.Internals().Config.RaftAddr
+	n2, err := cluster.New(cfg)
 	if err == nil {
 		_ = n2.Shutdown(context.Background())
 		t.Fatal("New started a node whose raft.db holds a damaged entry")
@@ -174,18 +120,18 @@ func Test_LogSum_StableStoreDamageRefusedAtStart(t *testing.T) {
 	for _, key := range []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"} {
 		t.Run(key, func(t *testing.T) {
 			cfg := boltConfig(t, "n1", 1)
-			n := mustNode(t, cfg)
+			n := nodetest.Start(t, cfg)
 			testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
-			proposeOK(t, n, "x")
+			nodetest.ProposeOK(t, n, "x")
 			if err := n.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(cfg.DataDir, "raft.db")
 			// The value follows its key in a bolt leaf; the term's high
 			// byte and the candidate's first byte both change the value.
-			flipInFile(t, path, []byte(key), len(key), []byte{0x01})
-			cfg.RaftAddr = n.cfg.RaftAddr
-			n2, err := New(cfg)
+			nodetest.FlipInFile(t, path, []byte(key), len(key), []byte{0x01})
+			cfg.RaftAddr = n.Internals().Config.RaftAddr
+			n2, err := cluster.New(cfg)
 			if err == nil {
 				_ = n2.Shutdown(context.Background())
 				t.Fatalf("New started with a damaged %s", key)
@@ -260,10 +206,10 @@ func sameLog(a, b raft.Log) bool {
 // found at open or read, or it changed nothing that is read back.
 func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 	cfg := boltConfig(t, "n1", 1)
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	for i := 0; i < 120; i++ {
-		proposeOK(t, n, strings.Repeat(fmt.Sprintf("task %d ", i), 1+i%40))
+		nodetest.ProposeOK(t, n, strings.Repeat(fmt.Sprintf("task %d ", i), 1+i%40))
 	}
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -442,27 +388,27 @@ func copyTo(t *testing.T, dir, name string, data []byte) string {
 // is refused by the leader's own log store: it fails, is never stored nor
 // replicated, and the cluster carries on.
 func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
-	nodes := mustCluster(t, 3)
-	l := leaderOf(t, nodes)
-	data, err := fsm.EncodeCommand(enqueueCmd("jobs", "damaged-in-memory"))
+	nodes := nodetest.Cluster(t, 3)
+	l := nodetest.LeaderOf(t, nodes)
+	data, err := fsm.EncodeCommand(nodetest.EnqueueCmd("jobs", "damaged-in-memory"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ext := fsm.CommandExtension(data, fsm.LevelBase)
 	data[bytes.Index(data, []byte("damaged"))] ^= 0x20
 	// Raft flattens the store's error into its text.
-	if err := l.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {
+	if err := l.Internals().Raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, 5*time.Second).Error(); err == nil || !strings.Contains(err.Error(), fsm.ErrChecksum.Error()) {
 		t.Fatalf("damaged proposal: %v, want %q", err, fsm.ErrChecksum)
 	}
 	// The leader whose store refused the entry steps down (Raft does, on
 	// a failed local append), so the next proposal goes to whichever node
 	// leads once the cluster settles.
-	var l2 *Node
+	var l2 *cluster.Node
 	testwait.For(t, 10*time.Second, "a leader to take a proposal", func() bool {
-		l2 = leaderOf(t, nodes)
+		l2 = nodetest.LeaderOf(t, nodes)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		res, err := l2.Service().Propose(ctx, enqueueCmd("jobs", "after"))
+		res, err := l2.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "after"))
 		if errors.Is(err, replica.ErrNotLeader) {
 			return false
 		}
@@ -497,8 +443,8 @@ func Test_LogSum_DamagedProposalNeverStored(t *testing.T) {
 // boltConfig is testConfig on raft.db, the store these tests damage: new
 // data dirs get raft-wal (raftlog.DefaultForNew), whose damage
 // walstore_test.go covers.
-func boltConfig(t *testing.T, id string, expect int) Config {
-	c := testConfig(t, id, expect)
+func boltConfig(t *testing.T, id string, expect int) cluster.Config {
+	c := nodetest.Config(t, id, expect)
 	c.LogStore = raftlog.LogStoreBolt
 	return c
 }
