@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dockethq/docket/cluster/health"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
 )
 
@@ -61,7 +61,7 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 }
 
 // openRaftTransport opens Raft's transport on cfg.RaftAddr (raftlog.OpenTransport).
-func openRaftTransport(cfg Config, log *slog.Logger, ident *identity.Identity, p *raftParts) error {
+func openRaftTransport(cfg Config, log *slog.Logger, ident *peer.Identity, p *raftParts) error {
 	t, err := raftlog.OpenTransport(raftlog.TransportConfig{Addr: cfg.RaftAddr, MaxConns: cfg.RaftMaxConns, TLS: cfg.TLS,
 		HandshakeTimeout: cfg.RaftHandshakeTimeout, Ident: ident, Log: log})
 	p.transport = t

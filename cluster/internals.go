@@ -7,8 +7,8 @@ import (
 
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/gossip"
-	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/leader"
+	"github.com/dockethq/docket/cluster/peer"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -22,7 +22,7 @@ type Internals struct {
 	Logs    raft.LogStore // the LogCache over the checksummed store
 	Checker *check.Checker
 	Gossip  *gossip.Gossip
-	Ident   *identity.Identity
+	Ident   *peer.Identity
 	Loops   *leader.Loops // the leader's housekeeping over this node, to run one step
 	// Propose runs a housekeeping command as the leader's loops do: a
 	// bounded wait, and a whole-command rejection as an error.

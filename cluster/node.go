@@ -16,7 +16,6 @@ import (
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/health"
-	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
@@ -55,8 +54,8 @@ type Node struct {
 	health        *health.Tracker
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
-	logFault *logFault          // damage found in the log while running (logfault.go)
-	ident    *identity.Identity // the cluster's id, checked on every peer (identity.go)
+	logFault *logFault      // damage found in the log while running (logfault.go)
+	ident    *peer.Identity // the cluster's id, checked on every peer (package peer)
 	campaign campaignView
 	check    *check.Checker
 	pool     *peer.Pool // node-to-node gRPC: status, hashes, membership
@@ -135,7 +134,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	n.ident = identity.New(n.fsm.ClusterID, log)
+	n.ident = peer.NewIdentity(n.fsm.ClusterID, log)
 	n.pool = peer.New(n.peerDialOptions()...)
 	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err

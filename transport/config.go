@@ -13,7 +13,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -23,8 +23,8 @@ import (
 // the Node.
 type Node interface {
 	// Identity is the cluster's id and the check that refuses a calling
-	// node of another cluster (identity.ErrOtherCluster).
-	Identity() *identity.Identity
+	// node of another cluster (peer.ErrOtherCluster).
+	Identity() *peer.Identity
 	// HealthProblems lists why the node cannot serve (its log cannot be
 	// written, its store fails, apply is stuck); empty when it can.
 	HealthProblems() []string

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -54,7 +54,7 @@ type Node struct {
 	checkErr   atomic.Pointer[error]
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
-	ident      *identity.Identity
+	ident      *peer.Identity
 	clock      atomic.Pointer[func() time.Time] // SetClock; nil: the wall clock
 }
 
@@ -66,7 +66,7 @@ func New(dir string, leader bool, cfg service.ServiceConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
-	n.ident = identity.New(f.ClusterID, slog.Default())
+	n.ident = peer.NewIdentity(f.ClusterID, slog.Default())
 	n.leader.Store(leader)
 	n.SetLeaderAddr("")
 	n.svc = service.New(n, cfg)
@@ -350,4 +350,4 @@ func (n *Node) CheckPeerCluster(peer, theirs string) error {
 func (n *Node) Service() *service.Service { return n.svc }
 
 // Identity is the cluster identity check of the FSM's id.
-func (n *Node) Identity() *identity.Identity { return n.ident }
+func (n *Node) Identity() *peer.Identity { return n.ident }

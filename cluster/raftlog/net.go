@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/internal/connlimit"
 )
 
@@ -27,7 +27,7 @@ type TransportConfig struct {
 	// HandshakeTimeout bounds a TLS handshake, both ways.
 	HandshakeTimeout time.Duration
 	// Ident refuses a peer of another cluster; nil accepts any.
-	Ident *identity.Identity
+	Ident *peer.Identity
 	Log   *slog.Logger
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/internal/connlimit"
 )
 
@@ -21,8 +21,8 @@ type tlsStream struct {
 	*connlimit.Listener
 	advertise net.Addr
 	certs     *certs.Reloader
-	timeout   time.Duration      // handshake deadline, both ways
-	ident     *identity.Identity // refuses a peer of another cluster
+	timeout   time.Duration  // handshake deadline, both ways
+	ident     *peer.Identity // refuses a peer of another cluster
 }
 
 // Accept hands Raft a connection whose handshake runs on its first read or

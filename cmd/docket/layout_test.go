@@ -189,16 +189,15 @@ func Test_Layout(t *testing.T) {
 // stand-in for the assembled node, sits above it. A new sub-package
 // needs its line here.
 var clusterArrows = map[string][]string{
-	"certs": nil, "gossip": nil, "health": nil,
-	"identity": nil, "peer": nil, "replica": nil,
-	"raftlog":    {"certs", "identity"},
+	"certs": nil, "gossip": nil, "health": nil, "peer": nil, "replica": nil,
+	"raftlog":    {"certs", "peer"},
 	"service":    {"replica"},
 	"check":      {"replica"},
 	"membership": {"gossip", "peer", "replica"},
 	"leader":     {"replica", "service"},
-	"": {"certs", "check", "gossip", "health", "identity", "leader", "membership",
+	"": {"certs", "check", "gossip", "health", "leader", "membership",
 		"peer", "raftlog", "replica", "service"},
-	"memnode": {"", "identity", "replica", "service"},
+	"memnode": {"", "peer", "replica", "service"},
 	// nodetest starts real nodes for tests of the sub-packages.
 	"internal/nodetest": {""},
 }

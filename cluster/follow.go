@@ -106,10 +106,3 @@ func (n *Node) loops() *leader.Loops {
 func (n *Node) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	return leader.Propose(ctx, n.svc, n.cfg.ApplyTimeout, cmd)
 }
-
-// leaderHost is what the leader's loops see of the node: the Service's
-// group commit and bootstrap, the node's FSM, clock and feature level.
-type leaderHost struct {
-	*service.Service
-	*Node
-}

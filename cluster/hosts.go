@@ -1,3 +1,7 @@
+// The sub-packages each see the node through a small interface of their
+// own (check.Host, membership.Host, leader.Host); these are the node's
+// answers to them, so a sub-package never imports the node.
+
 package cluster
 
 import (
@@ -8,6 +12,7 @@ import (
 
 	"github.com/dockethq/docket/cluster/check"
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -97,4 +102,18 @@ func (n *Node) voterIDs() []string {
 		}
 	}
 	return ids
+}
+
+// membershipHost is the Node as reconcile sees it (membership.Host).
+type membershipHost struct{ n *Node }
+
+func (h membershipHost) LatchedLevel() uint32       { return h.n.fsm.EnabledLevel() }
+func (h membershipHost) Leaving() bool              { return h.n.leaving.Load() }
+func (h membershipHost) MapRaftErr(err error) error { return h.n.mapRaftErr(err) }
+
+// leaderHost is what the leader's loops see of the node: the Service's
+// group commit and bootstrap, the node's FSM, clock and feature level.
+type leaderHost struct {
+	*service.Service
+	*Node
 }

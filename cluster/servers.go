@@ -234,10 +234,3 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 			Stabilization: c.ServerStabilizationTime, MinQuorum: c.MinQuorum, RemovedHold: membership.RemovedHold}}
 	membership.NewReconciler(cfg, n.raft, membershipHost{n}, n.gossip, n.pool, n.peers, &n.removed).Run(ctx, n.reconcileKick)
 }
-
-// membershipHost is the Node as reconcile sees it (membership.Host).
-type membershipHost struct{ n *Node }
-
-func (h membershipHost) LatchedLevel() uint32       { return h.n.fsm.EnabledLevel() }
-func (h membershipHost) Leaving() bool              { return h.n.leaving.Load() }
-func (h membershipHost) MapRaftErr(err error) error { return h.n.mapRaftErr(err) }

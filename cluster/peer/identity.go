@@ -1,4 +1,4 @@
-package identity
+package peer
 
 import (
 	"context"
@@ -153,8 +153,8 @@ func (c *Identity) UnaryClient(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// New is the check of a node whose cluster id is id(), logging
+// NewIdentity is the check of a node whose cluster id is id(), logging
 // its refusals to log.
-func New(id func() string, log *slog.Logger) *Identity {
+func NewIdentity(id func() string, log *slog.Logger) *Identity {
 	return &Identity{id: id, log: log}
 }
