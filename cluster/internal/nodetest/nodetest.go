@@ -291,3 +291,11 @@ func ClaimNow(t testing.TB, ctx context.Context, n *cluster.Node, queue string, 
 	}
 	return tasks
 }
+
+// WaitApplied waits until n's FSM applied index.
+func WaitApplied(t testing.TB, n *cluster.Node, index uint64) {
+	t.Helper()
+	testwait.For(t, 5*time.Second, fmt.Sprintf("%s to apply %d", n.ID(), index), func() bool {
+		return n.FSM().AppliedIndex() >= index
+	})
+}
