@@ -20,7 +20,7 @@ var (
 	// ErrDiverged means this node's keyspace differed from the hash a
 	// majority of voters recorded at a consistency check. The node serves
 	// nothing, its Raft is shut down so it can never lead or vote, and it
-	// refuses to start again until its data dir is wiped (DESIGN.md, "Repairing a node").
+	// refuses to start again until its data dir is wiped (cluster/DESIGN.md, "Repairing a node").
 	ErrDiverged = errors.New("keyspace diverged from the majority")
 	// ErrAwaitingCheck means this node started from existing data and no
 	// consistency check has passed on it yet: its keyspace may be damaged

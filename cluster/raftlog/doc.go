@@ -15,4 +15,7 @@
 // damaged log on its own, switch a data dir from one store to the other,
 // accept a peer of another cluster, count a handshake against anything
 // but its deadline, or change the bytes Raft sends.
+//
+// The design, with its decisions and trade-offs, is in DESIGN.md beside
+// this file.
 package raftlog
