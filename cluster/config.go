@@ -138,7 +138,7 @@ type Config struct {
 	// none on the shared 2-core VM with fsync on: the term stayed 2 across
 	// `docket bench --workload enqueue --duration 30s` at -c 64 (twice)
 	// and -c 256 (load average up to 7.3), with no "heartbeat timeout
-	// reached" in any node's log after the first election (2026-11-22).
+	// reached" in any node's log after the first election.
 	// On slower disks or busier hosts raise it with --heartbeat-timeout.
 	HeartbeatTimeout time.Duration
 
@@ -352,8 +352,7 @@ type Config struct {
 	// stamped one, so after a leader change the new leader's limits apply.
 	// Keep it equal on every node. No default because the right value
 	// depends on the disk and the number of tenants: set it, with
-	// TenantMaxBytes, so that no one tenant can fill the disk for all
-	// (issue 9).
+	// TenantMaxBytes, so that no one tenant can fill the disk for all.
 	TenantMaxTasks uint64
 
 	// TenantMaxBytes bounds the encoded bytes of one tenant's stored task

@@ -33,7 +33,7 @@ func createTokenCmd() *pb.Command {
 	}}}
 }
 
-// Test_FeatureGatedUntilEveryServerSupportsIt is issue 12's "a feature is
+// Test_FeatureGatedUntilEveryServerSupportsIt is the "a feature is
 // gated until all voters support it, then latched". A cluster with one
 // server on an older build (level LevelCheck: no tokens) refuses token
 // commands without proposing them, also while that server is down (its

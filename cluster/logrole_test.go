@@ -31,7 +31,7 @@ func (l *lockedBuffer) lines() []string {
 	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
 }
 
-// Test_LogLinesCarryTermAndLeader is issue 13's "add the leader and term
+// Test_LogLinesCarryTermAndLeader is the "add the leader and term
 // to each line": a node's lines, Raft's own included, name the term and
 // the leader it knows at the moment they are written.
 func Test_LogLinesCarryTermAndLeader(t *testing.T) {

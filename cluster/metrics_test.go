@@ -24,7 +24,7 @@ func histCount(t *testing.T, reg *prometheus.Registry, name string, labels ...st
 	return float64(m.GetHistogram().GetSampleCount())
 }
 
-// Test_MetricsMoveByExactlyTheRightAmount is issue 13's metrics test: it
+// Test_MetricsMoveByExactlyTheRightAmount is the metrics test: it
 // drives enqueues, claims, an expired lease, a stale submit and a dead
 // letter on a 3-node cluster, and checks each metric: the replicated
 // ones on every node, the leader-local ones on the leader alone.

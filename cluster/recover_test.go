@@ -29,7 +29,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// Test_RecoverAfterMajorityLoss is issue 12's documented recovery for the
+// Test_RecoverAfterMajorityLoss is the documented recovery for the
 // loss of a majority: two of three servers are gone for good, the
 // survivor cannot elect itself, and after the operator writes
 // cluster.RecoveryFile it leads alone with every acknowledged task, takes writes,

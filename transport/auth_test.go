@@ -15,7 +15,7 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// The token attacks of issue 11, each over real gRPC on loopback against
+// The token attacks, each over real gRPC on loopback against
 // a server with auth on. authOn is a variable so that the suite can be
 // run against a server without auth, where every attack succeeds (how
 // these tests were seen to fail first).

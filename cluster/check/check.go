@@ -95,7 +95,7 @@ const checkRetry = time.Second
 // least checkIdleFactor·d, so hashing takes at most a tenth of the time
 // however large the keyspace. At a million tasks a paced hash takes 48 s
 // and, while it runs, claims have a p99 1.4-2x the empty queue's (+1-2 ms;
-// none between checks: BENCHMARKS.md, round 3); hashing more slowly did
+// none between checks: BENCHMARKS.md); hashing more slowly did
 // not lower that, only stretched it. So the duty cycle, not the rate, is
 // the knob: a check every 8 minutes at that size, and every CheckInterval
 // on a small keyspace. CockroachDB's consistency checker, at the same 8

@@ -33,8 +33,8 @@ const raftALPNPrefix = "docket-raft/"
 // Identity answers which cluster this node belongs to, and refuses peers
 // of another. The id comes from the FSM (SetClusterID), so every replica
 // holds the same one and a node that has not caught up yet has none: such
-// a node accepts any peer of the cluster CA, as it did before ids existed,
-// and learns the id from the log it is sent.
+// a node accepts any peer of the cluster CA, as a node of a build without
+// ids does, and learns the id from the log it is sent.
 type Identity struct {
 	id      func() string
 	log     *slog.Logger

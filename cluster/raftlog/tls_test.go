@@ -131,8 +131,8 @@ func (s attackStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 
 // forgeAppend sends one AppendEntries to target as a leader of a newer
 // term would: it carries an Enqueue into queue "evil" right after the
-// target's last entry, and a commit index that covers it (issue 11,
-// attack 6). It returns the RPC's error and whether the target accepted.
+// target's last entry, and a commit index that covers it (the forged-AppendEntries
+// attack). It returns the RPC's error and whether the target accepted.
 func forgeAppend(t *testing.T, target *cluster.Node, cfg *tls.Config) (bool, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -196,7 +196,7 @@ func follower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
 	return nil
 }
 
-// Test_ForgedAppendEntries is issue 11's attack 6. Against plain TCP (the
+// Test_ForgedAppendEntries is the forged-AppendEntries attack. Against plain TCP (the
 // control: the attack as it worked before TLS) one forged AppendEntries
 // commits an Enqueue on the follower. Against mutual TLS, the same bytes,
 // and the same request over TLS with a worker's client certificate, an
