@@ -29,7 +29,7 @@ func Test_NotLeaderErrorIsErrNotLeader(t *testing.T) {
 
 func Test_OffsetClockShiftsTheWallClock(t *testing.T) {
 	c := Offset(time.Hour)
-	if d := c.Now().Sub(time.Now()); d < 59*time.Minute || d > 61*time.Minute {
+	if d := time.Until(c.Now()); d < 59*time.Minute || d > 61*time.Minute {
 		t.Fatalf("an hour's offset is %v ahead", d)
 	}
 }
