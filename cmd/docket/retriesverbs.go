@@ -87,11 +87,7 @@ func (v *verb) queueRetries(ctx context.Context, pos []string, rf retryFlagSet) 
 // for later without using an attempt.
 func (v *verb) snooze(ctx context.Context, args []string) error {
 	delay := v.fs.Duration("for", 0, "claimable again after this long (0: at once)")
-	pos, err := v.parse(args, 2, 2, "ID FENCE [--for D]")
-	if err != nil {
-		return err
-	}
-	fence, err := parseFence(pos[1])
+	pos, fence, err := v.parseFenced(args, 2, "ID FENCE [--for D]")
 	if err != nil {
 		return err
 	}

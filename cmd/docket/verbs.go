@@ -246,22 +246,23 @@ func (v *verb) claim(ctx context.Context, args []string) error {
 	}, msgs...)
 }
 
-func parseFence(s string) (uint64, error) {
-	f, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: fence %q is not a number", errUsage, s)
+// parseFenced parses the arguments of a verb on a claimed task: ID FENCE
+// and up to maxPos-2 more. A fence that is not a number is a usage error,
+// found before anything is dialled.
+func (v *verb) parseFenced(args []string, maxPos int, what string) (pos []string, fence uint64, err error) {
+	if pos, err = v.parse(args, 2, maxPos, what); err != nil {
+		return nil, 0, err
 	}
-	return f, nil
+	if fence, err = strconv.ParseUint(pos[1], 10, 64); err != nil {
+		return nil, 0, fmt.Errorf("%w: fence %q is not a number", errUsage, pos[1])
+	}
+	return pos, fence, nil
 }
 
 func (v *verb) submit(ctx context.Context, args []string) error {
 	failed := v.fs.Bool("failed", false, "submit a terminal failure instead of a completion")
 	errText := v.fs.String("error", "", "error text, with --failed")
-	pos, err := v.parse(args, 2, 3, "ID FENCE [RESULT]")
-	if err != nil {
-		return err
-	}
-	fence, err := parseFence(pos[1])
+	pos, fence, err := v.parseFenced(args, 3, "ID FENCE [RESULT]")
 	if err != nil {
 		return err
 	}
@@ -299,11 +300,7 @@ func (v *verb) submit(ctx context.Context, args []string) error {
 func (v *verb) nack(ctx context.Context, args []string) error {
 	delay := v.fs.Duration("delay", 0, "retry after this long")
 	reason := v.fs.String("reason", "", "why (kept as the task's last error)")
-	pos, err := v.parse(args, 2, 2, "ID FENCE")
-	if err != nil {
-		return err
-	}
-	fence, err := parseFence(pos[1])
+	pos, fence, err := v.parseFenced(args, 2, "ID FENCE")
 	if err != nil {
 		return err
 	}
