@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -147,4 +148,48 @@ func (v *verb) wait(ctx context.Context, args []string) error {
 		return noTask(err, pos[0])
 	}
 	return v.print(func(w io.Writer) { printTask(w, t) }, t)
+}
+
+func (v *verb) stats(ctx context.Context, args []string) error {
+	pos, err := v.parse(args, 0, 1, "[QUEUE]")
+	if err != nil {
+		return err
+	}
+	queue := ""
+	if len(pos) == 1 {
+		queue = pos[0]
+	}
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tenant := v.c.tenant
+	if tenant == pb.DefaultTenant && !flagSet(v.fs, "tenant") {
+		tenant = "" // every tenant unless asked
+	}
+	stats, err := c.Stats(ctx, queue, tenant)
+	if err != nil {
+		return err
+	}
+	return v.print(func(w io.Writer) {
+		fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %-10s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED",
+			"WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST", "LIMITS")
+		for _, s := range stats {
+			oldest := "-"
+			if s.GetOldestPendingAt() > 0 {
+				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Second).String()
+			}
+			state := "active"
+			if s.GetPaused() {
+				state = "paused"
+			}
+			limits := limitsText(s)
+			if limits == "" {
+				limits = "-"
+			}
+			fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %-10s %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+				s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest, limits)
+		}
+	}, &pb.StatsResponse{Queues: stats})
 }
