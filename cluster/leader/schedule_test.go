@@ -14,18 +14,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func schedulesLatched(t *testing.T, nodes ...*cluster.Node) {
-	t.Helper()
-	testwait.For(t, 10*time.Second, "schedules latched on every node", func() bool {
-		for _, n := range nodes {
-			if n.FSM().EnabledLevel() < fsm.LevelSchedules {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // scheduledTasks lists the pending tasks of queue on n's replica.
 func scheduledTasks(t *testing.T, n *cluster.Node, queue string) []*pb.Task {
 	t.Helper()
@@ -49,7 +37,7 @@ func scheduledTasks(t *testing.T, n *cluster.Node, queue string) []*pb.Task {
 // slot, no slot twice and none missing between the first and the last.
 func Test_ScheduleOncePerSlotAcrossTransfers(t *testing.T) {
 	nodes := nodetest.ClusterWith(t, 3, func(c *cluster.Config) { c.ScheduleInterval = 50 * time.Millisecond })
-	schedulesLatched(t, nodes...)
+	nodetest.WaitLevel(t, fsm.LevelSchedules, nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	l := nodetest.LeaderOf(t, nodes)

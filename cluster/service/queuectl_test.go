@@ -15,18 +15,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func latched(t *testing.T, nodes ...*cluster.Node) {
-	t.Helper()
-	testwait.For(t, 10*time.Second, "queue control latched on every node", func() bool {
-		for _, n := range nodes {
-			if n.FSM().EnabledLevel() < fsm.LevelQueueControl {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // Test_QueueControlGatedBeforeLatch: while a server runs a build below
 // LevelQueueControl, pause and purge are refused with FEATURE_DISABLED
 // and nothing is proposed.
@@ -56,7 +44,7 @@ func Test_QueueControlGatedBeforeLatch(t *testing.T) {
 // empty one, proposing nothing, and resuming wakes it with the task.
 func Test_PausedQueueLongPoll(t *testing.T) {
 	n := nodetest.Cluster(t, 1)[0]
-	latched(t, n)
+	nodetest.WaitLevel(t, fsm.LevelQueueControl, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := nodetest.EnqueueN(t, ctx, n, "a", 1)[0]
@@ -94,7 +82,7 @@ func Test_PausedQueueLongPoll(t *testing.T) {
 func Test_PauseSurvivesFailover(t *testing.T) {
 	nodes := nodetest.Cluster(t, 3)
 	l := nodetest.LeaderOf(t, nodes)
-	latched(t, nodes...)
+	nodetest.WaitLevel(t, fsm.LevelQueueControl, nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nodetest.MustApply(t, ctx, l, service.SetQueuePausedCommand("a", "", true))
@@ -128,7 +116,7 @@ func Test_PauseSurvivesFailover(t *testing.T) {
 // several and counts them all; running tasks stay.
 func Test_PurgeQueueInSteps(t *testing.T) {
 	n := nodetest.Cluster(t, 1)[0]
-	latched(t, n)
+	nodetest.WaitLevel(t, fsm.LevelQueueControl, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const total = 2*service.PurgeStep + 300

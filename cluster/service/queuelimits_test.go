@@ -13,11 +13,6 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-func limitsLatched(t *testing.T, n *cluster.Node) {
-	t.Helper()
-	testwait.For(t, 10*time.Second, "limits latched", func() bool { return n.FSM().EnabledLevel() >= fsm.LevelLimits })
-}
-
 func u32p(v uint32) *uint32 { return &v }
 func u64p(v uint64) *uint64 { return &v }
 
@@ -56,7 +51,7 @@ func within(t *testing.T, ch <-chan []*pb.Task, d time.Duration, what string) []
 // wakes when a running task of the queue ends.
 func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 	n := nodetest.Cluster(t, 1)[0]
-	limitsLatched(t, n)
+	nodetest.WaitLevel(t, fsm.LevelLimits, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nodetest.EnqueueN(t, ctx, n, "a", 3)
@@ -89,7 +84,7 @@ func Test_ConcurrencyLimitedLongPoll(t *testing.T) {
 // few entries meanwhile.
 func Test_RateLimitedLongPoll(t *testing.T) {
 	n := nodetest.Cluster(t, 1)[0]
-	limitsLatched(t, n)
+	nodetest.WaitLevel(t, fsm.LevelLimits, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nodetest.EnqueueN(t, ctx, n, "a", 3)
@@ -117,7 +112,7 @@ func Test_RateLimitedLongPoll(t *testing.T) {
 // tenant's queues.
 func Test_TenantLimitWakesOtherQueue(t *testing.T) {
 	n := nodetest.Cluster(t, 1)[0]
-	limitsLatched(t, n)
+	nodetest.WaitLevel(t, fsm.LevelLimits, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nodetest.EnqueueN(t, ctx, n, "a", 1)
