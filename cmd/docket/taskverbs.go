@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/dockethq/docket/client"
 	"io"
 	"os"
 	"strings"
@@ -43,26 +44,23 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	if err := checkPayload(len(payload), *maxPayload, pos[1] == "-"); err != nil {
 		return err
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	nt := &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
-		Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key}
-	setTimeout(nt)
-	if err := afterFlags(nt, *after, *onFail); err != nil {
-		return err
-	}
-	items, err := c.Enqueue(ctx, nt)
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		for _, it := range items {
-			fmt.Fprintf(w, "%s %s\n", it.GetTaskId(), strings.TrimPrefix(it.GetState().String(), "TASK_STATE_"))
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		nt := &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
+			Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key}
+		setTimeout(nt)
+		if err := afterFlags(nt, *after, *onFail); err != nil {
+			return err
 		}
-	}, items[0])
+		items, err := c.Enqueue(ctx, nt)
+		if err != nil {
+			return err
+		}
+		return v.print(func(w io.Writer) {
+			for _, it := range items {
+				fmt.Fprintf(w, "%s %s\n", it.GetTaskId(), strings.TrimPrefix(it.GetState().String(), "TASK_STATE_"))
+			}
+		}, items[0])
+	})
 }
 
 func (v *verb) claim(ctx context.Context, args []string) error {
@@ -74,32 +72,29 @@ func (v *verb) claim(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	tasks, err := c.Claim(ctx, &pb.ClaimRequest{Queue: pos[0], Tenant: v.c.tenant, WorkerId: *worker,
-		LeaseNs: int64(*lease), MaxTasks: uint32(*n), WaitNs: int64(*wait)})
-	if err != nil {
-		return err
-	}
-	msgs := make([]proto.Message, len(tasks))
-	for i, t := range tasks {
-		msgs[i] = t
-	}
-	if len(tasks) == 0 && v.c.json {
-		_, err := fmt.Fprintln(v.out, "[]")
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		if len(tasks) == 0 {
-			fmt.Fprintln(w, "no task")
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		tasks, err := c.Claim(ctx, &pb.ClaimRequest{Queue: pos[0], Tenant: v.c.tenant, WorkerId: *worker,
+			LeaseNs: int64(*lease), MaxTasks: uint32(*n), WaitNs: int64(*wait)})
+		if err != nil {
+			return err
 		}
-		for _, t := range tasks {
-			fmt.Fprintf(w, "%s fence=%d attempt=%d payload=%q\n", t.GetId(), t.GetFence(), t.GetAttempts()+1, t.GetPayload())
+		msgs := make([]proto.Message, len(tasks))
+		for i, t := range tasks {
+			msgs[i] = t
 		}
-	}, msgs...)
+		if len(tasks) == 0 && v.c.json {
+			_, err := fmt.Fprintln(v.out, "[]")
+			return err
+		}
+		return v.print(func(w io.Writer) {
+			if len(tasks) == 0 {
+				fmt.Fprintln(w, "no task")
+			}
+			for _, t := range tasks {
+				fmt.Fprintf(w, "%s fence=%d attempt=%d payload=%q\n", t.GetId(), t.GetFence(), t.GetAttempts()+1, t.GetPayload())
+			}
+		}, msgs...)
+	})
 }
 
 func (v *verb) submit(ctx context.Context, args []string) error {
@@ -119,25 +114,22 @@ func (v *verb) submit(ctx context.Context, args []string) error {
 	if flagSet(v.fs, "tenant") {
 		req.Tenant = v.c.tenant
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	already, err := c.Submit(ctx, req)
-	if err != nil {
-		return noTask(err, pos[0])
-	}
-	return v.print(func(w io.Writer) {
-		switch {
-		case already:
-			fmt.Fprintln(w, "already submitted")
-		case *failed:
-			fmt.Fprintln(w, "submitted as failed")
-		default:
-			fmt.Fprintln(w, "submitted")
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		already, err := c.Submit(ctx, req)
+		if err != nil {
+			return noTask(err, pos[0])
 		}
-	}, &pb.SubmitResponse{AlreadyDone: already})
+		return v.print(func(w io.Writer) {
+			switch {
+			case already:
+				fmt.Fprintln(w, "already submitted")
+			case *failed:
+				fmt.Fprintln(w, "submitted as failed")
+			default:
+				fmt.Fprintln(w, "submitted")
+			}
+		}, &pb.SubmitResponse{AlreadyDone: already})
+	})
 }
 
 func (v *verb) nack(ctx context.Context, args []string) error {
@@ -147,21 +139,18 @@ func (v *verb) nack(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	req := &pb.NackRequest{TaskId: pos[0], Fence: fence, DelayNs: int64(*delay), Reason: *reason}
-	if flagSet(v.fs, "tenant") {
-		req.Tenant = v.c.tenant
-	}
-	state, err := c.Nack(ctx, req)
-	if err != nil {
-		return noTask(err, pos[0])
-	}
-	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
-		&pb.NackResponse{State: state})
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		req := &pb.NackRequest{TaskId: pos[0], Fence: fence, DelayNs: int64(*delay), Reason: *reason}
+		if flagSet(v.fs, "tenant") {
+			req.Tenant = v.c.tenant
+		}
+		state, err := c.Nack(ctx, req)
+		if err != nil {
+			return noTask(err, pos[0])
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
+			&pb.NackResponse{State: state})
+	})
 }
 
 func (v *verb) task(ctx context.Context, args []string) error {
@@ -177,20 +166,17 @@ func (v *verb) task(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: docket task ID | task update ID", errUsage)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	read := c.ReadTask
-	if *stale {
-		read = c.ReadTaskStale
-	}
-	t, err := read(ctx, pos[0])
-	if err != nil {
-		return noTask(err, pos[0])
-	}
-	return v.print(func(w io.Writer) { printTask(w, t) }, t)
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		read := c.ReadTask
+		if *stale {
+			read = c.ReadTaskStale
+		}
+		t, err := read(ctx, pos[0])
+		if err != nil {
+			return noTask(err, pos[0])
+		}
+		return v.print(func(w io.Writer) { printTask(w, t) }, t)
+	})
 }
 
 func printTask(w io.Writer, t *pb.Task) {

@@ -108,6 +108,19 @@ func (v *verb) parse(args []string, minPos, maxPos int, what string) ([]string, 
 	return pos, nil
 }
 
+// withClient connects as the verb's flags say and runs fn with the
+// client, under the verb's --timeout; the connection closes when fn
+// returns. Every verb that calls the cluster goes through it, so none
+// dials, bounds its call or closes on its own.
+func (v *verb) withClient(ctx context.Context, fn func(context.Context, *client.Client) error) error {
+	c, ctx, done, err := v.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c)
+}
+
 func (v *verb) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.c.timeout)
 	addrs := splitList(v.c.addr)
