@@ -98,21 +98,7 @@ func (v *verb) queues(ctx context.Context, args []string) error {
 			}
 			all = mine
 		}
-		return v.print(func(w io.Writer) {
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED", "WAITING", "RUNNING", "DEAD", "FINISHED", "LIMITS")
-			for _, s := range all {
-				state := "active"
-				if s.GetPaused() {
-					state = "paused"
-				}
-				limits := limitsText(s)
-				if limits == "" {
-					limits = "-"
-				}
-				fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-					s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), limits)
-			}
-		}, &pb.StatsResponse{Queues: all})
+		return v.print(func(w io.Writer) { queueTable(w, all, false) }, &pb.StatsResponse{Queues: all})
 	})
 }
 
@@ -157,25 +143,38 @@ func (v *verb) stats(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return v.print(func(w io.Writer) {
-			fmt.Fprintf(w, "%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s %-10s %s\n", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED",
-				"WAITING", "RUNNING", "DEAD", "FINISHED", "OLDEST", "LIMITS")
-			for _, s := range stats {
-				oldest := "-"
-				if s.GetOldestPendingAt() > 0 {
-					oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Second).String()
-				}
-				state := "active"
-				if s.GetPaused() {
-					state = "paused"
-				}
-				limits := limitsText(s)
-				if limits == "" {
-					limits = "-"
-				}
-				fmt.Fprintf(w, "%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d %-10s %s\n", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
-					s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted(), oldest, limits)
-			}
-		}, &pb.StatsResponse{Queues: stats})
+		return v.print(func(w io.Writer) { queueTable(w, stats, true) }, &pb.StatsResponse{Queues: stats})
 	})
+}
+
+// queueTable prints one line per queue: its counts by state, whether it
+// is paused, and its limits; withOldest adds the age of its oldest pending
+// task, which stats shows and queues leaves out.
+func queueTable(w io.Writer, stats []*pb.QueueStats, withOldest bool) {
+	head := fmt.Sprintf("%-20s %-12s %-7s %8s %8s %8s %8s %8s %9s ", "QUEUE", "TENANT", "STATE", "PENDING", "DELAYED",
+		"WAITING", "RUNNING", "DEAD", "FINISHED")
+	if withOldest {
+		head += fmt.Sprintf("%-10s ", "OLDEST")
+	}
+	fmt.Fprintln(w, head+"LIMITS")
+	for _, s := range stats {
+		state := "active"
+		if s.GetPaused() {
+			state = "paused"
+		}
+		line := fmt.Sprintf("%-20s %-12s %-7s %8d %8d %8d %8d %8d %9d ", s.GetQueue(), s.GetTenant(), state, s.GetPending(),
+			s.GetDelayed(), s.GetWaiting(), s.GetRunning(), s.GetDead(), s.GetCompleted())
+		if withOldest {
+			oldest := "-"
+			if s.GetOldestPendingAt() > 0 {
+				oldest = time.Since(time.Unix(0, s.GetOldestPendingAt())).Round(time.Second).String()
+			}
+			line += fmt.Sprintf("%-10s ", oldest)
+		}
+		limits := limitsText(s)
+		if limits == "" {
+			limits = "-"
+		}
+		fmt.Fprintln(w, line+limits)
+	}
 }
