@@ -54,35 +54,13 @@ type verb struct {
 	out io.Writer
 }
 
-// verbs maps each operator verb to its method.
-var verbs = map[string]func(*verb, context.Context, []string) error{
-	"enqueue":  (*verb).enqueue,
-	"claim":    (*verb).claim,
-	"submit":   (*verb).submit,
-	"nack":     (*verb).nack,
-	"task":     (*verb).task,
-	"stats":    (*verb).stats,
-	"dlq":      (*verb).dlq,
-	"cluster":  (*verb).cluster,
-	"token":    (*verb).token,
-	"snapshot": (*verb).snapshot,
-	"queue":    (*verb).queue,
-	"queues":   (*verb).queues,
-	"cancel":   (*verb).cancel,
-	"wait":     (*verb).wait,
-	"schedule": (*verb).schedule,
-	"snooze":   (*verb).snooze,
-	"tasks":    (*verb).tasks,
-	"dag":      (*verb).dag,
-}
-
 func runVerb(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	v := &verb{fs: fs, c: commonFlags(fs), out: stdout}
 	setUsage(fs, name, stderr) // verbhelp.go
-	if fn, ok := verbs[name]; ok {
-		return fn(v, ctx, args)
+	if spec, ok := verbs[name]; ok {
+		return spec.run(v, ctx, args)
 	}
 	return fmt.Errorf("%w: unknown verb %q", errUsage, name)
 }
