@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
@@ -14,22 +16,22 @@ import (
 )
 
 // An operator's mistakes name what is missing: removing a server the
-// configuration does not hold is ErrUnknownServer (it answered OK, and the
+// configuration does not hold is cluster.ErrUnknownServer (it answered OK, and the
 // CLI printed "removed"), and revoking an unknown token says token, not
 // task.
 func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nodes := mustCluster(t, 1)
+	nodes := nodetest.Cluster(t, 1)
 	n := nodes[0]
-	if err := n.RemoveServer(ctx, "n99"); !errors.Is(err, ErrUnknownServer) {
-		t.Fatalf("remove n99: %v, want ErrUnknownServer", err)
+	if err := n.RemoveServer(ctx, "n99"); !errors.Is(err, cluster.ErrUnknownServer) {
+		t.Fatalf("remove n99: %v, want cluster.ErrUnknownServer", err)
 	}
-	if _, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+	if _, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
 		t.Fatal(err)
 	}
-	err := n.RevokeToken(ctx, "0123456789abcdef01234567")
+	err := n.Service().RevokeToken(ctx, "0123456789abcdef01234567")
 	if !errors.Is(err, pb.ErrNotFound) || !strings.Contains(err.Error(), "token") || strings.Contains(err.Error(), "task") {
 		t.Fatalf("revoke an unknown token: %v, want pb.ErrNotFound worded for a token", err)
 	}
@@ -43,22 +45,22 @@ func Test_UnknownServerAndTokenAnswers(t *testing.T) {
 func Test_LeaderAuthenticatesOnlyWhenCaughtUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n := mustCluster(t, 1)[0]
-	if _, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
+	n := nodetest.Cluster(t, 1)[0]
+	if _, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_FEATURE_LEVEL,
 		Body: &pb.Command_SetFeatureLevel{SetFeatureLevel: &pb.SetFeatureLevelCmd{Level: fsm.FeatureLevel}}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := n.CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{pb.RoleReader}, Tenants: []string{pb.AllTenants}})
+	tok, err := n.Service().CreateToken(ctx, &pb.CreateTokenRequest{Name: "t", Roles: []string{pb.RoleReader}, Tenants: []string{pb.AllTenants}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 5*time.Second, "the leader's first barrier", n.LeaderCaughtUp)
-	if _, err := n.Authenticate(tok.GetSecret()); err != nil {
+	if _, err := n.Service().Authenticate(tok.GetSecret()); err != nil {
 		t.Fatalf("a caught-up leader refused a live token: %v", err)
 	}
-	n.readyTerm.Store(0) // as right after an election, before the barrier returns
+	cluster.ForgetBarrier(n) // as right after an election, before the barrier returns
 	var nl *replica.NotLeaderError
-	if _, err := n.Authenticate(tok.GetSecret()); !errors.As(err, &nl) {
+	if _, err := n.Service().Authenticate(tok.GetSecret()); !errors.As(err, &nl) {
 		t.Fatalf("a leader still applying earlier terms answered for a token: %v", err)
 	}
 }

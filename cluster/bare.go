@@ -11,9 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dockethq/docket/cluster/health"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
-	"github.com/dockethq/docket/cluster/raftnet"
 )
 
 // raftParts are the pieces of Raft that a Node and a BareRaft build the same
@@ -61,9 +60,9 @@ func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	return p.store.VerifyLog(snapIndex)
 }
 
-// openRaftTransport opens Raft's transport on cfg.RaftAddr (raftnet.Open).
-func openRaftTransport(cfg Config, log *slog.Logger, ident *identity.Identity, p *raftParts) error {
-	t, err := raftnet.Open(raftnet.Config{Addr: cfg.RaftAddr, MaxConns: cfg.RaftMaxConns, TLS: cfg.TLS,
+// openRaftTransport opens Raft's transport on cfg.RaftAddr (raftlog.OpenTransport).
+func openRaftTransport(cfg Config, log *slog.Logger, ident *peer.Identity, p *raftParts) error {
+	t, err := raftlog.OpenTransport(raftlog.TransportConfig{Addr: cfg.RaftAddr, MaxConns: cfg.RaftMaxConns, TLS: cfg.TLS,
 		HandshakeTimeout: cfg.RaftHandshakeTimeout, Ident: ident, Log: log})
 	p.transport = t
 	return err

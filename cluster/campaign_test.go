@@ -1,11 +1,13 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/gossip"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -21,10 +23,10 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// No checks at all: the restarted node stays unchecked.
-	nodes := mustClusterJoined(t, 3, func(c *Config) { c.CheckInterval = -1 })
-	l := leaderOf(t, nodes)
-	proposeOK(t, l, "before")
-	var others []*Node
+	nodes := nodetest.ClusterJoined(t, 3, func(c *cluster.Config) { c.CheckInterval = -1 })
+	l := nodetest.LeaderOf(t, nodes)
+	nodetest.ProposeOK(t, l, "before")
+	var others []*cluster.Node
 	for _, n := range nodes {
 		if n != l {
 			others = append(others, n)
@@ -36,13 +38,13 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the restarted node to apply the leader's entries", func() bool {
 		return restarted.FSM().AppliedIndex() >= l.FSM().AppliedIndex()
 	})
-	cfg := restarted.cfg
+	cfg := restarted.Internals().Config
 	if err := restarted.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 60*time.Millisecond, 60*time.Millisecond, 50*time.Millisecond
 	cfg.CampaignHold = time.Minute
-	again, err := New(cfg)
+	again, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 		t.Fatal("a node restarted from existing data serves before any check")
 	}
 	testwait.For(t, 10*time.Second, "the restarted node sees the checked voter alive in gossip", func() bool {
-		for _, m := range again.gossip.Members() {
+		for _, m := range again.Internals().Gossip.Members() {
 			if m.ID == checked.ID() && m.Status == gossip.StatusAlive && m.HasState && !m.Unchecked {
 				return true
 			}
@@ -62,7 +64,7 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	if err := again.CheckErr(); err == nil {
 		t.Fatal("the restarted node passed a check, though no leader runs any")
 	}
-	if err := l.raft.Shutdown().Error(); err != nil {
+	if err := l.Internals().Raft.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 15*time.Second, "a new leader", func() bool { return checked.IsLeader() || again.IsLeader() })
@@ -71,7 +73,7 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 	}
 	// Its election timer fired several times before the checked voter's
 	// did; it asked nobody for a vote.
-	if n := again.campaign.asked.Load(); n != 0 {
+	if n := cluster.VoteRequestsAsked(again); n != 0 {
 		t.Fatalf("%s sent %d vote requests while unchecked, with a checked voter alive", again.ID(), n)
 	}
 }
@@ -80,11 +82,11 @@ func Test_UncheckedNodeDoesNotCampaignWhileACheckedVoterLives(t *testing.T) {
 // this node refuses it its vote) would otherwise leave the cluster
 // without a leader for ever.
 func Test_CampaignHoldEnds(t *testing.T) {
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.CampaignHold = 200 * time.Millisecond
-	n := mustNode(t, cfg)
-	if err := n.holdCampaign("n2"); err == nil {
+	n := nodetest.Start(t, cfg)
+	if err := cluster.HoldCampaign(n, "n2"); err == nil {
 		t.Fatal("the first vote request of an episode was sent")
 	}
-	testwait.For(t, 5*time.Second, "the hold to end", func() bool { return n.holdCampaign("n2") == nil })
+	testwait.For(t, 5*time.Second, "the hold to end", func() bool { return cluster.HoldCampaign(n, "n2") == nil })
 }

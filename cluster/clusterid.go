@@ -6,7 +6,7 @@ import (
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/fsm"
 )
 
@@ -18,7 +18,7 @@ func (n *Node) nameClusterOnce(ctx context.Context) error {
 	if n.fsm.ClusterID() != "" || n.EnabledLevel() < fsm.LevelIdentity {
 		return nil
 	}
-	id, err := identity.NewClusterID()
+	id, err := peer.NewClusterID()
 	if err != nil {
 		return err
 	}
@@ -43,4 +43,4 @@ func (n *Node) CheckPeerCluster(peer, theirs string) error {
 
 // Identity is the node's cluster id and the check that refuses peers of
 // another cluster.
-func (n *Node) Identity() *identity.Identity { return n.ident }
+func (n *Node) Identity() *peer.Identity { return n.ident }

@@ -138,7 +138,7 @@ type Config struct {
 	// none on the shared 2-core VM with fsync on: the term stayed 2 across
 	// `docket bench --workload enqueue --duration 30s` at -c 64 (twice)
 	// and -c 256 (load average up to 7.3), with no "heartbeat timeout
-	// reached" in any node's log after the first election (2026-11-22).
+	// reached" in any node's log after the first election.
 	// On slower disks or busier hosts raise it with --heartbeat-timeout.
 	HeartbeatTimeout time.Duration
 
@@ -319,20 +319,22 @@ type Config struct {
 	// it nil.
 	WrapLogStore func(raft.LogStore) raft.LogStore
 
-	// fsmOptions edits the FSM's options (its filesystem) in this
-	// package's fault-injection tests.
-	fsmOptions func(*fsm.Options)
+	// EditFSMOptions, when set, edits the FSM's options before it opens
+	// (its filesystem, its feature ceiling). It is a fault-injection seam
+	// for tests, like WrapLogStore; leave it nil.
+	EditFSMOptions func(*fsm.Options)
 
 	// Limits are the edge's value limits (payload size).
 	Limits fsm.Limits
 
 	// RaftMaxConns bounds the inbound connections Raft's listener holds
 	// open at once; past it a connection is closed at accept
-	// (cluster/connlimit). Default 128. Each peer opens at most a pool of
+	// (internal/connlimit). Default 128. Each peer opens at most a pool of
 	// 5 (raftMaxPool), a pipeline, a heartbeat and a snapshot connection,
 	// about 8, so 128 serves 16 servers; more would only help a flood of
 	// connections to the Raft port take the descriptors the stores need
-	// (issue 9). `docket agent` lowers it when the file limit is small.
+	// and leave a leader unable to write. `docket agent` lowers it when
+	// the file limit is small.
 	RaftMaxConns int
 
 	// MaxOpenFiles bounds the files Pebble keeps open (its table cache;
@@ -350,8 +352,7 @@ type Config struct {
 	// stamped one, so after a leader change the new leader's limits apply.
 	// Keep it equal on every node. No default because the right value
 	// depends on the disk and the number of tenants: set it, with
-	// TenantMaxBytes, so that no one tenant can fill the disk for all
-	// (issue 9).
+	// TenantMaxBytes, so that no one tenant can fill the disk for all.
 	TenantMaxTasks uint64
 
 	// TenantMaxBytes bounds the encoded bytes of one tenant's stored task

@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster/replica"
 )
 
 // Version is the build's version, gossiped to the other servers. Release
@@ -203,7 +203,7 @@ func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	wait := time.Duration(0)
 	for {
-		if !clock.Sleep(n.ctx, wait) {
+		if !replica.Sleep(n.ctx, wait) {
 			return
 		}
 		if n.leaving.Load() {

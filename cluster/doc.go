@@ -1,28 +1,31 @@
 // Package cluster runs one Docket server: hashicorp/raft over checksummed,
-// fsync'd log stores (raft-boltdb/v2 or raft-wal) with the fsm package as
-// its state machine, snapshots, boot and recovery, and the node's health.
-// It owns what only a running server knows: who leads, the leader's clock,
-// and the leader-only loops (reaper, timeouts, delayed mover, retention
-// purge, schedules, feature-level latch, consistency checks, membership
-// reconcile) that turn time into commands. Its Service is what the API
-// layer calls: request checks, group commit, long-poll claims and waits,
-// and reads at a chosen consistency.
+// fsync'd log stores with the fsm package as its state machine, snapshots,
+// boot and recovery, leadership and its loops, and the node's health. It
+// hands the API layer the Node (the member itself) and the Node's Service
+// (the write and read paths).
 //
-// What it must not do:
+// What it must not do: change the keyspace outside Raft, decide a queue
+// rule (the FSM judges every command in apply), speak the gRPC API (that
+// is transport's), accept a peer of another cluster, or acknowledge a
+// write before a majority has fsync'd it.
 //
-//   - change the keyspace outside Raft: every write is a command that the
-//     FSM applies on every node, and apply reads no clock of this package;
-//   - decide a queue rule: the FSM judges every command in apply, and this
-//     package only carries bytes and time to it;
-//   - speak the gRPC API: handlers, status codes and error mapping belong
-//     to transport, which imports this package and never the other way;
-//   - accept a peer of another cluster, or acknowledge a write before a
-//     majority has fsync'd it.
+// Its rooms, one job each:
 //
-// Sub-packages: gossip (the memberlist pool), certs (TLS material),
-// connlimit (bounded listeners).
+//	cluster             the assembly: Node, Config, boot, leadership, latch, metrics
+//	cluster/service     what transport calls: admit, group commit, claims, reads, tokens
+//	cluster/leader      the leader's housekeeping loops: reaper, timeouts, mover, scheduler
+//	cluster/check       the consistency check and the scrub
+//	cluster/membership  reconcile rule book, reconciler, peer book, removals
+//	cluster/raftlog     Raft's plumbing: checksummed log stores and the network
+//	cluster/health      the node's view of its disk: Pebble episodes, failed appends, ballast
+//	cluster/peer        dealing with peers: the cluster identity, connection pools
+//	cluster/replica     the contract between a Raft member and its proposers, and its clock
+//	cluster/gossip      the memberlist pool and what each server announces
+//	cluster/certs       TLS material, reloaded on SIGHUP
+//	cluster/memnode     an in-memory stand-in for a Node, for tests only
 //
-// The design, with the path of one Claim from the CLI to Pebble, the
-// invariants each part keeps, the operator's repair steps and the
-// decisions with their reasons, is in DESIGN.md beside this file.
+// cluster/internal/nodetest starts real nodes for the rooms' tests. The
+// design, with the invariants, one Claim's walk and the decisions, is in
+// DESIGN.md beside this file; a room with a design of its own keeps it in
+// its own DESIGN.md.
 package cluster

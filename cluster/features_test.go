@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -9,27 +9,20 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// atLevel is testConfig for a server whose build applies up to level: the
-// in-process stand-in for an older binary.
-func atLevel(t *testing.T, id string, expect int, level uint32) Config {
-	c := testConfig(t, id, expect)
-	c.fsmOptions = func(o *fsm.Options) { o.MaxLevel = level }
-	return c
-}
-
 // announce records on every node that each server announced its build's
 // level, as gossip does.
-func announce(nodes []*Node, levels map[string]uint32) {
+func announce(nodes []*cluster.Node, levels map[string]uint32) {
 	for _, n := range nodes {
 		for id, l := range levels {
-			n.peers.Put(membership.Peer{ID: id, Level: l})
+			cluster.Announce(n, id, l)
 		}
 	}
 }
@@ -40,7 +33,7 @@ func createTokenCmd() *pb.Command {
 	}}}
 }
 
-// Test_FeatureGatedUntilEveryServerSupportsIt is issue 12's "a feature is
+// Test_FeatureGatedUntilEveryServerSupportsIt is the "a feature is
 // gated until all voters support it, then latched". A cluster with one
 // server on an older build (level LevelCheck: no tokens) refuses token
 // commands without proposing them, also while that server is down (its
@@ -48,14 +41,14 @@ func createTokenCmd() *pb.Command {
 // build, the leader latches the new level, tokens work, and the latch
 // survives a change of leader.
 func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
-	old := mustNode(t, atLevel(t, "n1", 1, fsm.LevelCheck))
+	old := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelCheck))
 	testwait.For(t, 5*time.Second, "n1 leader", old.IsLeader)
 	testwait.For(t, 5*time.Second, "the old build's level latched", func() bool { return old.FSM().EnabledLevel() == fsm.LevelCheck })
-	nodes := []*Node{old}
+	nodes := []*cluster.Node{old}
 	for _, id := range []string{"n2", "n3"} {
-		n := mustNode(t, testConfig(t, id, 0))
+		n := nodetest.Start(t, nodetest.Config(t, id, 0))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := old.AddServer(ctx, n.ID(), n.cfg.RaftAddr, "", false)
+		err := old.AddServer(ctx, n.ID(), n.Internals().Config.RaftAddr, "", false)
 		cancel()
 		if err != nil {
 			t.Fatalf("add %s: %v", id, err)
@@ -64,23 +57,23 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	}
 	announce(nodes, map[string]uint32{"n1": fsm.LevelCheck, "n2": fsm.FeatureLevel, "n3": fsm.FeatureLevel})
 
-	refused := func(n *Node, when string) {
+	refused := func(n *cluster.Node, when string) {
 		t.Helper()
-		before := n.raft.LastIndex()
+		before := n.Internals().Raft.LastIndex()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := n.Propose(ctx, createTokenCmd())
+		_, err := n.Service().Propose(ctx, createTokenCmd())
 		var fe *service.FeatureError
 		if !errors.As(err, &fe) || !errors.Is(err, service.ErrFeatureDisabled) || fe.Need != fsm.LevelTokens || fe.Enabled != fsm.LevelCheck {
 			t.Fatalf("%s: CreateToken answered %v, want service.FeatureError need %d enabled %d", when, err, fsm.LevelTokens, fsm.LevelCheck)
 		}
-		assertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, when)
+		nodetest.AssertNotProposedSince(t, n, before, pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, when)
 	}
-	refused(leaderOf(t, nodes), "old build leads")
+	refused(nodetest.LeaderOf(t, nodes), "old build leads")
 
 	// The old server goes down. The new leader still holds the latch at the
 	// level the old server last announced: it may come back.
-	if err := old.raft.LeadershipTransfer().Error(); err != nil {
+	if err := old.Internals().Raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -89,8 +82,8 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := nodes[1:]
-	l := leaderOf(t, rest)
-	if err := l.latchOnce(ctx); err != nil {
+	l := nodetest.LeaderOf(t, rest)
+	if err := cluster.LatchOnce(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	refused(l, "old build down")
@@ -99,8 +92,8 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	if err := l.RemoveServer(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	n4 := mustNode(t, testConfig(t, "n4", 0))
-	if err := l.AddServer(ctx, "n4", n4.cfg.RaftAddr, "", false); err != nil {
+	n4 := nodetest.Start(t, nodetest.Config(t, "n4", 0))
+	if err := l.AddServer(ctx, "n4", n4.Internals().Config.RaftAddr, "", false); err != nil {
 		t.Fatal(err)
 	}
 	rest = append(rest, n4)
@@ -108,7 +101,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the leader to latch the current level", func() bool {
 		return l.FSM().EnabledLevel() == fsm.FeatureLevel
 	})
-	if res, err := l.Propose(ctx, createTokenCmd()); err != nil || pb.ResultError(res) != nil {
+	if res, err := l.Service().Propose(ctx, createTokenCmd()); err != nil || pb.ResultError(res) != nil {
 		t.Fatalf("CreateToken after the latch: %v %v", res, err)
 	}
 	// Latched for good: every replica holds it, and a new leader keeps it.
@@ -121,7 +114,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		}
 		return true
 	})
-	if err := l.raft.LeadershipTransfer().Error(); err != nil {
+	if err := l.Internals().Raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 5*time.Second, "a new leader", func() bool {
@@ -132,7 +125,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 		}
 		return false
 	})
-	if got := leaderOf(t, rest).FSM().EnabledLevel(); got != fsm.FeatureLevel {
+	if got := nodetest.LeaderOf(t, rest).FSM().EnabledLevel(); got != fsm.FeatureLevel {
 		t.Fatalf("new leader's enabled level %d", got)
 	}
 }
@@ -141,7 +134,7 @@ func Test_FeatureGatedUntilEveryServerSupportsIt(t *testing.T) {
 // commands still all apply, each in an entry of its own, and SubmitBatch's
 // Batch command is split the same way.
 func Test_BatchesWaitForTheirLevel(t *testing.T) {
-	n := mustNode(t, atLevel(t, "n1", 1, fsm.LevelBase))
+	n := nodetest.Start(t, nodetest.AtLevel(t, "n1", 1, fsm.LevelBase))
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "the base level latched", func() bool { return n.FSM().EnabledLevel() == fsm.LevelBase })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -150,7 +143,7 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	errs := make(chan error, callers)
 	for i := range callers {
 		go func() {
-			res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i)))
+			res, err := n.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", fmt.Sprint(i)))
 			if err == nil {
 				err = pb.ResultError(res)
 			}
@@ -164,17 +157,17 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	}
 	var cmds []*pb.Command
 	for i := range 3 {
-		cmds = append(cmds, enqueueCmd("more", fmt.Sprint(i)))
+		cmds = append(cmds, nodetest.EnqueueCmd("more", fmt.Sprint(i)))
 	}
-	res, err := n.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
+	res, err := n.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{Commands: cmds}}})
 	if err != nil || len(res.GetResults()) != 3 {
 		t.Fatalf("batch on a base-level cluster: %v, %v", res, err)
 	}
 	// Every entry in the log is one a level-1 build applies: none is a Batch.
-	first, last := uint64(1), n.raft.LastIndex()
+	first, last := uint64(1), n.Internals().Raft.LastIndex()
 	for i := first; i <= last; i++ {
 		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+		if err := n.Internals().Logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
 			continue
 		}
 		cmd, err := fsm.DecodeCommand(l.Data)
@@ -187,33 +180,5 @@ func Test_BatchesWaitForTheirLevel(t *testing.T) {
 	}
 	if p, _, err := n.FSM().Counts("jobs", "default"); err != nil || p != callers {
 		t.Fatalf("pending %d (%v), want %d", p, err, callers)
-	}
-}
-
-// assertNotProposedSince fails if an entry of type typ is in n's log after
-// index from. It reads the log rather than the applied index because the
-// leader appends entries of its own (its first check, the level latch) at
-// any time, so "the index did not move" would be a race.
-// n must be the node the command was refused on, and the log must not be
-// compacted past from meanwhile (a missing entry fails the test).
-func assertNotProposedSince(t *testing.T, n *Node, from uint64, typ pb.CommandType, when string) {
-	t.Helper()
-	for i := from + 1; i <= n.raft.LastIndex(); i++ {
-		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil {
-			t.Fatalf("%s: read entry %d: %v", when, i, err)
-		}
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		cmd, err := fsm.DecodeCommand(l.Data)
-		if err != nil {
-			t.Fatalf("%s: decode entry %d: %v", when, i, err)
-		}
-		for _, c := range append([]*pb.Command{cmd}, cmd.GetBatch().GetCommands()...) {
-			if c.GetType() == typ {
-				t.Fatalf("%s: entry %d holds %v: the refused command was proposed", when, i, typ)
-			}
-		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dockethq/docket/cluster/clock"
+	"github.com/dockethq/docket/cluster/replica"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -65,7 +65,7 @@ func (n *Node) Leave(ctx context.Context) error {
 			}
 			askAt = time.Now().Add(leavePeerPoll)
 		}
-		if !clock.Sleep(ctx, 20*time.Millisecond) {
+		if !replica.Sleep(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("leave: waiting to be removed from the configuration: %w", ctx.Err())
 		}
 	}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -19,30 +21,30 @@ import (
 // least minTrailingLogs of them: 4 MiB here).
 func Test_LogStaysWithinByteBudget(t *testing.T) {
 	const budget = 8 << 20
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.LogMaxBytes = budget
 	reg := prometheus.NewRegistry()
 	cfg.Service.Registerer = reg
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	big := strings.Repeat("x", 64<<10)
 	var last string
 	for i := range 300 {
-		res, err := n.Propose(ctx, enqueueCmd("jobs", fmt.Sprint(i, big)))
+		res, err := n.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", fmt.Sprint(i, big)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = res.GetItems()[0].GetTaskId()
 	}
 	testwait.For(t, 10*time.Second, "the log back within its byte budget", func() bool {
-		return n.store.Sizes().Bytes() <= budget
+		return cluster.LogBytes(n) <= budget
 	})
 	if v := gaugeValue(t, reg, "docket_raft_log_bytes"); v <= 0 || v > budget {
 		t.Fatalf("docket_raft_log_bytes %v, want within (0, %d]", v, budget)
 	}
-	first, err := n.logs.FirstIndex()
+	first, err := n.Internals().Logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +55,14 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 		t.Fatalf("last task: %v", err)
 	}
 	// The count matches the store: a restart reads the same size back.
-	counted := n.store.Sizes().Bytes()
+	counted := cluster.LogBytes(n)
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cfg.RaftAddr = n.cfg.RaftAddr
+	cfg.RaftAddr = n.Internals().Config.RaftAddr
 	cfg.Service.Registerer = nil
-	again := mustNode(t, cfg)
-	if got := again.store.Sizes().Bytes(); got < counted-counted/10 || got > counted+counted/10 {
+	again := nodetest.Start(t, cfg)
+	if got := cluster.LogBytes(again); got < counted-counted/10 || got > counted+counted/10 {
 		t.Fatalf("after a restart the log counts %d bytes, before it %d", got, counted)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -30,14 +31,14 @@ func (l *lockedBuffer) lines() []string {
 	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
 }
 
-// Test_LogLinesCarryTermAndLeader is issue 13's "add the leader and term
+// Test_LogLinesCarryTermAndLeader is the "add the leader and term
 // to each line": a node's lines, Raft's own included, name the term and
 // the leader it knows at the moment they are written.
 func Test_LogLinesCarryTermAndLeader(t *testing.T) {
 	buf := &lockedBuffer{}
-	cfg := testConfig(t, "n1", 1)
+	cfg := nodetest.Config(t, "n1", 1)
 	cfg.Logger = slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	n := mustNode(t, cfg)
+	n := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n.IsLeader)
 	testwait.For(t, 5*time.Second, "a line naming the leader and its term", func() bool {
 		for _, line := range buf.lines() {
@@ -45,7 +46,7 @@ func Test_LogLinesCarryTermAndLeader(t *testing.T) {
 				Node, Leader string
 				Term         uint64
 			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Node == "n1" && rec.Leader == "n1" && rec.Term >= 1 && rec.Term == n.raft.CurrentTerm() {
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Node == "n1" && rec.Leader == "n1" && rec.Term >= 1 && rec.Term == n.Internals().Raft.CurrentTerm() {
 				return true
 			}
 		}

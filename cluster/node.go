@@ -14,15 +14,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/gossip"
 	"github.com/dockethq/docket/cluster/health"
-	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/membership"
-	"github.com/dockethq/docket/cluster/nodemetrics"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/raftlog"
-	"github.com/dockethq/docket/cluster/raftnet"
+	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
 )
@@ -30,13 +27,13 @@ import (
 // Node is one Docket server: Raft, its stores, the FSM, the leader-only
 // loops and peer discovery. It is safe for concurrent use.
 type Node struct {
-	// Service is the node's write and read paths for the API layer:
-	// group commit, long polls, reads at a chosen consistency.
-	*service.Service
+	// svc is the node's write and read paths for the API layer: group
+	// commit, long polls, reads at a chosen consistency (Service).
+	svc *service.Service
 
 	cfg   Config
 	log   *slog.Logger
-	clock clock.Clock
+	clock replica.Clock
 
 	fsm       *fsm.FSM
 	store     *raftlog.Store
@@ -57,8 +54,8 @@ type Node struct {
 	health        *health.Tracker
 	notify        chan bool // Raft's NotifyCh, which followLeadership reads
 
-	logFault *logFault          // damage found in the log while running (logfault.go)
-	ident    *identity.Identity // the cluster's id, checked on every peer (identity.go)
+	logFault *logFault      // damage found in the log while running (logfault.go)
+	ident    *peer.Identity // the cluster's id, checked on every peer (package peer)
 	campaign campaignView
 	check    *check.Checker
 	pool     *peer.Pool // node-to-node gRPC: status, hashes, membership
@@ -97,7 +94,7 @@ func New(cfg Config) (*Node, error) {
 	role := &roleState{}
 	log := slog.New(roleHandler{Handler: cfg.Logger.Handler(), s: role}).With("node", cfg.ID)
 	health.EnsureBallast(cfg.DataDir, cfg.BallastBytes, log)
-	n := &Node{cfg: cfg, log: log, role: role, clock: clock.Offset(cfg.ClockOffset),
+	n := &Node{cfg: cfg, log: log, role: role, clock: replica.Offset(cfg.ClockOffset),
 		health: health.New(log, cfg.ApplyLagBound), logFault: newLogFault(),
 		gossipChanged: make(chan struct{}, 1), reconcileKick: make(chan struct{}, 1), left: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -105,8 +102,8 @@ func New(cfg Config) (*Node, error) {
 	defer func() {
 		if !ok {
 			n.cancel()
-			if n.Service != nil {
-				n.Service.Close()
+			if n.svc != nil {
+				n.svc.Close()
 			}
 			n.closeStores()
 		}
@@ -115,13 +112,13 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.OnDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
 		MemTableBytes: cfg.PebbleMemTableBytes}
-	if cfg.fsmOptions != nil {
-		cfg.fsmOptions(&fopts)
+	if cfg.EditFSMOptions != nil {
+		cfg.EditFSMOptions(&fopts)
 	}
 	if n.fsm, err = fsm.Open(filepath.Join(cfg.DataDir, "fsm"), fopts); err != nil {
 		return nil, err
 	}
-	n.Service = service.New(n, cfg.Service)
+	n.svc = service.New(n, cfg.Service)
 	var parts raftParts
 	err = openRaftStores(cfg, log, &parts)
 	n.store, n.logs, n.snaps = parts.store, parts.logs, parts.snaps
@@ -137,7 +134,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.bootRestore(); err != nil {
 		return nil, err
 	}
-	n.ident = identity.New(n.fsm.ClusterID, log)
+	n.ident = peer.NewIdentity(n.fsm.ClusterID, log)
 	n.pool = peer.New(n.peerDialOptions()...)
 	if err := openRaftTransport(cfg, log, n.ident, &parts); err != nil {
 		return nil, err
@@ -157,7 +154,7 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.OnFault = n.logFault.set
-	trans := &raftnet.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
+	trans := &raftlog.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
 	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -290,7 +287,7 @@ func (n *Node) stop(first func()) error {
 			first()
 		}
 		n.cancel()
-		n.Service.Close()
+		n.svc.Close()
 		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		n.check.Close() // after Raft: its apply goroutine starts the hashes
@@ -331,13 +328,13 @@ func (n *Node) closeStores() error {
 // what the OS had buffered; the chaos harness covers lost writes. For tests.
 func (n *Node) Crash() error { return n.stop(nil) }
 
-// collector is the node's Prometheus collector (package nodemetrics).
-func (n *Node) collector() *nodemetrics.Collector {
-	return nodemetrics.New(nodemetrics.Source{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
+// collector is the node's Prometheus collector (metrics.go).
+func (n *Node) collector() *metricsCollector {
+	return newMetricsCollector(metricsSource{Raft: n.raft, FSM: n.fsm, Clock: n.clock, Health: n.health,
 		LeaderChanges: n.role.changes.Load, Status: n.Status, CheckState: func() string { return n.check.Status().GetStatus() },
 		Hashing: n.check.Hashing,
 		Serving: func() bool { return len(n.HealthProblems()) == 0 && n.CheckErr() == nil }})
 }
 
-// Queue is the node's Service, what the API layer calls.
-func (n *Node) Queue() *service.Service { return n.Service }
+// Service is the node's write and read paths, what the API layer calls.
+func (n *Node) Service() *service.Service { return n.svc }

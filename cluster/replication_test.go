@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -19,9 +21,9 @@ import (
 // for that goroutine (seen as a 20-minute test timeout). Replication must
 // resume once the follower's disk works again.
 func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
-	nodes, logsOf := mustClusterFailingLogs(t)
-	l := leaderOf(t, nodes)
-	var f *Node
+	nodes, logsOf := nodetest.ClusterFailingLogs(t)
+	l := nodetest.LeaderOf(t, nodes)
+	var f *cluster.Node
 	for _, n := range nodes {
 		if n != l {
 			f = n
@@ -29,12 +31,12 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 		}
 	}
 	bad := logsOf(f.ID())
-	t.Cleanup(func() { bad.on.Store(false) })
+	t.Cleanup(func() { bad.On.Store(false) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for round := range 10 {
-		bad.on.Store(true)
+		bad.On.Store(true)
 		// Concurrent proposals keep the leader's replication triggered,
 		// which is when the blocked send happened.
 		var wg sync.WaitGroup
@@ -43,7 +45,7 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 10 { // committed by the leader and the other follower
-					if _, err := l.Propose(ctx, enqueueCmd("jobs", "x")); err != nil {
+					if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "x")); err != nil {
 						t.Errorf("round %d: propose with one follower failing: %v", round, err)
 						return
 					}
@@ -51,8 +53,8 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		bad.on.Store(false)
-		if _, err := l.Propose(ctx, enqueueCmd("jobs", "after")); err != nil {
+		bad.On.Store(false)
+		if _, err := l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "after")); err != nil {
 			t.Fatalf("round %d propose after: %v", round, err)
 		}
 		want := l.FSM().AppliedIndex()
@@ -68,8 +70,8 @@ func Test_FollowerLogFailureDoesNotStopReplication(t *testing.T) {
 // next send waiting to hand over), and Shutdown waited for it forever.
 func Test_LeaderShutdownUnderLoadReturns(t *testing.T) {
 	for round := range 5 {
-		nodes := mustCluster(t, 3)
-		l := leaderOf(t, nodes)
+		nodes := nodetest.Cluster(t, 3)
+		l := nodetest.LeaderOf(t, nodes)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range 32 {
@@ -77,7 +79,7 @@ func Test_LeaderShutdownUnderLoadReturns(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 200 && ctx.Err() == nil; i++ {
-					_, _ = l.Propose(ctx, enqueueCmd("jobs", "x"))
+					_, _ = l.Service().Propose(ctx, nodetest.EnqueueCmd("jobs", "x"))
 				}
 			}()
 		}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -18,21 +20,21 @@ import (
 // Before, no applied batch announced what the restore brought, so both
 // slept on.
 func Test_RestoreWakesWaiters(t *testing.T) {
-	l := mustCluster(t, 1)[0]
+	l := nodetest.Cluster(t, 1)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := enqueueN(t, ctx, l, "a", 1)[0]
+	first := nodetest.EnqueueN(t, ctx, l, "a", 1)[0]
 	older := saveBackup(t, ctx, l) // first pending, queue b empty
-	claimed, err := l.Claim(ctx, l.ClaimCommand(&pb.ClaimRequest{Queue: "a", WorkerId: "w"}), 0)
+	claimed, err := l.Service().Claim(ctx, l.Service().ClaimCommand(&pb.ClaimRequest{Queue: "a", WorkerId: "w"}), 0)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
 	done := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SUBMIT, Body: &pb.Command_Submit{Submit: &pb.SubmitCmd{
 		TaskId: first, Fence: claimed[0].GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED}}}
-	if _, err := l.Propose(ctx, done); err != nil {
+	if _, err := l.Service().Propose(ctx, done); err != nil {
 		t.Fatal(err)
 	}
-	second := enqueueN(t, ctx, l, "b", 1)[0]
+	second := nodetest.EnqueueN(t, ctx, l, "b", 1)[0]
 	newer := saveBackup(t, ctx, l) // first completed, second pending in b
 	restoreBackup(t, ctx, l, older)
 
@@ -42,7 +44,7 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 	}
 	claimCh, waitCh := make(chan answer, 1), make(chan answer, 1)
 	go func() {
-		tasks, err := l.Claim(ctx, l.ClaimCommand(&pb.ClaimRequest{Queue: "b", WorkerId: "w2"}), time.Minute)
+		tasks, err := l.Service().Claim(ctx, l.Service().ClaimCommand(&pb.ClaimRequest{Queue: "b", WorkerId: "w2"}), time.Minute)
 		a := answer{err: err}
 		if len(tasks) == 1 {
 			a.task = tasks[0]
@@ -50,13 +52,13 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 		claimCh <- a
 	}()
 	go func() {
-		tk, fin, err := l.WaitResult(ctx, first, time.Minute)
+		tk, fin, err := l.Service().WaitResult(ctx, first, time.Minute)
 		if !fin {
 			tk = nil
 		}
 		waitCh <- answer{tk, err}
 	}()
-	testwait.For(t, 5*time.Second, "the claim and the wait to sleep", func() bool { _, _, w := l.Waiting(); return w == 2 })
+	testwait.For(t, 5*time.Second, "the claim and the wait to sleep", func() bool { _, _, w := l.Service().Waiting(); return w == 2 })
 
 	restoreBackup(t, ctx, l, newer)
 	for what, ch := range map[string]chan answer{"long-poll claim": claimCh, "WaitResult": waitCh} {
@@ -77,7 +79,7 @@ func Test_RestoreWakesWaiters(t *testing.T) {
 	}
 }
 
-func saveBackup(t *testing.T, ctx context.Context, n *Node) string {
+func saveBackup(t *testing.T, ctx context.Context, n *cluster.Node) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "backup.snap")
 	f, err := os.Create(path)
@@ -94,7 +96,7 @@ func saveBackup(t *testing.T, ctx context.Context, n *Node) string {
 	return path
 }
 
-func restoreBackup(t *testing.T, ctx context.Context, n *Node, path string) {
+func restoreBackup(t *testing.T, ctx context.Context, n *cluster.Node, path string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

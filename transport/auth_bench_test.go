@@ -22,7 +22,7 @@ func BenchmarkEnqueueAuth(b *testing.B) {
 			ts := mustServe(b, node, "", Config{Auth: on})
 			ctx := context.Background()
 			if on {
-				if err := node.Bootstrap(ctx, adminSecret); err != nil {
+				if err := node.Service().Bootstrap(ctx, adminSecret); err != nil {
 					b.Fatal(err)
 				}
 				ctx = as(ctx, adminSecret)

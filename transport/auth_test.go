@@ -15,7 +15,7 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// The token attacks of issue 11, each over real gRPC on loopback against
+// The token attacks, each over real gRPC on loopback against
 // a server with auth on. authOn is a variable so that the suite can be
 // run against a server without auth, where every attack succeeds (how
 // these tests were seen to fail first).
@@ -27,7 +27,7 @@ const adminSecret = "admin-secret-for-tests"
 func authServer(t *testing.T) *testServer {
 	t.Helper()
 	ts := mustLeader(t, Config{Auth: authOn})
-	if err := ts.node.Bootstrap(testCtx(t), adminSecret); err != nil {
+	if err := ts.node.Service().Bootstrap(testCtx(t), adminSecret); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
 	return ts
@@ -337,7 +337,7 @@ func Test_AuthForwardedHopChecksAgain(t *testing.T) {
 	follower := mustFollower(t, leader.addr, Config{Auth: authOn})
 	ctx := testCtx(t)
 	follower.node.SetLeader(true) // a MemNode applies only as a leader
-	err := follower.node.Bootstrap(ctx, "follower-only")
+	err := follower.node.Service().Bootstrap(ctx, "follower-only")
 	follower.node.SetLeader(false)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func Test_AuthForwardedHopChecksAgain(t *testing.T) {
 	if _, err := leader.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}); err != nil {
 		t.Fatalf("the same call on the leader: %v", err)
 	}
-	if err := leader.node.Bootstrap(ctx, "again"); err == nil {
+	if err := leader.node.Service().Bootstrap(ctx, "again"); err == nil {
 		t.Fatal("second bootstrap accepted")
 	}
 	st, err := leader.q.Stats(as(ctx, adminSecret), &pb.StatsRequest{})

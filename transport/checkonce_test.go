@@ -77,7 +77,7 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, err := dial(followerAddr).Claim(ctx, req); err != nil {
 		t.Fatalf("claim through the follower: %v", err)
 	}
-	if f, l := follower.Checks(), leader.Checks(); f != 1 || l != 0 {
+	if f, l := follower.Service().Checks(), leader.Service().Checks(); f != 1 || l != 0 {
 		t.Fatalf("checks: follower %d, leader %d; want 1 and 0", f, l)
 	}
 	// The worker claims to have been forwarded; the leader checks anyway.
@@ -85,7 +85,7 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 	if _, err := dial(leaderAddr).Claim(fake, req); err != nil {
 		t.Fatalf("claim on the leader: %v", err)
 	}
-	if l := leader.Checks(); l != 1 {
+	if l := leader.Service().Checks(); l != 1 {
 		t.Fatalf("leader checks after a self-forwarded claim: %d, want 1", l)
 	}
 }
@@ -94,12 +94,12 @@ func Test_ForwardedClaimCheckedOnceOnTheFollower(t *testing.T) {
 // its field, before anything waits or is proposed.
 func Test_ClaimNegativeWaitRefused(t *testing.T) {
 	ts := mustLeader(t, Config{})
-	before := ts.node.Checks()
+	before := ts.node.Service().Checks()
 	_, err := ts.q.Claim(testCtx(t), &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: -1})
 	if code, _, field := details(err); code != codes.InvalidArgument || field != "wait_ns" {
 		t.Fatalf("negative wait: %v, want InvalidArgument on wait_ns", err)
 	}
-	if got := ts.node.Checks() - before; got != 0 {
+	if got := ts.node.Service().Checks() - before; got != 0 {
 		t.Fatalf("the command was checked %d times after its wait was refused, want 0", got)
 	}
 }

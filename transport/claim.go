@@ -19,8 +19,8 @@ import (
 // long polls per connection and sees the answer delivered.
 func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.ClaimResponse, error) {
 	s := q.s
-	cmd := s.svc.ClaimCommand(req)
-	if err := s.check(ctx, cmd, nonNegativeWait(req.GetWaitNs())); err != nil {
+	cmd, err := s.admit(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	wait := min(time.Duration(max(req.GetWaitNs(), 0)), s.cfg.MaxClaimWait)

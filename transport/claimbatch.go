@@ -58,8 +58,8 @@ func (s *Server) claimBatchCommands(ctx context.Context, req *pb.ClaimBatchReque
 		if it.GetWaitNs() != 0 {
 			return nil, fieldError(fmt.Sprintf("items[%d].wait_ns", i), "must be 0: ClaimBatch does not long-poll")
 		}
-		cmd := s.svc.ClaimCommand(it)
-		if err := s.check(ctx, cmd); err != nil {
+		cmd, err := s.admit(ctx, it)
+		if err != nil {
 			var fe *pb.FieldError
 			if errors.As(err, &fe) {
 				return nil, fe.InList("items", i)

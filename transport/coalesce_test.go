@@ -63,7 +63,7 @@ func Test_CommandsCoalesceWhileTheLeaderIsBusy(t *testing.T) {
 			Outcome: pb.Outcome_OUTCOME_COMPLETED})
 	}()
 	// The coalescer has taken one of them and waits for the slot with it.
-	testwait.For(t, 10*time.Second, "every caller to queue behind the slot", func() bool { return ts.node.QueuedCommands() == len(enq)+2-1 })
+	testwait.For(t, 10*time.Second, "every caller to queue behind the slot", func() bool { return ts.node.Service().QueuedCommands() == len(enq)+2-1 })
 	release()
 	wg.Wait()
 

@@ -13,22 +13,18 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/identity"
-	"github.com/dockethq/docket/cluster/memnode"
-	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/cluster/peer"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Node is what the server needs from a cluster member: *cluster.Node, or
-// a *memnode.Node in tests. The queue's write and read paths are its
-// Service (Queue); the rest is the member's own.
+// Node is what the server needs from a cluster member itself:
+// *cluster.Node, or a *memnode.Node in tests. The queue's write and read
+// paths are not here: they are the *service.Service that New takes beside
+// the Node.
 type Node interface {
-	// Queue is the member's Service: request checks, group commit, long
-	// polls, reads at a consistency, tokens.
-	Queue() *service.Service
 	// Identity is the cluster's id and the check that refuses a calling
-	// node of another cluster (identity.ErrOtherCluster).
-	Identity() *identity.Identity
+	// node of another cluster (peer.ErrOtherCluster).
+	Identity() *peer.Identity
 	// HealthProblems lists why the node cannot serve (its log cannot be
 	// written, its store fails, apply is stuck); empty when it can.
 	HealthProblems() []string
@@ -57,11 +53,6 @@ type Node interface {
 	SaveBackup(ctx context.Context, w io.Writer) (cluster.BackupHeader, error)
 	RestoreBackupFrom(ctx context.Context, r io.Reader) (cluster.BackupHeader, uint64, error)
 }
-
-var (
-	_ Node = (*cluster.Node)(nil)
-	_ Node = (*memnode.Node)(nil)
-)
 
 // Defaults of Config fields left zero.
 const (

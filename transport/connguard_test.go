@@ -20,7 +20,7 @@ import (
 )
 
 // h2Hello is the HTTP/2 client preface and an empty SETTINGS frame: what
-// the idle flood of issue 25 sent before it went quiet.
+// the idle flood sent before it went quiet.
 var h2Hello = append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 0x4, 0, 0, 0, 0, 0)
 
 // dialFrom opens a TCP connection to addr from the loopback address ip
@@ -144,7 +144,7 @@ func waitUnproven(t *testing.T, ts *testServer, want int) {
 func Test_ConnGuardPacesTokenlessCalls(t *testing.T) {
 	const rate = 20
 	ts := mustLeader(t, Config{Auth: true, UnprovenCallRate: rate})
-	if err := ts.node.Bootstrap(testCtx(t), adminSecret); err != nil {
+	if err := ts.node.Service().Bootstrap(testCtx(t), adminSecret); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
-	"github.com/dockethq/docket/cluster/identity"
 	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
@@ -65,7 +64,7 @@ func toStatus(err error) error {
 		})
 	case errors.Is(err, service.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, identity.ErrOtherCluster):
+	case errors.Is(err, peer.ErrOtherCluster):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, service.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())

@@ -10,8 +10,8 @@ import (
 )
 
 // TLS handshakes are the costliest thing an outsider can start without a
-// token: the server's key exchange and signature for each ClientHello. In
-// issue 25, 3 x 7,500 handshakes that never finished took the leader's
+// token: the server's key exchange and signature for each ClientHello:
+// 3 x 7,500 handshakes that never finished took the leader's
 // cores from Raft and gossip, and it lost its leadership within 3 s.
 //
 // handshakeCreds bounds the handshakes computing at once to a number of

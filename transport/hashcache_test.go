@@ -15,7 +15,7 @@ import (
 // tenant; Status without it, and with check_index, stays open.
 func Test_StatusHashNeedsToken(t *testing.T) {
 	ts := mustLeader(t, Config{Auth: true})
-	if err := ts.node.Bootstrap(testCtx(t), adminSecret); err != nil {
+	if err := ts.node.Service().Bootstrap(testCtx(t), adminSecret); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
 	ctx := testCtx(t)

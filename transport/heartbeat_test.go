@@ -62,7 +62,7 @@ func Test_HeartbeatsCoalesce(t *testing.T) {
 	for i, task := range claimed[1:] {
 		beat(i+1, task)
 	}
-	testwait.For(t, 10*time.Second, "the heartbeats to queue", func() bool { return ts.node.QueuedCommands() == n-2 })
+	testwait.For(t, 10*time.Second, "the heartbeats to queue", func() bool { return ts.node.Service().QueuedCommands() == n-2 })
 	release()
 	wg.Wait()
 	other.Wait()

@@ -23,7 +23,7 @@ func Test_PeerCallOfAnotherClusterRefused(t *testing.T) {
 		{Type: pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID,
 			Body: &pb.Command_SetClusterId{SetClusterId: &pb.SetClusterIDCmd{Id: "alpha"}}},
 	} {
-		if _, err := ts.node.Propose(ctx, cmd); err != nil {
+		if _, err := ts.node.Service().Propose(ctx, cmd); err != nil {
 			t.Fatalf("propose %v: %v", cmd.GetType(), err)
 		}
 	}

@@ -48,7 +48,7 @@ func Test_LongPollsBoundedPerConnectionAndInTotal(t *testing.T) {
 	for _, q := range []string{"a0", "a1"} {
 		go func() { _, _ = ts.q.Claim(ctxA, &pb.ClaimRequest{Queue: q, WorkerId: "w", WaitNs: longWait}) }()
 	}
-	testwait.For(t, 10*time.Second, "two claims to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 2 })
+	testwait.For(t, 10*time.Second, "two claims to wait", func() bool { n, _, _ := ts.node.Service().Waiting(); return n == 2 })
 	claimRefused(t, ts.q, "a2") // third on the same connection
 
 	// A claim without a wait is an ordinary call.
@@ -59,14 +59,14 @@ func Test_LongPollsBoundedPerConnectionAndInTotal(t *testing.T) {
 	// Another connection has room of its own, up to the node's total.
 	b := mustConn(t, ts.addr)
 	go func() { _, _ = b.WaitResult(testCtx(t), &pb.WaitResultRequest{TaskId: task, WaitNs: longWait}) }()
-	testwait.For(t, 10*time.Second, "the WaitResult to wait", func() bool { _, n, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the WaitResult to wait", func() bool { _, n, _ := ts.node.Service().Waiting(); return n == 1 })
 	claimRefused(t, b, "b1")
 
 	// Ending a poll frees its slot.
 	cancelA()
-	testwait.For(t, 10*time.Second, "the claims to end", func() bool { n, _, _ := ts.node.Waiting(); return n == 0 })
+	testwait.For(t, 10*time.Second, "the claims to end", func() bool { n, _, _ := ts.node.Service().Waiting(); return n == 0 })
 	go func() { _, _ = b.Claim(testCtx(t), &pb.ClaimRequest{Queue: "b1", WorkerId: "w", WaitNs: longWait}) }()
-	testwait.For(t, 10*time.Second, "a claim in a freed slot", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "a claim in a freed slot", func() bool { n, _, _ := ts.node.Service().Waiting(); return n == 1 })
 }
 
 // Calls a follower forwards share its one connection to the leader, so the
@@ -78,5 +78,5 @@ func Test_ForwardedLongPollsNotBoundPerConnection(t *testing.T) {
 		c := mustConn(t, follower.addr) // one poll per connection to the follower
 		go func() { _, _ = c.Claim(testCtx(t), &pb.ClaimRequest{Queue: q, WorkerId: "w", WaitNs: longWait}) }()
 	}
-	testwait.For(t, 10*time.Second, "three forwarded claims to wait on the leader", func() bool { n, _, _ := leader.node.Waiting(); return n == 3 })
+	testwait.For(t, 10*time.Second, "three forwarded claims to wait on the leader", func() bool { n, _, _ := leader.node.Service().Waiting(); return n == 3 })
 }

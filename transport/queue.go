@@ -17,41 +17,24 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// queueService implements docket.v1.Queue. Writes build a Command (cluster
-// fills the request's defaults), check it here (so a follower refuses a bad
-// request without a hop), and run on the leader; reads are linearizable
-// unless the caller allows a stale local read.
+// queueService implements docket.v1.Queue. A write is admitted where it
+// arrives (the Service builds, defaults and checks its command, so a
+// follower refuses a bad request without a hop), then runs on the leader;
+// reads are linearizable unless the caller allows a stale local read.
 type queueService struct {
 	pb.UnimplementedQueueServer
 	s *Server
 }
 
-// check validates cmd on the node where the request arrived. A request
-// that a node of the cluster forwarded was checked there, so the leader
-// does not check it again: the follower proved what it is with its server
-// certificate (certs.IsPeer), and apply judges the command once more in
-// any case. Without that proof (plaintext, or a client that set the
-// forwarded header itself) the leader checks it as if it arrived there.
-// A request's own fields that are not in its command (a Claim's wait_ns)
-// come as more, checked with it.
-func (s *Server) check(ctx context.Context, cmd *pb.Command, more ...error) error {
-	if isForwarded(ctx) && fromPeer(ctx) {
-		return nil
-	}
-	for _, err := range more {
-		if err != nil {
-			return err
-		}
-	}
-	return s.svc.Check(cmd)
-}
-
-// nonNegativeWait refuses a negative wait_ns.
-func nonNegativeWait(ns int64) error {
-	if ns < 0 {
-		return fieldError("wait_ns", "negative")
-	}
-	return nil
+// admit is the Service's Admit of a write request where it arrived: the
+// command, built, defaulted and checked once. A request that a node of
+// the cluster forwarded was admitted there, so the leader does not check
+// it again: the follower proved what it is with its server certificate
+// (certs.IsPeer), and apply judges the command once more in any case.
+// Without that proof (plaintext, or a client that set the forwarded
+// header itself) the leader checks it as if it arrived there.
+func (s *Server) admit(ctx context.Context, req proto.Message) (*pb.Command, error) {
+	return s.svc.Admit(req, isForwarded(ctx) && fromPeer(ctx))
 }
 
 // fromPeer reports whether the call came over TLS from a node of the
@@ -84,14 +67,23 @@ func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.CommandResul
 	return res, nil
 }
 
-// write checks cmd and proposes it on the leader (forwarding req there
-// from a follower); answer turns the FSM's result into the response.
+// write reads in one direction: admit req here, then find the leader
+// (forwarding req there from a follower), then run the command on it;
+// answer turns the FSM's result into the response.
 func write[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
-	cmd *pb.Command, answer func(*pb.CommandResult) (Resp, error)) (Resp, error) {
-	if err := s.check(ctx, cmd); err != nil {
+	answer func(*pb.CommandResult) (Resp, error)) (Resp, error) {
+	cmd, err := s.admit(ctx, req)
+	if err != nil {
 		var zero Resp
 		return zero, err
 	}
+	return run(s, ctx, method, req, out, cmd, answer)
+}
+
+// run is write's second half, for a handler that read its admitted
+// command first: on the leader, propose cmd and answer.
+func run[Resp proto.Message](s *Server, ctx context.Context, method string, req proto.Message, out Resp,
+	cmd *pb.Command, answer func(*pb.CommandResult) (Resp, error)) (Resp, error) {
 	return onLeader(s, ctx, method, req, out, func(ctx context.Context) (Resp, error) {
 		res, err := s.propose(ctx, cmd)
 		if err != nil {
@@ -123,7 +115,7 @@ func oneItem(res *pb.CommandResult) (*pb.ItemResult, error) {
 }
 
 func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb.EnqueueResponse, error) {
-	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{}, service.EnqueueCommand(req),
+	return write(q.s, ctx, pb.Queue_Enqueue_FullMethodName, req, &pb.EnqueueResponse{},
 		func(res *pb.CommandResult) (*pb.EnqueueResponse, error) {
 			// A call the FSM refused whole for tenant limits fails
 			// ResourceExhausted, so that a caller that reads only the
@@ -145,7 +137,7 @@ func (q *queueService) Enqueue(ctx context.Context, req *pb.EnqueueRequest) (*pb
 // Raft entries through the node's group commit; each caller gets the
 // results of its own items, in its order.
 func (q *queueService) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
-	return write(q.s, ctx, pb.Queue_Heartbeat_FullMethodName, req, &pb.HeartbeatResponse{}, service.HeartbeatCommand(req.GetItems()),
+	return write(q.s, ctx, pb.Queue_Heartbeat_FullMethodName, req, &pb.HeartbeatResponse{},
 		func(res *pb.CommandResult) (*pb.HeartbeatResponse, error) {
 			if len(res.GetItems()) != len(req.GetItems()) {
 				return nil, fmt.Errorf("fsm answered %d items for %d heartbeats", len(res.GetItems()), len(req.GetItems()))
@@ -155,7 +147,7 @@ func (q *queueService) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) 
 }
 
 func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
-	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{}, service.SubmitCommand(req),
+	return write(q.s, ctx, pb.Queue_Submit_FullMethodName, req, &pb.SubmitResponse{},
 		func(res *pb.CommandResult) (*pb.SubmitResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -174,12 +166,8 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 // SubmitBatch proposes one Batch entry of Submits: the items share a Raft
 // entry and an RPC, and each keeps its own answer.
 func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchRequest) (*pb.SubmitBatchResponse, error) {
-	cmd, err := service.SubmitBatchCommand(req)
-	if err != nil {
-		return nil, err
-	}
 	n := len(req.GetItems())
-	return write(q.s, ctx, pb.Queue_SubmitBatch_FullMethodName, req, &pb.SubmitBatchResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_SubmitBatch_FullMethodName, req, &pb.SubmitBatchResponse{},
 		func(res *pb.CommandResult) (*pb.SubmitBatchResponse, error) {
 			if len(res.GetResults()) != n {
 				return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), n)
@@ -200,7 +188,7 @@ func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchReque
 }
 
 func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackResponse, error) {
-	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{}, service.NackCommand(req),
+	return write(q.s, ctx, pb.Queue_Nack_FullMethodName, req, &pb.NackResponse{},
 		func(res *pb.CommandResult) (*pb.NackResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -218,7 +206,7 @@ func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackR
 // one WRONG_STATE until feature level 9, then a cancel request
 // (cancel_requested in the answer; a repeated one is a success too).
 func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
-	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{}, service.CancelCommand(req),
+	return write(q.s, ctx, pb.Queue_Cancel_FullMethodName, req, &pb.CancelResponse{},
 		func(res *pb.CommandResult) (*pb.CancelResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -232,7 +220,7 @@ func (q *queueService) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.C
 }
 
 func (q *queueService) RequeueDead(ctx context.Context, req *pb.RequeueDeadRequest) (*pb.RequeueDeadResponse, error) {
-	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{}, service.RequeueDeadCommand(req),
+	return write(q.s, ctx, pb.Queue_RequeueDead_FullMethodName, req, &pb.RequeueDeadResponse{},
 		func(res *pb.CommandResult) (*pb.RequeueDeadResponse, error) {
 			return &pb.RequeueDeadResponse{Items: res.GetItems()}, nil
 		})

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -11,7 +10,6 @@ import (
 // was so (the FSM's ALREADY_DONE): repeating either is safe.
 func (q *queueService) PauseQueue(ctx context.Context, req *pb.PauseQueueRequest) (*pb.PauseQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_PauseQueue_FullMethodName, req, &pb.PauseQueueResponse{},
-		service.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), true),
 		func(res *pb.CommandResult) (*pb.PauseQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.PauseQueueResponse{Changed: changed}, err
@@ -20,7 +18,6 @@ func (q *queueService) PauseQueue(ctx context.Context, req *pb.PauseQueueRequest
 
 func (q *queueService) ResumeQueue(ctx context.Context, req *pb.ResumeQueueRequest) (*pb.ResumeQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_ResumeQueue_FullMethodName, req, &pb.ResumeQueueResponse{},
-		service.SetQueuePausedCommand(req.GetQueue(), req.GetTenant(), false),
 		func(res *pb.CommandResult) (*pb.ResumeQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.ResumeQueueResponse{Changed: changed}, err
@@ -41,8 +38,8 @@ func queueChanged(res *pb.CommandResult) (bool, error) {
 // PurgeQueue runs on the leader as a series of commands
 // (service.Service.PurgeQueue); a follower forwards the whole call.
 func (q *queueService) PurgeQueue(ctx context.Context, req *pb.PurgeQueueRequest) (*pb.PurgeQueueResponse, error) {
-	cmd := service.PurgeQueueCommand(req.GetQueue(), req.GetTenant(), req.GetDead())
-	if err := q.s.check(ctx, cmd); err != nil {
+	cmd, err := q.s.admit(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	return onLeader(q.s, ctx, pb.Queue_PurgeQueue_FullMethodName, req, &pb.PurgeQueueResponse{},

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -12,8 +11,7 @@ import (
 // in cluster's role table and requestTenants: admin over the queue's
 // tenant, or over every tenant for a tenant's own limit.
 func (q *queueService) SetQueueLimits(ctx context.Context, req *pb.SetQueueLimitsRequest) (*pb.SetQueueLimitsResponse, error) {
-	cmd := service.SetQueueLimitsCommand(req.GetQueue(), req.GetTenant(), req.MaxRunning, req.RateMilli, req.Burst)
-	return write(q.s, ctx, pb.Queue_SetQueueLimits_FullMethodName, req, &pb.SetQueueLimitsResponse{}, cmd,
+	return write(q.s, ctx, pb.Queue_SetQueueLimits_FullMethodName, req, &pb.SetQueueLimitsResponse{},
 		func(res *pb.CommandResult) (*pb.SetQueueLimitsResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.SetQueueLimitsResponse{Changed: changed}, err

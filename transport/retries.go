@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 
-	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -12,7 +11,6 @@ import (
 // repeat.
 func (q *queueService) SetQueueRetry(ctx context.Context, req *pb.SetQueueRetryRequest) (*pb.SetQueueRetryResponse, error) {
 	return write(q.s, ctx, pb.Queue_SetQueueRetry_FullMethodName, req, &pb.SetQueueRetryResponse{},
-		service.SetQueueRetryCommand(req),
 		func(res *pb.CommandResult) (*pb.SetQueueRetryResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.SetQueueRetryResponse{Changed: changed}, err
@@ -21,7 +19,6 @@ func (q *queueService) SetQueueRetry(ctx context.Context, req *pb.SetQueueRetryR
 
 func (q *queueService) ResetQueue(ctx context.Context, req *pb.ResetQueueRequest) (*pb.ResetQueueResponse, error) {
 	return write(q.s, ctx, pb.Queue_ResetQueue_FullMethodName, req, &pb.ResetQueueResponse{},
-		service.ResetQueueCommand(req.GetQueue(), req.GetTenant()),
 		func(res *pb.CommandResult) (*pb.ResetQueueResponse, error) {
 			changed, err := queueChanged(res)
 			return &pb.ResetQueueResponse{Changed: changed}, err
@@ -31,7 +28,7 @@ func (q *queueService) ResetQueue(ctx context.Context, req *pb.ResetQueueRequest
 // Snooze answers like Nack: a stale fence is FailedPrecondition with the
 // stale-fence reason, and the state is where the task went.
 func (q *queueService) Snooze(ctx context.Context, req *pb.SnoozeRequest) (*pb.SnoozeResponse, error) {
-	return write(q.s, ctx, pb.Queue_Snooze_FullMethodName, req, &pb.SnoozeResponse{}, service.SnoozeCommand(req),
+	return write(q.s, ctx, pb.Queue_Snooze_FullMethodName, req, &pb.SnoozeResponse{},
 		func(res *pb.CommandResult) (*pb.SnoozeResponse, error) {
 			st, err := oneState(res)
 			return &pb.SnoozeResponse{State: st}, err
@@ -41,7 +38,7 @@ func (q *queueService) Snooze(ctx context.Context, req *pb.SnoozeRequest) (*pb.S
 // UpdateTask of a task already so is a success; of a running or finished
 // task it is WRONG_STATE (FailedPrecondition).
 func (q *queueService) UpdateTask(ctx context.Context, req *pb.UpdateTaskRequest) (*pb.UpdateTaskResponse, error) {
-	return write(q.s, ctx, pb.Queue_UpdateTask_FullMethodName, req, &pb.UpdateTaskResponse{}, service.UpdateTaskCommand(req),
+	return write(q.s, ctx, pb.Queue_UpdateTask_FullMethodName, req, &pb.UpdateTaskResponse{},
 		func(res *pb.CommandResult) (*pb.UpdateTaskResponse, error) {
 			st, err := oneState(res)
 			return &pb.UpdateTaskResponse{State: st}, err

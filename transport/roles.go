@@ -32,12 +32,12 @@ var methodRoles = map[string][]string{
 	pb.Queue_RequeueDead_FullMethodName: {pb.RoleAdmin},
 	pb.Queue_Cancel_FullMethodName:      {pb.RoleAdmin},
 	// Queue control acts on a whole queue of one tenant, like the DLQ's
-	// verbs: admin over that tenant (cluster/DESIGN.md says why not a new role).
+	// verbs: admin over that tenant (cluster/service/DESIGN.md says why not a new role).
 	pb.Queue_PauseQueue_FullMethodName:  {pb.RoleAdmin},
 	pb.Queue_ResumeQueue_FullMethodName: {pb.RoleAdmin},
 	pb.Queue_PurgeQueue_FullMethodName:  {pb.RoleAdmin},
 	// A schedule enqueues tasks in its tenant's name, so whoever may
-	// enqueue there may schedule (cluster/DESIGN.md); readers may look.
+	// enqueue there may schedule (cluster/service/DESIGN.md); readers may look.
 	pb.Queue_PutSchedule_FullMethodName:    {pb.RoleProducer, pb.RoleAdmin},
 	pb.Queue_ListSchedules_FullMethodName:  {pb.RoleProducer, pb.RoleReader, pb.RoleAdmin},
 	pb.Queue_RemoveSchedule_FullMethodName: {pb.RoleProducer, pb.RoleAdmin},

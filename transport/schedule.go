@@ -12,9 +12,12 @@ import (
 // back on the leader that applied it. created is false for a replace:
 // a replace keeps the schedule's first created_at and moves updated_at.
 func (q *queueService) PutSchedule(ctx context.Context, req *pb.PutScheduleRequest) (*pb.PutScheduleResponse, error) {
-	cmd := service.PutScheduleCommand(req.GetSchedule())
-	put := cmd.GetPutSchedule().GetSchedule()
-	return write(q.s, ctx, pb.Queue_PutSchedule_FullMethodName, req, &pb.PutScheduleResponse{}, cmd,
+	cmd, err := q.s.admit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	put := cmd.GetPutSchedule().GetSchedule() // the tenant defaulted
+	return run(q.s, ctx, pb.Queue_PutSchedule_FullMethodName, req, &pb.PutScheduleResponse{}, cmd,
 		func(res *pb.CommandResult) (*pb.PutScheduleResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {
@@ -48,7 +51,6 @@ func (q *queueService) ListSchedules(ctx context.Context, req *pb.ListSchedulesR
 // repeating it is safe.
 func (q *queueService) RemoveSchedule(ctx context.Context, req *pb.RemoveScheduleRequest) (*pb.RemoveScheduleResponse, error) {
 	return write(q.s, ctx, pb.Queue_RemoveSchedule_FullMethodName, req, &pb.RemoveScheduleResponse{},
-		service.RemoveScheduleCommand(req.GetTenant(), req.GetName()),
 		func(res *pb.CommandResult) (*pb.RemoveScheduleResponse, error) {
 			it, err := oneItem(res)
 			if err != nil {

@@ -25,10 +25,10 @@ import (
 // Server is Docket's gRPC server: the Queue and Cluster services, the gRPC
 // health service and (Config.Reflection) server reflection, over one Node.
 //
-// NewServer starts the health watcher; Stop ends it.
+// New starts the health watcher; Stop ends it.
 type Server struct {
 	node    Node
-	svc     *service.Service // node.Queue()
+	svc     *service.Service // the node's write and read paths
 	cfg     Config
 	log     *slog.Logger
 	grpc    *grpc.Server
@@ -54,14 +54,15 @@ type Server struct {
 	notServing bool
 }
 
-// NewServer builds a server over node. It registers the services on a new
-// grpc.Server; call Serve to accept connections and Stop to end.
-func NewServer(node Node, cfg Config) *Server {
+// New builds a server over node and its Service svc. It registers the
+// services on a new grpc.Server; call Serve to accept connections and Stop
+// to end.
+func New(node Node, svc *service.Service, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		node:    node,
-		svc:     node.Queue(),
+		svc:     svc,
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "transport"),
 		health:  health.NewServer(),
@@ -121,6 +122,17 @@ func NewServer(node Node, cfg Config) *Server {
 	go s.watchHealth()
 	return s
 }
+
+// ServiceNode is a member that hands out its own Service, as an
+// in-process stand-in (cluster/memnode) does.
+type ServiceNode interface {
+	Node
+	Service() *service.Service
+}
+
+// NewServer is New over a member that hands out its own Service: the
+// short form for tests and embedders that hold one stand-in node.
+func NewServer(node ServiceNode, cfg Config) *Server { return New(node, node.Service(), cfg) }
 
 // GRPC returns the underlying server, for registering more services
 // before Serve.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/memnode"
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -58,12 +59,19 @@ func mustServe(t testing.TB, node *memnode.Node, leaderAddr string, cfg Config) 
 	return &testServer{srv: srv, node: node, addr: addr, cc: cc, q: pb.NewQueueClient(cc), c: pb.NewClusterClient(cc)}
 }
 
-// servedNode is what serve needs of a node beside the API: MemNode's
-// leader address knob.
+// servedNode is what serve needs of a node: a member that hands out its
+// Service, and MemNode's leader address knob.
 type servedNode interface {
-	Node
+	ServiceNode
+	IsLeader() bool
 	SetLeaderAddr(string)
 }
+
+// The server runs over the real node and over the test stand-in alike.
+var (
+	_ Node        = (*cluster.Node)(nil)
+	_ ServiceNode = (*memnode.Node)(nil)
+)
 
 // serve runs a Server for node on 127.0.0.1:0 until the test ends. A
 // leader's LeaderGRPCAddr is its own address; a follower's is leaderAddr.
@@ -74,7 +82,7 @@ func serve(t testing.TB, node servedNode, leaderAddr string, cfg Config) (*Serve
 		t.Fatalf("listen: %v", err)
 	}
 	addr := lis.Addr().String()
-	if node.Queue().IsLeader() {
+	if node.IsLeader() {
 		leaderAddr = addr
 	}
 	node.SetLeaderAddr(leaderAddr)

@@ -45,7 +45,7 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 func Test_ClaimLongPollWakesOnEnqueue(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Service().Waiting(); return n == 1 })
 	// Another queue's task does not satisfy it.
 	mustEnqueue(t, ts.q, &pb.NewTask{Queue: "other"})
 	id := mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q"})[0]
@@ -93,7 +93,7 @@ func Test_ClaimWaitRunsOut(t *testing.T) {
 func Test_StopEndsLongPolls(t *testing.T) {
 	ts := mustLeader(t, Config{})
 	ch := startClaim(t, ts.q, &pb.ClaimRequest{Queue: "q", WorkerId: "w", WaitNs: longWait})
-	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the claim to wait", func() bool { n, _, _ := ts.node.Service().Waiting(); return n == 1 })
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -124,7 +124,7 @@ func Test_WaitResultWakesOnSubmit(t *testing.T) {
 		resp, err := ts.q.WaitResult(ctx, &pb.WaitResultRequest{TaskId: task.GetId(), WaitNs: longWait})
 		ch <- answer{resp, err}
 	}()
-	testwait.For(t, 10*time.Second, "the wait to start", func() bool { _, n, _ := ts.node.Waiting(); return n == 1 })
+	testwait.For(t, 10*time.Second, "the wait to start", func() bool { _, n, _ := ts.node.Service().Waiting(); return n == 1 })
 	_, err := ts.q.Submit(ctx, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(),
 		Outcome: pb.Outcome_OUTCOME_COMPLETED, Result: []byte("42")})
 	if err != nil {
@@ -135,7 +135,7 @@ func Test_WaitResultWakesOnSubmit(t *testing.T) {
 		string(a.resp.GetTask().GetResult()) != "42" {
 		t.Fatalf("wait result: %v, %v", a.resp, a.err)
 	}
-	if q, tk, _ := ts.node.Waiting(); q+tk != 0 {
+	if q, tk, _ := ts.node.Service().Waiting(); q+tk != 0 {
 		t.Fatalf("hub still holds %d queue and %d task signals", q, tk)
 	}
 
@@ -206,6 +206,6 @@ func Test_WaitingClaimsProposeOnlyForWhatIsPending(t *testing.T) {
 // gauge is how many long polls wait on the node.
 func gauge(t *testing.T, ts *testServer) int {
 	t.Helper()
-	_, _, n := ts.node.Waiting()
+	_, _, n := ts.node.Service().Waiting()
 	return n
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -21,7 +20,7 @@ var (
 	// ErrDiverged means this node's keyspace differed from the hash a
 	// majority of voters recorded at a consistency check. The node serves
 	// nothing, its Raft is shut down so it can never lead or vote, and it
-	// refuses to start again until its data dir is wiped (DESIGN.md, "Repairing a node").
+	// refuses to start again until its data dir is wiped (cluster/DESIGN.md, "Repairing a node").
 	ErrDiverged = errors.New("keyspace diverged from the majority")
 	// ErrAwaitingCheck means this node started from existing data and no
 	// consistency check has passed on it yet: its keyspace may be damaged
@@ -96,7 +95,7 @@ const checkRetry = time.Second
 // least checkIdleFactor·d, so hashing takes at most a tenth of the time
 // however large the keyspace. At a million tasks a paced hash takes 48 s
 // and, while it runs, claims have a p99 1.4-2x the empty queue's (+1-2 ms;
-// none between checks: BENCHMARKS.md, round 3); hashing more slowly did
+// none between checks: BENCHMARKS.md); hashing more slowly did
 // not lower that, only stretched it. So the duty cycle, not the rate, is
 // the knob: a check every 8 minutes at that size, and every CheckInterval
 // on a small keyspace. CockroachDB's consistency checker, at the same 8
@@ -330,7 +329,7 @@ func pace(ctx context.Context, rate int64, start time.Time, read int64) error {
 		return nil
 	}
 	wait := time.Until(start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second))))
-	if wait > 0 && !clock.Sleep(ctx, wait) {
+	if wait > 0 && !replica.Sleep(ctx, wait) {
 		return ctx.Err()
 	}
 	return nil
@@ -473,7 +472,7 @@ func (c *Checker) Loop(ctx context.Context) {
 		case <-c.wake:
 			t.Stop()
 			urgent = true
-			if !clock.Sleep(ctx, time.Until(started.Add(min(checkPokeGap, c.cfg.CheckInterval)))) {
+			if !replica.Sleep(ctx, time.Until(started.Add(min(checkPokeGap, c.cfg.CheckInterval)))) {
 				return
 			}
 		}
@@ -562,7 +561,7 @@ func (c *Checker) collectHashes(ctx context.Context, index uint64, voters []stri
 		if c.HashPending(index) {
 			deadline = time.Now().Add(c.cfg.CheckTimeout)
 		}
-		if time.Now().After(deadline) || !clock.Sleep(ctx, checkPoll) {
+		if time.Now().After(deadline) || !replica.Sleep(ctx, checkPoll) {
 			return got
 		}
 	}

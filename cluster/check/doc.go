@@ -8,4 +8,7 @@
 // What it must not do: repair a keyspace (an operator wipes a diverged
 // node and it rejoins), hash on Raft's apply goroutine, or let a restarted
 // node serve before a check.
+//
+// The design, with its decisions and trade-offs, is in DESIGN.md beside
+// this file.
 package check

@@ -51,5 +51,5 @@
 //     of every node (a rolling restart with the key cannot talk to the old
 //     plain nodes, so it is a full restart).
 //   - The gossip listener is not bounded by connlimit: memberlist owns its
-//     TCP listener and UDP socket (cluster/DESIGN.md names the gap).
+//     TCP listener and UDP socket (cluster/raftlog/DESIGN.md names the gap).
 package gossip

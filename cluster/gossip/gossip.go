@@ -37,7 +37,7 @@ type Meta struct {
 	Leaving bool `json:"leaving,omitempty"`
 	// Cluster is the id of the cluster this server belongs to, once it
 	// knows it. A member that announces another cluster's id is refused
-	// (identity.go); "" on either side is accepted.
+	// (peer.Identity); "" on either side is accepted.
 	Cluster string `json:"cluster,omitempty"`
 }
 

@@ -16,7 +16,7 @@ import (
 // ErrLogWrite means this node could not write its Raft log (a full disk,
 // an I/O error). A leader that meets it steps down (raft's dispatchLogs);
 // Propose then answers ErrLeadershipLost, because the failed append may
-// still be on disk (DESIGN.md).
+// still be on disk (cluster/DESIGN.md, "Health").
 var ErrLogWrite = errors.New("raft log write failed")
 
 const (
@@ -149,7 +149,7 @@ type Tracker struct {
 	// Logs is the Raft log's guard, set once the stores are open.
 	Logs     *LogGuard
 	pebble   episode // background errors
-	diskSlow episode // logged only; see DESIGN.md
+	diskSlow episode // logged only; see cluster/DESIGN.md
 
 	mu         sync.Mutex
 	stallSince time.Time // zero when Pebble is not stalling writes

@@ -6,4 +6,7 @@
 // What it must not do: decide a queue rule (the FSM re-checks every fence,
 // deadline and slot in apply), run on a follower (cluster starts Run when
 // the node wins and cancels it when it loses), or write outside Raft.
+//
+// The design, with its decisions and trade-offs, is in DESIGN.md beside
+// this file.
 package leader

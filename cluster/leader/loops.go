@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dockethq/docket/cluster/clock"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -165,7 +164,7 @@ func (l *Loops) bootstrapToken(ctx context.Context) {
 		if !errors.Is(err, service.ErrFeatureDisabled) {
 			break
 		}
-		if !clock.Sleep(ctx, service.LatchInterval) {
+		if !replica.Sleep(ctx, service.LatchInterval) {
 			return
 		}
 	}

@@ -44,7 +44,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, node: n, ids: map[string]string{}, fence: map[string]uint64{}}
 	w.now.Store(t0.UnixNano())
 	n.SetClock(func() time.Time { return time.Unix(0, w.now.Load()) })
-	w.loops = leader.New(n, leader.Config{Log: slog.New(slog.DiscardHandler), ApplyTimeout: 5 * time.Second})
+	w.loops = leader.New(memHost{Service: n.Service(), Node: n}, leader.Config{Log: slog.New(slog.DiscardHandler), ApplyTimeout: 5 * time.Second})
 	// The cluster's leader latches the build's level first; fields of a
 	// later level (an execution timeout) are dropped before it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -66,7 +66,7 @@ func (w *world) dur(v string) time.Duration {
 func (w *world) propose(cmd *pb.Command) *pb.CommandResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := w.node.Propose(ctx, cmd)
+	res, err := w.node.Service().Propose(ctx, cmd)
 	if err == nil {
 		err = pb.ResultError(res)
 	}
@@ -107,7 +107,7 @@ func (w *world) do(line string) {
 	case "claim": // claim <count> lease=<dur>: the oldest pending tasks
 		var n uint32
 		fmt.Sscan(args[0], &n)
-		res := w.propose(w.node.ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "w", MaxTasks: n, LeaseNs: int64(w.dur(opts["lease"]))}))
+		res := w.propose(w.node.Service().ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "w", MaxTasks: n, LeaseNs: int64(w.dur(opts["lease"]))}))
 		for _, task := range res.GetTasks() {
 			w.fence[string(task.GetPayload())] = task.GetFence()
 		}
@@ -181,4 +181,11 @@ func Test_LoopScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// memHost is what the loops see of a MemNode: its Service's group commit
+// and bootstrap, the member's FSM, clock and feature level.
+type memHost struct {
+	*service.Service
+	*memnode.Node
 }

@@ -65,7 +65,7 @@ type Action struct {
 	Reason string
 }
 
-// Decide is the reconcile rule book (DESIGN.md, "Membership"), a pure
+// Decide is the reconcile rule book (DESIGN.md, "Reconcile"), a pure
 // function of the leader's view. In order:
 //
 //  1. every alive member outside the configuration is added as a

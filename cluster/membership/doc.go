@@ -8,4 +8,7 @@
 // What it must not do: remove voters below MinQuorum or more than
 // (voters-1)/2 in a round, add a server whose build is below the latched
 // feature level, or remove the leader itself.
+//
+// The design, with its decisions and trade-offs, is in DESIGN.md beside
+// this file.
 package membership

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/identity"
+	"github.com/dockethq/docket/cluster/peer"
 	"github.com/dockethq/docket/cluster/replica"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/fsm"
@@ -33,7 +33,7 @@ import (
 // outcomes a real cluster gives under faults. hashicorp/raft ships its
 // in-memory transport and stores for the same reason.
 type Node struct {
-	*service.Service
+	svc *service.Service // the production Service over this member
 
 	fsm    *fsm.FSM
 	limits fsm.Limits
@@ -54,7 +54,7 @@ type Node struct {
 	checkErr   atomic.Pointer[error]
 	level      atomic.Uint32 // the enabled feature level; 0 means the build's
 	pending    atomic.Uint32 // the level every server announced (SetLatchPending)
-	ident      *identity.Identity
+	ident      *peer.Identity
 	clock      atomic.Pointer[func() time.Time] // SetClock; nil: the wall clock
 }
 
@@ -66,10 +66,10 @@ func New(dir string, leader bool, cfg service.ServiceConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{fsm: f, limits: fsm.DefaultLimits(), proposed: map[pb.CommandType]int{}, batched: map[pb.CommandType]int{}}
-	n.ident = identity.New(f.ClusterID, slog.Default())
+	n.ident = peer.NewIdentity(f.ClusterID, slog.Default())
 	n.leader.Store(leader)
 	n.SetLeaderAddr("")
-	n.Service = service.New(n, cfg)
+	n.svc = service.New(n, cfg)
 	return n, nil
 }
 
@@ -97,7 +97,7 @@ func (n *Node) EnabledLevel() uint32 {
 // Close stops the service and closes the FSM. It waits for the proposals
 // in flight, so a Hold must be released first.
 func (n *Node) Close() error {
-	n.Service.Close()
+	n.svc.Close()
 	return n.fsm.Close()
 }
 
@@ -346,8 +346,8 @@ func (n *Node) CheckPeerCluster(peer, theirs string) error {
 	return n.ident.Check("grpc", peer, theirs)
 }
 
-// Queue is the node's Service.
-func (n *Node) Queue() *service.Service { return n.Service }
+// Service is the node's Service, the production write and read paths.
+func (n *Node) Service() *service.Service { return n.svc }
 
 // Identity is the cluster identity check of the FSM's id.
-func (n *Node) Identity() *identity.Identity { return n.ident }
+func (n *Node) Identity() *peer.Identity { return n.ident }

@@ -1,8 +1,3 @@
-// Package peer is a node's pool of gRPC client connections to the other
-// nodes, one per address: forwarding to the leader, Status calls for
-// membership and the consistency check's hashes all share it. A cluster
-// has few members, so the pool is bounded by the addresses it has known;
-// connections are lazy (grpc.NewClient) and live until Close.
 package peer
 
 import (

@@ -29,7 +29,7 @@ const (
 // store is named. raft-wal passed the 45-minute chaos run with kill and
 // corruption faults (jepsen/RESULTS.md) and appends with one fsync, so a
 // new node starts on it; a node created on bolt stays on bolt
-// (cluster/DESIGN.md, "The log store").
+// (DESIGN.md, "Log stores").
 const DefaultForNew = LogStoreWAL
 
 // Resolve names the store a node in dataDir opens for kind, and why: kind

@@ -1,6 +1,3 @@
-// Package replica is the contract between a Raft member and the layers
-// that propose through it: the Replica interface and the outcomes of a
-// proposal that callers branch on. It holds no state and imports no Raft.
 package replica
 
 import (

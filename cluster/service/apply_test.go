@@ -33,7 +33,7 @@ func Test_PartlyAppliedBatchIsOutcomeUnknown(t *testing.T) {
 	m.Fail(&replica.NotLeaderError{}) // the first of the three entries
 	batch := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_BATCH, Body: &pb.Command_Batch{Batch: &pb.BatchCmd{
 		Commands: []*pb.Command{enqueueCmd("q", "a"), enqueueCmd("q", "b"), enqueueCmd("q", "c")}}}}
-	_, err = m.Propose(context.Background(), batch)
+	_, err = m.Service().Propose(context.Background(), batch)
 	if !errors.Is(err, replica.ErrLeadershipLost) {
 		t.Fatalf("a batch of which two entries applied and one was refused answered %v, want ErrLeadershipLost", err)
 	}
@@ -42,7 +42,7 @@ func Test_PartlyAppliedBatchIsOutcomeUnknown(t *testing.T) {
 	}
 	// All refused: nothing was done, and the answer says so.
 	m.SetLeader(false)
-	if _, err := m.Propose(context.Background(), batch); !errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrLeadershipLost) {
+	if _, err := m.Service().Propose(context.Background(), batch); !errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrLeadershipLost) {
 		t.Fatalf("a batch refused whole answered %v, want ErrNotLeader alone", err)
 	}
 }
@@ -62,7 +62,7 @@ func Test_CommandWaitsForAPendingLatch(t *testing.T) {
 
 	// A server is behind: refused at once.
 	start := time.Now()
-	if _, err := m.Propose(context.Background(), pause); !errors.Is(err, service.ErrFeatureDisabled) {
+	if _, err := m.Service().Propose(context.Background(), pause); !errors.Is(err, service.ErrFeatureDisabled) {
 		t.Fatalf("with a server behind: %v, want ErrFeatureDisabled", err)
 	}
 	if d := time.Since(start); d > service.LatchInterval {
@@ -73,7 +73,7 @@ func Test_CommandWaitsForAPendingLatch(t *testing.T) {
 	m.SetLatchPending(fsm.FeatureLevel)
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.Propose(context.Background(), pause)
+		_, err := m.Service().Propose(context.Background(), pause)
 		done <- err
 	}()
 	select {

@@ -93,7 +93,7 @@ func (s *Service) Claim(ctx context.Context, cmd *pb.Command, wait time.Duration
 // maxSettle bounds how long a claim whose wait is over waits for claims
 // in flight to release their reservations (admit): about one apply on a
 // busy leader (claim p99 was 207 ms; BENCHMARKS.md). Past it the claim
-// answers empty, as it did before.
+// answers empty.
 const maxSettle = 250 * time.Millisecond
 
 // wakeQueue wakes as many waiters of ref as may claim now, asking the

@@ -19,7 +19,7 @@ import (
 // three or four times (ClaimAllowance, Counts, ListTasks).
 func Test_ClaimAdmitReadsNoPebble(t *testing.T) {
 	m := mustMemNode(t, true)
-	s := m.Service
+	s := m.Service()
 	apply := func(cmd *pb.Command) {
 		t.Helper()
 		res, err := m.Apply(context.Background(), cmd)
@@ -92,8 +92,8 @@ func BenchmarkClaimAdmit(b *testing.B) {
 	}
 	for _, ref := range []fsm.QueueRef{busy, later} {
 		admit := func() {
-			n, _ := service.Admit(m.Service, ref, 1)
-			service.GateRelease(m.Service, ref, n)
+			n, _ := service.Admit(m.Service(), ref, 1)
+			service.GateRelease(m.Service(), ref, n)
 		}
 		b.Run(ref.Queue, func(b *testing.B) {
 			for b.Loop() {

@@ -18,7 +18,7 @@ import (
 // one ClaimBatch, which all claim at once, met this every time.
 func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 	m := mustMemNode(t, true)
-	s := m.Service
+	s := m.Service()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if res, err := m.Apply(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,

@@ -8,5 +8,6 @@
 // decide a queue rule (the FSM judges every command in apply), or speak
 // gRPC (transport maps its errors to codes).
 //
-// The design is in ../DESIGN.md, under "The Service".
+// The design, with its decisions and trade-offs, is in DESIGN.md beside
+// this file.
 package service

@@ -26,7 +26,7 @@ import (
 // A Service runs two: one for heartbeats and one for every other client
 // command, each with its own slots. Sharing one lane cost heartbeats a
 // quarter of their throughput (BENCHMARKS.md): they queued behind enqueues
-// and claims, and the separate batcher they replace had its own slots.
+// and claims.
 type coalescer struct {
 	s    *Service
 	lane *lane.Lane[*coCall]

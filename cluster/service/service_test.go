@@ -24,7 +24,7 @@ func Test_ObserverReadsNoPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	s := m.Service
+	s := m.Service()
 
 	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
 	waiters := make([]<-chan struct{}, 3)
@@ -74,18 +74,18 @@ func mustMemNode(t *testing.T, leader bool) *memnode.Node {
 func Test_DrainEndsLongPolls(t *testing.T) {
 	m := mustMemNode(t, true)
 	claim := &pb.ClaimRequest{Queue: "q", WorkerId: "w"}
-	cmd := m.ClaimCommand(claim)
+	cmd := m.Service().ClaimCommand(claim)
 	type answer struct {
 		tasks []*pb.Task
 		err   error
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		tasks, err := m.Claim(context.Background(), cmd, time.Minute)
+		tasks, err := m.Service().Claim(context.Background(), cmd, time.Minute)
 		ch <- answer{tasks, err}
 	}()
-	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := m.Waiting(); return w == 1 })
-	m.Drain()
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := m.Service().Waiting(); return w == 1 })
+	m.Service().Drain()
 	select {
 	case a := <-ch:
 		if a.err != nil || len(a.tasks) != 0 {
@@ -95,7 +95,7 @@ func Test_DrainEndsLongPolls(t *testing.T) {
 		t.Fatal("the claim still waits after Drain")
 	}
 	start := time.Now()
-	if tasks, err := m.Claim(context.Background(), cmd, time.Minute); err != nil || len(tasks) != 0 || time.Since(start) > 5*time.Second {
+	if tasks, err := m.Service().Claim(context.Background(), cmd, time.Minute); err != nil || len(tasks) != 0 || time.Since(start) > 5*time.Second {
 		t.Fatalf("claim after Drain: %v, %v after %v; want empty at once", tasks, err, time.Since(start))
 	}
 }
@@ -104,15 +104,15 @@ func Test_DrainEndsLongPolls(t *testing.T) {
 // and nothing is started that close would not wait for.
 func Test_ClosedServiceRefusesProposals(t *testing.T) {
 	m := mustMemNode(t, true)
-	m.Service.Close()
+	m.Service().Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	enq := &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE,
 		Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{Tasks: []*pb.NewTask{{Queue: "q", Tenant: "t"}}}}}
-	if _, err := m.Propose(ctx, enq); !errors.Is(err, replica.ErrShutdown) {
+	if _, err := m.Service().Propose(ctx, enq); !errors.Is(err, replica.ErrShutdown) {
 		t.Fatalf("batched proposal after close: %v; want replica.ErrShutdown", err)
 	}
-	if _, err := m.ProposeOrphan(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE,
+	if _, err := m.Service().ProposeOrphan(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_PURGE,
 		Body: &pb.Command_Purge{Purge: &pb.PurgeCmd{}}}, func(*pb.CommandResult) {}); !errors.Is(err, replica.ErrShutdown) {
 		t.Fatalf("lone proposal with an orphan after close: %v; want replica.ErrShutdown", err)
 	}
@@ -123,13 +123,13 @@ func Test_ClosedServiceRefusesProposals(t *testing.T) {
 func Test_ReadsAtConsistency(t *testing.T) {
 	m := mustMemNode(t, false)
 	ctx := context.Background()
-	if _, _, err := m.GetTask(ctx, "x", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
+	if _, _, err := m.Service().GetTask(ctx, "x", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
 		t.Fatalf("linearizable read on a follower: %v; want not-leader", err)
 	}
-	if _, _, err := m.GetTask(ctx, "x", service.Stale); !errors.Is(err, pb.ErrNotFound) {
+	if _, _, err := m.Service().GetTask(ctx, "x", service.Stale); !errors.Is(err, pb.ErrNotFound) {
 		t.Fatalf("stale read on a follower: %v; want not found from its replica", err)
 	}
-	if _, _, err := m.Stats(ctx, "", "", "", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
+	if _, _, err := m.Service().Stats(ctx, "", "", "", service.Linearizable); !errors.Is(err, replica.ErrNotLeader) {
 		t.Fatalf("linearizable stats on a follower: %v; want not-leader", err)
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/service"
 	"github.com/dockethq/docket/cmd/docket/server"
+	"github.com/dockethq/docket/internal/connlimit"
 	"github.com/dockethq/docket/transport"
 )
 

@@ -21,7 +21,7 @@ import (
 // without auth, where the replayed token is accepted (how it failed first).
 var sysAuthOn = true
 
-// Test_AuthReplayAfterRevokeOnEveryNode (attack 5 of issue 11): a token
+// Test_AuthReplayAfterRevokeOnEveryNode (attack 5 of the token attacks): a token
 // that every node accepted is refused by each node once that node applied
 // the revoke, for a stale read that node answers alone, and the state is
 // unchanged by the replays.

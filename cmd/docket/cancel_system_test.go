@@ -14,7 +14,7 @@ import (
 	"github.com/dockethq/docket/internal/testwait"
 )
 
-// Test_SystemCancelStopsWorker is issue 14's black-box check of
+// Test_SystemCancelStopsWorker is the black-box check of
 // cancelling running work: three agents of the built binary; a Go Worker
 // in this process runs a handler that blocks until its ctx ends; the
 // built binary's `docket cancel ID` stops that handler (cause

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/dockethq/docket/client"
 	"io"
 	"time"
 
@@ -18,22 +19,19 @@ func (v *verb) cancel(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	res, err := c.CancelTask(ctx, pos[0])
-	if err != nil {
-		return noTask(err, pos[0])
-	}
-	return v.print(func(w io.Writer) {
-		if res.Requested {
-			fmt.Fprintf(w, "%s cancel requested: its worker stops at its next heartbeat, then it is CANCELLED\n", pos[0])
-			return
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		res, err := c.CancelTask(ctx, pos[0])
+		if err != nil {
+			return noTask(err, pos[0])
 		}
-		fmt.Fprintf(w, "%s CANCELLED\n", pos[0])
-	}, &pb.CancelResponse{CancelRequested: res.Requested, State: res.State})
+		return v.print(func(w io.Writer) {
+			if res.Requested {
+				fmt.Fprintf(w, "%s cancel requested: its worker stops at its next heartbeat, then it is CANCELLED\n", pos[0])
+				return
+			}
+			fmt.Fprintf(w, "%s CANCELLED\n", pos[0])
+		}, &pb.CancelResponse{CancelRequested: res.Requested, State: res.State})
+	})
 }
 
 // timeoutFlags adds enqueue's execution-timeout flags to fs; the func it

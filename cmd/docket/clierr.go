@@ -24,6 +24,29 @@ const (
 	exitTimeout  = 5 // --timeout ended first (no leader reachable, or wait saw no end); the outcome may be unknown
 )
 
+// exitCodes says in a few words what each exit code means, for every
+// verb's -h.
+var exitCodes = []struct {
+	code int
+	says string
+}{
+	{exitOK, "done"},
+	{exitFailed, "refused by the cluster"},
+	{exitUsage, "wrong command line"},
+	{exitNotFound, "not found"},
+	{exitConnect, "cannot connect (TLS, token)"},
+	{exitTimeout, "--timeout ended first"},
+}
+
+// exitCodesHelp is the exit codes' line of -h.
+func exitCodesHelp() string {
+	parts := make([]string, len(exitCodes))
+	for i, e := range exitCodes {
+		parts[i] = fmt.Sprintf("%d %s", e.code, e.says)
+	}
+	return "Exit codes: " + strings.Join(parts, ", ") + "."
+}
+
 var errUsage = errors.New("usage")
 
 // failure is an error whose text is already the sentence to print, with

@@ -112,7 +112,7 @@ func memAPI(t *testing.T) (*memnode.Node, string) {
 		t.Fatal(err)
 	}
 	node.SetLeaderAddr(lis.Addr().String())
-	srv := transport.NewServer(node, transport.Config{})
+	srv := transport.New(node, node.Service(), transport.Config{})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	d, err := dashboard.New(dashboard.Config{GRPCAddr: lis.Addr().String()})
@@ -142,18 +142,18 @@ func memAPI(t *testing.T) (*memnode.Node, string) {
 func Test_DashboardLeasesHighlightOrphans(t *testing.T) {
 	node, url := memAPI(t)
 	ctx := ctxT(t, 30*time.Second)
-	res, err := node.Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{
+	res, err := node.Service().Propose(ctx, &pb.Command{Type: pb.CommandType_COMMAND_TYPE_ENQUEUE, Body: &pb.Command_Enqueue{Enqueue: &pb.EnqueueCmd{
 		Tasks: []*pb.NewTask{{Queue: "q", Tenant: "default"}, {Queue: "q", Tenant: "default"}}}}})
 	if err != nil || len(res.GetItems()) != 2 {
 		t.Fatalf("enqueue: %v %v", res, err)
 	}
-	tasks, err := node.Claim(ctx, node.ClaimCommand(&pb.ClaimRequest{Queue: "q", Tenant: "default", WorkerId: "w", MaxTasks: 2}), 0)
+	tasks, err := node.Service().Claim(ctx, node.Service().ClaimCommand(&pb.ClaimRequest{Queue: "q", Tenant: "default", WorkerId: "w", MaxTasks: 2}), 0)
 	if err != nil || len(tasks) != 2 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
 	lost, kept := tasks[0], tasks[1]
 	node.Fail(errors.New("injected: the release is not proposed"))
-	node.ReleaseTasks([]*pb.Task{lost})
+	node.Service().ReleaseTasks([]*pb.Task{lost})
 	b := &browser{t: t, base: url, c: &http.Client{Timeout: 10 * time.Second}}
 	var body string
 	testwait.For(t, 10*time.Second, "the failed release to leave the task running", func() bool {

@@ -45,7 +45,7 @@ func Test_DashboardLoginThroughFollower(t *testing.T) {
 	// of them, and a node authenticates on its own replica.
 	testwait.For(t, 10*time.Second, "every node to apply the revoke", func() bool {
 		for _, n := range f.nodes {
-			if _, err := n.node.Authenticate(tok.GetSecret()); err == nil {
+			if _, err := n.node.Service().Authenticate(tok.GetSecret()); err == nil {
 				return false
 			}
 		}

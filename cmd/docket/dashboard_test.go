@@ -43,7 +43,7 @@ func startDashboard(t *testing.T, size int) *dashFixture {
 	// The bootstrap token is applied through the log after the election.
 	for _, n := range nodes {
 		testwait.For(t, 10*time.Second, n.id+" to know the bootstrap token", func() bool {
-			_, err := n.node.Authenticate(dashBoot)
+			_, err := n.node.Service().Authenticate(dashBoot)
 			return err == nil
 		})
 	}
@@ -83,7 +83,7 @@ func (f *dashFixture) token(ctx context.Context, roles, tenants []string) string
 	})
 	// The dashboard checks tokens on node 0's replica.
 	testwait.For(f.t, 10*time.Second, "node 0 to know the token", func() bool {
-		_, err := f.nodes[0].node.Authenticate(tok.GetSecret())
+		_, err := f.nodes[0].node.Service().Authenticate(tok.GetSecret())
 		return err == nil
 	})
 	return tok.GetSecret()

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
+	"github.com/dockethq/docket/internal/connlimit"
 )
 
 // errHTTPNotLoopback refuses a dashboard address others could reach while

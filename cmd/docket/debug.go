@@ -18,8 +18,8 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
-	"github.com/dockethq/docket/cluster/connlimit"
 	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/internal/connlimit"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -95,7 +95,7 @@ func (g *debugGuard) require(h http.Handler, roles ...string) http.Handler {
 			return
 		}
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		tok, err := node.Authenticate(strings.TrimSpace(secret))
+		tok, err := node.Service().Authenticate(strings.TrimSpace(secret))
 		switch {
 		case errors.Is(err, service.ErrUnauthenticated):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="docket"`)

@@ -286,7 +286,7 @@ func Test_AgentDebugServedWithTLSAndToken(t *testing.T) {
 	}
 }
 
-// Test_ProfilesOnlyOnLoopback: issue 13, "metrics may be scraped from the
+// Test_ProfilesOnlyOnLoopback: "metrics may be scraped from the
 // network, profiles may not". A debug address beyond loopback (allowed
 // with TLS and --auth) serves /metrics alone.
 func Test_ProfilesOnlyOnLoopback(t *testing.T) {

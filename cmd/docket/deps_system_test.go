@@ -15,7 +15,7 @@ import (
 	"github.com/dockethq/docket/fsm"
 )
 
-// Test_SystemDAGRunsInOrder is issue 14's black-box check of task
+// Test_SystemDAGRunsInOrder is the black-box check of task
 // dependencies: three agents of the built binary, driven by its verbs. A
 // 3-level DAG goes in with `docket dag enqueue`; the leader is killed
 // (SIGKILL) before any of it runs; then a worker loop claims up to ten

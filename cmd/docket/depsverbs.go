@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dockethq/docket/client"
 	"io"
 	"os"
 	"strings"
@@ -78,38 +79,35 @@ func (v *verb) dag(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, pos[1], err)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	items, err := c.Enqueue(ctx, tasks...)
-	if err != nil {
-		return err
-	}
-	out := make([]dagEnqueued, len(items))
-	for i, it := range items {
-		out[i] = dagEnqueued{Name: names[i], ID: it.GetTaskId(), State: strings.TrimPrefix(it.GetState().String(), "TASK_STATE_")}
-		if it.GetCode() != pb.Code_CODE_OK {
-			out[i].Code, out[i].Detail = strings.TrimPrefix(it.GetCode().String(), "CODE_"), it.GetDetail()
-		}
-	}
-	if v.c.json {
-		b, err := json.Marshal(map[string]any{"tasks": out})
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		items, err := c.Enqueue(ctx, tasks...)
 		if err != nil {
-			return fmt.Errorf("json: %w", err)
+			return err
 		}
-		_, err = fmt.Fprintln(v.out, string(b))
-		return err
-	}
-	for _, e := range out {
-		fmt.Fprintf(v.out, "%-16s %s %s", e.Name, e.ID, e.State)
-		if e.Code != "" {
-			fmt.Fprintf(v.out, " %s: %s", e.Code, e.Detail)
+		out := make([]dagEnqueued, len(items))
+		for i, it := range items {
+			out[i] = dagEnqueued{Name: names[i], ID: it.GetTaskId(), State: strings.TrimPrefix(it.GetState().String(), "TASK_STATE_")}
+			if it.GetCode() != pb.Code_CODE_OK {
+				out[i].Code, out[i].Detail = strings.TrimPrefix(it.GetCode().String(), "CODE_"), it.GetDetail()
+			}
 		}
-		fmt.Fprintln(v.out)
-	}
-	return nil
+		if v.c.json {
+			b, err := json.Marshal(map[string]any{"tasks": out})
+			if err != nil {
+				return fmt.Errorf("json: %w", err)
+			}
+			_, err = fmt.Fprintln(v.out, string(b))
+			return err
+		}
+		for _, e := range out {
+			fmt.Fprintf(v.out, "%-16s %s %s", e.Name, e.ID, e.State)
+			if e.Code != "" {
+				fmt.Fprintf(v.out, " %s: %s", e.Code, e.Detail)
+			}
+			fmt.Fprintln(v.out)
+		}
+		return nil
+	})
 }
 
 // dagTasks orders a file's tasks parents first (stable: the file's order

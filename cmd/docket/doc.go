@@ -13,10 +13,9 @@
 //   - Cancel verbs (cancelverbs.go): `docket cancel ID` prints "cancel
 //     requested" for a running task (feature level 9) and CANCELLED for a
 //     waiting one; --json is the CancelResponse. The execution timeout is
-//     `docket enqueue --exec-timeout D`, not --timeout as issue 14's
-//     brief spelt it: --timeout is every verb's call deadline, and giving
-//     it a second meaning on one verb would change what existing scripts
-//     do. `docket task` shows the timeout, the current claim's deadline
+//     `docket enqueue --exec-timeout D`, not --timeout: --timeout is
+//     every verb's call deadline, and giving it a second meaning on one
+//     verb would change what existing scripts do. `docket task` shows the timeout, the current claim's deadline
 //     and a cancel request.
 //   - `docket dev` is secure by default (TLS on every channel, --auth, a
 //     throwaway CA and an admin token in the data dir), so the everyday
@@ -30,7 +29,7 @@
 //     is secured on every address, loopback included: HTTPS with the node's
 //     certificate and a bearer token checked against the node's replica.
 //     A secured cluster should not leave one listener open to any local
-//     user; an agent without both keeps today's plain HTTP, on loopback
+//     user; an agent without both keeps plain HTTP, on loopback
 //     only, and a non-loopback address is refused at start.
 //   - The debug server's roles: /metrics for a reader or admin token,
 //     the profiles for an admin token, both over every tenant ("*"):

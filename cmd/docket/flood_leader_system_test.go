@@ -28,7 +28,7 @@ import (
 	"github.com/dockethq/docket/transport"
 )
 
-// The floods of issue 25, each against the leader of a secure (TLS and
+// The floods, each against the leader of a secure (TLS and
 // tokens) 3-node cluster of real agents: idle TCP connections, TLS
 // handshakes that never finish, TLS + HTTP/2 preface then idle, and
 // Status with the keyspace hash without a token. For each flood the leader

@@ -21,7 +21,7 @@ import (
 	"github.com/dockethq/docket/internal/testwait"
 )
 
-// The flood of issue 9: idle HTTP/2 connections used up the leader's file
+// The flood: idle HTTP/2 connections used up the leader's file
 // descriptors, Pebble failed to open its files and the process died. Here a
 // real `docket agent` runs with its file limit lowered to floodFileLimit
 // while the test holds floodConns idle HTTP/2 connections to it. The node
@@ -115,7 +115,7 @@ func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 	}
 	agentLog, _ := os.ReadFile(logPath)
 	t.Logf("agent held at most %d open files (limit %d)", maxFDs, floodFileLimit)
-	// The failure of issue 9 before the process died: Pebble could not
+	// The failure before the process died: Pebble could not
 	// open its files. A node in that state is broken even while it answers.
 	if n := strings.Count(string(agentLog), "too many open files"); n > 0 {
 		t.Fatalf("the agent ran out of file descriptors (%d log lines say %q); log tail:\n%s", n, "too many open files", tail(logPath, 5))

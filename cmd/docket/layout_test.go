@@ -35,7 +35,7 @@ var layoutRows = map[string][]string{
 	"jepsen":    {"client", "proto"},
 	"cmd":       {"*"},
 	// internal holds small generic helpers that know nothing of Docket
-	// (lane, testwait): it imports nothing of ours, and every row may
+	// (connlimit, lane, testwait): it imports nothing of ours, and every row may
 	// import it.
 	"internal": nil,
 }
@@ -189,17 +189,17 @@ func Test_Layout(t *testing.T) {
 // stand-in for the assembled node, sits above it. A new sub-package
 // needs its line here.
 var clusterArrows = map[string][]string{
-	"certs": nil, "clock": nil, "connlimit": nil, "gossip": nil, "health": nil,
-	"identity": nil, "peer": nil, "raftlog": nil, "replica": nil,
-	"raftnet":     {"certs", "connlimit", "identity", "raftlog"},
-	"service":     {"replica"},
-	"check":       {"clock", "replica"},
-	"membership":  {"gossip", "peer", "replica"},
-	"nodemetrics": {"check", "clock", "health"},
-	"leader":      {"clock", "replica", "service"},
-	"": {"certs", "check", "clock", "connlimit", "gossip", "health", "identity", "leader", "membership",
-		"nodemetrics", "peer", "raftlog", "raftnet", "replica", "service"},
-	"memnode": {"", "identity", "replica", "service"},
+	"certs": nil, "gossip": nil, "health": nil, "peer": nil, "replica": nil,
+	"raftlog":    {"certs", "peer"},
+	"service":    {"replica"},
+	"check":      {"replica"},
+	"membership": {"gossip", "peer", "replica"},
+	"leader":     {"replica", "service"},
+	"": {"certs", "check", "gossip", "health", "leader", "membership",
+		"peer", "raftlog", "replica", "service"},
+	"memnode": {"", "peer", "replica", "service"},
+	// nodetest starts real nodes for tests of the sub-packages.
+	"internal/nodetest": {""},
 }
 
 // Test_LayoutClusterArrows holds cluster's packages to clusterArrows:
@@ -233,13 +233,25 @@ func Test_LayoutClusterArrows(t *testing.T) {
 	}
 }
 
-// Test_LayoutInternalTestHelpersStayInTests: testwait, the tests' poll
-// helper, is imported only by tests.
+// testHelpers are the packages that exist for tests only: testwait, the
+// tests' poll helper; nodetest, the harness of running nodes; memnode, the
+// in-process stand-in for a node. Only tests, and the helpers themselves,
+// import them.
+var testHelpers = []string{"/internal/testwait", "/cluster/internal/nodetest", "/cluster/memnode"}
+
+// Test_LayoutInternalTestHelpersStayInTests: no production package
+// imports a test helper.
 func Test_LayoutInternalTestHelpersStayInTests(t *testing.T) {
 	mod, pkgs := listModule(t)
+	helper := func(path string) bool {
+		return slices.ContainsFunc(testHelpers, func(h string) bool { return path == mod+h })
+	}
 	for _, p := range pkgs {
+		if helper(p.ImportPath) {
+			continue
+		}
 		for _, imp := range p.Imports {
-			if imp == mod+"/internal/testwait" {
+			if helper(imp) {
 				t.Errorf("package %s imports %s outside its tests", p.ImportPath, imp)
 			}
 		}
@@ -369,8 +381,8 @@ func Test_LayoutChecksCatchViolations(t *testing.T) {
 	const mod = "example.com/m"
 	pkgs := []listedPackage{
 		{ImportPath: mod + "/transport", Imports: []string{mod + "/fsm", mod + "/cluster", "fmt"}},
-		{ImportPath: mod + "/cluster/connlimit", Imports: []string{mod + "/transport"}},
-		{ImportPath: mod + "/cluster", Imports: []string{mod + "/cluster/connlimit", mod + "/fsm"}},
+		{ImportPath: mod + "/cluster/raftlog", Imports: []string{mod + "/transport"}},
+		{ImportPath: mod + "/cluster", Imports: []string{mod + "/cluster/raftlog", mod + "/fsm"}},
 		{ImportPath: mod + "/jepsen/cmd/jepsen", Imports: []string{mod + "/jepsen", mod + "/client"}},
 		{ImportPath: mod + "/cmd/docket/bench", Imports: []string{mod + "/fsm", mod + "/transport"}},
 		{ImportPath: mod + "/tools/x"},
@@ -379,7 +391,7 @@ func Test_LayoutChecksCatchViolations(t *testing.T) {
 	got := layoutViolations(mod, pkgs)
 	want := []string{
 		"package example.com/m/transport (row transport) imports example.com/m/fsm (row fsm); transport may import only cluster, proto",
-		"package example.com/m/cluster/connlimit (row cluster) imports example.com/m/transport (row transport); cluster may import only fsm, storage, proto",
+		"package example.com/m/cluster/raftlog (row cluster) imports example.com/m/transport (row transport); cluster may import only fsm, storage, proto",
 		`package example.com/m/tools/x sits in "tools", which is no folder`,
 		"package example.com/m/proto/v1 (row proto) imports example.com/m/storage (row storage); proto may import only nothing of ours",
 	}

@@ -101,17 +101,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTLS(ctx, rest, stdout, stderr)
 	case "gossip":
 		return runGossip(rest, stdout, stderr)
-	case "enqueue", "claim", "submit", "nack", "task", "stats", "dlq", "cluster", "token", "snapshot",
-		"queue", "queues", "cancel", "wait", "schedule", "snooze", "tasks", "dag":
-		return runVerb(ctx, verb, rest, stdout, stderr)
 	case "version", "--version":
 		version(stdout)
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
 	}
+	if _, ok := verbs[verb]; ok { // the operator verbs: verbs.go's table
+		return runVerb(ctx, verb, rest, stdout, stderr)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
 }

@@ -61,7 +61,7 @@ func usedNames(exprs []string) []string {
 	return out
 }
 
-// Test_DashboardAndAlertsUseServedMetrics is issue 13's check that every
+// Test_DashboardAndAlertsUseServedMetrics is the check that every
 // metric name the Grafana dashboard and the alert rules use is one a real
 // agent serves on /metrics, once it has done the work that makes each
 // series appear.

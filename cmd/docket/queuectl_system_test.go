@@ -11,7 +11,7 @@ import (
 	"github.com/dockethq/docket/fsm"
 )
 
-// Test_SystemPauseSurvivesLeaderKill is issue 14's black-box check of
+// Test_SystemPauseSurvivesLeaderKill is the black-box check of
 // queue control: three agents of the built binary, driven by the built
 // binary's own verbs. A task is enqueued, its queue paused, and the
 // leader's process killed (SIGKILL): on the new leader a claim gets

@@ -19,7 +19,7 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// Test_SystemConcurrencyLimitHolds is issue 14's black-box check of
+// Test_SystemConcurrencyLimitHolds is the black-box check of
 // limits: three agents of the built binary, a queue limited to 3 running
 // tasks with `docket queue limit`, and 20 Go Workers (some asking for two
 // tasks a claim) working it. No more than 3 handlers ever overlap (each

@@ -48,41 +48,38 @@ func (v *verb) queueLimit(ctx context.Context, pos []string, f *limitFlags) erro
 	if l.MaxRunning == nil && l.RateMilli == nil && l.Burst == nil {
 		return fmt.Errorf("%w: docket queue %s: give a limit", errUsage, what)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	var changed bool
-	if *tenantWide {
-		changed, err = c.SetTenantLimit(ctx, v.c.tenant, *l.MaxRunning)
-	} else {
-		changed, err = c.SetQueueLimits(ctx, pos[0], v.c.tenant, l)
-	}
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		name := "tenant " + v.c.tenant
-		if !*tenantWide {
-			name = pos[0] + "/" + v.c.tenant
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		var changed bool
+		if *tenantWide {
+			changed, err = c.SetTenantLimit(ctx, v.c.tenant, *l.MaxRunning)
+		} else {
+			changed, err = c.SetQueueLimits(ctx, pos[0], v.c.tenant, l)
 		}
-		if !changed {
-			fmt.Fprintf(w, "%s: limits unchanged\n", name)
-			return
+		if err != nil {
+			return err
 		}
-		var parts []string
-		if l.MaxRunning != nil {
-			parts = append(parts, "concurrency "+orNone(uint64(*l.MaxRunning), strconv.FormatUint(uint64(*l.MaxRunning), 10)))
-		}
-		if l.RateMilli != nil {
-			parts = append(parts, "rate "+orNone(*l.RateMilli, formatRate(*l.RateMilli)))
-		}
-		if l.Burst != nil {
-			parts = append(parts, "burst "+orNone(uint64(*l.Burst), strconv.FormatUint(uint64(*l.Burst), 10)))
-		}
-		fmt.Fprintf(w, "%s: %s\n", name, strings.Join(parts, ", "))
-	}, &pb.SetQueueLimitsResponse{Changed: changed})
+		return v.print(func(w io.Writer) {
+			name := "tenant " + v.c.tenant
+			if !*tenantWide {
+				name = pos[0] + "/" + v.c.tenant
+			}
+			if !changed {
+				fmt.Fprintf(w, "%s: limits unchanged\n", name)
+				return
+			}
+			var parts []string
+			if l.MaxRunning != nil {
+				parts = append(parts, "concurrency "+orNone(uint64(*l.MaxRunning), strconv.FormatUint(uint64(*l.MaxRunning), 10)))
+			}
+			if l.RateMilli != nil {
+				parts = append(parts, "rate "+orNone(*l.RateMilli, formatRate(*l.RateMilli)))
+			}
+			if l.Burst != nil {
+				parts = append(parts, "burst "+orNone(uint64(*l.Burst), strconv.FormatUint(uint64(*l.Burst), 10)))
+			}
+			fmt.Fprintf(w, "%s: %s\n", name, strings.Join(parts, ", "))
+		}, &pb.SetQueueLimitsResponse{Changed: changed})
+	})
 }
 
 // limitFlags are the flags of `docket queue limit`, defined on the queue

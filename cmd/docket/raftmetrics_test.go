@@ -11,7 +11,7 @@ import (
 )
 
 // Test_RaftMetricsBridged: what hashicorp/raft measures through go-metrics
-// reaches the agent's registry (issue 13: "hashicorp/raft's go-metrics
+// reaches the agent's registry ("hashicorp/raft's go-metrics
 // bridged in"). Before the bridge the registry held no docket_raft_*
 // family that raft itself emits.
 func Test_RaftMetricsBridged(t *testing.T) {

@@ -38,74 +38,65 @@ func (v *verb) queueRetries(ctx context.Context, pos []string, rf retryFlagSet) 
 	if (sub == "dead-retention") != (len(pos) == 3) {
 		return fmt.Errorf("%w: docket queue %s", errUsage, what)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	var changed bool
-	var said string
-	switch sub {
-	case "reset":
-		changed, err = c.ResetQueue(ctx, queue, v.c.tenant)
-		said = "reset to the defaults"
-	case "dead-retention":
-		var keep time.Duration
-		if keep, err = time.ParseDuration(pos[2]); err != nil {
-			return fmt.Errorf("%w: dead-retention %q: %v", errUsage, pos[2], err)
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		var changed bool
+		var said string
+		var err error
+		switch sub {
+		case "reset":
+			changed, err = c.ResetQueue(ctx, queue, v.c.tenant)
+			said = "reset to the defaults"
+		case "dead-retention":
+			var keep time.Duration
+			if keep, err = time.ParseDuration(pos[2]); err != nil {
+				return fmt.Errorf("%w: dead-retention %q: %v", errUsage, pos[2], err)
+			}
+			changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant,
+				HasDeadRetention: true, DeadRetentionNs: int64(keep)})
+			said = fmt.Sprintf("keeps dead letters for %v", keep)
+			if keep == 0 {
+				said = fmt.Sprintf("keeps dead letters for %v (the default)", pb.DefaultDeadRetention)
+			}
+		default:
+			p := &pb.RetryPolicy{BaseNs: int64(*base), CapNs: int64(*maxDelay), Multiplier: uint32(*mult), JitterPercent: uint32(*jitter)}
+			changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant, HasRetry: true, Retry: p})
+			capText := "no cap"
+			if *maxDelay > 0 {
+				capText = fmt.Sprintf("capped at %v", *maxDelay)
+			}
+			said = fmt.Sprintf("retries after %v, x%d, %s, jitter %d%%", *base, *mult, capText, *jitter)
+			if *base == 0 {
+				said = "retries at once (no policy)"
+			}
 		}
-		changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant,
-			HasDeadRetention: true, DeadRetentionNs: int64(keep)})
-		said = fmt.Sprintf("keeps dead letters for %v", keep)
-		if keep == 0 {
-			said = fmt.Sprintf("keeps dead letters for %v (the default)", pb.DefaultDeadRetention)
+		if err != nil {
+			return err
 		}
-	default:
-		p := &pb.RetryPolicy{BaseNs: int64(*base), CapNs: int64(*maxDelay), Multiplier: uint32(*mult), JitterPercent: uint32(*jitter)}
-		changed, err = c.SetQueueRetry(ctx, &pb.SetQueueRetryRequest{Queue: queue, Tenant: v.c.tenant, HasRetry: true, Retry: p})
-		capText := "no cap"
-		if *maxDelay > 0 {
-			capText = fmt.Sprintf("capped at %v", *maxDelay)
-		}
-		said = fmt.Sprintf("retries after %v, x%d, %s, jitter %d%%", *base, *mult, capText, *jitter)
-		if *base == 0 {
-			said = "retries at once (no policy)"
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		if !changed {
-			said += " already"
-		}
-		fmt.Fprintf(w, "%s/%s %s\n", queue, v.c.tenant, said)
-	}, &pb.SetQueueRetryResponse{Changed: changed})
+		return v.print(func(w io.Writer) {
+			if !changed {
+				said += " already"
+			}
+			fmt.Fprintf(w, "%s/%s %s\n", queue, v.c.tenant, said)
+		}, &pb.SetQueueRetryResponse{Changed: changed})
+	})
 }
 
 // snooze is `docket snooze ID FENCE --for D`: hand a claimed task back
 // for later without using an attempt.
 func (v *verb) snooze(ctx context.Context, args []string) error {
 	delay := v.fs.Duration("for", 0, "claimable again after this long (0: at once)")
-	pos, err := v.parse(args, 2, 2, "ID FENCE [--for D]")
+	pos, fence, err := v.parseFenced(args, 2, "ID FENCE [--for D]")
 	if err != nil {
 		return err
 	}
-	fence, err := parseFence(pos[1])
-	if err != nil {
-		return err
-	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	state, err := c.Snooze(ctx, pos[0], fence, *delay)
-	if err != nil {
-		return noTask(err, pos[0])
-	}
-	return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
-		&pb.SnoozeResponse{State: state})
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		state, err := c.Snooze(ctx, pos[0], fence, *delay)
+		if err != nil {
+			return noTask(err, pos[0])
+		}
+		return v.print(func(w io.Writer) { fmt.Fprintln(w, strings.TrimPrefix(state.String(), "TASK_STATE_")) },
+			&pb.SnoozeResponse{State: state})
+	})
 }
 
 // updateFlagSet holds the flags of `docket task update`, registered by
@@ -144,19 +135,16 @@ func (v *verb) taskUpdate(ctx context.Context, id string, uf updateFlagSet) erro
 	case flagSet(v.fs, "in"):
 		u.RunAt = time.Now().Add(*in)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	state, err := c.UpdateTask(ctx, id, u)
-	if err != nil {
-		return noTask(err, id)
-	}
-	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%s %s\n", id, strings.TrimPrefix(state.String(), "TASK_STATE_"))
-	},
-		&pb.UpdateTaskResponse{State: state})
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		state, err := c.UpdateTask(ctx, id, u)
+		if err != nil {
+			return noTask(err, id)
+		}
+		return v.print(func(w io.Writer) {
+			fmt.Fprintf(w, "%s %s\n", id, strings.TrimPrefix(state.String(), "TASK_STATE_"))
+		},
+			&pb.UpdateTaskResponse{State: state})
+	})
 }
 
 // tasks is `docket tasks QUEUE --state S`: page through a queue's tasks
@@ -173,29 +161,26 @@ func (v *verb) tasks(ctx context.Context, args []string) error {
 	if !ok {
 		return fmt.Errorf("%w: --state %q: pending, delayed, running or dead", errUsage, *state)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	res, err := c.ListTasks(ctx, &pb.ListTasksRequest{Queue: pos[0], Tenant: v.c.tenant, State: pb.TaskState(st),
-		Cursor: *cursor, Limit: uint32(*limit)})
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		// A running task's time that matters is its lease's end.
-		when, at := "VISIBLE AT", (*pb.Task).GetVisibleAt
-		if pb.TaskState(st) == pb.TaskState_TASK_STATE_RUNNING {
-			when, at = "LEASE UNTIL", (*pb.Task).GetLeaseUntil
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		res, err := c.ListTasks(ctx, &pb.ListTasksRequest{Queue: pos[0], Tenant: v.c.tenant, State: pb.TaskState(st),
+			Cursor: *cursor, Limit: uint32(*limit)})
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%-20s %4s %8s %-20s %s\n", "ID", "PRIO", "FAILED", when, "PAYLOAD")
-		for _, t := range res.GetTasks() {
-			fmt.Fprintf(w, "%-20s %4d %8s %-20s %s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
-				slotText(at(t)), cell(string(t.GetPayload()), payloadWidth))
-		}
-		if res.GetNextCursor() != "" {
-			fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())
-		}
-	}, res)
+		return v.print(func(w io.Writer) {
+			// A running task's time that matters is its lease's end.
+			when, at := "VISIBLE AT", (*pb.Task).GetVisibleAt
+			if pb.TaskState(st) == pb.TaskState_TASK_STATE_RUNNING {
+				when, at = "LEASE UNTIL", (*pb.Task).GetLeaseUntil
+			}
+			fmt.Fprintf(w, "%-20s %4s %8s %-20s %s\n", "ID", "PRIO", "FAILED", when, "PAYLOAD")
+			for _, t := range res.GetTasks() {
+				fmt.Fprintf(w, "%-20s %4d %8s %-20s %s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+					slotText(at(t)), cell(string(t.GetPayload()), payloadWidth))
+			}
+			if res.GetNextCursor() != "" {
+				fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())
+			}
+		}, res)
+	})
 }

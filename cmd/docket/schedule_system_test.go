@@ -13,7 +13,7 @@ import (
 	"github.com/dockethq/docket/internal/testwait"
 )
 
-// Test_SystemScheduleOncePerSlotAcrossLeaderKills is issue 14's black-box
+// Test_SystemScheduleOncePerSlotAcrossLeaderKills is the black-box
 // check of recurring tasks: three agents of the built binary, driven by
 // its own verbs. A schedule at @every 1s with catch-up fires while the
 // leader's process is killed (SIGKILL) and restarted, twice. Then every

@@ -57,53 +57,50 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 			return fmt.Errorf("%w: --missed is skip or catchup, not %q", errUsage, *missed)
 		}
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	switch sub {
-	case "add":
-		stored, created, err := c.PutSchedule(ctx, s)
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		switch sub {
+		case "add":
+			stored, created, err := c.PutSchedule(ctx, s)
+			if err != nil {
+				return err
+			}
+			verb := "added"
+			if !created {
+				verb = "replaced"
+			}
+			return v.print(func(w io.Writer) {
+				fmt.Fprintf(w, "schedule %s/%s %s: %q in %s -> queue %s\n", stored.GetTenant(), stored.GetName(), verb,
+					stored.GetSpec(), zoneName(stored.GetZone()), stored.GetQueue())
+			}, &pb.PutScheduleResponse{Created: created, Schedule: stored})
+		case "remove":
+			removed, err := c.RemoveSchedule(ctx, v.c.tenant, pos[1])
+			if err != nil {
+				return err
+			}
+			if !removed {
+				if v.c.json {
+					if err := v.print(nil, &pb.RemoveScheduleResponse{}); err != nil {
+						return err
+					}
+				}
+				return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
+			}
+			return v.print(func(w io.Writer) { fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1]) },
+				&pb.RemoveScheduleResponse{Removed: removed})
+		}
+		all, err := c.ListSchedules(ctx, v.c.tenant)
 		if err != nil {
 			return err
-		}
-		verb := "added"
-		if !created {
-			verb = "replaced"
 		}
 		return v.print(func(w io.Writer) {
-			fmt.Fprintf(w, "schedule %s/%s %s: %q in %s -> queue %s\n", stored.GetTenant(), stored.GetName(), verb,
-				stored.GetSpec(), zoneName(stored.GetZone()), stored.GetQueue())
-		}, &pb.PutScheduleResponse{Created: created, Schedule: stored})
-	case "remove":
-		removed, err := c.RemoveSchedule(ctx, v.c.tenant, pos[1])
-		if err != nil {
-			return err
-		}
-		if !removed {
-			if v.c.json {
-				if err := v.print(nil, &pb.RemoveScheduleResponse{}); err != nil {
-					return err
-				}
+			now := time.Now().UnixNano()
+			fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7s  %-20s  %s\n", "NAME", "QUEUE", "SPEC", "ZONE", "MISSED", "FIRED", "LAST SLOT", "NEXT RUN")
+			for _, s := range all {
+				fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7d  %-20s  %s\n", s.GetName(), s.GetQueue(), s.GetSpec(),
+					zoneName(s.GetZone()), missedName(s), s.GetFired(), slotText(s.GetLastSlot()), nextRun(s, now))
 			}
-			return &failure{code: exitNotFound, msg: fmt.Sprintf("not found: schedule %s/%s (docket schedule list shows them)", v.c.tenant, pos[1]), err: client.ErrNotFound}
-		}
-		return v.print(func(w io.Writer) { fmt.Fprintf(w, "schedule %s/%s removed\n", v.c.tenant, pos[1]) },
-			&pb.RemoveScheduleResponse{Removed: removed})
-	}
-	all, err := c.ListSchedules(ctx, v.c.tenant)
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		now := time.Now().UnixNano()
-		fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7s  %-20s  %s\n", "NAME", "QUEUE", "SPEC", "ZONE", "MISSED", "FIRED", "LAST SLOT", "NEXT RUN")
-		for _, s := range all {
-			fmt.Fprintf(w, "%-20s %-16s %-18s %-14s %-10s %7d  %-20s  %s\n", s.GetName(), s.GetQueue(), s.GetSpec(),
-				zoneName(s.GetZone()), missedName(s), s.GetFired(), slotText(s.GetLastSlot()), nextRun(s, now))
-		}
-	}, &pb.ListSchedulesResponse{Schedules: all})
+		}, &pb.ListSchedulesResponse{Schedules: all})
+	})
 }
 
 // nextRun is a schedule's next slot after now, as the FSM computes slots

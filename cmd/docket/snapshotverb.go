@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/dockethq/docket/client"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,39 +42,36 @@ func (v *verb) snapshot(ctx context.Context, args []string) error {
 	} else if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("snapshot save: %w", err)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	part := path + ".part"
-	f, err := os.OpenFile(part, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("snapshot save: %w", err)
-	}
-	n, err := c.SnapshotSave(ctx, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(part, path)
-	}
-	if err != nil {
-		if rerr := os.Remove(part); rerr != nil && !os.IsNotExist(rerr) {
-			err = fmt.Errorf("%w (and %s is left: %v)", err, part, rerr)
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		part := path + ".part"
+		f, err := os.OpenFile(part, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("snapshot save: %w", err)
 		}
-		return fmt.Errorf("snapshot save: %w", err)
-	}
-	h, err := readHeader(path)
-	if err != nil {
-		return fmt.Errorf("snapshot save: the file written does not check: %w", err)
-	}
-	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "saved %s: %d bytes, index %d, from %s at %s\n", filepath.Base(path), n, h.Index, h.Node, h.Created.Format(time.RFC3339))
-	}, &pb.SnapshotRestoreResponse{BackupIndex: h.Index, BackupNode: h.Node, BackupCreated: h.Created.UnixNano()})
+		n, err := c.SnapshotSave(ctx, f)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(part, path)
+		}
+		if err != nil {
+			if rerr := os.Remove(part); rerr != nil && !os.IsNotExist(rerr) {
+				err = fmt.Errorf("%w (and %s is left: %v)", err, part, rerr)
+			}
+			return fmt.Errorf("snapshot save: %w", err)
+		}
+		h, err := readHeader(path)
+		if err != nil {
+			return fmt.Errorf("snapshot save: the file written does not check: %w", err)
+		}
+		return v.print(func(w io.Writer) {
+			fmt.Fprintf(w, "saved %s: %d bytes, index %d, from %s at %s\n", filepath.Base(path), n, h.Index, h.Node, h.Created.Format(time.RFC3339))
+		}, &pb.SnapshotRestoreResponse{BackupIndex: h.Index, BackupNode: h.Node, BackupCreated: h.Created.UnixNano()})
+	})
 }
 
 func (v *verb) restore(ctx context.Context, path string) error {
@@ -86,19 +84,16 @@ func (v *verb) restore(ctx context.Context, path string) error {
 		return fmt.Errorf("snapshot restore: %w", err)
 	}
 	defer f.Close()
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	resp, err := c.SnapshotRestore(ctx, f)
-	if err != nil {
-		return fmt.Errorf("snapshot restore: %w", err)
-	}
-	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "restored %s (index %d, from %s at %s); the cluster goes on from index %d\n",
-			filepath.Base(path), h.Index, h.Node, h.Created.Format(time.RFC3339), resp.GetAppliedIndex())
-	}, resp)
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.SnapshotRestore(ctx, f)
+		if err != nil {
+			return fmt.Errorf("snapshot restore: %w", err)
+		}
+		return v.print(func(w io.Writer) {
+			fmt.Fprintf(w, "restored %s (index %d, from %s at %s); the cluster goes on from index %d\n",
+				filepath.Base(path), h.Index, h.Node, h.Created.Format(time.RFC3339), resp.GetAppliedIndex())
+		}, resp)
+	})
 }
 
 func readHeader(path string) (cluster.BackupHeader, error) {

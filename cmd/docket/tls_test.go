@@ -197,7 +197,7 @@ func startRogue(t *testing.T, nodes []*sysNode, pki *pkiDir) *sysNode {
 	return r
 }
 
-// Test_AttackRogueNodeJoin is issue 11's attack 5: `docket agent --id evil
+// Test_AttackRogueNodeJoin is the rogue-node attack: `docket agent --id evil
 // --join <node>` joined a plain cluster as a voter and received its data
 // (the control shows it still does). A TLS cluster refuses a rogue with a
 // server certificate of another CA, and one without TLS, at the handshake:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/dockethq/docket/client"
 	"io"
 	"strings"
 	"time"
@@ -32,43 +33,40 @@ func (v *verb) token(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("%w: docket token %s", errUsage, what)
 	}
-	c, ctx, done, err := v.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	switch sub {
-	case "create":
-		resp, err := c.CreateToken(ctx, &pb.CreateTokenRequest{Name: *name, Roles: splitList(*roles), Tenants: splitList(*tenants), TtlNs: int64(*ttl)})
+	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
+		switch sub {
+		case "create":
+			resp, err := c.CreateToken(ctx, &pb.CreateTokenRequest{Name: *name, Roles: splitList(*roles), Tenants: splitList(*tenants), TtlNs: int64(*ttl)})
+			if err != nil {
+				return err
+			}
+			return v.print(func(w io.Writer) {
+				fmt.Fprintf(w, "accessor: %s\nsecret:   %s\n", resp.GetAccessor(), resp.GetSecret())
+				if resp.GetExpiresAt() != 0 {
+					fmt.Fprintf(w, "expires:  %s\n", time.Unix(0, resp.GetExpiresAt()).UTC().Format(time.RFC3339))
+				}
+				fmt.Fprintln(w, "The secret is shown only now; the cluster keeps its hash.")
+			}, resp)
+		case "revoke":
+			if err := c.RevokeToken(ctx, pos[0]); err != nil {
+				return notFound(err, "token with accessor", pos[0], "docket token list shows the accessors")
+			}
+			return v.print(func(w io.Writer) { fmt.Fprintf(w, "revoked %s\n", pos[0]) }, &pb.RevokeTokenResponse{})
+		}
+		toks, err := c.ListTokens(ctx)
 		if err != nil {
 			return err
 		}
 		return v.print(func(w io.Writer) {
-			fmt.Fprintf(w, "accessor: %s\nsecret:   %s\n", resp.GetAccessor(), resp.GetSecret())
-			if resp.GetExpiresAt() != 0 {
-				fmt.Fprintf(w, "expires:  %s\n", time.Unix(0, resp.GetExpiresAt()).UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", "ACCESSOR", "NAME", "ROLES", "TENANTS", "EXPIRES")
+			for _, t := range toks {
+				exp := "never"
+				if t.GetExpiresAt() != 0 {
+					exp = time.Unix(0, t.GetExpiresAt()).UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", t.GetAccessor(), cell(t.GetName(), 16),
+					strings.Join(t.GetRoles(), ","), strings.Join(t.GetTenants(), ","), exp)
 			}
-			fmt.Fprintln(w, "The secret is shown only now; the cluster keeps its hash.")
-		}, resp)
-	case "revoke":
-		if err := c.RevokeToken(ctx, pos[0]); err != nil {
-			return notFound(err, "token with accessor", pos[0], "docket token list shows the accessors")
-		}
-		return v.print(func(w io.Writer) { fmt.Fprintf(w, "revoked %s\n", pos[0]) }, &pb.RevokeTokenResponse{})
-	}
-	toks, err := c.ListTokens(ctx)
-	if err != nil {
-		return err
-	}
-	return v.print(func(w io.Writer) {
-		fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", "ACCESSOR", "NAME", "ROLES", "TENANTS", "EXPIRES")
-		for _, t := range toks {
-			exp := "never"
-			if t.GetExpiresAt() != 0 {
-				exp = time.Unix(0, t.GetExpiresAt()).UTC().Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%-24s %-16s %-28s %-20s %s\n", t.GetAccessor(), cell(t.GetName(), 16),
-				strings.Join(t.GetRoles(), ","), strings.Join(t.GetTenants(), ","), exp)
-		}
-	}, &pb.ListTokensResponse{Tokens: toks})
+		}, &pb.ListTokensResponse{Tokens: toks})
+	})
 }

@@ -32,7 +32,7 @@ func buildDocketAtLevel(t *testing.T, level uint32) string {
 	return bin
 }
 
-// Test_SystemRollingUpgradeLatchesLevel is issue 12's version gate with
+// Test_SystemRollingUpgradeLatchesLevel is the version gate with
 // real processes: three agents start on a build at LevelCheck (no tokens,
 // no totals), and are replaced one by one, each restarted on its data dir
 // by the current build, under writes. Token commands are refused with

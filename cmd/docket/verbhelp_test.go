@@ -18,9 +18,9 @@ func Test_VerbHelp(t *testing.T) {
 			t.Errorf("docket %s -h: exit %d (%v)", name, code, err)
 		}
 		help := errb.String()
-		d, ok := verbDocs[name]
+		d, ok := verbs[name]
 		if !ok || d.text == "" || len(d.examples) == 0 {
-			t.Errorf("docket %s: no description or example in verbDocs", name)
+			t.Errorf("docket %s: no description or example in verbs", name)
 			continue
 		}
 		for _, want := range []string{"Usage: docket " + name, "Examples:\n  docket " + name, "Flags of every verb:", "Exit codes:"} {

@@ -34,26 +34,14 @@ func (s *Server) leasesPage(v *view) {
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
 	qc := pb.NewQueueClient(s.conn)
-	var groups []*leaseGroup
-	truncated := false
-	if queue != "" {
-		groups = append(groups, &leaseGroup{Queue: queue, Tenant: tenant})
-	} else {
-		resp, err := qc.Stats(ctx, &pb.StatsRequest{})
-		if err != nil {
-			s.fail(v, "queue stats", err)
-			return
-		}
-		for _, st := range resp.GetQueues() {
-			if st.GetRunning() == 0 {
-				continue
-			}
-			if len(groups) == leaseQueues {
-				truncated = true
-				break
-			}
-			groups = append(groups, &leaseGroup{Queue: st.GetQueue(), Tenant: st.GetTenant()})
-		}
+	refs, truncated, err := queuesOf(ctx, qc, queue, tenant, (*pb.QueueStats).GetRunning, leaseQueues)
+	if err != nil {
+		s.fail(v, "queue stats", err)
+		return
+	}
+	groups := make([]*leaseGroup, len(refs))
+	for i, r := range refs {
+		groups[i] = &leaseGroup{Queue: r.Queue, Tenant: r.Tenant}
 	}
 	for _, g := range groups {
 		resp, err := qc.ListTasks(ctx, &pb.ListTasksRequest{Queue: g.Queue, Tenant: g.Tenant,
@@ -72,4 +60,36 @@ func (s *Server) leasesPage(v *view) {
 	}
 	s.renderView(v, http.StatusOK, "leases", map[string]any{"Queue": queue, "Tenant": tenant, "Groups": groups,
 		"Truncated": truncated, "NowNs": time.Now().UnixNano()})
+}
+
+// queueRef is a queue of a tenant, with the count of tasks Stats showed
+// it in the state a page lists.
+type queueRef struct {
+	Queue, Tenant string
+	Count         uint64
+}
+
+// queuesOf is the queues a page of tasks in one state lists: the queue
+// named (Count unknown), or else the first most of those whose Stats show
+// count > 0, with truncated when more had some.
+func queuesOf(ctx context.Context, qc pb.QueueClient, queue, tenant string, count func(*pb.QueueStats) uint64,
+	most int) (refs []queueRef, truncated bool, err error) {
+	if queue != "" {
+		return []queueRef{{Queue: queue, Tenant: tenant}}, false, nil
+	}
+	resp, err := qc.Stats(ctx, &pb.StatsRequest{})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, st := range resp.GetQueues() {
+		n := count(st)
+		if n == 0 {
+			continue
+		}
+		if len(refs) == most {
+			return refs, true, nil
+		}
+		refs = append(refs, queueRef{Queue: st.GetQueue(), Tenant: st.GetTenant(), Count: n})
+	}
+	return refs, false, nil
 }

@@ -246,28 +246,20 @@ func (s *Server) deadPage(v *view) {
 	ctx, cancel := context.WithTimeout(v.ctx, callTimeout)
 	defer cancel()
 	qc := pb.NewQueueClient(s.conn)
-	var groups []*deadGroup
-	if queue != "" {
-		if tenant == "" {
-			tenant = pb.DefaultTenant
-		}
-		groups = append(groups, &deadGroup{Queue: queue, Tenant: tenant})
-	} else {
-		resp, err := qc.Stats(ctx, &pb.StatsRequest{})
-		if err != nil {
-			s.fail(v, "queue stats", err)
-			return
-		}
-		for _, st := range resp.GetQueues() {
-			if st.GetDead() == 0 {
-				continue
-			}
-			if len(groups) == deadQueues {
-				data["Truncated"] = true
-				break
-			}
-			groups = append(groups, &deadGroup{Queue: st.GetQueue(), Tenant: st.GetTenant(), Count: st.GetDead()})
-		}
+	if queue != "" && tenant == "" {
+		tenant = pb.DefaultTenant
+	}
+	refs, truncated, err := queuesOf(ctx, qc, queue, tenant, (*pb.QueueStats).GetDead, deadQueues)
+	if err != nil {
+		s.fail(v, "queue stats", err)
+		return
+	}
+	if truncated {
+		data["Truncated"] = true
+	}
+	groups := make([]*deadGroup, len(refs))
+	for i, r := range refs {
+		groups[i] = &deadGroup{Queue: r.Queue, Tenant: r.Tenant, Count: r.Count}
 	}
 	for _, g := range groups {
 		resp, err := qc.ListTasks(ctx, &pb.ListTasksRequest{Queue: g.Queue, Tenant: g.Tenant, State: pb.TaskState_TASK_STATE_DEAD,

@@ -31,7 +31,7 @@ func Start(cfg cluster.Config, api transport.Config, lis net.Listener) (*Server,
 	if err != nil {
 		return nil, errors.Join(err, lis.Close())
 	}
-	s := &Server{Node: node, API: transport.NewServer(node, api), served: make(chan struct{})}
+	s := &Server{Node: node, API: transport.New(node, node.Service(), api), served: make(chan struct{})}
 	go func() {
 		s.serveErr = s.API.Serve(lis)
 		close(s.served)
