@@ -18,6 +18,12 @@ import (
 // ErrUnknownServer means a server id is not in the Raft configuration.
 var ErrUnknownServer = errors.New("unknown server")
 
+// ErrTransferTimedOut means the server a leadership transfer named did
+// not take over within an election timeout: it is down, cut off or too
+// far behind. This node is still the leader; retry once the target is
+// healthy, or transfer to another server.
+var ErrTransferTimedOut = errors.New("the target did not take leadership in time (down, cut off or behind); this node still leads")
+
 func (n *Node) notLeader() error {
 	id, addr := n.Leader()
 	return &replica.NotLeaderError{LeaderID: id, LeaderGRPC: addr}

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -157,6 +159,9 @@ func (n *Node) TransferLeadership(ctx context.Context, toID string) (string, err
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(toID), addr)
 	}
 	if err := membership.WaitFuture(ctx, f); err != nil {
+		if isTransferTimeout(err) {
+			return "", fmt.Errorf("transfer leadership to %s: %w", cmp.Or(toID, "the most caught-up server"), ErrTransferTimedOut)
+		}
 		return "", fmt.Errorf("transfer leadership: %w", n.mapRaftErr(err))
 	}
 	for {
@@ -233,4 +238,19 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 		MaxTrailingLogs: c.MaxTrailingLogs, Rules: membership.Rules{DeadServerTimeout: c.DeadServerTimeout,
 			Stabilization: c.ServerStabilizationTime, MinQuorum: c.MinQuorum, RemovedHold: membership.RemovedHold}}
 	membership.NewReconciler(cfg, n.raft, membershipHost{n}, n.gossip, n.pool, n.peers, &n.removed).Run(ctx, n.reconcileKick)
+}
+
+// isTransferTimeout recognises hashicorp/raft's two answers to a
+// transfer whose target did not take over: the TimeoutNow RPC failed (the
+// target is down), or it was sent and the target never won (it is cut
+// off or behind). Raft has no sentinel for either, only these texts
+// (raft.go, leadershipTransfer), so a raft upgrade that rewords them makes
+// the transfer answer Internal again, which
+// Test_TransferToADeadNodeSaysSo catches.
+func isTransferTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return msg == "leadership transfer timeout" || strings.HasPrefix(msg, "failed to make TimeoutNow RPC")
 }

@@ -78,7 +78,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, service.ErrFeatureDisabled):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonFeatureDisabled, nil))
-	case errors.Is(err, cluster.ErrLastVoter):
+	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrTransferTimedOut):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, pb.ErrWrongState):
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonWrongState, nil))

@@ -45,6 +45,7 @@ func Test_ToStatus(t *testing.T) {
 		{"no leader", &replica.NotLeaderError{}, codes.Unavailable, pb.ReasonNotLeader, ""},
 		{"shutdown", replica.ErrShutdown, codes.Unavailable, pb.ReasonShuttingDown, ""},
 		{"bad backup", fmt.Errorf("restore: %w: cut short", cluster.ErrBadBackup), codes.InvalidArgument, "", ""},
+		{"transfer timed out", fmt.Errorf("transfer leadership to n3: %w", cluster.ErrTransferTimedOut), codes.FailedPrecondition, "", ""},
 		{"feature disabled", fmt.Errorf("create token: %w", &service.FeatureError{Command: pb.CommandType_COMMAND_TYPE_CREATE_TOKEN, Need: 4, Enabled: 3}),
 			codes.FailedPrecondition, pb.ReasonFeatureDisabled, ""},
 		{"overloaded", fmt.Errorf("claim: %w", ErrOverloaded), codes.Unavailable, pb.ReasonOverloaded, ""},
