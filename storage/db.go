@@ -31,6 +31,12 @@ type DBOptions struct {
 	// stalls (events.go) instead of Pebble logging each one. It is called
 	// on Pebble's goroutines and must not block.
 	OnDiskEvent func(DiskEvent)
+	// OnDamage, when set, is called once when Pebble reports bytes on disk
+	// that fail its checksums (a table or blob block met by a compaction
+	// or a read), after the damage marker is written. The error wraps
+	// ErrDamaged and names the file and the repair. It is called on the
+	// goroutine that met the damage and must not block.
+	OnDamage func(error)
 	// NoCompactions turns Pebble's automatic compactions off, for tests
 	// that damage a table on disk and must not have a compaction read it
 	// before the code under test does.
@@ -101,6 +107,11 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		EventListener:      diskEventListener(o.OnDiskEvent),
 		DisableWAL:         true,
 	}
+	if po.EventListener == nil {
+		po.EventListener = &pebble.EventListener{} // Pebble fills in its defaults
+	}
+	watch := &damageWatch{log: o.Logger, fs: o.FS, dir: path, onDamage: o.OnDamage}
+	po.EventListener.DataCorruption = watch.dataCorruption
 	po.DisableAutomaticCompactions = o.NoCompactions
 	if !o.InlineValues {
 		po.Experimental.ValueSeparationPolicy = separateValues

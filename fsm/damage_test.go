@@ -1,0 +1,81 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dockethq/docket/storage"
+)
+
+// A claim whose answer needs a body kept in a damaged blob file panicked
+// apply, and every restart replayed the claim into the same panic. Now
+// apply answers the error, stops applying, leaves the damage marker, and
+// the next open refuses, naming the repair.
+func Test_DamagedBlobStopsApplyWithoutPanic(t *testing.T) {
+	h := newHarness(t)
+	h.opts.NoCompactions = true // the claim, not a compaction, must meet the damage
+	h.reopen()
+	var faults []error
+	h.opts.OnLogFault = func(err error) { faults = append(faults, err) }
+	big := nt("q", "a", 0)
+	big.Payload = bytes.Repeat([]byte("b"), 128<<10)
+	h.enqueue(at(0), big)
+	h.reopen() // Close flushes: the body now sits in a blob file
+	blobs, err := filepath.Glob(filepath.Join(h.dir, storage.DBDir, "*.blob"))
+	if err != nil || len(blobs) == 0 {
+		t.Fatalf("no blob file under %s: %v", h.dir, err)
+	}
+	flipMiddle(t, blobs[0])
+
+	var res any
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("apply panicked on a damaged body: %v", p)
+			}
+		}()
+		h.index++
+		res = h.f.Apply(entry(t, h.index, claimCmd(at(1), "q", "a", "w1", lease, 1)))
+	}()
+	if err, ok := res.(error); !ok || !errors.Is(err, storage.ErrDamaged) {
+		t.Fatalf("claim of a damaged body answered %v, want ErrDamaged", res)
+	}
+	if len(faults) != 1 || !errors.Is(faults[0], storage.ErrDamaged) {
+		t.Fatalf("faults reported: %v, want one ErrDamaged", faults)
+	}
+	if res := h.f.Apply(entry(t, h.index+1, enqueueCmd(at(2), nt("q", "a", 0)))); !errors.Is(res.(error), storage.ErrDamaged) {
+		t.Fatalf("an entry after the damage answered %v, want the fault", res)
+	}
+	if got := h.f.AppliedIndex(); got != h.index-1 {
+		t.Fatalf("applied index %d after the damage, want %d", got, h.index-1)
+	}
+	if err := h.f.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	_, err = Open(h.dir, h.opts)
+	if !errors.Is(err, storage.ErrDamaged) || !strings.Contains(err.Error(), "--join") {
+		t.Fatalf("open after the damage: %v, want ErrDamaged naming the repair", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("the refusal spans lines: %q", err)
+	}
+}
+
+// flipMiddle inverts 64 bytes in the middle of path, inside a value.
+func flipMiddle(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 2; i < len(b)/2+64; i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
