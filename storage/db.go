@@ -91,6 +91,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	if err := checkDamage(o.FS, path); err != nil {
 		return nil, err
 	}
+	checkManifest(o.Logger, o.FS, path)
 	memBytes := uint64(memTableBytes)
 	if o.MemTableBytes > 0 {
 		memBytes = uint64(o.MemTableBytes)
@@ -198,6 +199,9 @@ type DiskMetrics struct {
 	CompactionDebt    uint64 // bytes Pebble estimates it must compact to reach its shape
 	L0Files           int64  // files in level 0: many means compactions lag and reads slow
 	DiskBytes         uint64 // bytes on disk: tables, WAL, blobs
+	// ManifestRepairs counts the opens, in this process, that found the
+	// MANIFEST damaged and started from an older state (manifest.go).
+	ManifestRepairs uint64
 }
 
 // Metrics reads db's metrics.
@@ -209,5 +213,6 @@ func Metrics(db *pebble.DB) DiskMetrics {
 		CompactionDebt:    m.Compact.EstimatedDebt,
 		L0Files:           m.Levels[0].TablesCount,
 		DiskBytes:         m.DiskSpaceUsage(),
+		ManifestRepairs:   ManifestRepairs(),
 	}
 }
