@@ -280,6 +280,9 @@ func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 			*l = raft.Log{} // never the damaged entry
 		}
 	}()
+	if s.belowFirst(idx) {
+		return raft.ErrLogNotFound
+	}
 	if err := s.base.GetLog(idx, l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) || s.closed.Load() {
 			return err
@@ -305,6 +308,22 @@ func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 	}
 	l.Extensions = own
 	return nil
+}
+
+// belowFirst reports whether idx lies below the log's first index on a
+// store that would still answer it. raft-wal drops a deleted head only
+// with its segment file, so it answered entries it no longer counts; Raft
+// then caught a lagging follower up from them rather than by snapshot,
+// unlike on raft.db, and compaction's contract ("gone below the first
+// index") held on one store only. raft-wal's FirstIndex is a read of its
+// in-memory state; raft.db answers ErrLogNotFound on its own, and asking
+// its FirstIndex would cost a second transaction per read.
+func (s *Store) belowFirst(idx uint64) bool {
+	if _, ok := s.base.(walBackend); !ok {
+		return false
+	}
+	first, err := s.base.FirstIndex()
+	return err == nil && first > 0 && idx < first
 }
 
 // fault logs damage found while running and reports it.

@@ -143,3 +143,49 @@ func sameLog(a, b raft.Log) bool {
 		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Extensions, b.Extensions) &&
 		a.AppendedAt.Equal(b.AppendedAt)
 }
+
+// Below its first index a store answers raft.ErrLogNotFound, as raft.db
+// does: Raft then sends a lagging follower a snapshot. raft-wal went on
+// answering deleted entries until their segment file was removed, so a
+// follower caught up from entries the log no longer claims to hold, and
+// the snapshot path went untested on the default store.
+func Test_LogSum_NothingBelowFirstIndex(t *testing.T) {
+	stores := map[string]func(t *testing.T) *Store{
+		"bolt": func(t *testing.T) *Store { return mustCheckedStore(t, filepath.Join(t.TempDir(), "raft.db")) },
+		"wal": func(t *testing.T) *Store {
+			s, err := openCheckedWAL(filepath.Join(t.TempDir(), "raft-wal"), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			var logs []*raft.Log
+			for i := uint64(1); i <= 20; i++ {
+				logs = append(logs, cmdLog(i, "entry"))
+			}
+			if err := s.StoreLogs(logs); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteRange(1, 10); err != nil {
+				t.Fatal(err)
+			}
+			if first, err := s.FirstIndex(); err != nil || first != 11 {
+				t.Fatalf("first index %d, %v; want 11", first, err)
+			}
+			var l raft.Log
+			for _, idx := range []uint64{1, 5, 10} {
+				if err := s.GetLog(idx, &l); !errors.Is(err, raft.ErrLogNotFound) {
+					t.Fatalf("GetLog(%d) below the first index: %v (entry %d), want raft.ErrLogNotFound", idx, err, l.Index)
+				}
+			}
+			if err := s.GetLog(11, &l); err != nil || l.Index != 11 {
+				t.Fatalf("GetLog(11): %v, entry %d", err, l.Index)
+			}
+		})
+	}
+}
