@@ -79,3 +79,35 @@ func flipMiddle(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// A check's hash (and a snapshot streamed to a follower) reads every
+// value. On a damaged body it failed at every check round and left the
+// node waiting on the check; now it stops the node as apply does.
+func Test_DamagedBlobStopsCheckHash(t *testing.T) {
+	h := newHarness(t)
+	h.opts.NoCompactions = true
+	big := nt("q", "a", 0)
+	big.Payload = bytes.Repeat([]byte("b"), 128<<10)
+	h.enqueue(at(0), big)
+	h.reopen()
+	blobs, _ := filepath.Glob(filepath.Join(h.dir, storage.DBDir, "*.blob"))
+	if len(blobs) == 0 {
+		t.Fatal("no blob file")
+	}
+	flipMiddle(t, blobs[0])
+	s, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &CheckView{s: s.(*fsmSnapshot)}
+	defer v.Release()
+	if _, err := v.Hash(); !errors.Is(err, storage.ErrDamaged) {
+		t.Fatalf("hash of a damaged keyspace: %v, want ErrDamaged", err)
+	}
+	if err := h.f.LogFault(); !errors.Is(err, storage.ErrDamaged) {
+		t.Fatalf("fault after the hash met damage: %v, want ErrDamaged", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, storage.DBDir, storage.DamageMarker)); err != nil {
+		t.Fatalf("no damage marker: %v", err)
+	}
+}

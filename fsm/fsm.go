@@ -140,7 +140,9 @@ func Open(dir string, opts Options) (*FSM, error) {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
 	f.home = home
-	if err := f.openKeyspace(); err != nil {
+	if err := f.openKeyspace(); storage.IsDamage(err) {
+		return nil, fmt.Errorf("fsm: %w", home.Damaged(err)) // and every later open refuses too
+	} else if err != nil {
 		return nil, err
 	}
 	return f, nil

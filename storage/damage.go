@@ -31,12 +31,14 @@ const DamageMarker = "DOCKET-DAMAGED"
 const Repair = "remove the node from the configuration (docket cluster remove ID), move its data dir aside (keep it for a post-mortem), and start it again with an empty data dir and --join: it catches up from a snapshot (README, Damage and repair)"
 
 // IsDamage reports whether err is a read that met bytes on disk that are
-// not what Pebble wrote (a checksum mismatch, a malformed block), as
-// opposed to a closed database or a broken invariant. Pebble returns such
-// errors from a Get, an iterator or a value's closer, and for a blob file
-// it does so without telling its event listener.
+// not what Pebble wrote (a checksum mismatch, a malformed block: Pebble
+// marks these as corruption), as opposed to a closed database or a broken
+// invariant. Pebble returns such errors from a Get, an iterator or a
+// value's closer, and for a blob file it does so without telling its
+// event listener. Matching Pebble's mark rather than the message keeps
+// other checksums (a command's, a log entry's) out of it.
 func IsDamage(err error) bool {
-	return err != nil && (errors.Is(err, ErrDamaged) || pebble.IsCorruptionError(err) || isDamage(err.Error()))
+	return err != nil && (errors.Is(err, ErrDamaged) || pebble.IsCorruptionError(err))
 }
 
 // firstLine keeps a message to its first line: Pebble's errors print
