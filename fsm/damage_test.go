@@ -2,12 +2,16 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/dockethq/docket/internal/testwait"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -106,6 +110,51 @@ func Test_DamagedBlobStopsCheckHash(t *testing.T) {
 	}
 	if err := h.f.LogFault(); !errors.Is(err, storage.ErrDamaged) {
 		t.Fatalf("fault after the hash met damage: %v, want ErrDamaged", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, storage.DBDir, storage.DamageMarker)); err != nil {
+		t.Fatalf("no damage marker: %v", err)
+	}
+}
+
+// A damaged table that the first compaction after a start meets latches
+// the FSM's fault (which the node turns into NOT_SERVING and a Raft
+// shutdown) instead of Pebble's panic inside the compaction.
+func Test_DamagedTableMetByCompactionLatchesTheFault(t *testing.T) {
+	h := newHarness(t)
+	h.opts.NoCompactions = true
+	h.reopen()
+	// Every flush writes m/applied, so the tables overlap and a compaction
+	// must read them, not move one down a level.
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 50; i++ {
+			h.enqueue(at(0), nt("q", "a", 0))
+		}
+		h.reopen()
+	}
+	tables, _ := filepath.Glob(filepath.Join(h.dir, storage.DBDir, "*.sst"))
+	if len(tables) < 2 {
+		t.Fatalf("tables %v, want two to compact", tables)
+	}
+	flipMiddle(t, tables[0])
+	var fault atomic.Pointer[error]
+	h.opts.OnLogFault = func(err error) { fault.Store(&err) }
+	h.reopen()
+	h.f.mu.RLock()
+	db := h.f.db
+	h.f.mu.RUnlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	compacted := make(chan error, 1)
+	// Pebble keeps its compactions off a damaged span, so this one waits
+	// until cancelled.
+	go func() { compacted <- db.Compact(ctx, []byte{0}, []byte{0xff}, true) }()
+	testwait.For(t, 10*time.Second, "the fault from the compaction", func() bool { return fault.Load() != nil })
+	cancel()
+	<-compacted
+	if err := *fault.Load(); !errors.Is(err, storage.ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(tables[0])) {
+		t.Fatalf("fault %v, want ErrDamaged naming %s", err, tables[0])
+	}
+	if !errors.Is(h.f.LogFault(), storage.ErrDamaged) {
+		t.Fatalf("LogFault %v, want ErrDamaged", h.f.LogFault())
 	}
 	if _, err := os.Stat(filepath.Join(h.dir, storage.DBDir, storage.DamageMarker)); err != nil {
 		t.Fatalf("no damage marker: %v", err)
