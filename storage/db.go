@@ -91,7 +91,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	if err := checkDamage(o.FS, path); err != nil {
 		return nil, err
 	}
-	checkManifest(o.Logger, o.FS, path)
+	manifest := checkManifest(o.FS, path)
 	memBytes := uint64(memTableBytes)
 	if o.MemTableBytes > 0 {
 		memBytes = uint64(o.MemTableBytes)
@@ -123,6 +123,9 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	db, err := pebble.Open(path, po)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble %s: %w", path, err)
+	}
+	if manifest != nil {
+		manifest.report(o.Logger) // only now: when Pebble cannot open, its error says it
 	}
 	return db, nil
 }

@@ -19,48 +19,63 @@ var manifestRepairs atomic.Uint64
 // MANIFEST Pebble could read only in part (see checkManifest).
 func ManifestRepairs() uint64 { return manifestRepairs.Load() }
 
+// manifestDamage is what checkManifest found: the MANIFEST's first bad
+// record, after good ones.
+type manifestDamage struct {
+	path       string
+	at, size   int64
+	goodBefore int
+	err        error
+}
+
 // checkManifest reads the keyspace's current MANIFEST as Pebble will, and
-// warns when a record fails its checksum before the file ends. Pebble
-// treats such a record as the end of the MANIFEST and opens the state
-// recorded before it, without an error: an older checkpoint, from which
-// the Raft log (or a snapshot, when the log no longer reaches back) brings
-// the node up to date. That repair is sound, but without this the node
-// started from an older applied index (often 0) and nothing said why.
+// returns what it found when a record fails its checksum before the file
+// ends, or nil. Pebble treats such a record as the end of the MANIFEST and
+// opens the state recorded before it, without an error: an older
+// checkpoint, from which the Raft log (or a snapshot, when the log no
+// longer reaches back) brings the node up to date. That repair is sound,
+// but without a word the node started from an older applied index (often
+// 0) and nothing said why. When the very first record is bad, Pebble
+// cannot open at all, and the open's error is the finding.
 //
 // A record torn by a crash in the middle of Pebble's write also ends the
 // file early; it is reported the same way, since the two cannot be told
 // apart and either one leaves the older state.
-func checkManifest(log *slog.Logger, fs vfs.FS, dir string) {
+func checkManifest(fs vfs.FS, dir string) *manifestDamage {
 	name := currentManifest(fs, dir)
 	if name == "" {
-		return
+		return nil
 	}
 	path := fs.PathJoin(dir, name)
 	f, err := fs.Open(path)
 	if err != nil {
-		return // Pebble's open reports it
+		return nil // Pebble's open reports it
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return
+		return nil
 	}
 	rr := record.NewReader(f, 0)
-	for {
+	for good := 0; ; good++ {
 		r, err := rr.Next()
 		if err == nil {
 			_, err = io.Copy(io.Discard, r)
 		}
 		if errors.Is(err, io.EOF) {
-			return
+			return nil
 		}
 		if err != nil {
-			manifestRepairs.Add(1)
-			log.Warn("the keyspace's MANIFEST is damaged: Pebble opens the state recorded before the damage, and this node replays the Raft log (or restores a snapshot) from that state's applied index",
-				"file", path, "at", rr.Offset(), "size", st.Size(), "err", err)
-			return
+			return &manifestDamage{path: path, at: rr.Offset(), size: st.Size(), goodBefore: good, err: err}
 		}
 	}
+}
+
+// report logs and counts damage Pebble opened past.
+func (d *manifestDamage) report(log *slog.Logger) {
+	manifestRepairs.Add(1)
+	log.Warn("the keyspace's MANIFEST is damaged: Pebble opened the state recorded before the damage, and this node replays the Raft log (or restores a snapshot) from that state's applied index",
+		"file", d.path, "at", d.at, "size", d.size, "records_read", d.goodBefore, "err", d.err)
 }
 
 // currentManifest names the MANIFEST Pebble will read: the one its marker

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,5 +72,46 @@ func Test_DamagedManifestIsLoggedAndCounted(t *testing.T) {
 	defer db.Close()
 	if got := ManifestRepairs() - before; got != 0 || strings.Contains(logs.String(), "MANIFEST") {
 		t.Fatalf("a rewritten MANIFEST counted %d repairs and logged:\n%s", got, logs.String())
+	}
+}
+
+// Damage in the MANIFEST's first record leaves Pebble nothing to open: the
+// open fails as damage (the owner marks it), and no warning claims an
+// older state was opened.
+func Test_ManifestDamagedInItsFirstRecordRefuses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := OpenDB(dir, DBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST")
+	}
+	b, err := os.ReadFile(manifests[len(manifests)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 10; i < 18; i++ { // inside the first record, past its header
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(manifests[len(manifests)-1], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	before := ManifestRepairs()
+	db, err = OpenDB(dir, DBOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil {
+		_ = db.Close()
+		t.Fatal("opened a keyspace whose MANIFEST's first record is damaged")
+	}
+	if !IsDamage(err) {
+		t.Fatalf("open: %v, want damage", err)
+	}
+	if got := ManifestRepairs() - before; got != 0 || strings.Contains(logs.String(), "Pebble opened the state") {
+		t.Fatalf("counted %d repairs and logged:\n%s", got, logs.String())
 	}
 }
