@@ -113,12 +113,22 @@ func (s *Store) corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrRaftStoreCorrupt, s.path, fmt.Sprintf(format, args...))
 }
 
-// guard turns a BoltDB panic or memory fault on a damaged page into an
-// error: bbolt trusts its pages and panics on impossible ones.
+// guard turns a panic or memory fault on damaged bytes into an error:
+// bbolt trusts its pages and raft-wal its frame lengths, and both panic
+// on impossible ones.
 func (s *Store) guard(err *error) {
 	if r := recover(); r != nil {
-		*err = s.corrupt("bolt: %v", r)
+		*err = s.corrupt("%s: %v", s.kind(), r)
 	}
+}
+
+// kind names the backend in a finding, so an operator reads which store's
+// files are damaged.
+func (s *Store) kind() string {
+	if _, ok := s.base.(walBackend); ok {
+		return "raft-wal"
+	}
+	return "bolt"
 }
 
 func (s *Store) openFormat() (err error) {
@@ -274,7 +284,7 @@ func entrySum(l *raft.Log, ext []byte) uint32 {
 func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = s.fault(s.corrupt("entry %d: bolt: %v", idx, r))
+			err = s.fault(s.corrupt("entry %d: %s: %v", idx, s.kind(), r))
 		}
 		if err != nil && !errors.Is(err, raft.ErrLogNotFound) {
 			*l = raft.Log{} // never the damaged entry
