@@ -72,6 +72,8 @@ type Store struct {
 	closed  atomic.Bool
 	refused atomic.Uint64 // the last index StoreLogs refused, to log it once
 	sizes   Sizes         // bytes per entry, for the log byte budget
+	// snapIndex is the newest snapshot's index VerifyLog was given.
+	snapIndex uint64
 }
 
 var (
@@ -221,6 +223,7 @@ func (s *Store) checkStable() error {
 // and run without a gap after snapIndex, and no entry may be of a term
 // beyond the current term.
 func (s *Store) VerifyLog(snapIndex uint64) (err error) {
+	s.snapIndex = snapIndex
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	first, err := s.base.FirstIndex()
@@ -277,6 +280,27 @@ func entrySum(l *raft.Log, ext []byte) uint32 {
 	c := crc32.Update(0, castagnoli, h[:])
 	c = crc32.Update(c, castagnoli, l.Data)
 	return crc32.Update(c, castagnoli, ext)
+}
+
+// VerifyApplied refuses a log that ends before an entry the keyspace
+// applied, when no snapshot covers it. A node applies only entries its
+// own log stored and fsync'd, and Raft truncates a log's tail only above
+// the commit index, so such a log lost entries it had: raft-wal, opening
+// an active segment with a damaged frame, keeps the entries before it and
+// drops the rest without an error. Such a node started and caught up from
+// the leader, though entries it had acknowledged (and counted towards
+// their commit) were gone, which another failure could turn into a lost
+// write. Call it after VerifyLog, with the keyspace's durable applied
+// index.
+func (s *Store) VerifyApplied(applied uint64) error {
+	last, err := s.base.LastIndex()
+	if err != nil {
+		return s.corrupt("last index: %v", err)
+	}
+	if applied > last && applied > s.snapIndex {
+		return s.corrupt("the log ends at entry %d and the newest snapshot at %d, but this node applied entry %d: the log lost entries it had stored", last, s.snapIndex, applied)
+	}
+	return nil
 }
 
 // GetLog reads entry idx and checks it. It serves Raft's apply,

@@ -196,15 +196,18 @@ func Test_LogSum_NothingBelowFirstIndex(t *testing.T) {
 
 // A raft-wal segment with bytes flipped where entries were written (what
 // the harness's corrupt-disk fault does to the default store) either fails
-// to open or reads every entry back as written or as ErrRaftStoreCorrupt:
-// never a changed entry, and never a panic.
+// to open, or reads every entry back as written or as ErrRaftStoreCorrupt,
+// or has lost its tail, which VerifyApplied refuses: raft-wal keeps the
+// entries before a damaged frame of the active segment and drops the rest
+// without an error. Never a changed entry, never a panic, and never a
+// shorter log taken for a sound one.
 func Test_LogSum_WALSegmentFlipsAreDetectedOrHarmless(t *testing.T) {
 	const n = 300
 	want := make([]*raft.Log, n)
 	for i := range want {
 		want[i] = cmdLog(uint64(i+1), fmt.Sprintf("entry %d %s", i+1, strings.Repeat("x", i%50)))
 	}
-	detected, harmless := 0, 0
+	outcomes := map[string]int{}
 	for seed := uint64(1); seed <= 12; seed++ {
 		dir := filepath.Join(t.TempDir(), "raft-wal")
 		s, err := openCheckedWAL(dir, slog.New(slog.DiscardHandler))
@@ -249,32 +252,99 @@ func Test_LogSum_WALSegmentFlipsAreDetectedOrHarmless(t *testing.T) {
 			}()
 			s, err := openCheckedWAL(dir, slog.New(slog.DiscardHandler))
 			if err != nil {
-				detected++
+				outcomes["refused at open"]++
 				return
 			}
 			defer s.Close()
-			found := false
+			if err := s.VerifyLog(0); err != nil {
+				if !errors.Is(err, ErrRaftStoreCorrupt) {
+					t.Fatalf("seed %d: VerifyLog: %v, want ErrRaftStoreCorrupt", seed, err)
+				}
+				outcomes["refused by VerifyLog"]++
+				return
+			}
+			last, _ := s.LastIndex()
+			if last < n {
+				// The node had applied every entry (as a leader that
+				// committed them would have).
+				if err := s.VerifyApplied(n); !errors.Is(err, ErrRaftStoreCorrupt) {
+					t.Fatalf("seed %d: the log lost entries %d-%d and VerifyApplied(%d) answered %v", seed, last+1, n, n, err)
+				}
+				outcomes["lost its tail; refused by VerifyApplied"]++
+				return
+			}
 			for _, w := range want {
 				var l raft.Log
-				err := s.GetLog(w.Index, &l)
-				switch {
-				case err == nil && !sameLog(l, *w):
+				if err := s.GetLog(w.Index, &l); err == nil && !sameLog(l, *w) {
 					t.Fatalf("seed %d: entry %d read back changed and unflagged", seed, w.Index)
-				case err != nil && !errors.Is(err, ErrRaftStoreCorrupt) && !errors.Is(err, raft.ErrLogNotFound):
-					t.Fatalf("seed %d: entry %d: %v, want ErrRaftStoreCorrupt", seed, w.Index, err)
-				case err != nil:
-					found = true
+				} else if err != nil {
+					t.Fatalf("seed %d: entry %d: %v after VerifyLog passed", seed, w.Index, err)
 				}
 			}
-			if found {
-				detected++
-			} else {
-				harmless++
-			}
+			outcomes["harmless"]++
 		}()
 	}
-	t.Logf("12 damaged segments: %d detected, %d harmless (flips in frame padding)", detected, harmless)
-	if detected == 0 {
-		t.Fatal("no damage was detected")
+	t.Logf("12 damaged segments: %v", outcomes)
+}
+
+// A zeroed stretch of the active segment (a lost write, or a flip in a
+// frame header, which raft-wal takes for the end) opens without an error,
+// with every entry after it gone, and VerifyLog finds nothing wrong with
+// the shorter log. A node that had applied those entries must not start
+// on it: VerifyApplied refuses.
+func Test_LogSum_WALLostTailRefusedByVerifyApplied(t *testing.T) {
+	const n = 300
+	dir := filepath.Join(t.TempDir(), "raft-wal")
+	s, err := openCheckedWAL(dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= n; i += 10 {
+		var batch []*raft.Log
+		for j := i; j < i+10; j++ {
+			batch = append(batch, cmdLog(j, fmt.Sprintf("entry %d", j)))
+		}
+		if err := s.StoreLogs(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetUint64(keyCurrentTerm, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	clear(b[end/2 : end])
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = openCheckedWAL(dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("raft-wal refused the shorter segment (%v): this test needs its silent truncation", err)
+	}
+	defer s.Close()
+	if err := s.VerifyLog(0); err != nil {
+		t.Fatalf("VerifyLog: %v", err)
+	}
+	last, _ := s.LastIndex()
+	if last >= n || last == 0 {
+		t.Fatalf("last index %d after zeroing the segment's second half, want a shorter log", last)
+	}
+	if err := s.VerifyApplied(last); err != nil {
+		t.Fatalf("VerifyApplied(%d) of a node that applied no further: %v", last, err)
+	}
+	err = s.VerifyApplied(n)
+	if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), "lost entries") {
+		t.Fatalf("the log ends at %d, the node applied %d: VerifyApplied answered %v, want ErrRaftStoreCorrupt", last, n, err)
 	}
 }
