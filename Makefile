@@ -149,7 +149,7 @@ build-planted:
 # (partition-leader, 30 s of faults) runs on bin/docket-planted with every
 # fault off, where every checker must pass, then once per planted fault,
 # where the checkers jepsen/planted.go names must fail; first it checks
-# that $(BIN) holds no planted code. Six runs of about a minute (needs root,
+# that $(BIN) holds no planted code. Seven runs of about a minute (needs root,
 # as jepsen-smoke).
 jepsen-planted: build build-planted
 	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dockethq/docket/cluster/membership"
+	"github.com/dockethq/docket/storage"
 )
 
 // HealthProblems lists why this node should not serve, empty when it
@@ -17,7 +19,9 @@ import (
 // entry (LogFault). transport turns a non-empty answer into NOT_SERVING.
 func (n *Node) HealthProblems() []string {
 	ps := n.health.Problems(time.Now())
-	if err := n.LogFault(); err != nil {
+	if err := n.LogFault(); errors.Is(err, storage.ErrDamaged) {
+		ps = append(ps, err.Error()) // it says "keyspace damaged on disk" and the repair
+	} else if err != nil {
 		ps = append(ps, "raft log damaged: "+err.Error())
 	}
 	return ps

@@ -49,7 +49,7 @@ func (n *Node) watchLogFault() {
 	case <-n.logFault.done:
 	}
 	err := n.logFault.get()
-	n.log.Error("raft log damaged: this node stops serving and shuts its raft down; wipe its data dir and rejoin, or restore it",
+	n.log.Error("raft log or keyspace damaged: this node stops serving and shuts its raft down; wipe its data dir and rejoin, or restore it",
 		"err", err, "file", n.store.Path())
 	if n.IsLeader() && n.voterCount() > 1 {
 		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.ElectionTimeout)

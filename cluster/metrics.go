@@ -36,7 +36,7 @@ type metricsCollector struct {
 	// Queue control: pause, limits, and the tenants' schedules.
 	paused, queueLimit, tenantLimit, schedules *prometheus.Desc
 	// Pebble and health.
-	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving, snapBytes *prometheus.Desc
+	compactions, compactionsFailed, compactionDebt, l0Files, diskBytes, bgErrors, stalls, slowWrites, serving, snapBytes, manifestRepairs *prometheus.Desc
 }
 
 // queueTotal is one replicated lifetime counter of a queue.
@@ -107,6 +107,7 @@ func newMetricsCollector(src metricsSource) *metricsCollector {
 		"Counted over at most %d schedules per scrape.", maxScheduleScan), "tenant")
 	c.compactions = d("pebble_compactions_total", "Compactions Pebble finished since the node started.")
 	c.compactionsFailed = d("pebble_compactions_failed_total", "Compactions that failed since the node started.")
+	c.manifestRepairs = d("pebble_manifest_repairs_total", "Opens since the node started that found the keyspace's MANIFEST damaged and started from the older state before the damage, replaying the Raft log from there.")
 	c.compactionDebt = d("pebble_compaction_debt_bytes", "Bytes Pebble estimates it must compact; growing debt means compactions cannot keep up.")
 	c.l0Files = d("pebble_l0_files", "Files in Pebble's level 0; many slow reads and, past Pebble's threshold, stall writes.")
 	c.diskBytes = d("pebble_disk_bytes", "Bytes the keyspace takes on disk.")
@@ -146,7 +147,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- t.desc
 	}
 	for _, d := range []*prometheus.Desc{c.compactions, c.compactionsFailed, c.compactionDebt, c.l0Files, c.diskBytes,
-		c.bgErrors, c.stalls, c.slowWrites, c.serving, c.snapBytes} {
+		c.bgErrors, c.stalls, c.slowWrites, c.serving, c.snapBytes, c.manifestRepairs} {
 		ch <- d
 	}
 }
@@ -195,6 +196,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		counter(c.compactions, float64(dm.Compactions))
 		counter(c.compactionsFailed, float64(dm.CompactionsFailed))
+		counter(c.manifestRepairs, float64(dm.ManifestRepairs))
 		gauge(c.compactionDebt, float64(dm.CompactionDebt))
 		gauge(c.l0Files, float64(dm.L0Files))
 		gauge(c.diskBytes, float64(dm.DiskBytes))

@@ -126,6 +126,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.store.VerifyApplied(n.fsm.AppliedIndex()); err != nil {
+		return nil, err // a log shorter than the keyspace lost entries (raftlog)
+	}
 	restarted, err := raft.HasExistingState(n.logs, n.store, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("read raft state: %w", err)

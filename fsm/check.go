@@ -174,7 +174,14 @@ func (s *fsmSnapshot) read(fn func(storage.Reader) error) error {
 	if snap == nil {
 		return errSnapshotReplaced
 	}
-	return fn(storage.Wrap(snap))
+	// A check's hash or a snapshot for a follower that meets damaged
+	// bytes must stop this node, not only fail: a check failed that way
+	// again at every round and left the node waiting on it for ever.
+	err := fn(storage.Wrap(snap))
+	if storage.IsDamage(err) {
+		return s.f.keyspaceDamaged(err)
+	}
+	return err
 }
 
 // Hash is a SHA-256 over every key and value in order: two replicas that

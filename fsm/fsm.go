@@ -23,9 +23,10 @@ type Options struct {
 	// FS is the filesystem Pebble writes to; nil means the OS disk. Tests
 	// pass vfs.NewCrashableMem() to drop unsynced writes.
 	FS vfs.FS
-	// OnLogFault, when set, is called once, on the apply goroutine, when
-	// ApplyBatch meets an entry that fails its proposer's checksum (see
-	// LogFault). It must not block.
+	// OnLogFault, when set, is called once, when ApplyBatch meets an entry
+	// that fails its proposer's checksum or a read meets damaged bytes in
+	// the keyspace (see LogFault): on the apply goroutine, or on Pebble's
+	// for damage a compaction found. It must not block.
 	OnLogFault func(error)
 	// IdemFilterBytes bounds the idempotency-key filter (idem.go); 0 means
 	// DefaultIdemFilterBytes and a negative value turns it off. It changes
@@ -144,7 +145,9 @@ func Open(dir string, opts Options) (*FSM, error) {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
 	f.home = home
-	if err := f.openKeyspace(); err != nil {
+	if err := f.openKeyspace(); storage.IsDamage(err) {
+		return nil, fmt.Errorf("fsm: %w", home.Damaged(err)) // and every later open refuses too
+	} else if err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -160,6 +163,7 @@ func (f *FSM) dbOptions() storage.DBOptions {
 		NoCompactions: f.opts.NoCompactions,
 		OnDiskEvent:   f.opts.OnDiskEvent,
 		InlineValues:  f.opts.InlineValues,
+		OnDamage:      func(err error) { f.setFault(err, damagedMsg) },
 	}
 }
 
@@ -301,8 +305,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			break
 		}
 	}
-	for done := 0; done < good; {
+	done := 0
+	for done < good && f.LogFault() == nil {
 		done += f.applySegment(logs[done:good], results[done:good])
+	}
+	if err := f.LogFault(); err != nil {
+		for j := done; j < good; j++ {
+			results[j] = err
+		}
 	}
 	if bad != nil {
 		for j := good; j < len(logs); j++ {
@@ -313,8 +323,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	return results
 }
 
-// LogFault is the checksum failure that stopped this FSM applying, or nil.
-// It wraps ErrChecksum.
+// LogFault is the fault that stopped this FSM applying, or nil: an entry
+// that failed its proposer's checksum (it wraps ErrChecksum) or damaged
+// bytes in the keyspace (it wraps storage.ErrDamaged).
 func (f *FSM) LogFault() error {
 	if p := f.logFault.Load(); p != nil {
 		return *p
@@ -323,11 +334,14 @@ func (f *FSM) LogFault() error {
 }
 
 func (f *FSM) setLogFault(err error) {
+	f.setFault(err, "log entry failed its proposer's checksum: this replica applies nothing more until it is repaired")
+}
+
+func (f *FSM) setFault(err error, msg string) {
 	if !f.logFault.CompareAndSwap(nil, &err) {
 		return
 	}
-	f.log.Error("log entry failed its proposer's checksum: this replica applies nothing more until it is repaired",
-		"err", err, "applied", f.applied.Load())
+	f.log.Error(msg, "err", err, "applied", f.applied.Load())
 	if f.opts.OnLogFault != nil {
 		f.opts.OnLogFault(err)
 	}
@@ -399,6 +413,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			panic(tooNew(l, f.maxLevel(), fmt.Errorf("the cluster enabled feature level %d", cmd.GetSetFeatureLevel().GetLevel())))
 		}
 		res, err := tx.apply(l.Index, cmd)
+		if storage.IsDamage(err) {
+			return f.damagedSegment(err, results)
+		}
 		if err != nil {
 			panic(fmt.Sprintf("docket fsm: apply index %d (%v): %v", l.Index, cmd.GetType(), err))
 		}
@@ -417,7 +434,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			panic(fmt.Sprintf("docket fsm: planted reap at %d: %v", applied, err))
 		}
 	}
-	if err := tx.finish(applied); err != nil {
+	if err := tx.finish(applied); storage.IsDamage(err) {
+		return f.damagedSegment(err, results)
+	} else if err != nil {
 		panic(fmt.Sprintf("docket fsm: finish batch at %d: %v", applied, err))
 	}
 	// No sync and no WAL (storage.OpenDB): the batch reaches disk with a

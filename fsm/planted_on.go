@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
@@ -34,6 +36,25 @@ const (
 	// no longer replay (the crash tests of recovery_test.go catch it).
 	PlantNoFlushBeforeTruncate = "no-flush-before-truncate"
 )
+
+// PlantQueueLimitOffByOne: a queue's concurrency limit (max_running)
+// lets one task more run than it was set to, on every replica alike: a
+// feature rule broken without breaking the log, for the queue-limit
+// checker to catch.
+const PlantQueueLimitOffByOne = "queue-limit-off-by-one"
+
+// plantLimit is the rule of PlantQueueLimitOffByOne: the limit a
+// SetQueueLimits stores is one above the one asked for. It works on a
+// copy, since the command is the log entry's decoded value.
+func plantLimit(c *pb.SetQueueLimitsCmd) *pb.SetQueueLimitsCmd {
+	if !planted(PlantQueueLimitOffByOne) || c.GetMaxRunning() == 0 {
+		return c
+	}
+	c = proto.Clone(c).(*pb.SetQueueLimitsCmd)
+	m := c.GetMaxRunning() + 1
+	c.MaxRunning = &m
+	return c
+}
 
 // plantForgetDelay is how far ahead PlantRequeueForgetsTask parks a task:
 // a century.

@@ -52,6 +52,23 @@ func Test_PlantedFaults(t *testing.T) {
 				t.Fatalf("resent key: %v %s, first %s", res.GetCode(), res.GetTaskId(), first)
 			}
 		})
+		t.Run("queue-limit-off-by-one/"+name, func(t *testing.T) {
+			plant(t, map[bool]string{false: PlantSubmitIgnoresFence, true: PlantQueueLimitOffByOne}[on])
+			h := limitsHarness(t)
+			h.fill(at(0), "q", "a", 6)
+			h.one(limitsCmd(at(0), "q", "a", u32(2), nil, nil), pb.Code_CODE_OK)
+			running := 0
+			for i := 0; i < 10; i++ {
+				got := len(h.claim(at(time.Second), "q", "a", 1))
+				if got == 0 {
+					break
+				}
+				running += got
+			}
+			if want := map[bool]int{false: 2, true: 3}[on]; running != want {
+				t.Fatalf("a limit of 2 let %d tasks run, want %d", running, want)
+			}
+		})
 		t.Run("reaper-on-followers/"+name, func(t *testing.T) {
 			plant(t, PlantReaperOnFollowers)
 			PlantLeader(!on) // the fault acts only on a follower

@@ -181,7 +181,7 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 	case pb.CommandType_COMMAND_TYPE_TIME_OUT:
 		err = tx.timeOut(cmd.GetTimeOut(), res)
 	case pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS:
-		err = tx.setQueueLimits(cmd.GetSetQueueLimits(), res)
+		err = tx.setQueueLimits(plantLimit(cmd.GetSetQueueLimits()), res)
 	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
 		err = tx.setClusterID(cmd.GetSetClusterId())
 	default:

@@ -53,6 +53,26 @@ type FaultStat struct {
 	OpsInWin int      `json:"ops_in_windows"`
 	Outcomes []string `json:"outcomes,omitempty"` // corruption: what became of the node
 	Want     int      `json:"want,omitempty"`     // windows the coverage requires
+	// Damaged counts corruption windows by the kind of file damaged and
+	// whether the node ran ("blob while running", "sst at rest"), so a
+	// run shows how often it hit each file of the default store.
+	Damaged map[string]int `json:"damaged,omitempty"`
+}
+
+// damagedKind reads the kind and the when of a corruption window's detail
+// ("n2: wal-segment raft-wal/… (sealed) while running, 8 bytes …"), or ""
+// for another fault's.
+func damagedKind(detail string) string {
+	_, rest, ok := strings.Cut(detail, ": ")
+	if !ok {
+		return ""
+	}
+	kind, _, _ := strings.Cut(rest, " ")
+	when := "at rest"
+	if head, _, _ := strings.Cut(rest, ","); strings.HasSuffix(head, " while running") {
+		when = "while running"
+	}
+	return kind + " " + when
 }
 
 // faultStats counts windows per fault, named faults first, in order.
@@ -81,6 +101,12 @@ func faultStats(h *History, named []string) []FaultStat {
 		s.HeldS += float64(f.End-f.Start) / 1e9
 		if f.Outcome != "" {
 			s.Outcomes = append(s.Outcomes, f.Outcome)
+		}
+		if f.Name == FaultCorrupt && f.Detail != "" {
+			if s.Damaged == nil {
+				s.Damaged = map[string]int{}
+			}
+			s.Damaged[damagedKind(f.Detail)]++
 		}
 		for _, o := range acked {
 			if o.Invoke >= f.Start && o.Complete <= f.End {

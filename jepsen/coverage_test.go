@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -208,5 +209,25 @@ func TestFaultApplyFailureFailsTheRun(t *testing.T) {
 	v := violations(res)
 	if !res.Failed || !strings.Contains(v, "fault packet-loss failed to apply") || !strings.Contains(v, `Couldn't load match "statistic"`) {
 		t.Fatalf("failed=%v:\n%s", res.Failed, v)
+	}
+}
+
+// A run's corruption windows are counted by the file kind they damaged and
+// whether the node ran, from the window's detail as corrupt writes it.
+func TestCorruptionWindowsCountedByKind(t *testing.T) {
+	h := &History{Faults: []Fault{
+		{Name: FaultCorrupt, Start: 1, End: 2, Detail: "n2: blob fsm/db/000005.blob while running, 8 bytes inverted at offsets [10]"},
+		{Name: FaultCorrupt, Start: 3, End: 4, Detail: "n1: wal-segment raft-wal/00000000000000000001-0000000000000000.wal (sealed) at rest, 8 bytes inverted at offsets [10]"},
+		{Name: FaultCorrupt, Start: 5, End: 6, Detail: "n3: wal-segment raft-wal/00000000000000000090-0000000000000001.wal (active) while running, 8 bytes inverted at offsets [10]"},
+		{Name: FaultCorrupt, Start: 7, End: 8, Detail: "n3: sst fsm/db/000010.sst at rest, 8 bytes inverted at offsets [10]"},
+		{Name: FaultKill, Start: 9, End: 10, Detail: "n1"},
+	}}
+	stats := faultStats(h, []string{FaultCorrupt})
+	want := map[string]int{"blob while running": 1, "wal-segment at rest": 1, "wal-segment while running": 1, "sst at rest": 1}
+	if got := stats[0].Damaged; !maps.Equal(got, want) {
+		t.Fatalf("damaged %v, want %v", got, want)
+	}
+	if stats[1].Damaged != nil {
+		t.Fatalf("kill windows counted as damage: %v", stats[1].Damaged)
 	}
 }

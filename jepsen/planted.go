@@ -21,6 +21,7 @@ const (
 	PlantReaperOnFollowers    = "reaper-on-followers"
 	PlantRequeueForgetsTask   = "requeue-forgets-task"
 	PlantIdempotencyDuplicate = "idempotency-lets-duplicate"
+	PlantQueueLimitOffByOne   = "queue-limit-off-by-one"
 )
 
 // PlantEnv is the variable a planted build reads its faults from.
@@ -48,6 +49,8 @@ var PlantedCases = []PlantedCase{
 		Why: "a nacked or expired task never comes back, though a claim once delivered it"},
 	{Plant: PlantIdempotencyDuplicate, Catch: []string{"idempotent-retry"},
 		Why: "the resent Enqueue of an acknowledged key stores a second task"},
+	{Plant: PlantQueueLimitOffByOne, Catch: []string{"queue-limit"},
+		Why: "a feature rule: the limit of " + LimitQueue + " lets one task more run than it was set to, and its four workers hold three at once"},
 }
 
 // PlantedFaults are the names of the planted faults.

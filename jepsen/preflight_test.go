@@ -97,13 +97,22 @@ func TestCorruptCandidatesFindPebbleFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An idle FSM has an empty WAL and no table yet: stand-ins by name.
-	for _, n := range []string{"000009.log", "000010.sst"} {
+	for _, n := range []string{"000009.log", "000010.sst", "000011.blob"} {
 		if err := os.WriteFile(filepath.Join(dir, "fsm", "db", n), make([]byte, 64), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// raft-wal's files, by the names it gives them (cluster/raftlog).
+	if err := os.MkdirAll(filepath.Join(dir, "raft-wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"00000000000000000001-0000000000000000.wal", "wal-meta.db"} {
+		if err := os.WriteFile(filepath.Join(dir, "raft-wal", n), make([]byte, 64), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := corruptCandidates(dir)
-	for _, k := range []string{KindRaftDB, KindManifest, KindWAL, KindSST} {
+	for _, k := range []string{KindRaftDB, KindManifest, KindWAL, KindSST, KindBlob, KindWALSegment, KindWALMeta} {
 		if len(c[k]) == 0 {
 			t.Fatalf("no %s found: %v", k, c)
 		}
@@ -118,6 +127,36 @@ func TestCorruptCandidatesFindPebbleFiles(t *testing.T) {
 	for _, o := range offs {
 		if before[o] == after[o] || before[o+7] != ^after[o+7] {
 			t.Fatalf("bytes at %d not inverted", o)
+		}
+	}
+}
+
+// A raft-wal segment is preallocated and zero past its last append: the
+// fault flips bytes only where entries were written, or it would damage
+// nothing anything reads.
+func TestCorruptSegmentFlipsLandInWrittenBytes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "00000000000000000001-0000000000000000.wal")
+	b := make([]byte, 3<<20) // past the first MiB read backwards
+	for i := range 5000 {
+		b[i] = byte(i%251 + 1)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ext := writtenExtent(p)
+	if ext != 5000 {
+		t.Fatalf("written extent %d, want 5000", ext)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		offs, err := flipBytesIn(p, r, 4, 8, ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range offs {
+			if o+8 > ext {
+				t.Fatalf("flip at %d reaches past the written %d bytes", o, ext)
+			}
 		}
 	}
 }

@@ -130,7 +130,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{"sec": func
 {{range .S.Results}}<tr class="{{.Verdict}}"><td>{{.Name}}</td><td>{{.Verdict}}</td><td>{{.Checked}}</td><td>{{.Note}}{{range .Violations}}<pre>{{.}}</pre>{{end}}</td></tr>
 {{end}}</table>
 <h2>Faults</h2><table><tr><th>fault</th><th>windows</th><th>held s</th><th>failed to apply</th><th>ok ops inside</th><th>outcomes</th></tr>
-{{range .S.FaultStats}}<tr class="{{if or .Failed (lt .Windows .Want)}}fail{{else}}pass{{end}}"><td>{{.Name}}</td><td>{{.Windows}}</td><td>{{printf "%.1f" .HeldS}}</td><td>{{.Failed}}</td><td>{{.OpsInWin}}</td><td>{{range .Outcomes}}{{.}}<br>{{end}}</td></tr>
+{{range .S.FaultStats}}<tr class="{{if or .Failed (lt .Windows .Want)}}fail{{else}}pass{{end}}"><td>{{.Name}}</td><td>{{.Windows}}</td><td>{{printf "%.1f" .HeldS}}</td><td>{{.Failed}}</td><td>{{.OpsInWin}}</td><td>{{range .Outcomes}}{{.}}<br>{{end}}{{range $k, $n := .Damaged}}{{$n}} × {{$k}}<br>{{end}}</td></tr>
 {{end}}</table><p>required: each named fault held at least {{.S.Coverage.MinWindows}} times; minimum ok operations {{.S.Coverage.MinOps}}; {{.S.Coverage.MinOpsInFaults}} acknowledged inside fault windows.</p>
 <h2>Throughput (ok operations per second)</h2>{{.Thru}}
 <h2>Latency (ms, log scale; green ok, red fail, orange info)</h2>{{.Lat}}

@@ -167,6 +167,8 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig, log *slog.Logger) erro
 	}
 	prod.Add(1)
 	go func() { defer prod.Done(); w.reader(mainCtx) }()
+	prod.Add(1)
+	go func() { defer prod.Done(); w.bodies(mainCtx) }()
 	work.Add(1)
 	go func() { defer work.Done(); w.cron(allCtx) }()
 	work.Add(1)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -28,6 +30,64 @@ const DamageMarker = "DOCKET-DAMAGED"
 // replicas elsewhere hold the same state, so it is rebuilt from them.
 const Repair = "remove the node from the configuration (docket cluster remove ID), move its data dir aside (keep it for a post-mortem), and start it again with an empty data dir and --join: it catches up from a snapshot (README, Damage and repair)"
 
+// IsDamage reports whether err is a read that met bytes on disk that are
+// not what Pebble wrote (a checksum mismatch, a malformed block: Pebble
+// marks these as corruption), as opposed to a closed database or a broken
+// invariant. Pebble returns such errors from a Get, an iterator or a
+// value's closer, and for a blob file it does so without telling its
+// event listener. Matching Pebble's mark rather than the message keeps
+// other checksums (a command's, a log entry's) out of it.
+func IsDamage(err error) bool {
+	return err != nil && (errors.Is(err, ErrDamaged) || pebble.IsCorruptionError(err))
+}
+
+// firstLine keeps a message to its first line: Pebble's errors print
+// their stack on the lines after it, which a refusal has no use for.
+func firstLine(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = strings.TrimSpace(msg[:i])
+	}
+	return msg
+}
+
+// damageWatch turns Pebble's reports of on-disk corruption into the
+// marker and one ErrDamaged for the keyspace's owner. Pebble's default is
+// a Fatalf from inside the read that met the damage; in a compaction that
+// unwound Pebble's buffers mid-use and died of a second panic, before any
+// caller could refuse cleanly. Pebble records the span as a problem and
+// keeps its compactions away from it, so returning is safe.
+type damageWatch struct {
+	log      *slog.Logger
+	fs       vfs.FS
+	dir      string
+	onDamage func(error)
+	reported atomic.Bool
+}
+
+// report leaves the marker and tells the owner, the first time only:
+// Pebble reports every read of the damaged block.
+func (w *damageWatch) report(msg string) error {
+	msg = firstLine(msg)
+	err := fmt.Errorf("%w: %s: %s", ErrDamaged, msg, Repair)
+	if !w.reported.CompareAndSwap(false, true) {
+		return err
+	}
+	markDamaged(w.log, w.fs, w.dir, msg)
+	if w.onDamage != nil {
+		w.onDamage(err)
+	}
+	return err
+}
+
+func (w *damageWatch) dataCorruption(info pebble.DataCorruptionInfo) {
+	cause := "corruption"
+	if info.Details != nil {
+		cause = info.Details.Error()
+	}
+	w.report(fmt.Sprintf("%s: %s", info.Path, cause))
+}
+
 // isDamage reports whether a fatal Pebble message is about bytes on disk
 // (a checksum mismatch or another corruption), not a broken invariant.
 func isDamage(msg string) bool {
@@ -39,13 +99,13 @@ func isDamage(msg string) bool {
 // process stops right after, and the message is logged in any case.
 func markDamaged(log *slog.Logger, fs vfs.FS, dir, msg string) {
 	log.Error("the keyspace is damaged on disk; this node stops and refuses to start until repaired",
-		"dir", dir, "repair", Repair)
+		"dir", dir, "damage", firstLine(msg), "repair", Repair)
 	f, err := fs.Create(fs.PathJoin(dir, DamageMarker), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		log.Error("cannot leave the damage marker", "err", err)
 		return
 	}
-	_, werr := io.WriteString(f, msg+"\n")
+	_, werr := io.WriteString(f, firstLine(msg)+"\n")
 	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
 		log.Error("cannot leave the damage marker", "err", err)
 	}
@@ -66,5 +126,5 @@ func checkDamage(fs vfs.FS, dir string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
-	return fmt.Errorf("%w: %s reports %s: %s", ErrDamaged, path, strings.TrimSpace(string(b)), Repair)
+	return fmt.Errorf("%w: %s reports %s: %s", ErrDamaged, path, firstLine(string(b)), Repair)
 }

@@ -31,6 +31,12 @@ type DBOptions struct {
 	// stalls (events.go) instead of Pebble logging each one. It is called
 	// on Pebble's goroutines and must not block.
 	OnDiskEvent func(DiskEvent)
+	// OnDamage, when set, is called once when Pebble reports bytes on disk
+	// that fail its checksums (a table or blob block met by a compaction
+	// or a read), after the damage marker is written. The error wraps
+	// ErrDamaged and names the file and the repair. It is called on the
+	// goroutine that met the damage and must not block.
+	OnDamage func(error)
 	// NoCompactions turns Pebble's automatic compactions off, for tests
 	// that damage a table on disk and must not have a compaction read it
 	// before the code under test does.
@@ -85,6 +91,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	if err := checkDamage(o.FS, path); err != nil {
 		return nil, err
 	}
+	manifest := checkManifest(o.FS, path)
 	memBytes := uint64(memTableBytes)
 	if o.MemTableBytes > 0 {
 		memBytes = uint64(o.MemTableBytes)
@@ -101,6 +108,11 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		EventListener:      diskEventListener(o.OnDiskEvent),
 		DisableWAL:         true,
 	}
+	if po.EventListener == nil {
+		po.EventListener = &pebble.EventListener{} // Pebble fills in its defaults
+	}
+	watch := &damageWatch{log: o.Logger, fs: o.FS, dir: path, onDamage: o.OnDamage}
+	po.EventListener.DataCorruption = watch.dataCorruption
 	po.DisableAutomaticCompactions = o.NoCompactions
 	if !o.InlineValues {
 		po.Experimental.ValueSeparationPolicy = separateValues
@@ -115,6 +127,9 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open pebble %s: %w", path, err)
+	}
+	if manifest != nil {
+		manifest.report(o.Logger) // only now: when Pebble cannot open, its error says it
 	}
 	return db, nil
 }
@@ -191,6 +206,9 @@ type DiskMetrics struct {
 	CompactionDebt    uint64 // bytes Pebble estimates it must compact to reach its shape
 	L0Files           int64  // files in level 0: many means compactions lag and reads slow
 	DiskBytes         uint64 // bytes on disk: tables, WAL, blobs
+	// ManifestRepairs counts the opens, in this process, that found the
+	// MANIFEST damaged and started from an older state (manifest.go).
+	ManifestRepairs uint64
 }
 
 // Metrics reads db's metrics.
@@ -202,5 +220,6 @@ func Metrics(db *pebble.DB) DiskMetrics {
 		CompactionDebt:    m.Compact.EstimatedDebt,
 		L0Files:           m.Levels[0].TablesCount,
 		DiskBytes:         m.DiskSpaceUsage(),
+		ManifestRepairs:   ManifestRepairs(),
 	}
 }

@@ -119,7 +119,17 @@ func ListLive(db *pebble.DB) (LiveFiles, error) {
 // damaged leaves the marker for a table that failed its checksums and
 // returns ErrDamaged with the repair.
 func (h *Home) damaged(name string, cause error) error {
-	msg := fmt.Sprintf("scrub: table %s: %v", name, cause)
+	return h.Damaged(fmt.Errorf("scrub: table %s: %w", name, cause))
+}
+
+// Damaged leaves the marker for a read of the live keyspace that met
+// damaged bytes (IsDamage) and returns ErrDamaged naming the cause and
+// the repair, so the next open refuses as this caller must.
+func (h *Home) Damaged(cause error) error {
+	if errors.Is(cause, ErrDamaged) {
+		return cause // marked where it was found
+	}
+	msg := firstLine(cause.Error())
 	markDamaged(h.opts.Logger, h.opts.FS, h.path(DBDir), msg)
 	return fmt.Errorf("%w: %s: %s", ErrDamaged, msg, Repair)
 }

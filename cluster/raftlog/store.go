@@ -72,6 +72,8 @@ type Store struct {
 	closed  atomic.Bool
 	refused atomic.Uint64 // the last index StoreLogs refused, to log it once
 	sizes   Sizes         // bytes per entry, for the log byte budget
+	// snapIndex is the newest snapshot's index VerifyLog was given.
+	snapIndex uint64
 }
 
 var (
@@ -113,12 +115,22 @@ func (s *Store) corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrRaftStoreCorrupt, s.path, fmt.Sprintf(format, args...))
 }
 
-// guard turns a BoltDB panic or memory fault on a damaged page into an
-// error: bbolt trusts its pages and panics on impossible ones.
+// guard turns a panic or memory fault on damaged bytes into an error:
+// bbolt trusts its pages and raft-wal its frame lengths, and both panic
+// on impossible ones.
 func (s *Store) guard(err *error) {
 	if r := recover(); r != nil {
-		*err = s.corrupt("bolt: %v", r)
+		*err = s.corrupt("%s: %v", s.kind(), r)
 	}
+}
+
+// kind names the backend in a finding, so an operator reads which store's
+// files are damaged.
+func (s *Store) kind() string {
+	if _, ok := s.base.(walBackend); ok {
+		return "raft-wal"
+	}
+	return "bolt"
 }
 
 func (s *Store) openFormat() (err error) {
@@ -211,6 +223,7 @@ func (s *Store) checkStable() error {
 // and run without a gap after snapIndex, and no entry may be of a term
 // beyond the current term.
 func (s *Store) VerifyLog(snapIndex uint64) (err error) {
+	s.snapIndex = snapIndex
 	defer s.guard(&err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	first, err := s.base.FirstIndex()
@@ -269,17 +282,41 @@ func entrySum(l *raft.Log, ext []byte) uint32 {
 	return crc32.Update(c, castagnoli, ext)
 }
 
+// VerifyApplied refuses a log that ends before an entry the keyspace
+// applied, when no snapshot covers it. A node applies only entries its
+// own log stored and fsync'd, and Raft truncates a log's tail only above
+// the commit index, so such a log lost entries it had: raft-wal, opening
+// an active segment with a damaged frame, keeps the entries before it and
+// drops the rest without an error. Such a node started and caught up from
+// the leader, though entries it had acknowledged (and counted towards
+// their commit) were gone, which another failure could turn into a lost
+// write. Call it after VerifyLog, with the keyspace's durable applied
+// index.
+func (s *Store) VerifyApplied(applied uint64) error {
+	last, err := s.base.LastIndex()
+	if err != nil {
+		return s.corrupt("last index: %v", err)
+	}
+	if applied > last && applied > s.snapIndex {
+		return s.corrupt("the log ends at entry %d and the newest snapshot at %d, but this node applied entry %d: the log lost entries it had stored", last, s.snapIndex, applied)
+	}
+	return nil
+}
+
 // GetLog reads entry idx and checks it. It serves Raft's apply,
 // replication and configuration scans alike.
 func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = s.fault(s.corrupt("entry %d: bolt: %v", idx, r))
+			err = s.fault(s.corrupt("entry %d: %s: %v", idx, s.kind(), r))
 		}
 		if err != nil && !errors.Is(err, raft.ErrLogNotFound) {
 			*l = raft.Log{} // never the damaged entry
 		}
 	}()
+	if s.belowFirst(idx) {
+		return raft.ErrLogNotFound
+	}
 	if err := s.base.GetLog(idx, l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) || s.closed.Load() {
 			return err
@@ -305,6 +342,22 @@ func (s *Store) GetLog(idx uint64, l *raft.Log) (err error) {
 	}
 	l.Extensions = own
 	return nil
+}
+
+// belowFirst reports whether idx lies below the log's first index on a
+// store that would still answer it. raft-wal drops a deleted head only
+// with its segment file, so it answered entries it no longer counts; Raft
+// then caught a lagging follower up from them rather than by snapshot,
+// unlike on raft.db, and compaction's contract ("gone below the first
+// index") held on one store only. raft-wal's FirstIndex is a read of its
+// in-memory state; raft.db answers ErrLogNotFound on its own, and asking
+// its FirstIndex would cost a second transaction per read.
+func (s *Store) belowFirst(idx uint64) bool {
+	if _, ok := s.base.(walBackend); !ok {
+		return false
+	}
+	first, err := s.base.FirstIndex()
+	return err == nil && first > 0 && idx < first
 }
 
 // fault logs damage found while running and reports it.

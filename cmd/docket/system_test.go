@@ -17,7 +17,6 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
-	"github.com/dockethq/docket/cluster/raftlog"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -317,10 +316,6 @@ func Test_System_CatchUpBySnapshot(t *testing.T) {
 	nodes := startCluster(t, 3, func(c *cluster.Config) {
 		c.TrailingLogs = 10
 		c.SnapshotThreshold = 50
-		// raft-wal still answers entries below its first index until their
-		// segment is deleted (64 MiB), so on it this lagger would catch up
-		// from the log; Test_WALStoreFollowerCatchesUpFromSnapshot covers wal.
-		c.LogStore = raftlog.LogStoreBolt
 	})
 	leader := waitLeader(t, nodes)
 	lagger := followers(nodes, leader)[0]
