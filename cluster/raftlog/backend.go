@@ -50,7 +50,7 @@ func Resolve(dataDir, kind string) (store, why string) {
 }
 
 // ErrLogStoreMismatch means the data dir holds the other log store's files:
-// a node does not switch stores in place (see cluster/DESIGN.md for how to move
+// a node does not switch stores in place (see DESIGN.md, "Log stores", for how to move
 // one node at a time).
 var ErrLogStoreMismatch = errors.New("log store mismatch")
 

@@ -270,7 +270,7 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 				// A flip in a bbolt branch or leaf page can make a key
 				// unfindable: Get says "not found", which a node cannot
 				// tell from a vote it never cast. A known gap, named in
-				// cluster/DESIGN.md; counted, not failed.
+				// DESIGN.md, "Checksums"; counted, not failed.
 				vanished++
 				t.Logf("flip %d at offset %d: %s vanished (was %q)", k, off, key, truth.stable[key])
 			default:
@@ -287,7 +287,7 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 				// A flip in one of bbolt's two meta pages at the front
 				// makes it open the previous transaction: the last append
 				// is lost on this node, as after a crash before its fsync
-				// (cluster/DESIGN.md says so). Seen with seed
+				// (DESIGN.md, "Checksums", says so). Seen with seed
 				// 1795396244672149674, flip at offset 64.
 				rolledBack++
 			default:

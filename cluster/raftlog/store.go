@@ -18,7 +18,7 @@ import (
 // ErrRaftStoreCorrupt means raft.db holds a log entry or a stable value
 // (term, vote) that fails its checksum or contradicts the rest of the file.
 // The node refuses to start on it, or, found while running, stops serving
-// (Node.LogFault). Repair: cluster/DESIGN.md.
+// (Node.LogFault). Repair: the README's "Damage and repair".
 var ErrRaftStoreCorrupt = errors.New("raft store corrupt")
 
 // A stored entry's Extensions are logSumMagic, the CRC-32C of the entry
@@ -84,7 +84,7 @@ var (
 // OpenBolt opens raft.db at path and checks its format marker and
 // stable values. A raft.db written before checksums is adopted: its stable
 // values are sealed, and its entries up to the current last index stay
-// readable unchecked (see cluster/DESIGN.md).
+// readable unchecked (DESIGN.md, "Checksums").
 func OpenBolt(path string, log *slog.Logger) (*Store, error) {
 	return openCheckedStoreWith(raftboltdb.Options{Path: path}, log)
 }
