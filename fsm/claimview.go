@@ -97,17 +97,8 @@ func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next in
 func (v *claimView) rebuild(r storage.Reader) error {
 	queues := map[QueueRef]queueView{}
 	tenants := map[string]tenantLimit{}
-	err := storage.Scan(r, storage.CatalogPrefix(""), storage.PrefixEnd(storage.CatalogPrefix("")), 0, func(k, val []byte) error {
-		q, tn, err := storage.ParseCatalogKey(k)
-		if err != nil {
-			return err
-		}
-		m, err := storage.UnmarshalQueueMeta(val)
-		if err != nil {
-			return fmt.Errorf("%s/%s: %w", q, tn, err)
-		}
-		queues[QueueRef{q, tn}] = queueView{pending: m.Pending, delayed: m.Delayed, running: m.Running}
-		return nil
+	err := scanCatalog(r, func(ref QueueRef, m *storage.QueueMeta) {
+		queues[ref] = queueView{pending: m.Pending, delayed: m.Delayed, running: m.Running}
 	})
 	if err != nil {
 		return fmt.Errorf("claim view: catalog: %w", err)
@@ -335,4 +326,21 @@ func (tx *txn) moveDelayed(t *pb.Task, fn func(*delayedMoves, int64)) {
 	}
 	// The key's time (storage.TimeKey), at least 1 so that 0 means none.
 	fn(mv, max(int64(storage.TimeKey(t.GetVisibleAt())), 1))
+}
+
+// scanCatalog calls fn with every queue's catalog record, in key order:
+// what the claim view and the ready order are built from.
+func scanCatalog(r storage.Reader, fn func(QueueRef, *storage.QueueMeta)) error {
+	return storage.Scan(r, storage.CatalogPrefix(""), storage.PrefixEnd(storage.CatalogPrefix("")), 0, func(k, val []byte) error {
+		q, tn, err := storage.ParseCatalogKey(k)
+		if err != nil {
+			return err
+		}
+		m, err := storage.UnmarshalQueueMeta(val)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %w", q, tn, err)
+		}
+		fn(QueueRef{q, tn}, &m)
+		return nil
+	})
 }

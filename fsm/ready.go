@@ -207,19 +207,10 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 		pending, delayed bool
 	}
 	var refs []want
-	err := storage.Scan(r, storage.CatalogPrefix(""), storage.PrefixEnd(storage.CatalogPrefix("")), 0, func(k, val []byte) error {
-		q, tn, err := storage.ParseCatalogKey(k)
-		if err != nil {
-			return err
-		}
-		m, err := storage.UnmarshalQueueMeta(val)
-		if err != nil {
-			return fmt.Errorf("%s/%s: %w", q, tn, err)
-		}
+	err := scanCatalog(r, func(ref QueueRef, m *storage.QueueMeta) {
 		if m.Pending > 0 || m.Delayed > 0 {
-			refs = append(refs, want{QueueRef{q, tn}, m.Pending > 0, m.Delayed > 0})
+			refs = append(refs, want{ref, m.Pending > 0, m.Delayed > 0})
 		}
-		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("ready order: catalog: %w", err)
