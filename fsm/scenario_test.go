@@ -39,9 +39,7 @@ func Test_RuleBook(t *testing.T) {
 				name += "/scan-pending"
 			}
 			t.Run(name, func(t *testing.T) {
-				w := newScenario(t)
-				w.opts = opts
-				w.reset(FeatureLevel)
+				w := newScenario(t, opts)
 				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 					w.t = t
 					return w.run(d)
@@ -64,7 +62,7 @@ func Test_RuleBookAcrossReopens(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			w := newScenario(t)
+			w := newScenario(t, Options{})
 			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 				w.t = t
 				if d.Cmd != "reset" {
@@ -90,8 +88,8 @@ type scenario struct {
 	nextID int // for tasks the script did not name
 }
 
-func newScenario(t testing.TB) *scenario {
-	w := &scenario{t: t}
+func newScenario(t testing.TB, opts Options) *scenario {
+	w := &scenario{t: t, opts: opts}
 	w.reset(FeatureLevel)
 	return w
 }
