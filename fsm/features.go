@@ -74,9 +74,14 @@ const (
 	// latch such a Submit stored the worker's outcome and result. It
 	// changes the bytes apply writes, so it waits for every server.
 	LevelCancelledOutcome uint32 = 15
+	// LevelFairQueues: SetKeyLimit; a task's key (NewTask.key), and the
+	// per-key fields of SetQueueLimits (max_running_per_key, order,
+	// per_key_pending): keyed queues count and order their tasks by key
+	// (keyed.go) and store each active key under k/.
+	LevelFairQueues uint32 = 16
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelCancelledOutcome
+	FeatureLevel = LevelFairQueues
 )
 
 // levelOverride lowers BuildLevel at link time
@@ -117,6 +122,8 @@ func RequiredLevel(t pb.CommandType) uint32 {
 		return LevelLimits
 	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
 		return LevelIdentity
+	case pb.CommandType_COMMAND_TYPE_SET_KEY_LIMIT:
+		return LevelFairQueues
 	default:
 		return LevelBase
 	}
@@ -142,6 +149,10 @@ func fieldLevel(cmd *pb.Command) uint32 {
 	}
 	if hasDeps(cmd.GetEnqueue()) {
 		l = max(l, LevelDependencies)
+	}
+	if sl := cmd.GetSetQueueLimits(); sl != nil && (sl.MaxRunningPerKey != nil || sl.Order != nil ||
+		sl.PerKeyPending != nil || sl.PerKeyPendingDepth != nil) {
+		l = max(l, LevelFairQueues)
 	}
 	return l
 }
@@ -197,6 +208,9 @@ func dropUnlatched(cmd *pb.Command, feature uint32) {
 		}
 		if feature < LevelRetries {
 			nt.Retry = nil
+		}
+		if feature < LevelFairQueues {
+			nt.Key = nil
 		}
 	}
 }

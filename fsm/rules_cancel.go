@@ -166,6 +166,9 @@ func (f *FSM) PastDeadlines(now int64, limit int) ([]*pb.ReapItem, error) {
 // LevelCancelRunning's, so the leader proposes it only once every server
 // applies it (an older one would drop the field and diverge).
 func newTaskLevel(nt *pb.NewTask) uint32 {
+	if len(nt.GetKey()) > 0 {
+		return LevelFairQueues
+	}
 	if nt.GetTimeoutNs() != 0 || nt.GetRetryOnTimeout() {
 		return LevelCancelRunning
 	}

@@ -2352,14 +2352,19 @@ func (x *UpdateTaskResponse) GetState() TaskState {
 }
 
 type SetQueueLimitsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: the tenant's own concurrency limit
-	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
-	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
-	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"` // tasks per 1000 seconds
-	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`   // empty: the tenant's own concurrency limit
+	Tenant     string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	MaxRunning *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli  *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"` // tasks per 1000 seconds
+	Burst      *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	// Fair queues (feature level 16): see QueueConfig in command.proto.
+	MaxRunningPerKey   *uint32        `protobuf:"varint,6,opt,name=max_running_per_key,json=maxRunningPerKey,proto3,oneof" json:"max_running_per_key,omitempty"`
+	Order              *QueueOrder    `protobuf:"varint,7,opt,name=order,proto3,enum=docket.v1.QueueOrder,oneof" json:"order,omitempty"`
+	PerKeyPending      *PerKeyPending `protobuf:"varint,8,opt,name=per_key_pending,json=perKeyPending,proto3,enum=docket.v1.PerKeyPending,oneof" json:"per_key_pending,omitempty"`
+	PerKeyPendingDepth *uint32        `protobuf:"varint,9,opt,name=per_key_pending_depth,json=perKeyPendingDepth,proto3,oneof" json:"per_key_pending_depth,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *SetQueueLimitsRequest) Reset() {
@@ -2427,6 +2432,34 @@ func (x *SetQueueLimitsRequest) GetBurst() uint32 {
 	return 0
 }
 
+func (x *SetQueueLimitsRequest) GetMaxRunningPerKey() uint32 {
+	if x != nil && x.MaxRunningPerKey != nil {
+		return *x.MaxRunningPerKey
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetOrder() QueueOrder {
+	if x != nil && x.Order != nil {
+		return *x.Order
+	}
+	return QueueOrder_QUEUE_ORDER_FIFO
+}
+
+func (x *SetQueueLimitsRequest) GetPerKeyPending() PerKeyPending {
+	if x != nil && x.PerKeyPending != nil {
+		return *x.PerKeyPending
+	}
+	return PerKeyPending_PER_KEY_PENDING_ALL
+}
+
+func (x *SetQueueLimitsRequest) GetPerKeyPendingDepth() uint32 {
+	if x != nil && x.PerKeyPendingDepth != nil {
+		return *x.PerKeyPendingDepth
+	}
+	return 0
+}
+
 type SetQueueLimitsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: every given value was already so
@@ -2471,6 +2504,332 @@ func (x *SetQueueLimitsResponse) GetChanged() bool {
 	return false
 }
 
+type SetKeyLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	MaxRunning    *uint32                `protobuf:"varint,4,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"` // 0 clears the override
+	Weight        *uint32                `protobuf:"varint,5,opt,name=weight,proto3,oneof" json:"weight,omitempty"`                           // 0 clears it (weight 1)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetKeyLimitRequest) Reset() {
+	*x = SetKeyLimitRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetKeyLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetKeyLimitRequest) ProtoMessage() {}
+
+func (x *SetKeyLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetKeyLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetKeyLimitRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *SetKeyLimitRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetKeyLimitRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetKeyLimitRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *SetKeyLimitRequest) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetKeyLimitRequest) GetWeight() uint32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+type SetKeyLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetKeyLimitResponse) Reset() {
+	*x = SetKeyLimitResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetKeyLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetKeyLimitResponse) ProtoMessage() {}
+
+func (x *SetKeyLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetKeyLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetKeyLimitResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SetKeyLimitResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type ListKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // top keys of each list; 0: 20, at most 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysRequest) Reset() {
+	*x = ListKeysRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysRequest) ProtoMessage() {}
+
+func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListKeysRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListKeysRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListKeysRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListKeysRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// KeyStats is one key of a keyed queue. Keyless tasks are their own keys
+// and are not listed.
+type KeyStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	Running       uint32                 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	MaxRunning    uint32                 `protobuf:"varint,4,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // the key's limit: its override, or the queue's
+	Weight        uint32                 `protobuf:"varint,5,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyStats) Reset() {
+	*x = KeyStats{}
+	mi := &file_docketv1_api_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyStats) ProtoMessage() {}
+
+func (x *KeyStats) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyStats.ProtoReflect.Descriptor instead.
+func (*KeyStats) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *KeyStats) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *KeyStats) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *KeyStats) GetRunning() uint32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *KeyStats) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *KeyStats) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+type ListKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ByBacklog     []*KeyStats            `protobuf:"bytes,1,rep,name=by_backlog,json=byBacklog,proto3" json:"by_backlog,omitempty"` // most pending first
+	ByRunning     []*KeyStats            `protobuf:"bytes,2,rep,name=by_running,json=byRunning,proto3" json:"by_running,omitempty"` // most running first
+	Keys          uint64                 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`                           // keys with a pending or running task
+	Keyed         bool                   `protobuf:"varint,4,opt,name=keyed,proto3" json:"keyed,omitempty"`                         // false: the queue has no per-key rule
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysResponse) Reset() {
+	*x = ListKeysResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysResponse) ProtoMessage() {}
+
+func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListKeysResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListKeysResponse) GetByBacklog() []*KeyStats {
+	if x != nil {
+		return x.ByBacklog
+	}
+	return nil
+}
+
+func (x *ListKeysResponse) GetByRunning() []*KeyStats {
+	if x != nil {
+		return x.ByRunning
+	}
+	return nil
+}
+
+func (x *ListKeysResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *ListKeysResponse) GetKeyed() bool {
+	if x != nil {
+		return x.Keyed
+	}
+	return false
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2479,7 +2838,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2850,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2863,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 type SnapshotChunk struct {
@@ -2516,7 +2875,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2887,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2900,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2563,7 +2922,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2934,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2947,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -2631,7 +2990,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +3002,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +3015,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2698,7 +3057,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +3069,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +3082,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2755,7 +3114,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +3126,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +3139,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 type TokenInfo struct {
@@ -2798,7 +3157,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3169,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3182,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2884,7 +3243,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +3255,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3268,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2928,7 +3287,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3299,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3312,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2971,7 +3330,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3342,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3355,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 type Server struct {
@@ -3018,7 +3377,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3389,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3402,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Server) GetId() string {
@@ -3116,7 +3475,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3487,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3500,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -3193,7 +3552,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3564,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3577,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3365,7 +3724,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3736,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3749,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -3437,7 +3796,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3808,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3821,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -3481,7 +3840,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3852,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3865,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3528,7 +3887,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3899,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3912,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -3592,7 +3951,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3963,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3976,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
 }
 
 type RemoveServerRequest struct {
@@ -3629,7 +3988,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +4000,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +4013,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -3672,7 +4031,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +4043,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +4056,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
 }
 
 type LeaveRequest struct {
@@ -3708,7 +4067,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +4079,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +4092,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{69}
 }
 
 type LeaveResponse struct {
@@ -3744,7 +4103,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +4115,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +4128,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{70}
 }
 
 type ParentResultsRequest struct {
@@ -3784,7 +4143,7 @@ type ParentResultsRequest struct {
 
 func (x *ParentResultsRequest) Reset() {
 	*x = ParentResultsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +4155,7 @@ func (x *ParentResultsRequest) String() string {
 func (*ParentResultsRequest) ProtoMessage() {}
 
 func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +4168,7 @@ func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
 func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ParentResultsRequest) GetTaskId() string {
@@ -3850,7 +4209,7 @@ type ParentResult struct {
 
 func (x *ParentResult) Reset() {
 	*x = ParentResult{}
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4221,7 @@ func (x *ParentResult) String() string {
 func (*ParentResult) ProtoMessage() {}
 
 func (x *ParentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4234,7 @@ func (x *ParentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
 func (*ParentResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ParentResult) GetTaskId() string {
@@ -3923,7 +4282,7 @@ type ParentResultsResponse struct {
 
 func (x *ParentResultsResponse) Reset() {
 	*x = ParentResultsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4294,7 @@ func (x *ParentResultsResponse) String() string {
 func (*ParentResultsResponse) ProtoMessage() {}
 
 func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4307,7 @@ func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
 func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ParentResultsResponse) GetParents() []*ParentResult {
@@ -4112,7 +4471,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"@\n" +
 	"\x12UpdateTaskResponse\x12*\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\xd3\x01\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.docket.v1.TaskStateR\x05state\"\x88\x04\n" +
 	"\x15SetQueueLimitsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
@@ -4120,12 +4479,49 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"maxRunning\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
-	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01\x122\n" +
+	"\x13max_running_per_key\x18\x06 \x01(\rH\x03R\x10maxRunningPerKey\x88\x01\x01\x120\n" +
+	"\x05order\x18\a \x01(\x0e2\x15.docket.v1.QueueOrderH\x04R\x05order\x88\x01\x01\x12E\n" +
+	"\x0fper_key_pending\x18\b \x01(\x0e2\x18.docket.v1.PerKeyPendingH\x05R\rperKeyPending\x88\x01\x01\x126\n" +
+	"\x15per_key_pending_depth\x18\t \x01(\rH\x06R\x12perKeyPendingDepth\x88\x01\x01B\x0e\n" +
 	"\f_max_runningB\r\n" +
 	"\v_rate_milliB\b\n" +
-	"\x06_burst\"2\n" +
+	"\x06_burstB\x16\n" +
+	"\x14_max_running_per_keyB\b\n" +
+	"\x06_orderB\x12\n" +
+	"\x10_per_key_pendingB\x18\n" +
+	"\x16_per_key_pending_depth\"2\n" +
 	"\x16SetQueueLimitsResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"\x15\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"\xb2\x01\n" +
+	"\x12SetKeyLimitRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12$\n" +
+	"\vmax_running\x18\x04 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\x1b\n" +
+	"\x06weight\x18\x05 \x01(\rH\x01R\x06weight\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\t\n" +
+	"\a_weight\"/\n" +
+	"\x13SetKeyLimitResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"U\n" +
+	"\x0fListKeysRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x89\x01\n" +
+	"\bKeyStats\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\rR\arunning\x12\x1f\n" +
+	"\vmax_running\x18\x04 \x01(\rR\n" +
+	"maxRunning\x12\x16\n" +
+	"\x06weight\x18\x05 \x01(\rR\x06weight\"\xa4\x01\n" +
+	"\x10ListKeysResponse\x122\n" +
+	"\n" +
+	"by_backlog\x18\x01 \x03(\v2\x13.docket.v1.KeyStatsR\tbyBacklog\x122\n" +
+	"\n" +
+	"by_running\x18\x02 \x03(\v2\x13.docket.v1.KeyStatsR\tbyRunning\x12\x12\n" +
+	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05keyed\x18\x04 \x01(\bR\x05keyed\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -4231,7 +4627,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"last_error\x18\x05 \x01(\tR\tlastError\"o\n" +
 	"\x15ParentResultsResponse\x121\n" +
 	"\aparents\x18\x01 \x03(\v2\x17.docket.v1.ParentResultR\aparents\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\xf2\x0e\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex2\x85\x10\n" +
 	"\x05Queue\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12:\n" +
 	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12I\n" +
@@ -4264,7 +4660,9 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\n" +
 	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse\x12R\n" +
 	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse\x12U\n" +
-	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse2\x86\x06\n" +
+	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse\x12L\n" +
+	"\vSetKeyLimit\x12\x1d.docket.v1.SetKeyLimitRequest\x1a\x1e.docket.v1.SetKeyLimitResponse\x12C\n" +
+	"\bListKeys\x12\x1a.docket.v1.ListKeysRequest\x1a\x1b.docket.v1.ListKeysResponse2\x86\x06\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -4290,7 +4688,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -4336,152 +4734,167 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*UpdateTaskResponse)(nil),         // 41: docket.v1.UpdateTaskResponse
 	(*SetQueueLimitsRequest)(nil),      // 42: docket.v1.SetQueueLimitsRequest
 	(*SetQueueLimitsResponse)(nil),     // 43: docket.v1.SetQueueLimitsResponse
-	(*SnapshotSaveRequest)(nil),        // 44: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 45: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 46: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 47: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 48: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 49: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 50: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 51: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 52: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 53: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 54: docket.v1.Server
-	(*StatusRequest)(nil),              // 55: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 56: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 57: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 58: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 59: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 60: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 61: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 62: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 63: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 64: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 65: docket.v1.LeaveResponse
-	(*ParentResultsRequest)(nil),       // 66: docket.v1.ParentResultsRequest
-	(*ParentResult)(nil),               // 67: docket.v1.ParentResult
-	(*ParentResultsResponse)(nil),      // 68: docket.v1.ParentResultsResponse
-	(*NewTask)(nil),                    // 69: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 70: docket.v1.ItemResult
-	(*Task)(nil),                       // 71: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 72: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 73: docket.v1.Outcome
-	(TaskState)(0),                     // 74: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 75: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 76: docket.v1.RetryPolicy
-	(*PutScheduleRequest)(nil),         // 77: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 78: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 79: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 80: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 81: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 82: docket.v1.RemoveScheduleResponse
+	(*SetKeyLimitRequest)(nil),         // 44: docket.v1.SetKeyLimitRequest
+	(*SetKeyLimitResponse)(nil),        // 45: docket.v1.SetKeyLimitResponse
+	(*ListKeysRequest)(nil),            // 46: docket.v1.ListKeysRequest
+	(*KeyStats)(nil),                   // 47: docket.v1.KeyStats
+	(*ListKeysResponse)(nil),           // 48: docket.v1.ListKeysResponse
+	(*SnapshotSaveRequest)(nil),        // 49: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 50: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 51: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 52: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 53: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 54: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 55: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 56: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 57: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 58: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 59: docket.v1.Server
+	(*StatusRequest)(nil),              // 60: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 61: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 62: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 63: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 64: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 65: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 66: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 67: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 68: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 69: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 70: docket.v1.LeaveResponse
+	(*ParentResultsRequest)(nil),       // 71: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 72: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 73: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 74: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 75: docket.v1.ItemResult
+	(*Task)(nil),                       // 76: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 77: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 78: docket.v1.Outcome
+	(TaskState)(0),                     // 79: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 80: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 81: docket.v1.RetryPolicy
+	(QueueOrder)(0),                    // 82: docket.v1.QueueOrder
+	(PerKeyPending)(0),                 // 83: docket.v1.PerKeyPending
+	(*PutScheduleRequest)(nil),         // 84: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 85: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 86: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 87: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 88: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 89: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	69, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	70, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	71, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	74, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	75, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	76, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
 	2,  // 3: docket.v1.ClaimBatchRequest.items:type_name -> docket.v1.ClaimRequest
 	3,  // 4: docket.v1.ClaimBatchResponse.items:type_name -> docket.v1.ClaimResponse
-	72, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	70, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	73, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	77, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	75, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	78, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	8,  // 8: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	70, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	74, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	74, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	71, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	71, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	75, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	71, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	70, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	74, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	71, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	76, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	74, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	74, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	50, // 22: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	54, // 23: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	57, // 24: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	74, // 25: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	73, // 26: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	67, // 27: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
-	0,  // 28: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 29: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 30: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
-	6,  // 31: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	8,  // 32: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	10, // 33: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	12, // 34: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	14, // 35: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	16, // 36: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	18, // 37: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	20, // 38: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	22, // 39: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	24, // 40: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	26, // 41: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	28, // 42: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	30, // 43: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	32, // 44: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	77, // 45: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	78, // 46: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	79, // 47: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	34, // 48: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	36, // 49: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	38, // 50: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	40, // 51: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	66, // 52: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	42, // 53: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
-	55, // 54: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	58, // 55: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	60, // 56: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	62, // 57: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	64, // 58: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	47, // 59: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	49, // 60: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	52, // 61: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	44, // 62: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	45, // 63: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 64: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 65: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 66: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
-	7,  // 67: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	9,  // 68: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	11, // 69: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	13, // 70: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	15, // 71: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	17, // 72: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	19, // 73: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	21, // 74: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	23, // 75: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	25, // 76: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	27, // 77: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	29, // 78: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	31, // 79: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	33, // 80: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	80, // 81: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	81, // 82: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	82, // 83: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	35, // 84: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	37, // 85: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	39, // 86: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	41, // 87: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	68, // 88: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	43, // 89: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
-	56, // 90: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	59, // 91: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	61, // 92: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	63, // 93: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	65, // 94: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	48, // 95: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	51, // 96: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	53, // 97: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	45, // 98: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	46, // 99: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	64, // [64:100] is the sub-list for method output_type
-	28, // [28:64] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	75, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	79, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	79, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	76, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	76, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	80, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	76, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	75, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	79, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	76, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	81, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	79, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	79, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	82, // 22: docket.v1.SetQueueLimitsRequest.order:type_name -> docket.v1.QueueOrder
+	83, // 23: docket.v1.SetQueueLimitsRequest.per_key_pending:type_name -> docket.v1.PerKeyPending
+	47, // 24: docket.v1.ListKeysResponse.by_backlog:type_name -> docket.v1.KeyStats
+	47, // 25: docket.v1.ListKeysResponse.by_running:type_name -> docket.v1.KeyStats
+	55, // 26: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	59, // 27: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	62, // 28: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	79, // 29: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	78, // 30: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	72, // 31: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 32: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 33: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 34: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
+	6,  // 35: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	8,  // 36: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	10, // 37: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	12, // 38: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	14, // 39: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	16, // 40: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	18, // 41: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	20, // 42: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	22, // 43: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	24, // 44: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	26, // 45: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	28, // 46: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	30, // 47: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	32, // 48: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	84, // 49: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	85, // 50: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	86, // 51: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	34, // 52: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	36, // 53: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	38, // 54: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	40, // 55: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	71, // 56: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	42, // 57: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	44, // 58: docket.v1.Queue.SetKeyLimit:input_type -> docket.v1.SetKeyLimitRequest
+	46, // 59: docket.v1.Queue.ListKeys:input_type -> docket.v1.ListKeysRequest
+	60, // 60: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	63, // 61: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	65, // 62: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	67, // 63: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	69, // 64: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	52, // 65: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	54, // 66: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	57, // 67: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	49, // 68: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	50, // 69: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	1,  // 70: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 71: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 72: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
+	7,  // 73: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	9,  // 74: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	11, // 75: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	13, // 76: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	15, // 77: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	17, // 78: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	19, // 79: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	21, // 80: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	23, // 81: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	25, // 82: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	27, // 83: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	29, // 84: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	31, // 85: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	33, // 86: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	87, // 87: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	88, // 88: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	89, // 89: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	35, // 90: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	37, // 91: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	39, // 92: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	41, // 93: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	73, // 94: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	43, // 95: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	45, // 96: docket.v1.Queue.SetKeyLimit:output_type -> docket.v1.SetKeyLimitResponse
+	48, // 97: docket.v1.Queue.ListKeys:output_type -> docket.v1.ListKeysResponse
+	61, // 98: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	64, // 99: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	66, // 100: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	68, // 101: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	70, // 102: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	53, // 103: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	56, // 104: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	58, // 105: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	50, // 106: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	51, // 107: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	70, // [70:108] is the sub-list for method output_type
+	32, // [32:70] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -4493,13 +4906,14 @@ func file_docketv1_api_proto_init() {
 	file_docketv1_command_proto_init()
 	file_docketv1_schedule_proto_init()
 	file_docketv1_api_proto_msgTypes[42].OneofWrappers = []any{}
+	file_docketv1_api_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -48,6 +48,8 @@ const (
 	Queue_UpdateTask_FullMethodName     = "/docket.v1.Queue/UpdateTask"
 	Queue_ParentResults_FullMethodName  = "/docket.v1.Queue/ParentResults"
 	Queue_SetQueueLimits_FullMethodName = "/docket.v1.Queue/SetQueueLimits"
+	Queue_SetKeyLimit_FullMethodName    = "/docket.v1.Queue/SetKeyLimit"
+	Queue_ListKeys_FullMethodName       = "/docket.v1.Queue/ListKeys"
 )
 
 // QueueClient is the client API for Queue service.
@@ -131,6 +133,12 @@ type QueueClient interface {
 	// or a token is due. Admin over the tenant for a queue; admin over every
 	// tenant for a tenant's own limit. Needs feature level 10.
 	SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequest, opts ...grpc.CallOption) (*SetQueueLimitsResponse, error)
+	// SetKeyLimit overrides one key's per-key limit and fair-order weight.
+	// Admin over the tenant. Needs feature level 16.
+	SetKeyLimit(ctx context.Context, in *SetKeyLimitRequest, opts ...grpc.CallOption) (*SetKeyLimitResponse, error)
+	// ListKeys lists a keyed queue's top keys by backlog and by running.
+	// Reader over the tenant.
+	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
 }
 
 type queueClient struct {
@@ -401,6 +409,26 @@ func (c *queueClient) SetQueueLimits(ctx context.Context, in *SetQueueLimitsRequ
 	return out, nil
 }
 
+func (c *queueClient) SetKeyLimit(ctx context.Context, in *SetKeyLimitRequest, opts ...grpc.CallOption) (*SetKeyLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetKeyLimitResponse)
+	err := c.cc.Invoke(ctx, Queue_SetKeyLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, Queue_ListKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -482,6 +510,12 @@ type QueueServer interface {
 	// or a token is due. Admin over the tenant for a queue; admin over every
 	// tenant for a tenant's own limit. Needs feature level 10.
 	SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error)
+	// SetKeyLimit overrides one key's per-key limit and fair-order weight.
+	// Admin over the tenant. Needs feature level 16.
+	SetKeyLimit(context.Context, *SetKeyLimitRequest) (*SetKeyLimitResponse, error)
+	// ListKeys lists a keyed queue's top keys by backlog and by running.
+	// Reader over the tenant.
+	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -569,6 +603,12 @@ func (UnimplementedQueueServer) ParentResults(context.Context, *ParentResultsReq
 }
 func (UnimplementedQueueServer) SetQueueLimits(context.Context, *SetQueueLimitsRequest) (*SetQueueLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQueueLimits not implemented")
+}
+func (UnimplementedQueueServer) SetKeyLimit(context.Context, *SetKeyLimitRequest) (*SetKeyLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetKeyLimit not implemented")
+}
+func (UnimplementedQueueServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListKeys not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -1059,6 +1099,42 @@ func _Queue_SetQueueLimits_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_SetKeyLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetKeyLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).SetKeyLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_SetKeyLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).SetKeyLimit(ctx, req.(*SetKeyLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queue_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).ListKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_ListKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).ListKeys(ctx, req.(*ListKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1169,6 +1245,14 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetQueueLimits",
 			Handler:    _Queue_SetQueueLimits_Handler,
+		},
+		{
+			MethodName: "SetKeyLimit",
+			Handler:    _Queue_SetKeyLimit_Handler,
+		},
+		{
+			MethodName: "ListKeys",
+			Handler:    _Queue_ListKeys_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -59,6 +59,7 @@ const (
 	CommandType_COMMAND_TYPE_TIME_OUT          CommandType = 23
 	CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS  CommandType = 24
 	CommandType_COMMAND_TYPE_SET_CLUSTER_ID    CommandType = 29
+	CommandType_COMMAND_TYPE_SET_KEY_LIMIT     CommandType = 30
 )
 
 // Enum value maps for CommandType.
@@ -93,6 +94,7 @@ var (
 		23: "COMMAND_TYPE_TIME_OUT",
 		24: "COMMAND_TYPE_SET_QUEUE_LIMITS",
 		29: "COMMAND_TYPE_SET_CLUSTER_ID",
+		30: "COMMAND_TYPE_SET_KEY_LIMIT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -124,6 +126,7 @@ var (
 		"COMMAND_TYPE_TIME_OUT":          23,
 		"COMMAND_TYPE_SET_QUEUE_LIMITS":  24,
 		"COMMAND_TYPE_SET_CLUSTER_ID":    29,
+		"COMMAND_TYPE_SET_KEY_LIMIT":     30,
 	}
 )
 
@@ -231,6 +234,103 @@ func (Code) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_command_proto_rawDescGZIP(), []int{1}
 }
 
+// QueueOrder is the order claims take a queue's pending tasks in.
+type QueueOrder int32
+
+const (
+	QueueOrder_QUEUE_ORDER_FIFO QueueOrder = 0 // priority, then enqueue order
+	QueueOrder_QUEUE_ORDER_FAIR QueueOrder = 1 // priority, then round robin over keys
+)
+
+// Enum value maps for QueueOrder.
+var (
+	QueueOrder_name = map[int32]string{
+		0: "QUEUE_ORDER_FIFO",
+		1: "QUEUE_ORDER_FAIR",
+	}
+	QueueOrder_value = map[string]int32{
+		"QUEUE_ORDER_FIFO": 0,
+		"QUEUE_ORDER_FAIR": 1,
+	}
+)
+
+func (x QueueOrder) Enum() *QueueOrder {
+	p := new(QueueOrder)
+	*p = x
+	return p
+}
+
+func (x QueueOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_command_proto_enumTypes[2].Descriptor()
+}
+
+func (QueueOrder) Type() protoreflect.EnumType {
+	return &file_docketv1_command_proto_enumTypes[2]
+}
+
+func (x QueueOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueOrder.Descriptor instead.
+func (QueueOrder) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{2}
+}
+
+// PerKeyPending is which pending tasks of a key a debounced queue keeps.
+type PerKeyPending int32
+
+const (
+	PerKeyPending_PER_KEY_PENDING_ALL         PerKeyPending = 0
+	PerKeyPending_PER_KEY_PENDING_KEEP_NEWEST PerKeyPending = 1
+	PerKeyPending_PER_KEY_PENDING_KEEP_OLDEST PerKeyPending = 2
+)
+
+// Enum value maps for PerKeyPending.
+var (
+	PerKeyPending_name = map[int32]string{
+		0: "PER_KEY_PENDING_ALL",
+		1: "PER_KEY_PENDING_KEEP_NEWEST",
+		2: "PER_KEY_PENDING_KEEP_OLDEST",
+	}
+	PerKeyPending_value = map[string]int32{
+		"PER_KEY_PENDING_ALL":         0,
+		"PER_KEY_PENDING_KEEP_NEWEST": 1,
+		"PER_KEY_PENDING_KEEP_OLDEST": 2,
+	}
+)
+
+func (x PerKeyPending) Enum() *PerKeyPending {
+	p := new(PerKeyPending)
+	*p = x
+	return p
+}
+
+func (x PerKeyPending) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PerKeyPending) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_command_proto_enumTypes[3].Descriptor()
+}
+
+func (PerKeyPending) Type() protoreflect.EnumType {
+	return &file_docketv1_command_proto_enumTypes[3]
+}
+
+func (x PerKeyPending) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PerKeyPending.Descriptor instead.
+func (PerKeyPending) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{3}
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Type  CommandType            `protobuf:"varint,1,opt,name=type,proto3,enum=docket.v1.CommandType" json:"type,omitempty"`
@@ -265,6 +365,7 @@ type Command struct {
 	//	*Command_TimeOut
 	//	*Command_SetQueueLimits
 	//	*Command_SetClusterId
+	//	*Command_SetKeyLimit
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -573,6 +674,15 @@ func (x *Command) GetSetClusterId() *SetClusterIDCmd {
 	return nil
 }
 
+func (x *Command) GetSetKeyLimit() *SetKeyLimitCmd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetKeyLimit); ok {
+			return x.SetKeyLimit
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -689,6 +799,10 @@ type Command_SetClusterId struct {
 	SetClusterId *SetClusterIDCmd `protobuf:"bytes,38,opt,name=set_cluster_id,json=setClusterId,proto3,oneof"`
 }
 
+type Command_SetKeyLimit struct {
+	SetKeyLimit *SetKeyLimitCmd `protobuf:"bytes,39,opt,name=set_key_limit,json=setKeyLimit,proto3,oneof"`
+}
+
 func (*Command_Enqueue) isCommand_Body() {}
 
 func (*Command_Claim) isCommand_Body() {}
@@ -744,6 +858,8 @@ func (*Command_TimeOut) isCommand_Body() {}
 func (*Command_SetQueueLimits) isCommand_Body() {}
 
 func (*Command_SetClusterId) isCommand_Body() {}
+
+func (*Command_SetKeyLimit) isCommand_Body() {}
 
 // BatchCmd carries the commands of many callers that the leader coalesced
 // into one log entry. Each runs as if it were an entry of its own, in
@@ -826,8 +942,13 @@ type NewTask struct {
 	After           []string            `protobuf:"bytes,130,rep,name=after,proto3" json:"after,omitempty"`
 	AfterIndex      []uint32            `protobuf:"varint,131,rep,packed,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
 	OnParentFailure ParentFailurePolicy `protobuf:"varint,132,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.ParentFailurePolicy" json:"on_parent_failure,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// key is the task's unit of fairness, usually an end customer (feature
+	// level 16): at most 256 bytes. A queue with a per-key limit or the fair
+	// order counts and orders its tasks by key; a task without one is its own
+	// key. Children and cron tasks inherit the key of their template.
+	Key           []byte `protobuf:"bytes,150,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewTask) Reset() {
@@ -963,6 +1084,13 @@ func (x *NewTask) GetOnParentFailure() ParentFailurePolicy {
 		return x.OnParentFailure
 	}
 	return ParentFailurePolicy_PARENT_FAILURE_POLICY_UNSPECIFIED
+}
+
+func (x *NewTask) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
 }
 
 type EnqueueCmd struct {
@@ -2504,9 +2632,20 @@ type QueueConfig struct {
 	// rate_tat is the bucket's moving state (GCRA's theoretical arrival
 	// time, Unix ns): the bucket is full at rate_tat and earlier. Written
 	// by each claim that took tasks from a rate-limited queue.
-	RateTat       int64 `protobuf:"varint,123,opt,name=rate_tat,json=rateTat,proto3" json:"rate_tat,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RateTat int64 `protobuf:"varint,123,opt,name=rate_tat,json=rateTat,proto3" json:"rate_tat,omitempty"`
+	// Fair queues (feature level 16). max_running_per_key: at most this many
+	// tasks of one key RUNNING at once (SetKeyLimit overrides it per key); 0
+	// no limit. order: FIFO, or FAIR (priority first, then the key with the
+	// fewest running tasks per weight, ties to the key served longest ago,
+	// FIFO within a key). per_key_pending with per_key_pending_depth D: a
+	// key keeps at most D pending tasks, the newest or the oldest; the others
+	// end CANCELLED with reason "debounced".
+	MaxRunningPerKey   uint32        `protobuf:"varint,150,opt,name=max_running_per_key,json=maxRunningPerKey,proto3" json:"max_running_per_key,omitempty"`
+	Order              QueueOrder    `protobuf:"varint,151,opt,name=order,proto3,enum=docket.v1.QueueOrder" json:"order,omitempty"`
+	PerKeyPending      PerKeyPending `protobuf:"varint,152,opt,name=per_key_pending,json=perKeyPending,proto3,enum=docket.v1.PerKeyPending" json:"per_key_pending,omitempty"`
+	PerKeyPendingDepth uint32        `protobuf:"varint,153,opt,name=per_key_pending_depth,json=perKeyPendingDepth,proto3" json:"per_key_pending_depth,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *QueueConfig) Reset() {
@@ -2584,6 +2723,34 @@ func (x *QueueConfig) GetBurst() uint32 {
 func (x *QueueConfig) GetRateTat() int64 {
 	if x != nil {
 		return x.RateTat
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetMaxRunningPerKey() uint32 {
+	if x != nil {
+		return x.MaxRunningPerKey
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetOrder() QueueOrder {
+	if x != nil {
+		return x.Order
+	}
+	return QueueOrder_QUEUE_ORDER_FIFO
+}
+
+func (x *QueueConfig) GetPerKeyPending() PerKeyPending {
+	if x != nil {
+		return x.PerKeyPending
+	}
+	return PerKeyPending_PER_KEY_PENDING_ALL
+}
+
+func (x *QueueConfig) GetPerKeyPendingDepth() uint32 {
+	if x != nil {
+		return x.PerKeyPendingDepth
 	}
 	return 0
 }
@@ -3157,14 +3324,19 @@ func (x *UpdateTaskCmd) GetRunAt() int64 {
 // ALREADY_DONE when every given value was already so. Changing the rate or
 // burst refills the bucket.
 type SetQueueLimitsCmd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	MaxRunning    *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
-	RateMilli     *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"`
-	Burst         *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant     string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	MaxRunning *uint32                `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	RateMilli  *uint64                `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3,oneof" json:"rate_milli,omitempty"`
+	Burst      *uint32                `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	// Fair queues (feature level 16); see QueueConfig.
+	MaxRunningPerKey   *uint32        `protobuf:"varint,6,opt,name=max_running_per_key,json=maxRunningPerKey,proto3,oneof" json:"max_running_per_key,omitempty"`
+	Order              *QueueOrder    `protobuf:"varint,7,opt,name=order,proto3,enum=docket.v1.QueueOrder,oneof" json:"order,omitempty"`
+	PerKeyPending      *PerKeyPending `protobuf:"varint,8,opt,name=per_key_pending,json=perKeyPending,proto3,enum=docket.v1.PerKeyPending,oneof" json:"per_key_pending,omitempty"`
+	PerKeyPendingDepth *uint32        `protobuf:"varint,9,opt,name=per_key_pending_depth,json=perKeyPendingDepth,proto3,oneof" json:"per_key_pending_depth,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *SetQueueLimitsCmd) Reset() {
@@ -3232,11 +3404,190 @@ func (x *SetQueueLimitsCmd) GetBurst() uint32 {
 	return 0
 }
 
+func (x *SetQueueLimitsCmd) GetMaxRunningPerKey() uint32 {
+	if x != nil && x.MaxRunningPerKey != nil {
+		return *x.MaxRunningPerKey
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsCmd) GetOrder() QueueOrder {
+	if x != nil && x.Order != nil {
+		return *x.Order
+	}
+	return QueueOrder_QUEUE_ORDER_FIFO
+}
+
+func (x *SetQueueLimitsCmd) GetPerKeyPending() PerKeyPending {
+	if x != nil && x.PerKeyPending != nil {
+		return *x.PerKeyPending
+	}
+	return PerKeyPending_PER_KEY_PENDING_ALL
+}
+
+func (x *SetQueueLimitsCmd) GetPerKeyPendingDepth() uint32 {
+	if x != nil && x.PerKeyPendingDepth != nil {
+		return *x.PerKeyPendingDepth
+	}
+	return 0
+}
+
+// SetKeyLimitCmd overrides the per-key limit and weight of one key of a
+// queue (feature level 16); an absent field keeps its value, 0 clears it.
+// Its item is OK when it changed the key, ALREADY_DONE when it was so.
+type SetKeyLimitCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	MaxRunning    *uint32                `protobuf:"varint,4,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	Weight        *uint32                `protobuf:"varint,5,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetKeyLimitCmd) Reset() {
+	*x = SetKeyLimitCmd{}
+	mi := &file_docketv1_command_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetKeyLimitCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetKeyLimitCmd) ProtoMessage() {}
+
+func (x *SetKeyLimitCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetKeyLimitCmd.ProtoReflect.Descriptor instead.
+func (*SetKeyLimitCmd) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SetKeyLimitCmd) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetKeyLimitCmd) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetKeyLimitCmd) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *SetKeyLimitCmd) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *SetKeyLimitCmd) GetWeight() uint32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+// KeyState is what the FSM stores of one key of a keyed queue, under
+// k/<queue>/<tenant>/<key>: kept while the key has a running task, an
+// override, or pending tasks after a claim, so the fair order's turn
+// survives restarts and snapshots.
+type KeyState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Running       uint32                 `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`                         // tasks of the key RUNNING now
+	LastClaim     uint64                 `protobuf:"varint,2,opt,name=last_claim,json=lastClaim,proto3" json:"last_claim,omitempty"`    // log index of the last claim that took one
+	MaxRunning    uint32                 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // override of max_running_per_key; 0 none
+	Weight        uint32                 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`                           // fair-order weight; 0 means 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyState) Reset() {
+	*x = KeyState{}
+	mi := &file_docketv1_command_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyState) ProtoMessage() {}
+
+func (x *KeyState) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_command_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
+func (*KeyState) Descriptor() ([]byte, []int) {
+	return file_docketv1_command_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *KeyState) GetRunning() uint32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *KeyState) GetLastClaim() uint64 {
+	if x != nil {
+		return x.LastClaim
+	}
+	return 0
+}
+
+func (x *KeyState) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *KeyState) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 var File_docketv1_command_proto protoreflect.FileDescriptor
 
 const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xb5\r\n" +
+	"\x16docketv1/command.proto\x12\tdocket.v1\x1a\x13docketv1/task.proto\x1a\x17docketv1/schedule.proto\"\xf6\r\n" +
 	"\aCommand\x12*\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x16.docket.v1.CommandTypeR\x04type\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x121\n" +
@@ -3270,10 +3621,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"updateTask\x122\n" +
 	"\btime_out\x18  \x01(\v2\x15.docket.v1.TimeOutCmdH\x00R\atimeOut\x12H\n" +
 	"\x10set_queue_limits\x18! \x01(\v2\x1c.docket.v1.SetQueueLimitsCmdH\x00R\x0esetQueueLimits\x12B\n" +
-	"\x0eset_cluster_id\x18& \x01(\v2\x1a.docket.v1.SetClusterIDCmdH\x00R\fsetClusterIdB\x06\n" +
+	"\x0eset_cluster_id\x18& \x01(\v2\x1a.docket.v1.SetClusterIDCmdH\x00R\fsetClusterId\x12?\n" +
+	"\rset_key_limit\x18' \x01(\v2\x19.docket.v1.SetKeyLimitCmdH\x00R\vsetKeyLimitB\x06\n" +
 	"\x04body\":\n" +
 	"\bBatchCmd\x12.\n" +
-	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x8c\x04\n" +
+	"\bcommands\x18\x01 \x03(\v2\x12.docket.v1.CommandR\bcommands\"\x9f\x04\n" +
 	"\aNewTask\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -3291,7 +3643,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x05after\x18\x82\x01 \x03(\tR\x05after\x12 \n" +
 	"\vafter_index\x18\x83\x01 \x03(\rR\n" +
 	"afterIndex\x12K\n" +
-	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\"g\n" +
+	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\x12\x11\n" +
+	"\x03key\x18\x96\x01 \x01(\fR\x03key\"g\n" +
 	"\n" +
 	"EnqueueCmd\x12(\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x12.docket.v1.NewTaskR\x05tasks\x12/\n" +
@@ -3398,7 +3751,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x12SetFeatureLevelCmd\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\rR\x05level\"!\n" +
 	"\x0fSetClusterIDCmd\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xf2\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xc7\x03\n" +
 	"\vQueueConfig\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12-\n" +
 	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12+\n" +
@@ -3408,7 +3761,11 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\n" +
 	"rate_milli\x18y \x01(\x04R\trateMilli\x12\x14\n" +
 	"\x05burst\x18z \x01(\rR\x05burst\x12\x19\n" +
-	"\brate_tat\x18{ \x01(\x03R\arateTat\"Y\n" +
+	"\brate_tat\x18{ \x01(\x03R\arateTat\x12.\n" +
+	"\x13max_running_per_key\x18\x96\x01 \x01(\rR\x10maxRunningPerKey\x12,\n" +
+	"\x05order\x18\x97\x01 \x01(\x0e2\x15.docket.v1.QueueOrderR\x05order\x12A\n" +
+	"\x0fper_key_pending\x18\x98\x01 \x01(\x0e2\x18.docket.v1.PerKeyPendingR\rperKeyPending\x122\n" +
+	"\x15per_key_pending_depth\x18\x99\x01 \x01(\rR\x12perKeyPendingDepth\"Y\n" +
 	"\x11SetQueuePausedCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -3446,7 +3803,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12!\n" +
 	"\fhas_priority\x18\x03 \x01(\bR\vhasPriority\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\rR\bpriority\x12\x15\n" +
-	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"\xcf\x01\n" +
+	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\"\x84\x04\n" +
 	"\x11SetQueueLimitsCmd\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12$\n" +
@@ -3454,10 +3811,34 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"maxRunning\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"rate_milli\x18\x04 \x01(\x04H\x01R\trateMilli\x88\x01\x01\x12\x19\n" +
-	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01B\x0e\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01\x122\n" +
+	"\x13max_running_per_key\x18\x06 \x01(\rH\x03R\x10maxRunningPerKey\x88\x01\x01\x120\n" +
+	"\x05order\x18\a \x01(\x0e2\x15.docket.v1.QueueOrderH\x04R\x05order\x88\x01\x01\x12E\n" +
+	"\x0fper_key_pending\x18\b \x01(\x0e2\x18.docket.v1.PerKeyPendingH\x05R\rperKeyPending\x88\x01\x01\x126\n" +
+	"\x15per_key_pending_depth\x18\t \x01(\rH\x06R\x12perKeyPendingDepth\x88\x01\x01B\x0e\n" +
 	"\f_max_runningB\r\n" +
 	"\v_rate_milliB\b\n" +
-	"\x06_burst*\xd7\x06\n" +
+	"\x06_burstB\x16\n" +
+	"\x14_max_running_per_keyB\b\n" +
+	"\x06_orderB\x12\n" +
+	"\x10_per_key_pendingB\x18\n" +
+	"\x16_per_key_pending_depth\"\xae\x01\n" +
+	"\x0eSetKeyLimitCmd\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12$\n" +
+	"\vmax_running\x18\x04 \x01(\rH\x00R\n" +
+	"maxRunning\x88\x01\x01\x12\x1b\n" +
+	"\x06weight\x18\x05 \x01(\rH\x01R\x06weight\x88\x01\x01B\x0e\n" +
+	"\f_max_runningB\t\n" +
+	"\a_weight\"|\n" +
+	"\bKeyState\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\rR\arunning\x12\x1d\n" +
+	"\n" +
+	"last_claim\x18\x02 \x01(\x04R\tlastClaim\x12\x1f\n" +
+	"\vmax_running\x18\x03 \x01(\rR\n" +
+	"maxRunning\x12\x16\n" +
+	"\x06weight\x18\x04 \x01(\rR\x06weight*\xf7\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -3488,7 +3869,8 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x18COMMAND_TYPE_UPDATE_TASK\x10\x1c\x12\x19\n" +
 	"\x15COMMAND_TYPE_TIME_OUT\x10\x17\x12!\n" +
 	"\x1dCOMMAND_TYPE_SET_QUEUE_LIMITS\x10\x18\x12\x1f\n" +
-	"\x1bCOMMAND_TYPE_SET_CLUSTER_ID\x10\x1d*\xde\x01\n" +
+	"\x1bCOMMAND_TYPE_SET_CLUSTER_ID\x10\x1d\x12\x1e\n" +
+	"\x1aCOMMAND_TYPE_SET_KEY_LIMIT\x10\x1e*\xde\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -3499,7 +3881,15 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\a\x12\x12\n" +
 	"\x0eCODE_TIMED_OUT\x10n\x12\x12\n" +
-	"\x0eCODE_CANCELLED\x10oB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0eCODE_CANCELLED\x10o*8\n" +
+	"\n" +
+	"QueueOrder\x12\x14\n" +
+	"\x10QUEUE_ORDER_FIFO\x10\x00\x12\x14\n" +
+	"\x10QUEUE_ORDER_FAIR\x10\x01*j\n" +
+	"\rPerKeyPending\x12\x17\n" +
+	"\x13PER_KEY_PENDING_ALL\x10\x00\x12\x1f\n" +
+	"\x1bPER_KEY_PENDING_KEEP_NEWEST\x10\x01\x12\x1f\n" +
+	"\x1bPER_KEY_PENDING_KEEP_OLDEST\x10\x02B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once
@@ -3513,111 +3903,120 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 	return file_docketv1_command_proto_rawDescData
 }
 
-var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
-	(*Command)(nil),            // 2: docket.v1.Command
-	(*BatchCmd)(nil),           // 3: docket.v1.BatchCmd
-	(*NewTask)(nil),            // 4: docket.v1.NewTask
-	(*EnqueueCmd)(nil),         // 5: docket.v1.EnqueueCmd
-	(*TenantLimits)(nil),       // 6: docket.v1.TenantLimits
-	(*ClaimCmd)(nil),           // 7: docket.v1.ClaimCmd
-	(*HeartbeatItem)(nil),      // 8: docket.v1.HeartbeatItem
-	(*HeartbeatCmd)(nil),       // 9: docket.v1.HeartbeatCmd
-	(*SubmitCmd)(nil),          // 10: docket.v1.SubmitCmd
-	(*NackCmd)(nil),            // 11: docket.v1.NackCmd
-	(*CancelCmd)(nil),          // 12: docket.v1.CancelCmd
-	(*ReapItem)(nil),           // 13: docket.v1.ReapItem
-	(*ReapCmd)(nil),            // 14: docket.v1.ReapCmd
-	(*ReleaseCmd)(nil),         // 15: docket.v1.ReleaseCmd
-	(*TimeOutCmd)(nil),         // 16: docket.v1.TimeOutCmd
-	(*PromoteDelayedCmd)(nil),  // 17: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),           // 18: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),     // 19: docket.v1.RequeueDeadCmd
-	(*CheckCmd)(nil),           // 20: docket.v1.CheckCmd
-	(*CheckResultCmd)(nil),     // 21: docket.v1.CheckResultCmd
-	(*Token)(nil),              // 22: docket.v1.Token
-	(*CreateTokenCmd)(nil),     // 23: docket.v1.CreateTokenCmd
-	(*RevokeTokenCmd)(nil),     // 24: docket.v1.RevokeTokenCmd
-	(*ItemResult)(nil),         // 25: docket.v1.ItemResult
-	(*CommandResult)(nil),      // 26: docket.v1.CommandResult
-	(*SetFeatureLevelCmd)(nil), // 27: docket.v1.SetFeatureLevelCmd
-	(*SetClusterIDCmd)(nil),    // 28: docket.v1.SetClusterIDCmd
-	(*QueueConfig)(nil),        // 29: docket.v1.QueueConfig
-	(*SetQueuePausedCmd)(nil),  // 30: docket.v1.SetQueuePausedCmd
-	(*PurgeQueueCmd)(nil),      // 31: docket.v1.PurgeQueueCmd
-	(*PutScheduleCmd)(nil),     // 32: docket.v1.PutScheduleCmd
-	(*RemoveScheduleCmd)(nil),  // 33: docket.v1.RemoveScheduleCmd
-	(*FireScheduleCmd)(nil),    // 34: docket.v1.FireScheduleCmd
-	(*SetQueueRetryCmd)(nil),   // 35: docket.v1.SetQueueRetryCmd
-	(*SnoozeCmd)(nil),          // 36: docket.v1.SnoozeCmd
-	(*UpdateTaskCmd)(nil),      // 37: docket.v1.UpdateTaskCmd
-	(*SetQueueLimitsCmd)(nil),  // 38: docket.v1.SetQueueLimitsCmd
-	(*RetryPolicy)(nil),        // 39: docket.v1.RetryPolicy
-	(ParentFailurePolicy)(0),   // 40: docket.v1.ParentFailurePolicy
-	(Outcome)(0),               // 41: docket.v1.Outcome
-	(TaskState)(0),             // 42: docket.v1.TaskState
-	(*Task)(nil),               // 43: docket.v1.Task
-	(*Schedule)(nil),           // 44: docket.v1.Schedule
+	(QueueOrder)(0),            // 2: docket.v1.QueueOrder
+	(PerKeyPending)(0),         // 3: docket.v1.PerKeyPending
+	(*Command)(nil),            // 4: docket.v1.Command
+	(*BatchCmd)(nil),           // 5: docket.v1.BatchCmd
+	(*NewTask)(nil),            // 6: docket.v1.NewTask
+	(*EnqueueCmd)(nil),         // 7: docket.v1.EnqueueCmd
+	(*TenantLimits)(nil),       // 8: docket.v1.TenantLimits
+	(*ClaimCmd)(nil),           // 9: docket.v1.ClaimCmd
+	(*HeartbeatItem)(nil),      // 10: docket.v1.HeartbeatItem
+	(*HeartbeatCmd)(nil),       // 11: docket.v1.HeartbeatCmd
+	(*SubmitCmd)(nil),          // 12: docket.v1.SubmitCmd
+	(*NackCmd)(nil),            // 13: docket.v1.NackCmd
+	(*CancelCmd)(nil),          // 14: docket.v1.CancelCmd
+	(*ReapItem)(nil),           // 15: docket.v1.ReapItem
+	(*ReapCmd)(nil),            // 16: docket.v1.ReapCmd
+	(*ReleaseCmd)(nil),         // 17: docket.v1.ReleaseCmd
+	(*TimeOutCmd)(nil),         // 18: docket.v1.TimeOutCmd
+	(*PromoteDelayedCmd)(nil),  // 19: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),           // 20: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),     // 21: docket.v1.RequeueDeadCmd
+	(*CheckCmd)(nil),           // 22: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),     // 23: docket.v1.CheckResultCmd
+	(*Token)(nil),              // 24: docket.v1.Token
+	(*CreateTokenCmd)(nil),     // 25: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),     // 26: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),         // 27: docket.v1.ItemResult
+	(*CommandResult)(nil),      // 28: docket.v1.CommandResult
+	(*SetFeatureLevelCmd)(nil), // 29: docket.v1.SetFeatureLevelCmd
+	(*SetClusterIDCmd)(nil),    // 30: docket.v1.SetClusterIDCmd
+	(*QueueConfig)(nil),        // 31: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 32: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 33: docket.v1.PurgeQueueCmd
+	(*PutScheduleCmd)(nil),     // 34: docket.v1.PutScheduleCmd
+	(*RemoveScheduleCmd)(nil),  // 35: docket.v1.RemoveScheduleCmd
+	(*FireScheduleCmd)(nil),    // 36: docket.v1.FireScheduleCmd
+	(*SetQueueRetryCmd)(nil),   // 37: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 38: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 39: docket.v1.UpdateTaskCmd
+	(*SetQueueLimitsCmd)(nil),  // 40: docket.v1.SetQueueLimitsCmd
+	(*SetKeyLimitCmd)(nil),     // 41: docket.v1.SetKeyLimitCmd
+	(*KeyState)(nil),           // 42: docket.v1.KeyState
+	(*RetryPolicy)(nil),        // 43: docket.v1.RetryPolicy
+	(ParentFailurePolicy)(0),   // 44: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 45: docket.v1.Outcome
+	(TaskState)(0),             // 46: docket.v1.TaskState
+	(*Task)(nil),               // 47: docket.v1.Task
+	(*Schedule)(nil),           // 48: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
-	5,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
-	7,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
-	9,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
-	10, // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
-	11, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
-	12, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
-	14, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	17, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	18, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	19, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
-	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	20, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
-	21, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
-	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	23, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
-	24, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
-	27, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	30, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
-	31, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	32, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
-	33, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
-	34, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
-	35, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
-	36, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
-	37, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
-	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
-	38, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
-	28, // 28: docket.v1.Command.set_cluster_id:type_name -> docket.v1.SetClusterIDCmd
-	2,  // 29: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	39, // 30: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	40, // 31: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
-	4,  // 32: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	6,  // 33: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	8,  // 34: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	41, // 35: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	13, // 36: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	13, // 37: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	13, // 38: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
-	22, // 39: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
-	1,  // 40: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	42, // 41: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
-	1,  // 42: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	25, // 43: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	43, // 44: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	26, // 45: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	39, // 46: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	44, // 47: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	6,  // 48: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	39, // 49: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	7,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
+	9,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
+	11, // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
+	12, // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
+	13, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
+	14, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
+	16, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
+	19, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	20, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	21, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	5,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
+	22, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
+	23, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
+	17, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
+	25, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
+	26, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
+	29, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
+	32, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	33, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	34, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
+	35, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
+	36, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
+	37, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	38, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	39, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	18, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
+	40, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
+	30, // 28: docket.v1.Command.set_cluster_id:type_name -> docket.v1.SetClusterIDCmd
+	41, // 29: docket.v1.Command.set_key_limit:type_name -> docket.v1.SetKeyLimitCmd
+	4,  // 30: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	43, // 31: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	44, // 32: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	6,  // 33: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	8,  // 34: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	10, // 35: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	45, // 36: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	15, // 37: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	15, // 38: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	15, // 39: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	24, // 40: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	1,  // 41: docket.v1.ItemResult.code:type_name -> docket.v1.Code
+	46, // 42: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	1,  // 43: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
+	27, // 44: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	47, // 45: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	28, // 46: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	43, // 47: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	2,  // 48: docket.v1.QueueConfig.order:type_name -> docket.v1.QueueOrder
+	3,  // 49: docket.v1.QueueConfig.per_key_pending:type_name -> docket.v1.PerKeyPending
+	48, // 50: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
+	8,  // 51: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	43, // 52: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	2,  // 53: docket.v1.SetQueueLimitsCmd.order:type_name -> docket.v1.QueueOrder
+	3,  // 54: docket.v1.SetQueueLimitsCmd.per_key_pending:type_name -> docket.v1.PerKeyPending
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_command_proto_init() }
@@ -3656,15 +4055,17 @@ func file_docketv1_command_proto_init() {
 		(*Command_TimeOut)(nil),
 		(*Command_SetQueueLimits)(nil),
 		(*Command_SetClusterId)(nil),
+		(*Command_SetKeyLimit)(nil),
 	}
 	file_docketv1_command_proto_msgTypes[36].OneofWrappers = []any{}
+	file_docketv1_command_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   37,
+			NumEnums:      4,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

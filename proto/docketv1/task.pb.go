@@ -346,7 +346,9 @@ type Task struct {
 	Children uint32 `protobuf:"varint,133,opt,name=children,proto3" json:"children,omitempty"`
 	// retry is the task's own backoff (NewTask.retry), kept so that every
 	// failed attempt is delayed by the same policy.
-	Retry         *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *RetryPolicy `protobuf:"bytes,140,opt,name=retry,proto3" json:"retry,omitempty"`
+	// key is the task's unit of fairness (NewTask.key); empty: none.
+	Key           []byte `protobuf:"bytes,150,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -643,6 +645,13 @@ func (x *Task) GetChildren() uint32 {
 func (x *Task) GetRetry() *RetryPolicy {
 	if x != nil {
 		return x.Retry
+	}
+	return nil
+}
+
+func (x *Task) GetKey() []byte {
+	if x != nil {
+		return x.Key
 	}
 	return nil
 }
@@ -1135,7 +1144,7 @@ var File_docketv1_task_proto protoreflect.FileDescriptor
 
 const file_docketv1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x13docketv1/task.proto\x12\tdocket.v1\"\xe9\t\n" +
+	"\x13docketv1/task.proto\x12\tdocket.v1\"\xfc\t\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
@@ -1183,7 +1192,8 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\awaiting\x18\x83\x01 \x01(\rR\awaiting\x12K\n" +
 	"\x11on_parent_failure\x18\x84\x01 \x01(\x0e2\x1e.docket.v1.ParentFailurePolicyR\x0fonParentFailure\x12\x1b\n" +
 	"\bchildren\x18\x85\x01 \x01(\rR\bchildren\x12-\n" +
-	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\"\x84\x01\n" +
+	"\x05retry\x18\x8c\x01 \x01(\v2\x16.docket.v1.RetryPolicyR\x05retry\x12\x11\n" +
+	"\x03key\x18\x96\x01 \x01(\fR\x03key\"\x84\x01\n" +
 	"\vRetryPolicy\x12\x17\n" +
 	"\abase_ns\x18\x01 \x01(\x03R\x06baseNs\x12\x15\n" +
 	"\x06cap_ns\x18\x02 \x01(\x03R\x05capNs\x12\x1e\n" +

@@ -19,7 +19,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { HeartbeatItem, ItemResult, NewTask } from "./command.js";
+import { HeartbeatItem, ItemResult, NewTask, PerKeyPending, QueueOrder } from "./command.js";
 import {
   ListSchedulesRequest,
   ListSchedulesResponse,
@@ -366,12 +366,66 @@ export interface SetQueueLimitsRequest {
     | undefined;
   /** tasks per 1000 seconds */
   rateMilli?: bigint | undefined;
-  burst?: number | undefined;
+  burst?:
+    | number
+    | undefined;
+  /** Fair queues (feature level 16): see QueueConfig in command.proto. */
+  maxRunningPerKey?: number | undefined;
+  order?: QueueOrder | undefined;
+  perKeyPending?: PerKeyPending | undefined;
+  perKeyPendingDepth?: number | undefined;
 }
 
 export interface SetQueueLimitsResponse {
   /** false: every given value was already so */
   changed: boolean;
+}
+
+export interface SetKeyLimitRequest {
+  queue: string;
+  tenant: string;
+  key: Buffer;
+  /** 0 clears the override */
+  maxRunning?:
+    | number
+    | undefined;
+  /** 0 clears it (weight 1) */
+  weight?: number | undefined;
+}
+
+export interface SetKeyLimitResponse {
+  changed: boolean;
+}
+
+export interface ListKeysRequest {
+  queue: string;
+  tenant: string;
+  /** top keys of each list; 0: 20, at most 1000 */
+  limit: number;
+}
+
+/**
+ * KeyStats is one key of a keyed queue. Keyless tasks are their own keys
+ * and are not listed.
+ */
+export interface KeyStats {
+  key: Buffer;
+  pending: bigint;
+  running: number;
+  /** the key's limit: its override, or the queue's */
+  maxRunning: number;
+  weight: number;
+}
+
+export interface ListKeysResponse {
+  /** most pending first */
+  byBacklog: KeyStats[];
+  /** most running first */
+  byRunning: KeyStats[];
+  /** keys with a pending or running task */
+  keys: bigint;
+  /** false: the queue has no per-key rule */
+  keyed: boolean;
 }
 
 export interface SnapshotSaveRequest {
@@ -3601,7 +3655,17 @@ export const UpdateTaskResponse: MessageFns<UpdateTaskResponse> = {
 };
 
 function createBaseSetQueueLimitsRequest(): SetQueueLimitsRequest {
-  return { queue: "", tenant: "", maxRunning: undefined, rateMilli: undefined, burst: undefined };
+  return {
+    queue: "",
+    tenant: "",
+    maxRunning: undefined,
+    rateMilli: undefined,
+    burst: undefined,
+    maxRunningPerKey: undefined,
+    order: undefined,
+    perKeyPending: undefined,
+    perKeyPendingDepth: undefined,
+  };
 }
 
 export const SetQueueLimitsRequest: MessageFns<SetQueueLimitsRequest> = {
@@ -3623,6 +3687,18 @@ export const SetQueueLimitsRequest: MessageFns<SetQueueLimitsRequest> = {
     }
     if (message.burst !== undefined) {
       writer.uint32(40).uint32(message.burst);
+    }
+    if (message.maxRunningPerKey !== undefined) {
+      writer.uint32(48).uint32(message.maxRunningPerKey);
+    }
+    if (message.order !== undefined) {
+      writer.uint32(56).int32(message.order);
+    }
+    if (message.perKeyPending !== undefined) {
+      writer.uint32(64).int32(message.perKeyPending);
+    }
+    if (message.perKeyPendingDepth !== undefined) {
+      writer.uint32(72).uint32(message.perKeyPendingDepth);
     }
     return writer;
   },
@@ -3680,6 +3756,38 @@ export const SetQueueLimitsRequest: MessageFns<SetQueueLimitsRequest> = {
             message.burst = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxRunningPerKey = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.order = reader.int32() as any;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.perKeyPending = reader.int32() as any;
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.perKeyPendingDepth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3704,6 +3812,10 @@ export const SetQueueLimitsRequest: MessageFns<SetQueueLimitsRequest> = {
       ? BigInt(object.rateMilli)
       : undefined;
     message.burst = object.burst ?? undefined;
+    message.maxRunningPerKey = object.maxRunningPerKey ?? undefined;
+    message.order = object.order ?? undefined;
+    message.perKeyPending = object.perKeyPending ?? undefined;
+    message.perKeyPendingDepth = object.perKeyPendingDepth ?? undefined;
     return message;
   },
 };
@@ -3759,6 +3871,443 @@ export const SetQueueLimitsResponse: MessageFns<SetQueueLimitsResponse> = {
   fromPartial(object: DeepPartial<SetQueueLimitsResponse>): SetQueueLimitsResponse {
     const message = createBaseSetQueueLimitsResponse();
     message.changed = object.changed ?? false;
+    return message;
+  },
+};
+
+function createBaseSetKeyLimitRequest(): SetKeyLimitRequest {
+  return { queue: "", tenant: "", key: Buffer.alloc(0), maxRunning: undefined, weight: undefined };
+}
+
+export const SetKeyLimitRequest: MessageFns<SetKeyLimitRequest> = {
+  encode(message: SetKeyLimitRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(18).string(message.tenant);
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(26).bytes(message.key);
+    }
+    if (message.maxRunning !== undefined) {
+      writer.uint32(32).uint32(message.maxRunning);
+    }
+    if (message.weight !== undefined) {
+      writer.uint32(40).uint32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetKeyLimitRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetKeyLimitRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxRunning = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<SetKeyLimitRequest>): SetKeyLimitRequest {
+    return SetKeyLimitRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetKeyLimitRequest>): SetKeyLimitRequest {
+    const message = createBaseSetKeyLimitRequest();
+    message.queue = object.queue ?? "";
+    message.tenant = object.tenant ?? "";
+    message.key = object.key ?? Buffer.alloc(0);
+    message.maxRunning = object.maxRunning ?? undefined;
+    message.weight = object.weight ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSetKeyLimitResponse(): SetKeyLimitResponse {
+  return { changed: false };
+}
+
+export const SetKeyLimitResponse: MessageFns<SetKeyLimitResponse> = {
+  encode(message: SetKeyLimitResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.changed !== false) {
+      writer.uint32(8).bool(message.changed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetKeyLimitResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetKeyLimitResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.changed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<SetKeyLimitResponse>): SetKeyLimitResponse {
+    return SetKeyLimitResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetKeyLimitResponse>): SetKeyLimitResponse {
+    const message = createBaseSetKeyLimitResponse();
+    message.changed = object.changed ?? false;
+    return message;
+  },
+};
+
+function createBaseListKeysRequest(): ListKeysRequest {
+  return { queue: "", tenant: "", limit: 0 };
+}
+
+export const ListKeysRequest: MessageFns<ListKeysRequest> = {
+  encode(message: ListKeysRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(18).string(message.tenant);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListKeysRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListKeysRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ListKeysRequest>): ListKeysRequest {
+    return ListKeysRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListKeysRequest>): ListKeysRequest {
+    const message = createBaseListKeysRequest();
+    message.queue = object.queue ?? "";
+    message.tenant = object.tenant ?? "";
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseKeyStats(): KeyStats {
+  return { key: Buffer.alloc(0), pending: 0n, running: 0, maxRunning: 0, weight: 0 };
+}
+
+export const KeyStats: MessageFns<KeyStats> = {
+  encode(message: KeyStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key.length !== 0) {
+      writer.uint32(10).bytes(message.key);
+    }
+    if (message.pending !== 0n) {
+      if (BigInt.asUintN(64, message.pending) !== message.pending) {
+        throw new globalThis.Error("value provided for field message.pending of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.pending);
+    }
+    if (message.running !== 0) {
+      writer.uint32(24).uint32(message.running);
+    }
+    if (message.maxRunning !== 0) {
+      writer.uint32(32).uint32(message.maxRunning);
+    }
+    if (message.weight !== 0) {
+      writer.uint32(40).uint32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pending = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.running = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxRunning = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<KeyStats>): KeyStats {
+    return KeyStats.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<KeyStats>): KeyStats {
+    const message = createBaseKeyStats();
+    message.key = object.key ?? Buffer.alloc(0);
+    message.pending = (object.pending !== undefined && object.pending !== null) ? BigInt(object.pending) : 0n;
+    message.running = object.running ?? 0;
+    message.maxRunning = object.maxRunning ?? 0;
+    message.weight = object.weight ?? 0;
+    return message;
+  },
+};
+
+function createBaseListKeysResponse(): ListKeysResponse {
+  return { byBacklog: [], byRunning: [], keys: 0n, keyed: false };
+}
+
+export const ListKeysResponse: MessageFns<ListKeysResponse> = {
+  encode(message: ListKeysResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.byBacklog) {
+      KeyStats.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.byRunning) {
+      KeyStats.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.keys !== 0n) {
+      if (BigInt.asUintN(64, message.keys) !== message.keys) {
+        throw new globalThis.Error("value provided for field message.keys of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.keys);
+    }
+    if (message.keyed !== false) {
+      writer.uint32(32).bool(message.keyed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListKeysResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListKeysResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.byBacklog.push(KeyStats.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.byRunning.push(KeyStats.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.keys = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.keyed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ListKeysResponse>): ListKeysResponse {
+    return ListKeysResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListKeysResponse>): ListKeysResponse {
+    const message = createBaseListKeysResponse();
+    message.byBacklog = object.byBacklog?.map((e) => KeyStats.fromPartial(e)) || [];
+    message.byRunning = object.byRunning?.map((e) => KeyStats.fromPartial(e)) || [];
+    message.keys = (object.keys !== undefined && object.keys !== null) ? BigInt(object.keys) : 0n;
+    message.keyed = object.keyed ?? false;
     return message;
   },
 };
@@ -6091,6 +6640,32 @@ export const QueueService = {
       Buffer.from(SetQueueLimitsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetQueueLimitsResponse => SetQueueLimitsResponse.decode(value),
   },
+  /**
+   * SetKeyLimit overrides one key's per-key limit and fair-order weight.
+   * Admin over the tenant. Needs feature level 16.
+   */
+  setKeyLimit: {
+    path: "/docket.v1.Queue/SetKeyLimit" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetKeyLimitRequest): Buffer => Buffer.from(SetKeyLimitRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetKeyLimitRequest => SetKeyLimitRequest.decode(value),
+    responseSerialize: (value: SetKeyLimitResponse): Buffer => Buffer.from(SetKeyLimitResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetKeyLimitResponse => SetKeyLimitResponse.decode(value),
+  },
+  /**
+   * ListKeys lists a keyed queue's top keys by backlog and by running.
+   * Reader over the tenant.
+   */
+  listKeys: {
+    path: "/docket.v1.Queue/ListKeys" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListKeysRequest): Buffer => Buffer.from(ListKeysRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListKeysRequest => ListKeysRequest.decode(value),
+    responseSerialize: (value: ListKeysResponse): Buffer => Buffer.from(ListKeysResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListKeysResponse => ListKeysResponse.decode(value),
+  },
 } as const;
 
 export interface QueueServer extends UntypedServiceImplementation {
@@ -6199,6 +6774,16 @@ export interface QueueServer extends UntypedServiceImplementation {
    * tenant for a tenant's own limit. Needs feature level 10.
    */
   setQueueLimits: handleUnaryCall<SetQueueLimitsRequest, SetQueueLimitsResponse>;
+  /**
+   * SetKeyLimit overrides one key's per-key limit and fair-order weight.
+   * Admin over the tenant. Needs feature level 16.
+   */
+  setKeyLimit: handleUnaryCall<SetKeyLimitRequest, SetKeyLimitResponse>;
+  /**
+   * ListKeys lists a keyed queue's top keys by backlog and by running.
+   * Reader over the tenant.
+   */
+  listKeys: handleUnaryCall<ListKeysRequest, ListKeysResponse>;
 }
 
 export interface QueueClient extends Client {
@@ -6667,6 +7252,44 @@ export interface QueueClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetQueueLimitsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SetKeyLimit overrides one key's per-key limit and fair-order weight.
+   * Admin over the tenant. Needs feature level 16.
+   */
+  setKeyLimit(
+    request: SetKeyLimitRequest,
+    callback: (error: ServiceError | null, response: SetKeyLimitResponse) => void,
+  ): ClientUnaryCall;
+  setKeyLimit(
+    request: SetKeyLimitRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetKeyLimitResponse) => void,
+  ): ClientUnaryCall;
+  setKeyLimit(
+    request: SetKeyLimitRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetKeyLimitResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListKeys lists a keyed queue's top keys by backlog and by running.
+   * Reader over the tenant.
+   */
+  listKeys(
+    request: ListKeysRequest,
+    callback: (error: ServiceError | null, response: ListKeysResponse) => void,
+  ): ClientUnaryCall;
+  listKeys(
+    request: ListKeysRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListKeysResponse) => void,
+  ): ClientUnaryCall;
+  listKeys(
+    request: ListKeysRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListKeysResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -50,6 +50,7 @@ export enum CommandType {
   COMMAND_TYPE_TIME_OUT = 23,
   COMMAND_TYPE_SET_QUEUE_LIMITS = 24,
   COMMAND_TYPE_SET_CLUSTER_ID = 29,
+  COMMAND_TYPE_SET_KEY_LIMIT = 30,
   UNRECOGNIZED = -1,
 }
 
@@ -82,6 +83,23 @@ export enum Code {
    * nothing of the Submit; it will not run again.
    */
   CODE_CANCELLED = 111,
+  UNRECOGNIZED = -1,
+}
+
+/** QueueOrder is the order claims take a queue's pending tasks in. */
+export enum QueueOrder {
+  /** QUEUE_ORDER_FIFO - priority, then enqueue order */
+  QUEUE_ORDER_FIFO = 0,
+  /** QUEUE_ORDER_FAIR - priority, then round robin over keys */
+  QUEUE_ORDER_FAIR = 1,
+  UNRECOGNIZED = -1,
+}
+
+/** PerKeyPending is which pending tasks of a key a debounced queue keeps. */
+export enum PerKeyPending {
+  PER_KEY_PENDING_ALL = 0,
+  PER_KEY_PENDING_KEEP_NEWEST = 1,
+  PER_KEY_PENDING_KEEP_OLDEST = 2,
   UNRECOGNIZED = -1,
 }
 
@@ -118,6 +136,7 @@ export interface Command {
     | { $case: "timeOut"; value: TimeOutCmd }
     | { $case: "setQueueLimits"; value: SetQueueLimitsCmd }
     | { $case: "setClusterId"; value: SetClusterIDCmd }
+    | { $case: "setKeyLimit"; value: SetKeyLimitCmd }
     | undefined;
 }
 
@@ -176,6 +195,13 @@ export interface NewTask {
   after: string[];
   afterIndex: number[];
   onParentFailure: ParentFailurePolicy;
+  /**
+   * key is the task's unit of fairness, usually an end customer (feature
+   * level 16): at most 256 bytes. A queue with a per-key limit or the fair
+   * order counts and orders its tasks by key; a task without one is its own
+   * key. Children and cron tasks inherit the key of their template.
+   */
+  key: Buffer;
 }
 
 export interface EnqueueCmd {
@@ -485,6 +511,19 @@ export interface QueueConfig {
    * by each claim that took tasks from a rate-limited queue.
    */
   rateTat: bigint;
+  /**
+   * Fair queues (feature level 16). max_running_per_key: at most this many
+   * tasks of one key RUNNING at once (SetKeyLimit overrides it per key); 0
+   * no limit. order: FIFO, or FAIR (priority first, then the key with the
+   * fewest running tasks per weight, ties to the key served longest ago,
+   * FIFO within a key). per_key_pending with per_key_pending_depth D: a
+   * key keeps at most D pending tasks, the newest or the oldest; the others
+   * end CANCELLED with reason "debounced".
+   */
+  maxRunningPerKey: number;
+  order: QueueOrder;
+  perKeyPending: PerKeyPending;
+  perKeyPendingDepth: number;
 }
 
 /**
@@ -611,7 +650,44 @@ export interface SetQueueLimitsCmd {
   tenant: string;
   maxRunning?: number | undefined;
   rateMilli?: bigint | undefined;
-  burst?: number | undefined;
+  burst?:
+    | number
+    | undefined;
+  /** Fair queues (feature level 16); see QueueConfig. */
+  maxRunningPerKey?: number | undefined;
+  order?: QueueOrder | undefined;
+  perKeyPending?: PerKeyPending | undefined;
+  perKeyPendingDepth?: number | undefined;
+}
+
+/**
+ * SetKeyLimitCmd overrides the per-key limit and weight of one key of a
+ * queue (feature level 16); an absent field keeps its value, 0 clears it.
+ * Its item is OK when it changed the key, ALREADY_DONE when it was so.
+ */
+export interface SetKeyLimitCmd {
+  queue: string;
+  tenant: string;
+  key: Buffer;
+  maxRunning?: number | undefined;
+  weight?: number | undefined;
+}
+
+/**
+ * KeyState is what the FSM stores of one key of a keyed queue, under
+ * k/<queue>/<tenant>/<key>: kept while the key has a running task, an
+ * override, or pending tasks after a claim, so the fair order's turn
+ * survives restarts and snapshots.
+ */
+export interface KeyState {
+  /** tasks of the key RUNNING now */
+  running: number;
+  /** log index of the last claim that took one */
+  lastClaim: bigint;
+  /** override of max_running_per_key; 0 none */
+  maxRunning: number;
+  /** fair-order weight; 0 means 1 */
+  weight: number;
 }
 
 function createBaseCommand(): Command {
@@ -713,6 +789,9 @@ export const Command: MessageFns<Command> = {
         break;
       case "setClusterId":
         SetClusterIDCmd.encode(message.body.value, writer.uint32(306).fork()).join();
+        break;
+      case "setKeyLimit":
+        SetKeyLimitCmd.encode(message.body.value, writer.uint32(314).fork()).join();
         break;
     }
     return writer;
@@ -971,6 +1050,14 @@ export const Command: MessageFns<Command> = {
             message.body = { $case: "setClusterId", value: SetClusterIDCmd.decode(reader, reader.uint32()) };
             continue;
           }
+          case 39: {
+            if (tag !== 314) {
+              break;
+            }
+
+            message.body = { $case: "setKeyLimit", value: SetKeyLimitCmd.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1159,6 +1246,12 @@ export const Command: MessageFns<Command> = {
         }
         break;
       }
+      case "setKeyLimit": {
+        if (object.body?.value !== undefined && object.body?.value !== null) {
+          message.body = { $case: "setKeyLimit", value: SetKeyLimitCmd.fromPartial(object.body.value) };
+        }
+        break;
+      }
     }
     return message;
   },
@@ -1236,6 +1329,7 @@ function createBaseNewTask(): NewTask {
     after: [],
     afterIndex: [],
     onParentFailure: 0,
+    key: Buffer.alloc(0),
   };
 }
 
@@ -1301,6 +1395,9 @@ export const NewTask: MessageFns<NewTask> = {
     }
     if (message.onParentFailure !== 0) {
       writer.uint32(1056).int32(message.onParentFailure);
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(1202).bytes(message.key);
     }
     return writer;
   },
@@ -1448,6 +1545,14 @@ export const NewTask: MessageFns<NewTask> = {
             message.onParentFailure = reader.int32() as any;
             continue;
           }
+          case 150: {
+            if (tag !== 1202) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1484,6 +1589,7 @@ export const NewTask: MessageFns<NewTask> = {
     message.after = object.after?.map((e) => e) || [];
     message.afterIndex = object.afterIndex?.map((e) => e) || [];
     message.onParentFailure = object.onParentFailure ?? 0;
+    message.key = object.key ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -3468,7 +3574,19 @@ export const SetClusterIDCmd: MessageFns<SetClusterIDCmd> = {
 };
 
 function createBaseQueueConfig(): QueueConfig {
-  return { paused: false, retry: undefined, deadRetentionNs: 0n, maxRunning: 0, rateMilli: 0n, burst: 0, rateTat: 0n };
+  return {
+    paused: false,
+    retry: undefined,
+    deadRetentionNs: 0n,
+    maxRunning: 0,
+    rateMilli: 0n,
+    burst: 0,
+    rateTat: 0n,
+    maxRunningPerKey: 0,
+    order: 0,
+    perKeyPending: 0,
+    perKeyPendingDepth: 0,
+  };
 }
 
 export const QueueConfig: MessageFns<QueueConfig> = {
@@ -3502,6 +3620,18 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         throw new globalThis.Error("value provided for field message.rateTat of type int64 too large");
       }
       writer.uint32(984).int64(message.rateTat);
+    }
+    if (message.maxRunningPerKey !== 0) {
+      writer.uint32(1200).uint32(message.maxRunningPerKey);
+    }
+    if (message.order !== 0) {
+      writer.uint32(1208).int32(message.order);
+    }
+    if (message.perKeyPending !== 0) {
+      writer.uint32(1216).int32(message.perKeyPending);
+    }
+    if (message.perKeyPendingDepth !== 0) {
+      writer.uint32(1224).uint32(message.perKeyPendingDepth);
     }
     return writer;
   },
@@ -3575,6 +3705,38 @@ export const QueueConfig: MessageFns<QueueConfig> = {
             message.rateTat = reader.int64() as bigint;
             continue;
           }
+          case 150: {
+            if (tag !== 1200) {
+              break;
+            }
+
+            message.maxRunningPerKey = reader.uint32();
+            continue;
+          }
+          case 151: {
+            if (tag !== 1208) {
+              break;
+            }
+
+            message.order = reader.int32() as any;
+            continue;
+          }
+          case 152: {
+            if (tag !== 1216) {
+              break;
+            }
+
+            message.perKeyPending = reader.int32() as any;
+            continue;
+          }
+          case 153: {
+            if (tag !== 1224) {
+              break;
+            }
+
+            message.perKeyPendingDepth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3603,6 +3765,10 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.rateMilli = (object.rateMilli !== undefined && object.rateMilli !== null) ? BigInt(object.rateMilli) : 0n;
     message.burst = object.burst ?? 0;
     message.rateTat = (object.rateTat !== undefined && object.rateTat !== null) ? BigInt(object.rateTat) : 0n;
+    message.maxRunningPerKey = object.maxRunningPerKey ?? 0;
+    message.order = object.order ?? 0;
+    message.perKeyPending = object.perKeyPending ?? 0;
+    message.perKeyPendingDepth = object.perKeyPendingDepth ?? 0;
     return message;
   },
 };
@@ -4343,7 +4509,17 @@ export const UpdateTaskCmd: MessageFns<UpdateTaskCmd> = {
 };
 
 function createBaseSetQueueLimitsCmd(): SetQueueLimitsCmd {
-  return { queue: "", tenant: "", maxRunning: undefined, rateMilli: undefined, burst: undefined };
+  return {
+    queue: "",
+    tenant: "",
+    maxRunning: undefined,
+    rateMilli: undefined,
+    burst: undefined,
+    maxRunningPerKey: undefined,
+    order: undefined,
+    perKeyPending: undefined,
+    perKeyPendingDepth: undefined,
+  };
 }
 
 export const SetQueueLimitsCmd: MessageFns<SetQueueLimitsCmd> = {
@@ -4365,6 +4541,18 @@ export const SetQueueLimitsCmd: MessageFns<SetQueueLimitsCmd> = {
     }
     if (message.burst !== undefined) {
       writer.uint32(40).uint32(message.burst);
+    }
+    if (message.maxRunningPerKey !== undefined) {
+      writer.uint32(48).uint32(message.maxRunningPerKey);
+    }
+    if (message.order !== undefined) {
+      writer.uint32(56).int32(message.order);
+    }
+    if (message.perKeyPending !== undefined) {
+      writer.uint32(64).int32(message.perKeyPending);
+    }
+    if (message.perKeyPendingDepth !== undefined) {
+      writer.uint32(72).uint32(message.perKeyPendingDepth);
     }
     return writer;
   },
@@ -4422,6 +4610,38 @@ export const SetQueueLimitsCmd: MessageFns<SetQueueLimitsCmd> = {
             message.burst = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxRunningPerKey = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.order = reader.int32() as any;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.perKeyPending = reader.int32() as any;
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.perKeyPendingDepth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4446,6 +4666,207 @@ export const SetQueueLimitsCmd: MessageFns<SetQueueLimitsCmd> = {
       ? BigInt(object.rateMilli)
       : undefined;
     message.burst = object.burst ?? undefined;
+    message.maxRunningPerKey = object.maxRunningPerKey ?? undefined;
+    message.order = object.order ?? undefined;
+    message.perKeyPending = object.perKeyPending ?? undefined;
+    message.perKeyPendingDepth = object.perKeyPendingDepth ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSetKeyLimitCmd(): SetKeyLimitCmd {
+  return { queue: "", tenant: "", key: Buffer.alloc(0), maxRunning: undefined, weight: undefined };
+}
+
+export const SetKeyLimitCmd: MessageFns<SetKeyLimitCmd> = {
+  encode(message: SetKeyLimitCmd, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(18).string(message.tenant);
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(26).bytes(message.key);
+    }
+    if (message.maxRunning !== undefined) {
+      writer.uint32(32).uint32(message.maxRunning);
+    }
+    if (message.weight !== undefined) {
+      writer.uint32(40).uint32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetKeyLimitCmd {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetKeyLimitCmd();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxRunning = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<SetKeyLimitCmd>): SetKeyLimitCmd {
+    return SetKeyLimitCmd.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetKeyLimitCmd>): SetKeyLimitCmd {
+    const message = createBaseSetKeyLimitCmd();
+    message.queue = object.queue ?? "";
+    message.tenant = object.tenant ?? "";
+    message.key = object.key ?? Buffer.alloc(0);
+    message.maxRunning = object.maxRunning ?? undefined;
+    message.weight = object.weight ?? undefined;
+    return message;
+  },
+};
+
+function createBaseKeyState(): KeyState {
+  return { running: 0, lastClaim: 0n, maxRunning: 0, weight: 0 };
+}
+
+export const KeyState: MessageFns<KeyState> = {
+  encode(message: KeyState, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.running !== 0) {
+      writer.uint32(8).uint32(message.running);
+    }
+    if (message.lastClaim !== 0n) {
+      if (BigInt.asUintN(64, message.lastClaim) !== message.lastClaim) {
+        throw new globalThis.Error("value provided for field message.lastClaim of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.lastClaim);
+    }
+    if (message.maxRunning !== 0) {
+      writer.uint32(24).uint32(message.maxRunning);
+    }
+    if (message.weight !== 0) {
+      writer.uint32(32).uint32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyState {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyState();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.running = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.lastClaim = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.maxRunning = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<KeyState>): KeyState {
+    return KeyState.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<KeyState>): KeyState {
+    const message = createBaseKeyState();
+    message.running = object.running ?? 0;
+    message.lastClaim = (object.lastClaim !== undefined && object.lastClaim !== null) ? BigInt(object.lastClaim) : 0n;
+    message.maxRunning = object.maxRunning ?? 0;
+    message.weight = object.weight ?? 0;
     return message;
   },
 };

@@ -200,7 +200,11 @@ export interface Task {
    * retry is the task's own backoff (NewTask.retry), kept so that every
    * failed attempt is delayed by the same policy.
    */
-  retry: RetryPolicy | undefined;
+  retry:
+    | RetryPolicy
+    | undefined;
+  /** key is the task's unit of fairness (NewTask.key); empty: none. */
+  key: Buffer;
 }
 
 /**
@@ -340,6 +344,7 @@ function createBaseTask(): Task {
     onParentFailure: 0,
     children: 0,
     retry: undefined,
+    key: Buffer.alloc(0),
   };
 }
 
@@ -500,6 +505,9 @@ export const Task: MessageFns<Task> = {
     }
     if (message.retry !== undefined) {
       RetryPolicy.encode(message.retry, writer.uint32(1122).fork()).join();
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(1202).bytes(message.key);
     }
     return writer;
   },
@@ -821,6 +829,14 @@ export const Task: MessageFns<Task> = {
             message.retry = RetryPolicy.decode(reader, reader.uint32());
             continue;
           }
+          case 150: {
+            if (tag !== 1202) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -890,6 +906,7 @@ export const Task: MessageFns<Task> = {
     message.retry = (object.retry !== undefined && object.retry !== null)
       ? RetryPolicy.fromPartial(object.retry)
       : undefined;
+    message.key = object.key ?? Buffer.alloc(0);
     return message;
   },
 };
