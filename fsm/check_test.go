@@ -89,6 +89,13 @@ func readKeyspace(t testing.TB, f *FSM) *keyspace {
 			ks.tokens[string(k)] = string(v)
 		case bytes.HasPrefix(k, storage.DepsPrefix()):
 			ks.deps[string(k)] = bytes.Clone(v)
+		case bytes.HasPrefix(k, []byte("f/")):
+			// A key's record holds something, or it is not stored
+			// (storage.PutKeyState); checkKeyed compares the rest.
+			s := &pb.KeyState{}
+			if err := proto.Unmarshal(v, s); err != nil || proto.Size(s) == 0 {
+				return fmt.Errorf("key state %q: %x is no key state (%v)", k, v, err)
+			}
 		case bytes.HasPrefix(k, storage.QueueConfigPrefix()):
 			// Only a queue with a setting away from the default has a
 			// record (storage.PutQueueConfig).
@@ -194,6 +201,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	checkIdemFilter(t, f)
 	checkClaimView(t, f)
 	checkReadyOrder(t, f)
+	checkKeyed(t, f)
 	ks := readKeyspace(t, f)
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }

@@ -34,6 +34,10 @@ type claimView struct {
 	stale bool
 	// scratch is applied's working map, the apply goroutine's alone.
 	scratch map[QueueRef]queueView
+	// keyed holds, per keyed queue, its pending tasks whose keys are below
+	// their limit (keyed.go): what a claim of it could take. Apply
+	// installs it after each committed batch (setKeyed).
+	keyed map[QueueRef]uint64
 }
 
 // queueView is one queue's entry; a queue with no task counted and the
@@ -85,6 +89,11 @@ func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next in
 	allow, nextToken := allowance(q.cfg, q.running, u, max(now, f.now.Load()), math.MaxInt)
 	if allow == 0 {
 		return 0, false, nextToken
+	}
+	if free, ok := v.keyedFree(ref); ok && q.pending > 0 {
+		// Every key with tasks may be at its limit: a claim would answer
+		// empty, so the long poll waits for a running task to end.
+		return int(min(free, uint64(allow))), false, 0
 	}
 	if q.pending > 0 || q.delayed == 0 {
 		return int(min(q.pending, uint64(allow))), false, 0
@@ -267,6 +276,30 @@ func (v *claimView) applied(tx *txn, db *pebble.DB) error {
 	return nil
 }
 
+// keyedFree is what setKeyed last installed for ref; ok is false for a
+// queue that is not keyed.
+func (v *claimView) keyedFree(ref QueueRef) (uint64, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n, ok := v.keyed[ref]
+	return n, ok
+}
+
+// setKeyed installs every keyed queue's claimable count. It runs on the
+// apply goroutine, with the keyed set's lock held.
+func (v *claimView) setKeyed(s *keyedSet) {
+	if len(s.queues) == 0 && len(v.keyed) == 0 {
+		return
+	}
+	m := make(map[QueueRef]uint64, len(s.queues))
+	for ref, kq := range s.queues {
+		m[ref] = uint64(max(kq.claimable, 0))
+	}
+	v.mu.Lock()
+	v.keyed = m
+	v.mu.Unlock()
+}
+
 func (v *claimView) markStale() {
 	v.mu.Lock()
 	v.stale = true
@@ -283,6 +316,9 @@ func (v *claimView) isStale() bool {
 // for the claim view (write-through: the view never decodes it again).
 func (tx *txn) putConfig(q, tn string, cfg *pb.QueueConfig) error {
 	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+		return err
+	}
+	if err := tx.configChanged(q, tn, cfg); err != nil {
 		return err
 	}
 	if tx.configs == nil {

@@ -43,5 +43,5 @@ func DecodeCommand(data []byte) (*pb.Command, error) {
 
 // knownType: SET_CLUSTER_ID (29) is the highest type this build knows.
 func knownType(t pb.CommandType) bool {
-	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID
+	return t > pb.CommandType_COMMAND_TYPE_UNSPECIFIED && t <= pb.CommandType_COMMAND_TYPE_SET_KEY_LIMIT
 }

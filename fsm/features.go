@@ -77,7 +77,7 @@ const (
 	// LevelFairQueues: SetKeyLimit; a task's key (NewTask.key), and the
 	// per-key fields of SetQueueLimits (max_running_per_key, order,
 	// per_key_pending): keyed queues count and order their tasks by key
-	// (keyed.go) and store each active key under k/.
+	// (keyed.go) and store each active key under f/.
 	LevelFairQueues uint32 = 16
 
 	// FeatureLevel is the highest level this build applies.
@@ -198,6 +198,9 @@ func tooNew(l *raft.Log, have uint32, err error) string {
 func dropUnlatched(cmd *pb.Command, feature uint32) {
 	for _, sub := range cmd.GetBatch().GetCommands() {
 		dropUnlatched(sub, feature)
+	}
+	if sl := cmd.GetSetQueueLimits(); sl != nil && feature < LevelFairQueues {
+		sl.MaxRunningPerKey, sl.Order, sl.PerKeyPending, sl.PerKeyPendingDepth = nil, nil, nil, nil
 	}
 	for _, nt := range cmd.GetEnqueue().GetTasks() {
 		if feature < LevelCancelRunning {

@@ -101,6 +101,9 @@ type FSM struct {
 	idem   *idemFilter    // nil when Options turned it off
 	recent *recentRecords // apply's alone; nil when off or closed
 	ready  *readyOrder    // apply's alone; nil when off or closed
+	// keyed is the per-key state of keyed queues (keyed.go): apply's,
+	// with its own lock for Keys.
+	keyed *keyedSet
 
 	snapBytes atomic.Int64 // size of the last persisted snapshot
 	snapMu    sync.Mutex
@@ -139,7 +142,7 @@ func Open(dir string, opts Options) (*FSM, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &FSM{opts: opts, log: opts.Logger.With("component", "fsm"), snaps: map[*fsmSnapshot]struct{}{},
-		claims: newClaimView()}
+		claims: newClaimView(), keyed: newKeyedSet()}
 	home, err := storage.OpenHome(dir, f.dbOptions())
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
@@ -182,6 +185,15 @@ func (f *FSM) openKeyspace() error {
 		return errors.Join(err, db.Close())
 	}
 	if f.idem, err = f.openIdem(db); err != nil {
+		return errors.Join(err, db.Close())
+	}
+	f.keyed.mu.Lock()
+	err = f.keyed.rebuild(storage.Wrap(db))
+	if err == nil {
+		f.claims.setKeyed(f.keyed)
+	}
+	f.keyed.mu.Unlock()
+	if err != nil {
 		return errors.Join(err, db.Close())
 	}
 	var ready *readyOrder
@@ -361,6 +373,14 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			panic(fmt.Sprintf("docket fsm: rebuild the ready order: %v", err))
 		}
 	}
+	keyed := f.keyed
+	keyed.mu.Lock()
+	defer keyed.mu.Unlock()
+	if keyed.stale {
+		if err := keyed.rebuild(storage.Wrap(db)); err != nil {
+			panic(fmt.Sprintf("docket fsm: rebuild the keyed queues: %v", err))
+		}
+	}
 	b := newApplyBatch(db)
 	// A panic below (an undecodable entry, a failed write) must not leak
 	// the batch: the node's owner may recover and go on. Nor may it leave
@@ -377,11 +397,13 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		if !committed {
 			recent.clear()
 			ready.markStale()
+			keyed.markStale()
 		}
 	}()
 	tx := newTxn(b, f.now.Load())
 	tx.useRecent(recent)
 	tx.ready = ready
+	tx.keyed = keyed
 	tx.feature = f.feature.Load()
 	if idem != nil {
 		idem.begin()
@@ -452,6 +474,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		f.log.Warn("claim view: a delayed head read failed; rebuilding at the next batch", "applied", applied, "err", err)
 		f.claims.markStale()
 	}
+	f.claims.setKeyed(keyed)
 	viewed = true
 	closed = true
 	if err := b.Close(); err != nil {

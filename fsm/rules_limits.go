@@ -33,13 +33,26 @@ func validateSetQueueLimits(c *pb.SetQueueLimitsCmd) error {
 		if c.MaxRunning == nil {
 			return fieldErr("max_running", "give the tenant's concurrency limit (0 clears it)")
 		}
+		if c.MaxRunningPerKey != nil || c.Order != nil || c.PerKeyPending != nil || c.PerKeyPendingDepth != nil {
+			return fieldErr("max_running_per_key", "per-key rules need a queue")
+		}
 		return nil
 	}
 	if err := checkQueue("", c.GetQueue(), c.GetTenant()); err != nil {
 		return err
 	}
-	if c.MaxRunning == nil && c.RateMilli == nil && c.Burst == nil {
+	if c.MaxRunning == nil && c.RateMilli == nil && c.Burst == nil && c.MaxRunningPerKey == nil &&
+		c.Order == nil && c.PerKeyPending == nil && c.PerKeyPendingDepth == nil {
 		return fieldErr("max_running", "give at least one limit (0 clears it)")
+	}
+	if _, ok := pb.QueueOrder_name[int32(c.GetOrder())]; !ok {
+		return fieldErr("order", "unknown order %d", c.GetOrder())
+	}
+	if _, ok := pb.PerKeyPending_name[int32(c.GetPerKeyPending())]; !ok {
+		return fieldErr("per_key_pending", "unknown rule %d", c.GetPerKeyPending())
+	}
+	if c.GetPerKeyPendingDepth() > MaxPerKeyDepth {
+		return fieldErr("per_key_pending_depth", "%d over %d", c.GetPerKeyPendingDepth(), MaxPerKeyDepth)
 	}
 	if c.GetRateMilli() > MaxRateMilli {
 		return fieldErr("rate_milli", "%d over %d (a million tasks a second)", c.GetRateMilli(), MaxRateMilli)
@@ -226,6 +239,18 @@ func (tx *txn) setQueueLimits(c *pb.SetQueueLimitsCmd, res *pb.CommandResult) er
 	}
 	if c.Burst != nil && c.GetBurst() != cfg.GetBurst() {
 		cfg.Burst, rate = c.GetBurst(), true
+	}
+	if c.MaxRunningPerKey != nil && c.GetMaxRunningPerKey() != cfg.GetMaxRunningPerKey() {
+		cfg.MaxRunningPerKey, changed = c.GetMaxRunningPerKey(), true
+	}
+	if c.Order != nil && c.GetOrder() != cfg.GetOrder() {
+		cfg.Order, changed = c.GetOrder(), true
+	}
+	if c.PerKeyPending != nil && c.GetPerKeyPending() != cfg.GetPerKeyPending() {
+		cfg.PerKeyPending, changed = c.GetPerKeyPending(), true
+	}
+	if c.PerKeyPendingDepth != nil && c.GetPerKeyPendingDepth() != cfg.GetPerKeyPendingDepth() {
+		cfg.PerKeyPendingDepth, changed = c.GetPerKeyPendingDepth(), true
 	}
 	if !changed && !rate {
 		res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_ALREADY_DONE})

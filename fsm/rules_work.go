@@ -90,6 +90,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		if tx.feature >= LevelCancelRunning { // an older build drops them
 			t.TimeoutNs, t.RetryOnTimeout = nt.GetTimeoutNs(), nt.GetRetryOnTimeout()
 		}
+		if tx.feature >= LevelFairQueues {
+			t.Key = nt.GetKey()
+		}
 		t.State = pb.TaskState_TASK_STATE_PENDING
 		if t.VisibleAt > tx.now {
 			t.State = pb.TaskState_TASK_STATE_DELAYED
@@ -107,6 +110,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			if refuse != nil {
 				res.Items = append(res.Items, refuse)
 				continue
+			}
+			if err := tx.inheritKey(t, parents); err != nil {
+				return err
 			}
 		}
 		if lim := c.GetLimits(); lim != nil {
@@ -132,6 +138,9 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 			if err := tx.setIdem(ik, t.Id, replaced); err != nil {
 				return err
 			}
+		}
+		if err := tx.debounce(t); err != nil {
+			return err
 		}
 		res.Items = append(res.Items, item(pb.Code_CODE_OK, t.Id, t, ""))
 	}
@@ -167,6 +176,12 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		}
 	}
 	claimed := len(res.Tasks)
+	if kq := tx.keyed.queue(q, tn); kq != nil {
+		if err := tx.claimKeyed(kq, c, res, want); err != nil {
+			return err
+		}
+		return tx.spendTokens(q, tn, cfg, len(res.Tasks)-claimed)
+	}
 	// The answer's byte budget is per claim, so each caller of a Batch has
 	// its own; a claim that reaches it stops, and the rest stays pending.
 	var bud budget
@@ -193,22 +208,9 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 				full, drained = true, false // this task and the ones behind it stay
 				break
 			}
-			err = tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
-				t.Fence = tx.index
-				t.WorkerId = c.GetWorkerId()
-				t.LeaseNs = c.GetLeaseNs()
-				t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
-				t.ClaimedAt = tx.now
-				t.Claims++
-				tx.startDeadline(t)
-				tx.openAttempt(t)
-			})
-			if err != nil {
+			if err := tx.claimOne(t, c); err != nil {
 				return err
 			}
-			// The record is written; the answer goes without the history.
-			// The worker needs none, and past fences are for admins only.
-			t.History = nil
 			m.Head[p] = h.seq + 1 // the claimed key is gone; later ones are larger
 			res.Tasks = append(res.Tasks, t)
 			want--
@@ -225,6 +227,24 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		}
 	}
 	return tx.spendTokens(q, tn, cfg, len(res.Tasks)-claimed)
+}
+
+// claimOne moves a pending task to running under c's claim. The record is
+// written; the answer goes without the history: the worker needs none, and
+// past fences are for admins only.
+func (tx *txn) claimOne(t *pb.Task, c *pb.ClaimCmd) error {
+	err := tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
+		t.Fence = tx.index
+		t.WorkerId = c.GetWorkerId()
+		t.LeaseNs = c.GetLeaseNs()
+		t.LeaseUntil = addTime(tx.now, c.GetLeaseNs())
+		t.ClaimedAt = tx.now
+		t.Claims++
+		tx.startDeadline(t)
+		tx.openAttempt(t)
+	})
+	t.History = nil
+	return err
 }
 
 // heartbeat extends each lease held under exactly its fence and stores the

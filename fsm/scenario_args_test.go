@@ -143,6 +143,7 @@ func (w *scenario) limits(d *datadriven.TestData) *pb.Command {
 	if v, ok := w.arg(d, "burst"); ok {
 		c.Burst = proto.Uint32(uint32(w.uint(v)))
 	}
+	w.perKeyLimits(d, c)
 	return &pb.Command{Type: pb.CommandType_COMMAND_TYPE_SET_QUEUE_LIMITS, Now: w.now,
 		Body: &pb.Command_SetQueueLimits{SetQueueLimits: c}}
 }

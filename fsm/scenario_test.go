@@ -234,6 +234,10 @@ func (w *scenario) run(d *datadriven.TestData) string {
 		out = w.answer(w.cmd(w.retryPolicy(d)), w.names_(d))
 	case "limits":
 		out = w.answer(w.cmd(w.limits(d)), w.names_(d))
+	case "key-limit":
+		out = w.answer(w.cmd(w.keyLimit(d)), w.names_(d))
+	case "keys":
+		out = w.keys(d)
 	case "schedule":
 		out = w.schedule(d)
 	case "token":
@@ -299,7 +303,7 @@ func (w *scenario) enqueue(d *datadriven.TestData) []string {
 		task := &pb.NewTask{Queue: w.strOr(d, "q", "q"), Tenant: w.tenant(d), Payload: []byte(n),
 			IdempotencyKey: w.str(d, "key"), TimeoutNs: int64(w.durArg(d, "timeout")),
 			DelayNs: int64(w.durArg(d, "delay")), RetentionNs: int64(w.durArg(d, "retention")),
-			RetryOnTimeout: d.HasArg("retry-on-timeout")}
+			RetryOnTimeout: d.HasArg("retry-on-timeout"), Key: []byte(w.strOr(d, n+".of", w.str(d, "of")))}
 		if v, ok := w.arg(d, "size"); ok {
 			task.Payload = []byte(strings.Repeat("x", w.uint(v)))
 		}
@@ -409,6 +413,9 @@ func (w *scenario) stateLine(n string) string {
 	}
 	if task.GetPriority() != 0 {
 		add("prio=%d", task.GetPriority())
+	}
+	if k := task.GetKey(); len(k) > 0 {
+		add("of=%s", k)
 	}
 	if task.GetAttempts() != 0 {
 		add("attempts=%d/%d", task.GetAttempts(), task.GetMaxAttempts())

@@ -49,6 +49,12 @@ type txn struct {
 	// and the delayed tasks added and removed per queue. nil until used.
 	configs map[QueueRef]*pb.QueueConfig
 	delayed map[QueueRef]*delayedMoves
+	// keyed is the per-key state of keyed queues (keyed.go); touchedKeys
+	// the keys the command being applied changed, and turnPos the tasks
+	// its entry's claims took from them so far.
+	keyed       *keyedSet
+	touchedKeys []touchedKey
+	turnPos     uint64
 }
 
 type metaEntry struct {
@@ -90,6 +96,9 @@ func (tx *txn) apply(index uint64, cmd *pb.Command) (*pb.CommandResult, error) {
 	if rejected, err := tx.reject(cmd, res); err != nil || rejected {
 		res.Now = tx.now
 		return res, err
+	}
+	if index != tx.index {
+		tx.turnPos = 0
 	}
 	tx.index, tx.base = index, 0
 	if cmd.GetNow() > tx.now {
@@ -184,12 +193,15 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 		err = tx.setQueueLimits(plantLimit(cmd.GetSetQueueLimits()), res)
 	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
 		err = tx.setClusterID(cmd.GetSetClusterId())
+	case pb.CommandType_COMMAND_TYPE_SET_KEY_LIMIT:
+		err = tx.setKeyLimit(cmd.GetSetKeyLimit(), res)
 	default:
 		// Validate already refused unknown types; DecodeCommand stops the
 		// node before it gets here.
 		return fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
 	}
 	if err == nil && cmd.GetType() != pb.CommandType_COMMAND_TYPE_BATCH {
+		tx.settleKeys()
 		err = tx.dropEmptyQueues() // a Batch's commands did, each
 	}
 	if err != nil {
@@ -237,6 +249,9 @@ func (tx *txn) finish(applied uint64) error {
 		if err := storage.PutTenantUsage(tx.b, tn, &tx.tenants[tn].u); err != nil {
 			return fmt.Errorf("tenant %s usage: %w", tn, err)
 		}
+	}
+	if err := tx.writeKeys(); err != nil {
+		return err
 	}
 	if err := storage.SetUint64(tx.b, storage.KeyApplied, applied); err != nil {
 		return err
@@ -331,6 +346,7 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 		tx.delayedOut(t)
 	}
 	tx.ready.remove(t) // before mutate changes its seq, priority or time
+	tx.keyedLeave(t)
 	for _, k := range indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("move %s: %w", t.GetId(), err)
@@ -359,6 +375,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		tx.delayedIn(t)
 	}
 	tx.ready.add(t) // a pending or delayed task; others are not ordered
+	tx.keyedEnter(t, from)
 	var added int64
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
 		added = 1

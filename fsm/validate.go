@@ -233,6 +233,8 @@ func validateAt(cmd *pb.Command, lim Limits, at int64) error {
 		return validateSetQueueLimits(cmd.GetSetQueueLimits())
 	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
 		return checkClusterID(cmd.GetSetClusterId().GetId())
+	case pb.CommandType_COMMAND_TYPE_SET_KEY_LIMIT:
+		return validateSetKeyLimit(cmd.GetSetKeyLimit())
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -299,6 +301,8 @@ func checkBody(cmd *pb.Command) error {
 		ok = cmd.GetSetQueueLimits() != nil
 	case pb.CommandType_COMMAND_TYPE_SET_CLUSTER_ID:
 		ok = cmd.GetSetClusterId() != nil
+	case pb.CommandType_COMMAND_TYPE_SET_KEY_LIMIT:
+		ok = cmd.GetSetKeyLimit() != nil
 	default:
 		return fieldErr("type", "unknown command type %d", cmd.GetType())
 	}
@@ -328,6 +332,9 @@ func validateEnqueue(e *pb.EnqueueCmd, maxP int, at int64) error {
 func validateNewTask(t *pb.NewTask, maxP int, at int64) error {
 	if err := checkQueue("", t.GetQueue(), t.GetTenant()); err != nil {
 		return err
+	}
+	if n := len(t.GetKey()); n > MaxKeyBytes {
+		return fieldErr("key", "%d bytes, over %d", n, MaxKeyBytes)
 	}
 	if len(t.GetPayload()) > maxP {
 		return tooLarge("payload", len(t.GetPayload()), maxP)

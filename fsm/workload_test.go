@@ -112,6 +112,9 @@ func (w *workload) newTask() *pb.NewTask {
 	if w.pct(15) {
 		nt.Retry = &pb.RetryPolicy{BaseNs: int64(time.Second) + w.dur(3*time.Second), Multiplier: 2, JitterPercent: 25}
 	}
+	if w.pct(40) {
+		nt.Key = []byte(fmt.Sprintf("cust-%d", w.rng.IntN(5))) // level 16: keyed queues order by it
+	}
 	if w.pct(25) {
 		// An execution timeout (level 9; ignored before the latch), some
 		// of them retried: TimeOut below ends the claims that pass it.
@@ -295,6 +298,9 @@ func (w *workload) command(t testing.TB, f *FSM, now int64) *pb.Command {
 // already), or purges its waiting tasks or dead letters, a few at a time.
 func (w *workload) queueControl(now int64) *pb.Command {
 	q := w.queue()
+	if w.pct(35) {
+		return w.keyRules(now, q)
+	}
 	if w.pct(60) {
 		return setPausedCmd(now, q.Queue, q.Tenant, w.pct(50))
 	}

@@ -71,6 +71,8 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 			return nil, "", err
 		}
 		s.MaxRunning, s.RateMilli, s.Burst = cfg.GetMaxRunning(), cfg.GetRateMilli(), cfg.GetBurst()
+		s.MaxRunningPerKey, s.Order = cfg.GetMaxRunningPerKey(), cfg.GetOrder()
+		s.PerKeyPending, s.PerKeyPendingDepth = cfg.GetPerKeyPending(), cfg.GetPerKeyPendingDepth()
 		s.OldestPendingAt = 0
 		if s.Pending == 0 {
 			continue

@@ -234,103 +234,6 @@ func (Code) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_command_proto_rawDescGZIP(), []int{1}
 }
 
-// QueueOrder is the order claims take a queue's pending tasks in.
-type QueueOrder int32
-
-const (
-	QueueOrder_QUEUE_ORDER_FIFO QueueOrder = 0 // priority, then enqueue order
-	QueueOrder_QUEUE_ORDER_FAIR QueueOrder = 1 // priority, then round robin over keys
-)
-
-// Enum value maps for QueueOrder.
-var (
-	QueueOrder_name = map[int32]string{
-		0: "QUEUE_ORDER_FIFO",
-		1: "QUEUE_ORDER_FAIR",
-	}
-	QueueOrder_value = map[string]int32{
-		"QUEUE_ORDER_FIFO": 0,
-		"QUEUE_ORDER_FAIR": 1,
-	}
-)
-
-func (x QueueOrder) Enum() *QueueOrder {
-	p := new(QueueOrder)
-	*p = x
-	return p
-}
-
-func (x QueueOrder) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (QueueOrder) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_command_proto_enumTypes[2].Descriptor()
-}
-
-func (QueueOrder) Type() protoreflect.EnumType {
-	return &file_docketv1_command_proto_enumTypes[2]
-}
-
-func (x QueueOrder) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use QueueOrder.Descriptor instead.
-func (QueueOrder) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{2}
-}
-
-// PerKeyPending is which pending tasks of a key a debounced queue keeps.
-type PerKeyPending int32
-
-const (
-	PerKeyPending_PER_KEY_PENDING_ALL         PerKeyPending = 0
-	PerKeyPending_PER_KEY_PENDING_KEEP_NEWEST PerKeyPending = 1
-	PerKeyPending_PER_KEY_PENDING_KEEP_OLDEST PerKeyPending = 2
-)
-
-// Enum value maps for PerKeyPending.
-var (
-	PerKeyPending_name = map[int32]string{
-		0: "PER_KEY_PENDING_ALL",
-		1: "PER_KEY_PENDING_KEEP_NEWEST",
-		2: "PER_KEY_PENDING_KEEP_OLDEST",
-	}
-	PerKeyPending_value = map[string]int32{
-		"PER_KEY_PENDING_ALL":         0,
-		"PER_KEY_PENDING_KEEP_NEWEST": 1,
-		"PER_KEY_PENDING_KEEP_OLDEST": 2,
-	}
-)
-
-func (x PerKeyPending) Enum() *PerKeyPending {
-	p := new(PerKeyPending)
-	*p = x
-	return p
-}
-
-func (x PerKeyPending) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (PerKeyPending) Descriptor() protoreflect.EnumDescriptor {
-	return file_docketv1_command_proto_enumTypes[3].Descriptor()
-}
-
-func (PerKeyPending) Type() protoreflect.EnumType {
-	return &file_docketv1_command_proto_enumTypes[3]
-}
-
-func (x PerKeyPending) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use PerKeyPending.Descriptor instead.
-func (PerKeyPending) EnumDescriptor() ([]byte, []int) {
-	return file_docketv1_command_proto_rawDescGZIP(), []int{3}
-}
-
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Type  CommandType            `protobuf:"varint,1,opt,name=type,proto3,enum=docket.v1.CommandType" json:"type,omitempty"`
@@ -3511,16 +3414,17 @@ func (x *SetKeyLimitCmd) GetWeight() uint32 {
 	return 0
 }
 
-// KeyState is what the FSM stores of one key of a keyed queue, under
-// k/<queue>/<tenant>/<key>: kept while the key has a running task, an
-// override, or pending tasks after a claim, so the fair order's turn
-// survives restarts and snapshots.
+// KeyState is what the FSM stores of one key of a queue, under
+// f/<queue>/<tenant>/<key>: its overrides, and in a keyed queue its turn
+// while it has pending tasks, so the fair order survives restarts and
+// snapshots. A key with none of these has no record.
 type KeyState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Running       uint32                 `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`                         // tasks of the key RUNNING now
-	LastClaim     uint64                 `protobuf:"varint,2,opt,name=last_claim,json=lastClaim,proto3" json:"last_claim,omitempty"`    // log index of the last claim that took one
-	MaxRunning    uint32                 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // override of max_running_per_key; 0 none
-	Weight        uint32                 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`                           // fair-order weight; 0 means 1
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// turn orders the key in the fair order: the position (log index << 16
+	// | item) of the claim that last took one of its tasks.
+	Turn          uint64 `protobuf:"varint,2,opt,name=turn,proto3" json:"turn,omitempty"`
+	MaxRunning    uint32 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // override of max_running_per_key; 0 none
+	Weight        uint32 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`                           // fair-order weight; 0 means 1
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3555,16 +3459,9 @@ func (*KeyState) Descriptor() ([]byte, []int) {
 	return file_docketv1_command_proto_rawDescGZIP(), []int{38}
 }
 
-func (x *KeyState) GetRunning() uint32 {
+func (x *KeyState) GetTurn() uint64 {
 	if x != nil {
-		return x.Running
-	}
-	return 0
-}
-
-func (x *KeyState) GetLastClaim() uint64 {
-	if x != nil {
-		return x.LastClaim
+		return x.Turn
 	}
 	return 0
 }
@@ -3831,14 +3728,12 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"maxRunning\x88\x01\x01\x12\x1b\n" +
 	"\x06weight\x18\x05 \x01(\rH\x01R\x06weight\x88\x01\x01B\x0e\n" +
 	"\f_max_runningB\t\n" +
-	"\a_weight\"|\n" +
-	"\bKeyState\x12\x18\n" +
-	"\arunning\x18\x01 \x01(\rR\arunning\x12\x1d\n" +
-	"\n" +
-	"last_claim\x18\x02 \x01(\x04R\tlastClaim\x12\x1f\n" +
+	"\a_weight\"]\n" +
+	"\bKeyState\x12\x12\n" +
+	"\x04turn\x18\x02 \x01(\x04R\x04turn\x12\x1f\n" +
 	"\vmax_running\x18\x03 \x01(\rR\n" +
 	"maxRunning\x12\x16\n" +
-	"\x06weight\x18\x04 \x01(\rR\x06weight*\xf7\x06\n" +
+	"\x06weight\x18\x04 \x01(\rR\x06weightJ\x04\b\x01\x10\x02*\xf7\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14COMMAND_TYPE_ENQUEUE\x10\x01\x12\x16\n" +
@@ -3881,15 +3776,7 @@ const file_docketv1_command_proto_rawDesc = "" +
 	"\x0eCODE_DUPLICATE\x10\x06\x12\x1b\n" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\a\x12\x12\n" +
 	"\x0eCODE_TIMED_OUT\x10n\x12\x12\n" +
-	"\x0eCODE_CANCELLED\x10o*8\n" +
-	"\n" +
-	"QueueOrder\x12\x14\n" +
-	"\x10QUEUE_ORDER_FIFO\x10\x00\x12\x14\n" +
-	"\x10QUEUE_ORDER_FAIR\x10\x01*j\n" +
-	"\rPerKeyPending\x12\x17\n" +
-	"\x13PER_KEY_PENDING_ALL\x10\x00\x12\x1f\n" +
-	"\x1bPER_KEY_PENDING_KEEP_NEWEST\x10\x01\x12\x1f\n" +
-	"\x1bPER_KEY_PENDING_KEEP_OLDEST\x10\x02B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0eCODE_CANCELLED\x10oB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_command_proto_rawDescOnce sync.Once
@@ -3903,115 +3790,115 @@ func file_docketv1_command_proto_rawDescGZIP() []byte {
 	return file_docketv1_command_proto_rawDescData
 }
 
-var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_docketv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_docketv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_docketv1_command_proto_goTypes = []any{
 	(CommandType)(0),           // 0: docket.v1.CommandType
 	(Code)(0),                  // 1: docket.v1.Code
-	(QueueOrder)(0),            // 2: docket.v1.QueueOrder
-	(PerKeyPending)(0),         // 3: docket.v1.PerKeyPending
-	(*Command)(nil),            // 4: docket.v1.Command
-	(*BatchCmd)(nil),           // 5: docket.v1.BatchCmd
-	(*NewTask)(nil),            // 6: docket.v1.NewTask
-	(*EnqueueCmd)(nil),         // 7: docket.v1.EnqueueCmd
-	(*TenantLimits)(nil),       // 8: docket.v1.TenantLimits
-	(*ClaimCmd)(nil),           // 9: docket.v1.ClaimCmd
-	(*HeartbeatItem)(nil),      // 10: docket.v1.HeartbeatItem
-	(*HeartbeatCmd)(nil),       // 11: docket.v1.HeartbeatCmd
-	(*SubmitCmd)(nil),          // 12: docket.v1.SubmitCmd
-	(*NackCmd)(nil),            // 13: docket.v1.NackCmd
-	(*CancelCmd)(nil),          // 14: docket.v1.CancelCmd
-	(*ReapItem)(nil),           // 15: docket.v1.ReapItem
-	(*ReapCmd)(nil),            // 16: docket.v1.ReapCmd
-	(*ReleaseCmd)(nil),         // 17: docket.v1.ReleaseCmd
-	(*TimeOutCmd)(nil),         // 18: docket.v1.TimeOutCmd
-	(*PromoteDelayedCmd)(nil),  // 19: docket.v1.PromoteDelayedCmd
-	(*PurgeCmd)(nil),           // 20: docket.v1.PurgeCmd
-	(*RequeueDeadCmd)(nil),     // 21: docket.v1.RequeueDeadCmd
-	(*CheckCmd)(nil),           // 22: docket.v1.CheckCmd
-	(*CheckResultCmd)(nil),     // 23: docket.v1.CheckResultCmd
-	(*Token)(nil),              // 24: docket.v1.Token
-	(*CreateTokenCmd)(nil),     // 25: docket.v1.CreateTokenCmd
-	(*RevokeTokenCmd)(nil),     // 26: docket.v1.RevokeTokenCmd
-	(*ItemResult)(nil),         // 27: docket.v1.ItemResult
-	(*CommandResult)(nil),      // 28: docket.v1.CommandResult
-	(*SetFeatureLevelCmd)(nil), // 29: docket.v1.SetFeatureLevelCmd
-	(*SetClusterIDCmd)(nil),    // 30: docket.v1.SetClusterIDCmd
-	(*QueueConfig)(nil),        // 31: docket.v1.QueueConfig
-	(*SetQueuePausedCmd)(nil),  // 32: docket.v1.SetQueuePausedCmd
-	(*PurgeQueueCmd)(nil),      // 33: docket.v1.PurgeQueueCmd
-	(*PutScheduleCmd)(nil),     // 34: docket.v1.PutScheduleCmd
-	(*RemoveScheduleCmd)(nil),  // 35: docket.v1.RemoveScheduleCmd
-	(*FireScheduleCmd)(nil),    // 36: docket.v1.FireScheduleCmd
-	(*SetQueueRetryCmd)(nil),   // 37: docket.v1.SetQueueRetryCmd
-	(*SnoozeCmd)(nil),          // 38: docket.v1.SnoozeCmd
-	(*UpdateTaskCmd)(nil),      // 39: docket.v1.UpdateTaskCmd
-	(*SetQueueLimitsCmd)(nil),  // 40: docket.v1.SetQueueLimitsCmd
-	(*SetKeyLimitCmd)(nil),     // 41: docket.v1.SetKeyLimitCmd
-	(*KeyState)(nil),           // 42: docket.v1.KeyState
-	(*RetryPolicy)(nil),        // 43: docket.v1.RetryPolicy
-	(ParentFailurePolicy)(0),   // 44: docket.v1.ParentFailurePolicy
-	(Outcome)(0),               // 45: docket.v1.Outcome
-	(TaskState)(0),             // 46: docket.v1.TaskState
-	(*Task)(nil),               // 47: docket.v1.Task
+	(*Command)(nil),            // 2: docket.v1.Command
+	(*BatchCmd)(nil),           // 3: docket.v1.BatchCmd
+	(*NewTask)(nil),            // 4: docket.v1.NewTask
+	(*EnqueueCmd)(nil),         // 5: docket.v1.EnqueueCmd
+	(*TenantLimits)(nil),       // 6: docket.v1.TenantLimits
+	(*ClaimCmd)(nil),           // 7: docket.v1.ClaimCmd
+	(*HeartbeatItem)(nil),      // 8: docket.v1.HeartbeatItem
+	(*HeartbeatCmd)(nil),       // 9: docket.v1.HeartbeatCmd
+	(*SubmitCmd)(nil),          // 10: docket.v1.SubmitCmd
+	(*NackCmd)(nil),            // 11: docket.v1.NackCmd
+	(*CancelCmd)(nil),          // 12: docket.v1.CancelCmd
+	(*ReapItem)(nil),           // 13: docket.v1.ReapItem
+	(*ReapCmd)(nil),            // 14: docket.v1.ReapCmd
+	(*ReleaseCmd)(nil),         // 15: docket.v1.ReleaseCmd
+	(*TimeOutCmd)(nil),         // 16: docket.v1.TimeOutCmd
+	(*PromoteDelayedCmd)(nil),  // 17: docket.v1.PromoteDelayedCmd
+	(*PurgeCmd)(nil),           // 18: docket.v1.PurgeCmd
+	(*RequeueDeadCmd)(nil),     // 19: docket.v1.RequeueDeadCmd
+	(*CheckCmd)(nil),           // 20: docket.v1.CheckCmd
+	(*CheckResultCmd)(nil),     // 21: docket.v1.CheckResultCmd
+	(*Token)(nil),              // 22: docket.v1.Token
+	(*CreateTokenCmd)(nil),     // 23: docket.v1.CreateTokenCmd
+	(*RevokeTokenCmd)(nil),     // 24: docket.v1.RevokeTokenCmd
+	(*ItemResult)(nil),         // 25: docket.v1.ItemResult
+	(*CommandResult)(nil),      // 26: docket.v1.CommandResult
+	(*SetFeatureLevelCmd)(nil), // 27: docket.v1.SetFeatureLevelCmd
+	(*SetClusterIDCmd)(nil),    // 28: docket.v1.SetClusterIDCmd
+	(*QueueConfig)(nil),        // 29: docket.v1.QueueConfig
+	(*SetQueuePausedCmd)(nil),  // 30: docket.v1.SetQueuePausedCmd
+	(*PurgeQueueCmd)(nil),      // 31: docket.v1.PurgeQueueCmd
+	(*PutScheduleCmd)(nil),     // 32: docket.v1.PutScheduleCmd
+	(*RemoveScheduleCmd)(nil),  // 33: docket.v1.RemoveScheduleCmd
+	(*FireScheduleCmd)(nil),    // 34: docket.v1.FireScheduleCmd
+	(*SetQueueRetryCmd)(nil),   // 35: docket.v1.SetQueueRetryCmd
+	(*SnoozeCmd)(nil),          // 36: docket.v1.SnoozeCmd
+	(*UpdateTaskCmd)(nil),      // 37: docket.v1.UpdateTaskCmd
+	(*SetQueueLimitsCmd)(nil),  // 38: docket.v1.SetQueueLimitsCmd
+	(*SetKeyLimitCmd)(nil),     // 39: docket.v1.SetKeyLimitCmd
+	(*KeyState)(nil),           // 40: docket.v1.KeyState
+	(*RetryPolicy)(nil),        // 41: docket.v1.RetryPolicy
+	(ParentFailurePolicy)(0),   // 42: docket.v1.ParentFailurePolicy
+	(Outcome)(0),               // 43: docket.v1.Outcome
+	(TaskState)(0),             // 44: docket.v1.TaskState
+	(*Task)(nil),               // 45: docket.v1.Task
+	(QueueOrder)(0),            // 46: docket.v1.QueueOrder
+	(PerKeyPending)(0),         // 47: docket.v1.PerKeyPending
 	(*Schedule)(nil),           // 48: docket.v1.Schedule
 }
 var file_docketv1_command_proto_depIdxs = []int32{
 	0,  // 0: docket.v1.Command.type:type_name -> docket.v1.CommandType
-	7,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
-	9,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
-	11, // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
-	12, // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
-	13, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
-	14, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
-	16, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
-	19, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
-	20, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
-	21, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
-	5,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
-	22, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
-	23, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
-	17, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
-	25, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
-	26, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
-	29, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
-	32, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
-	33, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
-	34, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
-	35, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
-	36, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
-	37, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
-	38, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
-	39, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
-	18, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
-	40, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
-	30, // 28: docket.v1.Command.set_cluster_id:type_name -> docket.v1.SetClusterIDCmd
-	41, // 29: docket.v1.Command.set_key_limit:type_name -> docket.v1.SetKeyLimitCmd
-	4,  // 30: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
-	43, // 31: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
-	44, // 32: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
-	6,  // 33: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
-	8,  // 34: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
-	10, // 35: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
-	45, // 36: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
-	15, // 37: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
-	15, // 38: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
-	15, // 39: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
-	24, // 40: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
+	5,  // 1: docket.v1.Command.enqueue:type_name -> docket.v1.EnqueueCmd
+	7,  // 2: docket.v1.Command.claim:type_name -> docket.v1.ClaimCmd
+	9,  // 3: docket.v1.Command.heartbeat:type_name -> docket.v1.HeartbeatCmd
+	10, // 4: docket.v1.Command.submit:type_name -> docket.v1.SubmitCmd
+	11, // 5: docket.v1.Command.nack:type_name -> docket.v1.NackCmd
+	12, // 6: docket.v1.Command.cancel:type_name -> docket.v1.CancelCmd
+	14, // 7: docket.v1.Command.reap:type_name -> docket.v1.ReapCmd
+	17, // 8: docket.v1.Command.promote_delayed:type_name -> docket.v1.PromoteDelayedCmd
+	18, // 9: docket.v1.Command.purge:type_name -> docket.v1.PurgeCmd
+	19, // 10: docket.v1.Command.requeue_dead:type_name -> docket.v1.RequeueDeadCmd
+	3,  // 11: docket.v1.Command.batch:type_name -> docket.v1.BatchCmd
+	20, // 12: docket.v1.Command.check:type_name -> docket.v1.CheckCmd
+	21, // 13: docket.v1.Command.check_result:type_name -> docket.v1.CheckResultCmd
+	15, // 14: docket.v1.Command.release:type_name -> docket.v1.ReleaseCmd
+	23, // 15: docket.v1.Command.create_token:type_name -> docket.v1.CreateTokenCmd
+	24, // 16: docket.v1.Command.revoke_token:type_name -> docket.v1.RevokeTokenCmd
+	27, // 17: docket.v1.Command.set_feature_level:type_name -> docket.v1.SetFeatureLevelCmd
+	30, // 18: docket.v1.Command.set_queue_paused:type_name -> docket.v1.SetQueuePausedCmd
+	31, // 19: docket.v1.Command.purge_queue:type_name -> docket.v1.PurgeQueueCmd
+	32, // 20: docket.v1.Command.put_schedule:type_name -> docket.v1.PutScheduleCmd
+	33, // 21: docket.v1.Command.remove_schedule:type_name -> docket.v1.RemoveScheduleCmd
+	34, // 22: docket.v1.Command.fire_schedule:type_name -> docket.v1.FireScheduleCmd
+	35, // 23: docket.v1.Command.set_queue_retry:type_name -> docket.v1.SetQueueRetryCmd
+	36, // 24: docket.v1.Command.snooze:type_name -> docket.v1.SnoozeCmd
+	37, // 25: docket.v1.Command.update_task:type_name -> docket.v1.UpdateTaskCmd
+	16, // 26: docket.v1.Command.time_out:type_name -> docket.v1.TimeOutCmd
+	38, // 27: docket.v1.Command.set_queue_limits:type_name -> docket.v1.SetQueueLimitsCmd
+	28, // 28: docket.v1.Command.set_cluster_id:type_name -> docket.v1.SetClusterIDCmd
+	39, // 29: docket.v1.Command.set_key_limit:type_name -> docket.v1.SetKeyLimitCmd
+	2,  // 30: docket.v1.BatchCmd.commands:type_name -> docket.v1.Command
+	41, // 31: docket.v1.NewTask.retry:type_name -> docket.v1.RetryPolicy
+	42, // 32: docket.v1.NewTask.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	4,  // 33: docket.v1.EnqueueCmd.tasks:type_name -> docket.v1.NewTask
+	6,  // 34: docket.v1.EnqueueCmd.limits:type_name -> docket.v1.TenantLimits
+	8,  // 35: docket.v1.HeartbeatCmd.items:type_name -> docket.v1.HeartbeatItem
+	43, // 36: docket.v1.SubmitCmd.outcome:type_name -> docket.v1.Outcome
+	13, // 37: docket.v1.ReapCmd.items:type_name -> docket.v1.ReapItem
+	13, // 38: docket.v1.ReleaseCmd.items:type_name -> docket.v1.ReapItem
+	13, // 39: docket.v1.TimeOutCmd.items:type_name -> docket.v1.ReapItem
+	22, // 40: docket.v1.CreateTokenCmd.token:type_name -> docket.v1.Token
 	1,  // 41: docket.v1.ItemResult.code:type_name -> docket.v1.Code
-	46, // 42: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
+	44, // 42: docket.v1.ItemResult.state:type_name -> docket.v1.TaskState
 	1,  // 43: docket.v1.CommandResult.error_code:type_name -> docket.v1.Code
-	27, // 44: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
-	47, // 45: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
-	28, // 46: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
-	43, // 47: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
-	2,  // 48: docket.v1.QueueConfig.order:type_name -> docket.v1.QueueOrder
-	3,  // 49: docket.v1.QueueConfig.per_key_pending:type_name -> docket.v1.PerKeyPending
+	25, // 44: docket.v1.CommandResult.items:type_name -> docket.v1.ItemResult
+	45, // 45: docket.v1.CommandResult.tasks:type_name -> docket.v1.Task
+	26, // 46: docket.v1.CommandResult.results:type_name -> docket.v1.CommandResult
+	41, // 47: docket.v1.QueueConfig.retry:type_name -> docket.v1.RetryPolicy
+	46, // 48: docket.v1.QueueConfig.order:type_name -> docket.v1.QueueOrder
+	47, // 49: docket.v1.QueueConfig.per_key_pending:type_name -> docket.v1.PerKeyPending
 	48, // 50: docket.v1.PutScheduleCmd.schedule:type_name -> docket.v1.Schedule
-	8,  // 51: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
-	43, // 52: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
-	2,  // 53: docket.v1.SetQueueLimitsCmd.order:type_name -> docket.v1.QueueOrder
-	3,  // 54: docket.v1.SetQueueLimitsCmd.per_key_pending:type_name -> docket.v1.PerKeyPending
+	6,  // 51: docket.v1.FireScheduleCmd.limits:type_name -> docket.v1.TenantLimits
+	41, // 52: docket.v1.SetQueueRetryCmd.retry:type_name -> docket.v1.RetryPolicy
+	46, // 53: docket.v1.SetQueueLimitsCmd.order:type_name -> docket.v1.QueueOrder
+	47, // 54: docket.v1.SetQueueLimitsCmd.per_key_pending:type_name -> docket.v1.PerKeyPending
 	55, // [55:55] is the sub-list for method output_type
 	55, // [55:55] is the sub-list for method input_type
 	55, // [55:55] is the sub-list for extension type_name
@@ -4064,7 +3951,7 @@ func file_docketv1_command_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_command_proto_rawDesc), len(file_docketv1_command_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      2,
 			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -280,6 +280,103 @@ func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_docketv1_task_proto_rawDescGZIP(), []int{3}
 }
 
+// QueueOrder is the order claims take a queue's pending tasks in.
+type QueueOrder int32
+
+const (
+	QueueOrder_QUEUE_ORDER_FIFO QueueOrder = 0 // priority, then enqueue order
+	QueueOrder_QUEUE_ORDER_FAIR QueueOrder = 1 // priority, then round robin over keys
+)
+
+// Enum value maps for QueueOrder.
+var (
+	QueueOrder_name = map[int32]string{
+		0: "QUEUE_ORDER_FIFO",
+		1: "QUEUE_ORDER_FAIR",
+	}
+	QueueOrder_value = map[string]int32{
+		"QUEUE_ORDER_FIFO": 0,
+		"QUEUE_ORDER_FAIR": 1,
+	}
+)
+
+func (x QueueOrder) Enum() *QueueOrder {
+	p := new(QueueOrder)
+	*p = x
+	return p
+}
+
+func (x QueueOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_task_proto_enumTypes[4].Descriptor()
+}
+
+func (QueueOrder) Type() protoreflect.EnumType {
+	return &file_docketv1_task_proto_enumTypes[4]
+}
+
+func (x QueueOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueOrder.Descriptor instead.
+func (QueueOrder) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{4}
+}
+
+// PerKeyPending is which pending tasks of a key a debounced queue keeps.
+type PerKeyPending int32
+
+const (
+	PerKeyPending_PER_KEY_PENDING_ALL         PerKeyPending = 0
+	PerKeyPending_PER_KEY_PENDING_KEEP_NEWEST PerKeyPending = 1
+	PerKeyPending_PER_KEY_PENDING_KEEP_OLDEST PerKeyPending = 2
+)
+
+// Enum value maps for PerKeyPending.
+var (
+	PerKeyPending_name = map[int32]string{
+		0: "PER_KEY_PENDING_ALL",
+		1: "PER_KEY_PENDING_KEEP_NEWEST",
+		2: "PER_KEY_PENDING_KEEP_OLDEST",
+	}
+	PerKeyPending_value = map[string]int32{
+		"PER_KEY_PENDING_ALL":         0,
+		"PER_KEY_PENDING_KEEP_NEWEST": 1,
+		"PER_KEY_PENDING_KEEP_OLDEST": 2,
+	}
+)
+
+func (x PerKeyPending) Enum() *PerKeyPending {
+	p := new(PerKeyPending)
+	*p = x
+	return p
+}
+
+func (x PerKeyPending) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PerKeyPending) Descriptor() protoreflect.EnumDescriptor {
+	return file_docketv1_task_proto_enumTypes[5].Descriptor()
+}
+
+func (PerKeyPending) Type() protoreflect.EnumType {
+	return &file_docketv1_task_proto_enumTypes[5]
+}
+
+func (x PerKeyPending) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PerKeyPending.Descriptor instead.
+func (PerKeyPending) EnumDescriptor() ([]byte, []int) {
+	return file_docketv1_task_proto_rawDescGZIP(), []int{5}
+}
+
 // Task is the one stored record of a task. All times are Unix nanoseconds
 // taken from the leader-stamped command time, never from a local clock.
 type Task struct {
@@ -877,8 +974,14 @@ type QueueStats struct {
 	TokensMilli      uint64 `protobuf:"varint,123,opt,name=tokens_milli,json=tokensMilli,proto3" json:"tokens_milli,omitempty"`
 	TenantMaxRunning uint32 `protobuf:"varint,124,opt,name=tenant_max_running,json=tenantMaxRunning,proto3" json:"tenant_max_running,omitempty"`
 	TenantRunning    uint64 `protobuf:"varint,125,opt,name=tenant_running,json=tenantRunning,proto3" json:"tenant_running,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Fair queues (feature level 16): the queue's per-key rules, as its
+	// configuration holds them (QueueConfig).
+	MaxRunningPerKey   uint32        `protobuf:"varint,150,opt,name=max_running_per_key,json=maxRunningPerKey,proto3" json:"max_running_per_key,omitempty"`
+	Order              QueueOrder    `protobuf:"varint,151,opt,name=order,proto3,enum=docket.v1.QueueOrder" json:"order,omitempty"`
+	PerKeyPending      PerKeyPending `protobuf:"varint,152,opt,name=per_key_pending,json=perKeyPending,proto3,enum=docket.v1.PerKeyPending" json:"per_key_pending,omitempty"`
+	PerKeyPendingDepth uint32        `protobuf:"varint,153,opt,name=per_key_pending_depth,json=perKeyPendingDepth,proto3" json:"per_key_pending_depth,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -1026,6 +1129,34 @@ func (x *QueueStats) GetTenantMaxRunning() uint32 {
 func (x *QueueStats) GetTenantRunning() uint64 {
 	if x != nil {
 		return x.TenantRunning
+	}
+	return 0
+}
+
+func (x *QueueStats) GetMaxRunningPerKey() uint32 {
+	if x != nil {
+		return x.MaxRunningPerKey
+	}
+	return 0
+}
+
+func (x *QueueStats) GetOrder() QueueOrder {
+	if x != nil {
+		return x.Order
+	}
+	return QueueOrder_QUEUE_ORDER_FIFO
+}
+
+func (x *QueueStats) GetPerKeyPending() PerKeyPending {
+	if x != nil {
+		return x.PerKeyPending
+	}
+	return PerKeyPending_PER_KEY_PENDING_ALL
+}
+
+func (x *QueueStats) GetPerKeyPendingDepth() uint32 {
+	if x != nil {
+		return x.PerKeyPendingDepth
 	}
 	return 0
 }
@@ -1214,7 +1345,7 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x12.\n" +
 	"\x13cancel_requested_at\x18n \x01(\x03R\x11cancelRequestedAt\x12\x1f\n" +
 	"\vdeadline_at\x18o \x01(\x03R\n" +
-	"deadlineAt\"\x97\x04\n" +
+	"deadlineAt\"\xec\x05\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
@@ -1236,7 +1367,11 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x05burst\x18z \x01(\rR\x05burst\x12!\n" +
 	"\ftokens_milli\x18{ \x01(\x04R\vtokensMilli\x12,\n" +
 	"\x12tenant_max_running\x18| \x01(\rR\x10tenantMaxRunning\x12%\n" +
-	"\x0etenant_running\x18} \x01(\x04R\rtenantRunning\"\x99\x02\n" +
+	"\x0etenant_running\x18} \x01(\x04R\rtenantRunning\x12.\n" +
+	"\x13max_running_per_key\x18\x96\x01 \x01(\rR\x10maxRunningPerKey\x12,\n" +
+	"\x05order\x18\x97\x01 \x01(\x0e2\x15.docket.v1.QueueOrderR\x05order\x12A\n" +
+	"\x0fper_key_pending\x18\x98\x01 \x01(\x0e2\x18.docket.v1.PerKeyPendingR\rperKeyPending\x122\n" +
+	"\x15per_key_pending_depth\x18\x99\x01 \x01(\rR\x12perKeyPendingDepth\"\x99\x02\n" +
 	"\vQueueTotals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
@@ -1275,7 +1410,15 @@ const file_docketv1_task_proto_rawDesc = "" +
 	"\x18ATTEMPT_OUTCOME_RELEASED\x10\x05\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\x06\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\a\x12\x1b\n" +
-	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\bB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\b*8\n" +
+	"\n" +
+	"QueueOrder\x12\x14\n" +
+	"\x10QUEUE_ORDER_FIFO\x10\x00\x12\x14\n" +
+	"\x10QUEUE_ORDER_FAIR\x10\x01*j\n" +
+	"\rPerKeyPending\x12\x17\n" +
+	"\x13PER_KEY_PENDING_ALL\x10\x00\x12\x1f\n" +
+	"\x1bPER_KEY_PENDING_KEEP_NEWEST\x10\x01\x12\x1f\n" +
+	"\x1bPER_KEY_PENDING_KEEP_OLDEST\x10\x02B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_task_proto_rawDescOnce sync.Once
@@ -1289,32 +1432,36 @@ func file_docketv1_task_proto_rawDescGZIP() []byte {
 	return file_docketv1_task_proto_rawDescData
 }
 
-var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_docketv1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_docketv1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_docketv1_task_proto_goTypes = []any{
 	(TaskState)(0),           // 0: docket.v1.TaskState
 	(ParentFailurePolicy)(0), // 1: docket.v1.ParentFailurePolicy
 	(Outcome)(0),             // 2: docket.v1.Outcome
 	(AttemptOutcome)(0),      // 3: docket.v1.AttemptOutcome
-	(*Task)(nil),             // 4: docket.v1.Task
-	(*RetryPolicy)(nil),      // 5: docket.v1.RetryPolicy
-	(*Attempt)(nil),          // 6: docket.v1.Attempt
-	(*QueueStats)(nil),       // 7: docket.v1.QueueStats
-	(*QueueTotals)(nil),      // 8: docket.v1.QueueTotals
+	(QueueOrder)(0),          // 4: docket.v1.QueueOrder
+	(PerKeyPending)(0),       // 5: docket.v1.PerKeyPending
+	(*Task)(nil),             // 6: docket.v1.Task
+	(*RetryPolicy)(nil),      // 7: docket.v1.RetryPolicy
+	(*Attempt)(nil),          // 8: docket.v1.Attempt
+	(*QueueStats)(nil),       // 9: docket.v1.QueueStats
+	(*QueueTotals)(nil),      // 10: docket.v1.QueueTotals
 }
 var file_docketv1_task_proto_depIdxs = []int32{
-	0, // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
-	2, // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
-	6, // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
-	1, // 3: docket.v1.Task.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
-	5, // 4: docket.v1.Task.retry:type_name -> docket.v1.RetryPolicy
-	3, // 5: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
-	8, // 6: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: docket.v1.Task.state:type_name -> docket.v1.TaskState
+	2,  // 1: docket.v1.Task.outcome:type_name -> docket.v1.Outcome
+	8,  // 2: docket.v1.Task.history:type_name -> docket.v1.Attempt
+	1,  // 3: docket.v1.Task.on_parent_failure:type_name -> docket.v1.ParentFailurePolicy
+	7,  // 4: docket.v1.Task.retry:type_name -> docket.v1.RetryPolicy
+	3,  // 5: docket.v1.Attempt.outcome:type_name -> docket.v1.AttemptOutcome
+	10, // 6: docket.v1.QueueStats.totals:type_name -> docket.v1.QueueTotals
+	4,  // 7: docket.v1.QueueStats.order:type_name -> docket.v1.QueueOrder
+	5,  // 8: docket.v1.QueueStats.per_key_pending:type_name -> docket.v1.PerKeyPending
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_task_proto_init() }
@@ -1327,7 +1474,7 @@ func file_docketv1_task_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_task_proto_rawDesc), len(file_docketv1_task_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      6,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -19,7 +19,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { HeartbeatItem, ItemResult, NewTask, PerKeyPending, QueueOrder } from "./command.js";
+import { HeartbeatItem, ItemResult, NewTask } from "./command.js";
 import {
   ListSchedulesRequest,
   ListSchedulesResponse,
@@ -28,7 +28,7 @@ import {
   RemoveScheduleRequest,
   RemoveScheduleResponse,
 } from "./schedule.js";
-import { Outcome, QueueStats, RetryPolicy, Task, TaskState } from "./task.js";
+import { Outcome, PerKeyPending, QueueOrder, QueueStats, RetryPolicy, Task, TaskState } from "./task.js";
 
 export const protobufPackage = "docket.v1";
 

@@ -4,7 +4,7 @@
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Schedule } from "./schedule.js";
-import { Outcome, ParentFailurePolicy, RetryPolicy, Task, TaskState } from "./task.js";
+import { Outcome, ParentFailurePolicy, PerKeyPending, QueueOrder, RetryPolicy, Task, TaskState } from "./task.js";
 
 export const protobufPackage = "docket.v1";
 
@@ -83,23 +83,6 @@ export enum Code {
    * nothing of the Submit; it will not run again.
    */
   CODE_CANCELLED = 111,
-  UNRECOGNIZED = -1,
-}
-
-/** QueueOrder is the order claims take a queue's pending tasks in. */
-export enum QueueOrder {
-  /** QUEUE_ORDER_FIFO - priority, then enqueue order */
-  QUEUE_ORDER_FIFO = 0,
-  /** QUEUE_ORDER_FAIR - priority, then round robin over keys */
-  QUEUE_ORDER_FAIR = 1,
-  UNRECOGNIZED = -1,
-}
-
-/** PerKeyPending is which pending tasks of a key a debounced queue keeps. */
-export enum PerKeyPending {
-  PER_KEY_PENDING_ALL = 0,
-  PER_KEY_PENDING_KEEP_NEWEST = 1,
-  PER_KEY_PENDING_KEEP_OLDEST = 2,
   UNRECOGNIZED = -1,
 }
 
@@ -674,16 +657,17 @@ export interface SetKeyLimitCmd {
 }
 
 /**
- * KeyState is what the FSM stores of one key of a keyed queue, under
- * k/<queue>/<tenant>/<key>: kept while the key has a running task, an
- * override, or pending tasks after a claim, so the fair order's turn
- * survives restarts and snapshots.
+ * KeyState is what the FSM stores of one key of a queue, under
+ * f/<queue>/<tenant>/<key>: its overrides, and in a keyed queue its turn
+ * while it has pending tasks, so the fair order survives restarts and
+ * snapshots. A key with none of these has no record.
  */
 export interface KeyState {
-  /** tasks of the key RUNNING now */
-  running: number;
-  /** log index of the last claim that took one */
-  lastClaim: bigint;
+  /**
+   * turn orders the key in the fair order: the position (log index << 16
+   * | item) of the claim that last took one of its tasks.
+   */
+  turn: bigint;
   /** override of max_running_per_key; 0 none */
   maxRunning: number;
   /** fair-order weight; 0 means 1 */
@@ -4778,19 +4762,16 @@ export const SetKeyLimitCmd: MessageFns<SetKeyLimitCmd> = {
 };
 
 function createBaseKeyState(): KeyState {
-  return { running: 0, lastClaim: 0n, maxRunning: 0, weight: 0 };
+  return { turn: 0n, maxRunning: 0, weight: 0 };
 }
 
 export const KeyState: MessageFns<KeyState> = {
   encode(message: KeyState, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.running !== 0) {
-      writer.uint32(8).uint32(message.running);
-    }
-    if (message.lastClaim !== 0n) {
-      if (BigInt.asUintN(64, message.lastClaim) !== message.lastClaim) {
-        throw new globalThis.Error("value provided for field message.lastClaim of type uint64 too large");
+    if (message.turn !== 0n) {
+      if (BigInt.asUintN(64, message.turn) !== message.turn) {
+        throw new globalThis.Error("value provided for field message.turn of type uint64 too large");
       }
-      writer.uint32(16).uint64(message.lastClaim);
+      writer.uint32(16).uint64(message.turn);
     }
     if (message.maxRunning !== 0) {
       writer.uint32(24).uint32(message.maxRunning);
@@ -4814,20 +4795,12 @@ export const KeyState: MessageFns<KeyState> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 8) {
-              break;
-            }
-
-            message.running = reader.uint32();
-            continue;
-          }
           case 2: {
             if (tag !== 16) {
               break;
             }
 
-            message.lastClaim = reader.uint64() as bigint;
+            message.turn = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4863,8 +4836,7 @@ export const KeyState: MessageFns<KeyState> = {
   },
   fromPartial(object: DeepPartial<KeyState>): KeyState {
     const message = createBaseKeyState();
-    message.running = object.running ?? 0;
-    message.lastClaim = (object.lastClaim !== undefined && object.lastClaim !== null) ? BigInt(object.lastClaim) : 0n;
+    message.turn = (object.turn !== undefined && object.turn !== null) ? BigInt(object.turn) : 0n;
     message.maxRunning = object.maxRunning ?? 0;
     message.weight = object.weight ?? 0;
     return message;

@@ -105,6 +105,23 @@ export enum AttemptOutcome {
   UNRECOGNIZED = -1,
 }
 
+/** QueueOrder is the order claims take a queue's pending tasks in. */
+export enum QueueOrder {
+  /** QUEUE_ORDER_FIFO - priority, then enqueue order */
+  QUEUE_ORDER_FIFO = 0,
+  /** QUEUE_ORDER_FAIR - priority, then round robin over keys */
+  QUEUE_ORDER_FAIR = 1,
+  UNRECOGNIZED = -1,
+}
+
+/** PerKeyPending is which pending tasks of a key a debounced queue keeps. */
+export enum PerKeyPending {
+  PER_KEY_PENDING_ALL = 0,
+  PER_KEY_PENDING_KEEP_NEWEST = 1,
+  PER_KEY_PENDING_KEEP_OLDEST = 2,
+  UNRECOGNIZED = -1,
+}
+
 /**
  * Task is the one stored record of a task. All times are Unix nanoseconds
  * taken from the leader-stamped command time, never from a local clock.
@@ -284,6 +301,14 @@ export interface QueueStats {
   tokensMilli: bigint;
   tenantMaxRunning: number;
   tenantRunning: bigint;
+  /**
+   * Fair queues (feature level 16): the queue's per-key rules, as its
+   * configuration holds them (QueueConfig).
+   */
+  maxRunningPerKey: number;
+  order: QueueOrder;
+  perKeyPending: PerKeyPending;
+  perKeyPendingDepth: number;
 }
 
 export interface QueueTotals {
@@ -1225,6 +1250,10 @@ function createBaseQueueStats(): QueueStats {
     tokensMilli: 0n,
     tenantMaxRunning: 0,
     tenantRunning: 0n,
+    maxRunningPerKey: 0,
+    order: 0,
+    perKeyPending: 0,
+    perKeyPendingDepth: 0,
   };
 }
 
@@ -1310,6 +1339,18 @@ export const QueueStats: MessageFns<QueueStats> = {
         throw new globalThis.Error("value provided for field message.tenantRunning of type uint64 too large");
       }
       writer.uint32(1000).uint64(message.tenantRunning);
+    }
+    if (message.maxRunningPerKey !== 0) {
+      writer.uint32(1200).uint32(message.maxRunningPerKey);
+    }
+    if (message.order !== 0) {
+      writer.uint32(1208).int32(message.order);
+    }
+    if (message.perKeyPending !== 0) {
+      writer.uint32(1216).int32(message.perKeyPending);
+    }
+    if (message.perKeyPendingDepth !== 0) {
+      writer.uint32(1224).uint32(message.perKeyPendingDepth);
     }
     return writer;
   },
@@ -1463,6 +1504,38 @@ export const QueueStats: MessageFns<QueueStats> = {
             message.tenantRunning = reader.uint64() as bigint;
             continue;
           }
+          case 150: {
+            if (tag !== 1200) {
+              break;
+            }
+
+            message.maxRunningPerKey = reader.uint32();
+            continue;
+          }
+          case 151: {
+            if (tag !== 1208) {
+              break;
+            }
+
+            message.order = reader.int32() as any;
+            continue;
+          }
+          case 152: {
+            if (tag !== 1216) {
+              break;
+            }
+
+            message.perKeyPending = reader.int32() as any;
+            continue;
+          }
+          case 153: {
+            if (tag !== 1224) {
+              break;
+            }
+
+            message.perKeyPendingDepth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1505,6 +1578,10 @@ export const QueueStats: MessageFns<QueueStats> = {
     message.tenantRunning = (object.tenantRunning !== undefined && object.tenantRunning !== null)
       ? BigInt(object.tenantRunning)
       : 0n;
+    message.maxRunningPerKey = object.maxRunningPerKey ?? 0;
+    message.order = object.order ?? 0;
+    message.perKeyPending = object.perKeyPending ?? 0;
+    message.perKeyPendingDepth = object.perKeyPendingDepth ?? 0;
     return message;
   },
 };
