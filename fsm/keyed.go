@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -50,11 +51,15 @@ type keyedQueue struct {
 	perKey   uint32
 	debounce pb.PerKeyPending
 	depth    uint32
-	keys     map[string]*keyState
+	keys     map[string]*keyState // by the key's bytes
+	own      map[string]*keyState // keyless tasks' own keys, by task id
 	active   [MaxPriority + 1]*btree.BTreeG[activeItem]
-	// dirty names the keys whose f/ record may differ from what this
-	// batch found, with the key's bytes: finish writes them.
+	// dirty names the keys whose f/ record may differ from what Pebble
+	// holds, with the key's bytes: finish writes those that do.
 	dirty map[string][]byte
+	// gone are the records of keys forgotten since the last write, which
+	// finish deletes.
+	gone map[string][]byte
 	// claimable counts the pending tasks of keys below their limit, for
 	// the leader's claim admission (claimView.setKeyed).
 	claimable int
@@ -74,6 +79,18 @@ type keyState struct {
 	placed   [MaxPriority + 1]activeItem // its item in active[p] while in[p]
 	in       [MaxPriority + 1]bool
 	free     int // its share of keyedQueue.claimable
+	saved    keyRecord // what its f/ record holds in Pebble (zero: none)
+}
+
+// keyRecord is the content of a key's f/ record (pb.KeyState); the zero
+// value is no record.
+type keyRecord struct {
+	turn          uint64
+	limit, weight uint32
+}
+
+func (r keyRecord) proto() *pb.KeyState {
+	return &pb.KeyState{Turn: r.turn, MaxRunning: r.limit, Weight: r.weight}
 }
 
 type keyItem struct {
@@ -123,7 +140,8 @@ func keyedRules(cfg *pb.QueueConfig) bool {
 func newKeyedSet() *keyedSet { return &keyedSet{queues: map[QueueRef]*keyedQueue{}} }
 
 func newKeyedQueue(cfg *pb.QueueConfig) *keyedQueue {
-	kq := &keyedQueue{keys: map[string]*keyState{}, dirty: map[string][]byte{}}
+	kq := &keyedQueue{keys: map[string]*keyState{}, own: map[string]*keyState{},
+		dirty: map[string][]byte{}, gone: map[string][]byte{}}
 	kq.configure(cfg)
 	return kq
 }
@@ -136,9 +154,7 @@ func (kq *keyedQueue) configure(cfg *pb.QueueConfig) {
 	if kq.active[0] != nil && kq.fair == fair {
 		if perKey != kq.perKey {
 			kq.perKey = perKey
-			for _, ks := range kq.keys {
-				kq.place(ks) // its share of claimable moves with the limit
-			}
+			kq.each(kq.place) // each key's share of claimable moves with the limit
 		}
 		return
 	}
@@ -151,9 +167,19 @@ func (kq *keyedQueue) configure(cfg *pb.QueueConfig) {
 	for p := range kq.active {
 		kq.active[p] = btree.NewG(orderDegree, less)
 	}
-	for _, ks := range kq.keys {
+	kq.each(func(ks *keyState) {
 		ks.in = [MaxPriority + 1]bool{}
 		kq.place(ks)
+	})
+}
+
+// each calls fn with every key, own keys included.
+func (kq *keyedQueue) each(fn func(*keyState)) {
+	for _, ks := range kq.keys {
+		fn(ks)
+	}
+	for _, ks := range kq.own {
+		fn(ks)
 	}
 }
 
@@ -164,22 +190,59 @@ func (s *keyedSet) markStale() {
 	}
 }
 
-// taskKey is the map key of t's key.
-func taskKey(t *pb.Task) string {
+// find is t's key, nil when the queue holds none of it. The lookups
+// convert the key's bytes without allocating.
+func (kq *keyedQueue) find(t *pb.Task) *keyState {
 	if k := t.GetKey(); len(k) > 0 {
-		return "k" + string(k)
+		return kq.keys[string(k)]
 	}
-	return "t" + t.GetId()
+	return kq.own[t.GetId()]
 }
 
-// state is the key named mk, created (with key's bytes) when create is set.
-func (kq *keyedQueue) state(mk string, key []byte, create bool) *keyState {
-	ks := kq.keys[mk]
-	if ks == nil && create {
-		ks = &keyState{key: key, mk: mk}
-		kq.keys[mk] = ks
+// findOrAdd is t's key, created when the queue holds none of it.
+func (kq *keyedQueue) findOrAdd(t *pb.Task) *keyState {
+	if ks := kq.find(t); ks != nil {
+		return ks
+	}
+	if k := t.GetKey(); len(k) > 0 {
+		return kq.named(k)
+	}
+	ks := &keyState{mk: "t" + t.GetId()}
+	kq.own[t.GetId()] = ks
+	return ks
+}
+
+// named is the key with these bytes, created when absent.
+func (kq *keyedQueue) named(key []byte) *keyState {
+	ks := kq.keys[string(key)]
+	if ks == nil {
+		ks = &keyState{key: bytes.Clone(key), mk: "k" + string(key)}
+		kq.keys[string(key)] = ks
 	}
 	return ks
+}
+
+// byMK is the key an order item names.
+func (kq *keyedQueue) byMK(mk string) *keyState {
+	if mk[0] == 'k' {
+		return kq.keys[mk[1:]]
+	}
+	return kq.own[mk[1:]]
+}
+
+// forget drops a key with no task and no override; its record, if Pebble
+// holds one, is deleted at the batch's end.
+func (kq *keyedQueue) forget(ks *keyState) {
+	kq.place(ks) // out of every order
+	if ks.key == nil {
+		delete(kq.own, ks.mk[1:])
+		return
+	}
+	delete(kq.keys, string(ks.key))
+	delete(kq.dirty, ks.mk)
+	if ks.saved != (keyRecord{}) {
+		kq.gone[ks.mk] = ks.key
+	}
 }
 
 // item is ks's place in priority p's order.
@@ -202,13 +265,21 @@ func (kq *keyedQueue) place(ks *keyState) {
 	kq.claimable += free - ks.free
 	ks.free = free
 	for p := range ks.pending {
+		has := ks.pending[p] != nil && ks.pending[p].Len() > 0
+		var it activeItem
+		if has {
+			it = kq.item(ks, p)
+			if ks.in[p] && it == ks.placed[p] {
+				continue // an enqueue behind the key's head moves nothing
+			}
+		}
 		if ks.in[p] {
 			kq.active[p].Delete(ks.placed[p])
 			ks.in[p] = false
 		}
-		if ks.pending[p] != nil && ks.pending[p].Len() > 0 {
-			ks.placed[p] = kq.item(ks, p)
-			kq.active[p].ReplaceOrInsert(ks.placed[p])
+		if has {
+			ks.placed[p] = it
+			kq.active[p].ReplaceOrInsert(it)
 			ks.in[p] = true
 		}
 	}
@@ -220,12 +291,18 @@ func (ks *keyState) stored() bool {
 }
 
 // record is what ks's f/ record holds.
-func (ks *keyState) record() *pb.KeyState {
-	s := &pb.KeyState{MaxRunning: ks.limit, Weight: ks.weight}
+func (ks *keyState) record() keyRecord {
+	s := keyRecord{limit: ks.limit, weight: ks.weight}
 	if ks.npending > 0 {
-		s.Turn = ks.turn
+		s.turn = ks.turn
 	}
 	return s
+}
+
+// record0 is the record as loaded: before the key's pending tasks are
+// counted, its turn is kept as read.
+func (ks *keyState) record0() keyRecord {
+	return keyRecord{turn: ks.turn, limit: ks.limit, weight: ks.weight}
 }
 
 // limitOf is the most tasks of ks that may run at once; 0 for no limit.
@@ -276,7 +353,7 @@ func (tx *txn) keyedLeave(t *pb.Task) {
 	if kq == nil {
 		return
 	}
-	ks := kq.keys[taskKey(t)]
+	ks := kq.find(t)
 	if ks == nil || ks.pending[t.GetPriority()] == nil {
 		return
 	}
@@ -303,7 +380,7 @@ func (tx *txn) keyedEnter(t *pb.Task, from pb.TaskState) {
 	if len(t.GetKey()) == 0 && st != pb.TaskState_TASK_STATE_PENDING {
 		return // an own key counts nothing once its one task left pending
 	}
-	ks := kq.state(taskKey(t), keyBytes(t), true)
+	ks := kq.findOrAdd(t)
 	if st == pb.TaskState_TASK_STATE_PENDING {
 		p := t.GetPriority()
 		if ks.pending[p] == nil {
@@ -323,13 +400,6 @@ func (tx *txn) keyedEnter(t *pb.Task, from pb.TaskState) {
 	tx.touchKey(ref, kq, ks)
 }
 
-func keyBytes(t *pb.Task) []byte {
-	if k := t.GetKey(); len(k) > 0 {
-		return k
-	}
-	return nil
-}
-
 // settleKeys applies the record rule to the keys the command touched: a
 // key whose record would hold nothing loses its turn, and a key with no
 // task and no override is forgotten.
@@ -339,7 +409,7 @@ func (tx *txn) settleKeys() {
 		if kq == nil {
 			continue
 		}
-		ks := kq.keys[tk.mk]
+		ks := kq.byMK(tk.mk)
 		if ks == nil {
 			continue
 		}
@@ -348,8 +418,7 @@ func (tx *txn) settleKeys() {
 			kq.place(ks)
 		}
 		if ks.npending == 0 && ks.running == 0 && ks.limit == 0 && ks.weight == 0 {
-			kq.place(ks) // out of every order
-			delete(kq.keys, tk.mk)
+			kq.forget(ks)
 		}
 	}
 	tx.touchedKeys = tx.touchedKeys[:0]
@@ -370,14 +439,25 @@ func (tx *txn) writeKeys() error {
 
 // flush writes the f/ records of the queue's keys the batch changed.
 func (kq *keyedQueue) flush(tx *txn, ref QueueRef) error {
-	for mk, key := range kq.dirty {
-		s := &pb.KeyState{}
-		if ks := kq.keys[mk]; ks != nil && ks.stored() {
-			s = ks.record()
-		}
-		if err := storage.PutKeyState(tx.b, ref.Queue, ref.Tenant, key, s); err != nil {
+	for _, key := range kq.gone {
+		if err := storage.PutKeyState(tx.b, ref.Queue, ref.Tenant, key, &pb.KeyState{}); err != nil {
 			return err
 		}
+	}
+	clear(kq.gone)
+	for _, key := range kq.dirty {
+		ks := kq.keys[string(key)]
+		var s keyRecord
+		if ks.stored() {
+			s = ks.record()
+		}
+		if s == ks.saved {
+			continue // most enqueues leave the record as it is
+		}
+		if err := storage.PutKeyState(tx.b, ref.Queue, ref.Tenant, key, s.proto()); err != nil {
+			return err
+		}
+		ks.saved = s
 	}
 	clear(kq.dirty)
 	return nil
@@ -414,8 +494,9 @@ func (s *keyedSet) rebuild(r storage.Reader) error {
 // build reads one queue's key records, pending tasks and running tasks.
 func (kq *keyedQueue) build(r storage.Reader, ref QueueRef) error {
 	err := storage.ScanKeyStates(r, ref.Queue, ref.Tenant, func(key []byte, s *pb.KeyState) error {
-		ks := kq.state("k"+string(key), key, true)
+		ks := kq.named(key)
 		ks.turn, ks.limit, ks.weight = s.GetTurn(), s.GetMaxRunning(), s.GetWeight()
+		ks.saved = ks.record0()
 		return nil
 	})
 	if err != nil {
@@ -439,7 +520,7 @@ func (kq *keyedQueue) build(r storage.Reader, ref QueueRef) error {
 			if err != nil {
 				return err
 			}
-			ks := kq.state(taskKey(t), keyBytes(t), true)
+			ks := kq.findOrAdd(t)
 			if ks.pending[p] == nil {
 				ks.pending[p] = btree.NewG(orderDegree, keyItemLess)
 			}
@@ -457,15 +538,13 @@ func (kq *keyedQueue) build(r storage.Reader, ref QueueRef) error {
 		if err != nil || len(t.GetKey()) == 0 {
 			return err
 		}
-		kq.state(taskKey(t), keyBytes(t), true).running++
+		kq.findOrAdd(t).running++
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("running keys of %s/%s: %w", ref.Queue, ref.Tenant, err)
 	}
-	for _, ks := range kq.keys {
-		kq.place(ks)
-	}
+	kq.each(kq.place)
 	return nil
 }
 
@@ -486,8 +565,8 @@ func (tx *txn) configChanged(q, tn string, cfg *pb.QueueConfig) error {
 			return err
 		}
 		for _, ks := range kq.keys {
-			if ks.key == nil {
-				continue
+			if ks.saved.turn == 0 {
+				continue // the record holds overrides only, or there is none
 			}
 			s := &pb.KeyState{MaxRunning: ks.limit, Weight: ks.weight}
 			if err := storage.PutKeyState(tx.b, q, tn, ks.key, s); err != nil {
@@ -501,9 +580,7 @@ func (tx *txn) configChanged(q, tn string, cfg *pb.QueueConfig) error {
 			return err
 		}
 		tx.keyed.queues[ref] = kq
-		for _, ks := range kq.keys {
-			tx.touchKey(ref, kq, ks) // turns read from records of an earlier keyed spell go
-		}
+		kq.each(func(ks *keyState) { tx.touchKey(ref, kq, ks) })
 	}
 	return nil
 }

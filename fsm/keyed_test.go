@@ -50,9 +50,9 @@ func dumpKeyed(s *keyedSet) []string {
 	for ref, kq := range s.queues {
 		out = append(out, fmt.Sprintf("queue %s/%s fair=%v per-key=%d debounce=%v/%d keys=%d claimable=%d",
 			ref.Queue, ref.Tenant, kq.fair, kq.perKey, kq.debounce, kq.depth, len(kq.keys), kq.claimable))
-		for mk, ks := range kq.keys {
-			line := fmt.Sprintf("  %s/%s key %q running=%d turn=%d limit=%d weight=%d pending=%d:",
-				ref.Queue, ref.Tenant, mk, ks.running, ks.turn, ks.limit, ks.weight, ks.npending)
+		kq.each(func(ks *keyState) {
+			line := fmt.Sprintf("  %s/%s key %q running=%d turn=%d limit=%d weight=%d pending=%d saved=%v:",
+				ref.Queue, ref.Tenant, ks.mk, ks.running, ks.turn, ks.limit, ks.weight, ks.npending, ks.saved)
 			for p, tr := range ks.pending {
 				if tr == nil {
 					continue
@@ -63,7 +63,7 @@ func dumpKeyed(s *keyedSet) []string {
 				})
 			}
 			out = append(out, line)
-		}
+		})
 		for p, tr := range kq.active {
 			var order []string
 			tr.Ascend(func(it activeItem) bool {

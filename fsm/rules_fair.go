@@ -61,7 +61,7 @@ func (tx *txn) claimKeyed(kq *keyedQueue, c *pb.ClaimCmd, res *pb.CommandResult,
 func (kq *keyedQueue) next(p int) *keyState {
 	var found *keyState
 	kq.active[p].Ascend(func(it activeItem) bool {
-		ks := kq.keys[it.mk]
+		ks := kq.byMK(it.mk)
 		if l := kq.limitOf(ks); l == 0 || ks.running < l {
 			found = ks
 			return false
@@ -79,7 +79,7 @@ func (tx *txn) debounce(t *pb.Task) error {
 	if kq == nil || kq.debounce == pb.PerKeyPending_PER_KEY_PENDING_ALL || kq.depth == 0 || len(t.GetKey()) == 0 {
 		return nil
 	}
-	ks := kq.keys[taskKey(t)]
+	ks := kq.find(t)
 	for ks != nil && ks.npending > int(kq.depth) {
 		victim, ok := ks.edge(kq.debounce == pb.PerKeyPending_PER_KEY_PENDING_KEEP_OLDEST)
 		if !ok {
@@ -138,7 +138,7 @@ func (tx *txn) setKeyLimit(c *pb.SetKeyLimitCmd, res *pb.CommandResult) error {
 	var limit, weight uint32
 	var ks *keyState
 	if kq != nil {
-		if ks = kq.keys["k"+string(key)]; ks != nil {
+		if ks = kq.keys[string(key)]; ks != nil {
 			limit, weight = ks.limit, ks.weight
 		}
 	} else {
@@ -163,7 +163,7 @@ func (tx *txn) setKeyLimit(c *pb.SetKeyLimitCmd, res *pb.CommandResult) error {
 	if kq == nil {
 		return storage.PutKeyState(tx.b, q, tn, key, &pb.KeyState{MaxRunning: nl, Weight: nw})
 	}
-	ks = kq.state("k"+string(key), key, true)
+	ks = kq.named(key)
 	ks.limit, ks.weight = nl, nw
 	kq.place(ks)
 	tx.touchKey(ref, kq, ks)
