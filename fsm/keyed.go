@@ -78,7 +78,7 @@ type keyState struct {
 	pending  [MaxPriority + 1]*btree.BTreeG[keyItem]
 	placed   [MaxPriority + 1]activeItem // its item in active[p] while in[p]
 	in       [MaxPriority + 1]bool
-	free     int // its share of keyedQueue.claimable
+	free     int       // its share of keyedQueue.claimable
 	saved    keyRecord // what its f/ record holds in Pebble (zero: none)
 }
 
