@@ -153,3 +153,82 @@ func Test_ClaimViewCountsKeysBelowTheirLimit(t *testing.T) {
 	}
 	checkKeyspace(t, h.f)
 }
+
+// fairRun drains a noisy key's backlog of noisy tasks and quiet keys of
+// perQuiet tasks each, enqueued after it, with workers that each claim one
+// task a round and finish it at the round's end. It returns the noisy
+// tasks claimed before the last quiet one, and the most claims between two
+// claims of one quiet key while it had tasks left.
+func fairRun(t *testing.T, order pb.QueueOrder, noisy, quiet, perQuiet, workers int) (noisyBefore, worstGap int) {
+	h := newHarness(t)
+	h.do(latchCmd(LevelFairQueues))
+	h.do(setPerKeyCmd(t0, "q", "acme", 0, order))
+	for n := noisy; n > 0; n -= pb.MaxBatch {
+		tasks := make([]*pb.NewTask, min(n, pb.MaxBatch))
+		for i := range tasks {
+			tasks[i] = keyedTask("q", "acme", "noisy")
+		}
+		h.enqueue(t0, tasks...)
+	}
+	for k := 0; k < quiet; k++ {
+		tasks := make([]*pb.NewTask, perQuiet)
+		for i := range tasks {
+			tasks[i] = keyedTask("q", "acme", fmt.Sprintf("quiet-%02d", k))
+		}
+		h.enqueue(t0, tasks...)
+	}
+	left, last := quiet*perQuiet, map[string]int{}
+	claims, noisyClaims := 0, 0
+	for round := 0; left > 0; round++ {
+		var held []*pb.Task
+		for w := 0; w < workers; w++ {
+			got := h.claim(at(time.Second), "q", "acme", 1)
+			if len(got) != 1 {
+				t.Fatalf("round %d: claim found nothing with %d quiet tasks left", round, left)
+			}
+			claims++
+			k := string(got[0].GetKey())
+			if k == "noisy" {
+				noisyClaims++
+			} else {
+				if prev, ok := last[k]; ok {
+					worstGap = max(worstGap, claims-prev)
+				}
+				last[k] = claims
+				if left--; left == 0 {
+					noisyBefore = noisyClaims
+				}
+			}
+			held = append(held, got[0])
+		}
+		for _, task := range held {
+			h.do(completeCmd(at(2*time.Second), task.GetId(), task.GetFence()))
+		}
+	}
+	return noisyBefore, worstGap
+}
+
+// Test_FairOrderBound is the simulation of DESIGN.md's guarantee: one
+// noisy key with 20,000 tasks, then 20 quiet keys of 10 each, four
+// workers. Fair: every quiet task is claimed before 400 noisy ones (the
+// issue's bound), and a quiet key waits at most K = 21 claims between two
+// of its tasks. FIFO: the quiet tasks wait behind the whole backlog.
+func Test_FairOrderBound(t *testing.T) {
+	const noisy, quiet, perQuiet, workers = 20_000, 20, 10, 4
+	noisyBefore, gap := fairRun(t, pb.QueueOrder_QUEUE_ORDER_FAIR, noisy, quiet, perQuiet, workers)
+	t.Logf("fair: %d noisy tasks claimed before the last quiet one; a quiet key's longest wait %d claims", noisyBefore, gap)
+	if noisyBefore >= 400 {
+		t.Fatalf("fair: %d noisy tasks claimed before the last quiet one, want under 400", noisyBefore)
+	}
+	if gap > quiet+1 {
+		t.Fatalf("fair: a quiet key waited %d claims between two of its tasks, want at most K = %d", gap, quiet+1)
+	}
+	if testing.Short() {
+		return
+	}
+	noisyBefore, _ = fairRun(t, pb.QueueOrder_QUEUE_ORDER_FIFO, noisy, quiet, perQuiet, workers)
+	t.Logf("fifo: %d noisy tasks claimed before the last quiet one", noisyBefore)
+	if noisyBefore != noisy {
+		t.Fatalf("fifo: %d noisy tasks claimed before the last quiet one, want all %d", noisyBefore, noisy)
+	}
+}
