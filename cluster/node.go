@@ -187,7 +187,7 @@ func New(cfg Config) (*Node, error) {
 	go n.watchLogBytes()
 	go func() {
 		defer n.wg.Done()
-		n.check.Scrub(n.ctx, n.fsm)
+		n.check.Scrub(n.ctx, n.fsm, n.store)
 	}()
 	ok = true
 	log.Info("node started", "raft", cfg.RaftAddr, "grpc", cfg.GRPCAddr, "gossip", n.gossip.Addr(), "applied", n.fsm.AppliedIndex())

@@ -6,16 +6,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/storage"
 )
 
+// LogScrubber reads back every entry of a Raft log store and checks it
+// (raftlog.Store.Scrub).
+type LogScrubber interface {
+	Scrub(ctx context.Context, between func(read int64) error) (raftlog.ScrubStats, error)
+}
+
 // Scrub re-reads the keyspace's table and blob files from disk every
-// ScrubInterval, paced at CheckRate (fsm.FSM.Scrub), until ctx ends. Every node scrubs its
-// own disk; nothing goes through Raft. A table that fails its checksums
-// makes the node stop serving and leave Raft, as a diverged one does, and
-// the damage marker refuses its next start until it is repaired.
-func (c *Checker) Scrub(ctx context.Context, f *fsm.FSM) {
+// ScrubInterval, paced at CheckRate (fsm.FSM.Scrub), and then the Raft
+// log's entries (logs, when not nil), until ctx ends. Every node scrubs
+// its own disk; nothing goes through Raft. A table that fails its
+// checksums makes the node stop serving and leave Raft, as a diverged one
+// does, and the damage marker refuses its next start until it is
+// repaired. A log entry that fails its checksum takes the store's fault
+// path (raftlog.Store.OnFault), as when Raft itself reads it.
+func (c *Checker) Scrub(ctx context.Context, f *fsm.FSM, logs LogScrubber) {
 	if c.cfg.ScrubInterval < 0 {
 		return
 	}
@@ -32,6 +42,9 @@ func (c *Checker) Scrub(ctx context.Context, f *fsm.FSM) {
 		switch {
 		case err == nil:
 			c.log.Debug("scrub: every table read back sound", "tables", st.Tables, "bytes", st.Bytes, "took", time.Since(start))
+			if logs != nil && !c.scrubLog(ctx, logs) {
+				return
+			}
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, storage.ErrDamaged):
@@ -40,6 +53,26 @@ func (c *Checker) Scrub(ctx context.Context, f *fsm.FSM) {
 		default:
 			c.log.Warn("scrub did not finish", "err", err)
 		}
+	}
+}
+
+// scrubLog reads the log back, paced like the tables; false when the
+// scrubs are over (ctx ended, or the log is damaged and the node faulted).
+func (c *Checker) scrubLog(ctx context.Context, logs LogScrubber) bool {
+	start := time.Now()
+	st, err := logs.Scrub(ctx, func(read int64) error { return pace(ctx, c.cfg.CheckRate, start, read) })
+	switch {
+	case err == nil:
+		c.log.Debug("scrub: every log entry read back sound", "entries", st.Entries, "bytes", st.Bytes, "took", time.Since(start))
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, raftlog.ErrRaftStoreCorrupt):
+		c.log.Error("SCRUB FAILED: an entry of this node's Raft log is damaged on disk", "err", err)
+		return false
+	default:
+		c.log.Warn("log scrub did not finish", "err", err)
+		return true
 	}
 }
 

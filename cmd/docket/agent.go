@@ -62,7 +62,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.CheckInterval, "check-interval", c.CheckInterval, "how often the leader checks that every voter's keyspace hash agrees; a node that differs stops serving (negative: off, and restarted nodes stay NOT_SERVING)")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "how long the leader waits for the voters' hashes of one consistency check, once its own is done")
 	fs.Int64Var(&c.CheckRate, "check-rate", c.CheckRate, "bytes a second each node reads to hash its keyspace for a consistency check (negative: full speed); a check a restarted node waits on runs at full speed")
-	fs.DurationVar(&c.ScrubInterval, "scrub-interval", c.ScrubInterval, "how often each node re-reads its keyspace's table files from disk and verifies their checksums, at --check-rate; a damaged table stops the node (negative: off)")
+	fs.DurationVar(&c.ScrubInterval, "scrub-interval", c.ScrubInterval, "how often each node re-reads its keyspace's table and blob files and then its Raft log from disk and verifies their checksums, at --check-rate; damage stops the node (negative: off)")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.Uint64Var(&c.TenantMaxTasks, "tenant-max-tasks", c.TenantMaxTasks, "tasks one tenant may store until purged, finished ones included; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
