@@ -57,6 +57,11 @@ func Test_FairQueueBadValuesNameTheirField(t *testing.T) {
 	if got := l.node.FSM().AppliedIndex(); got != before {
 		t.Fatalf("refused requests were proposed: applied %d → %d", before, got)
 	}
+	// A good ListKeys from the follower is forwarded and answered; an
+	// unkeyed queue says so.
+	if lk, err := f.q.ListKeys(ctx, &pb.ListKeysRequest{Queue: "q", Limit: fsm.MaxKeysLimit}); err != nil || lk.GetKeyed() {
+		t.Fatalf("ListKeys of an unkeyed queue through a follower: %v %v", lk, err)
+	}
 }
 
 // Test_FairQueueFieldsNeedLevel16: a keyed task and the per-key fields of
