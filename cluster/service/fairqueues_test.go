@@ -1,11 +1,16 @@
 package service_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dockethq/docket/cluster/internal/nodetest"
 	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -56,5 +61,40 @@ func Test_CheckFairFields(t *testing.T) {
 		if field != c.field {
 			t.Errorf("%v: field %q (%v), want %q", c.cmd, field, err, c.field)
 		}
+	}
+}
+
+// Test_PerKeyLimitedLongPoll: a long poll on a keyed queue whose ready
+// tasks all belong to a key at its per-key limit waits without proposing,
+// as on a queue at its limit, and wakes when a running task of that key
+// ends. It needs the FSM's fair-queue rules, fsm.ClaimView counting only
+// the tasks of keys under their limit.
+func Test_PerKeyLimitedLongPoll(t *testing.T) {
+	n := nodetest.Cluster(t, 1)[0]
+	nodetest.WaitLevel(t, fsm.LevelFairQueues, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodetest.MustApply(t, ctx, n, service.QueueLimitsCommand(&pb.SetQueueLimitsRequest{Queue: "a", MaxRunningPerKey: u32p(1)}))
+	var tasks []*pb.NewTask
+	for range 3 {
+		tasks = append(tasks, &pb.NewTask{Queue: "a", Key: []byte("acme")})
+	}
+	nodetest.MustApply(t, ctx, n, service.EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks}))
+	run := nodetest.ClaimNow(t, ctx, n, "a", 0)
+	if len(run) != 1 {
+		t.Fatalf("first claim took %d", len(run))
+	}
+	before := n.FSM().AppliedIndex()
+	if got := nodetest.ClaimNow(t, ctx, n, "a", 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("a claim over the per-key limit took %v", got)
+	}
+	if got := n.FSM().AppliedIndex(); got > before+2 {
+		t.Fatalf("a waiting claim on a key at its limit proposed: applied %d → %d", before, got)
+	}
+	ch := claimAsync(t, ctx, n, "a", time.Minute)
+	testwait.For(t, 5*time.Second, "the claim to wait", func() bool { _, _, w := n.Service().Waiting(); return w == 1 })
+	submitTask(t, ctx, n, run[0])
+	if got := within(t, ch, 10*time.Second, "after the key's running task ended"); len(got) != 1 || string(got[0].GetKey()) != "acme" {
+		t.Fatalf("woken claim took %v, want one task of acme", got)
 	}
 }
