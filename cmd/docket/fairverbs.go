@@ -246,16 +246,17 @@ func (v *verb) keys(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return v.print(func(w io.Writer) { keysTables(w, pos[0]+"/"+v.c.tenant, res) }, res)
+		return v.print(func(w io.Writer) { keysTables(w, pos[0], v.c.tenant, res) }, res)
 	})
 }
 
 // keysTables prints a ListKeys answer: a line on the queue, then its top
 // keys by backlog and by running.
-func keysTables(w io.Writer, name string, res *pb.ListKeysResponse) {
+func keysTables(w io.Writer, queue, tenant string, res *pb.ListKeysResponse) {
+	name := queue + "/" + tenant
 	if !res.GetKeyed() {
 		fmt.Fprintf(w, "%s has no per-key rule (docket queue limit %s --max-running-per-key N or --order fair makes it keyed)\n",
-			name, strings.SplitN(name, "/", 2)[0])
+			name, queue)
 		return
 	}
 	fmt.Fprintf(w, "%s: %d keys with a pending or running task\n", name, res.GetKeys())

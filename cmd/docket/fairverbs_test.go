@@ -37,7 +37,7 @@ func Test_FairFlagsRefusedBeforeDialling(t *testing.T) {
 // queue without per-key rules keyed.
 func Test_KeysTables(t *testing.T) {
 	var b bytes.Buffer
-	keysTables(&b, "exports/default", &pb.ListKeysResponse{Keyed: true, Keys: 3,
+	keysTables(&b, "exports", "default", &pb.ListKeysResponse{Keyed: true, Keys: 3,
 		ByBacklog: []*pb.KeyStats{{Key: []byte("acme"), Pending: 19990, Running: 2, MaxRunning: 2},
 			{Key: bytes.Repeat([]byte("k"), 40), Pending: 3, Running: 1, Weight: 3}},
 		ByRunning: []*pb.KeyStats{{Key: []byte("acme"), Pending: 19990, Running: 2, MaxRunning: 2}}})
@@ -52,7 +52,7 @@ func Test_KeysTables(t *testing.T) {
 		}
 	}
 	b.Reset()
-	keysTables(&b, "jobs/default", &pb.ListKeysResponse{})
+	keysTables(&b, "jobs", "default", &pb.ListKeysResponse{})
 	if !strings.Contains(b.String(), "jobs/default has no per-key rule (docket queue limit jobs --max-running-per-key") {
 		t.Errorf("an unkeyed queue printed %q", b.String())
 	}
