@@ -56,6 +56,7 @@ fuzz-smoke:
 	$(GO) test ./storage -run '^$$' -fuzz '^FuzzCursor$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzClaimBatchRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFitClaimAnswer$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFairQueueRequests$$' -fuzztime $(FUZZTIME)
 
 # fuzz: a longer local run of the same targets (FUZZTIME=2000000x make fuzz;
 # a duration such as 10m works too, with the flake above).
@@ -128,9 +129,12 @@ jepsen-smoke: jepsen-build
 # DURATION is the time under the nemesis (default 30m); faults are active
 # about two thirds of it (results.json: fault_time_s).
 # LOG_STORE=bolt runs every agent on raft.db (default: the agent's, raft-wal).
+# FAIR=1 adds the fair-queue workload and its per-key-limit and fairness
+# checkers (jepsen --fair; it waits for feature level 16 to latch).
 LOG_STORE ?=
+FAIR ?=
 jepsen: jepsen-build
-	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM)) $(if $(LOG_STORE),--log-store $(LOG_STORE))
+	flock /tmp/docket-heavy.lock $(JEPSEN_BIN) run --nodes 5 --faults all --overlap 2 --duration $(DURATION) --seed $(SEED) --bin $(BIN) --out $(JEPSEN_OUT) $(if $(UPGRADE_FROM),--upgrade-from $(UPGRADE_FROM)) $(if $(LOG_STORE),--log-store $(LOG_STORE)) $(if $(FAIR),--fair)
 
 # jepsen-matrix: the long run on each Raft log store with role tokens (no
 # upgrade: the older build has no tokens), then with the rolling upgrade
@@ -149,8 +153,8 @@ build-planted:
 # (partition-leader, 30 s of faults) runs on bin/docket-planted with every
 # fault off, where every checker must pass, then once per planted fault,
 # where the checkers jepsen/planted.go names must fail; first it checks
-# that $(BIN) holds no planted code. Seven runs of about a minute (needs root,
-# as jepsen-smoke).
+# that $(BIN) holds no planted code. Eight runs of about a minute (needs root,
+# as jepsen-smoke); every one runs the fair-queue workload too.
 jepsen-planted: build build-planted
 	$(GO) build -o $(JEPSEN_BIN) ./jepsen/cmd/jepsen
 	$(JEPSEN_BIN) smoke --preflight-only

@@ -140,6 +140,8 @@ type TaskInfo struct {
 	// Schedule names the schedule that enqueued the task; empty when a
 	// caller did.
 	Schedule string
+	// Key is the task's unit of fairness (TaskKey); empty: none.
+	Key string
 
 	p *docketv1.Task
 }
@@ -176,6 +178,7 @@ func NewTaskInfo(p *docketv1.Task) *TaskInfo {
 		Parents:         p.GetParents(),
 		Waiting:         p.GetWaiting(),
 		Schedule:        p.GetSchedule(),
+		Key:             string(p.GetKey()),
 		p:               p,
 	}
 }

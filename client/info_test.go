@@ -74,6 +74,7 @@ func Test_NewTaskInfoCarriesEveryField(t *testing.T) {
 		Attempts: 2, MaxAttempts: 5, Fence: 99, WorkerId: "w", CancelRequested: true,
 		CreatedAt: at(1), VisibleAt: at(2), ClaimedAt: at(3), LeaseUntil: at(4), DeadlineAt: at(5),
 		FinishedAt: at(6), ExpireAt: at(7), Parents: []string{"a", "b"}, Waiting: 1, Schedule: "nightly",
+		Key: []byte("acme-customer-7"),
 	}
 	tm := func(s int64) time.Time { return time.Unix(0, at(s)) }
 	want := &TaskInfo{
@@ -82,7 +83,7 @@ func Test_NewTaskInfoCarriesEveryField(t *testing.T) {
 		Attempts: 2, MaxAttempts: 5, Fence: 99, WorkerID: "w", CancelRequested: true,
 		CreatedAt: tm(1), VisibleAt: tm(2), ClaimedAt: tm(3), LeaseUntil: tm(4), DeadlineAt: tm(5),
 		FinishedAt: tm(6), ExpireAt: tm(7), Parents: []string{"a", "b"}, Waiting: 1, Schedule: "nightly",
-		p: p,
+		Key: "acme-customer-7", p: p,
 	}
 	if got := NewTaskInfo(p); !reflect.DeepEqual(got, want) {
 		t.Errorf("NewTaskInfo:\n got %+v\nwant %+v", got, want)

@@ -23,6 +23,16 @@ type QueueLimits struct {
 	// second (at least 1). Changing either refills the bucket.
 	RateMilli *uint64
 	Burst     *uint32
+
+	// Fair queues (feature level 16; fairqueues.go says what each does).
+	// MaxRunningPerKey bounds the RUNNING tasks of one key (SetKeyLimit
+	// overrides it per key); Order is OrderFIFO or OrderFair; PerKeyPending
+	// with PerKeyPendingDepth D keeps a key's D newest or oldest pending
+	// tasks and cancels the others (reason "debounced").
+	MaxRunningPerKey   *uint32
+	Order              *docketv1.QueueOrder
+	PerKeyPending      *docketv1.PerKeyPending
+	PerKeyPendingDepth *uint32
 }
 
 // SetQueueLimits sets or clears the concurrency and rate limits of one
@@ -33,7 +43,8 @@ type QueueLimits struct {
 // (ErrFeatureDisabled).
 func (c *Client) SetQueueLimits(ctx context.Context, queue, tenant string, l QueueLimits) (changed bool, err error) {
 	return c.setLimits(ctx, &docketv1.SetQueueLimitsRequest{Queue: queue, Tenant: tenant,
-		MaxRunning: l.MaxRunning, RateMilli: l.RateMilli, Burst: l.Burst})
+		MaxRunning: l.MaxRunning, RateMilli: l.RateMilli, Burst: l.Burst,
+		MaxRunningPerKey: l.MaxRunningPerKey, Order: l.Order, PerKeyPending: l.PerKeyPending, PerKeyPendingDepth: l.PerKeyPendingDepth})
 }
 
 // SetTenantLimit sets (0 clears) tenant's concurrency limit: its RUNNING

@@ -163,7 +163,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	role.raft.Store(n.raft)
 	if reg := cfg.Service.Registerer; reg != nil {
-		if err := errors.Join(reg.Register(n.collector()), reg.Register(n.logBytesGauge())); err != nil {
+		if err := errors.Join(reg.Register(n.collector()), reg.Register(n.logBytesGauge()),
+			reg.Register(newKeyMetricsCollector(n.fsm, n.IsLeader))); err != nil { // keymetrics.go
 			// A second node on one registry (tests): its metrics stay local.
 			log.Warn("node metrics not registered", "err", err)
 		}

@@ -95,7 +95,7 @@ func (h *History) xfinal(queue string) map[string]Op {
 // quiet; the producers' parts stop with mainCtx.
 func (w *workload) features(mainCtx, ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context, context.Context){w.limits, w.retries, w.snoozes, w.cancels, w.timeouts} {
+	for _, run := range []func(context.Context, context.Context){w.limits, w.retries, w.snoozes, w.cancels, w.timeouts, w.fair} {
 		wg.Add(1)
 		go func() { defer wg.Done(); run(mainCtx, ctx) }()
 	}

@@ -22,6 +22,9 @@ const (
 	PlantRequeueForgetsTask   = "requeue-forgets-task"
 	PlantIdempotencyDuplicate = "idempotency-lets-duplicate"
 	PlantQueueLimitOffByOne   = "queue-limit-off-by-one"
+	// PlantKeyLimitOffByOne is fsm.PlantKeyLimitOffByOne: the per-key
+	// limit lets one task more of a key run.
+	PlantKeyLimitOffByOne = "key-limit-off-by-one"
 )
 
 // PlantEnv is the variable a planted build reads its faults from.
@@ -51,6 +54,8 @@ var PlantedCases = []PlantedCase{
 		Why: "the resent Enqueue of an acknowledged key stores a second task"},
 	{Plant: PlantQueueLimitOffByOne, Catch: []string{"queue-limit"},
 		Why: "a feature rule: the limit of " + LimitQueue + " lets one task more run than it was set to, and its four workers hold three at once"},
+	{Plant: PlantKeyLimitOffByOne, Catch: []string{"per-key-limit"},
+		Why: "a feature rule: the per-key limit of " + FairQueue + " lets one task more of a key run, and its eight workers hold three of the noisy key's at once"},
 }
 
 // PlantedFaults are the names of the planted faults.

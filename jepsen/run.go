@@ -62,6 +62,9 @@ type RunConfig struct {
 	// faults a build with the plantedbugs tag turns on (planted.go). A
 	// release build ignores it.
 	Plant string
+	// Fair runs the fair-queue workload and its checkers (fair.go;
+	// workload --fair). It needs a build with feature level 16.
+	Fair bool
 }
 
 // RunResult is what a run found.
@@ -184,6 +187,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		"--drain-quiet", (c.ReapGrace + 2*cfg.Lease + 3*time.Second).String()}
 	if cfg.StallProb > 0 {
 		wlArgs = append(wlArgs, "--stall", fmt.Sprint(cfg.StallProb))
+	}
+	if cfg.Fair {
+		wlArgs = append(wlArgs, "--fair")
 	}
 	wl := exec.CommandContext(ctx, "ip", append(wlArgs, creds.Args()...)...)
 	wl.Env = withoutSecrets(os.Environ())

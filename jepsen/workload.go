@@ -36,6 +36,9 @@ type WorkloadConfig struct {
 	NackProb     float64
 	EnqueueEvery time.Duration // each producer's mean pause between enqueues
 	ProcPrefix   string        // prefixes process names, so that a second workload's ops do not collide
+	// Fair runs the fair-queue loop (fair.go): it needs feature level 16,
+	// so a run opts in.
+	Fair bool
 	// Creds are the CA, client certificate and producer, worker and
 	// reader tokens; the zero value is the plain mode.
 	Creds Creds

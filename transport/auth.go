@@ -174,6 +174,10 @@ func requestTenants(req any) []string {
 			return nil // a tenant's own limit: admin over every tenant
 		}
 		return []string{tn}
+	case *pb.SetKeyLimitRequest:
+		return []string{def(&r.Tenant)}
+	case *pb.ListKeysRequest:
+		return []string{def(&r.Tenant)}
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

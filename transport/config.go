@@ -95,6 +95,8 @@ const (
 //	ListTasks              larger than it alone, + a cursor   < 48 MiB + 77 KiB
 //	                       (+ ListTasks' orphaned ids, at most one per task)
 //	Stats                  at most fsm.AnswerBudget of queues + a cursor
+//	ListKeys               2 lists of fsm.MaxKeysLimit (1,000) keys of at
+//	                       most 256 bytes and 4 counts each     < 1 MiB
 //	Enqueue, Heartbeat,    at most pb.MaxBatch (1,000) items of a few hundred
 //	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB
 //	RequeueDead

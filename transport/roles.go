@@ -57,6 +57,10 @@ var methodRoles = map[string][]string{
 	// its own admin may not lift it: transport names no tenant for it,
 	// and admin over every tenant is needed.
 	pb.Queue_SetQueueLimits_FullMethodName: {pb.RoleAdmin},
+	// Fair queues (feature level 16): a key's override is a queue's
+	// configuration (admin); its keys are read like its Stats.
+	pb.Queue_SetKeyLimit_FullMethodName: {pb.RoleAdmin},
+	pb.Queue_ListKeys_FullMethodName:    {pb.RoleReader, pb.RoleAdmin},
 
 	pb.Cluster_TransferLeadership_FullMethodName: {pb.RoleAdmin},
 	pb.Cluster_AddServer_FullMethodName:          {pb.RoleAdmin},

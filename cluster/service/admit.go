@@ -52,7 +52,9 @@ func (s *Service) Admit(req proto.Message, checked bool) (*pb.Command, error) {
 	case *pb.PurgeQueueRequest:
 		cmd = PurgeQueueCommand(r.GetQueue(), r.GetTenant(), r.GetDead())
 	case *pb.SetQueueLimitsRequest:
-		cmd = SetQueueLimitsCommand(r.GetQueue(), r.GetTenant(), r.MaxRunning, r.RateMilli, r.Burst)
+		cmd = QueueLimitsCommand(r) // fairqueues.go: the per-key fields too
+	case *pb.SetKeyLimitRequest:
+		cmd = SetKeyLimitCommand(r.GetQueue(), r.GetTenant(), r.GetKey(), r.MaxRunning, r.Weight)
 	case *pb.SetQueueRetryRequest:
 		cmd = SetQueueRetryCommand(r)
 	case *pb.ResetQueueRequest:
@@ -73,6 +75,9 @@ func (s *Service) Admit(req proto.Message, checked bool) (*pb.Command, error) {
 	}
 	if own != nil {
 		return nil, own
+	}
+	if err := CheckFairFields(cmd); err != nil {
+		return nil, err
 	}
 	if err := s.Check(cmd); err != nil {
 		return nil, err

@@ -31,7 +31,8 @@ type dagTask struct {
 	Priority        uint32   `json:"priority"`
 	Delay           string   `json:"delay"` // a Go duration: "90s"
 	MaxAttempts     uint32   `json:"max_attempts"`
-	Key             string   `json:"key"`
+	Key             string   `json:"key"`               // the idempotency key
+	TaskKey         string   `json:"task_key"`          // the task's key (fair queues)
 	After           []string `json:"after"`             // names in the file, or task ids
 	OnParentFailure string   `json:"on_parent_failure"` // cancel (default) or run
 }
@@ -136,7 +137,7 @@ func dagTasks(f dagFile, tenant string) ([]string, []*pb.NewTask, error) {
 	for p, i := range order {
 		t := f.Tasks[i]
 		nt := &pb.NewTask{Queue: t.Queue, Tenant: tenant, Payload: []byte(t.Payload), Priority: t.Priority,
-			MaxAttempts: t.MaxAttempts, IdempotencyKey: t.Key}
+			MaxAttempts: t.MaxAttempts, IdempotencyKey: t.Key, Key: []byte(t.TaskKey)}
 		if nt.Queue == "" {
 			nt.Queue = f.Queue
 		}

@@ -20,7 +20,7 @@ func (v *verb) queueLimit(ctx context.Context, pos []string, f *limitFlags) erro
 	const what = "limit QUEUE [--concurrency N] [--rate R/s] [--burst B] [--clear] | limit --tenant-wide --concurrency N"
 	concurrency, rate, burst, clearAll, tenantWide := f.concurrency, f.rate, f.burst, f.clear, f.tenantWide
 	var err error
-	if *tenantWide != (len(pos) == 0) || *tenantWide && (flagSet(v.fs, "rate") || flagSet(v.fs, "burst") || *clearAll) {
+	if *tenantWide != (len(pos) == 0) || *tenantWide && (flagSet(v.fs, "rate") || flagSet(v.fs, "burst") || *clearAll || f.fair.any()) {
 		return fmt.Errorf("%w: docket queue %s", errUsage, what)
 	}
 	var l client.QueueLimits
@@ -45,7 +45,10 @@ func (v *verb) queueLimit(ctx context.Context, pos []string, f *limitFlags) erro
 		}
 		l.Burst = ptr(uint32(*burst))
 	}
-	if l.MaxRunning == nil && l.RateMilli == nil && l.Burst == nil {
+	if err := f.fair.apply(&l); err != nil { // fairverbs.go
+		return err
+	}
+	if l.MaxRunning == nil && l.RateMilli == nil && l.Burst == nil && !f.fair.any() {
 		return fmt.Errorf("%w: docket queue %s: give a limit", errUsage, what)
 	}
 	return v.withClient(ctx, func(ctx context.Context, c *client.Client) error {
@@ -77,6 +80,7 @@ func (v *verb) queueLimit(ctx context.Context, pos []string, f *limitFlags) erro
 			if l.Burst != nil {
 				parts = append(parts, "burst "+orNone(uint64(*l.Burst), strconv.FormatUint(uint64(*l.Burst), 10)))
 			}
+			parts = append(parts, fairLimitsText(l)...)
 			fmt.Fprintf(w, "%s: %s\n", name, strings.Join(parts, ", "))
 		}, &pb.SetQueueLimitsResponse{Changed: changed})
 	})
@@ -90,6 +94,7 @@ type limitFlags struct {
 	rate              *string
 	burst             *uint
 	clear, tenantWide *bool
+	fair              *fairLimitFlags // fairverbs.go: the per-key flags
 }
 
 func (v *verb) limitFlags() *limitFlags {
@@ -100,12 +105,13 @@ func (v *verb) limitFlags() *limitFlags {
 		burst:       v.fs.Uint("burst", 0, "limit: the rate's bucket size, tasks a claim may take at once after a lull (0: the rate per second, at least 1)"),
 		clear:       v.fs.Bool("clear", false, "limit: clear the queue's concurrency and rate limits"),
 		tenantWide:  v.fs.Bool("tenant-wide", false, "limit: set the tenant's concurrency limit across all its queues (needs admin over every tenant)"),
+		fair:        newFairLimitFlags(v.fs),
 	}
 }
 
 // any reports whether a limit flag was given, which only `limit` takes.
 func (f *limitFlags) any() bool {
-	for _, n := range []string{"concurrency", "rate", "burst", "clear", "tenant-wide"} {
+	for _, n := range append([]string{"concurrency", "rate", "burst", "clear", "tenant-wide"}, fairLimitNames...) {
 		if flagSet(f.v.fs, n) {
 			return true
 		}

@@ -173,10 +173,11 @@ func (v *verb) tasks(ctx context.Context, args []string) error {
 			if pb.TaskState(st) == pb.TaskState_TASK_STATE_RUNNING {
 				when, at = "LEASE UNTIL", (*pb.Task).GetLeaseUntil
 			}
-			fmt.Fprintf(w, "%-20s %4s %8s %-20s %s\n", "ID", "PRIO", "FAILED", when, "PAYLOAD")
+			keyCol := keyColumnOf(res.GetTasks()) // fairverbs.go: only when a task has a key
+			fmt.Fprintf(w, "%-20s %4s %8s %-20s %s%s\n", "ID", "PRIO", "FAILED", when, keyCol.head(), "PAYLOAD")
 			for _, t := range res.GetTasks() {
-				fmt.Fprintf(w, "%-20s %4d %8s %-20s %s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
-					slotText(at(t)), cell(string(t.GetPayload()), payloadWidth))
+				fmt.Fprintf(w, "%-20s %4d %8s %-20s %s%s\n", t.GetId(), t.GetPriority(), fmt.Sprintf("%d/%d", t.GetAttempts(), t.GetMaxAttempts()),
+					slotText(at(t)), keyCol.cell(t), cell(string(t.GetPayload()), payloadWidth))
 			}
 			if res.GetNextCursor() != "" {
 				fmt.Fprintf(w, "more: --cursor %q\n", res.GetNextCursor())

@@ -23,6 +23,7 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 	delay := v.fs.Duration("delay", 0, "invisible for this long")
 	maxAttempts := v.fs.Uint("max-attempts", 0, fmt.Sprintf("dead-letter after this many failed attempts (0: server default %d)", pb.DefaultMaxAttempts))
 	key := v.fs.String("key", "", "idempotency key (default: a fresh random key)")
+	taskKey := taskKeyFlag(v.fs)     // fairverbs.go
 	setTimeout := timeoutFlags(v.fs) // cancelverbs.go
 	after := v.fs.String("after", "", "wait until these tasks (ID[,ID]) completed")
 	onFail := v.fs.String("on-parent-failure", "cancel", "when a parent fails, is dead or cancelled: cancel this task, or run it anyway")
@@ -48,6 +49,7 @@ func (v *verb) enqueue(ctx context.Context, args []string) error {
 		nt := &pb.NewTask{Queue: pos[0], Tenant: v.c.tenant, Payload: payload,
 			Priority: uint32(*prio), DelayNs: int64(*delay), MaxAttempts: uint32(*maxAttempts), IdempotencyKey: *key}
 		setTimeout(nt)
+		nt.Key = []byte(*taskKey)
 		if err := afterFlags(nt, *after, *onFail); err != nil {
 			return err
 		}
@@ -91,7 +93,7 @@ func (v *verb) claim(ctx context.Context, args []string) error {
 				fmt.Fprintln(w, "no task")
 			}
 			for _, t := range tasks {
-				fmt.Fprintf(w, "%s fence=%d attempt=%d payload=%q\n", t.GetId(), t.GetFence(), t.GetAttempts()+1, t.GetPayload())
+				fmt.Fprintf(w, "%s fence=%d attempt=%d %spayload=%q\n", t.GetId(), t.GetFence(), t.GetAttempts()+1, keyWord(t), t.GetPayload())
 			}
 		}, msgs...)
 	})
@@ -199,6 +201,7 @@ func printTask(w io.Writer, t *pb.Task) {
 		// The API shows a running claim's fence only to its worker.
 		fmt.Fprintf(w, "fence:     (shown only to the worker holding the claim)\n")
 	}
+	printKey(w, t) // fairverbs.go
 	fmt.Fprintf(w, "payload:   %q\n", t.GetPayload())
 	printSchedule(w, t)
 	printDeps(w, t)

@@ -28,7 +28,8 @@ var verbs = map[string]verbSpec{
 		"Enqueue one task on QUEUE of --tenant and print its id and state. PAYLOAD '-' reads stdin. " +
 			"The payload may be at most 1 MiB unless the cluster runs with a larger --max-payload.",
 		[]string{"docket enqueue jobs 'resize image 42'", "docket enqueue jobs - --priority 9 < job.json",
-			"docket enqueue reports weekly --delay 1h --key report-2026-w48", "docket enqueue jobs step2 --after ID1,ID2"}},
+			"docket enqueue reports weekly --delay 1h --key report-2026-w48", "docket enqueue jobs step2 --after ID1,ID2",
+			"docket enqueue exports '{\"invoice\":7}' --task-key customer-42"}},
 	"claim": {(*verb).claim, "docket claim QUEUE [flags]",
 		"Claim up to -n tasks of QUEUE under a lease, and print each with its fence: pass the fence to submit, nack or snooze.",
 		[]string{"docket claim jobs", "docket claim jobs -n 10 --lease 5m --wait 30s --worker w1"}},
@@ -66,7 +67,16 @@ var verbs = map[string]verbSpec{
 		"Control one queue of --tenant: pause or resume its claims, purge its pending and delayed tasks, set its retry backoff, " +
 			"how long it keeps dead letters, its concurrency and rate limits, or reset it to the defaults.",
 		[]string{"docket queue pause jobs", "docket queue retry jobs --base 1s --cap 10m",
-			"docket queue limit jobs --concurrency 10 --rate 50/s", "docket queue dead-retention jobs 72h"}},
+			"docket queue limit jobs --concurrency 10 --rate 50/s", "docket queue dead-retention jobs 72h",
+			"docket queue limit exports --max-running-per-key 2 --order fair",
+			"docket queue limit previews --per-key-pending keep-newest --per-key-depth 1"}},
+	"key-limit": {(*verb).keyLimit, "docket key-limit QUEUE KEY [--max-running N] [--weight W]",
+		"Override one key's per-key limit (the queue's --max-running-per-key) and its weight in the fair order, on a queue of --tenant. " +
+			"A flag not given keeps the key's value; 0 clears it.",
+		[]string{"docket key-limit exports customer-42 --max-running 10", "docket key-limit exports customer-7 --weight 3"}},
+	"keys": {(*verb).keys, "docket keys QUEUE [--limit N] [flags]",
+		"A keyed queue's top keys by backlog and by running, with each key's limit and weight, as two tables (--json: the ListKeys answer).",
+		[]string{"docket keys exports", "docket keys exports --limit 50 --json"}},
 	"schedule": {(*verb).schedule, "docket schedule add NAME --queue Q --cron SPEC [...] | schedule list | schedule remove NAME",
 		"Recurring tasks of --tenant: add (or replace) a schedule that enqueues a task at every slot of a cron spec, list them with their next run, or remove one.",
 		[]string{"docket schedule add nightly --queue reports --cron '0 3 * * *' --tz Europe/Paris --payload '{}'",

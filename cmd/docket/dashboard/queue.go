@@ -76,6 +76,7 @@ func (s *Server) queuePage(v *view) {
 	}
 	s.renderView(v, http.StatusOK, "queue", map[string]any{
 		"Schedules": s.schedulesOf(ctx, queue, tenant),
+		"Keys":      s.keysOf(ctx, queue, tenant), // keys.go: a fair queue's top keys
 		"Queue":     queue, "Tenant": tenant, "Stats": st, "Tabs": tabs, "State": stateName(state),
 		"Tasks": list.GetTasks(), "Next": list.GetNextCursor(), "First": q.Get("cursor") != "", "Orphans": orphans,
 		"Admin": s.adminOf(v, tenant), "Back": v.r.URL.RequestURI(), "Rates": s.rates.series(queue, tenant),

@@ -77,6 +77,7 @@ type common struct {
 	seed     uint64
 	lease    time.Duration
 	insecure bool
+	fair     bool // the fair-queue workload (jepsen/fair.go)
 }
 
 func commonFlags(fs *flag.FlagSet) *common {
@@ -85,6 +86,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.out, "out", "jepsen/reports", "reports go in a new directory under this one")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: pick one and print it)")
 	fs.DurationVar(&c.lease, "lease", 2*time.Second, "lease the workers claim with; they heartbeat every lease/4")
+	fs.BoolVar(&c.fair, "fair", false, "also run the fair-queue workload and its per-key-limit and fairness checkers (needs a build with feature level 16)")
 	fs.BoolVar(&c.insecure, "insecure", false, "run the nodes and clients in plaintext without tokens, for comparison (default: mutual TLS, --auth, role tokens)")
 	return c
 }
@@ -110,7 +112,7 @@ func (c *common) config(name string, nodes int, faults []string, d time.Duration
 	}
 	dir := filepath.Join(out, time.Now().UTC().Format("20060102T150405")+"-"+name)
 	return jepsen.RunConfig{Name: name, Nodes: nodes, Faults: faults, Duration: d, Seed: c.seed, Bin: bin, Self: self,
-		ReportDir: dir, Insecure: c.insecure, Producers: 2, Workers: 6, Lease: c.lease,
+		ReportDir: dir, Insecure: c.insecure, Fair: c.fair, Producers: 2, Workers: 6, Lease: c.lease,
 		HoldMin: 6 * time.Second, HoldMax: 14 * time.Second, Quiet: 8 * time.Second,
 		EnqueueEvery: 200 * time.Millisecond, DrainTimeout: 2 * time.Minute}, nil
 }
@@ -299,6 +301,7 @@ func workload(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.Float64Var(&cfg.StallProb, "stall", 0.1, "probability a worker stalls past its lease")
 	fs.Float64Var(&cfg.NackProb, "nack", 0.05, "probability a worker nacks")
 	fs.StringVar(&cfg.ProcPrefix, "proc-prefix", "", "prefix for process names in the history")
+	fs.BoolVar(&cfg.Fair, "fair", false, "run the fair-queue loop (feature level 16)")
 	fs.DurationVar(&cfg.EnqueueEvery, "enqueue-every", 200*time.Millisecond, "each producer's mean pause between enqueues")
 	cfg.Creds.Flags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -66,6 +66,9 @@ func planted(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 		}
 		seed = cfg.Seed
 		cfg.Plant = pc.Plant
+		// Every case runs the fair workload, so that the fault-free case
+		// shows its checkers pass and key-limit-off-by-one is caught.
+		cfg.Fair = true
 		// More stalls than the smoke's 10%, and workers that keep up with
 		// the producers: a task the reaper requeues goes to the back of
 		// the queue, and behind a backlog the stalled worker's Submit
