@@ -150,6 +150,9 @@ func fieldLevel(cmd *pb.Command) uint32 {
 	if hasDeps(cmd.GetEnqueue()) {
 		l = max(l, LevelDependencies)
 	}
+	if len(cmd.GetPutSchedule().GetSchedule().GetKey()) > 0 {
+		l = max(l, LevelFairQueues)
+	}
 	if sl := cmd.GetSetQueueLimits(); sl != nil && (sl.MaxRunningPerKey != nil || sl.Order != nil ||
 		sl.PerKeyPending != nil || sl.PerKeyPendingDepth != nil) {
 		l = max(l, LevelFairQueues)
@@ -198,6 +201,9 @@ func tooNew(l *raft.Log, have uint32, err error) string {
 func dropUnlatched(cmd *pb.Command, feature uint32) {
 	for _, sub := range cmd.GetBatch().GetCommands() {
 		dropUnlatched(sub, feature)
+	}
+	if s := cmd.GetPutSchedule().GetSchedule(); s != nil && feature < LevelFairQueues {
+		s.Key = nil
 	}
 	if sl := cmd.GetSetQueueLimits(); sl != nil && feature < LevelFairQueues {
 		sl.MaxRunningPerKey, sl.Order, sl.PerKeyPending, sl.PerKeyPendingDepth = nil, nil, nil, nil

@@ -14,8 +14,10 @@ import (
 // cancelled.
 const DebouncedReason = "debounced: its key had more pending tasks than the queue keeps"
 
-// MaxPerKeyDepth bounds per_key_pending_depth.
-const MaxPerKeyDepth = 100_000
+// MaxPerKeyDepth bounds per_key_pending_depth: debounce keeps a few
+// pending tasks of a key; a depth in the thousands is a per-key backlog,
+// which needs no debounce.
+const MaxPerKeyDepth = 10_000
 
 // claimKeyed takes up to want tasks of a keyed queue: per priority, from
 // the first key in the queue's key order that is below its limit, the

@@ -46,6 +46,9 @@ func validateSchedule(s *pb.Schedule, maxP int) error {
 	if s.GetPriority() > MaxPriority {
 		return fieldErr("priority", "%d not in 0..%d", s.GetPriority(), MaxPriority)
 	}
+	if n := len(s.GetKey()); n > MaxKeyBytes {
+		return fieldErr("key", "%d bytes, over %d", n, MaxKeyBytes)
+	}
 	if s.GetMaxAttempts() > MaxAttemptsLimit {
 		return fieldErr("max_attempts", "%d > %d", s.GetMaxAttempts(), MaxAttemptsLimit)
 	}
@@ -110,6 +113,9 @@ func (tx *txn) putSchedule(c *pb.PutScheduleCmd, res *pb.CommandResult) error {
 		MaxAttempts: in.GetMaxAttempts(), RetentionNs: in.GetRetentionNs(),
 		Missed: in.GetMissed(), CatchupMax: in.GetCatchupMax(),
 		CreatedAt: tx.now, UpdatedAt: tx.now,
+	}
+	if tx.feature >= LevelFairQueues {
+		s.Key = in.GetKey()
 	}
 	detail := "created"
 	if !created {
@@ -195,6 +201,9 @@ func (tx *txn) fireSchedule(c *pb.FireScheduleCmd, res *pb.CommandResult) error 
 		Schedule:     name,
 		ScheduleSlot: slot,
 	}
+	if tx.feature >= LevelFairQueues {
+		t.Key = s.GetKey()
+	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = pb.DefaultMaxAttempts
 	}
@@ -213,6 +222,9 @@ func (tx *txn) fireSchedule(c *pb.FireScheduleCmd, res *pb.CommandResult) error 
 		}
 	}
 	if err := tx.write(t, pb.TaskState_TASK_STATE_UNSPECIFIED, 0); err != nil {
+		return err
+	}
+	if err := tx.debounce(t); err != nil {
 		return err
 	}
 	s.LastSlot, s.LastTaskId = slot, t.GetId()

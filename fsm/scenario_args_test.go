@@ -156,7 +156,7 @@ func (w *scenario) schedule(d *datadriven.TestData) []string {
 	case "put":
 		s := &pb.Schedule{Name: name, Tenant: tenant, Queue: w.strOr(d, "q", "q"), Spec: w.str(d, "spec"),
 			Zone: w.str(d, "zone"), Payload: []byte(name), Priority: uint32(w.uintArg(d, "prio", 0)),
-			CatchupMax: uint32(w.uintArg(d, "catchup", 0))}
+			CatchupMax: uint32(w.uintArg(d, "catchup", 0)), Key: []byte(w.str(d, "of"))}
 		if d.HasArg("catchup") {
 			s.Missed = pb.MissedPolicy_MISSED_POLICY_CATCH_UP
 		}

@@ -102,6 +102,9 @@ func Test_FairQueueOverGRPC(t *testing.T) {
 	l := mustLeader(t, Config{})
 	f := mustFollower(t, l.addr, Config{})
 	ctx := testCtx(t)
+	if err := l.node.Latch(ctx, fsm.LevelFairQueues); err != nil {
+		t.Fatal(err)
+	}
 	req := &pb.SetQueueLimitsRequest{Queue: "q", MaxRunningPerKey: u32p(1), Order: orderp(pb.QueueOrder_QUEUE_ORDER_FAIR)}
 	if r, err := f.q.SetQueueLimits(ctx, req); err != nil || !r.GetChanged() {
 		t.Fatalf("set fair: %v %v", r, err)

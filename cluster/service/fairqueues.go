@@ -18,20 +18,18 @@ import (
 // cluster that has not latched level 16 refuses with ErrFeatureDisabled
 // before anything is proposed.
 
-// Edge bounds of the fair queues' values. The FSM judges every command
-// again at apply; these only keep an obviously bad request from costing a
-// Raft entry.
+// Edge bounds of the fair queues' values: the FSM's own, checked here too
+// so that an obviously bad request costs no Raft entry. The FSM judges
+// every command again at apply.
 const (
 	// MaxTaskKeyLen bounds a task's key (NewTask.key, SetKeyLimit's key):
 	// an end customer's id, not a payload.
-	MaxTaskKeyLen = 256
+	MaxTaskKeyLen = fsm.MaxKeyBytes
 	// MaxPerKeyPendingDepth bounds a debounced queue's depth: how many
-	// pending tasks of one key it keeps. Debounce keeps a few; a depth in
-	// the thousands is a per-key backlog, which needs no debounce.
-	MaxPerKeyPendingDepth = 10_000
-	// MaxKeyWeight bounds a key's fair-order weight: a thousand times the
-	// share of a key of weight 1 is more skew than a fair queue is for.
-	MaxKeyWeight = 1000
+	// pending tasks of one key it keeps.
+	MaxPerKeyPendingDepth = fsm.MaxPerKeyDepth
+	// MaxKeyWeight bounds a key's fair-order weight.
+	MaxKeyWeight = fsm.MaxKeyWeight
 )
 
 // QueueLimitsCommand builds the SetQueueLimits of req, every optional

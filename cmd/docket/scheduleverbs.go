@@ -25,6 +25,7 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 	retention := v.fs.Duration("retention", 0, "add: keep each finished task this long (0: server default)")
 	missed := v.fs.String("missed", "skip", "add: slots missed while no leader could fire them: skip (fire only the newest) or catchup")
 	catchupMax := v.fs.Uint("catchup-max", 0, "add, with --missed catchup: fire at most this many missed slots at once, the newest (0: 1)")
+	taskKey := v.fs.String("task-key", "", "add: the key of each slot's task, for a fair queue (at most 256 bytes)")
 	const what = "add NAME --queue Q --cron SPEC | list | remove NAME"
 	pos, err := v.parse(args, 1, 2, what)
 	if err != nil {
@@ -48,6 +49,9 @@ func (v *verb) schedule(ctx context.Context, args []string) error {
 		}
 		s = &pb.Schedule{Name: pos[1], Tenant: v.c.tenant, Queue: *queue, Spec: *spec, Zone: *zone, Payload: body,
 			Priority: uint32(*prio), MaxAttempts: uint32(*maxAttempts), RetentionNs: int64(*retention)}
+		if *taskKey != "" {
+			s.Key = []byte(*taskKey)
+		}
 		switch *missed {
 		case "skip":
 			s.Missed = pb.MissedPolicy_MISSED_POLICY_SKIP

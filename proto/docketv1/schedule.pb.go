@@ -108,9 +108,12 @@ type Schedule struct {
 	CreatedAt int64 `protobuf:"varint,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // the first Put's time
 	// updated_at is the last Put's time: a slot at or before it is never
 	// fired, so a new or changed schedule does not fire slots of the past.
-	UpdatedAt     int64  `protobuf:"varint,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	Fired         uint64 `protobuf:"varint,15,opt,name=fired,proto3" json:"fired,omitempty"`                              // tasks enqueued by this schedule
-	LastTaskId    string `protobuf:"bytes,16,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"` // the task of last_slot
+	UpdatedAt  int64  `protobuf:"varint,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Fired      uint64 `protobuf:"varint,15,opt,name=fired,proto3" json:"fired,omitempty"`                              // tasks enqueued by this schedule
+	LastTaskId string `protobuf:"bytes,16,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"` // the task of last_slot
+	// key is the key of the tasks it enqueues (NewTask.key, feature level
+	// 16): fair queues share out by it.
+	Key           []byte `protobuf:"bytes,17,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +258,13 @@ func (x *Schedule) GetLastTaskId() string {
 		return x.LastTaskId
 	}
 	return ""
+}
+
+func (x *Schedule) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
 }
 
 type PutScheduleRequest struct {
@@ -566,7 +576,7 @@ var File_docketv1_schedule_proto protoreflect.FileDescriptor
 
 const file_docketv1_schedule_proto_rawDesc = "" +
 	"\n" +
-	"\x17docketv1/schedule.proto\x12\tdocket.v1\"\xd5\x03\n" +
+	"\x17docketv1/schedule.proto\x12\tdocket.v1\"\xe7\x03\n" +
 	"\bSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -588,7 +598,8 @@ const file_docketv1_schedule_proto_rawDesc = "" +
 	"updated_at\x18\x0e \x01(\x03R\tupdatedAt\x12\x14\n" +
 	"\x05fired\x18\x0f \x01(\x04R\x05fired\x12 \n" +
 	"\flast_task_id\x18\x10 \x01(\tR\n" +
-	"lastTaskId\"E\n" +
+	"lastTaskId\x12\x10\n" +
+	"\x03key\x18\x11 \x01(\fR\x03key\"E\n" +
 	"\x12PutScheduleRequest\x12/\n" +
 	"\bschedule\x18\x01 \x01(\v2\x13.docket.v1.ScheduleR\bschedule\"`\n" +
 	"\x13PutScheduleResponse\x12\x18\n" +

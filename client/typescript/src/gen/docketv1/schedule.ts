@@ -75,6 +75,11 @@ export interface Schedule {
   fired: bigint;
   /** the task of last_slot */
   lastTaskId: string;
+  /**
+   * key is the key of the tasks it enqueues (NewTask.key, feature level
+   * 16): fair queues share out by it.
+   */
+  key: Buffer;
 }
 
 export interface PutScheduleRequest {
@@ -131,6 +136,7 @@ function createBaseSchedule(): Schedule {
     updatedAt: 0n,
     fired: 0n,
     lastTaskId: "",
+    key: Buffer.alloc(0),
   };
 }
 
@@ -198,6 +204,9 @@ export const Schedule: MessageFns<Schedule> = {
     }
     if (message.lastTaskId !== "") {
       writer.uint32(130).string(message.lastTaskId);
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(138).bytes(message.key);
     }
     return writer;
   },
@@ -343,6 +352,14 @@ export const Schedule: MessageFns<Schedule> = {
             message.lastTaskId = reader.string();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -378,6 +395,7 @@ export const Schedule: MessageFns<Schedule> = {
     message.updatedAt = (object.updatedAt !== undefined && object.updatedAt !== null) ? BigInt(object.updatedAt) : 0n;
     message.fired = (object.fired !== undefined && object.fired !== null) ? BigInt(object.fired) : 0n;
     message.lastTaskId = object.lastTaskId ?? "";
+    message.key = object.key ?? Buffer.alloc(0);
     return message;
   },
 };
