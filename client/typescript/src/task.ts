@@ -60,6 +60,8 @@ export interface TaskInfo {
   maxAttempts: number;
   lastError: string;
   idempotencyKey: string;
+  /** The task's key, its unit of fairness in a fair queue; empty when none. */
+  key: string;
   parents: string[];
   createdAt?: Date;
   visibleAt?: Date;
@@ -85,6 +87,7 @@ export function taskInfo(t: Task): TaskInfo {
     maxAttempts: t.maxAttempts,
     lastError: t.lastError,
     idempotencyKey: t.idempotencyKey,
+    key: Buffer.from(t.key).toString("utf8"),
     parents: t.parents,
     createdAt: dateOf(t.createdAt),
     visibleAt: dateOf(t.visibleAt),
@@ -120,6 +123,12 @@ export interface TaskOptions {
    * makes one when none is given, so its own retries never duplicate a task.
    */
   idempotencyKey?: string;
+  /**
+   * The task's key: its unit of fairness, usually the end customer it works
+   * for (at most 256 bytes). A queue with a per-key limit or the fair order
+   * counts and orders its tasks by it. Needs feature level 16.
+   */
+  taskKey?: string;
   /** Tasks (ids) that must complete before this one runs. */
   parents?: string[];
   /** In enqueueBatch: earlier items of the same batch (by index) that must complete first. */
@@ -158,6 +167,7 @@ export function newTask(queue: string, payload: Uint8Array, o: TaskOptions, key:
     retry,
     timeoutNs: o.timeoutMs ? msToNs(o.timeoutMs) : 0n,
     retryOnTimeout: o.retryOnTimeout ?? false,
+    key: Buffer.from(o.taskKey ?? "", "utf8"),
     after: o.parents ?? [],
     afterIndex: o.parentIndexes ?? [],
     onParentFailure:

@@ -10,9 +10,10 @@ test("enqueue carries every task option, and a default idempotency key", async (
   const q = queueName("opts");
   const parent = await c.enqueue(q, { step: 1 });
   const runAt = new Date(Date.now() + 3_600_000);
-  const id = await c.enqueue(q, { step: 2 }, { priority: 7, runAt, maxAttempts: 3, retentionMs: 60_000, idempotencyKey: "opts-key", parents: [parent], timeoutMs: 5_000 });
+  const id = await c.enqueue(q, { step: 2 }, { priority: 7, runAt, maxAttempts: 3, retentionMs: 60_000, idempotencyKey: "opts-key", parents: [parent], timeoutMs: 5_000, taskKey: "customer-7" });
   const t = await c.getTask(id);
   assert.equal(t.queue, q);
+  assert.equal(t.key, "customer-7");
   assert.equal(t.priority, 7);
   assert.equal(t.maxAttempts, 3);
   assert.equal(t.idempotencyKey, "opts-key");
