@@ -2471,6 +2471,234 @@ func (x *SetQueueLimitsResponse) GetChanged() bool {
 	return false
 }
 
+type CheckTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenRequest) Reset() {
+	*x = CheckTokenRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenRequest) ProtoMessage() {}
+
+func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
+func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+}
+
+type CheckTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenResponse) Reset() {
+	*x = CheckTokenResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenResponse) ProtoMessage() {}
+
+func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
+func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CheckTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type ReleaseClaimsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReleaseClaimsItem   `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsRequest) Reset() {
+	*x = ReleaseClaimsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsRequest) ProtoMessage() {}
+
+func (x *ReleaseClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReleaseClaimsRequest) GetItems() []*ReleaseClaimsItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ReleaseClaimsItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsItem) Reset() {
+	*x = ReleaseClaimsItem{}
+	mi := &file_docketv1_api_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsItem) ProtoMessage() {}
+
+func (x *ReleaseClaimsItem) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsItem.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsItem) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ReleaseClaimsItem) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ReleaseClaimsItem) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *ReleaseClaimsItem) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ReleaseClaimsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      uint32                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"` // items whose release was proposed (it applies in the background)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsResponse) Reset() {
+	*x = ReleaseClaimsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsResponse) ProtoMessage() {}
+
+func (x *ReleaseClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ReleaseClaimsResponse) GetAccepted() uint32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2479,7 +2707,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2719,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[44]
+	mi := &file_docketv1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2732,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{44}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
 }
 
 type SnapshotChunk struct {
@@ -2516,7 +2744,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2756,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[45]
+	mi := &file_docketv1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2769,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{45}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2563,7 +2791,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2803,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[46]
+	mi := &file_docketv1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2816,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{46}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -2631,7 +2859,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2871,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[47]
+	mi := &file_docketv1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2884,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{47}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2698,7 +2926,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2938,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[48]
+	mi := &file_docketv1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2951,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{48}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -2755,7 +2983,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2995,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +3008,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 type TokenInfo struct {
@@ -2798,7 +3026,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3038,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3051,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -2884,7 +3112,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +3124,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3137,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -2928,7 +3156,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3168,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3181,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -2971,7 +3199,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3211,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3224,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 type Server struct {
@@ -3018,7 +3246,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3258,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3271,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Server) GetId() string {
@@ -3116,7 +3344,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3356,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3369,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -3193,7 +3421,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3433,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3446,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3365,7 +3593,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3605,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3618,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -3437,7 +3665,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3677,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3690,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -3481,7 +3709,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3721,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3734,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3528,7 +3756,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3768,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3781,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -3592,7 +3820,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3832,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3845,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
 }
 
 type RemoveServerRequest struct {
@@ -3629,7 +3857,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3869,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3882,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -3672,7 +3900,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +3912,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +3925,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
 }
 
 type LeaveRequest struct {
@@ -3708,7 +3936,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3948,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3961,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{69}
 }
 
 type LeaveResponse struct {
@@ -3744,7 +3972,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3984,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3997,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{70}
 }
 
 type ParentResultsRequest struct {
@@ -3784,7 +4012,7 @@ type ParentResultsRequest struct {
 
 func (x *ParentResultsRequest) Reset() {
 	*x = ParentResultsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +4024,7 @@ func (x *ParentResultsRequest) String() string {
 func (*ParentResultsRequest) ProtoMessage() {}
 
 func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +4037,7 @@ func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
 func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ParentResultsRequest) GetTaskId() string {
@@ -3850,7 +4078,7 @@ type ParentResult struct {
 
 func (x *ParentResult) Reset() {
 	*x = ParentResult{}
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4090,7 @@ func (x *ParentResult) String() string {
 func (*ParentResult) ProtoMessage() {}
 
 func (x *ParentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4103,7 @@ func (x *ParentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
 func (*ParentResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ParentResult) GetTaskId() string {
@@ -3923,7 +4151,7 @@ type ParentResultsResponse struct {
 
 func (x *ParentResultsResponse) Reset() {
 	*x = ParentResultsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4163,7 @@ func (x *ParentResultsResponse) String() string {
 func (*ParentResultsResponse) ProtoMessage() {}
 
 func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4176,7 @@ func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
 func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ParentResultsResponse) GetParents() []*ParentResult {
@@ -4125,7 +4353,18 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\v_rate_milliB\b\n" +
 	"\x06_burst\"2\n" +
 	"\x16SetQueueLimitsResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"\x15\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"\x13\n" +
+	"\x11CheckTokenRequest\"<\n" +
+	"\x12CheckTokenResponse\x12&\n" +
+	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\"J\n" +
+	"\x14ReleaseClaimsRequest\x122\n" +
+	"\x05items\x18\x01 \x03(\v2\x1c.docket.v1.ReleaseClaimsItemR\x05items\"Z\n" +
+	"\x11ReleaseClaimsItem\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"3\n" +
+	"\x15ReleaseClaimsResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -4264,7 +4503,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\n" +
 	"UpdateTask\x12\x1c.docket.v1.UpdateTaskRequest\x1a\x1d.docket.v1.UpdateTaskResponse\x12R\n" +
 	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse\x12U\n" +
-	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse2\x86\x06\n" +
+	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse2\xa5\a\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -4276,7 +4515,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
 	"\vRevokeToken\x12\x1d.docket.v1.RevokeTokenRequest\x1a\x1e.docket.v1.RevokeTokenResponse\x12J\n" +
 	"\fSnapshotSave\x12\x1e.docket.v1.SnapshotSaveRequest\x1a\x18.docket.v1.SnapshotChunk0\x01\x12Q\n" +
-	"\x0fSnapshotRestore\x12\x18.docket.v1.SnapshotChunk\x1a\".docket.v1.SnapshotRestoreResponse(\x01B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0fSnapshotRestore\x12\x18.docket.v1.SnapshotChunk\x1a\".docket.v1.SnapshotRestoreResponse(\x01\x12I\n" +
+	"\n" +
+	"CheckToken\x12\x1c.docket.v1.CheckTokenRequest\x1a\x1d.docket.v1.CheckTokenResponse\x12R\n" +
+	"\rReleaseClaims\x12\x1f.docket.v1.ReleaseClaimsRequest\x1a .docket.v1.ReleaseClaimsResponseB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_api_proto_rawDescOnce sync.Once
@@ -4290,7 +4532,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -4336,152 +4578,164 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*UpdateTaskResponse)(nil),         // 41: docket.v1.UpdateTaskResponse
 	(*SetQueueLimitsRequest)(nil),      // 42: docket.v1.SetQueueLimitsRequest
 	(*SetQueueLimitsResponse)(nil),     // 43: docket.v1.SetQueueLimitsResponse
-	(*SnapshotSaveRequest)(nil),        // 44: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 45: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 46: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 47: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 48: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 49: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 50: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 51: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 52: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 53: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 54: docket.v1.Server
-	(*StatusRequest)(nil),              // 55: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 56: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 57: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 58: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 59: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 60: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 61: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 62: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 63: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 64: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 65: docket.v1.LeaveResponse
-	(*ParentResultsRequest)(nil),       // 66: docket.v1.ParentResultsRequest
-	(*ParentResult)(nil),               // 67: docket.v1.ParentResult
-	(*ParentResultsResponse)(nil),      // 68: docket.v1.ParentResultsResponse
-	(*NewTask)(nil),                    // 69: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 70: docket.v1.ItemResult
-	(*Task)(nil),                       // 71: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 72: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 73: docket.v1.Outcome
-	(TaskState)(0),                     // 74: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 75: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 76: docket.v1.RetryPolicy
-	(*PutScheduleRequest)(nil),         // 77: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 78: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 79: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 80: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 81: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 82: docket.v1.RemoveScheduleResponse
+	(*CheckTokenRequest)(nil),          // 44: docket.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),         // 45: docket.v1.CheckTokenResponse
+	(*ReleaseClaimsRequest)(nil),       // 46: docket.v1.ReleaseClaimsRequest
+	(*ReleaseClaimsItem)(nil),          // 47: docket.v1.ReleaseClaimsItem
+	(*ReleaseClaimsResponse)(nil),      // 48: docket.v1.ReleaseClaimsResponse
+	(*SnapshotSaveRequest)(nil),        // 49: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 50: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 51: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 52: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 53: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 54: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 55: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 56: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 57: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 58: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 59: docket.v1.Server
+	(*StatusRequest)(nil),              // 60: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 61: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 62: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 63: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 64: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 65: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 66: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 67: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 68: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 69: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 70: docket.v1.LeaveResponse
+	(*ParentResultsRequest)(nil),       // 71: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 72: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 73: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 74: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 75: docket.v1.ItemResult
+	(*Task)(nil),                       // 76: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 77: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 78: docket.v1.Outcome
+	(TaskState)(0),                     // 79: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 80: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 81: docket.v1.RetryPolicy
+	(*Token)(nil),                      // 82: docket.v1.Token
+	(*PutScheduleRequest)(nil),         // 83: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 84: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 85: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 86: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 87: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 88: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	69, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	70, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	71, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	74, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	75, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	76, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
 	2,  // 3: docket.v1.ClaimBatchRequest.items:type_name -> docket.v1.ClaimRequest
 	3,  // 4: docket.v1.ClaimBatchResponse.items:type_name -> docket.v1.ClaimResponse
-	72, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	70, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	73, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	77, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	75, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	78, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	8,  // 8: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	70, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	74, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	74, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	71, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	71, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	75, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	71, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	70, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	74, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	71, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	76, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	74, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	74, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	50, // 22: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	54, // 23: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	57, // 24: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	74, // 25: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	73, // 26: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	67, // 27: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
-	0,  // 28: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 29: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 30: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
-	6,  // 31: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	8,  // 32: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	10, // 33: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	12, // 34: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	14, // 35: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	16, // 36: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	18, // 37: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	20, // 38: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	22, // 39: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	24, // 40: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	26, // 41: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	28, // 42: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	30, // 43: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	32, // 44: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	77, // 45: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	78, // 46: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	79, // 47: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	34, // 48: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	36, // 49: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	38, // 50: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	40, // 51: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	66, // 52: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	42, // 53: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
-	55, // 54: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	58, // 55: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	60, // 56: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	62, // 57: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	64, // 58: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	47, // 59: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	49, // 60: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	52, // 61: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	44, // 62: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	45, // 63: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 64: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 65: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 66: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
-	7,  // 67: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	9,  // 68: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	11, // 69: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	13, // 70: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	15, // 71: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	17, // 72: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	19, // 73: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	21, // 74: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	23, // 75: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	25, // 76: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	27, // 77: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	29, // 78: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	31, // 79: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	33, // 80: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	80, // 81: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	81, // 82: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	82, // 83: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	35, // 84: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	37, // 85: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	39, // 86: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	41, // 87: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	68, // 88: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	43, // 89: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
-	56, // 90: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	59, // 91: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	61, // 92: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	63, // 93: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	65, // 94: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	48, // 95: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	51, // 96: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	53, // 97: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	45, // 98: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	46, // 99: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	64, // [64:100] is the sub-list for method output_type
-	28, // [28:64] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	75, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	79, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	79, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	76, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	76, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	80, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	76, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	75, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	79, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	76, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	81, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	79, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	79, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	82, // 22: docket.v1.CheckTokenResponse.token:type_name -> docket.v1.Token
+	47, // 23: docket.v1.ReleaseClaimsRequest.items:type_name -> docket.v1.ReleaseClaimsItem
+	55, // 24: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	59, // 25: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	62, // 26: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	79, // 27: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	78, // 28: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	72, // 29: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 30: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 31: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 32: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
+	6,  // 33: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	8,  // 34: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	10, // 35: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	12, // 36: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	14, // 37: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	16, // 38: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	18, // 39: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	20, // 40: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	22, // 41: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	24, // 42: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	26, // 43: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	28, // 44: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	30, // 45: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	32, // 46: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	83, // 47: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	84, // 48: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	85, // 49: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	34, // 50: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	36, // 51: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	38, // 52: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	40, // 53: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	71, // 54: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	42, // 55: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	60, // 56: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	63, // 57: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	65, // 58: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	67, // 59: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	69, // 60: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	52, // 61: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	54, // 62: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	57, // 63: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	49, // 64: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	50, // 65: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	44, // 66: docket.v1.Cluster.CheckToken:input_type -> docket.v1.CheckTokenRequest
+	46, // 67: docket.v1.Cluster.ReleaseClaims:input_type -> docket.v1.ReleaseClaimsRequest
+	1,  // 68: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 69: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 70: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
+	7,  // 71: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	9,  // 72: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	11, // 73: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	13, // 74: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	15, // 75: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	17, // 76: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	19, // 77: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	21, // 78: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	23, // 79: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	25, // 80: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	27, // 81: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	29, // 82: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	31, // 83: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	33, // 84: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	86, // 85: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	87, // 86: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	88, // 87: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	35, // 88: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	37, // 89: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	39, // 90: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	41, // 91: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	73, // 92: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	43, // 93: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	61, // 94: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	64, // 95: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	66, // 96: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	68, // 97: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	70, // 98: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	53, // 99: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	56, // 100: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	58, // 101: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	50, // 102: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	51, // 103: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	45, // 104: docket.v1.Cluster.CheckToken:output_type -> docket.v1.CheckTokenResponse
+	48, // 105: docket.v1.Cluster.ReleaseClaims:output_type -> docket.v1.ReleaseClaimsResponse
+	68, // [68:106] is the sub-list for method output_type
+	30, // [30:68] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -4499,7 +4753,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
