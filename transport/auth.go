@@ -174,6 +174,14 @@ func requestTenants(req any) []string {
 			return nil // a tenant's own limit: admin over every tenant
 		}
 		return []string{tn}
+	case *pb.ReleaseClaimsRequest:
+		var out []string
+		for _, it := range r.GetItems() {
+			if it != nil {
+				out = appendNew(out, def(&it.Tenant))
+			}
+		}
+		return out
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

@@ -44,6 +44,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// spawnMu orders spawn's wg.Add before Stop's cancel and wg.Wait.
+	spawnMu sync.Mutex
 
 	stopOnce sync.Once
 	stopErr  error
@@ -165,7 +167,9 @@ func (s *Server) Stop(ctx context.Context) error {
 			s.grpc.Stop()
 			<-done
 		}
+		s.spawnMu.Lock()
 		s.cancel()
+		s.spawnMu.Unlock()
 		s.wg.Wait()
 		s.stopErr = s.fwd.Close()
 	})
