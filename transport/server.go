@@ -38,6 +38,7 @@ type Server struct {
 	polls   *pollLimiter
 	codec   *requestCodec
 	hashes  *hashCache
+	tokens  *tokenChecks // a follower's cache of the leader's answers about tokens
 	guard   *connGuard
 
 	// ctx ends once gRPC has stopped; the health watcher ends with it.
@@ -72,6 +73,7 @@ func New(node Node, svc *service.Service, cfg Config) *Server {
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
 		hashes:  newHashCache(cfg.HashInterval),
+		tokens:  newTokenChecks(),
 		guard:   newConnGuard(cfg.UnprovenTimeout, cfg.MaxUnproven, cfg.MaxUnprovenPerIP, cfg.UnprovenCallRate, cfg.Logger.With("component", "transport")),
 		ctx:     ctx,
 		cancel:  cancel,
