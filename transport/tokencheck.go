@@ -20,9 +20,13 @@ import (
 // Tokens a follower's replica does not know. The replica may lag the
 // leader (a token created a moment ago), so its "unknown" is not final,
 // and revoked tokens are unknown too. The follower asks the leader
-// (Cluster.CheckToken, with the caller's token as the call's own) and
-// keeps the answer for tokenCheckTTL: the leader's yes or no is final; a
-// leader that moved names the new one, and the caller is sent there.
+// (Cluster.CheckToken, with the caller's token as the call's own): the
+// leader's yes or no is final; a leader that moved names the new one, and
+// the caller is sent there. A no is kept for tokenCheckTTL, since a
+// secret the leader does not know never becomes one it knows (the leader
+// mints them). A yes is not kept: it is asked for only until the replica
+// applies the token, and a kept yes would outlive a revoke the replica
+// has applied.
 
 // ErrTokenUnchecked is Unavailable: a follower's replica does not know
 // the call's token and no leader could be asked about it. Nothing was
@@ -30,10 +34,8 @@ import (
 var ErrTokenUnchecked = errors.New("token unknown to this replica, and no leader could be asked about it")
 
 const (
-	// tokenCheckTTL is how long a follower keeps the leader's answer about
-	// a token: long enough that a burst of calls with one token costs
-	// one leader call, short enough that a revoke the follower's replica
-	// has not applied yet is honoured within it.
+	// tokenCheckTTL is how long a follower keeps the leader's "unknown":
+	// a burst of calls with one bad token costs one leader call.
 	tokenCheckTTL = 2 * time.Second
 	// tokenCheckTimeout bounds one call to the leader.
 	tokenCheckTimeout = 2 * time.Second
@@ -45,12 +47,11 @@ const (
 )
 
 type tokenAnswer struct {
-	tok *pb.Token // nil: unknown to the leader
-	at  time.Time
+	at time.Time
 }
 
-// tokenChecks is a follower's cache of the leader's answers, keyed by the
-// secret's SHA-256.
+// tokenChecks is a follower's cache of the leader's "unknown" answers,
+// keyed by the secret's SHA-256.
 type tokenChecks struct {
 	mu   sync.Mutex
 	seen map[[32]byte]tokenAnswer
@@ -93,11 +94,8 @@ func (c *tokenChecks) put(key [32]byte, a tokenAnswer) {
 // leader moved, or ErrTokenUnchecked.
 func (s *Server) askLeader(ctx context.Context, secret string) (*pb.Token, error) {
 	key := sha256.Sum256([]byte(secret))
-	if a, ok := s.tokens.get(key, time.Now()); ok {
-		if a.tok == nil {
-			return nil, fmt.Errorf("%w (the leader's answer)", service.ErrUnknownToken)
-		}
-		return a.tok, nil
+	if _, ok := s.tokens.get(key, time.Now()); ok {
+		return nil, fmt.Errorf("%w (the leader's answer)", service.ErrUnknownToken)
 	}
 	hint := s.svc.LeaderGRPCAddr()
 	if hint == "" {
@@ -124,7 +122,6 @@ func (s *Server) askLeader(ctx context.Context, secret string) (*pb.Token, error
 	err = cc.Invoke(cctx, pb.Cluster_CheckToken_FullMethodName, &pb.CheckTokenRequest{}, resp)
 	switch st := status.Convert(err); {
 	case err == nil && resp.GetToken() != nil:
-		s.tokens.put(key, tokenAnswer{tok: resp.GetToken(), at: time.Now()})
 		return resp.GetToken(), nil
 	case st.Code() == codes.Unauthenticated:
 		s.tokens.put(key, tokenAnswer{at: time.Now()})
