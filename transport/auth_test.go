@@ -368,6 +368,25 @@ func Test_AuthForwardedHopChecksAgain(t *testing.T) {
 	wantCode(t, "an unknown token on the leader", err, codes.Unauthenticated)
 }
 
+// Test_AuthFollowerSendsToTheLeaderItIsTold: a follower whose replica
+// does not know a token asks the node it takes for the leader; when that
+// node leads no longer (a stale view during an election), its answer names
+// the new leader, and the follower sends the caller there, where the token
+// works.
+func Test_AuthFollowerSendsToTheLeaderItIsTold(t *testing.T) {
+	leader := authServer(t)
+	was := mustFollower(t, leader.addr, Config{Auth: authOn}) // led once; knows the new leader
+	stale := mustFollower(t, was.addr, Config{Auth: authOn})  // still takes it for the leader
+	ctx := testCtx(t)
+	_, err := stale.q.GetTask(as(ctx, adminSecret), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
+	wantCode(t, "a token asked of a node that leads no longer", err, codes.Unavailable)
+	if info := errorInfoOf(err); info.GetReason() != pb.ReasonNotLeader || info.GetMetadata()[pb.ErrorInfoLeaderKey] != leader.addr {
+		t.Fatalf("a token asked of a node that leads no longer: %v, want NOT_LEADER naming %s", err, leader.addr)
+	}
+	_, err = leader.q.GetTask(as(ctx, adminSecret), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
+	wantCode(t, "the same call on the leader it was told", err, codes.NotFound)
+}
+
 // Test_AuthOffChangesNothing: without Auth, no token is needed and
 // GetTask still shows the fence, as before.
 func Test_AuthOffChangesNothing(t *testing.T) {
