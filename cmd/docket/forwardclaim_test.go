@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -47,27 +49,46 @@ func (g answerGate) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 // as an undelivered direct Claim does, instead of leaving them RUNNING
 // until their lease ends. ClaimBatch alike.
 func Test_ForwardedClaimUndeliveredIsReleased(t *testing.T) {
+	t.Run("auth off", func(t *testing.T) { forwardedClaimUndelivered(t, false) })
+	// With tokens, the follower hands the tasks back under the worker's
+	// token, held to its tenant.
+	t.Run("auth on", func(t *testing.T) { forwardedClaimUndelivered(t, true) })
+}
+
+func forwardedClaimUndelivered(t *testing.T, auth bool) {
+	const boot = "bootstrap-secret-for-the-test"
 	gate := answerGate{armed: new(atomic.Bool), answered: make(chan struct{}, 1)}
-	nodes := startClusterAPI(t, 3, nil, transport.Config{
+	nodes := startClusterAPI(t, 3, func(c *cluster.Config) { c.BootstrapSecret = boot }, transport.Config{Auth: auth,
 		ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(gate.intercept)}})
 	leader := waitLeader(t, nodes)
 	follower := followers(nodes, leader)[0]
-	c := mustClient(t, leader.grpcAddr)
+	tenant, secret := "", ""
+	if auth {
+		tenant = "acme"
+		admin := mustClientWith(t, addrsOf(nodes), client.WithToken(boot))
+		testwait.For(t, 10*time.Second, "a worker token", func() bool {
+			tok, err := admin.CreateToken(ctxT(t, 10*time.Second), &pb.CreateTokenRequest{Name: "w",
+				Roles: []string{pb.RoleProducer, pb.RoleWorker}, Tenants: []string{tenant}})
+			secret = tok.GetSecret()
+			return err == nil
+		})
+	}
+	c := mustClientWith(t, []string{leader.grpcAddr}, client.WithToken(secret))
 	fq := rawQueue(t, follower.grpcAddr)
 	const lease = time.Minute
 
 	for _, batch := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		items, err := c.Enqueue(ctx, &pb.NewTask{Queue: "fwd", Payload: []byte("x")})
+		items, err := c.Enqueue(ctx, &pb.NewTask{Queue: "fwd", Tenant: tenant, Payload: []byte("x")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := items[0].GetTaskId()
-		claimCtx, leave := context.WithCancel(ctx)
+		claimCtx, leave := context.WithCancel(metadata.AppendToOutgoingContext(ctx, pb.MetadataAuthorization, "Bearer "+secret))
 		errc := make(chan error, 1)
 		gate.armed.Store(true)
 		go func() {
-			req := &pb.ClaimRequest{Queue: "fwd", WorkerId: "gone", MaxTasks: 1, LeaseNs: int64(lease)}
+			req := &pb.ClaimRequest{Queue: "fwd", Tenant: tenant, WorkerId: "gone", MaxTasks: 1, LeaseNs: int64(lease)}
 			if batch {
 				_, err := fq.ClaimBatch(claimCtx, &pb.ClaimBatchRequest{Items: []*pb.ClaimRequest{req}})
 				errc <- err
@@ -99,7 +120,7 @@ func Test_ForwardedClaimUndeliveredIsReleased(t *testing.T) {
 		if task.GetAttempts() != 0 {
 			t.Fatalf("batch %v: released task has %d attempts, want 0", batch, task.GetAttempts())
 		}
-		got, err := c.Claim(ctx, &pb.ClaimRequest{Queue: "fwd", WorkerId: "next", MaxTasks: 1})
+		got, err := c.Claim(ctx, &pb.ClaimRequest{Queue: "fwd", Tenant: tenant, WorkerId: "next", MaxTasks: 1})
 		if err != nil || len(got) != 1 || got[0].GetId() != id {
 			t.Fatalf("batch %v: next claim: %v, %v; want the released %s", batch, got, err, id)
 		}
