@@ -139,7 +139,8 @@ type Budget struct {
 	EntryBytes, DiskBytes uint64
 }
 
-// CheckBudget compares the log with budget bytes. Trailing keeps the
+// CheckBudget compares the log with budget bytes: its entries, and
+// raft-wal's files. Trailing keeps the
 // newest entries that fit in a quarter of the budget (never below
 // MinTrailingLogs, never above trailingMax), and fewer when the segment
 // files holding them take more than that: after a run of tail cuts, the
@@ -159,6 +160,9 @@ func (s *Store) CheckBudget(budget, trailingMax uint64) (Budget, error) {
 	if n := disk.NewestWithin(budget/4, last); n > 0 {
 		b.Trailing = min(b.Trailing, n)
 	}
-	b.Over = b.EntryBytes > budget || b.DiskBytes > budget
+	// Only raft-wal's files are counted against the budget: raft.db never
+	// shrinks (bbolt reuses its free pages), so a file that once grew past
+	// the budget would ask for a snapshot every second, freeing nothing.
+	b.Over = b.EntryBytes > budget || len(disk.Segments) > 0 && b.DiskBytes > budget
 	return b, nil
 }
