@@ -33,7 +33,7 @@ type raftParts struct {
 // majority.
 func openRaftStores(cfg Config, log *slog.Logger, p *raftParts) error {
 	var err error
-	if p.store, err = raftlog.Open(cfg.DataDir, cfg.LogStore, log); err != nil {
+	if p.store, err = raftlog.Open(cfg.DataDir, cfg.LogStore, log, cfg.LogMaxBytes); err != nil {
 		return err
 	}
 	var logs raft.LogStore = p.store

@@ -194,8 +194,12 @@ type Config struct {
 	// entries that fit in a quarter of it. Raft alone snapshots by entry
 	// count and keeps TrailingLogs entries, which with large entries (1 MiB
 	// payloads, or coalesced batches of hundreds of KiB under load) is many
-	// GiB. Default 512 MiB; 0 turns the bound off. Lower trailing logs mean
-	// a follower that fell further behind catches up by a snapshot.
+	// GiB. The log's files count too: raft-wal preallocates a segment at
+	// every tail cut, and a flapping leader filled a 512 MiB disk with
+	// them while the entries stayed small; its segments are a sixteenth of
+	// the budget (raftlog.SegmentBytesFor). Default 512 MiB; 0 turns the
+	// bound off (and keeps 64 MiB segments). Lower trailing logs mean a
+	// follower that fell further behind catches up by a snapshot.
 	LogMaxBytes uint64
 
 	// LogCacheSize is how many recent entries raft.NewLogCache keeps in

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/internal/nodetest"
+	"github.com/dockethq/docket/cluster/raftlog"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -43,6 +44,16 @@ func Test_LogStaysWithinByteBudget(t *testing.T) {
 	})
 	if v := gaugeValue(t, reg, "docket_raft_log_bytes"); v <= 0 || v > budget {
 		t.Fatalf("docket_raft_log_bytes %v, want within (0, %d]", v, budget)
+	}
+	// The files are sampled every second and held to the budget as well
+	// (plus what a segment holds beyond its entries).
+	diskBound := float64(budget + 2*raftlog.SegmentBytesFor(budget))
+	testwait.For(t, 10*time.Second, "the log's files within the budget", func() bool {
+		v := gaugeValue(t, reg, "docket_raft_log_disk_bytes")
+		return v > 0 && v <= diskBound
+	})
+	if v := gaugeValue(t, reg, "docket_raft_log_max_bytes"); v != budget {
+		t.Fatalf("docket_raft_log_max_bytes %v, want %d", v, budget)
 	}
 	first, err := n.Internals().Logs.FirstIndex()
 	if err != nil {

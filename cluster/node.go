@@ -35,12 +35,15 @@ type Node struct {
 	log   *slog.Logger
 	clock replica.Clock
 
-	fsm       *fsm.FSM
-	store     *raftlog.Store
-	logs      raft.LogStore // the LogCache over store
-	snaps     *raft.FileSnapshotStore
-	transport *raft.NetworkTransport
-	raft      *raft.Raft
+	fsm   *fsm.FSM
+	store *raftlog.Store
+	logs  raft.LogStore // the LogCache over store
+	// logDiskBytes is what the log's files held on disk at the last
+	// sample (watchLogBytes).
+	logDiskBytes atomic.Uint64
+	snaps        *raft.FileSnapshotStore
+	transport    *raft.NetworkTransport
+	raft         *raft.Raft
 
 	peers  *membership.Book
 	gossip *gossip.Gossip
@@ -163,8 +166,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	role.raft.Store(n.raft)
 	if reg := cfg.Service.Registerer; reg != nil {
-		if err := errors.Join(reg.Register(n.collector()), reg.Register(n.logBytesGauge()),
-			reg.Register(newKeyMetricsCollector(n.fsm, n.IsLeader))); err != nil { // keymetrics.go
+		errs := []error{reg.Register(n.collector()), reg.Register(newKeyMetricsCollector(n.fsm, n.IsLeader))} // keymetrics.go
+		for _, g := range n.logBytesGauges() {
+			errs = append(errs, reg.Register(g))
+		}
+		if err := errors.Join(errs...); err != nil {
 			// A second node on one registry (tests): its metrics stay local.
 			log.Warn("node metrics not registered", "err", err)
 		}

@@ -54,16 +54,23 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 	if !s.cfg.Auth || !docketMethod(method) || openMethod(method) {
 		return ctx, nil
 	}
+	if method == pb.Cluster_CheckToken_FullMethodName && !s.svc.IsLeader() {
+		// Only a leader's answer about a token is final (tokencheck.go).
+		return ctx, fmt.Errorf("check token: %w", &notLeaderError{LeaderGRPC: s.svc.LeaderGRPCAddr()})
+	}
 	tok, err := s.svc.Authenticate(bearer(ctx))
 	if errors.Is(err, service.ErrUnknownToken) && !s.svc.IsLeader() && !isForwarded(ctx) {
 		// A lagging replica may not hold a token the leader created a
 		// moment ago (the harness saw reads refused so after a node was
-		// wiped and rejoined). Only the leader's answer is final: send
-		// the caller there, as for a write, rather than refuse it here.
-		return ctx, fmt.Errorf("token unknown to this replica, which may lag: %w", &notLeaderError{LeaderGRPC: s.svc.LeaderGRPCAddr()})
+		// wiped and rejoined), and a revoked token is unknown too. Only
+		// the leader's answer is final: ask it (tokencheck.go).
+		tok, err = s.askLeader(ctx, bearer(ctx))
 	}
 	if err != nil {
 		return ctx, err
+	}
+	if method == pb.Cluster_CheckToken_FullMethodName {
+		return context.WithValue(ctx, tokenKey{}, tok), nil // any valid token may ask about itself
 	}
 	tenants := requestTenants(req)
 	if len(tenants) == 0 {
@@ -178,6 +185,14 @@ func requestTenants(req any) []string {
 		return []string{def(&r.Tenant)}
 	case *pb.ListKeysRequest:
 		return []string{def(&r.Tenant)}
+	case *pb.ReleaseClaimsRequest:
+		var out []string
+		for _, it := range r.GetItems() {
+			if it != nil {
+				out = appendNew(out, def(&it.Tenant))
+			}
+		}
+		return out
 	case *pb.RequeueDeadRequest:
 		if r.GetTaskId() != "" {
 			return nil

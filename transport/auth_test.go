@@ -344,29 +344,47 @@ func Test_AuthForwardedHopChecksAgain(t *testing.T) {
 	}
 	_, err = follower.q.Enqueue(as(ctx, "follower-only"), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	wantCode(t, "forwarded with a token the leader does not know", err, codes.Unauthenticated)
-	// A token the follower does not hold yet (it lags): not refused there,
-	// but sent to the leader, whose answer is final. Before, the follower
-	// answered Unauthenticated and the client gave up (the secure harness
-	// saw reads refused so on a rejoined node).
-	_, err = follower.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
-	wantCode(t, "a token the follower does not know yet", err, codes.Unavailable)
-	info := errorInfoOf(err)
-	if info.GetReason() != pb.ReasonNotLeader || info.GetMetadata()[pb.ErrorInfoLeaderKey] != leader.addr {
-		t.Fatalf("a token the follower does not know yet: %v, want NOT_LEADER naming %s", err, leader.addr)
+	// A token the follower does not hold yet (it lags): not refused there;
+	// the follower asks the leader, whose answer is final, and the call
+	// goes through (forwarded). Before, the follower answered
+	// Unauthenticated and the client gave up (the secure harness saw
+	// reads refused so on a rejoined node), and then NOT_LEADER, which
+	// named no leader when the follower knew none.
+	if _, err := follower.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}); err != nil {
+		t.Fatalf("a token the follower does not know yet: %v", err)
 	}
-	if _, err := leader.q.Enqueue(as(ctx, adminSecret), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}}); err != nil {
-		t.Fatalf("the same call on the leader: %v", err)
-	}
+	// One the leader does not know either: Unauthenticated at the follower.
+	_, err = follower.q.Enqueue(as(ctx, "nobody-knows-this-one"), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
+	wantCode(t, "a token nobody knows, at the follower", err, codes.Unauthenticated)
 	if err := leader.node.Service().Bootstrap(ctx, "again"); err == nil {
 		t.Fatal("second bootstrap accepted")
 	}
 	st, err := leader.q.Stats(as(ctx, adminSecret), &pb.StatsRequest{})
 	if err != nil || len(st.GetQueues()) != 1 || st.GetQueues()[0].GetPending() != 1 {
-		t.Fatalf("leader state: %v %v, want the one task enqueued on the leader", st, err)
+		t.Fatalf("leader state: %v %v, want the one task enqueued through the follower", st, err)
 	}
 	// A token the leader does not know either is refused there, for good.
 	_, err = leader.q.Enqueue(as(ctx, "nobody-knows-this-token"), &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "q"}}})
 	wantCode(t, "an unknown token on the leader", err, codes.Unauthenticated)
+}
+
+// Test_AuthFollowerSendsToTheLeaderItIsTold: a follower whose replica
+// does not know a token asks the node it takes for the leader; when that
+// node leads no longer (a stale view during an election), its answer names
+// the new leader, and the follower sends the caller there, where the token
+// works.
+func Test_AuthFollowerSendsToTheLeaderItIsTold(t *testing.T) {
+	leader := authServer(t)
+	was := mustFollower(t, leader.addr, Config{Auth: authOn}) // led once; knows the new leader
+	stale := mustFollower(t, was.addr, Config{Auth: authOn})  // still takes it for the leader
+	ctx := testCtx(t)
+	_, err := stale.q.GetTask(as(ctx, adminSecret), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
+	wantCode(t, "a token asked of a node that leads no longer", err, codes.Unavailable)
+	if info := errorInfoOf(err); info.GetReason() != pb.ReasonNotLeader || info.GetMetadata()[pb.ErrorInfoLeaderKey] != leader.addr {
+		t.Fatalf("a token asked of a node that leads no longer: %v, want NOT_LEADER naming %s", err, leader.addr)
+	}
+	_, err = leader.q.GetTask(as(ctx, adminSecret), &pb.GetTaskRequest{TaskId: "x", AllowStale: true})
+	wantCode(t, "the same call on the leader it was told", err, codes.NotFound)
 }
 
 // Test_AuthOffChangesNothing: without Auth, no token is needed and

@@ -2,10 +2,7 @@ package transport
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc/stats"
 
 	"github.com/dockethq/docket/cluster/service"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -31,17 +28,20 @@ func (q *queueService) Claim(ctx context.Context, req *pb.ClaimRequest) (*pb.Cla
 		}
 		defer release()
 	}
-	return onLeader(s, ctx, pb.Queue_Claim_FullMethodName, req, &pb.ClaimResponse{},
+	resp, err := onLeader(s, ctx, pb.Queue_Claim_FullMethodName, req, &pb.ClaimResponse{},
 		func(ctx context.Context) (*pb.ClaimResponse, error) {
 			tasks, err := s.svc.Claim(ctx, cmd, wait)
 			if err != nil {
 				return nil, err
 			}
-			if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok && len(tasks) > 0 {
-				slot.tasks.Store(&tasks) // for claimWatch, if the send fails
-			}
 			return &pb.ClaimResponse{Tasks: tasks}, nil
 		})
+	if err == nil {
+		// Claimed here or by the leader for this node: for claimWatch,
+		// if the send fails.
+		watchClaim(ctx, resp.GetTasks())
+	}
+	return resp, err
 }
 
 // WaitResult waits up to min(wait_ns, MaxResultWait) for a task to end:
@@ -84,41 +84,3 @@ func (q *queueService) WaitResult(ctx context.Context, req *pb.WaitResultRequest
 			return &pb.WaitResultResponse{Task: hideFence(ctx, t), Done: done}, nil
 		})
 }
-
-// claimWatch is a gRPC stats handler that sees the end of each Claim and
-// ClaimBatch: when the handler answered tasks but gRPC could not send the
-// answer (the caller reset the stream, the connection broke), they are
-// undelivered and the node releases them, every item's of a ClaimBatch.
-// An answer lost after it was written to the connection is not seen; its
-// leases expire and the reaper counts an attempt, as before.
-type claimWatch struct{ s *Server }
-
-type claimSlotKey struct{}
-
-// claimSlot carries a Claim's tasks (all items' of a ClaimBatch) from the
-// handler to claimWatch.
-type claimSlot struct {
-	tasks atomic.Pointer[[]*pb.Task]
-}
-
-func (w claimWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if info.FullMethodName != pb.Queue_Claim_FullMethodName && info.FullMethodName != pb.Queue_ClaimBatch_FullMethodName {
-		return ctx
-	}
-	return context.WithValue(ctx, claimSlotKey{}, &claimSlot{})
-}
-
-func (w claimWatch) HandleRPC(ctx context.Context, st stats.RPCStats) {
-	end, ok := st.(*stats.End)
-	if !ok || end.Error == nil {
-		return
-	}
-	if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok {
-		if tasks := slot.tasks.Swap(nil); tasks != nil {
-			w.s.svc.ReleaseTasks(*tasks)
-		}
-	}
-}
-
-func (claimWatch) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (claimWatch) HandleConn(context.Context, stats.ConnStats)                       {}

@@ -27,19 +27,24 @@ func (q *queueService) ClaimBatch(ctx context.Context, req *pb.ClaimBatchRequest
 	if err != nil {
 		return nil, err
 	}
-	return onLeader(s, ctx, pb.Queue_ClaimBatch_FullMethodName, req, &pb.ClaimBatchResponse{},
+	resp, err := onLeader(s, ctx, pb.Queue_ClaimBatch_FullMethodName, req, &pb.ClaimBatchResponse{},
 		func(ctx context.Context) (*pb.ClaimBatchResponse, error) {
 			got, err := s.claimAll(ctx, cmds)
 			if err != nil {
 				return nil, err
 			}
-			resp, sent, kept := fitClaimAnswer(got, s.answerLimit())
+			resp, _, kept := fitClaimAnswer(got, s.answerLimit())
 			s.svc.ReleaseTasks(kept)
-			if slot, ok := ctx.Value(claimSlotKey{}).(*claimSlot); ok && len(sent) > 0 {
-				slot.tasks.Store(&sent) // for claimWatch, if the send fails
-			}
 			return resp, nil
 		})
+	if err == nil {
+		var sent []*pb.Task
+		for _, it := range resp.GetItems() {
+			sent = append(sent, it.GetTasks()...)
+		}
+		watchClaim(ctx, sent) // for claimWatch, if the send fails
+	}
+	return resp, err
 }
 
 // claimBatchCommands checks req and builds one Claim command per item,

@@ -96,6 +96,10 @@ func toStatus(err error) error {
 			md = map[string]string{pb.ErrorInfoLeaderKey: l}
 		}
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonNotLeader, md))
+	case errors.Is(err, ErrTokenUnchecked):
+		// No ErrorInfo: a NOT_LEADER reason would promise a leader to
+		// follow, and there is none to name.
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, ErrOverloaded):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonOverloaded, nil))
 	case errors.Is(err, errShutdown), errors.Is(err, peer.ErrClosed):

@@ -63,6 +63,11 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 		return zero, fmt.Errorf("forward to %s: %w", hint, err)
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
+	if method == pb.Queue_Claim_FullMethodName || method == pb.Queue_ClaimBatch_FullMethodName {
+		var cancel context.CancelFunc
+		ctx, cancel = lagCancel(ctx)
+		defer cancel()
+	}
 	fctx := forwardAuth(ctx, metadata.AppendToOutgoingContext(ctx, pb.MetadataForwarded, "1"))
 	if id := s.node.Identity().ID(); id != "" {
 		fctx = metadata.AppendToOutgoingContext(fctx, pb.MetadataCluster, id)

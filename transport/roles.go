@@ -71,6 +71,9 @@ var methodRoles = map[string][]string{
 	pb.Cluster_RevokeToken_FullMethodName:        {pb.RoleAdmin},
 	pb.Cluster_SnapshotSave_FullMethodName:       {pb.RoleAdmin},
 	pb.Cluster_SnapshotRestore_FullMethodName:    {pb.RoleAdmin},
+	// A follower hands back a worker's undelivered claim with the
+	// worker's token, held to the items' tenants like the claim was.
+	pb.Cluster_ReleaseClaims_FullMethodName: {pb.RoleWorker},
 }
 
 var clusterWide = map[string]bool{

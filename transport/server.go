@@ -38,12 +38,15 @@ type Server struct {
 	polls   *pollLimiter
 	codec   *requestCodec
 	hashes  *hashCache
+	tokens  *tokenChecks // a follower's cache of the leader's answers about tokens
 	guard   *connGuard
 
 	// ctx ends once gRPC has stopped; the health watcher ends with it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// spawnMu orders spawn's wg.Add before Stop's cancel and wg.Wait.
+	spawnMu sync.Mutex
 
 	stopOnce sync.Once
 	stopErr  error
@@ -70,6 +73,7 @@ func New(node Node, svc *service.Service, cfg Config) *Server {
 		metrics: newMetrics(cfg.Registerer, cfg.Logger),
 		codec:   newRequestCodec(),
 		hashes:  newHashCache(cfg.HashInterval),
+		tokens:  newTokenChecks(),
 		guard:   newConnGuard(cfg.UnprovenTimeout, cfg.MaxUnproven, cfg.MaxUnprovenPerIP, cfg.UnprovenCallRate, cfg.Logger.With("component", "transport")),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -165,7 +169,9 @@ func (s *Server) Stop(ctx context.Context) error {
 			s.grpc.Stop()
 			<-done
 		}
+		s.spawnMu.Lock()
 		s.cancel()
+		s.spawnMu.Unlock()
 		s.wg.Wait()
 		s.stopErr = s.fwd.Close()
 	})

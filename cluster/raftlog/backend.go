@@ -66,7 +66,10 @@ const (
 // the other store's files: starting on the other store would see an empty
 // log and stable store, so the node would forget its term and vote and
 // rejoin as if new.
-func Open(dataDir, kind string, log *slog.Logger) (*Store, error) {
+//
+// budget is the log byte budget (--log-max-bytes; 0 for none): raft-wal's
+// segments are sized to it (SegmentBytesFor).
+func Open(dataDir, kind string, log *slog.Logger, budget uint64) (*Store, error) {
 	kind, why := Resolve(dataDir, kind)
 	log.Info("raft log store", "store", kind, "why", why)
 	boltPath := filepath.Join(dataDir, BoltFile)
@@ -81,7 +84,7 @@ func Open(dataDir, kind string, log *slog.Logger) (*Store, error) {
 		if exists(boltPath) {
 			return nil, mismatch(dataDir, LogStoreWAL, LogStoreBolt, boltPath)
 		}
-		return openCheckedWAL(walPath, log)
+		return openCheckedWALSized(walPath, log, SegmentBytesFor(budget))
 	default:
 		return nil, fmt.Errorf("log store %q: want %q or %q", kind, LogStoreBolt, LogStoreWAL)
 	}
@@ -103,11 +106,17 @@ func exists(path string) bool {
 // above it also cover a damaged sealed segment and the stable values in
 // its BoltDB meta file, and keep one corruption story for both stores.
 func openCheckedWAL(dir string, log *slog.Logger) (*Store, error) {
+	return openCheckedWALSized(dir, log, wal.DefaultSegmentSize)
+}
+
+// openCheckedWALSized is openCheckedWAL with segments of segmentBytes. The
+// size applies to segments created from now on; existing ones keep theirs.
+func openCheckedWALSized(dir string, log *slog.Logger, segmentBytes int) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft-wal dir: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(NewHCLog(log, "raft-wal")), wal.WithMetaStore(meta))
+	w, err := wal.Open(dir, wal.WithLogger(NewHCLog(log, "raft-wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(segmentBytes))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("raft-wal %s: %w", dir, err), meta.Close())
 	}

@@ -64,8 +64,13 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
-	if e.LeaderID == "" {
+	switch {
+	case e.LeaderID == "" && e.LeaderGRPC == "":
 		return "not the leader: no leader known"
+	case e.LeaderID == "":
+		// A hint from the API's view (an address without an id) still
+		// names a leader.
+		return "not the leader: leader at " + e.LeaderGRPC
 	}
 	return fmt.Sprintf("not the leader: leader is %s at %s", e.LeaderID, e.LeaderGRPC)
 }

@@ -50,7 +50,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the snapshot threshold is checked")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "entries kept after a snapshot for followers to catch up from")
 	fs.IntVar(&c.LogCacheSize, "log-cache", c.LogCacheSize, "recent log entries kept in memory")
-	fs.Uint64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "bound the Raft log's bytes: over it take a snapshot that keeps only the newest entries fitting in a quarter of it (0: entry counts only)")
+	fs.Uint64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "bound the Raft log's bytes, its entries and its files on disk: over it take a snapshot that keeps only the newest entries fitting in a quarter of it; raft-wal segments are a sixteenth of it (0: entry counts only, 64 MiB segments)")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or bolt (raft.db, two); default: the store the data dir holds, wal for a new one. A node keeps the store it was created with")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", c.ReapInterval, "how often the leader scans for expired leases")
 	fs.DurationVar(&c.ReapGrace, "reap-grace", c.ReapGrace, "a new leader waits this long before its first reap (>= a worker heartbeat interval)")

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/storage"
 )
 
 // Exit codes. README's "Exit codes" lists them; Test_CLIExitCodes holds
@@ -22,6 +23,7 @@ const (
 	exitNotFound = 3 // the task, token, server or schedule named does not exist (or is another tenant's)
 	exitConnect  = 4 // no node could be reached, or TLS or the token was refused: fix the setup, not the request
 	exitTimeout  = 5 // --timeout ended first (no leader reachable, or wait saw no end); the outcome may be unknown
+	exitDiskFull = 6 // docket agent refused to start: the data dir's disk is full (storage.ErrDiskFull)
 )
 
 // exitCodes says in a few words what each exit code means, for every
@@ -36,6 +38,7 @@ var exitCodes = []struct {
 	{exitNotFound, "not found"},
 	{exitConnect, "cannot connect (TLS, token)"},
 	{exitTimeout, "--timeout ended first"},
+	{exitDiskFull, "disk full at start (agent)"},
 }
 
 // exitCodesHelp is the exit codes' line of -h.
@@ -86,6 +89,8 @@ func exitCode(err error) int {
 		return exitOK // help asked for is no error
 	case errors.As(err, &f):
 		return f.code
+	case errors.Is(err, storage.ErrDiskFull):
+		return exitDiskFull
 	case errors.Is(err, errUsage), isUTF8Error(err):
 		return exitUsage
 	case errors.As(err, &ce), errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
@@ -110,9 +115,14 @@ func isUTF8Error(err error) bool {
 func describe(err error) string {
 	var f *failure
 	var ce *connErr
+	var full *storage.DiskFullError
 	switch {
 	case errors.As(err, &f), errors.As(err, &ce):
 		return err.Error()
+	case errors.As(err, &full):
+		// Its sentence names the disk, the space and the fix; the layers
+		// that wrapped it on the way up add nothing an operator acts on.
+		return full.Error()
 	case isUTF8Error(err):
 		return "invalid argument: a queue name, id, tenant or other text argument is not valid UTF-8"
 	case errors.Is(err, client.ErrUnauthenticated):

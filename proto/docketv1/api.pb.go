@@ -2830,6 +2830,234 @@ func (x *ListKeysResponse) GetKeyed() bool {
 	return false
 }
 
+type CheckTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenRequest) Reset() {
+	*x = CheckTokenRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenRequest) ProtoMessage() {}
+
+func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
+func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+}
+
+type CheckTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenResponse) Reset() {
+	*x = CheckTokenResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenResponse) ProtoMessage() {}
+
+func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
+func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *CheckTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type ReleaseClaimsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReleaseClaimsItem   `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsRequest) Reset() {
+	*x = ReleaseClaimsRequest{}
+	mi := &file_docketv1_api_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsRequest) ProtoMessage() {}
+
+func (x *ReleaseClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ReleaseClaimsRequest) GetItems() []*ReleaseClaimsItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ReleaseClaimsItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"` // empty: the default tenant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsItem) Reset() {
+	*x = ReleaseClaimsItem{}
+	mi := &file_docketv1_api_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsItem) ProtoMessage() {}
+
+func (x *ReleaseClaimsItem) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsItem.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsItem) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ReleaseClaimsItem) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ReleaseClaimsItem) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *ReleaseClaimsItem) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ReleaseClaimsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      uint32                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"` // items whose release was proposed (it applies in the background)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimsResponse) Reset() {
+	*x = ReleaseClaimsResponse{}
+	mi := &file_docketv1_api_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimsResponse) ProtoMessage() {}
+
+func (x *ReleaseClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docketv1_api_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimsResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ReleaseClaimsResponse) GetAccepted() uint32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2838,7 +3066,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3078,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[49]
+	mi := &file_docketv1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3091,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{49}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
 }
 
 type SnapshotChunk struct {
@@ -2875,7 +3103,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +3115,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[50]
+	mi := &file_docketv1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +3128,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{50}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2922,7 +3150,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3162,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[51]
+	mi := &file_docketv1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3175,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{51}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
@@ -2990,7 +3218,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3230,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[52]
+	mi := &file_docketv1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3243,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{52}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -3057,7 +3285,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3297,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[53]
+	mi := &file_docketv1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3310,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{53}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateTokenResponse) GetAccessor() string {
@@ -3114,7 +3342,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3354,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[54]
+	mi := &file_docketv1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3367,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{54}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
 }
 
 type TokenInfo struct {
@@ -3157,7 +3385,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3397,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[55]
+	mi := &file_docketv1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3410,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{55}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TokenInfo) GetAccessor() string {
@@ -3243,7 +3471,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3483,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[56]
+	mi := &file_docketv1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3496,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{56}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -3287,7 +3515,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3527,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[57]
+	mi := &file_docketv1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3540,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{57}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RevokeTokenRequest) GetAccessor() string {
@@ -3330,7 +3558,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3570,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[58]
+	mi := &file_docketv1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3583,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{58}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
 }
 
 type Server struct {
@@ -3377,7 +3605,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3617,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[59]
+	mi := &file_docketv1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3630,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{59}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Server) GetId() string {
@@ -3475,7 +3703,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3715,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[60]
+	mi := &file_docketv1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3728,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{60}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *StatusRequest) GetWithHash() bool {
@@ -3552,7 +3780,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3792,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[61]
+	mi := &file_docketv1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3805,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{61}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3724,7 +3952,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3964,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[62]
+	mi := &file_docketv1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3977,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{62}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ConsistencyCheck) GetStatus() string {
@@ -3796,7 +4024,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4036,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[63]
+	mi := &file_docketv1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4049,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{63}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TransferLeadershipRequest) GetToId() string {
@@ -3840,7 +4068,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +4080,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[64]
+	mi := &file_docketv1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +4093,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{64}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3887,7 +4115,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4127,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[65]
+	mi := &file_docketv1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4140,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{65}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -3951,7 +4179,7 @@ type AddServerResponse struct {
 
 func (x *AddServerResponse) Reset() {
 	*x = AddServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4191,7 @@ func (x *AddServerResponse) String() string {
 func (*AddServerResponse) ProtoMessage() {}
 
 func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[66]
+	mi := &file_docketv1_api_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4204,7 @@ func (x *AddServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerResponse.ProtoReflect.Descriptor instead.
 func (*AddServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{66}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{71}
 }
 
 type RemoveServerRequest struct {
@@ -3988,7 +4216,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4228,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[67]
+	mi := &file_docketv1_api_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4241,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{67}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -4031,7 +4259,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4043,7 +4271,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[68]
+	mi := &file_docketv1_api_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4056,7 +4284,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{68}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{73}
 }
 
 type LeaveRequest struct {
@@ -4067,7 +4295,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[69]
+	mi := &file_docketv1_api_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4307,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[69]
+	mi := &file_docketv1_api_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4320,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{69}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{74}
 }
 
 type LeaveResponse struct {
@@ -4103,7 +4331,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[70]
+	mi := &file_docketv1_api_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4343,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[70]
+	mi := &file_docketv1_api_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4356,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{70}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{75}
 }
 
 type ParentResultsRequest struct {
@@ -4143,7 +4371,7 @@ type ParentResultsRequest struct {
 
 func (x *ParentResultsRequest) Reset() {
 	*x = ParentResultsRequest{}
-	mi := &file_docketv1_api_proto_msgTypes[71]
+	mi := &file_docketv1_api_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4383,7 @@ func (x *ParentResultsRequest) String() string {
 func (*ParentResultsRequest) ProtoMessage() {}
 
 func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[71]
+	mi := &file_docketv1_api_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4396,7 @@ func (x *ParentResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsRequest.ProtoReflect.Descriptor instead.
 func (*ParentResultsRequest) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{71}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ParentResultsRequest) GetTaskId() string {
@@ -4209,7 +4437,7 @@ type ParentResult struct {
 
 func (x *ParentResult) Reset() {
 	*x = ParentResult{}
-	mi := &file_docketv1_api_proto_msgTypes[72]
+	mi := &file_docketv1_api_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4449,7 @@ func (x *ParentResult) String() string {
 func (*ParentResult) ProtoMessage() {}
 
 func (x *ParentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[72]
+	mi := &file_docketv1_api_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4462,7 @@ func (x *ParentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
 func (*ParentResult) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{72}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ParentResult) GetTaskId() string {
@@ -4282,7 +4510,7 @@ type ParentResultsResponse struct {
 
 func (x *ParentResultsResponse) Reset() {
 	*x = ParentResultsResponse{}
-	mi := &file_docketv1_api_proto_msgTypes[73]
+	mi := &file_docketv1_api_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4522,7 @@ func (x *ParentResultsResponse) String() string {
 func (*ParentResultsResponse) ProtoMessage() {}
 
 func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docketv1_api_proto_msgTypes[73]
+	mi := &file_docketv1_api_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4535,7 @@ func (x *ParentResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentResultsResponse.ProtoReflect.Descriptor instead.
 func (*ParentResultsResponse) Descriptor() ([]byte, []int) {
-	return file_docketv1_api_proto_rawDescGZIP(), []int{73}
+	return file_docketv1_api_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ParentResultsResponse) GetParents() []*ParentResult {
@@ -4521,7 +4749,18 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\n" +
 	"by_running\x18\x02 \x03(\v2\x13.docket.v1.KeyStatsR\tbyRunning\x12\x12\n" +
 	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x14\n" +
-	"\x05keyed\x18\x04 \x01(\bR\x05keyed\"\x15\n" +
+	"\x05keyed\x18\x04 \x01(\bR\x05keyed\"\x13\n" +
+	"\x11CheckTokenRequest\"<\n" +
+	"\x12CheckTokenResponse\x12&\n" +
+	"\x05token\x18\x01 \x01(\v2\x10.docket.v1.TokenR\x05token\"J\n" +
+	"\x14ReleaseClaimsRequest\x122\n" +
+	"\x05items\x18\x01 \x03(\v2\x1c.docket.v1.ReleaseClaimsItemR\x05items\"Z\n" +
+	"\x11ReleaseClaimsItem\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"3\n" +
+	"\x15ReleaseClaimsResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xa9\x01\n" +
@@ -4662,7 +4901,7 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\rParentResults\x12\x1f.docket.v1.ParentResultsRequest\x1a .docket.v1.ParentResultsResponse\x12U\n" +
 	"\x0eSetQueueLimits\x12 .docket.v1.SetQueueLimitsRequest\x1a!.docket.v1.SetQueueLimitsResponse\x12L\n" +
 	"\vSetKeyLimit\x12\x1d.docket.v1.SetKeyLimitRequest\x1a\x1e.docket.v1.SetKeyLimitResponse\x12C\n" +
-	"\bListKeys\x12\x1a.docket.v1.ListKeysRequest\x1a\x1b.docket.v1.ListKeysResponse2\x86\x06\n" +
+	"\bListKeys\x12\x1a.docket.v1.ListKeysRequest\x1a\x1b.docket.v1.ListKeysResponse2\xa5\a\n" +
 	"\aCluster\x12=\n" +
 	"\x06Status\x12\x18.docket.v1.StatusRequest\x1a\x19.docket.v1.StatusResponse\x12a\n" +
 	"\x12TransferLeadership\x12$.docket.v1.TransferLeadershipRequest\x1a%.docket.v1.TransferLeadershipResponse\x12F\n" +
@@ -4674,7 +4913,10 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"ListTokens\x12\x1c.docket.v1.ListTokensRequest\x1a\x1d.docket.v1.ListTokensResponse\x12L\n" +
 	"\vRevokeToken\x12\x1d.docket.v1.RevokeTokenRequest\x1a\x1e.docket.v1.RevokeTokenResponse\x12J\n" +
 	"\fSnapshotSave\x12\x1e.docket.v1.SnapshotSaveRequest\x1a\x18.docket.v1.SnapshotChunk0\x01\x12Q\n" +
-	"\x0fSnapshotRestore\x12\x18.docket.v1.SnapshotChunk\x1a\".docket.v1.SnapshotRestoreResponse(\x01B4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
+	"\x0fSnapshotRestore\x12\x18.docket.v1.SnapshotChunk\x1a\".docket.v1.SnapshotRestoreResponse(\x01\x12I\n" +
+	"\n" +
+	"CheckToken\x12\x1c.docket.v1.CheckTokenRequest\x1a\x1d.docket.v1.CheckTokenResponse\x12R\n" +
+	"\rReleaseClaims\x12\x1f.docket.v1.ReleaseClaimsRequest\x1a .docket.v1.ReleaseClaimsResponseB4Z2github.com/dockethq/docket/proto/docketv1;docketv1b\x06proto3"
 
 var (
 	file_docketv1_api_proto_rawDescOnce sync.Once
@@ -4688,7 +4930,7 @@ func file_docketv1_api_proto_rawDescGZIP() []byte {
 	return file_docketv1_api_proto_rawDescData
 }
 
-var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_docketv1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_docketv1_api_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),             // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),            // 1: docket.v1.EnqueueResponse
@@ -4739,162 +4981,174 @@ var file_docketv1_api_proto_goTypes = []any{
 	(*ListKeysRequest)(nil),            // 46: docket.v1.ListKeysRequest
 	(*KeyStats)(nil),                   // 47: docket.v1.KeyStats
 	(*ListKeysResponse)(nil),           // 48: docket.v1.ListKeysResponse
-	(*SnapshotSaveRequest)(nil),        // 49: docket.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 50: docket.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 51: docket.v1.SnapshotRestoreResponse
-	(*CreateTokenRequest)(nil),         // 52: docket.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 53: docket.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 54: docket.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 55: docket.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 56: docket.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 57: docket.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 58: docket.v1.RevokeTokenResponse
-	(*Server)(nil),                     // 59: docket.v1.Server
-	(*StatusRequest)(nil),              // 60: docket.v1.StatusRequest
-	(*StatusResponse)(nil),             // 61: docket.v1.StatusResponse
-	(*ConsistencyCheck)(nil),           // 62: docket.v1.ConsistencyCheck
-	(*TransferLeadershipRequest)(nil),  // 63: docket.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 64: docket.v1.TransferLeadershipResponse
-	(*AddServerRequest)(nil),           // 65: docket.v1.AddServerRequest
-	(*AddServerResponse)(nil),          // 66: docket.v1.AddServerResponse
-	(*RemoveServerRequest)(nil),        // 67: docket.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 68: docket.v1.RemoveServerResponse
-	(*LeaveRequest)(nil),               // 69: docket.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 70: docket.v1.LeaveResponse
-	(*ParentResultsRequest)(nil),       // 71: docket.v1.ParentResultsRequest
-	(*ParentResult)(nil),               // 72: docket.v1.ParentResult
-	(*ParentResultsResponse)(nil),      // 73: docket.v1.ParentResultsResponse
-	(*NewTask)(nil),                    // 74: docket.v1.NewTask
-	(*ItemResult)(nil),                 // 75: docket.v1.ItemResult
-	(*Task)(nil),                       // 76: docket.v1.Task
-	(*HeartbeatItem)(nil),              // 77: docket.v1.HeartbeatItem
-	(Outcome)(0),                       // 78: docket.v1.Outcome
-	(TaskState)(0),                     // 79: docket.v1.TaskState
-	(*QueueStats)(nil),                 // 80: docket.v1.QueueStats
-	(*RetryPolicy)(nil),                // 81: docket.v1.RetryPolicy
-	(QueueOrder)(0),                    // 82: docket.v1.QueueOrder
-	(PerKeyPending)(0),                 // 83: docket.v1.PerKeyPending
-	(*PutScheduleRequest)(nil),         // 84: docket.v1.PutScheduleRequest
-	(*ListSchedulesRequest)(nil),       // 85: docket.v1.ListSchedulesRequest
-	(*RemoveScheduleRequest)(nil),      // 86: docket.v1.RemoveScheduleRequest
-	(*PutScheduleResponse)(nil),        // 87: docket.v1.PutScheduleResponse
-	(*ListSchedulesResponse)(nil),      // 88: docket.v1.ListSchedulesResponse
-	(*RemoveScheduleResponse)(nil),     // 89: docket.v1.RemoveScheduleResponse
+	(*CheckTokenRequest)(nil),          // 49: docket.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),         // 50: docket.v1.CheckTokenResponse
+	(*ReleaseClaimsRequest)(nil),       // 51: docket.v1.ReleaseClaimsRequest
+	(*ReleaseClaimsItem)(nil),          // 52: docket.v1.ReleaseClaimsItem
+	(*ReleaseClaimsResponse)(nil),      // 53: docket.v1.ReleaseClaimsResponse
+	(*SnapshotSaveRequest)(nil),        // 54: docket.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 55: docket.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 56: docket.v1.SnapshotRestoreResponse
+	(*CreateTokenRequest)(nil),         // 57: docket.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 58: docket.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 59: docket.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 60: docket.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 61: docket.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 62: docket.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 63: docket.v1.RevokeTokenResponse
+	(*Server)(nil),                     // 64: docket.v1.Server
+	(*StatusRequest)(nil),              // 65: docket.v1.StatusRequest
+	(*StatusResponse)(nil),             // 66: docket.v1.StatusResponse
+	(*ConsistencyCheck)(nil),           // 67: docket.v1.ConsistencyCheck
+	(*TransferLeadershipRequest)(nil),  // 68: docket.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 69: docket.v1.TransferLeadershipResponse
+	(*AddServerRequest)(nil),           // 70: docket.v1.AddServerRequest
+	(*AddServerResponse)(nil),          // 71: docket.v1.AddServerResponse
+	(*RemoveServerRequest)(nil),        // 72: docket.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 73: docket.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),               // 74: docket.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 75: docket.v1.LeaveResponse
+	(*ParentResultsRequest)(nil),       // 76: docket.v1.ParentResultsRequest
+	(*ParentResult)(nil),               // 77: docket.v1.ParentResult
+	(*ParentResultsResponse)(nil),      // 78: docket.v1.ParentResultsResponse
+	(*NewTask)(nil),                    // 79: docket.v1.NewTask
+	(*ItemResult)(nil),                 // 80: docket.v1.ItemResult
+	(*Task)(nil),                       // 81: docket.v1.Task
+	(*HeartbeatItem)(nil),              // 82: docket.v1.HeartbeatItem
+	(Outcome)(0),                       // 83: docket.v1.Outcome
+	(TaskState)(0),                     // 84: docket.v1.TaskState
+	(*QueueStats)(nil),                 // 85: docket.v1.QueueStats
+	(*RetryPolicy)(nil),                // 86: docket.v1.RetryPolicy
+	(QueueOrder)(0),                    // 87: docket.v1.QueueOrder
+	(PerKeyPending)(0),                 // 88: docket.v1.PerKeyPending
+	(*Token)(nil),                      // 89: docket.v1.Token
+	(*PutScheduleRequest)(nil),         // 90: docket.v1.PutScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 91: docket.v1.ListSchedulesRequest
+	(*RemoveScheduleRequest)(nil),      // 92: docket.v1.RemoveScheduleRequest
+	(*PutScheduleResponse)(nil),        // 93: docket.v1.PutScheduleResponse
+	(*ListSchedulesResponse)(nil),      // 94: docket.v1.ListSchedulesResponse
+	(*RemoveScheduleResponse)(nil),     // 95: docket.v1.RemoveScheduleResponse
 }
 var file_docketv1_api_proto_depIdxs = []int32{
-	74, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
-	75, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
-	76, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
+	79, // 0: docket.v1.EnqueueRequest.tasks:type_name -> docket.v1.NewTask
+	80, // 1: docket.v1.EnqueueResponse.items:type_name -> docket.v1.ItemResult
+	81, // 2: docket.v1.ClaimResponse.tasks:type_name -> docket.v1.Task
 	2,  // 3: docket.v1.ClaimBatchRequest.items:type_name -> docket.v1.ClaimRequest
 	3,  // 4: docket.v1.ClaimBatchResponse.items:type_name -> docket.v1.ClaimResponse
-	77, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
-	75, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
-	78, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
+	82, // 5: docket.v1.HeartbeatRequest.items:type_name -> docket.v1.HeartbeatItem
+	80, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
+	83, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	8,  // 8: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	75, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	79, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	79, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	76, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	76, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	80, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	76, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	75, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	79, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	76, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	81, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	79, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	79, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	82, // 22: docket.v1.SetQueueLimitsRequest.order:type_name -> docket.v1.QueueOrder
-	83, // 23: docket.v1.SetQueueLimitsRequest.per_key_pending:type_name -> docket.v1.PerKeyPending
+	80, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	84, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	84, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	81, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	81, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	85, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	81, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	80, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	84, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	81, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	86, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	84, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	84, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	87, // 22: docket.v1.SetQueueLimitsRequest.order:type_name -> docket.v1.QueueOrder
+	88, // 23: docket.v1.SetQueueLimitsRequest.per_key_pending:type_name -> docket.v1.PerKeyPending
 	47, // 24: docket.v1.ListKeysResponse.by_backlog:type_name -> docket.v1.KeyStats
 	47, // 25: docket.v1.ListKeysResponse.by_running:type_name -> docket.v1.KeyStats
-	55, // 26: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	59, // 27: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	62, // 28: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	79, // 29: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	78, // 30: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	72, // 31: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
-	0,  // 32: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 33: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 34: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
-	6,  // 35: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	8,  // 36: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	10, // 37: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	12, // 38: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	14, // 39: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	16, // 40: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	18, // 41: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	20, // 42: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	22, // 43: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	24, // 44: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	26, // 45: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	28, // 46: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	30, // 47: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	32, // 48: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	84, // 49: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	85, // 50: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	86, // 51: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	34, // 52: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	36, // 53: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	38, // 54: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	40, // 55: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	71, // 56: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	42, // 57: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
-	44, // 58: docket.v1.Queue.SetKeyLimit:input_type -> docket.v1.SetKeyLimitRequest
-	46, // 59: docket.v1.Queue.ListKeys:input_type -> docket.v1.ListKeysRequest
-	60, // 60: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	63, // 61: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	65, // 62: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	67, // 63: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	69, // 64: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	52, // 65: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	54, // 66: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	57, // 67: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	49, // 68: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	50, // 69: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	1,  // 70: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 71: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 72: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
-	7,  // 73: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	9,  // 74: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	11, // 75: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	13, // 76: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	15, // 77: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	17, // 78: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	19, // 79: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	21, // 80: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	23, // 81: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	25, // 82: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	27, // 83: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	29, // 84: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	31, // 85: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	33, // 86: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	87, // 87: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	88, // 88: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	89, // 89: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	35, // 90: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	37, // 91: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	39, // 92: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	41, // 93: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	73, // 94: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	43, // 95: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
-	45, // 96: docket.v1.Queue.SetKeyLimit:output_type -> docket.v1.SetKeyLimitResponse
-	48, // 97: docket.v1.Queue.ListKeys:output_type -> docket.v1.ListKeysResponse
-	61, // 98: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	64, // 99: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	66, // 100: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	68, // 101: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	70, // 102: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	53, // 103: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	56, // 104: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	58, // 105: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	50, // 106: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	51, // 107: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	70, // [70:108] is the sub-list for method output_type
-	32, // [32:70] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	89, // 26: docket.v1.CheckTokenResponse.token:type_name -> docket.v1.Token
+	52, // 27: docket.v1.ReleaseClaimsRequest.items:type_name -> docket.v1.ReleaseClaimsItem
+	60, // 28: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	64, // 29: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	67, // 30: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	84, // 31: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	83, // 32: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	77, // 33: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 34: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 35: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 36: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
+	6,  // 37: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	8,  // 38: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	10, // 39: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	12, // 40: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	14, // 41: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	16, // 42: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	18, // 43: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	20, // 44: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	22, // 45: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	24, // 46: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	26, // 47: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	28, // 48: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	30, // 49: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	32, // 50: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	90, // 51: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	91, // 52: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	92, // 53: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	34, // 54: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	36, // 55: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	38, // 56: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	40, // 57: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	76, // 58: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	42, // 59: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	44, // 60: docket.v1.Queue.SetKeyLimit:input_type -> docket.v1.SetKeyLimitRequest
+	46, // 61: docket.v1.Queue.ListKeys:input_type -> docket.v1.ListKeysRequest
+	65, // 62: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	68, // 63: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	70, // 64: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	72, // 65: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	74, // 66: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	57, // 67: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	59, // 68: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	62, // 69: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	54, // 70: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	55, // 71: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	49, // 72: docket.v1.Cluster.CheckToken:input_type -> docket.v1.CheckTokenRequest
+	51, // 73: docket.v1.Cluster.ReleaseClaims:input_type -> docket.v1.ReleaseClaimsRequest
+	1,  // 74: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 75: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 76: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
+	7,  // 77: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	9,  // 78: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	11, // 79: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	13, // 80: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	15, // 81: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	17, // 82: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	19, // 83: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	21, // 84: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	23, // 85: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	25, // 86: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	27, // 87: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	29, // 88: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	31, // 89: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	33, // 90: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	93, // 91: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	94, // 92: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	95, // 93: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	35, // 94: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	37, // 95: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	39, // 96: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	41, // 97: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	78, // 98: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	43, // 99: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	45, // 100: docket.v1.Queue.SetKeyLimit:output_type -> docket.v1.SetKeyLimitResponse
+	48, // 101: docket.v1.Queue.ListKeys:output_type -> docket.v1.ListKeysResponse
+	66, // 102: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	69, // 103: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	71, // 104: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	73, // 105: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	75, // 106: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	58, // 107: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	61, // 108: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	63, // 109: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	55, // 110: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	56, // 111: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	50, // 112: docket.v1.Cluster.CheckToken:output_type -> docket.v1.CheckTokenResponse
+	53, // 113: docket.v1.Cluster.ReleaseClaims:output_type -> docket.v1.ReleaseClaimsResponse
+	74, // [74:114] is the sub-list for method output_type
+	34, // [34:74] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }
@@ -4913,7 +5167,7 @@ func file_docketv1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docketv1_api_proto_rawDesc), len(file_docketv1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   74,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

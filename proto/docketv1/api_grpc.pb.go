@@ -1270,6 +1270,8 @@ const (
 	Cluster_RevokeToken_FullMethodName        = "/docket.v1.Cluster/RevokeToken"
 	Cluster_SnapshotSave_FullMethodName       = "/docket.v1.Cluster/SnapshotSave"
 	Cluster_SnapshotRestore_FullMethodName    = "/docket.v1.Cluster/SnapshotRestore"
+	Cluster_CheckToken_FullMethodName         = "/docket.v1.Cluster/CheckToken"
+	Cluster_ReleaseClaims_FullMethodName      = "/docket.v1.Cluster/ReleaseClaims"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1294,6 +1296,17 @@ type ClusterClient interface {
 	// SnapshotRestore replaces the cluster's keyspace with a backup file
 	// sent in chunks, on the leader. The file is checked whole first.
 	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
+	// CheckToken answers the token of the call itself, as the leader's
+	// replica holds it (its secret hash left out), or Unauthenticated. A
+	// follower whose replica does not know a token asks the leader with it
+	// before it refuses the call; clients have no use for it.
+	CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error)
+	// ReleaseClaims hands back tasks that a forwarded Claim or ClaimBatch
+	// took and that the follower could not deliver to its caller: each goes
+	// back to pending without an attempt while its fence still holds. The
+	// follower sends it with the caller's authorization; clients have no use
+	// for it.
+	ReleaseClaims(ctx context.Context, in *ReleaseClaimsRequest, opts ...grpc.CallOption) (*ReleaseClaimsResponse, error)
 }
 
 type clusterClient struct {
@@ -1416,6 +1429,26 @@ func (c *clusterClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallOp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
 
+func (c *clusterClient) CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTokenResponse)
+	err := c.cc.Invoke(ctx, Cluster_CheckToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ReleaseClaims(ctx context.Context, in *ReleaseClaimsRequest, opts ...grpc.CallOption) (*ReleaseClaimsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseClaimsResponse)
+	err := c.cc.Invoke(ctx, Cluster_ReleaseClaims_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1438,6 +1471,17 @@ type ClusterServer interface {
 	// SnapshotRestore replaces the cluster's keyspace with a backup file
 	// sent in chunks, on the leader. The file is checked whole first.
 	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
+	// CheckToken answers the token of the call itself, as the leader's
+	// replica holds it (its secret hash left out), or Unauthenticated. A
+	// follower whose replica does not know a token asks the leader with it
+	// before it refuses the call; clients have no use for it.
+	CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error)
+	// ReleaseClaims hands back tasks that a forwarded Claim or ClaimBatch
+	// took and that the follower could not deliver to its caller: each goes
+	// back to pending without an attempt while its fence still holds. The
+	// follower sends it with the caller's authorization; clients have no use
+	// for it.
+	ReleaseClaims(context.Context, *ReleaseClaimsRequest) (*ReleaseClaimsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1477,6 +1521,12 @@ func (UnimplementedClusterServer) SnapshotSave(*SnapshotSaveRequest, grpc.Server
 }
 func (UnimplementedClusterServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
+}
+func (UnimplementedClusterServer) CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckToken not implemented")
+}
+func (UnimplementedClusterServer) ReleaseClaims(context.Context, *ReleaseClaimsRequest) (*ReleaseClaimsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseClaims not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1661,6 +1711,42 @@ func _Cluster_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
 
+func _Cluster_CheckToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CheckToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CheckToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CheckToken(ctx, req.(*CheckTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ReleaseClaims_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseClaimsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ReleaseClaims(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ReleaseClaims_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ReleaseClaims(ctx, req.(*ReleaseClaimsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1699,6 +1785,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _Cluster_RevokeToken_Handler,
+		},
+		{
+			MethodName: "CheckToken",
+			Handler:    _Cluster_CheckToken_Handler,
+		},
+		{
+			MethodName: "ReleaseClaims",
+			Handler:    _Cluster_ReleaseClaims_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

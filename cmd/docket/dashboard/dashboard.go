@@ -75,8 +75,9 @@ type Server struct {
 	mu    sync.Mutex
 	peers map[string]*grpc.ClientConn
 
-	roles *roleCache
-	rates *rateBook
+	roles  *roleCache
+	rates  *rateBook
+	logins *loginLimiter
 	// stop ends the rate sampler; done is closed when it has returned.
 	stop context.CancelFunc
 	done chan struct{}
@@ -93,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, peers: map[string]*grpc.ClientConn{}, csrfKey: make([]byte, 32),
-		roles: newRoleCache(), rates: newRateBook()}
+		roles: newRoleCache(), rates: newRateBook(), logins: newLoginLimiter(LoginRate, LoginBurst)}
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("dashboard: csrf key: %w", err)
 	}
@@ -278,12 +279,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
+	if s.limitLogin(w, r) {
+		return
+	}
 	secret := r.PostFormValue("token")
 	ctx := metadata.AppendToOutgoingContext(r.Context(), pb.MetadataAuthorization, "Bearer "+secret)
 	if err := s.checkToken(ctx); err != nil {
 		s.render(w, http.StatusUnauthorized, "login", map[string]any{"Error": err.Error()})
 		return
 	}
+	s.logins.refund(remoteIP(r))
 	s.setCookie(w, secret, 0)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -18,10 +18,11 @@ import (
 
 // followLeader is the local connection's interceptor: a call the node
 // answers NOT_LEADER (nothing was done) is made once more on the leader.
-// A follower answers so for a token its replica does not know, which may
-// be one created a moment ago or one revoked: only the leader's answer
-// is final, so a login through a follower, or a revoked token on one,
-// gets the leader's verdict rather than an error about leadership.
+// A follower asks the leader about a token its replica does not know and
+// answers with the leader's verdict; it answers NOT_LEADER when the node
+// it asked leads no longer, and then the call goes where that answer
+// points, so a login through a follower gets a verdict, not an error
+// about leadership.
 func (s *Server) followLeader(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)

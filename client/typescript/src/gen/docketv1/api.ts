@@ -19,7 +19,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { HeartbeatItem, ItemResult, NewTask } from "./command.js";
+import { HeartbeatItem, ItemResult, NewTask, Token } from "./command.js";
 import {
   ListSchedulesRequest,
   ListSchedulesResponse,
@@ -426,6 +426,29 @@ export interface ListKeysResponse {
   keys: bigint;
   /** false: the queue has no per-key rule */
   keyed: boolean;
+}
+
+export interface CheckTokenRequest {
+}
+
+export interface CheckTokenResponse {
+  token: Token | undefined;
+}
+
+export interface ReleaseClaimsRequest {
+  items: ReleaseClaimsItem[];
+}
+
+export interface ReleaseClaimsItem {
+  taskId: string;
+  fence: bigint;
+  /** empty: the default tenant */
+  tenant: string;
+}
+
+export interface ReleaseClaimsResponse {
+  /** items whose release was proposed (it applies in the background) */
+  accepted: number;
 }
 
 export interface SnapshotSaveRequest {
@@ -4312,6 +4335,296 @@ export const ListKeysResponse: MessageFns<ListKeysResponse> = {
   },
 };
 
+function createBaseCheckTokenRequest(): CheckTokenRequest {
+  return {};
+}
+
+export const CheckTokenRequest: MessageFns<CheckTokenRequest> = {
+  encode(_: CheckTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<CheckTokenRequest>): CheckTokenRequest {
+    return CheckTokenRequest.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<CheckTokenRequest>): CheckTokenRequest {
+    const message = createBaseCheckTokenRequest();
+    return message;
+  },
+};
+
+function createBaseCheckTokenResponse(): CheckTokenResponse {
+  return { token: undefined };
+}
+
+export const CheckTokenResponse: MessageFns<CheckTokenResponse> = {
+  encode(message: CheckTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== undefined) {
+      Token.encode(message.token, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = Token.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<CheckTokenResponse>): CheckTokenResponse {
+    return CheckTokenResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckTokenResponse>): CheckTokenResponse {
+    const message = createBaseCheckTokenResponse();
+    message.token = (object.token !== undefined && object.token !== null) ? Token.fromPartial(object.token) : undefined;
+    return message;
+  },
+};
+
+function createBaseReleaseClaimsRequest(): ReleaseClaimsRequest {
+  return { items: [] };
+}
+
+export const ReleaseClaimsRequest: MessageFns<ReleaseClaimsRequest> = {
+  encode(message: ReleaseClaimsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.items) {
+      ReleaseClaimsItem.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseClaimsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseClaimsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.items.push(ReleaseClaimsItem.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ReleaseClaimsRequest>): ReleaseClaimsRequest {
+    return ReleaseClaimsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReleaseClaimsRequest>): ReleaseClaimsRequest {
+    const message = createBaseReleaseClaimsRequest();
+    message.items = object.items?.map((e) => ReleaseClaimsItem.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseReleaseClaimsItem(): ReleaseClaimsItem {
+  return { taskId: "", fence: 0n, tenant: "" };
+}
+
+export const ReleaseClaimsItem: MessageFns<ReleaseClaimsItem> = {
+  encode(message: ReleaseClaimsItem, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    if (message.fence !== 0n) {
+      if (BigInt.asUintN(64, message.fence) !== message.fence) {
+        throw new globalThis.Error("value provided for field message.fence of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.fence);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseClaimsItem {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseClaimsItem();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fence = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ReleaseClaimsItem>): ReleaseClaimsItem {
+    return ReleaseClaimsItem.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReleaseClaimsItem>): ReleaseClaimsItem {
+    const message = createBaseReleaseClaimsItem();
+    message.taskId = object.taskId ?? "";
+    message.fence = (object.fence !== undefined && object.fence !== null) ? BigInt(object.fence) : 0n;
+    message.tenant = object.tenant ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseClaimsResponse(): ReleaseClaimsResponse {
+  return { accepted: 0 };
+}
+
+export const ReleaseClaimsResponse: MessageFns<ReleaseClaimsResponse> = {
+  encode(message: ReleaseClaimsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accepted !== 0) {
+      writer.uint32(8).uint32(message.accepted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseClaimsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseClaimsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.accepted = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ReleaseClaimsResponse>): ReleaseClaimsResponse {
+    return ReleaseClaimsResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReleaseClaimsResponse>): ReleaseClaimsResponse {
+    const message = createBaseReleaseClaimsResponse();
+    message.accepted = object.accepted ?? 0;
+    return message;
+  },
+};
+
 function createBaseSnapshotSaveRequest(): SnapshotSaveRequest {
   return {};
 }
@@ -7409,6 +7722,38 @@ export const ClusterService = {
       Buffer.from(SnapshotRestoreResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SnapshotRestoreResponse => SnapshotRestoreResponse.decode(value),
   },
+  /**
+   * CheckToken answers the token of the call itself, as the leader's
+   * replica holds it (its secret hash left out), or Unauthenticated. A
+   * follower whose replica does not know a token asks the leader with it
+   * before it refuses the call; clients have no use for it.
+   */
+  checkToken: {
+    path: "/docket.v1.Cluster/CheckToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckTokenRequest): Buffer => Buffer.from(CheckTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckTokenRequest => CheckTokenRequest.decode(value),
+    responseSerialize: (value: CheckTokenResponse): Buffer => Buffer.from(CheckTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckTokenResponse => CheckTokenResponse.decode(value),
+  },
+  /**
+   * ReleaseClaims hands back tasks that a forwarded Claim or ClaimBatch
+   * took and that the follower could not deliver to its caller: each goes
+   * back to pending without an attempt while its fence still holds. The
+   * follower sends it with the caller's authorization; clients have no use
+   * for it.
+   */
+  releaseClaims: {
+    path: "/docket.v1.Cluster/ReleaseClaims" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseClaimsRequest): Buffer => Buffer.from(ReleaseClaimsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseClaimsRequest => ReleaseClaimsRequest.decode(value),
+    responseSerialize: (value: ReleaseClaimsResponse): Buffer =>
+      Buffer.from(ReleaseClaimsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseClaimsResponse => ReleaseClaimsResponse.decode(value),
+  },
 } as const;
 
 export interface ClusterServer extends UntypedServiceImplementation {
@@ -7436,6 +7781,21 @@ export interface ClusterServer extends UntypedServiceImplementation {
    * sent in chunks, on the leader. The file is checked whole first.
    */
   snapshotRestore: handleClientStreamingCall<SnapshotChunk, SnapshotRestoreResponse>;
+  /**
+   * CheckToken answers the token of the call itself, as the leader's
+   * replica holds it (its secret hash left out), or Unauthenticated. A
+   * follower whose replica does not know a token asks the leader with it
+   * before it refuses the call; clients have no use for it.
+   */
+  checkToken: handleUnaryCall<CheckTokenRequest, CheckTokenResponse>;
+  /**
+   * ReleaseClaims hands back tasks that a forwarded Claim or ClaimBatch
+   * took and that the follower could not deliver to its caller: each goes
+   * back to pending without an attempt while its fence still holds. The
+   * follower sends it with the caller's authorization; clients have no use
+   * for it.
+   */
+  releaseClaims: handleUnaryCall<ReleaseClaimsRequest, ReleaseClaimsResponse>;
 }
 
 export interface ClusterClient extends Client {
@@ -7595,6 +7955,49 @@ export interface ClusterClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SnapshotRestoreResponse) => void,
   ): ClientWritableStream<SnapshotChunk>;
+  /**
+   * CheckToken answers the token of the call itself, as the leader's
+   * replica holds it (its secret hash left out), or Unauthenticated. A
+   * follower whose replica does not know a token asks the leader with it
+   * before it refuses the call; clients have no use for it.
+   */
+  checkToken(
+    request: CheckTokenRequest,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  checkToken(
+    request: CheckTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  checkToken(
+    request: CheckTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ReleaseClaims hands back tasks that a forwarded Claim or ClaimBatch
+   * took and that the follower could not deliver to its caller: each goes
+   * back to pending without an attempt while its fence still holds. The
+   * follower sends it with the caller's authorization; clients have no use
+   * for it.
+   */
+  releaseClaims(
+    request: ReleaseClaimsRequest,
+    callback: (error: ServiceError | null, response: ReleaseClaimsResponse) => void,
+  ): ClientUnaryCall;
+  releaseClaims(
+    request: ReleaseClaimsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseClaimsResponse) => void,
+  ): ClientUnaryCall;
+  releaseClaims(
+    request: ReleaseClaimsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseClaimsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ClusterClient = makeGenericClientConstructor(ClusterService, "docket.v1.Cluster") as unknown as {
