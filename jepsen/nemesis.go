@@ -374,6 +374,9 @@ func (c *Cluster) LoseUnsynced(ctx context.Context, x *Node) error {
 // 512 MiB (RESULTS.md, the wal run of 2026-11-26). The image is sparse:
 // only what is written costs disk.
 func (c *Cluster) loopImageSize() string {
+	if c.DiskSize != "" {
+		return c.DiskSize
+	}
 	if c.LogStore != "bolt" { // the agent's default is wal
 		return "2G"
 	}

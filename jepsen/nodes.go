@@ -58,6 +58,9 @@ type Cluster struct {
 	Loop bool
 	// LogStore is every agent's --log-store; "" is the agent's default.
 	LogStore string
+	// DiskSize overrides loopImageSize; LogMaxBytes is every agent's
+	// --log-max-bytes (RunConfig).
+	DiskSize, LogMaxBytes string
 	// Env is added to every agent's environment (DOCKET_PLANT).
 	Env []string
 }
@@ -149,6 +152,9 @@ func (c *Cluster) agentArgs(n *Node) []string {
 		"--reap-grace", c.ReapGrace.String()}
 	if c.LogStore != "" {
 		args = append(args, "--log-store", c.LogStore)
+	}
+	if c.LogMaxBytes != "" {
+		args = append(args, "--log-max-bytes", c.LogMaxBytes)
 	}
 	if n.offset != 0 {
 		args = append(args, "--test-clock-offset", n.offset.String())

@@ -65,6 +65,10 @@ type RunConfig struct {
 	// Fair runs the fair-queue workload and its checkers (fair.go;
 	// workload --fair). It needs a build with feature level 16.
 	Fair bool
+	// DiskSize is each node's loop image (truncate -s syntax, e.g. 512M)
+	// when the data dirs are loop-mounted; "" keeps loopImageSize's.
+	// LogMaxBytes is every agent's --log-max-bytes ("" the agent's).
+	DiskSize, LogMaxBytes string
 }
 
 // RunResult is what a run found.
@@ -114,6 +118,7 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 		return nil, err
 	}
 	c.LogStore = cfg.LogStore
+	c.DiskSize, c.LogMaxBytes = cfg.DiskSize, cfg.LogMaxBytes
 	if cfg.Plant != "" {
 		c.Env = []string{"DOCKET_PLANT=" + cfg.Plant}
 	}
@@ -138,6 +143,8 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) (*RunResult, erro
 			return nil, err
 		}
 		c.Loop = true
+		peak := c.watchDisk(ctx)
+		defer func() { c.reportDisk(cfg.ReportDir, peak()) }()
 	}
 	defer c.teardownLoop()
 	defer func() {

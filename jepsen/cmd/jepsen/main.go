@@ -219,6 +219,8 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	up := fs.String("upgrade-from", "", "start on this older binary and upgrade every node under the workload first (TLS without --auth: the older build has no tokens)")
 	minWin := fs.Int("min-windows", 0, "each fault must hold this often (0: 5 for 30 minutes or more, fewer for shorter runs)")
 	logStore := fs.String("log-store", "", "every agent's --log-store: bolt or wal (default: the agent's, wal for a new data dir)")
+	disk := fs.String("disk", "", "each node's loop-mounted data image, e.g. 512M (with lost-unfsynced-writes; default 2G on wal, 512M on bolt); the report's disk.json has each node's peak use")
+	logMax := fs.String("log-max-bytes", "", "every agent's --log-max-bytes, e.g. 128MiB (default: the agent's)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -232,6 +234,7 @@ func runLong(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 	}
 	cfg.Quiet = 6 * time.Second // more of the run under a fault
 	cfg.LogStore = *logStore
+	cfg.DiskSize, cfg.LogMaxBytes = *disk, *logMax
 	cfg.Overlap = *overlap
 	// Twelve faults come round about every five minutes on 5 nodes (the
 	// rolling restart alone takes about a minute): a shorter run cannot
