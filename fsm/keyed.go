@@ -397,6 +397,12 @@ func (tx *txn) keyedEnter(t *pb.Task, from pb.TaskState) {
 		ks.running = max(ks.running, 1) - 1
 	}
 	kq.place(ks)
+	if was == is {
+		// A task added behind others changes neither the key's record (a
+		// turn is kept only while tasks are pending, and is 0 when none
+		// were) nor whether it is kept: nothing to settle or write.
+		return
+	}
 	tx.touchKey(ref, kq, ks)
 }
 

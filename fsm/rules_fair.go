@@ -43,13 +43,13 @@ func (tx *txn) claimKeyed(kq *keyedQueue, c *pb.ClaimCmd, res *pb.CommandResult,
 			if !bud.take(answerBytes(t) + claimOverhead + len(c.GetWorkerId())) {
 				return nil // this task and the ones behind it stay
 			}
-			if err := tx.claimOne(t, c); err != nil {
-				return err
-			}
 			if len(t.GetKey()) > 0 {
+				// Set before the move, which places the key once with it.
 				tx.turnPos++
 				ks.turn = tx.index<<16 | min(tx.turnPos, 0xffff)
-				kq.place(ks)
+			}
+			if err := tx.claimOne(t, c); err != nil {
+				return err
 			}
 			res.Tasks = append(res.Tasks, t)
 			want--
