@@ -45,27 +45,14 @@ func fairRan(h *History) bool {
 // keySpans are the fair queue's held claims invoked from since on, as
 // CheckLimits reasons about the limit queue's.
 func keySpans(h *History, since int64) []keySpan {
-	type tf struct {
-		task  string
-		fence uint64
-	}
-	release := map[tf]int64{}
-	for _, o := range h.Ops {
-		if o.Queue != FairQueue || (o.F != FXSubmit && o.F != FXNack && o.F != FSnooze) {
-			continue
-		}
-		k := tf{o.Task, o.Fence}
-		if v, ok := release[k]; !ok || o.Invoke < v {
-			release[k] = o.Invoke
-		}
-	}
+	release := releases(h, FairQueue)
 	var out []keySpan
 	for _, c := range h.xops(FXClaim, FairQueue, OK) {
 		if c.Task == "" || c.Invoke < since || c.Lease <= 0 {
 			continue
 		}
 		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
-		if v, ok := release[tf{c.Task, c.Fence}]; ok {
+		if v, ok := release[claimRef{c.Task, c.Fence}]; ok {
 			end = min(end, v)
 		}
 		if end <= c.Complete {

@@ -111,20 +111,7 @@ func CheckLimits(h *History) Result {
 		r.violate("", "the limit of %s was never acknowledged: the run did not test limits", LimitQueue)
 		return r
 	}
-	type tf struct {
-		task  string
-		fence uint64
-	}
-	release := map[tf]int64{}
-	for _, o := range h.Ops {
-		if o.Queue != LimitQueue || (o.F != FXSubmit && o.F != FXNack && o.F != FSnooze) {
-			continue
-		}
-		k := tf{o.Task, o.Fence}
-		if v, ok := release[k]; !ok || o.Invoke < v {
-			release[k] = o.Invoke
-		}
-	}
+	release := releases(h, LimitQueue)
 	type edge struct {
 		t    int64
 		d    int
@@ -137,7 +124,7 @@ func CheckLimits(h *History) Result {
 			continue
 		}
 		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
-		if v, ok := release[tf{c.Task, c.Fence}]; ok {
+		if v, ok := release[claimRef{c.Task, c.Fence}]; ok {
 			end = min(end, v)
 		}
 		if end <= c.Complete {
@@ -181,4 +168,27 @@ func CheckLimits(h *History) Result {
 		r.violate("", "the limit was reached %d times, below the minimum of %d: the run did not test it", full, MinLimitFull)
 	}
 	return r
+}
+
+// claimRef names one claim: a task and the fence it was held under.
+type claimRef struct {
+	task  string
+	fence uint64
+}
+
+// releases is, per claim of a task of queue, the earliest invoke of an
+// operation that gave it back (a submit, nack or snooze): the latest the
+// claim can have held its task.
+func releases(h *History, queue string) map[claimRef]int64 {
+	release := map[claimRef]int64{}
+	for _, o := range h.Ops {
+		if o.Queue != queue || (o.F != FXSubmit && o.F != FXNack && o.F != FSnooze) {
+			continue
+		}
+		k := claimRef{o.Task, o.Fence}
+		if v, ok := release[k]; !ok || o.Invoke < v {
+			release[k] = o.Invoke
+		}
+	}
+	return release
 }
