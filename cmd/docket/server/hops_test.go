@@ -261,18 +261,29 @@ func points(c callMarks, leader string) (pts []time.Time, why string) {
 	return pts, ""
 }
 
-// printLadder writes the hop table: p50, p99 and the hop's share of the
-// mean total (the means add up; the percentiles do not).
+// printLadder writes the hop table: p50, p99, the hop's share of the
+// summed p50s (the ladder of a typical call, which the fsyncs' tails do
+// not swamp) and of the mean total (the means add up; percentiles do not).
 func printLadder(w io.Writer, per [][]time.Duration, skipped map[string]int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "\nEnqueue at c=1, %d calls measured; skipped, their marks not telling the hops apart: %v\n",
 		len(per[len(hops)]), skipped)
-	fmt.Fprintln(tw, "hop\tp50 µs\tp99 µs\tmean µs\tshare\t")
+	fmt.Fprintln(tw, "hop\tp50 µs\tp99 µs\tmean µs\tp50 share\tmean share\t")
 	total := mean(per[len(hops)])
+	var p50s time.Duration
+	for _, d := range per[:len(hops)] {
+		p50s += pct(d, 0.50)
+	}
 	for i, name := range append(slices.Clone(hops), "total (client's view)") {
 		d := per[i]
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f %%\t\n", name, us(pct(d, 0.50)), us(pct(d, 0.99)), us(mean(d)), 100*us(mean(d))/us(total))
+		share := 100 * us(pct(d, 0.50)) / us(p50s)
+		if i == len(hops) {
+			share = 100
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f %%\t%.1f %%\t\n", name, us(pct(d, 0.50)), us(pct(d, 0.99)), us(mean(d)),
+			share, 100*us(mean(d))/us(total))
 	}
+	fmt.Fprintf(tw, "sum of the hops' p50s\t%.0f\t\t\t\t\t\n", us(p50s))
 	_ = tw.Flush() // stdout
 }
 
