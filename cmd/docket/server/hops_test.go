@@ -83,9 +83,9 @@ func BenchmarkEnqueueHops(b *testing.B) {
 		calls = append(calls, callMarks{start: t0, end: t1, marks: tp.take()})
 	}
 	b.StopTimer()
-	lad, skipped := ladder(calls, leader)
+	lad, skipped := ladder(calls, hops, func(c callMarks) ([]time.Time, string) { return points(c, leader) })
 	if b.N >= 100 {
-		printLadder(os.Stdout, lad, skipped)
+		printLadder(os.Stdout, "Enqueue at c=1", hops, lad, skipped)
 	}
 }
 
@@ -159,12 +159,82 @@ type callMarks struct {
 
 // hops are the steps of one enqueue, in order; each is the time between
 // the moment before it and its own.
-var hops = []string{
+var hops = slices.Concat([]string{
 	"client: Enqueue → gRPC call begins (key, sharer)",
 	"client: encode + write request",
 	"wire → server has decoded request",
 	"server interceptors (codec, auth, guard)",
 	"handler → raft dispatch (admit, group commit, encode, applyCh)",
+}, raftHops, []string{
+	"applied → handler returns (future, group commit, answer)",
+	"server: encode + write answer",
+	"wire → client has decoded answer",
+	"client: → Enqueue returns",
+})
+
+// ladder turns each call's marks into its hop times, with points giving
+// a call's moments in hop order (len(names)+1 of them). A call whose marks
+// do not tell its hops apart (a background entry in its window, a follower
+// slower than the answer) is skipped and counted by why.
+func ladder(calls []callMarks, names []string, points func(callMarks) ([]time.Time, string)) (per [][]time.Duration, skipped map[string]int) {
+	per = make([][]time.Duration, len(names)+1) // the last row is the total
+	skipped = map[string]int{}
+	for _, c := range calls {
+		pts, why := points(c)
+		if why == "" {
+			for i := 1; i < len(pts); i++ {
+				if pts[i].Before(pts[i-1]) {
+					why = "out of order at " + names[i-1]
+					break
+				}
+			}
+		}
+		if why != "" {
+			skipped[why]++
+			continue
+		}
+		for i := range names {
+			per[i] = append(per[i], pts[i+1].Sub(pts[i]))
+		}
+		per[len(names)] = append(per[len(names)], c.end.Sub(c.start))
+	}
+	return per, skipped
+}
+
+// find returns the first mark of c that is what and passes ok.
+func (c callMarks) find(what string, ok func(mark) bool) (mark, bool) {
+	for _, m := range c.marks {
+		if m.what == what && ok(m) {
+			return m, true
+		}
+	}
+	return mark{}, false
+}
+
+// points finds the moments of one Docket call, in hops' order.
+func points(c callMarks, leader string) (pts []time.Time, why string) {
+	all := func(mark) bool { return true }
+	cBegin, ok1 := c.find("client.begin", all)
+	cOut, ok2 := c.find("client.out", all)
+	sIn, ok3 := c.find("server.in", all)
+	hStart, ok4 := c.find("handler.start", all)
+	hEnd, ok5 := c.find("handler.end", all)
+	sOut, ok6 := c.find("server.out", all)
+	cIn, ok7 := c.find("client.in", all)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) {
+		return nil, "no RPC marks"
+	}
+	rp, why := raftPoints(c, leader, hStart.at, hEnd.at)
+	if why != "" {
+		return nil, why
+	}
+	pts = append([]time.Time{c.start, cBegin.at, cOut.at, sIn.at, hStart.at}, rp...)
+	return append(pts, hEnd.at, sOut.at, cIn.at, c.end), ""
+}
+
+// raftHops are the hops raftPoints tells apart, from the leader loop's
+// dispatch of an entry to its FSM apply on the leader.
+var raftHops = []string{
 	"leader log append + fsync",
 	"leader: append done → AppendEntries sent",
 	"AppendEntries: wire + follower decode",
@@ -173,55 +243,16 @@ var hops = []string{
 	"leader: commit",
 	"commit → FSM picks up",
 	"FSM apply (leader)",
-	"applied → handler returns (future, group commit, answer)",
-	"server: encode + write answer",
-	"wire → client has decoded answer",
-	"client: → Enqueue returns",
 }
 
-// ladder turns each call's marks into its hop times. A call whose marks
-// do not tell its hops apart (a background entry in its window, a follower
-// slower than the answer) is skipped and counted.
-func ladder(calls []callMarks, leader string) (per [][]time.Duration, skipped map[string]int) {
-	per = make([][]time.Duration, len(hops)+1) // the last row is the total
-	skipped = map[string]int{}
-	for _, c := range calls {
-		pts, why := points(c, leader)
-		if why != "" {
-			skipped[why]++
-			continue
-		}
-		for i := range hops {
-			per[i] = append(per[i], pts[i+1].Sub(pts[i]))
-		}
-		per[len(hops)] = append(per[len(hops)], c.end.Sub(c.start))
+// raftPoints finds the moments of the one entry the leader appended
+// between after and before: len(raftHops)+1 of them.
+func raftPoints(c callMarks, leader string, after, before time.Time) ([]time.Time, string) {
+	lStore, ok := c.find("store", func(m mark) bool { return m.node == leader && m.start.After(after) })
+	if !ok {
+		return nil, "no leader append"
 	}
-	return per, skipped
-}
-
-// points finds the moments of one call, in hop order: len(hops)+1 of them.
-func points(c callMarks, leader string) (pts []time.Time, why string) {
-	find := func(what string, ok func(mark) bool) (mark, bool) {
-		for _, m := range c.marks {
-			if m.what == what && (ok == nil || ok(m)) {
-				return m, true
-			}
-		}
-		return mark{}, false
-	}
-	all := func(mark) bool { return true }
-	cBegin, ok1 := find("client.begin", all)
-	cOut, ok2 := find("client.out", all)
-	sIn, ok3 := find("server.in", all)
-	hStart, ok4 := find("handler.start", all)
-	hEnd, ok5 := find("handler.end", all)
-	sOut, ok6 := find("server.out", all)
-	cIn, ok7 := find("client.in", all)
-	lStore, ok8 := find("store", func(m mark) bool { return m.node == leader && m.start.After(hStart.at) })
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && ok8) {
-		return nil, "no RPC or leader append"
-	}
-	dispatch, ok := find("raft.leader.dispatchLog", func(m mark) bool { return !m.at.Before(lStore.at) })
+	dispatch, ok := c.find("raft.leader.dispatchLog", func(m mark) bool { return !m.at.Before(lStore.at) })
 	if !ok {
 		return nil, "no dispatch"
 	}
@@ -233,7 +264,7 @@ func points(c callMarks, leader string) (pts []time.Time, why string) {
 		if f.what != "store" || f.node == leader || f.first != lStore.first {
 			continue
 		}
-		a, ok := find("raft.replication.appendEntries.rpc", func(m mark) bool {
+		a, ok := c.find("raft.replication.appendEntries.rpc", func(m mark) bool {
 			return m.peer == f.node && !m.start.After(f.start) && !m.at.Before(f.at)
 		})
 		if ok && (!found || a.at.Before(ae.at)) {
@@ -243,41 +274,38 @@ func points(c callMarks, leader string) (pts []time.Time, why string) {
 	if !found {
 		return nil, "no follower answer"
 	}
-	commit, ok := find("raft.commitTime", func(m mark) bool { return !m.at.Before(ae.at) })
+	commit, ok := c.find("raft.commitTime", func(m mark) bool { return !m.at.Before(ae.at) })
 	if !ok {
 		return nil, "no commit"
 	}
-	apply, ok := find("raft.fsm.applyBatch", func(m mark) bool { return !m.start.Before(commit.at) && !m.at.After(hEnd.at) })
+	// Docket's FSM applies in batches; the ceiling's no-op FSM one by one.
+	leaderApply := func(m mark) bool { return !m.start.Before(commit.at) && !m.at.After(before) }
+	apply, ok := c.find("raft.fsm.applyBatch", leaderApply)
 	if !ok {
-		return nil, "no leader apply"
-	}
-	pts = []time.Time{c.start, cBegin.at, cOut.at, sIn.at, hStart.at, dispatch.start, lStore.at, ae.start, fStore.start,
-		fStore.at, ae.at, commit.at, apply.start, apply.at, hEnd.at, sOut.at, cIn.at, c.end}
-	for i := 1; i < len(pts); i++ {
-		if pts[i].Before(pts[i-1]) {
-			return nil, "out of order at " + hops[i-1]
+		if apply, ok = c.find("raft.fsm.apply", leaderApply); !ok {
+			return nil, "no leader apply"
 		}
 	}
-	return pts, ""
+	return []time.Time{dispatch.start, lStore.at, ae.start, fStore.start, fStore.at, ae.at, commit.at, apply.start, apply.at}, ""
 }
 
 // printLadder writes the hop table: p50, p99, the hop's share of the
 // summed p50s (the ladder of a typical call, which the fsyncs' tails do
 // not swamp) and of the mean total (the means add up; percentiles do not).
-func printLadder(w io.Writer, per [][]time.Duration, skipped map[string]int) {
+func printLadder(w io.Writer, title string, names []string, per [][]time.Duration, skipped map[string]int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "\nEnqueue at c=1, %d calls measured; skipped, their marks not telling the hops apart: %v\n",
-		len(per[len(hops)]), skipped)
+	fmt.Fprintf(w, "\n%s, %d calls measured; skipped, their marks not telling the hops apart: %v\n",
+		title, len(per[len(names)]), skipped)
 	fmt.Fprintln(tw, "hop\tp50 µs\tp99 µs\tmean µs\tp50 share\tmean share\t")
-	total := mean(per[len(hops)])
+	total := mean(per[len(names)])
 	var p50s time.Duration
-	for _, d := range per[:len(hops)] {
+	for _, d := range per[:len(names)] {
 		p50s += pct(d, 0.50)
 	}
-	for i, name := range append(slices.Clone(hops), "total (client's view)") {
+	for i, name := range append(slices.Clone(names), "total (caller's view)") {
 		d := per[i]
 		share := 100 * us(pct(d, 0.50)) / us(p50s)
-		if i == len(hops) {
+		if i == len(names) {
 			share = 100
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f %%\t%.1f %%\t\n", name, us(pct(d, 0.50)), us(pct(d, 0.99)), us(mean(d)),

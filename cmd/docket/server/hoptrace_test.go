@@ -60,6 +60,7 @@ var timers = map[string]bool{
 	"raft.replication.appendEntries.rpc": true,
 	"raft.commitTime":                    true,
 	"raft.fsm.applyBatch":                true,
+	"raft.fsm.apply":                     true,
 	"raft.rpc.appendEntries":             true,
 	"raft.rpc.appendEntries.storeLogs":   true,
 	"raft.rpc.appendEntries.processLogs": true,
