@@ -26,7 +26,17 @@ import (
 // rows, so the two tables say which of them Docket's own work slows:
 //
 //	go test ./cmd/docket/server -run '^$' -bench EnqueueHopsCeiling -benchtime 2000x
+//
+// fsm=spin-25us gives every replica's FSM 25 µs of CPU an entry, about
+// what Docket's apply of one enqueue costs (the ladder's "FSM apply"), to
+// show what a real FSM on the followers does to the raft hops on a
+// machine of few cores.
 func BenchmarkEnqueueHopsCeiling(b *testing.B) {
+	b.Run("fsm=none", func(b *testing.B) { ceilingHops(b, noopFSM{}) })
+	b.Run("fsm=spin-25us", func(b *testing.B) { ceilingHops(b, spinFSM{25 * time.Microsecond}) })
+}
+
+func ceilingHops(b *testing.B, f raft.FSM) {
 	tp := &tape{}
 	if err := installRaftSink(tp); err != nil {
 		b.Fatal(err)
@@ -40,7 +50,7 @@ func BenchmarkEnqueueHopsCeiling(b *testing.B) {
 		cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Logger = fmt.Sprintf("c%d", i), filepath.Join(base, fmt.Sprintf("c%d", i)), "127.0.0.1:0", quiet
 		id := cfg.ID
 		cfg.WrapLogStore = func(s raft.LogStore) raft.LogStore { return &timedLogs{LogStore: s, node: id, t: tp} }
-		r, err := cluster.NewBareRaft(cfg, noopFSM{})
+		r, err := cluster.NewBareRaft(cfg, f)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -112,3 +122,14 @@ type noopSnap struct{}
 
 func (noopSnap) Persist(s raft.SnapshotSink) error { return s.Close() }
 func (noopSnap) Release()                          {}
+
+// spinFSM is noopFSM that spends d of CPU on each entry.
+type spinFSM struct{ d time.Duration }
+
+func (s spinFSM) Apply(*raft.Log) any {
+	for start := time.Now(); time.Since(start) < s.d; {
+	}
+	return nil
+}
+func (spinFSM) Snapshot() (raft.FSMSnapshot, error) { return noopSnap{}, nil }
+func (spinFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
