@@ -155,7 +155,9 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 
 // proposeAlone is a flush of one call, on its caller's goroutine: a
 // caller that already left proposes nothing, and the entry runs until the
-// caller's deadline, as flush's would.
+// caller's deadline, as flush's would. One difference: a caller that stops
+// waiting (its ctx ends) frees its slot then, not when the entry applies;
+// the slots bound batching, and the entry in flight is Raft's to bound.
 func (co *coalescer) proposeAlone(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
