@@ -88,8 +88,9 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 // WaitResults over the FSM's events, and reads at a chosen consistency.
 // A cluster.Node has one, embedded; so has a MemNode.
 //
-// It owns the FSM's observer slot, a coalescer goroutine and the
-// goroutines that propose on behalf of callers who left; Close ends them.
+// It owns the FSM's observer slot, the coalescer goroutines, the memory
+// sampler (with a MemoryLimit) and the goroutines that propose on behalf
+// of callers who left; Close ends them.
 type Service struct {
 	r       replica.Replica
 	cfg     ServiceConfig
