@@ -59,9 +59,9 @@ func (l *Lane[C]) Queued() int { return len(l.calls) }
 // or nil, and the call then queues on Calls as usual. A lone caller so
 // pays no hand-off to Run's goroutine and back: on a 2-core host each
 // wake-up of a parked goroutine cost a c=1 enqueue about 10 µs
-// (BENCHMARKS.md, "Performance round 4, step 8"). It never overtakes a
-// queued call: a call waits only while every slot is taken, and Run,
-// blocked on a slot, gets the next one freed before any TryAlone can.
+// (BENCHMARKS.md, "Performance round 4, step 8"). It does not go ahead of
+// a call that waits for a slot: Run, blocked on one with that call, gets
+// the next slot freed before any TryAlone can take it.
 func (l *Lane[C]) TryAlone() (done func()) {
 	if len(l.calls) > 0 || l.held.Load() {
 		return nil
