@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"text/tabwriter"
@@ -19,7 +16,6 @@ import (
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cmd/docket/server"
-	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
 )
@@ -89,56 +85,16 @@ func BenchmarkEnqueueHops(b *testing.B) {
 	}
 }
 
-// startHopCluster starts three servers that find each other as `docket
-// dev`'s do, with the recorders in place, and waits for a leader that
-// every node knows.
+// startHopCluster starts three servers with the recorders in place and
+// the consistency check off (its hashing would land inside some calls).
 func startHopCluster(b *testing.B, tp *tape) (nodes []*server.Server, addrs []string) {
 	b.Helper()
-	var lis []net.Listener
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		lis = append(lis, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	base := b.TempDir()
-	var gossip []string
-	for i, l := range lis {
-		cfg := cluster.DefaultConfig()
-		cfg.ID = fmt.Sprintf("n%d", i+1)
-		cfg.DataDir = filepath.Join(base, cfg.ID)
-		cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr = "127.0.0.1:0", l.Addr().String(), "127.0.0.1:0"
-		cfg.BootstrapExpect, cfg.Join, cfg.GossipLocal = 3, slices.Clone(gossip), true
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		// No consistency check: its hashing would land inside some calls.
+	return startServers(b, 3, func(cfg *cluster.Config, api *transport.Config) {
 		cfg.CheckInterval = -1
 		id := cfg.ID
 		cfg.WrapLogStore = func(s raft.LogStore) raft.LogStore { return &timedLogs{LogStore: s, node: id, t: tp} }
-		api := transport.Config{Logger: cfg.Logger, ServerOptions: []grpc.ServerOption{
-			grpc.StatsHandler(rpcStats{side: "server", t: tp}), grpc.ChainUnaryInterceptor(handlerSpan(tp))}}
-		s, err := server.Start(cfg, api, l)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.Stop(ctx) // teardown after the measurement
-		})
-		nodes = append(nodes, s)
-		gossip = append(gossip, s.Node.GossipAddr())
-	}
-	testwait.For(b, 20*time.Second, "a leader every node knows", func() bool {
-		for _, s := range nodes {
-			if s.Node.LeaderGRPCAddr() == "" {
-				return false
-			}
-		}
-		return leaderID(nodes) != ""
+		api.ServerOptions = []grpc.ServerOption{grpc.StatsHandler(rpcStats{side: "server", t: tp}), grpc.ChainUnaryInterceptor(handlerSpan(tp))}
 	})
-	return nodes, addrs
 }
 
 func leaderID(nodes []*server.Server) string {

@@ -4,22 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/service"
-	"github.com/dockethq/docket/cmd/docket/server"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -29,31 +27,10 @@ import (
 // the gRPC API) bounded to limit bytes of memory, and a client of it.
 func startLimited(t *testing.T, limit uint64) *client.Client {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cluster.DefaultConfig()
-	cfg.ID, cfg.DataDir = "n1", filepath.Join(t.TempDir(), "n1")
-	cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr, cfg.GossipLocal = "127.0.0.1:0", lis.Addr().String(), "127.0.0.1:0", true
-	cfg.BootstrapExpect = 1
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.Service.MemoryLimit = limit
-	s, err := server.Start(cfg, transport.Config{Logger: cfg.Logger}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	testwait.For(t, 10*time.Second, "the node to lead", s.Node.IsLeader)
+	_, addrs := startServers(t, 1, func(cfg *cluster.Config, _ *transport.Config) { cfg.Service.MemoryLimit = limit })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, []string{lis.Addr().String()}, client.WithDiscoveryTimeout(5*time.Second))
+	c, err := client.New(ctx, addrs, client.WithDiscoveryTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +141,39 @@ func Test_MemoryLimitFollowsUse(t *testing.T) {
 	for _, id := range acked {
 		if _, err := c.Get(ctx, id); err != nil {
 			t.Fatalf("acknowledged task %s: %v", id, err)
+		}
+	}
+}
+
+// Test_MemoryLimitWhereTheEnqueueArrivesAndOnTheLeader: in a cluster where
+// only n1 is over its limit, an Enqueue sent to n1 is refused there, and
+// one sent to another node is refused too exactly when n1 leads (the
+// follower forwards it and the leader checks its own memory), with the
+// leader's answer passed through unchanged.
+func Test_MemoryLimitWhereTheEnqueueArrivesAndOnTheLeader(t *testing.T) {
+	nodes, addrs := startServers(t, 3, func(cfg *cluster.Config, _ *transport.Config) {
+		if cfg.ID == "n1" {
+			cfg.Service.MemoryLimit = 1 << 20
+		}
+	})
+	ctx := testCtx(t)
+	leader := leaderID(nodes)
+	for i, addr := range addrs {
+		id := nodes[i].Node.ID()
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		// A raw stub: the Go client would follow the leader's address
+		// and never ask a follower.
+		_, err = pb.NewQueueClient(cc).Enqueue(ctx, &pb.EnqueueRequest{Tasks: []*pb.NewTask{{Queue: "jobs", Payload: []byte(id)}}})
+		refused := id == "n1" || leader == "n1"
+		switch {
+		case refused && (status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "--memory-limit 1 MiB")):
+			t.Fatalf("enqueue sent to %s (leader %s): %v, want ResourceExhausted naming n1's limit", id, leader, err)
+		case !refused && err != nil:
+			t.Fatalf("enqueue sent to %s (leader %s): %v, want it taken", id, leader, err)
 		}
 	}
 }
