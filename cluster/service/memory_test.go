@@ -10,7 +10,7 @@ import (
 // Test_MemGuard: no limit, no guard and no refusal; a limit below the
 // process's use refuses with the numbers; one far above it does not.
 func Test_MemGuard(t *testing.T) {
-	var off *memGuard = newMemGuard(0, nil, slog.New(slog.DiscardHandler))
+	off := newMemGuard(0, nil, slog.New(slog.DiscardHandler))
 	if off != nil || off.check() != nil {
 		t.Fatalf("no limit: guard %v, check %v", off, off.check())
 	}
