@@ -57,9 +57,9 @@ func (l *Lane[C]) Queued() int { return len(l.calls) }
 // own goroutine, when no call is queued and a slot is free; it returns the
 // func that frees the slot (call it exactly once, when the call is done),
 // or nil, and the call then queues on Calls as usual. A lone caller so
-// pays no hand-off to Run's goroutine and back: on a 2-core host each
-// wake-up of a parked goroutine cost a c=1 enqueue about 10 µs
-// (BENCHMARKS.md, "Performance round 4, step 8"). It does not go ahead of
+// pays no hand-off to Run's goroutine and back: on a 2-core host those
+// wake-ups cost a c=1 enqueue 7-10 µs a lane (BENCHMARKS.md,
+// "Performance round 4, step 8"). It does not go ahead of
 // a call that waits for a slot: Run, blocked on one with that call, gets
 // the next slot freed before any TryAlone can take it.
 func (l *Lane[C]) TryAlone() (done func()) {
