@@ -131,6 +131,18 @@ func (s *sharer[T, R]) do(ctx context.Context, items []T) ([]R, error) {
 			weight += s.weight(it)
 		}
 	}
+	if done := s.lane.TryAlone(); done != nil {
+		// Nothing queued and a slot free: send alone from this goroutine,
+		// as send would, without the hand-offs to the lane and back.
+		defer done()
+		if s.ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", s.op, ErrClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.op, err)
+		}
+		return s.alone(ctx, items)
+	}
 	call := &shareCall[T, R]{ctx: ctx, items: items, size: size, weight: weight, reply: make(chan shareReply[R], 1)}
 	select {
 	case s.lane.Calls() <- call:

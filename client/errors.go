@@ -50,6 +50,12 @@ var (
 	// tenant's tasks have finished and been purged.
 	ErrTenantLimit = errors.New("docket: tenant limit reached")
 
+	// ErrMemoryLimit means the node is at its memory limit (docket agent
+	// --memory-limit) and refuses new tasks (gRPC ResourceExhausted,
+	// reason MEMORY_LIMIT). Nothing was stored. The client does not retry
+	// it: retry later, once workers have drained tasks.
+	ErrMemoryLimit = errors.New("docket: node at its memory limit")
+
 	// ErrUnauthenticated means the server wants a token and the call had
 	// none, or one it does not accept: unknown, revoked or expired
 	// (gRPC Unauthenticated). Not retried.
@@ -149,9 +155,12 @@ func mapError(err error) error {
 		e.kind = ErrInvalidArgument
 		e.field = badField(st)
 	case codes.ResourceExhausted:
-		if reason == docketv1.ReasonTenantLimit {
+		switch reason {
+		case docketv1.ReasonTenantLimit:
 			e.kind = ErrTenantLimit
-		} else {
+		case docketv1.ReasonMemoryLimit:
+			e.kind = ErrMemoryLimit
+		default:
 			e.kind = ErrTooLarge
 			e.field = badField(st)
 		}

@@ -19,6 +19,7 @@ func Test_EveryServerReasonIsMapped(t *testing.T) {
 		docketv1.ReasonStaleFence:      ErrStaleFence,
 		docketv1.ReasonWrongState:      ErrWrongState,
 		docketv1.ReasonTenantLimit:     ErrTenantLimit,
+		docketv1.ReasonMemoryLimit:     ErrMemoryLimit,
 		docketv1.ReasonFeatureDisabled: ErrFeatureDisabled,
 		docketv1.ReasonTimedOut:        ErrTimedOut,
 		docketv1.ReasonCancelled:       ErrCancelled,

@@ -88,6 +88,8 @@ func toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), errorInfo(pb.ReasonCancelled, nil))
 	case errors.Is(err, pb.ErrTenantLimit):
 		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonTenantLimit, nil))
+	case errors.Is(err, service.ErrMemoryLimit):
+		return withDetail(codes.ResourceExhausted, err.Error(), errorInfo(pb.ReasonMemoryLimit, nil))
 	case errors.Is(err, errLeadershipLost):
 		return withDetail(codes.Unavailable, err.Error(), errorInfo(pb.ReasonLeadershipLost, nil))
 	case errors.Is(err, errNotLeader):

@@ -37,6 +37,7 @@ func Test_ToStatus(t *testing.T) {
 		{"stale fence", fmt.Errorf("task x: %w", pb.ErrStaleFence), codes.FailedPrecondition, pb.ReasonStaleFence, ""},
 		{"wrong state", fmt.Errorf("task x: %w", pb.ErrWrongState), codes.FailedPrecondition, pb.ReasonWrongState, ""},
 		{"tenant limit", fmt.Errorf("task x: %w", pb.ErrTenantLimit), codes.ResourceExhausted, pb.ReasonTenantLimit, ""},
+		{"memory limit", &service.MemoryLimitError{Limit: 512 << 20, Use: 470 << 20, RefuseAt: 460 << 20}, codes.ResourceExhausted, pb.ReasonMemoryLimit, ""},
 		{"timed out", fmt.Errorf("task x: %w", pb.ErrTimedOut), codes.FailedPrecondition, pb.ReasonTimedOut, ""},
 		{"cancelled", fmt.Errorf("task x: %w", pb.ErrCancelled), codes.FailedPrecondition, pb.ReasonCancelled, ""},
 		{"leadership lost", fmt.Errorf("%w: raft", replica.ErrLeadershipLost), codes.Unavailable, pb.ReasonLeadershipLost, ""},

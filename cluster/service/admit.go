@@ -16,6 +16,9 @@ import (
 // certificate): the command is built but not checked twice, and apply
 // judges it again in any case.
 //
+// An Enqueue is refused with *MemoryLimitError while this node is at its
+// memory limit (memory.go), checked or not: the leader checks its own.
+//
 // The API layer calls Admit once per request, then finds the leader, then
 // runs the command; it never checks a command itself.
 func (s *Service) Admit(req proto.Message, checked bool) (*pb.Command, error) {
@@ -23,6 +26,12 @@ func (s *Service) Admit(req proto.Message, checked bool) (*pb.Command, error) {
 	var own error // a request's field that its command does not carry
 	switch r := req.(type) {
 	case *pb.EnqueueRequest:
+		// New work is refused at the memory limit, here where it arrived
+		// and again on the leader; what frees memory (claims, submits,
+		// nacks) is not.
+		if err := s.mem.check(); err != nil {
+			return nil, err
+		}
 		cmd = EnqueueCommand(r)
 	case *pb.ClaimRequest:
 		cmd = s.ClaimCommand(r)

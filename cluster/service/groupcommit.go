@@ -102,6 +102,18 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 	if alone && orphan == nil {
 		return s.apply(ctx, cmd)
 	}
+	if !alone && orphan == nil {
+		co := s.co
+		if cmd.GetType() == pb.CommandType_COMMAND_TYPE_HEARTBEAT {
+			co = s.hb
+		}
+		if done := co.lane.TryAlone(); done != nil {
+			// Nothing queued and a slot free: propose on this goroutine, as
+			// the lane's flush would have alone, without its hand-offs.
+			defer done()
+			return co.proposeAlone(ctx, cmd)
+		}
+	}
 	c := &coCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), reply: make(chan coReply, 1), orphan: orphan}
 	if alone {
 		if !s.spawn(func() {
@@ -139,6 +151,22 @@ func (s *Service) ProposeOrphan(ctx context.Context, cmd *pb.Command, orphan fun
 		r = <-c.reply
 	}
 	return r.res, r.err
+}
+
+// proposeAlone is a flush of one call, on its caller's goroutine: a
+// caller that already left proposes nothing, and the entry runs until the
+// caller's deadline, as flush's would. One difference: a caller that stops
+// waiting (its ctx ends) frees its slot then, not when the entry applies;
+// the slots bound batching, and the entry in flight is Raft's to bound.
+func (co *coalescer) proposeAlone(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if co.s.ctx.Err() != nil {
+		return nil, replica.ErrShutdown
+	}
+	co.s.metrics.coBatch.Observe(1)
+	return co.s.apply(ctx, cmd)
 }
 
 // run forms entries until the service closes; the callers still queued

@@ -53,6 +53,15 @@ type ServiceConfig struct {
 	// Registerer, when set, receives the service's Prometheus metrics
 	// (docket_cluster_*). nil keeps them unregistered.
 	Registerer prometheus.Registerer
+
+	// MemoryLimit bounds the process's memory in bytes (memory.go): from
+	// MemoryRefuseFraction (90 %) of it, sampled every
+	// MemorySampleInterval, the node refuses Enqueue with ErrMemoryLimit,
+	// while Claim, Heartbeat, Submit, Nack and every other command, which
+	// free memory or hold it steady, still run. Default 0: no limit. The
+	// agent also sets the Go runtime's soft limit (debug.SetMemoryLimit) to
+	// the refuse mark, so garbage is collected before it is refused for.
+	MemoryLimit uint64
 }
 
 func (c ServiceConfig) withDefaults() ServiceConfig {
@@ -79,8 +88,9 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 // WaitResults over the FSM's events, and reads at a chosen consistency.
 // A cluster.Node has one, embedded; so has a MemNode.
 //
-// It owns the FSM's observer slot, a coalescer goroutine and the
-// goroutines that propose on behalf of callers who left; Close ends them.
+// It owns the FSM's observer slot, the coalescer goroutines, the memory
+// sampler (with a MemoryLimit) and the goroutines that propose on behalf
+// of callers who left; Close ends them.
 type Service struct {
 	r       replica.Replica
 	cfg     ServiceConfig
@@ -93,6 +103,8 @@ type Service struct {
 	gate *claimGate
 	// orphans are claims whose answer this node saw go undelivered.
 	orphans *orphanSet
+	// mem refuses new work at the memory limit; nil without one.
+	mem *memGuard
 
 	// drain is closed by Drain: long polls return at once and new ones
 	// do not wait, so a stopping server does not wait out their timers.
@@ -125,10 +137,18 @@ func New(r replica.Replica, cfg ServiceConfig) *Service {
 	}
 	s.hub = newHub(s.gate)
 	s.co, s.hb = newCoalescer(s, cfg.CoalesceInflight), newCoalescer(s, cfg.HeartbeatInflight)
+	s.mem = newMemGuard(cfg.MemoryLimit, cfg.Registerer, s.log)
 	r.FSM().SetObserver(s.hub.observe)
 	s.wg.Add(2)
 	go s.co.run()
 	go s.hb.run()
+	if s.mem != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.mem.run(s.ctx)
+		}()
+	}
 	return s
 }
 

@@ -66,6 +66,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", c.Limits.MaxPayload, "largest payload, result or progress in bytes (at most 16 MiB)")
 	fs.Uint64Var(&c.TenantMaxTasks, "tenant-max-tasks", c.TenantMaxTasks, "tasks one tenant may store until purged, finished ones included; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
+	memoryLimitFlag(fs, &c.Service.MemoryLimit)
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
 	fs.IntVar(&c.Service.CoalesceMax, "coalesce-max", service.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
 	fs.IntVar(&c.Service.CoalesceInflight, "coalesce-inflight", service.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
@@ -118,6 +119,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	cfg.Logger = log
+	applyMemoryLimit(cfg.Service.MemoryLimit, log)
 	if cfg.BootstrapSecret, err = secretFrom(o.bootstrapTokenFile, envBootstrapToken); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

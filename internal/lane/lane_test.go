@@ -87,3 +87,48 @@ func flat(bs [][]int) []int {
 	}
 	return out
 }
+
+// Test_LaneTryAlone: a caller may go alone, on its own goroutine, only
+// while no call waits and a slot is free; a call that waits for a slot
+// gets the next one freed, before any caller that tries to go alone.
+func Test_LaneTryAlone(t *testing.T) {
+	flushed := make(chan func(), 4)
+	l := New(16, 1, Bounds{}, func(int) (int, int) { return 1, 1 }, func(_ []int, done func()) { flushed <- done })
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan []int, 1)
+	go func() { ran <- l.Run(ctx) }()
+
+	done := l.TryAlone()
+	if done == nil {
+		t.Fatal("TryAlone refused an idle lane")
+	}
+	if l.TryAlone() != nil {
+		t.Fatal("TryAlone took a second slot of a lane of one")
+	}
+	l.Calls() <- 1 // waits: the one slot is the lone caller's
+	testwait.For(t, 5*time.Second, "Run to take the call and wait for a slot", func() bool { return l.Queued() == 0 })
+	if l.TryAlone() != nil {
+		t.Fatal("TryAlone went ahead of a call waiting for a slot")
+	}
+	done()
+	select {
+	case free := <-flushed: // the waiting call had the slot
+		if l.TryAlone() != nil {
+			t.Fatal("TryAlone took a slot the flushed batch holds")
+		}
+		free()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting call never had the freed slot")
+	}
+	testwait.For(t, 5*time.Second, "the lane to be idle again", func() bool {
+		d := l.TryAlone()
+		if d != nil {
+			d()
+		}
+		return d != nil
+	})
+	cancel()
+	if held := <-ran; len(held) != 0 {
+		t.Fatalf("Run held %v at its end, want nothing", held)
+	}
+}

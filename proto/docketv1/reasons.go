@@ -20,6 +20,11 @@ const (
 	// take its tenant past a limit; nothing was stored. Retry later.
 	// ResourceExhausted without a reason is a value over a size limit.
 	ReasonTenantLimit = "TENANT_LIMIT"
+	// ReasonMemoryLimit: ResourceExhausted, the node is at its memory
+	// limit (docket agent --memory-limit) and refuses new tasks until
+	// workers drain some; nothing was stored. Claims, heartbeats, submits
+	// and nacks still run. Retry later.
+	ReasonMemoryLimit = "MEMORY_LIMIT"
 	// ReasonTimedOut: FailedPrecondition, the task's claim ran past its
 	// execution deadline (timeout_ns). The worker must stop.
 	ReasonTimedOut = "TIMED_OUT"
@@ -80,6 +85,7 @@ func ReasonCodes() map[string]codes.Code {
 		ReasonStaleFence:     codes.FailedPrecondition,
 		ReasonWrongState:     codes.FailedPrecondition,
 		ReasonTenantLimit:    codes.ResourceExhausted,
+		ReasonMemoryLimit:    codes.ResourceExhausted,
 		ReasonLeadershipLost: codes.Unavailable,
 		ReasonNotLeader:      codes.Unavailable,
 		ReasonShuttingDown:   codes.Unavailable,

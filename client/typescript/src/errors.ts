@@ -13,6 +13,7 @@ export const Reason = {
   StaleFence: "STALE_FENCE",
   WrongState: "WRONG_STATE",
   TenantLimit: "TENANT_LIMIT",
+  MemoryLimit: "MEMORY_LIMIT",
   TimedOut: "TIMED_OUT",
   Cancelled: "CANCELLED",
   LeadershipLost: "LEADERSHIP_LOST",
@@ -59,6 +60,8 @@ export class InvalidArgumentError extends DocketError {
 export class TooLargeError extends InvalidArgumentError {}
 /** The tenant is at its limit of stored tasks or bytes; nothing was stored. */
 export class TenantLimitError extends DocketError {}
+/** The node is at its memory limit and refuses new tasks; nothing was stored. Retry later. */
+export class MemoryLimitError extends DocketError {}
 /** No token, or one the server does not accept. */
 export class UnauthenticatedError extends DocketError {}
 /** The token's roles or tenants do not allow the call. */
@@ -165,6 +168,7 @@ export function mapError(e: unknown): unknown {
       return new InvalidArgumentError(text(d.field ? `invalid argument: field ${d.field}` : "invalid argument"), { ...o, field: d.field });
     case Status.RESOURCE_EXHAUSTED:
       if (d.reason === Reason.TenantLimit) return new TenantLimitError(text("tenant limit reached"), o);
+      if (d.reason === Reason.MemoryLimit) return new MemoryLimitError(text("node at its memory limit"), o);
       return new TooLargeError(text(d.field ? `too large: field ${d.field}` : "too large"), { ...o, field: d.field });
     case Status.FAILED_PRECONDITION:
       switch (d.reason) {

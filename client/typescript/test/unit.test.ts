@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
-import { configFromEnv, jsonCodec, mapError, InvalidArgumentError, StaleFenceError, OutcomeUnknownError, UnavailableError, NotFoundError, Client, DocketError } from "../src/index.js";
+import { configFromEnv, jsonCodec, mapError, InvalidArgumentError, StaleFenceError, OutcomeUnknownError, UnavailableError, NotFoundError, MemoryLimitError, TenantLimitError, TooLargeError, Client, DocketError } from "../src/index.js";
 import { Status, ErrorInfo, BadRequest } from "../src/gen/google/rpc/status.js";
 
 test("configFromEnv reads what the CLI reads", () => {
@@ -46,4 +46,7 @@ test("mapError follows the error contract", () => {
   assert.ok(mapError(svcErr(status.UNAVAILABLE, [info("LEADERSHIP_LOST")])) instanceof OutcomeUnknownError);
   assert.ok(mapError(svcErr(status.UNAVAILABLE, [info("NOT_LEADER", { leader: "x:1" })])) instanceof UnavailableError);
   assert.ok(mapError(svcErr(status.NOT_FOUND, [])) instanceof NotFoundError);
+  assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [info("MEMORY_LIMIT")])) instanceof MemoryLimitError);
+  assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [info("TENANT_LIMIT")])) instanceof TenantLimitError);
+  assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [])) instanceof TooLargeError);
 });
