@@ -47,12 +47,12 @@ func Test_Scrub_FindsAnEntryDamagedWhileRunning(t *testing.T) {
 				}
 			}
 			none := func(int64) error { return nil }
-			st, err := s.Scrub(context.Background(), none)
-			if err != nil || st.Entries != n {
-				t.Fatalf("scrub of a sound log: %d entries, %v; want %d, nil", st.Entries, err, n)
+			entries, _, err := s.ScrubLog(context.Background(), none)
+			if err != nil || entries != n {
+				t.Fatalf("scrub of a sound log: %d entries, %v; want %d, nil", entries, err, n)
 			}
 			flipOnDisk(t, dir, []byte("entry-0150 "))
-			_, err = s.Scrub(context.Background(), none)
+			_, _, err = s.ScrubLog(context.Background(), none)
 			if !errors.Is(err, ErrRaftStoreCorrupt) || !strings.Contains(err.Error(), "entry 150") {
 				t.Fatalf("scrub after entry 150 was damaged on disk: %v, want ErrRaftStoreCorrupt naming entry 150", err)
 			}
