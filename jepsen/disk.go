@@ -14,7 +14,8 @@ import (
 const diskEvery = 2 * time.Second
 
 // watchDisk samples, until ctx ends, the used bytes of each node's
-// loop-mounted data dir (statfs of the mount), and returns a func giving
+// loop-mounted data dir (statfs of the mount, skipped while it is not
+// mounted), and returns a func giving
 // each node's peak so far. A node's image is its whole disk, so its peak
 // is what a run of this length needs; a flapping wal leader that fills it
 // shows here before it shows as a refused write.
@@ -23,9 +24,13 @@ func (c *Cluster) watchDisk(ctx context.Context) func() map[string]uint64 {
 	peak := map[string]uint64{}
 	sample := func() {
 		for _, n := range c.Nodes {
-			var st syscall.Statfs_t
-			if err := syscall.Statfs(n.DataDir, &st); err != nil {
-				continue // between an unmount and a mount (crash copy)
+			var st, parent syscall.Statfs_t
+			if syscall.Statfs(n.DataDir, &st) != nil || syscall.Statfs(filepath.Dir(n.DataDir), &parent) != nil ||
+				st.Fsid == parent.Fsid {
+				// Between an unmount and a mount (the crash copy of
+				// lost-unfsynced-writes): the path is then a directory of
+				// the host's disk, whose use is not the node's.
+				continue
 			}
 			used := (st.Blocks - st.Bfree) * uint64(st.Bsize)
 			mu.Lock()

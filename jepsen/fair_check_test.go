@@ -69,7 +69,9 @@ func Test_CheckKeyLimits(t *testing.T) {
 
 // Test_CheckFairness: a quiet task claimed after two noisy claims passes;
 // one that waited behind more fails; a window with a claim of unknown
-// outcome, or where the quiet key held another task, is skipped; too few
+// outcome, where the quiet key held another task, or whose task a claim
+// the history does not show took first (the long run of 2026-11-28), is
+// skipped; too few
 // judged windows fail; no fair workload passes with a note.
 func Test_CheckFairness(t *testing.T) {
 	b := &hb{}
@@ -95,6 +97,15 @@ func Test_CheckFairness(t *testing.T) {
 		if extra == "held" {
 			b.fairClaim(10+7*300-100, "fair-w7", "quiet3", "prev", 7000) // quiet3's last task still held
 		}
+		if extra == "ghost" {
+			// The claim that took q7 says it was its second: a resent
+			// Claim's lost first attempt held it meanwhile.
+			for i := range b.evs {
+				if e := &b.evs[i]; e.F == FXClaim && e.Type == OK && e.Task == "q7" {
+					e.Claims = 2
+				}
+			}
+		}
 		return b
 	}
 	mustFail(t, "a quiet task behind five noisy claims", CheckFairness(behind("").history()), "q7")
@@ -105,6 +116,11 @@ func Test_CheckFairness(t *testing.T) {
 	}
 	r = CheckFairness(behind("held").history())
 	mustPass(t, "the same while the quiet key held another task", r)
+	r = CheckFairness(behind("ghost").history())
+	mustPass(t, "the same when a claim the history does not show took q7 first", r)
+	if !strings.Contains(r.Note, "1 first taken by a claim whose answer was lost") {
+		t.Fatalf("the resent claim's task was judged: %q", r.Note)
+	}
 
 	b = &hb{}
 	fairRun(b, 0, MinFairJudged-1)

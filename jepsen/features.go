@@ -205,7 +205,7 @@ func (w *workload) xclaim(ctx context.Context, proc, queue string, x *xstate) *d
 		timeout = t.GetTimeoutNs()
 	}
 	w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FXClaim, Task: t.GetId(), Key: string(t.GetPayload()), Fence: t.GetFence(),
-		Queue: queue, Delay: timeout})
+		Queue: queue, Delay: timeout, Claims: t.GetClaims()})
 	x.last = time.Now()
 	return t
 }

@@ -81,6 +81,11 @@ type Event struct {
 	Queue  string `json:"queue,omitempty"`
 	Delay  int64  `json:"delay_ns,omitempty"`
 	Cancel bool   `json:"cancel_requested,omitempty"`
+	// Claims: on a claim's completion, how many claims the task has had,
+	// this one included. Above 1 on a task's first claim in the history, a
+	// claim the history does not show took it first: the client resends a
+	// Claim whose answer was lost, and the lost one's lease runs out.
+	Claims uint32 `json:"claims,omitempty"`
 }
 
 // NodeState is one node's answer to the final status call.
@@ -110,6 +115,7 @@ type Op struct {
 	Applied  uint64 // FRead: the applied index of the answer
 	Queue    string // the feature queue (features.go)
 	Delay    int64  // a Snooze's delay; a claim's execution timeout
+	Claims   uint32 // a claim's: the task's claims so far (Event.Claims)
 	Cancel   bool   // a Heartbeat's or Cancel's cancel_requested
 }
 
@@ -330,6 +336,9 @@ func Parse(evs []Event) *History {
 			}
 			if e.Delay != 0 {
 				op.Delay = e.Delay
+			}
+			if e.Claims != 0 {
+				op.Claims = e.Claims
 			}
 			if e.Applied != 0 {
 				op.Applied = e.Applied
