@@ -166,10 +166,10 @@ func (m *Nemesis) rollingRestart(ctx context.Context) ([]int, healFunc, string, 
 // rollingUpgrade replaces each node's binary with the current one, one
 // node at a time, as rollingRestart restarts them. While any node still
 // runs the older binary the latched feature level must stay where it was
-// and a token (the token level's command type) must be refused; after
-// the last one the leader must latch the level of the new binary within
-// latchDeadline, and a token must then be created. Anything else is a
-// finding.
+// and the gate probe (ClusterView: a command of the newest level) must be
+// refused; after the last one the leader must latch the level of the new
+// binary within latchDeadline, and the probe must then be accepted.
+// Anything else is a finding.
 func (m *Nemesis) rollingUpgrade(ctx context.Context) ([]int, healFunc, string, error) {
 	if m.C.NewBin == "" {
 		return nil, nil, "", fmt.Errorf("rolling-upgrade needs a cluster started on an older binary (--upgrade-from)")
@@ -187,9 +187,9 @@ func (m *Nemesis) rolling(ctx context.Context, newBin string) ([]int, healFunc, 
 			return nil, nil, "", fmt.Errorf("rolling-upgrade: %w", err)
 		}
 		before = v
-		notes = append(notes, fmt.Sprintf("before: level %d, token %s", v.Enabled, v.Probe))
+		notes = append(notes, fmt.Sprintf("before: level %d, probe %s", v.Enabled, v.Probe))
 		if v.Probe != ProbeRefused {
-			findings = append(findings, "before the upgrade a token was not refused: "+v.Probe)
+			findings = append(findings, "before the upgrade the gate probe was not refused: "+v.Probe)
 		}
 	}
 	watch := c.watchVoters(ctx, m.Self)
@@ -219,7 +219,7 @@ func (m *Nemesis) rolling(ctx context.Context, newBin string) ([]int, healFunc, 
 			// One old server holds the level back, even while it restarts.
 			v, err := c.View(ctx, m.Self, true)
 			if err == nil && (v.Enabled != before.Enabled || v.Probe != ProbeRefused) {
-				findings = append(findings, fmt.Sprintf("with %d of %d upgraded: level %d (was %d), token %s", k+1, len(order), v.Enabled, before.Enabled, v.Probe))
+				findings = append(findings, fmt.Sprintf("with %d of %d upgraded: level %d (was %d), probe %s", k+1, len(order), v.Enabled, before.Enabled, v.Probe))
 			}
 		}
 	}
@@ -242,7 +242,7 @@ func (m *Nemesis) rolling(ctx context.Context, newBin string) ([]int, healFunc, 
 }
 
 // awaitLatch waits for the leader to latch the level every upgraded
-// server announces, then checks that a token can now be created.
+// server announces, then checks that the gate probe is now accepted.
 func (m *Nemesis) awaitLatch(ctx context.Context, before View, notes, findings []string) ([]string, []string) {
 	end := time.Now().Add(latchDeadline)
 	var v View
@@ -267,8 +267,8 @@ func (m *Nemesis) awaitLatch(ctx context.Context, before View, notes, findings [
 		return notes, append(findings, fmt.Sprintf("level not latched within %s: enabled %d, servers announce %v", latchDeadline, v.Enabled, v.Levels))
 	}
 	p, err := m.C.View(ctx, m.Self, true)
-	if err != nil || p.Probe != ProbeCreated {
-		findings = append(findings, fmt.Sprintf("after the latch a token was not created: %s %v", p.Probe, err))
+	if err != nil || p.Probe != ProbeAccepted {
+		findings = append(findings, fmt.Sprintf("after the latch the gate probe was not accepted: %s %v", p.Probe, err))
 	}
-	return append(notes, fmt.Sprintf("latched level %d -> %d; token %s", before.Enabled, v.Enabled, p.Probe)), findings
+	return append(notes, fmt.Sprintf("latched level %d -> %d; probe %s", before.Enabled, v.Enabled, p.Probe)), findings
 }

@@ -13,6 +13,9 @@ import (
 
 	"encoding/json"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dockethq/docket/client"
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
@@ -41,16 +44,19 @@ func (v View) Has(id string) bool {
 
 // Probe answers of GateProbe.
 const (
-	ProbeRefused = "refused: feature disabled"
-	ProbeCreated = "created"
+	ProbeRefused  = "refused: feature disabled"
+	ProbeAccepted = "accepted"
 )
 
 // ClusterView asks every node for its Status and returns the answer of
-// the node that leads with the highest term. With probe, it also tries to
-// create a reader token, the command type of the token level: on a
-// cluster below that level it must be refused (ProbeRefused), above it
-// created (ProbeCreated). The rolling upgrade runs without --auth, where
-// creating a token needs none.
+// the node that leads with the highest term. With probe, it also sets a
+// key's override (SetKeyLimit), the command type of the newest level the
+// harness knows (fair queues, 16): on a cluster below that level it must
+// be refused (ProbeRefused), at it accepted (ProbeAccepted). A token (level
+// 4) was the probe until the older binary was a real release above that
+// level: its tokens were created before the upgrade, and the run reported
+// a finding that was none. The rolling upgrade runs without --auth, where
+// the call needs no token.
 func ClusterView(ctx context.Context, nodes []string, cr Creds, probe bool) (View, error) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	opts, err := cr.ClientOptions(RoleAdmin)
@@ -90,11 +96,14 @@ func ClusterView(ctx context.Context, nodes []string, cr Creds, probe bool) (Vie
 	slices.Sort(v.Voters)
 	slices.Sort(v.NonVoters)
 	if probe {
-		_, err := cl.CreateToken(c, &docketv1.CreateTokenRequest{Name: "jepsen-gate-probe", Roles: []string{RoleReader}, Tenants: []string{Tenant}})
+		one := uint32(1)
+		_, err := cl.SetKeyLimit(c, "jepsen-gate-probe", Tenant, "probe", client.KeyLimit{MaxRunning: &one})
 		switch {
 		case err == nil:
-			v.Probe = ProbeCreated
-		case errors.Is(err, client.ErrFeatureDisabled):
+			v.Probe = ProbeAccepted
+		case errors.Is(err, client.ErrFeatureDisabled), status.Code(err) == codes.Unimplemented:
+			// An older release that predates the call does not know it at
+			// all: refused as surely as by the level's gate.
 			v.Probe = ProbeRefused
 		default:
 			v.Probe = "error: " + err.Error()
