@@ -45,20 +45,9 @@ func fairRan(h *History) bool {
 // keySpans are the fair queue's held claims invoked from since on, as
 // CheckLimits reasons about the limit queue's.
 func keySpans(h *History, since int64) []keySpan {
-	release := releases(h, FairQueue)
-	var out []keySpan
-	for _, c := range h.xops(FXClaim, FairQueue, OK) {
-		if c.Task == "" || c.Invoke < since || c.Lease <= 0 {
-			continue
-		}
-		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
-		if v, ok := release[claimRef{c.Task, c.Fence}]; ok {
-			end = min(end, v)
-		}
-		if end <= c.Complete {
-			continue
-		}
-		out = append(out, keySpan{key: fairKeyOf(c.Key), task: c.Task, start: c.Complete, end: end, claim: c})
+	out := claimSpans(h, FairQueue, since)
+	for i := range out {
+		out[i].key = fairKeyOf(out[i].claim.Key)
 	}
 	return out
 }

@@ -111,7 +111,6 @@ func CheckLimits(h *History) Result {
 		r.violate("", "the limit of %s was never acknowledged: the run did not test limits", LimitQueue)
 		return r
 	}
-	release := releases(h, LimitQueue)
 	type edge struct {
 		t    int64
 		d    int
@@ -119,19 +118,9 @@ func CheckLimits(h *History) Result {
 		op   Op
 	}
 	var edges []edge
-	for _, c := range h.xops(FXClaim, LimitQueue, OK) {
-		if c.Task == "" || c.Invoke < since || c.Lease <= 0 {
-			continue
-		}
-		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
-		if v, ok := release[claimRef{c.Task, c.Fence}]; ok {
-			end = min(end, v)
-		}
-		if end <= c.Complete {
-			continue
-		}
+	for _, s := range claimSpans(h, LimitQueue, since) {
 		r.Checked++
-		edges = append(edges, edge{c.Complete, +1, c.Task, c}, edge{end, -1, c.Task, c})
+		edges = append(edges, edge{s.start, +1, s.task, s.claim}, edge{s.end, -1, s.task, s.claim})
 	}
 	// Ends before starts at one instant: spans that touch do not overlap.
 	sort.Slice(edges, func(i, j int) bool {
@@ -191,4 +180,28 @@ func releases(h *History, queue string) map[claimRef]int64 {
 		}
 	}
 	return release
+}
+
+// claimSpans are the spans in which the acknowledged claims of queue
+// invoked from since on provably held their tasks: from the claim's
+// acknowledgement to the earlier of its lease's end (less the clocks'
+// tolerance) and the first submit, nack or snooze of the task under its
+// fence. A claim whose span is empty is left out. key is not set.
+func claimSpans(h *History, queue string, since int64) []keySpan {
+	release := releases(h, queue)
+	var out []keySpan
+	for _, c := range h.xops(FXClaim, queue, OK) {
+		if c.Task == "" || c.Invoke < since || c.Lease <= 0 {
+			continue
+		}
+		end := c.Invoke + c.Lease - clockTolerance(h, c.Invoke, c.Invoke+c.Lease)
+		if v, ok := release[claimRef{c.Task, c.Fence}]; ok {
+			end = min(end, v)
+		}
+		if end <= c.Complete {
+			continue
+		}
+		out = append(out, keySpan{task: c.Task, start: c.Complete, end: end, claim: c})
+	}
+	return out
 }
