@@ -285,10 +285,19 @@ func (v *claimView) keyedFree(ref QueueRef) (uint64, bool) {
 	return n, ok
 }
 
-// setKeyed installs every keyed queue's claimable count. It runs on the
-// apply goroutine, with the keyed set's lock held.
+// setKeyed installs every keyed queue's claimable count when one changed.
+// It runs on the apply goroutine, the map's only writer, with the keyed
+// set's lock held, so it reads the installed map without the view's lock;
+// a batch that moved no keyed queue's count allocates nothing.
 func (v *claimView) setKeyed(s *keyedSet) {
-	if len(s.queues) == 0 && len(v.keyed) == 0 {
+	same := len(s.queues) == len(v.keyed)
+	for ref, kq := range s.queues {
+		if n, ok := v.keyed[ref]; !same || !ok || n != uint64(max(kq.claimable, 0)) {
+			same = false
+			break
+		}
+	}
+	if same {
 		return
 	}
 	m := make(map[QueueRef]uint64, len(s.queues))

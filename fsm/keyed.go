@@ -337,7 +337,9 @@ type touchedKey struct {
 // keyedOf is t's keyed queue, nil when its queue is not keyed.
 func (tx *txn) keyedOf(t *pb.Task) (QueueRef, *keyedQueue) {
 	ref := QueueRef{t.GetQueue(), t.GetTenant()}
-	if tx.keyed == nil {
+	if tx.keyed == nil || len(tx.keyed.queues) == 0 {
+		// Every write, move and enqueue asks: without a keyed queue the
+		// answer costs no hash of the queue's name.
 		return ref, nil
 	}
 	return ref, tx.keyed.queues[ref]

@@ -136,7 +136,10 @@ func runFairLoad(t *testing.T, addrs []string, queue string, fair bool) *fairRun
 				}
 				for _, tk := range tasks {
 					r.saw(tk.ID)
-					time.Sleep(fairWork) // the task's work
+					select { // the task's work, cut short when the test ends
+					case <-time.After(fairWork):
+					case <-wctx.Done():
+					}
 					if _, err := c.CompleteClaim(wctx, tk, nil); err != nil && wctx.Err() == nil {
 						errs.Add(1)
 					}
