@@ -285,9 +285,12 @@ func Test_LeaveCompletesWhenTheRemovalNeverReachesTheLeaver(t *testing.T) {
 	if err := c.Leave(ctx, f.grpcAddr); err != nil {
 		t.Fatalf("leave of a server that cannot store its removal: %v", err)
 	}
-	if s := suffrage(waitLeader(t, nodes), f.id); s != "" {
-		t.Fatalf("%s is still %q after leaving", f.id, s)
-	}
+	// The node that answers as leader may be one about to learn of a newer
+	// term (under load it was, once): ask until the configuration shows
+	// the leaver gone, as the promotion wait above does.
+	testwait.For(t, 10*time.Second, f.id+" out of the leader's configuration after leaving", func() bool {
+		return suffrage(waitLeader(t, nodes), f.id) == ""
+	})
 	if f.node.FSM().AppliedIndex() >= waitLeader(t, nodes).node.FSM().AppliedIndex() {
 		t.Fatal("the leaver applied everything: the test shows nothing")
 	}
