@@ -409,8 +409,8 @@ func (tx *txn) keyedEnter(t *pb.Task, from pb.TaskState) {
 }
 
 // settleKeys applies the record rule to the keys the command touched: a
-// key whose record would hold nothing loses its turn, and a key with no
-// task and no override is forgotten.
+// key with no pending task, or whose record would hold nothing, loses its
+// turn, and a key with no task and no override is forgotten.
 func (tx *txn) settleKeys() {
 	for _, tk := range tx.touchedKeys {
 		kq := tx.keyed.queues[tk.ref]
@@ -421,7 +421,9 @@ func (tx *txn) settleKeys() {
 		if ks == nil {
 			continue
 		}
-		if !ks.stored() && ks.turn > 0 {
+		// The record keeps a turn only while tasks are pending, so
+		// memory must not either: a restart would order the key apart.
+		if ks.turn > 0 && (!ks.stored() || ks.npending == 0) {
 			ks.turn = 0
 			kq.place(ks)
 		}
