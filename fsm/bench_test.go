@@ -27,12 +27,21 @@ type benchLog struct {
 	index uint64
 }
 
-// scanPendingFlag runs the benchmarks with claims that scan Pebble's
-// pending range, to compare with the ready order by turns.
-var scanPendingFlag = flag.Bool("fsm.scanpending", false, "benchmarks: claims scan Pebble's pending range instead of the ready order")
+// levelFlag latches the backlog, drain, open and bytes-written benchmarks
+// at another feature level (0: the build's), to compare levels by turns:
+// -fsm.level=16 stores the pending index that level 17 keeps in memory.
+var levelFlag = flag.Uint("fsm.level", 0, "benchmarks: the feature level the backlog, drain, open and bytes-written benchmarks latch (0: the build's)")
+
+// benchLevel is the level levelFlag names.
+func benchLevel() uint32 {
+	if *levelFlag == 0 {
+		return FeatureLevel
+	}
+	return uint32(*levelFlag)
+}
 
 func newBenchLog(b testing.TB) *benchLog {
-	f, err := Open(b.TempDir(), Options{ScanPending: *scanPendingFlag})
+	f, err := Open(b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

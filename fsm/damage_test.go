@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/internal/testwait"
+	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -23,6 +24,9 @@ func Test_DamagedBlobStopsApplyWithoutPanic(t *testing.T) {
 	h := newHarness(t)
 	h.opts.NoCompactions = true // the claim, not a compaction, must meet the damage
 	h.reopen()
+	// The build's level, as a cluster runs: the body is written apart from
+	// the record (v/), which Open does not read.
+	h.do(latchCmd(FeatureLevel))
 	var faults []error
 	h.opts.OnLogFault = func(err error) { faults = append(faults, err) }
 	big := nt("q", "a", 0)
@@ -90,6 +94,7 @@ func flipMiddle(t *testing.T, path string) {
 func Test_DamagedBlobStopsCheckHash(t *testing.T) {
 	h := newHarness(t)
 	h.opts.NoCompactions = true
+	h.do(latchCmd(FeatureLevel)) // the body apart from the record, which Open reads
 	big := nt("q", "a", 0)
 	big.Payload = bytes.Repeat([]byte("b"), 128<<10)
 	h.enqueue(at(0), big)
@@ -125,9 +130,12 @@ func Test_DamagedTableMetByCompactionLatchesTheFault(t *testing.T) {
 	h.reopen()
 	// Every flush writes m/applied, so the tables overlap and a compaction
 	// must read them, not move one down a level.
+	// Finished tasks: Open reads the records of pending and delayed ones
+	// (the ready order), and the damage must be met by the compaction.
 	for round := 0; round < 2; round++ {
 		for i := 0; i < 50; i++ {
-			h.enqueue(at(0), nt("q", "a", 0))
+			id := h.enqueue(at(0), nt("q", "a", 0))[0]
+			h.finish(at(1), id, pb.Outcome_OUTCOME_COMPLETED)
 		}
 		h.reopen()
 	}

@@ -27,6 +27,7 @@ func BenchmarkDrain_Backlog(b *testing.B) {
 			// Each run drains from a backlog of its size, so a run never
 			// outgrows what it filled; b.N is capped below.
 			l := newBenchLog(b)
+			l.f.Apply(l.entry(b, latchCmd(benchLevel())))
 			l.backlog(b, "bench", size)
 			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 100))
 			b.ReportAllocs()
@@ -66,11 +67,12 @@ func BenchmarkOpen_Backlog(b *testing.B) {
 				b.Skip("filling 1M tasks takes a while; skipped under -short")
 			}
 			dir := b.TempDir()
-			f, err := Open(dir, Options{ScanPending: *scanPendingFlag})
+			f, err := Open(dir, Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			l := &benchLog{f: f}
+			l.f.Apply(l.entry(b, latchCmd(benchLevel())))
 			l.backlog(b, "bench", size)
 			if err := f.Close(); err != nil {
 				b.Fatal(err)
@@ -78,7 +80,7 @@ func BenchmarkOpen_Backlog(b *testing.B) {
 			var ready time.Duration
 			b.ResetTimer()
 			for range b.N {
-				f, err := Open(dir, Options{ScanPending: *scanPendingFlag})
+				f, err := Open(dir, Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -79,9 +79,15 @@ const (
 	// per_key_pending): keyed queues count and order their tasks by key
 	// (keyed.go) and store each active key under f/.
 	LevelFairQueues uint32 = 16
+	// LevelPendingInMemory: no new command; apply stops writing the
+	// pending index (q/…/p/), whose order lives in memory alone (ready.go)
+	// and is rebuilt from the task records at Open and Restore, and the
+	// latch deletes every queue's pending range. It changes the bytes
+	// apply writes, so it waits for every server.
+	LevelPendingInMemory uint32 = 17
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelFairQueues
+	FeatureLevel = LevelPendingInMemory
 )
 
 // levelOverride lowers BuildLevel at link time

@@ -35,10 +35,6 @@ type Options struct {
 	// RecentRecordBytes bounds apply's cache of task records it wrote
 	// lately (recent.go); 0 and negative values work as IdemFilterBytes'.
 	RecentRecordBytes int
-	// ScanPending makes claims read Pebble's pending range instead of the
-	// in-memory ready order (ready.go). It changes only speed, never
-	// state; tests set it to compare the two.
-	ScanPending bool
 	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
 	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
 	// node sets it inside its file descriptor reserve.
@@ -100,7 +96,7 @@ type FSM struct {
 	db     *pebble.DB
 	idem   *idemFilter    // nil when Options turned it off
 	recent *recentRecords // apply's alone; nil when off or closed
-	ready  *readyOrder    // apply's alone; nil when off or closed
+	ready  *readyOrder    // apply's, and readers' under its lock; nil when closed
 	// keyed is the per-key state of keyed queues (keyed.go): apply's,
 	// with its own lock for Keys.
 	keyed *keyedSet
@@ -187,21 +183,19 @@ func (f *FSM) openKeyspace() error {
 	if f.idem, err = f.openIdem(db); err != nil {
 		return errors.Join(err, db.Close())
 	}
+	// The keyed queues read their pending tasks from the ready order.
+	ready := newReadyOrder()
+	if err := ready.rebuild(storage.Wrap(db)); err != nil {
+		return errors.Join(err, db.Close())
+	}
 	f.keyed.mu.Lock()
-	err = f.keyed.rebuild(storage.Wrap(db))
+	err = f.keyed.rebuild(storage.Wrap(db), ready)
 	if err == nil {
 		f.claims.setKeyed(f.keyed)
 	}
 	f.keyed.mu.Unlock()
 	if err != nil {
 		return errors.Join(err, db.Close())
-	}
-	var ready *readyOrder
-	if !f.opts.ScanPending {
-		ready = newReadyOrder()
-		if err := ready.rebuild(storage.Wrap(db)); err != nil {
-			return errors.Join(err, db.Close())
-		}
 	}
 	f.db, f.recent, f.ready = db, f.openRecent(), ready // a new keyspace, an empty cache
 	return nil
@@ -368,7 +362,18 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	if f.claims.isStale() {
 		f.rebuildClaims(db)
 	}
-	if ready != nil && ready.stale {
+	// The ready order's lock is held up to the commit, so that a reader
+	// outside apply (orderView) sees it and Pebble at one state.
+	ready.mu.Lock()
+	readyHeld := true
+	unlockReady := func() {
+		if readyHeld {
+			readyHeld = false
+			ready.mu.Unlock()
+		}
+	}
+	defer unlockReady()
+	if ready.stale {
 		if err := ready.rebuild(storage.Wrap(db)); err != nil {
 			panic(fmt.Sprintf("docket fsm: rebuild the ready order: %v", err))
 		}
@@ -377,7 +382,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	keyed.mu.Lock()
 	defer keyed.mu.Unlock()
 	if keyed.stale {
-		if err := keyed.rebuild(storage.Wrap(db)); err != nil {
+		if err := keyed.rebuild(storage.Wrap(db), ready); err != nil {
 			panic(fmt.Sprintf("docket fsm: rebuild the keyed queues: %v", err))
 		}
 	}
@@ -476,6 +481,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	}
 	f.claims.setKeyed(keyed)
 	viewed = true
+	unlockReady()
 	closed = true
 	if err := b.Close(); err != nil {
 		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))

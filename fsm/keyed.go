@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/google/btree"
@@ -473,8 +474,9 @@ func (kq *keyedQueue) flush(tx *txn, ref QueueRef) error {
 	return nil
 }
 
-// rebuild builds every keyed queue from the keyspace.
-func (s *keyedSet) rebuild(r storage.Reader) error {
+// rebuild builds every keyed queue from the keyspace and the ready order,
+// which must be of the same state.
+func (s *keyedSet) rebuild(r storage.Reader, ready *readyOrder) error {
 	queues := map[QueueRef]*keyedQueue{}
 	err := storage.Scan(r, storage.QueueConfigPrefix(), storage.PrefixEnd(storage.QueueConfigPrefix()), 0,
 		func(k, v []byte) error {
@@ -493,7 +495,7 @@ func (s *keyedSet) rebuild(r storage.Reader) error {
 		return fmt.Errorf("keyed queues: %w", err)
 	}
 	for ref, kq := range queues {
-		if err := kq.build(r, ref); err != nil {
+		if err := kq.build(r, ref, ready); err != nil {
 			return err
 		}
 	}
@@ -501,8 +503,9 @@ func (s *keyedSet) rebuild(r storage.Reader) error {
 	return nil
 }
 
-// build reads one queue's key records, pending tasks and running tasks.
-func (kq *keyedQueue) build(r storage.Reader, ref QueueRef) error {
+// build reads one queue's key records and running tasks, and takes its
+// pending tasks from the ready order.
+func (kq *keyedQueue) build(r storage.Reader, ref QueueRef, ready *readyOrder) error {
 	err := storage.ScanKeyStates(r, ref.Queue, ref.Tenant, func(key []byte, s *pb.KeyState) error {
 		ks := kq.named(key)
 		ks.turn, ks.limit, ks.weight = s.GetTurn(), s.GetMaxRunning(), s.GetWeight()
@@ -520,26 +523,17 @@ func (kq *keyedQueue) build(r storage.Reader, ref QueueRef) error {
 		return t, nil
 	}
 	for p := 0; p <= int(MaxPriority); p++ {
-		prefix := storage.PendingPrioPrefix(ref.Queue, ref.Tenant, uint32(p))
-		err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
-			seq, id, err := storage.ParsePendingKey(k, len(prefix))
+		for _, h := range ready.heads(ref, uint32(p), 0, math.MaxInt) {
+			t, err := read(h.id)
 			if err != nil {
-				return err
-			}
-			t, err := read(id)
-			if err != nil {
-				return err
+				return fmt.Errorf("pending keys of %s/%s: %w", ref.Queue, ref.Tenant, err)
 			}
 			ks := kq.findOrAdd(t)
 			if ks.pending[p] == nil {
 				ks.pending[p] = btree.NewG(orderDegree, keyItemLess)
 			}
-			ks.pending[p].ReplaceOrInsert(keyItem{seq, id})
+			ks.pending[p].ReplaceOrInsert(keyItem{h.seq, h.id})
 			ks.npending++
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("pending keys of %s/%s: %w", ref.Queue, ref.Tenant, err)
 		}
 	}
 	prefix := storage.RunningPrefix(ref.Queue, ref.Tenant)
@@ -586,7 +580,7 @@ func (tx *txn) configChanged(q, tn string, cfg *pb.QueueConfig) error {
 		delete(tx.keyed.queues, ref)
 	case keyedRules(cfg):
 		kq = newKeyedQueue(cfg)
-		if err := kq.build(tx.r, ref); err != nil {
+		if err := kq.build(tx.r, ref, tx.ready); err != nil {
 			return err
 		}
 		tx.keyed.queues[ref] = kq

@@ -93,8 +93,14 @@ func checkKeyed(t testing.TB, f *FSM) {
 		t.Fatal(err)
 	}
 	defer release()
+	// A restart rebuilds the ready order from the records first, and the
+	// keyed queues from it.
+	order := newReadyOrder()
+	if err := order.rebuild(r); err != nil {
+		t.Fatal(err)
+	}
 	fresh := newKeyedSet()
-	if err := fresh.rebuild(r); err != nil {
+	if err := fresh.rebuild(r, order); err != nil {
 		t.Fatal(err)
 	}
 	got, want := dumpKeyed(f.keyed), dumpKeyed(fresh)

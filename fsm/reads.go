@@ -43,6 +43,36 @@ func (f *FSM) view() (storage.Reader, func(), error) {
 	}, nil
 }
 
+// orderView is view() with the ready order of the same state: fn reads
+// the order (clone, headIDs) under its lock, which apply holds for a
+// whole segment, and the Pebble snapshot is taken before the lock goes.
+// A stale order (a batch that never committed) is rebuilt first from the
+// committed records.
+func (f *FSM) orderView(fn func(o *readyOrder)) (storage.Reader, func(), error) {
+	f.reads.Add(1)
+	f.mu.RLock()
+	if f.db == nil {
+		f.mu.RUnlock()
+		return nil, nil, errors.New("fsm closed")
+	}
+	o := f.ready
+	o.mu.Lock()
+	if o.stale {
+		if err := o.rebuild(storage.Wrap(f.db)); err != nil {
+			o.mu.Unlock()
+			f.mu.RUnlock()
+			return nil, nil, err
+		}
+	}
+	fn(o)
+	snap := f.db.NewSnapshot()
+	o.mu.Unlock()
+	return storage.Wrap(snap), func() {
+		_ = snap.Close() // fails only on a double close
+		f.mu.RUnlock()
+	}, nil
+}
+
 // Reads counts the read API's calls (GetTask, Counts, Stats, ListTasks…)
 // since Open: each opened the keyspace outside apply. Apply's own reads are
 // not counted.
@@ -85,43 +115,56 @@ func (f *FSM) GetTaskAt(id string) (*pb.Task, uint64, error) {
 
 // Stats reports per-queue counters from the local replica.
 func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
-	r, release, err := f.view()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	out, err := storage.Stats(r, queue, tenant)
-	if err != nil {
-		return nil, err
-	}
-	return out, fillLimits(r, out, f.now.Load())
+	out, _, err := f.statsPage(queue, tenant, "", 0)
+	return out, err
 }
 
-// StatsPage is Stats from after cursor, within AnswerBudget bytes (at
-// least one queue), with the cursor of the next page ("" at the end).
-func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string, error) {
-	r, release, err := f.view()
+// statsPage reads the counters from a snapshot and each queue's pending
+// heads from the ready order of the same state.
+func (f *FSM) statsPage(queue, tenant, cursor string, maxBytes int) ([]*pb.QueueStats, string, error) {
+	var heads map[QueueRef][]string
+	r, release, err := f.orderView(func(o *readyOrder) { heads = o.headIDs() })
 	if err != nil {
 		return nil, "", err
 	}
 	defer release()
-	out, next, err := pageErr(storage.StatsPage(r, queue, tenant, cursor, AnswerBudget))
+	out, next, err := storage.StatsPageHeads(r, queue, tenant, cursor, maxBytes, func(q, tn string) ([]string, error) {
+		return heads[QueueRef{q, tn}], nil
+	})
 	if err != nil {
 		return nil, "", err
 	}
 	return out, next, fillLimits(r, out, f.now.Load())
 }
 
+// StatsPage is Stats from after cursor, within AnswerBudget bytes (at
+// least one queue), with the cursor of the next page ("" at the end).
+func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string, error) {
+	return pageErr(f.statsPage(queue, tenant, cursor, AnswerBudget))
+}
+
 // ListTasks lists a queue's tasks in one state (pending, delayed, running or
 // dead) from the local replica: up to limit tasks within AnswerBudget
 // bytes (at least one), and the cursor of the next page.
 func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
-	r, release, err := f.view()
+	if state != pb.TaskState_TASK_STATE_PENDING {
+		r, release, err := f.view()
+		if err != nil {
+			return nil, "", err
+		}
+		defer release()
+		return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
+	}
+	// The pending index is the ready order (stored below
+	// LevelPendingInMemory too, with the same keys).
+	ref := QueueRef{queue, tenant}
+	var q *readyQueue
+	r, release, err := f.orderView(func(o *readyOrder) { q = o.clone(ref) })
 	if err != nil {
 		return nil, "", err
 	}
 	defer release()
-	return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
+	return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkPending(q, ref)))
 }
 
 // ExpiredLeases lists (task, fence) pairs whose lease ended at or before

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"math"
+	"sync"
 
 	"github.com/google/btree"
 
@@ -11,36 +14,41 @@ import (
 )
 
 // readyOrder is, per queue, the two orders a claim reads, in memory: its
-// pending tasks per priority by (seq, id), the order of the q/…/p/ keys
-// within a priority, and its delayed tasks by (visible_at, id), the order
-// of its q/…/d/ keys. A claim takes its heads, and the delayed tasks that
-// are due, from here instead of opening Pebble iterators over those
-// ranges at every claim.
+// pending tasks per priority by (seq, id), and its delayed tasks by
+// (visible_at, id), the order of its q/…/d/ keys. A claim takes its heads,
+// and the delayed tasks that are due, from here, never from Pebble.
 //
-// It is apply's alone, and a cache of the keyspace's indexes, which apply
-// still writes (the keyspace, its hash and snapshots do not depend on it):
-//   - Open and Restore build it from the pending and delayed keys of every
-//     queue whose catalog record counts such tasks;
+// From LevelPendingInMemory on, the pending order lives here alone: apply
+// writes no pending index key, and this order is the only index of the
+// pending tasks (ListTasks, Stats' oldest pending, PurgeQueue and the
+// keyed queues read it too). Below that level apply still writes the
+// q/…/p/ keys an older build reads, and this order holds the same tasks
+// in the same order. Either way it is a function of the task records:
+//   - Open and Restore build it from the records (t/) when the catalog
+//     counts a pending or delayed task anywhere;
 //   - txn.write adds a task that becomes pending or delayed, txn.move and
 //     txn.remove take out one that leaves either state, written through as
 //     the batch goes, so a later command of the same batch sees earlier
 //     ones;
 //   - a batch that never commits marks it stale, as it does the claim
-//     view, and the next batch rebuilds it before it applies: it cannot
-//     tell which of its writes Pebble took.
+//     view, and whoever takes it next rebuilds it from the committed
+//     records: it cannot tell which of its writes Pebble took.
+//
+// mu is held by apply for a whole segment, up to its commit, and by the
+// readers outside apply while they clone a queue's trees and take their
+// Pebble snapshot; so a reader's ids and records are of one state.
 //
 // Items are two integers, a position and the task id packed as
 // TaskID's (index, position), so the trees hold no pointer for the
-// collector to trace and 1M tasks cost about 20 MB. A task id that does
-// not pack turns the order off (off), and claims scan Pebble, as the
-// idempotency filter turns itself off past its budget: it changes speed,
-// never state.
+// collector to trace and 1M tasks cost about 20 MB. Every id TaskID makes
+// below index 2^48 packs; a record whose id does not is an error of the
+// keyspace (no build ever wrote one).
 //
-// checkReadyOrder (tests) compares it with Pebble.
+// checkReadyOrder (tests) compares it with the records.
 type readyOrder struct {
+	mu     sync.Mutex
 	queues map[QueueRef]*readyQueue
 	stale  bool
-	off    bool
 }
 
 // readyQueue is one queue's orders; a tree is nil until a task is added
@@ -139,29 +147,22 @@ func itemOf(t *pb.Task) (orderItem, bool) {
 	return orderItem{t.GetSeq(), id}, ok
 }
 
-// turnOff gives up on the order until the next rebuild: claims scan
-// Pebble meanwhile.
-func (o *readyOrder) turnOff() {
-	o.off = true
-	clear(o.queues)
-}
-
 // add notes a task that became pending or delayed.
-func (o *readyOrder) add(t *pb.Task) {
-	if o == nil || o.off {
-		return
+func (o *readyOrder) add(t *pb.Task) error {
+	if o == nil {
+		return nil
 	}
 	if tr := o.tree(t, true); tr != nil {
 		it, ok := itemOf(t)
 		if !ok {
-			o.turnOff()
-			return
+			return fmt.Errorf("ready order: task id %q does not pack", t.GetId())
 		}
 		if *tr == nil {
 			*tr = btree.NewG(orderDegree, orderLess)
 		}
 		(*tr).ReplaceOrInsert(it)
 	}
+	return nil
 }
 
 // remove notes a pending or delayed task that leaves its state (claimed,
@@ -169,7 +170,7 @@ func (o *readyOrder) add(t *pb.Task) {
 // queue left with no task in either order is dropped, so the order holds
 // only queues with a backlog.
 func (o *readyOrder) remove(t *pb.Task) {
-	if o == nil || o.off {
+	if o == nil {
 		return
 	}
 	tr := o.tree(t, false)
@@ -178,8 +179,7 @@ func (o *readyOrder) remove(t *pb.Task) {
 	}
 	it, ok := itemOf(t)
 	if !ok {
-		o.turnOff()
-		return
+		return // never added: add refuses such an id
 	}
 	(*tr).Delete(it)
 	if (*tr).Len() > 0 {
@@ -199,67 +199,31 @@ func (o *readyOrder) remove(t *pb.Task) {
 	delete(o.queues, ref)
 }
 
-// rebuild reads the pending and delayed keys of every queue whose
-// catalog record counts such tasks.
+// rebuild reads the order from the task records, when the catalog counts
+// a pending or delayed task in any queue. At a 1M backlog it decodes 1M
+// headers (BenchmarkOpen_Backlog); without a backlog it reads no record.
 func (o *readyOrder) rebuild(r storage.Reader) error {
-	type want struct {
-		ref              QueueRef
-		pending, delayed bool
-	}
-	var refs []want
-	err := scanCatalog(r, func(ref QueueRef, m *storage.QueueMeta) {
-		if m.Pending > 0 || m.Delayed > 0 {
-			refs = append(refs, want{ref, m.Pending > 0, m.Delayed > 0})
-		}
+	any := false
+	err := scanCatalog(r, func(_ QueueRef, m *storage.QueueMeta) {
+		any = any || m.Pending > 0 || m.Delayed > 0
 	})
 	if err != nil {
 		return fmt.Errorf("ready order: catalog: %w", err)
 	}
-	queues := make(map[QueueRef]*readyQueue, len(refs))
-	for _, w := range refs {
-		q := &readyQueue{}
-		insert := func(tr **btree.BTreeG[orderItem], it orderItem) {
-			if *tr == nil {
-				*tr = btree.NewG(orderDegree, orderLess)
-			}
-			(*tr).ReplaceOrInsert(it)
-		}
-		packed := true
-		for p := 0; w.pending && p < len(q.pending); p++ {
-			prefix := storage.PendingPrioPrefix(w.ref.Queue, w.ref.Tenant, uint32(p))
-			err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
-				seq, id, err := storage.ParsePendingKey(k, len(prefix))
-				if err != nil {
-					return err
-				}
-				u, ok := packID(id)
-				packed = packed && ok
-				insert(&q.pending[p], orderItem{seq, u})
-				return nil
-			})
+	fresh := &readyOrder{queues: map[QueueRef]*readyQueue{}}
+	if any {
+		err = storage.Scan(r, storage.TaskPrefix(), storage.PrefixEnd(storage.TaskPrefix()), 0, func(k, v []byte) error {
+			t, _, err := storage.DecodeTaskRecord(v)
 			if err != nil {
-				return fmt.Errorf("ready order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
+				return fmt.Errorf("record %q: %w", k, err)
 			}
+			return fresh.add(t)
+		})
+		if err != nil {
+			return fmt.Errorf("ready order: %w", err)
 		}
-		if w.delayed {
-			all, err := storage.DueDelayedInQueue(r, w.ref.Queue, w.ref.Tenant, math.MaxInt64, 0)
-			if err != nil {
-				return fmt.Errorf("delayed order of %s/%s: %w", w.ref.Queue, w.ref.Tenant, err)
-			}
-			for _, e := range all {
-				u, ok := packID(e.ID)
-				packed = packed && ok
-				insert(&q.delayed, orderItem{uint64(e.At), u})
-			}
-		}
-		if !packed {
-			o.stale = false
-			o.turnOff()
-			return nil
-		}
-		queues[w.ref] = q
 	}
-	o.queues, o.stale, o.off = queues, false, false
+	o.queues, o.stale = fresh.queues, false
 	return nil
 }
 
@@ -339,28 +303,102 @@ type pendingHead struct {
 }
 
 // pendingHeads returns up to want pending tasks of one priority of a
-// queue from seq from on, in claim order: from the ready order, or from
-// Pebble when it is off.
-func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) ([]pendingHead, error) {
-	if tx.ready != nil && !tx.ready.off {
-		return tx.ready.heads(QueueRef{q, tn}, prio, from, want), nil
-	}
-	var heads []pendingHead
-	prefix := storage.PendingPrioPrefix(q, tn, prio)
-	err := storage.Scan(tx.r, storage.PendingSeek(q, tn, prio, from), storage.PrefixEnd(prefix), want,
-		func(k, _ []byte) error {
-			seq, id, err := storage.ParsePendingKey(k, len(prefix))
-			heads = append(heads, pendingHead{seq, id})
-			return err
-		})
-	return heads, err
+// queue from seq from on, in claim order.
+func (tx *txn) pendingHeads(q, tn string, prio uint32, from uint64, want int) []pendingHead {
+	return tx.ready.heads(QueueRef{q, tn}, prio, from, want)
 }
 
 // dueDelayed returns up to limit delayed tasks of a queue due by the
-// batch's time: from the ready order, or from Pebble when it is off.
-func (tx *txn) dueDelayed(q, tn string, limit int) ([]storage.TimeEntry, error) {
-	if tx.ready != nil && !tx.ready.off {
-		return tx.ready.due(QueueRef{q, tn}, tx.now, limit), nil
+// batch's time.
+func (tx *txn) dueDelayed(q, tn string, limit int) []storage.TimeEntry {
+	return tx.ready.due(QueueRef{q, tn}, tx.now, limit)
+}
+
+// clone is a copy of ref's orders that a reader outside apply may walk
+// while apply goes on: btree's clones share nodes and copy them on the
+// next write of either side. nil when the queue has no backlog. Under mu.
+func (o *readyOrder) clone(ref QueueRef) *readyQueue {
+	q := o.queues[ref]
+	if q == nil {
+		return nil
 	}
-	return storage.DueDelayedInQueue(tx.r, q, tn, tx.now, limit)
+	c := &readyQueue{}
+	for p, t := range q.pending {
+		if t != nil {
+			c.pending[p] = t.Clone()
+		}
+	}
+	if q.delayed != nil {
+		c.delayed = q.delayed.Clone()
+	}
+	return c
+}
+
+// headIDs is the first pending task of each priority of every queue with
+// one, for Stats' oldest pending. Under mu.
+func (o *readyOrder) headIDs() map[QueueRef][]string {
+	out := make(map[QueueRef][]string, len(o.queues))
+	for ref, q := range o.queues {
+		for _, t := range q.pending {
+			if t == nil {
+				continue
+			}
+			if it, ok := t.Min(); ok {
+				out[ref] = append(out[ref], it.taskID())
+			}
+		}
+	}
+	return out
+}
+
+// walkPending walks q, a clone of ref's orders (nil: no backlog), as the
+// pending index's keys, q/<queue>/<tenant>/p/<255-prio>/<seq>/<id>, would
+// be scanned: the keys it gives are those bytes, so a listing's cursor is
+// the same whether the index is stored or not.
+func walkPending(q *readyQueue, ref QueueRef) storage.IndexWalk {
+	prefix := storage.PendingPrefix(ref.Queue, ref.Tenant)
+	return func(lower []byte, fn func(key []byte) error) error {
+		if q == nil {
+			return nil
+		}
+		// Where lower falls: the range's start, or just past a key of it
+		// (a cursor's key and a zero byte). A priority above MaxPriority
+		// sorts before every key.
+		top, from := int(MaxPriority), uint64(0)
+		if len(lower) > len(prefix) {
+			if p := 255 - int(lower[len(prefix)]); p <= int(MaxPriority) {
+				top = p
+				if len(lower) >= len(prefix)+2+8 {
+					from = binary.BigEndian.Uint64(lower[len(prefix)+2:])
+				}
+			}
+		}
+		var err error
+		stopped := false
+		for p := top; p >= 0 && !stopped; p-- {
+			tree := q.pending[p]
+			if tree == nil {
+				continue
+			}
+			start := orderItem{}
+			if p == top {
+				start.at = from
+			}
+			tree.AscendGreaterOrEqual(start, func(it orderItem) bool {
+				k := storage.PendingKey(ref.Queue, ref.Tenant, uint32(p), it.at, it.taskID())
+				if bytes.Compare(k, lower) < 0 {
+					return true
+				}
+				if e := fn(k); e != nil {
+					stopped = true
+					if !errors.Is(e, storage.ErrStop) {
+						err = e
+					}
+					return false
+				}
+				return true
+			})
+		}
+		return err
+	}
 }

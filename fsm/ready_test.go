@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,16 +15,14 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// checkReadyOrder compares the ready order with Pebble's pending and
-// delayed keys: every queue with such tasks, the same tasks in the same
-// order.
+// checkReadyOrder compares the ready order with one rebuilt from the task
+// records, and with the keyspace's indexes: below LevelPendingInMemory
+// the stored pending keys hold the same tasks in the same order; from it
+// on no pending key is stored at all. The delayed keys always match.
 func checkReadyOrder(t testing.TB, f *FSM) {
 	t.Helper()
 	if f.ready == nil {
 		return
-	}
-	if f.ready.off {
-		t.Fatal("ready order is off: a task id did not pack")
 	}
 	if f.ready.stale {
 		t.Fatal("ready order is stale after a committed batch")
@@ -38,16 +37,35 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 		t.Fatal(err)
 	}
 	if got, want := len(f.ready.loaded()), len(fresh.loaded()); got != want {
-		t.Fatalf("ready order holds %d queues, Pebble has pending or delayed tasks in %d", got, want)
+		t.Fatalf("ready order holds %d queues, the records have pending or delayed tasks in %d", got, want)
+	}
+	stored := f.EnabledLevel() < LevelPendingInMemory
+	var pendingKeys []string
+	err = storage.Scan(r, []byte("q/"), storage.PrefixEnd([]byte("q/")), 0, func(k, _ []byte) error {
+		// q/<queue>/<tenant>/p/…: queue and tenant names hold no slash.
+		if parts := strings.SplitN(string(k), "/", 5); len(parts) == 5 && parts[3] == "p" {
+			pendingKeys = append(pendingKeys, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored && len(pendingKeys) > 0 {
+		t.Fatalf("level %d stores no pending index, yet %d pending keys are left, the first %q", f.EnabledLevel(), len(pendingKeys), pendingKeys[0])
 	}
 	for _, ref := range fresh.loaded() {
 		got, _ := f.ready.dump(ref)
-		var want []string
-		for p := int(MaxPriority); p >= 0; p-- {
+		want, _ := fresh.dump(ref)
+		if !slices.Equal(got, want) {
+			t.Fatalf("ready order of %v:\n%v\nrebuilt from the records:\n%v", ref, got, want)
+		}
+		var keys []string
+		for p := int(MaxPriority); p >= 0 && stored; p-- {
 			prefix := storage.PendingPrioPrefix(ref.Queue, ref.Tenant, uint32(p))
 			err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
 				seq, id, err := storage.ParsePendingKey(k, len(prefix))
-				want = append(want, fmt.Sprintf("p/%d/%d/%s", p, seq, id))
+				keys = append(keys, fmt.Sprintf("p/%d/%d/%s", p, seq, id))
 				return err
 			})
 			if err != nil {
@@ -59,49 +77,74 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 			t.Fatal(err)
 		}
 		for _, e := range delayed {
-			want = append(want, fmt.Sprintf("d/%d/%s", e.At, e.ID))
+			keys = append(keys, fmt.Sprintf("d/%d/%s", e.At, e.ID))
 		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("ready order of %v:\n%v\nPebble's pending and delayed keys:\n%v", ref, got, want)
+		if stored {
+			if !slices.Equal(got, keys) {
+				t.Fatalf("ready order of %v:\n%v\nPebble's pending and delayed keys:\n%v", ref, got, keys)
+			}
+		} else if want := slices.DeleteFunc(slices.Clone(got), func(l string) bool { return strings.HasPrefix(l, "p/") }); !slices.Equal(want, keys) {
+			t.Fatalf("delayed order of %v:\n%v\nPebble's delayed keys:\n%v", ref, want, keys)
 		}
+	}
+	if stored && len(pendingKeys) != countPending(fresh) {
+		t.Fatalf("%d pending keys stored, %d pending tasks in the records", len(pendingKeys), countPending(fresh))
 	}
 }
 
-// Test_ReadyOrderKeepsKeyspace: one random log applied to a replica whose
-// claims scan Pebble and, in random batch sizes, to one whose claims read
-// the ready order: the same answers, the same keyspace hash, and a ready
-// order equal to Pebble's pending keys after every batch.
+// countPending is how many pending tasks o holds.
+func countPending(o *readyOrder) int {
+	n := 0
+	for _, q := range o.queues {
+		for _, tr := range q.pending {
+			if tr != nil {
+				n += tr.Len()
+			}
+		}
+	}
+	return n
+}
+
+// Test_ReadyOrderKeepsKeyspace: one random log, whose latch crosses
+// LevelPendingInMemory at a random point, applied entry by entry to one
+// replica and in random batch sizes with reopens to another: the same
+// answers, the same keyspace hash, and a ready order equal to the records
+// (and, below the level, to the stored pending keys) after every batch.
 func Test_ReadyOrderKeepsKeyspace(t *testing.T) {
 	// One seed: the rule book, checkKeyspace in every other test and the
 	// metamorphic tests cover the rest; -fsm.seed picks another.
 	for _, seed := range []uint64{*seedFlag + 20} {
-		scan := Options{ScanPending: true}
-		a := &harness{t: t, dir: t.TempDir(), opts: scan}
-		a.f = mustOpen(t, a.dir, scan)
+		a := newHarness(t)
 		logs, want := generate(t, a.f, seed, metamorphicOps()/2, nil)
-		if a.f.ready != nil {
-			t.Fatal("ScanPending left the ready order on")
-		}
 		hash := mustHash(t, a.f)
 		b := newHarness(t)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var got []interface{}
+		below, above := 0, 0
 		for done := 0; done < len(logs); {
 			n := min(len(logs)-done, 1+rng.IntN(64))
 			got = append(got, b.f.ApplyBatch(logs[done:done+n])...)
 			done += n
 			checkReadyOrder(t, b.f)
-			if rng.IntN(8) == 0 {
-				b.reopen() // the order is rebuilt from Pebble
+			if b.f.EnabledLevel() < LevelPendingInMemory {
+				below++
+			} else {
+				above++
 			}
+			if rng.IntN(8) == 0 {
+				b.reopen() // the order is rebuilt from the records
+			}
+		}
+		if below == 0 || above == 0 {
+			t.Fatalf("the log's latch never crossed level %d: %d batches below, %d at or above", LevelPendingInMemory, below, above)
 		}
 		for j := range logs {
 			if !answersEqual(want[j], got[j]) {
-				t.Fatalf("entry %d: answers differ\nscan:  %v\nready: %v", logs[j].Index, want[j], got[j])
+				t.Fatalf("entry %d: answers differ\none by one: %v\nbatched:    %v", logs[j].Index, want[j], got[j])
 			}
 		}
 		if h := mustHash(t, b.f); h != hash {
-			t.Fatalf("hash %s with the ready order, %s without", h, hash)
+			t.Fatalf("hash %s batched with reopens, %s one by one", h, hash)
 		}
 	}
 }

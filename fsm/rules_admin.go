@@ -103,7 +103,7 @@ func (tx *txn) remove(t *pb.Task) error {
 	}
 	tx.ready.remove(t)
 	tx.keyedLeave(t)
-	for _, k := range indexKeys(t) {
+	for _, k := range tx.indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("remove %s: %w", t.GetId(), err)
 		}

@@ -20,6 +20,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 			return err
 		}
 	}
+	if tx.feature < LevelPendingInMemory && c.GetLevel() >= LevelPendingInMemory {
+		if err := tx.dropPendingIndex(); err != nil {
+			return err
+		}
+	}
 	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
 		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
 	}
@@ -42,3 +47,31 @@ func (f *FSM) maxLevel() uint32 {
 // MaxLevel is the highest feature level this FSM applies: what its node
 // announces to the others.
 func (f *FSM) MaxLevel() uint32 { return f.maxLevel() }
+
+// dropPendingIndex deletes every queue's pending index (q/…/p/) at the
+// latch of LevelPendingInMemory: from then on the ready order is the only
+// index of pending tasks, on every replica at the same entry.
+func (tx *txn) dropPendingIndex() error {
+	// Every queue the catalog names, and those this batch touched, whose
+	// records it writes only at its end: a queue made earlier in the
+	// batch is not in the catalog yet.
+	refs := map[QueueRef]bool{}
+	err := scanCatalog(tx.r, func(ref QueueRef, m *storage.QueueMeta) {
+		if m.Pending > 0 {
+			refs[ref] = true
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("drop the pending index: %w", err)
+	}
+	for _, e := range tx.metas {
+		refs[QueueRef{e.queue, e.tenant}] = true
+	}
+	for ref := range refs {
+		prefix := storage.PendingPrefix(ref.Queue, ref.Tenant)
+		if err := tx.b.DeleteRange(prefix, storage.PrefixEnd(prefix), nil); err != nil {
+			return fmt.Errorf("drop the pending index of %s/%s: %w", ref.Queue, ref.Tenant, err)
+		}
+	}
+	return nil
+}

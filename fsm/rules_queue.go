@@ -47,21 +47,24 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 // WaitResult calls on a deleted task wake (and find it gone).
 func (tx *txn) purgeQueue(c *pb.PurgeQueueCmd, res *pb.CommandResult) error {
 	q, tn, limit := c.GetQueue(), c.GetTenant(), int(c.GetLimit())
-	// An index key is its prefix, fixed-width parts, then the id: a
-	// pending one .../p/<255-prio>/<seq>/<id>, a delayed one
-	// .../d/<visible_at>/<id>, a dead letter .../x/<id>.
-	type index struct {
-		prefix []byte
-		fixed  int
-	}
-	indexes := []index{{storage.PendingPrefix(q, tn), 2 + 8 + 1}, {storage.DelayedPrefix(q, tn), 8 + 1}}
-	if c.GetDead() {
-		indexes = []index{{storage.DeadPrefix(q, tn), 0}}
-	}
 	var ids []string
-	for _, ix := range indexes {
-		skip := len(ix.prefix) + ix.fixed
-		err := storage.Scan(tx.r, ix.prefix, storage.PrefixEnd(ix.prefix), limit-len(ids), func(k, _ []byte) error {
+	// Pending tasks first, in claim order, from the ready order (their
+	// only index from LevelPendingInMemory on); then delayed ones, in the
+	// order of their keys, .../d/<visible_at>/<id>; or the dead letters,
+	// .../x/<id>.
+	prefix, fixed := storage.DelayedPrefix(q, tn), 8+1
+	if c.GetDead() {
+		prefix, fixed = storage.DeadPrefix(q, tn), 0
+	} else {
+		for p := int(MaxPriority); p >= 0 && len(ids) < limit; p-- {
+			for _, h := range tx.ready.heads(QueueRef{q, tn}, uint32(p), 0, limit-len(ids)) {
+				ids = append(ids, h.id)
+			}
+		}
+	}
+	if len(ids) < limit {
+		skip := len(prefix) + fixed
+		err := storage.Scan(tx.r, prefix, storage.PrefixEnd(prefix), limit-len(ids), func(k, _ []byte) error {
 			if len(k) <= skip {
 				return fmt.Errorf("malformed index key %q", k)
 			}
@@ -70,9 +73,6 @@ func (tx *txn) purgeQueue(c *pb.PurgeQueueCmd, res *pb.CommandResult) error {
 		})
 		if err != nil {
 			return fmt.Errorf("purge queue %s/%s: %w", q, tn, err)
-		}
-		if len(ids) >= limit {
-			break
 		}
 	}
 	for _, id := range ids {

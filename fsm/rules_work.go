@@ -171,7 +171,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	// Due delayed tasks become visible at exactly their time, not when the
 	// leader's mover next runs. The counter says when there are none.
 	if m.Delayed > 0 {
-		if err := tx.promote(tx.dueDelayed(q, tn, pb.MaxBatch)); err != nil {
+		if err := tx.promote(tx.dueDelayed(q, tn, pb.MaxBatch), nil); err != nil {
 			return err
 		}
 	}
@@ -191,10 +191,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			continue
 		}
 		prio := uint32(p)
-		heads, err := tx.pendingHeads(q, tn, prio, m.Head[p], want)
-		if err != nil {
-			return err
-		}
+		heads := tx.pendingHeads(q, tn, prio, m.Head[p], want)
 		drained := len(heads) < want
 		for _, h := range heads {
 			t, ok, err := tx.getTask(h.id)

@@ -30,16 +30,17 @@ func Test_RuleBook(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenario files in testdata")
 	}
-	// Claims read the in-memory ready order by default; with ScanPending
-	// they scan Pebble, and every answer must be the same.
-	for _, opts := range []Options{{}, {ScanPending: true}} {
+	// At the build's level the ready order is the only index of pending
+	// tasks; one level below, apply also stores the pending keys an older
+	// build reads. Every answer must be the same.
+	for _, level := range []uint32{FeatureLevel, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
-			if opts.ScanPending {
-				name += "/scan-pending"
+			if level != FeatureLevel {
+				name += "/pending-index"
 			}
 			t.Run(name, func(t *testing.T) {
-				w := newScenario(t, opts)
+				w := newScenarioAt(t, Options{}, level)
 				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 					w.t = t
 					return w.run(d)
@@ -85,12 +86,19 @@ type scenario struct {
 	fence  map[string]uint64 // task name -> fence of its last claim
 	shown  map[string]string // task name -> its state line as last printed
 	opts   Options
-	nextID int // for tasks the script did not name
+	nextID int    // for tasks the script did not name
+	level  uint32 // what a reset latches unless it names a level
 }
 
 func newScenario(t testing.TB, opts Options) *scenario {
-	w := &scenario{t: t, opts: opts}
-	w.reset(FeatureLevel)
+	return newScenarioAt(t, opts, FeatureLevel)
+}
+
+// newScenarioAt is newScenario whose resets latch level unless they name
+// one.
+func newScenarioAt(t testing.TB, opts Options, level uint32) *scenario {
+	w := &scenario{t: t, opts: opts, level: level}
+	w.reset(level)
 	return w
 }
 
@@ -110,7 +118,7 @@ func (w *scenario) run(d *datadriven.TestData) string {
 	var out []string
 	switch d.Cmd {
 	case "reset":
-		level := uint32(FeatureLevel)
+		level := w.level
 		if v, ok := w.arg(d, "level"); ok {
 			level = uint32(w.uint(v))
 		}

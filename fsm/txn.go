@@ -309,11 +309,21 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 	return t, true, nil
 }
 
-// indexKeys are the keys that point at t in its current state.
-func indexKeys(t *pb.Task) [][]byte {
+// indexKeys are the keys that point at t in its current state. From
+// LevelPendingInMemory on a pending task has none: the ready order is its
+// index.
+func (tx *txn) indexKeys(t *pb.Task) [][]byte {
+	return indexKeysAt(tx.feature, t)
+}
+
+// indexKeysAt is indexKeys at feature level level.
+func indexKeysAt(level uint32, t *pb.Task) [][]byte {
 	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
 	switch t.GetState() {
 	case pb.TaskState_TASK_STATE_PENDING:
+		if level >= LevelPendingInMemory {
+			return nil
+		}
 		return [][]byte{storage.PendingKey(q, tn, t.GetPriority(), t.GetSeq(), id)}
 	case pb.TaskState_TASK_STATE_DELAYED:
 		return [][]byte{storage.DelayedKey(q, tn, t.GetVisibleAt(), id), storage.WakeKey(t.GetVisibleAt(), id)}
@@ -347,7 +357,7 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	}
 	tx.ready.remove(t) // before mutate changes its seq, priority or time
 	tx.keyedLeave(t)
-	for _, k := range indexKeys(t) {
+	for _, k := range tx.indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {
 			return fmt.Errorf("move %s: %w", t.GetId(), err)
 		}
@@ -363,7 +373,7 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 // the bytes of its record before the move (0 when new), for its tenant's
 // usage.
 func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
-	for _, k := range indexKeys(t) {
+	for _, k := range tx.indexKeys(t) {
 		if err := storage.SetIndex(tx.b, k); err != nil {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
@@ -374,7 +384,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
 		tx.delayedIn(t)
 	}
-	tx.ready.add(t) // a pending or delayed task; others are not ordered
+	if err := tx.ready.add(t); err != nil { // a pending or delayed task; others are not ordered
+		return err
+	}
 	tx.keyedEnter(t, from)
 	var added int64
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {

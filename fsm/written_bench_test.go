@@ -162,7 +162,7 @@ func newWrittenBench(b *testing.B, size int, inline bool) *writtenBench {
 	}
 	b.Cleanup(func() { _ = f.Close() })
 	w := &writtenBench{fs: fs, l: &benchLog{f: f}, payloads: make([][]byte, 64)}
-	w.l.f.Apply(w.l.entry(b, latchCmd(FeatureLevel)))
+	w.l.f.Apply(w.l.entry(b, latchCmd(benchLevel())))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range w.payloads {
 		w.payloads[i] = make([]byte, size)

@@ -15,10 +15,23 @@ func Stats(r Reader, queue, tenant string) ([]*pb.QueueStats, error) {
 	return out, err
 }
 
+// PendingHeads returns the id of the first pending task of each priority
+// of a queue that has one, in any order. Below fsm's LevelPendingInMemory
+// the pending index (q/…/p/) answers it; from that level on only apply's
+// ready order can.
+type PendingHeads func(queue, tenant string) ([]string, error)
+
 // StatsPage is Stats from after cursor (a next cursor it returned for the
 // same filter), stopping before the entry that would take the page past
 // maxBytes (at least one entry; <= 0: no bound). next is empty at the end.
+// The oldest pending task is found in the pending index.
 func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.QueueStats, next string, err error) {
+	return StatsPageHeads(r, queue, tenant, cursor, maxBytes, nil)
+}
+
+// StatsPageHeads is StatsPage with the heads of each queue's priorities
+// taken from heads; nil reads them from the pending index.
+func StatsPageHeads(r Reader, queue, tenant, cursor string, maxBytes int, heads PendingHeads) (out []*pb.QueueStats, next string, err error) {
 	prefix := CatalogPrefix(queue)
 	lower := prefix
 	if cursor != "" {
@@ -77,7 +90,7 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 		if s.Pending == 0 {
 			continue
 		}
-		oldest, err := oldestPending(r, s.Queue, s.Tenant)
+		oldest, err := oldestPending(r, s.Queue, s.Tenant, heads)
 		if err != nil {
 			return nil, "", err
 		}
@@ -88,21 +101,17 @@ func StatsPage(r Reader, queue, tenant, cursor string, maxBytes int) (out []*pb.
 
 // oldestPending is the earliest created_at among the heads of each priority:
 // how long the next task a worker will see has been in the system.
-func oldestPending(r Reader, queue, tenant string) (int64, error) {
-	m, err := GetQueueMeta(r, queue, tenant)
+func oldestPending(r Reader, queue, tenant string, heads PendingHeads) (int64, error) {
+	if heads == nil {
+		heads = indexHeads(r)
+	}
+	ids, err := heads(queue, tenant)
 	if err != nil {
 		return 0, err
 	}
 	var oldest int64
-	for p := uint32(0); p < Priorities; p++ {
-		id, _, ok, err := FirstPending(r, queue, tenant, p, m.Head[p])
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			continue
-		}
-		t, err := GetTask(r, id)
+	for _, id := range ids {
+		t, _, err := GetTaskHeader(r, id)
 		if err != nil {
 			return 0, err
 		}
@@ -111,6 +120,27 @@ func oldestPending(r Reader, queue, tenant string) (int64, error) {
 		}
 	}
 	return oldest, nil
+}
+
+// indexHeads answers PendingHeads from the pending index of r.
+func indexHeads(r Reader) PendingHeads {
+	return func(queue, tenant string) ([]string, error) {
+		m, err := GetQueueMeta(r, queue, tenant)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for p := uint32(0); p < Priorities; p++ {
+			id, _, ok, err := FirstPending(r, queue, tenant, p, m.Head[p])
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				ids = append(ids, id)
+			}
+		}
+		return ids, nil
+	}
 }
 
 // FirstPending returns the head of one priority's pending range, seeking
@@ -136,6 +166,20 @@ func FirstPending(r Reader, queue, tenant string, prio uint32, fromSeq uint64) (
 // encoded tasks past maxBytes (each counted with 5 bytes of framing); it
 // always holds one task when one is left. maxBytes <= 0 means no bound.
 func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string, limit, maxBytes int) ([]*pb.Task, string, error) {
+	return ListTasksWalk(r, queue, tenant, state, cursor, limit, maxBytes, nil)
+}
+
+// IndexWalk walks the keys of one state's index of one queue in order,
+// from lower (inclusive) to the end of the range, calling fn for each;
+// fn's ErrStop ends the walk with nil, as it ends a Scan. Its keys are the
+// index's keys, present or synthesized with the same bytes.
+type IndexWalk func(lower []byte, fn func(key []byte) error) error
+
+// ListTasksWalk is ListTasks over the index keys walk gives; nil scans
+// the index in r. From fsm's LevelPendingInMemory on, the pending index
+// is not stored and fsm walks its ready order instead; cursors keep the
+// index keys' bytes either way.
+func ListTasksWalk(r Reader, queue, tenant string, state pb.TaskState, cursor string, limit, maxBytes int, walk IndexWalk) ([]*pb.Task, string, error) {
 	var prefix []byte
 	switch state {
 	case pb.TaskState_TASK_STATE_PENDING:
@@ -172,7 +216,12 @@ func ListTasks(r Reader, queue, tenant string, state pb.TaskState, cursor string
 	var tasks []*pb.Task
 	page := pageBudget{maxBytes: maxBytes}
 	full := false // stopped by limit or maxBytes, not by the end
-	err := Scan(r, lower, PrefixEnd(prefix), limit+1, func(k, _ []byte) error {
+	if walk == nil {
+		walk = func(lower []byte, fn func(key []byte) error) error {
+			return Scan(r, lower, PrefixEnd(prefix), limit+1, func(k, _ []byte) error { return fn(k) })
+		}
+	}
+	err := walk(lower, func(k []byte) error {
 		if len(tasks) == limit {
 			full = true
 			return ErrStop
