@@ -2,7 +2,7 @@
 // safe to repeat after an unknown outcome; Conn.invoke does the rest.
 import { randomBytes, randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { ClusterClient, QueueClient, StatusResponse } from "./gen/docketv1/api.js";
+import type { ClusterClient, KeyStats, ListKeysResponse, QueueClient, StatusResponse } from "./gen/docketv1/api.js";
 import {
   CancelRequest,
   ClaimBatchRequest,
@@ -11,10 +11,13 @@ import {
   GetTaskRequest,
   HeartbeatRequest,
   ListDeadRequest,
+  ListKeysRequest,
   NackRequest,
   PauseQueueRequest,
   RequeueDeadRequest,
   ResumeQueueRequest,
+  SetKeyLimitRequest,
+  SetQueueLimitsRequest,
   StatsRequest,
   StatusRequest,
   SubmitBatchRequest,
@@ -22,11 +25,11 @@ import {
   WaitResultRequest,
 } from "./gen/docketv1/api.js";
 import { Code, HeartbeatItem, type ItemResult, type NewTask } from "./gen/docketv1/command.js";
-import { Outcome as WireOutcome, type QueueStats, type Task } from "./gen/docketv1/task.js";
+import { Outcome as WireOutcome, PerKeyPending as WirePerKeyPending, QueueOrder as WireOrder, type QueueStats, type Task } from "./gen/docketv1/task.js";
 import { jsonCodec, type Codec } from "./codec.js";
 import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
 import { configFromEnv } from "./env.js";
-import { DeadlineError, DocketError, itemError } from "./errors.js";
+import { DeadlineError, DocketError, InvalidArgumentError, itemError } from "./errors.js";
 import { Sharer } from "./share.js";
 import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
 
@@ -89,6 +92,122 @@ export interface ClusterStatus {
   raw: StatusResponse;
 }
 
+/**
+ * The order claims take a fair queue's pending tasks in: "fifo" (priority,
+ * then enqueue order) or "fair" (priority, then the key with the fewest
+ * running tasks per weight, ties to the key served longest ago, FIFO within
+ * a key), so one key's backlog does not hold the other keys' tasks back.
+ */
+export type QueueOrder = "fifo" | "fair";
+/** Which pending tasks of a key a debounced queue keeps; "all" turns debounce off. */
+export type PerKeyPending = "all" | "keep-newest" | "keep-oldest";
+
+/**
+ * What setQueueLimits changes. An unset field keeps the queue's value; 0
+ * clears that limit (as in the Go client's QueueLimits).
+ */
+export interface QueueLimits {
+  /** At most this many of the queue's tasks RUNNING at once: a claim takes at most maxRunning - running, maybe none. */
+  maxRunning?: number;
+  /**
+   * Claims take at most rateMilli/1000 tasks a second (a token bucket; the
+   * wire's unit, so a rate below one a second needs no fraction). Changing
+   * it or burst refills the bucket.
+   */
+  rateMilli?: number;
+  /** The bucket's size; 0 with a rate: the rate's tasks per second, at least 1. */
+  burst?: number;
+  /**
+   * Fair queues (feature level 16): at most this many RUNNING tasks of one
+   * key (its taskKey); setKeyLimit overrides it for one key.
+   */
+  maxRunningPerKey?: number;
+  /** The claim order; "fifo" clears "fair". */
+  order?: QueueOrder;
+  /**
+   * Debounce: with perKeyPendingDepth D a key keeps its D newest or oldest
+   * pending tasks and the others end cancelled (reason "debounced"). The
+   * server asks for the depth with a keep rule, so no task is cancelled on
+   * a depth nobody stated.
+   */
+  perKeyPending?: PerKeyPending;
+  perKeyPendingDepth?: number;
+}
+
+/**
+ * What setKeyLimit changes of one key. An unset field keeps the key's value;
+ * 0 clears it (the queue's maxRunningPerKey, weight 1).
+ */
+export interface KeyLimit {
+  /** The key's own bound on its RUNNING tasks: a premium customer may get 10 where others get 1. */
+  maxRunning?: number;
+  /** The key's share of the fair order: weight 2 runs about twice the tasks of weight 1 while both have a backlog. At most 1000. */
+  weight?: number;
+}
+
+/** One key of a keyed queue, as listKeys reports it. Keyless tasks are their own keys and are not listed. */
+export interface KeyInfo {
+  /** The key as text, decoded as UTF-8 the way TaskInfo.key is. */
+  key: string;
+  /**
+   * The key's bytes. A key another client set need not be UTF-8, and then
+   * key is not the same key: give keyBytes to setKeyLimit to change this one.
+   */
+  keyBytes: Uint8Array;
+  pending: number;
+  running: number;
+  /** The key's limit: its override, or the queue's maxRunningPerKey; 0: none. */
+  maxRunning: number;
+  /** Its fair-order weight, 1 unless setKeyLimit gave another. */
+  weight: number;
+}
+
+/** listKeys' answer: the queue's top keys both ways. */
+export interface KeyList {
+  /** Most pending first. */
+  byBacklog: KeyInfo[];
+  /** Most running first. */
+  byRunning: KeyInfo[];
+  /** Keys with a pending or running task, listed or not. */
+  keys: number;
+  /** False: the queue has no per-key rule, and both lists are empty. */
+  keyed: boolean;
+  raw: ListKeysResponse;
+}
+
+function wireOrder(o: QueueOrder): WireOrder {
+  switch (o) {
+    case "fifo":
+      return WireOrder.QUEUE_ORDER_FIFO;
+    case "fair":
+      return WireOrder.QUEUE_ORDER_FAIR;
+  }
+  // A JavaScript caller's typo would otherwise go out as FIFO, enum 0.
+  throw new InvalidArgumentError(`docket: order ${JSON.stringify(o)}: "fifo" or "fair"`, { field: "order" });
+}
+
+function wirePerKeyPending(p: PerKeyPending): WirePerKeyPending {
+  switch (p) {
+    case "all":
+      return WirePerKeyPending.PER_KEY_PENDING_ALL;
+    case "keep-newest":
+      return WirePerKeyPending.PER_KEY_PENDING_KEEP_NEWEST;
+    case "keep-oldest":
+      return WirePerKeyPending.PER_KEY_PENDING_KEEP_OLDEST;
+  }
+  throw new InvalidArgumentError(`docket: perKeyPending ${JSON.stringify(p)}: "all", "keep-newest" or "keep-oldest"`, { field: "per_key_pending" });
+}
+
+// Counts are uint64 on the wire; a key's backlog stays far below 2^53.
+const keyInfo = (k: KeyStats): KeyInfo => ({
+  key: Buffer.from(k.key).toString("utf8"),
+  keyBytes: k.key,
+  pending: Number(k.pending),
+  running: k.running,
+  maxRunning: k.maxRunning,
+  weight: Math.max(1, k.weight),
+});
+
 type Q<Req, Res> = Unary<QueueClient, Req, Res>;
 type C<Req, Res> = Unary<ClusterClient, Req, Res>;
 const q = {
@@ -107,6 +226,9 @@ const q = {
   requeueDead: ((c, r, m, o, cb) => c.requeueDead(r, m, o, cb)) as Q<RequeueDeadRequest, any>,
   pause: ((c, r, m, o, cb) => c.pauseQueue(r, m, o, cb)) as Q<PauseQueueRequest, any>,
   resume: ((c, r, m, o, cb) => c.resumeQueue(r, m, o, cb)) as Q<ResumeQueueRequest, any>,
+  setQueueLimits: ((c, r, m, o, cb) => c.setQueueLimits(r, m, o, cb)) as Q<SetQueueLimitsRequest, any>,
+  setKeyLimit: ((c, r, m, o, cb) => c.setKeyLimit(r, m, o, cb)) as Q<SetKeyLimitRequest, any>,
+  listKeys: ((c, r, m, o, cb) => c.listKeys(r, m, o, cb)) as Q<ListKeysRequest, ListKeysResponse>,
 };
 const clusterStatusRpc = ((c, r, m, o, cb) => c.status(r, m, o, cb)) as C<StatusRequest, StatusResponse>;
 
@@ -375,6 +497,60 @@ export class Client {
     });
     const r = await this.conn.invoke("queue", q.requeueDead, req, { idempotent: false, ...o });
     return (r.items as ItemResult[]).map((it) => ({ id: it.taskId, error: itemError(it.code, it.taskId, it.detail) }));
+  }
+
+  /**
+   * Sets or clears the limits and fair-queue rules of a queue (an empty
+   * queue: the tenant's own concurrency limit, maxRunning only). A claim the
+   * limits leave empty answers empty; a long poll waits until a running task
+   * ends or a token is due. False when every given value was already so.
+   * Limits set a state, so a repeat after an unknown outcome is harmless.
+   * Needs admin over the tenant, and feature level 10 (16 for the per-key
+   * fields), else FeatureDisabledError.
+   */
+  async setQueueLimits(queue: string, o: QueueLimits & CallOpts & { tenant?: string }): Promise<boolean> {
+    const req = SetQueueLimitsRequest.fromPartial({
+      queue,
+      tenant: o.tenant ?? this.tenant,
+      maxRunning: o.maxRunning,
+      rateMilli: o.rateMilli === undefined ? undefined : BigInt(o.rateMilli),
+      burst: o.burst,
+      maxRunningPerKey: o.maxRunningPerKey,
+      order: o.order === undefined ? undefined : wireOrder(o.order),
+      perKeyPending: o.perKeyPending === undefined ? undefined : wirePerKeyPending(o.perKeyPending),
+      perKeyPendingDepth: o.perKeyPendingDepth,
+    });
+    const r = await this.conn.invoke("queue", q.setQueueLimits, req, { idempotent: true, ...o });
+    return r.changed;
+  }
+
+  /**
+   * Overrides one key's per-key limit and fair-order weight in a queue. The
+   * key is a task's taskKey, or a listed key's keyBytes (exact when they are
+   * not UTF-8). False when every given value was already so; a state, so
+   * repeated after an unknown outcome. Needs admin over the tenant and
+   * feature level 16.
+   */
+  async setKeyLimit(queue: string, key: string | Uint8Array, o: KeyLimit & CallOpts & { tenant?: string }): Promise<boolean> {
+    const req = SetKeyLimitRequest.fromPartial({
+      queue,
+      tenant: o.tenant ?? this.tenant,
+      key: typeof key === "string" ? Buffer.from(key, "utf8") : Buffer.from(key.buffer, key.byteOffset, key.byteLength),
+      maxRunning: o.maxRunning,
+      weight: o.weight,
+    });
+    const r = await this.conn.invoke("queue", q.setKeyLimit, req, { idempotent: true, ...o });
+    return r.changed;
+  }
+
+  /**
+   * The top keys of a keyed queue by backlog and by running, up to limit of
+   * each (0: 20, at most 1000): where a noisy key shows. Linearizable, so a
+   * claim just answered is counted. Reader or admin over the tenant.
+   */
+  async listKeys(queue: string, o: CallOpts & { tenant?: string; limit?: number } = {}): Promise<KeyList> {
+    const r = await this.conn.invoke("queue", q.listKeys, ListKeysRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant, limit: o.limit ?? 0 }), { idempotent: true, ...o });
+    return { byBacklog: r.byBacklog.map(keyInfo), byRunning: r.byRunning.map(keyInfo), keys: Number(r.keys), keyed: r.keyed, raw: r };
   }
 
   /** The answering node's view of the cluster: its leader, term, indexes and servers. */
