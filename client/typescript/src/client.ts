@@ -302,7 +302,10 @@ export class Client {
 
   /** Enqueues one task and returns its id (an existing task's id when the idempotency key repeats). */
   async enqueue(queue: string, payload: unknown, o: TaskOptions & CallOpts & { codec?: Codec } = {}): Promise<string> {
-    const [r] = await this.enqueueBatch([{ ...o, queue, payload }], o);
+    // The call's options stay off the task: timeoutMs here is the call's
+    // deadline only (the task's bound is execTimeoutMs).
+    const { signal, timeoutMs, codec, ...task } = o;
+    const [r] = await this.enqueueBatch([{ ...task, queue, payload }], { signal, timeoutMs, codec });
     if (r!.error) throw r!.error;
     return r!.id;
   }

@@ -135,9 +135,21 @@ export interface TaskOptions {
   parentIndexes?: number[];
   /** What a waiting task does when a parent fails: "cancel" (default) or "run". */
   onParentFailure?: "cancel" | "run";
-  /** Bounds each claim's run, heartbeats or not. */
-  timeoutMs?: number;
-  /** A timed-out claim counts an attempt and is retried instead of failing the task. */
+  /**
+   * The execution timeout: bounds each claim's run of the task
+   * (NewTask.timeout_ns, feature level 9). Past claim time + this the
+   * claim ends, heartbeats or not: FAILED, or retried with retryOnTimeout,
+   * and the handler's signal aborts with TimedOutError. 0 or unset: none.
+   *
+   * Not `timeoutMs`: every call takes that as its own deadline (CallOpts),
+   * and enqueue takes both in one object. The name is the CLI's
+   * (`docket enqueue --exec-timeout`, chosen because every verb's
+   * --timeout is the call's) and the server's ("execution timeout"); the
+   * Go client spells it TaskTimeout. It was TaskOptions.timeoutMs before
+   * (README.md, "Upgrading").
+   */
+  execTimeoutMs?: number;
+  /** A claim that ran past execTimeoutMs counts an attempt and is retried instead of failing the task. */
   retryOnTimeout?: boolean;
   retry?: RetryPolicy;
   /** The task's tenant; default the client's (or the server's default tenant). */
@@ -165,7 +177,7 @@ export function newTask(queue: string, payload: Uint8Array, o: TaskOptions, key:
     idempotencyKey: key,
     retentionNs: o.retentionMs ? msToNs(o.retentionMs) : 0n,
     retry,
-    timeoutNs: o.timeoutMs ? msToNs(o.timeoutMs) : 0n,
+    timeoutNs: o.execTimeoutMs ? msToNs(o.execTimeoutMs) : 0n,
     retryOnTimeout: o.retryOnTimeout ?? false,
     key: Buffer.from(o.taskKey ?? "", "utf8"),
     after: o.parents ?? [],

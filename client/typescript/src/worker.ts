@@ -19,7 +19,7 @@ export interface TaskContext {
   fence: bigint;
   /**
    * Aborted when the handler must stop: the lease is lost (LeaseLostError),
-   * the task was cancelled (CancelledError), it ran past its timeout
+   * the task was cancelled (CancelledError), it ran past its execTimeoutMs
    * (TimedOutError), or the worker is closing and the grace period ran out.
    */
   signal: AbortSignal;

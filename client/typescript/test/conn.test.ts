@@ -22,6 +22,8 @@ interface Fake {
   addr: string;
   calls: string[];
   keys: string[];
+  /** Each Enqueue RPC: its tasks' timeout_ns, and the time its deadline left when it arrived. */
+  enqueues: { timeoutNs: bigint[]; budgetMs: number }[];
   answer: Answer;
   leader: string;
   server: Server;
@@ -29,17 +31,18 @@ interface Fake {
 
 async function fake(): Promise<Fake> {
   const server = new Server();
-  const f: Fake = { addr: "", calls: [], keys: [], answer: () => null, leader: "", server };
+  const f: Fake = { addr: "", calls: [], keys: [], enqueues: [], answer: () => null, leader: "", server };
   server.addService(ClusterService, {
     status: (_c: unknown, cb: (e: ServiceError | null, r?: StatusResponse) => void) => cb(null, StatusResponse.fromPartial({ leaderGrpcAddr: f.leader, state: "Follower" })),
   } as any);
   server.addService(QueueService, {
-    enqueue: (c: { request: EnqueueRequest }, cb: (e: ServiceError | null, r?: EnqueueResponse) => void) => {
+    enqueue: (c: { request: EnqueueRequest; getDeadline(): Date | number }, cb: (e: ServiceError | null, r?: EnqueueResponse) => void) => {
       f.calls.push("enqueue");
       f.keys.push(c.request.tasks[0]!.idempotencyKey);
+      f.enqueues.push({ timeoutNs: c.request.tasks.map((t) => t.timeoutNs), budgetMs: Number(c.getDeadline()) - Date.now() });
       const e = f.answer("enqueue");
       if (e) return cb(e);
-      cb(null, EnqueueResponse.fromPartial({ items: [{ code: Code.CODE_OK, taskId: "t1" }] }));
+      cb(null, EnqueueResponse.fromPartial({ items: c.request.tasks.map((_, i) => ({ code: Code.CODE_OK, taskId: `t${i + 1}` })) }));
     },
     claim: (c: { request: ClaimRequest }, cb: (e: ServiceError | null, r?: ClaimResponse) => void) => {
       f.calls.push(c.request.waitNs > 0n ? "claim+wait" : "claim");
@@ -125,6 +128,34 @@ test("no leader within the deadline is UnavailableError, in bounded time", async
     assert.ok(Date.now() - t0 < 3_000);
   } finally {
     c.close();
+  }
+});
+
+test("execTimeoutMs bounds the task's run, not the enqueue call; timeoutMs bounds the call, not the task", async () => {
+  // A node of its own, for the reason the ClaimBatch test below gives.
+  const f = await fake();
+  f.leader = f.addr;
+  const c = new Client({ addrs: [f.addr] });
+  try {
+    // The task's bound goes on the task, and the RPC keeps the call's own
+    // budget (an attempt's 2 s), not the 200 ms the task may run.
+    assert.equal(await c.enqueue("q", 1, { execTimeoutMs: 200 }), "t1");
+    assert.deepEqual(f.enqueues[0]!.timeoutNs, [200_000_000n]);
+    assert.ok(f.enqueues[0]!.budgetMs > 1_000, `the enqueue RPC had ${f.enqueues[0]!.budgetMs} ms`);
+    // The call's deadline bounds the call and leaves the task unbounded.
+    await c.enqueue("q", 2, { timeoutMs: 5_000 });
+    assert.deepEqual(f.enqueues[1]!.timeoutNs, [0n]);
+    // The same split in a batch: each item's bound, the call's deadline.
+    await c.enqueueBatch([{ queue: "q", payload: 3, execTimeoutMs: 300 }, { queue: "q", payload: 4 }], { timeoutMs: 5_000 });
+    assert.deepEqual(f.enqueues[2]!.timeoutNs, [300_000_000n, 0n]);
+    // A task's bound is no call option, so it does not take an enqueue
+    // off the shared path: three of one turn go as one RPC.
+    f.enqueues.length = 0;
+    assert.deepEqual(await Promise.all([1, 2, 3].map((i) => c.enqueue("q", i, { execTimeoutMs: 1_000 }))), ["t1", "t2", "t3"]);
+    assert.deepEqual(f.enqueues.map((e) => e.timeoutNs), [[1_000_000_000n, 1_000_000_000n, 1_000_000_000n]]);
+  } finally {
+    c.close();
+    f.server.forceShutdown();
   }
 });
 

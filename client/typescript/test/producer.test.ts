@@ -10,7 +10,7 @@ test("enqueue carries every task option, and a default idempotency key", async (
   const q = queueName("opts");
   const parent = await c.enqueue(q, { step: 1 });
   const runAt = new Date(Date.now() + 3_600_000);
-  const id = await c.enqueue(q, { step: 2 }, { priority: 7, runAt, maxAttempts: 3, retentionMs: 60_000, idempotencyKey: "opts-key", parents: [parent], timeoutMs: 5_000, taskKey: "customer-7" });
+  const id = await c.enqueue(q, { step: 2 }, { priority: 7, runAt, maxAttempts: 3, retentionMs: 60_000, idempotencyKey: "opts-key", parents: [parent], execTimeoutMs: 5_000, taskKey: "customer-7" });
   const t = await c.getTask(id);
   assert.equal(t.queue, q);
   assert.equal(t.key, "customer-7");
@@ -26,6 +26,21 @@ test("enqueue carries every task option, and a default idempotency key", async (
   const d = await c.getTask(await c.enqueue(q, 1, { delayMs: 3_600_000 }));
   assert.equal(d.state, "delayed");
   assert.ok(d.visibleAt && d.visibleAt.getTime() > Date.now() + 3_000_000);
+});
+
+test("execTimeoutMs is stored on the task and leaves the call its deadline; a call's timeoutMs is not stored", async () => {
+  const q = queueName("exec");
+  // A bound no call could meet: as the call's deadline it would fail the
+  // enqueue, as the task's it is only stored.
+  const tiny = await c.enqueue(q, "bounded", { execTimeoutMs: 1 });
+  assert.equal((await c.getTask(tiny)).raw.timeoutNs, 1_000_000n);
+  const bounded = await c.enqueue(q, "bounded", { execTimeoutMs: 1_500, timeoutMs: 10_000 });
+  assert.equal((await c.getTask(bounded)).raw.timeoutNs, 1_500_000_000n);
+  const plain = await c.enqueue(q, "call deadline only", { timeoutMs: 10_000 });
+  assert.equal((await c.getTask(plain)).raw.timeoutNs, 0n);
+  const [b, u] = await c.enqueueBatch([{ queue: q, payload: "batched", execTimeoutMs: 2_500 }, { queue: q, payload: "unbounded" }], { timeoutMs: 10_000 });
+  assert.equal((await c.getTask(b!.id)).raw.timeoutNs, 2_500_000_000n);
+  assert.equal((await c.getTask(u!.id)).raw.timeoutNs, 0n);
 });
 
 test("enqueueBatch stores every task and answers in order", async () => {
