@@ -49,6 +49,14 @@ export interface ClientOptions extends ConnOptions {
 export interface EnqueueItem extends TaskOptions {
   queue: string;
   payload: unknown;
+  /**
+   * @deprecated Not an option of an item: the task's execution timeout is
+   * execTimeoutMs, and the call's deadline is enqueueBatch's second
+   * argument. enqueueBatch refuses an item that sets it
+   * (InvalidArgumentError), so a bound in the old spelling is not lost
+   * without a word.
+   */
+  timeoutMs?: never;
 }
 
 /** One task's answer in enqueueBatch. */
@@ -317,6 +325,14 @@ export class Client {
    */
   async enqueueBatch(items: EnqueueItem[], o: CallOpts & { codec?: Codec } = {}): Promise<EnqueueResult[]> {
     const codec = o.codec ?? this.codec;
+    // An item's timeoutMs was its execution timeout before execTimeoutMs
+    // (README.md, "Upgrading"); an item cannot carry a call's deadline, so
+    // one there is the old spelling, and dropping it would leave the task
+    // unbounded. enqueue cannot tell, since its timeoutMs is a call option.
+    const stale = items.findIndex((it) => (it as { timeoutMs?: unknown }).timeoutMs !== undefined);
+    if (stale >= 0) {
+      throw new InvalidArgumentError(`docket: item ${stale} sets timeoutMs: a task's execution timeout is execTimeoutMs, and the call's deadline is enqueueBatch's { timeoutMs }`, { field: "timeout_ns" });
+    }
     // Keys are minted before the first attempt, so every retry of this
     // call, ours or the caller's with the same items, is applied once.
     const tasks = items.map((it) => newTask(it.queue, codec.encode(it.payload), it, it.idempotencyKey ?? randomUUID(), this.tenant));

@@ -4,7 +4,7 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { Server, ServerCredentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { Client, OutcomeUnknownError, UnavailableError } from "../src/index.js";
+import { Client, InvalidArgumentError, OutcomeUnknownError, UnavailableError } from "../src/index.js";
 import { ClusterService, QueueService, StatusResponse, EnqueueResponse, NackResponse, ClaimResponse, ClaimBatchResponse, type EnqueueRequest, type ClaimRequest, type ClaimBatchRequest } from "../src/gen/docketv1/api.js";
 import { Code } from "../src/gen/docketv1/command.js";
 import { ErrorInfo, Status } from "../src/gen/google/rpc/status.js";
@@ -153,6 +153,11 @@ test("execTimeoutMs bounds the task's run, not the enqueue call; timeoutMs bound
     f.enqueues.length = 0;
     assert.deepEqual(await Promise.all([1, 2, 3].map((i) => c.enqueue("q", i, { execTimeoutMs: 1_000 }))), ["t1", "t2", "t3"]);
     assert.deepEqual(f.enqueues.map((e) => e.timeoutNs), [[1_000_000_000n, 1_000_000_000n, 1_000_000_000n]]);
+    // A JavaScript caller's item in the old spelling would lose its bound
+    // without a word: it is refused, and nothing is sent.
+    f.enqueues.length = 0;
+    await assert.rejects(c.enqueueBatch([{ queue: "q", payload: 5, timeoutMs: 5_000 } as never]), (e: unknown) => e instanceof InvalidArgumentError && /execTimeoutMs/.test(e.message));
+    assert.equal(f.enqueues.length, 0);
   } finally {
     c.close();
     f.server.forceShutdown();
