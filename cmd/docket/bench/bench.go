@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dockethq/docket/client"
@@ -76,6 +77,12 @@ type Config struct {
 	// way (Pebble's block compression) can shrink it, as with encrypted or
 	// compressed bodies. The default pattern compresses to almost nothing.
 	RandomPayload bool
+	// Fair queues (feature level 16; fair.go). TaskKeys: every enqueued
+	// task gets one of this many keys, round robin (0: none).
+	TaskKeys int
+	// fairGiven: --task-keys was given, even as 0, so the report states
+	// it.
+	fairGiven bool
 }
 
 // Workloads lists what --workload accepts.
@@ -93,6 +100,9 @@ type Report struct {
 	// CeilingFraction is the main op's item rate over the ceiling's.
 	CeilingFraction float64        `json:"ceiling_fraction,omitempty"`
 	Extra           map[string]any `json:"extra,omitempty"`
+	// fair is the text report's fair-queue line (Config.fairText); the
+	// JSON has the same in Config.
+	fair string
 }
 
 // Machine is where the numbers came from.
@@ -116,7 +126,7 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(redactToken(args), " "),
 		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
-		Config:  cfg.describe(), Extra: map[string]any{}}
+		Config:  cfg.describe(), Extra: map[string]any{}, fair: cfg.fairText()}
 	r := &runner{cfg: cfg, rep: rep, stderr: stderr}
 	if err := r.run(ctx, exe); err != nil {
 		return err
@@ -173,6 +183,9 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.TLSCert, "tls-cert", os.Getenv("DOCKET_TLS_CERT"), "--addr cluster: client certificate (env DOCKET_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", os.Getenv("DOCKET_TLS_KEY"), "--addr cluster: client certificate's key (env DOCKET_TLS_KEY)")
 	fs.StringVar(&c.Token, "token", "", "--addr cluster: bearer token for a cluster run with --auth (env "+envToken+", which keeps it out of ps)")
+	fs.IntVar(&c.TaskKeys, "task-keys", 0, "every enqueued task (the workload's, a fill's, the warm-up's) gets a key, k000000..k<N-1>, "+
+		"round robin: the i-th task enqueued gets key i mod N, so every key holds the same share and all N stay active while a backlog lasts "+
+		"(a random draw would leave some keys short, and some unused on a short run); 0: no key. Needs feature level 16")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -222,6 +235,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.Auth && c.Addr != "" {
 		errs = append(errs, errors.New("--auth starts the local cluster with tokens; for --addr give --token"))
 	}
+	errs = append(errs, c.parseFair(fs)...)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
@@ -248,11 +262,13 @@ func redactToken(args []string) []string {
 }
 
 func (c Config) describe() map[string]any {
-	return map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
+	m := map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck, "agent_exe": c.AgentExe,
 		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
+	c.fairDescribe(m)
+	return m
 }
 
 func loadavg() string {
@@ -277,6 +293,9 @@ type runner struct {
 	// cpuMark, when a workload sets it, is the nodes' CPU at the end of
 	// its setup (the drain's fill): server_cpu_s counts from there.
 	cpuMark time.Duration
+	// keySeq counts the tasks given a key (--task-keys), for the round
+	// robin over keys.
+	keySeq atomic.Uint64
 }
 
 func (r *runner) run(ctx context.Context, exe string) error {
@@ -311,6 +330,9 @@ func (r *runner) run(ctx context.Context, exe string) error {
 		return err
 	}
 	defer c.Close()
+	if err := r.fairSetup(ctx, c); err != nil {
+		return err
+	}
 	stopProfile, err := startCPUProfile(r.cfg.CPUProfile)
 	if err != nil {
 		return err
@@ -403,6 +425,9 @@ func (r *runner) workload(ctx context.Context, c *client.Client) (*Summary, erro
 func printTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "docket bench: workload %s, %s, %d CPUs, load %s -> %s\n", rep.Workload,
 		rep.Started.Format(time.RFC3339), rep.Machine.CPUs, rep.Machine.LoadStart, rep.Machine.LoadEnd)
+	if rep.fair != "" {
+		fmt.Fprintln(w, rep.fair)
+	}
 	width := 16
 	for _, s := range append(slices.Clone(rep.Ops), ceilingRows(rep)...) {
 		width = max(width, len(s.Op))

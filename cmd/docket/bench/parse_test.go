@@ -32,6 +32,7 @@ func Test_ParseRejects(t *testing.T) {
 		{"--groups", "2"},
 		{"--groups", "0", "--procs", "3"},
 		{"--log-store", "rocks"},
+		{"--task-keys", "-1"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
@@ -76,5 +77,96 @@ func Test_ParseToken(t *testing.T) {
 	got := strings.Join(redactToken([]string{"--addr", "a", "--token", "s3cret", "-token=s3cret", "--token=s3cret"}), " ")
 	if strings.Contains(got, "s3cret") || strings.Count(got, "REDACTED") != 3 {
 		t.Fatalf("redacted: %q", got)
+	}
+}
+
+// Test_ParseFair: --task-keys reaches the Config and the report's
+// config, and without it the config says exactly what it said before
+// the flag existed.
+func Test_ParseFair(t *testing.T) {
+	plain, err := parse([]string{"--workload", "drain", "--count", "100"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.TaskKeys != 0 || plain.fair() || plain.fairText() != "" {
+		t.Fatalf("no fair flags: %+v", plain)
+	}
+	if _, ok := plain.describe()["task_keys"]; ok {
+		t.Fatal("config without --task-keys has task_keys")
+	}
+
+	c, err := parse([]string{"--workload", "drain", "--task-keys", "10000"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TaskKeys != 10000 || !c.fair() || c.describe()["task_keys"] != 10000 {
+		t.Fatalf("--task-keys 10000: %+v, config %v", c, c.describe())
+	}
+	if got, want := c.fairText(), "fair queues: task keys 10000 (k000000..k009999, round robin)"; got != want {
+		t.Fatalf("text: %q, want %q", got, want)
+	}
+
+	// --task-keys 0 given: no key and no level 16 needed, but the report
+	// says so, as the plain baseline of a keyed run.
+	c, err = parse([]string{"--task-keys", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.fair() || c.describe()["task_keys"] != 0 || c.fairText() != "fair queues: task keys none" {
+		t.Fatalf("--task-keys 0: fair %v, config %v, text %q", c.fair(), c.describe(), c.fairText())
+	}
+
+	// The ceiling's entries carry the keys too (their size follows the
+	// workload's), so --task-keys is fine there.
+	if _, err := parse([]string{"--workload", "ceiling", "--task-keys", "5"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Test_TaskKeysRoundRobin: the i-th task enqueued gets key i mod N across
+// calls, and no key at all without --task-keys.
+func Test_TaskKeysRoundRobin(t *testing.T) {
+	c, err := parse([]string{"--task-keys", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: c}
+	var got []string
+	for _, n := range []int{2, 1, 2} {
+		for _, nt := range r.newTasks(n, nil) {
+			got = append(got, string(nt.GetKey()))
+		}
+	}
+	if want := "k000000 k000001 k000002 k000000 k000001"; strings.Join(got, " ") != want {
+		t.Fatalf("keys %q, want %q", got, want)
+	}
+	r = &runner{cfg: Config{Queue: "q"}}
+	if k := r.newTasks(1, nil)[0].GetKey(); k != nil {
+		t.Fatalf("key without --task-keys: %q", k)
+	}
+}
+
+// Test_PrintTableFairLine: the text report names the fair-queue settings
+// under its first line, and has no such line without them.
+func Test_PrintTableFairLine(t *testing.T) {
+	rep := &Report{Workload: "enqueue", Ops: []Summary{{Op: "enqueue", Count: 1}}}
+	var plain strings.Builder
+	printTable(&plain, rep)
+	if strings.Contains(plain.String(), "fair queues") {
+		t.Fatalf("plain report:\n%s", plain.String())
+	}
+	c, err := parse([]string{"--task-keys", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.fair = c.fairText()
+	var keyed strings.Builder
+	printTable(&keyed, rep)
+	lines := strings.Split(keyed.String(), "\n")
+	if len(lines) < 2 || lines[1] != "fair queues: task keys 10 (k000000..k000009, round robin)" {
+		t.Fatalf("keyed report:\n%s", keyed.String())
+	}
+	if strings.Replace(keyed.String(), lines[1]+"\n", "", 1) != plain.String() {
+		t.Fatalf("the fair line changed more than itself:\n%s\n%s", plain.String(), keyed.String())
 	}
 }

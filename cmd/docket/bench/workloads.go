@@ -20,6 +20,9 @@ func (r *runner) newTasks(n int, body []byte) []*pb.NewTask {
 	ts := make([]*pb.NewTask, n)
 	for i := range ts {
 		ts[i] = &pb.NewTask{Queue: r.cfg.Queue, Payload: body}
+		if r.cfg.TaskKeys > 0 {
+			ts[i].Key = r.cfg.taskKey(r.keySeq.Add(1) - 1)
+		}
 	}
 	return ts
 }
