@@ -78,10 +78,14 @@ type Config struct {
 	// compressed bodies. The default pattern compresses to almost nothing.
 	RandomPayload bool
 	// Fair queues (feature level 16; fair.go). TaskKeys: every enqueued
-	// task gets one of this many keys, round robin (0: none).
-	TaskKeys int
-	// fairGiven: --task-keys was given, even as 0, so the report states
-	// it.
+	// task gets one of this many keys, round robin (0: none). Order
+	// ("fifo", "fair"; "": leave it) and MaxRunningPerKey (nil: leave
+	// it; 0 clears it) are set on the queue before the workload.
+	TaskKeys         int
+	Order            string
+	MaxRunningPerKey *uint32
+	// fairGiven: one of the three flags was given, even as 0, so the
+	// report states all three.
 	fairGiven bool
 }
 
@@ -149,6 +153,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	c := Config{}
 	var agentArgs string
+	var maxPerKey int
 	fs.StringVar(&c.Workload, "workload", "enqueue", "one of "+strings.Join(Workloads, ", "))
 	fs.StringVar(&c.Addr, "addr", "", "comma-separated node addresses of an existing cluster (default: start a fresh local 3-node cluster)")
 	fs.IntVar(&c.BasePort, "base-port", 7640, "local cluster: node i serves gRPC on base+i, Raft on base+100+i and pprof on base+200+i, on 127.0.0.1")
@@ -186,6 +191,10 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.TaskKeys, "task-keys", 0, "every enqueued task (the workload's, a fill's, the warm-up's) gets a key, k000000..k<N-1>, "+
 		"round robin: the i-th task enqueued gets key i mod N, so every key holds the same share and all N stay active while a backlog lasts "+
 		"(a random draw would leave some keys short, and some unused on a short run); 0: no key. Needs feature level 16")
+	fs.StringVar(&c.Order, "order", "", "before the workload, set the queue's claim order: fifo (priority, then enqueue order) or fair "+
+		"(priority, then round robin over keys); not given: the queue's order stays as it is (a new queue's is fifo). Needs feature level 16")
+	fs.IntVar(&maxPerKey, "max-running-per-key", 0, "before the workload, set the queue's limit of RUNNING tasks per key (0 clears it); "+
+		"not given: the queue's stays as it is. Needs feature level 16")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -235,7 +244,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.Auth && c.Addr != "" {
 		errs = append(errs, errors.New("--auth starts the local cluster with tokens; for --addr give --token"))
 	}
-	errs = append(errs, c.parseFair(fs)...)
+	errs = append(errs, c.parseFair(fs, maxPerKey)...)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}

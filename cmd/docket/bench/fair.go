@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/dockethq/docket/client"
@@ -11,9 +15,10 @@ import (
 )
 
 // Fair queues (feature level 16) through the API: --task-keys gives every
-// enqueued task a key, so a keyed run and a plain one can be measured in
-// the same sitting. Without it, the bench sends exactly what it always
-// did.
+// enqueued task a key, --order and --max-running-per-key set the queue's
+// configuration before the workload, so a keyed or fair run and a plain
+// one can be measured in the same sitting. With none of the three given,
+// the bench sends exactly what it always did.
 
 // levelWait bounds the wait for the cluster to latch LevelFairQueues: a
 // fresh local cluster latches within a second or two of electing its
@@ -21,9 +26,9 @@ import (
 const levelWait = 30 * time.Second
 
 // fair reports whether the run needs feature level 16: its tasks carry
-// keys.
+// keys, or it configures the queue's per-key rules.
 func (c *Config) fair() bool {
-	return c.TaskKeys > 0
+	return c.TaskKeys > 0 || c.Order != "" || c.MaxRunningPerKey != nil
 }
 
 // taskKey is the key of the seq-th task the run enqueues: round robin
@@ -33,14 +38,21 @@ func (c *Config) taskKey(seq uint64) []byte {
 	return fmt.Appendf(nil, "k%06d", seq%uint64(c.TaskKeys))
 }
 
-// fairDescribe is what the report's config says of --task-keys, when it
-// was given (as 0 too), so a keyed run and its plain baseline state the
-// same field.
+// fairDescribe is what the report's config says of the fair-queue flags:
+// all three as soon as one is given (--task-keys 0 included), so a keyed
+// run and its plain baseline state the same fields; "unchanged" is a
+// queue configuration the bench left as it found it.
 func (c *Config) fairDescribe(m map[string]any) {
 	if !c.fairGiven {
 		return
 	}
 	m["task_keys"] = c.TaskKeys
+	m["order"] = cmp.Or(c.Order, "unchanged")
+	if c.MaxRunningPerKey != nil {
+		m["max_running_per_key"] = *c.MaxRunningPerKey
+	} else {
+		m["max_running_per_key"] = "unchanged"
+	}
 }
 
 // fairText is the text report's line for the same, "" without them.
@@ -52,17 +64,45 @@ func (c *Config) fairText() string {
 	if c.TaskKeys > 0 {
 		keys = fmt.Sprintf("%d (k%06d..k%06d, round robin)", c.TaskKeys, 0, c.TaskKeys-1)
 	}
-	return fmt.Sprintf("fair queues: task keys %s", keys)
+	perKey := "unchanged"
+	if c.MaxRunningPerKey != nil {
+		perKey = fmt.Sprint(*c.MaxRunningPerKey)
+		if *c.MaxRunningPerKey == 0 {
+			perKey = "0 (cleared)"
+		}
+	}
+	return fmt.Sprintf("fair queues: task keys %s, order %s, max running per key %s", keys, cmp.Or(c.Order, "unchanged"), perKey)
 }
 
-// fairSetup runs before the workload when tasks carry keys: it waits
-// until the cluster latched feature level 16, below which a keyed Enqueue
-// is refused.
+// fairSetup runs before the workload when a fair-queue flag was given:
+// it waits until the cluster latched feature level 16 (a keyed Enqueue or
+// a per-key SetQueueLimits is refused before), then sets the queue's
+// order and per-key limit if asked.
 func (r *runner) fairSetup(ctx context.Context, c *client.Client) error {
 	if !r.cfg.fair() {
 		return nil
 	}
-	return r.waitLevel(ctx, c, fsm.LevelFairQueues, levelWait)
+	if err := r.waitLevel(ctx, c, fsm.LevelFairQueues, levelWait); err != nil {
+		return err
+	}
+	l := client.QueueLimits{MaxRunningPerKey: r.cfg.MaxRunningPerKey}
+	switch r.cfg.Order {
+	case "fifo":
+		o := client.OrderFIFO
+		l.Order = &o
+	case "fair":
+		o := client.OrderFair
+		l.Order = &o
+	}
+	if l.Order == nil && l.MaxRunningPerKey == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := c.SetQueueLimits(sctx, r.cfg.Queue, "", l); err != nil {
+		return fmt.Errorf("set queue %s's order and per-key limit: %w", r.cfg.Queue, err)
+	}
+	return nil
 }
 
 // waitLevel polls Status until the cluster's enabled feature level is at
@@ -97,13 +137,33 @@ func (r *runner) waitLevel(ctx context.Context, c *client.Client, level uint32, 
 	}
 }
 
-// parseFair checks --task-keys and notes whether it was given
-// (fairGiven).
-func (c *Config) parseFair(fs *flag.FlagSet) []error {
+// parseFair checks the fair-queue flags, fills MaxRunningPerKey when
+// --max-running-per-key was given (even as 0, which clears the limit),
+// and notes whether any of them was given (fairGiven).
+func (c *Config) parseFair(fs *flag.FlagSet, maxPerKey int) []error {
 	var errs []error
 	if c.TaskKeys < 0 {
 		errs = append(errs, fmt.Errorf("--task-keys %d must be >= 0", c.TaskKeys))
 	}
-	fs.Visit(func(f *flag.Flag) { c.fairGiven = c.fairGiven || f.Name == "task-keys" })
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c.fairGiven = given["task-keys"] || given["order"] || given["max-running-per-key"]
+	// An --order given empty (an unset variable in a script) is refused,
+	// not read as "leave it": the run would not be the one asked for.
+	c.Order = strings.ToLower(c.Order)
+	if (given["order"] || c.Order != "") && c.Order != "fifo" && c.Order != "fair" {
+		errs = append(errs, fmt.Errorf("--order %q: want fifo or fair", c.Order))
+	}
+	if given["max-running-per-key"] {
+		if maxPerKey < 0 || int64(maxPerKey) > math.MaxUint32 {
+			errs = append(errs, fmt.Errorf("--max-running-per-key %d: want 0..%d", maxPerKey, uint32(math.MaxUint32)))
+		} else {
+			v := uint32(maxPerKey)
+			c.MaxRunningPerKey = &v
+		}
+	}
+	if c.Workload == "ceiling" && (given["order"] || given["max-running-per-key"]) {
+		errs = append(errs, errors.New("--order and --max-running-per-key configure the queue; --workload ceiling has none"))
+	}
 	return errs
 }

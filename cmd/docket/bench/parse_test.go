@@ -32,7 +32,13 @@ func Test_ParseRejects(t *testing.T) {
 		{"--groups", "2"},
 		{"--groups", "0", "--procs", "3"},
 		{"--log-store", "rocks"},
+		{"--order", "lifo"},
+		{"--order", ""},
 		{"--task-keys", "-1"},
+		{"--max-running-per-key", "-1"},
+		{"--max-running-per-key", "4294967296"},
+		{"--workload", "ceiling", "--order", "fair"},
+		{"--workload", "ceiling", "--max-running-per-key", "1"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
@@ -80,29 +86,49 @@ func Test_ParseToken(t *testing.T) {
 	}
 }
 
-// Test_ParseFair: --task-keys reaches the Config and the report's
-// config, and without it the config says exactly what it said before
-// the flag existed.
+// Test_ParseFair: the fair-queue flags reach the Config and the report's
+// config, and without them the config and the text report say exactly
+// what they said before the flags existed.
 func Test_ParseFair(t *testing.T) {
 	plain, err := parse([]string{"--workload", "drain", "--count", "100"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.TaskKeys != 0 || plain.fair() || plain.fairText() != "" {
+	if plain.TaskKeys != 0 || plain.Order != "" || plain.MaxRunningPerKey != nil || plain.fair() || plain.fairText() != "" {
 		t.Fatalf("no fair flags: %+v", plain)
 	}
-	if _, ok := plain.describe()["task_keys"]; ok {
-		t.Fatal("config without --task-keys has task_keys")
+	for _, k := range []string{"task_keys", "order", "max_running_per_key"} {
+		if _, ok := plain.describe()[k]; ok {
+			t.Fatalf("config without fair flags has %q", k)
+		}
 	}
 
-	c, err := parse([]string{"--workload", "drain", "--task-keys", "10000"}, io.Discard)
+	c, err := parse([]string{"--workload", "drain", "--task-keys", "10000", "--order", "FAIR", "--max-running-per-key", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TaskKeys != 10000 || !c.fair() || c.describe()["task_keys"] != 10000 {
-		t.Fatalf("--task-keys 10000: %+v, config %v", c, c.describe())
+	if c.TaskKeys != 10000 || c.Order != "fair" || c.MaxRunningPerKey == nil || *c.MaxRunningPerKey != 0 {
+		t.Fatalf("fair flags: %+v", c)
 	}
-	if got, want := c.fairText(), "fair queues: task keys 10000 (k000000..k009999, round robin)"; got != want {
+	d := c.describe()
+	if d["task_keys"] != 10000 || d["order"] != "fair" || d["max_running_per_key"] != uint32(0) {
+		t.Fatalf("config: %v", d)
+	}
+	if got, want := c.fairText(), "fair queues: task keys 10000 (k000000..k009999, round robin), order fair, max running per key 0 (cleared)"; got != want {
+		t.Fatalf("text: %q, want %q", got, want)
+	}
+
+	// One flag given: the others are stated as left alone, so a keyed
+	// run and its baseline carry the same fields.
+	c, err = parse([]string{"--order", "fifo"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = c.describe()
+	if d["task_keys"] != 0 || d["order"] != "fifo" || d["max_running_per_key"] != "unchanged" {
+		t.Fatalf("config: %v", d)
+	}
+	if got, want := c.fairText(), "fair queues: task keys none, order fifo, max running per key unchanged"; got != want {
 		t.Fatalf("text: %q, want %q", got, want)
 	}
 
@@ -112,7 +138,7 @@ func Test_ParseFair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.fair() || c.describe()["task_keys"] != 0 || c.fairText() != "fair queues: task keys none" {
+	if c.fair() || c.describe()["task_keys"] != 0 || c.fairText() != "fair queues: task keys none, order unchanged, max running per key unchanged" {
 		t.Fatalf("--task-keys 0: fair %v, config %v, text %q", c.fair(), c.describe(), c.fairText())
 	}
 
@@ -155,7 +181,7 @@ func Test_PrintTableFairLine(t *testing.T) {
 	if strings.Contains(plain.String(), "fair queues") {
 		t.Fatalf("plain report:\n%s", plain.String())
 	}
-	c, err := parse([]string{"--task-keys", "10"}, io.Discard)
+	c, err := parse([]string{"--task-keys", "10", "--order", "fair"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +189,7 @@ func Test_PrintTableFairLine(t *testing.T) {
 	var keyed strings.Builder
 	printTable(&keyed, rep)
 	lines := strings.Split(keyed.String(), "\n")
-	if len(lines) < 2 || lines[1] != "fair queues: task keys 10 (k000000..k000009, round robin)" {
+	if len(lines) < 2 || lines[1] != "fair queues: task keys 10 (k000000..k000009, round robin), order fair, max running per key unchanged" {
 		t.Fatalf("keyed report:\n%s", keyed.String())
 	}
 	if strings.Replace(keyed.String(), lines[1]+"\n", "", 1) != plain.String() {
