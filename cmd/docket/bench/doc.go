@@ -39,6 +39,14 @@
 //   - Every loop is bounded: --duration and --count for the measured
 //     phase, a timeout for every operation and every wait for the cluster.
 //     The local cluster binds 127.0.0.1 only.
+//   - Fair queues (fair.go): --task-keys N gives every enqueued task a
+//     key, round robin over N so that all N stay active while a backlog
+//     lasts; --order and --max-running-per-key set the queue's per-key
+//     rules through SetQueueLimits before the workload, after waiting
+//     for the cluster to latch feature level 16. The raft ceiling's
+//     entries carry the key too. The report states all three as soon as
+//     one is given; with none, no task has a key, the queue's rules are
+//     left alone and the report does not mention them.
 //   - Each node serves pprof on 127.0.0.1:base+200+i, so a profile can be
 //     taken while a workload runs (see BENCHMARKS.md).
 //   - The local cluster runs without --auth (with TLS only when --tls): a
