@@ -532,7 +532,7 @@ func (kq *keyedQueue) build(r storage.Reader, ref QueueRef, ready *readyOrder) e
 			if ks.pending[p] == nil {
 				ks.pending[p] = btree.NewG(orderDegree, keyItemLess)
 			}
-			ks.pending[p].ReplaceOrInsert(keyItem{h.seq, h.id})
+			ks.pending[p].ReplaceOrInsert(keyItem(h))
 			ks.npending++
 		}
 	}
