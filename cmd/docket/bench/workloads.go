@@ -208,14 +208,21 @@ func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) 
 	}
 	claims, submits := NewRecorder("claim"), NewRecorder("submit")
 	r.cfg.Count = 0 // the fill size bounds the drain
+	// With a per-key limit a claim comes back empty while tasks are still
+	// pending, whenever every key with a backlog is at its limit until a
+	// submit lands; then only the count of tasks taken says the backlog
+	// is drained. Without one, an empty claim does.
+	perKey := r.cfg.MaxRunningPerKey != nil && *r.cfg.MaxRunningPerKey > 0
+	var taken atomic.Int64
 	elapsed := r.drive(ctx, "drain", r.cfg.Concurrency, submits, func(ctx context.Context, _ int) bool {
 		ts, err := r.claimOnce(ctx, c, claims, r.cfg.ClaimBatch, 0, r.cfg.Lease)
 		if err != nil {
 			return true
 		}
 		if len(ts) == 0 {
-			return false // drained
+			return perKey && taken.Load() < int64(n)
 		}
+		taken.Add(int64(len(ts)))
 		r.submitAll(ctx, c, submits, ts)
 		return true
 	})
