@@ -175,7 +175,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := checkHTTPAddr(o.httpAddr, reloader != nil && o.api.Auth); err != nil {
 			return err
 		}
-		_, stop, err := serveDashboard(o.httpAddr, o.grpcAddr, o.api.Auth, reloader, log)
+		_, stop, err := serveDashboard(o.httpAddr, o.grpcAddr, o.api.Auth, reloader, o.api.Registerer, log)
 		if err != nil {
 			return err
 		}

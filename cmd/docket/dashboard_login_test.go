@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dockethq/docket/cmd/docket/dashboard"
 )
 
@@ -71,6 +73,13 @@ func Test_DashboardLoginRateLimited(t *testing.T) {
 	// Another address is not held up by the first one's bucket.
 	f.browserFrom(f.url, "127.0.0.3").login(dashBoot)
 
+	// And the brute force shows in the metrics, outcome by outcome.
+	for outcome, want := range map[string]int{"refused": checked, "rate_limited": refused, "accepted": 1} {
+		if got := loginCount(t, f.reg, outcome); got != want {
+			t.Errorf("docket_dashboard_logins_total{outcome=%q} = %d, want %d", outcome, got, want)
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if now := waitLeader(t, f.nodes); now != leader || now.node.Status().GetTerm() != term {
@@ -79,4 +88,27 @@ func Test_DashboardLoginRateLimited(t *testing.T) {
 	if _, err := f.admin.EnqueueOne(ctx, "after", []byte("x")); err != nil {
 		t.Fatalf("enqueue after the brute force: %v", err)
 	}
+}
+
+// loginCount is the dashboard's count of logins of one outcome, as reg
+// gathers it; 0 when none was counted.
+func loginCount(t *testing.T, reg *prometheus.Registry, outcome string) int {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != "docket_dashboard_logins_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
 }

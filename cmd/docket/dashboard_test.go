@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -33,6 +34,8 @@ type dashFixture struct {
 	nodes []*sysNode
 	admin *client.Client
 	url   string
+	// reg holds the metrics of the dashboard at url.
+	reg *prometheus.Registry
 }
 
 const dashBoot = "bootstrap-secret-for-the-dashboard"
@@ -48,8 +51,8 @@ func startDashboard(t *testing.T, size int) *dashFixture {
 		})
 	}
 	admin := mustClientWith(t, addrsOf(nodes), client.WithToken(dashBoot))
-	f := &dashFixture{t: t, nodes: nodes, admin: admin}
-	f.url = f.dashboardOn(nodes[0])
+	f := &dashFixture{t: t, nodes: nodes, admin: admin, reg: prometheus.NewRegistry()}
+	f.url = f.dashboardOnWith(nodes[0], f.reg)
 	return f
 }
 
@@ -57,7 +60,13 @@ func startDashboard(t *testing.T, size int) *dashFixture {
 // URL.
 func (f *dashFixture) dashboardOn(n *sysNode) string {
 	f.t.Helper()
-	d, err := dashboard.New(dashboard.Config{GRPCAddr: n.grpcAddr, Auth: true})
+	return f.dashboardOnWith(n, nil)
+}
+
+// dashboardOnWith is dashboardOn whose metrics go to reg (nil: none).
+func (f *dashFixture) dashboardOnWith(n *sysNode, reg prometheus.Registerer) string {
+	f.t.Helper()
+	d, err := dashboard.New(dashboard.Config{GRPCAddr: n.grpcAddr, Auth: true, Registerer: reg})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/dockethq/docket/cluster/certs"
@@ -63,7 +64,7 @@ func dashboardTarget(grpcAddr string) (string, error) {
 // not nil, makes it HTTPS with the node's certificate and dials the API
 // with the node's peer credentials (any client certificate policy admits
 // them).
-func serveDashboard(addr, grpcAddr string, auth bool, reloader *certs.Reloader, log *slog.Logger) (string, func(), error) {
+func serveDashboard(addr, grpcAddr string, auth bool, reloader *certs.Reloader, reg prometheus.Registerer, log *slog.Logger) (string, func(), error) {
 	target, err := dashboardTarget(grpcAddr)
 	if err != nil {
 		return "", nil, err
@@ -72,7 +73,7 @@ func serveDashboard(addr, grpcAddr string, auth bool, reloader *certs.Reloader, 
 	if reloader != nil {
 		creds = reloader.PeerCredentials()
 	}
-	d, err := dashboard.New(dashboard.Config{GRPCAddr: target, Creds: creds, Auth: auth, HTTPS: reloader != nil, Logger: log})
+	d, err := dashboard.New(dashboard.Config{GRPCAddr: target, Creds: creds, Auth: auth, HTTPS: reloader != nil, Logger: log, Registerer: reg})
 	if err != nil {
 		return "", nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -59,6 +60,9 @@ type Config struct {
 	HTTPS bool
 	// Logger gets the failures of calls; nil: discarded.
 	Logger *slog.Logger
+	// Registerer, when set, gets the dashboard's metrics: its logins by
+	// outcome (docket_dashboard_logins_total).
+	Registerer prometheus.Registerer
 }
 
 // Server serves the dashboard's pages. Close releases its connections.
@@ -78,6 +82,9 @@ type Server struct {
 	roles  *roleCache
 	rates  *rateBook
 	logins *loginLimiter
+	// loginsBy counts logins by outcome: accepted, refused (the node
+	// refused the token) and rate_limited (429 before any API call).
+	loginsBy *prometheus.CounterVec
 	// stop ends the rate sampler; done is closed when it has returned.
 	stop context.CancelFunc
 	done chan struct{}
@@ -97,6 +104,16 @@ func New(cfg Config) (*Server, error) {
 		roles: newRoleCache(), rates: newRateBook(), logins: newLoginLimiter(LoginRate, LoginBurst)}
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("dashboard: csrf key: %w", err)
+	}
+	// A brute force shows on a graph as refusals and rate limits, which
+	// the logs spread over one line per guess.
+	s.loginsBy = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "docket_dashboard_logins_total",
+		Help: "Dashboard logins by outcome: accepted, refused (the node refused the token) or rate_limited (refused before any API call)."},
+		[]string{"outcome"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.loginsBy); err != nil {
+			return nil, fmt.Errorf("dashboard: metrics: %w", err)
+		}
 	}
 	conn, err := s.dial(cfg.GRPCAddr, grpc.WithUnaryInterceptor(s.followLeader))
 	if err != nil {
@@ -285,9 +302,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	secret := r.PostFormValue("token")
 	ctx := metadata.AppendToOutgoingContext(r.Context(), pb.MetadataAuthorization, "Bearer "+secret)
 	if err := s.checkToken(ctx); err != nil {
+		s.loginsBy.WithLabelValues("refused").Inc()
 		s.render(w, http.StatusUnauthorized, "login", map[string]any{"Error": err.Error()})
 		return
 	}
+	s.loginsBy.WithLabelValues("accepted").Inc()
 	s.logins.refund(remoteIP(r))
 	s.setCookie(w, secret, 0)
 	http.Redirect(w, r, "/", http.StatusSeeOther)

@@ -112,6 +112,7 @@ func (s *Server) limitLogin(w http.ResponseWriter, r *http.Request) bool {
 	if ok {
 		return false
 	}
+	s.loginsBy.WithLabelValues("rate_limited").Inc()
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	http.Error(w, "too many logins from your address: wait a moment and try again", http.StatusTooManyRequests)
 	return true
