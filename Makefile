@@ -178,7 +178,7 @@ natsbench:
 
 # bench-sitting: BENCHMARKS.md's one-sitting comparison: Docket and NATS
 # JetStream run by turns, 3 interleaved rounds (ROUNDS=n), then the medians.
-# About 10 minutes on 2 cores; reports stay in .bench/sitting-<time>.
+# About 12 minutes on 2 cores (the drains fill 200,000 and 280,000); reports stay in .bench/sitting-<time>.
 bench-sitting: build natsbench
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" flock /tmp/docket-heavy.lock cmd/natsbench/sitting.sh
 

@@ -29,8 +29,10 @@ for R in $(seq 1 "$ROUNDS"); do
 	run docket-enq-c256 $D bench --workload enqueue -c 256 --duration 5s
 	run nats-async $N --workload async -c 4 --window 100 --duration 5s
 	run docket-batch $D bench --workload enqueue -c 16 --batch 100 --duration 5s --ceiling=false
-	run nats-fetch $N --workload fetch -c 4 --fetch 100 --count 50000
-	run docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 50000 --ceiling=false
+	# Backlogs of 280,000 and 200,000, not 50,000: a drain that fits in
+	# memory hides what a real backlog costs (the drain slowed with it).
+	run nats-fetch $N --workload fetch -c 4 --fetch 100 --count 280000
+	run docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 200000 --duration 60s --ceiling=false
 	run docket-cycle-batched $D bench --workload cycle --producers 8 --batch 100 --workers 256 --claim-batch 32 --duration 8s --ceiling=false
 	# The 3-process ceiling of the default store (wal), and bolt beside it.
 	run ceiling3-c1 $D bench --workload ceiling --procs 3 -c 1 --duration 5s
@@ -41,7 +43,7 @@ for R in $(seq 1 "$ROUNDS"); do
 	run docket-prod-c1 $D bench --workload enqueue -c 1 --duration 5s --tls --auth --ceiling=false
 	run docket-prod-c16 $D bench --workload enqueue -c 16 --duration 5s --tls --auth --ceiling=false
 	run docket-prod-c256 $D bench --workload enqueue -c 256 --duration 5s --tls --auth --ceiling=false
-	run docket-prod-drain $D bench --workload drain -c 4 --claim-batch 100 --count 50000 --tls --auth --ceiling=false
+	run docket-prod-drain $D bench --workload drain -c 4 --claim-batch 100 --count 200000 --duration 60s --tls --auth --ceiling=false
 	run nats-pub-1m $N --workload pub -c 16 --payload 1048576 --duration 5s
 	run docket-enq-1m $D bench --workload enqueue -c 16 --payload 1048576 --duration 5s --ceiling=false
 done
