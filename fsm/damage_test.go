@@ -168,3 +168,41 @@ func Test_DamagedTableMetByCompactionLatchesTheFault(t *testing.T) {
 		t.Fatalf("no damage marker: %v", err)
 	}
 }
+
+// Open rebuilds the claim order from the records of pending and delayed
+// tasks, so a damaged table holding them is met at start: the open
+// refuses in one line naming the repair, and so does every later one.
+func Test_DamagedPendingRecordRefusesAtOpen(t *testing.T) {
+	h := newHarness(t)
+	h.opts.NoCompactions = true
+	h.do(latchCmd(FeatureLevel))
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 50; i++ {
+			h.enqueue(at(0), nt("q", "a", 0))
+		}
+		h.reopen()
+	}
+	tables, _ := filepath.Glob(filepath.Join(h.dir, storage.DBDir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table")
+	}
+	for _, tb := range tables {
+		flipMiddle(t, tb)
+	}
+	if err := h.f.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	for try := 1; try <= 2; try++ {
+		f, err := Open(h.dir, h.opts)
+		if err == nil {
+			_ = f.Close()
+			t.Fatalf("open %d of a keyspace whose pending records are damaged succeeded", try)
+		}
+		if !errors.Is(err, storage.ErrDamaged) || !strings.Contains(err.Error(), "--join") {
+			t.Fatalf("open %d: %v, want ErrDamaged naming the repair", try, err)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("open %d: the refusal spans lines: %q", try, err)
+		}
+	}
+}
