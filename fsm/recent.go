@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 
 	"github.com/cespare/xxhash/v2"
@@ -88,8 +89,27 @@ type recentRecords struct {
 	cur, prev recentGen
 	genBytes  int // a generation's budget: arena bytes plus index slots
 
+	// hot holds the small records that every claim, heartbeat and submit
+	// reads (isHotKey): the queue's catalog record, its configuration and
+	// its tenant's usage, or that the key is absent. They are never
+	// evicted by age, only all at once past recentHotMax entries, and
+	// every write of them reaches here: applyWriter is apply's only
+	// writer.
+	hot map[string]hotRecord
+
 	stats recentStats
 }
+
+// hotRecord is a hot key's value, or that the key does not exist.
+type hotRecord struct {
+	v      []byte
+	absent bool
+}
+
+// recentHotMax bounds the hot records: three per queue and tenant, so
+// past it there are tens of thousands of queues, and the cache starts
+// over rather than grow.
+const recentHotMax = 100_000
 
 // recentHash hashes a key for a generation's index; a test swaps it for
 // one that collides often.
@@ -102,9 +122,10 @@ type recentGen struct {
 
 // recentStats count what the cache did, for tests and benchmarks.
 type recentStats struct {
-	hits, misses uint64 // lookups of t/ and v/ keys
-	rotations    uint64
-	clears       uint64
+	hits, misses       uint64 // lookups of t/ and v/ keys
+	hotHits, hotMisses uint64 // lookups of c/, g/ and u/ keys
+	rotations          uint64
+	clears             uint64
 }
 
 func newRecentRecords(maxBytes int) *recentRecords {
@@ -130,6 +151,40 @@ func (f *FSM) openRecent() *recentRecords {
 // may hold, and the keys only putTask and deleteTask write.
 func isRecordKey(key []byte) bool {
 	return len(key) >= 2 && key[1] == '/' && (key[0] == 't' || key[0] == 'v')
+}
+
+// isHotKey reports whether key is a c/ (catalog), g/ (queue configuration)
+// or u/ (tenant usage) key: few, small, and read by nearly every command,
+// each a Get through the batch, the memtables and the tables before.
+func isHotKey(key []byte) bool {
+	return len(key) >= 2 && key[1] == '/' && (key[0] == 'c' || key[0] == 'g' || key[0] == 'u')
+}
+
+// putHot keeps v (copied) as key's value; absent records that it has none.
+func (c *recentRecords) putHot(key, v []byte, absent bool) {
+	if c == nil {
+		return
+	}
+	if len(c.hot) >= recentHotMax {
+		if _, ok := c.hot[string(key)]; !ok {
+			clear(c.hot)
+		}
+	}
+	c.hot[string(key)] = hotRecord{v: append([]byte(nil), v...), absent: absent}
+}
+
+// dropHot forgets the hot keys in [start, end): a range delete, which
+// none of apply's ranges is today, but which must not leave a value
+// behind.
+func (c *recentRecords) dropHot(start, end []byte) {
+	if c == nil {
+		return
+	}
+	for k := range c.hot {
+		if k >= string(start) && k < string(end) {
+			delete(c.hot, k)
+		}
+	}
 }
 
 // find returns the value of key, whose hash is h, if g holds it.
@@ -214,13 +269,53 @@ func (c *recentRecords) clear() {
 	}
 	c.cur = recentGen{index: map[uint64]uint32{}}
 	c.prev = recentGen{}
+	c.hot = map[string]hotRecord{}
 	c.stats.clears++
+}
+
+// applyWriter is apply's only writer (txn.b): the indexed batch, with
+// every write of a hot key (isHotKey) copied into the cache as it goes,
+// so that a later read in the batch, or in a later batch, is answered
+// from memory. It has no method that could write around it. A nil c is
+// the cache turned off.
+type applyWriter struct {
+	b *pebble.Batch
+	c *recentRecords
+}
+
+func (w applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
+	if err := w.b.Set(key, value, o); err != nil {
+		return err
+	}
+	if isHotKey(key) {
+		w.c.putHot(key, value, false)
+	}
+	return nil
+}
+
+func (w applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
+	if err := w.b.Delete(key, o); err != nil {
+		return err
+	}
+	if isHotKey(key) {
+		w.c.putHot(key, nil, true)
+	}
+	return nil
+}
+
+// DeleteRange deletes [start, end) and forgets the hot keys inside it.
+func (w applyWriter) DeleteRange(start, end []byte, o *pebble.WriteOptions) error {
+	if err := w.b.DeleteRange(start, end, o); err != nil {
+		return err
+	}
+	w.c.dropHot(start, end)
+	return nil
 }
 
 // recentWriter writes the apply batch and the cache together. putTask
 // and deleteTask write through it.
 type recentWriter struct {
-	b *pebble.Batch
+	b applyWriter
 	c *recentRecords
 }
 
@@ -257,6 +352,9 @@ type noClose struct{}
 func (noClose) Close() error { return nil }
 
 func (r recentReader) Get(key []byte) ([]byte, interface{ Close() error }, error) {
+	if isHotKey(key) {
+		return r.getHot(key)
+	}
 	if isRecordKey(key) {
 		if v, ok := r.c.get(key); ok {
 			r.c.stats.hits++
@@ -265,6 +363,29 @@ func (r recentReader) Get(key []byte) ([]byte, interface{ Close() error }, error
 		r.c.stats.misses++
 	}
 	return r.inner.Get(key)
+}
+
+// getHot answers a hot key from the cache, or reads it through the batch
+// and keeps what it found, its absence included.
+func (r recentReader) getHot(key []byte) ([]byte, interface{ Close() error }, error) {
+	if e, ok := r.c.hot[string(key)]; ok {
+		r.c.stats.hotHits++
+		if e.absent {
+			return nil, nil, pebble.ErrNotFound
+		}
+		return e.v, noClose{}, nil
+	}
+	r.c.stats.hotMisses++
+	v, closer, err := r.inner.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		r.c.putHot(key, nil, true)
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	r.c.putHot(key, v, false)
+	return v, closer, nil
 }
 
 func (r recentReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
@@ -277,6 +398,7 @@ func (tx *txn) useRecent(c *recentRecords) {
 	if c == nil {
 		return
 	}
+	tx.b.c = c
 	tx.w = recentWriter{b: tx.b, c: c}
 	tx.r = recentReader{inner: tx.r, c: c}
 }

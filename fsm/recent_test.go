@@ -17,7 +17,8 @@ import (
 
 // checkRecent fails unless every entry the record cache holds, in either
 // generation, holds the bytes Pebble holds for its key now, and is
-// indexed under its key's hash.
+// indexed under its key's hash; and every hot record is Pebble's value,
+// or absent where Pebble has none.
 func checkRecent(t testing.TB, f *FSM) {
 	t.Helper()
 	f.mu.RLock()
@@ -46,6 +47,22 @@ func checkRecent(t testing.TB, f *FSM) {
 			}
 			_ = closer.Close()
 		}
+	}
+	for k, e := range c.hot {
+		got, closer, err := f.db.Get([]byte(k))
+		if errors.Is(err, pebble.ErrNotFound) {
+			if !e.absent {
+				t.Fatalf("hot records hold %q = %x, Pebble has no such key", k, e.v)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.absent || !bytes.Equal(got, e.v) {
+			t.Fatalf("hot records hold %q = %x (absent %v), Pebble %x", k, e.v, e.absent, got)
+		}
+		_ = closer.Close()
 	}
 }
 
@@ -83,7 +100,7 @@ func Test_RecentRecordsMatchPebble(t *testing.T) {
 			}
 		})
 		st := recentStatsOf(a.f)
-		if st.hits == 0 || st.rotations == 0 {
+		if st.hits == 0 || st.rotations == 0 || st.hotHits == 0 {
 			t.Fatalf("the workload left the cache idle: %+v", st)
 		}
 		t.Logf("seed %d: %+v", seed, st)
@@ -231,4 +248,37 @@ func Test_RecentRecordsCollide(t *testing.T) {
 	if st := recentStatsOf(b.f); st.hits == 0 {
 		t.Fatalf("no hits: %+v", st)
 	}
+}
+
+// Test_HotRecordsSkipPebble: once a queue has been claimed from, the
+// records every claim reads (its catalog record, configuration and
+// tenant usage) come from memory, and a write of one of them (pausing
+// the queue) is what the next claim reads.
+func Test_HotRecordsSkipPebble(t *testing.T) {
+	h := newHarness(t)
+	h.do(latchCmd(FeatureLevel))
+	for range 20 {
+		h.enqueue(at(0), nt("q", "a", 0))
+	}
+	h.claimOne(at(time.Second), "q", "a") // reads each hot record once
+	before := recentStatsOf(h.f)
+	for range 10 {
+		h.claimOne(at(time.Second), "q", "a")
+	}
+	after := recentStatsOf(h.f)
+	if after.hotMisses != before.hotMisses {
+		t.Fatalf("10 claims of a warm queue missed the hot records %d times", after.hotMisses-before.hotMisses)
+	}
+	if after.hotHits-before.hotHits < 10 {
+		t.Fatalf("10 claims hit the hot records %d times", after.hotHits-before.hotHits)
+	}
+	h.do(setPausedCmd(at(2*time.Second), "q", "a", true))
+	if got := h.claim(at(2*time.Second), "q", "a", 1); len(got) != 0 {
+		t.Fatalf("a claim of the paused queue took %d tasks: the cache kept the old configuration", len(got))
+	}
+	h.do(setPausedCmd(at(3*time.Second), "q", "a", false))
+	if got := h.claim(at(3*time.Second), "q", "a", 1); len(got) != 1 {
+		t.Fatalf("a claim of the resumed queue took %d tasks", len(got))
+	}
+	checkKeyspace(t, h.f)
 }

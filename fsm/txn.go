@@ -15,7 +15,9 @@ import (
 // batch sees an earlier one's writes), the catalog records it touched, and
 // the effective time.
 type txn struct {
-	b *pebble.Batch
+	// b is apply's only writer: the batch, with the hot records of the
+	// recent-record cache written through (recent.go).
+	b applyWriter
 	r storage.Reader
 	// w is where task records are written (putTask, deleteTask): the
 	// batch, and the recent-record cache when it is on (recent.go).
@@ -78,7 +80,7 @@ type metaEntry struct {
 
 func newTxn(b *pebble.Batch, now int64) *txn {
 	return &txn{
-		b:         b,
+		b:         applyWriter{b: b},
 		r:         storage.Wrap(b),
 		w:         b,
 		now:       now,
