@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
@@ -204,5 +206,31 @@ func Test_DamagedPendingRecordRefusesAtOpen(t *testing.T) {
 		if strings.Contains(err.Error(), "\n") {
 			t.Fatalf("open %d: the refusal spans lines: %q", try, err)
 		}
+	}
+}
+
+// A task record that does not decode, though Pebble's checksums hold (a
+// key apply never wrote), stops Open's rebuild of the claim order: the
+// node refuses as for damage, in one line naming the repair.
+func Test_UndecodableRecordRefusesAtOpen(t *testing.T) {
+	h := newHarness(t)
+	h.do(latchCmd(FeatureLevel))
+	h.enqueue(at(0), nt("q", "a", 0))
+	h.f.mu.RLock()
+	err := h.f.db.Set([]byte("t/stray"), []byte("not from the log"), pebble.NoSync) // Close flushes
+	h.f.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(h.dir, h.opts)
+	if err == nil {
+		_ = f.Close()
+		t.Fatal("open of a keyspace with an undecodable task record succeeded")
+	}
+	if !errors.Is(err, storage.ErrDamaged) || !strings.Contains(err.Error(), "--join") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("open: %q, want one line of ErrDamaged naming the repair", err)
 	}
 }

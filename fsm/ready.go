@@ -215,7 +215,9 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 		err = storage.Scan(r, storage.TaskPrefix(), storage.PrefixEnd(storage.TaskPrefix()), 0, func(k, v []byte) error {
 			t, _, err := storage.DecodeTaskRecord(v)
 			if err != nil {
-				return fmt.Errorf("record %q: %w", k, err)
+				// Bytes apply never wrote, though Pebble's checksums
+				// hold: the repair is a damaged keyspace's.
+				return fmt.Errorf("%w: task %q: %v", storage.ErrUndecodable, k, err)
 			}
 			return fresh.add(t)
 		})

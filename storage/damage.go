@@ -19,6 +19,13 @@ import (
 // open the keyspace until an operator repairs it.
 var ErrDamaged = errors.New("keyspace damaged on disk")
 
+// ErrUndecodable means a record holds bytes that apply never wrote and
+// that do not decode, though Pebble's checksums hold: the keyspace is
+// damaged all the same, and its repair is the same. A reader that must
+// decode every record of a kind (Open's rebuild of the claim order) wraps
+// it, so that the open refuses as for damage.
+var ErrUndecodable = errors.New("a record does not decode")
+
 // DamageMarker is the file a fatal report of on-disk damage leaves in the
 // keyspace's directory. Pebble reports such damage from a background
 // compaction, about a second after open, and stops the process; without
@@ -38,7 +45,7 @@ const Repair = "remove the node from the configuration (docket cluster remove ID
 // event listener. Matching Pebble's mark rather than the message keeps
 // other checksums (a command's, a log entry's) out of it.
 func IsDamage(err error) bool {
-	return err != nil && (errors.Is(err, ErrDamaged) || pebble.IsCorruptionError(err))
+	return err != nil && (errors.Is(err, ErrDamaged) || errors.Is(err, ErrUndecodable) || pebble.IsCorruptionError(err))
 }
 
 // firstLine keeps a message to its first line: Pebble's errors print

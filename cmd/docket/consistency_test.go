@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
@@ -222,14 +223,21 @@ func Test_CorruptManifestFollowerReplaysTheLog(t *testing.T) {
 	})
 }
 
-// writeStray puts a key the log never wrote into a stopped node's Pebble.
+// writeStray puts a key the log never wrote into a stopped node's Pebble:
+// a finished task's record that decodes, so that only the consistency
+// check can tell (a record that does not decode is refused at start).
 func writeStray(t *testing.T, n *sysNode) {
 	t.Helper()
 	db, err := pebble.Open(n.pebbleDir(), &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Set([]byte("t/stray"), []byte("not from the log"), pebble.Sync); err != nil {
+	stray, err := proto.Marshal(&pb.Task{Id: "stray", Queue: "stray", Tenant: "default", State: pb.TaskState_TASK_STATE_COMPLETED,
+		Payload: []byte("not from the log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set([]byte("t/stray"), stray, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
