@@ -44,7 +44,7 @@ func (f *FSM) view() (storage.Reader, func(), error) {
 }
 
 // orderView is view() with the ready order of the same state: fn reads
-// the order (clone, headIDs) under its lock, which apply holds for a
+// the order (clonePending, headIDs) under its lock, which apply holds for a
 // whole segment, and the Pebble snapshot is taken before the lock goes.
 // A stale order (a batch that never committed) is rebuilt first from the
 // committed records.
@@ -123,7 +123,7 @@ func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
 // heads from the ready order of the same state.
 func (f *FSM) statsPage(queue, tenant, cursor string, maxBytes int) ([]*pb.QueueStats, string, error) {
 	var heads map[QueueRef][]string
-	r, release, err := f.orderView(func(o *readyOrder) { heads = o.headIDs() })
+	r, release, err := f.orderView(func(o *readyOrder) { heads = o.headIDs(queue, tenant) })
 	if err != nil {
 		return nil, "", err
 	}
@@ -159,7 +159,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 	// LevelPendingInMemory too, with the same keys).
 	ref := QueueRef{queue, tenant}
 	var q *readyQueue
-	r, release, err := f.orderView(func(o *readyOrder) { q = o.clone(ref) })
+	r, release, err := f.orderView(func(o *readyOrder) { q = o.clonePending(ref) })
 	if err != nil {
 		return nil, "", err
 	}

@@ -316,10 +316,11 @@ func (tx *txn) dueDelayed(q, tn string, limit int) []storage.TimeEntry {
 	return tx.ready.due(QueueRef{q, tn}, tx.now, limit)
 }
 
-// clone is a copy of ref's orders that a reader outside apply may walk
-// while apply goes on: btree's clones share nodes and copy them on the
-// next write of either side. nil when the queue has no backlog. Under mu.
-func (o *readyOrder) clone(ref QueueRef) *readyQueue {
+// clonePending is a copy of ref's pending orders that a reader outside
+// apply may walk while apply goes on: btree's clones share nodes and copy
+// them on the next write of either side. nil when the queue has no
+// backlog. Under mu.
+func (o *readyOrder) clonePending(ref QueueRef) *readyQueue {
 	q := o.queues[ref]
 	if q == nil {
 		return nil
@@ -330,17 +331,18 @@ func (o *readyOrder) clone(ref QueueRef) *readyQueue {
 			c.pending[p] = t.Clone()
 		}
 	}
-	if q.delayed != nil {
-		c.delayed = q.delayed.Clone()
-	}
 	return c
 }
 
 // headIDs is the first pending task of each priority of every queue with
-// one, for Stats' oldest pending. Under mu.
-func (o *readyOrder) headIDs() map[QueueRef][]string {
-	out := make(map[QueueRef][]string, len(o.queues))
+// one that matches queue and tenant ("" matches all), for Stats' oldest
+// pending. Under mu, which apply waits on: it visits no other queue.
+func (o *readyOrder) headIDs(queue, tenant string) map[QueueRef][]string {
+	out := map[QueueRef][]string{}
 	for ref, q := range o.queues {
+		if (queue != "" && ref.Queue != queue) || (tenant != "" && ref.Tenant != tenant) {
+			continue
+		}
 		for _, t := range q.pending {
 			if t == nil {
 				continue
@@ -353,7 +355,7 @@ func (o *readyOrder) headIDs() map[QueueRef][]string {
 	return out
 }
 
-// walkPending walks q, a clone of ref's orders (nil: no backlog), as the
+// walkPending walks q, a clone of ref's pending orders (nil: no backlog), as the
 // pending index's keys, q/<queue>/<tenant>/p/<255-prio>/<seq>/<id>, would
 // be scanned: the keys it gives are those bytes, so a listing's cursor is
 // the same whether the index is stored or not.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
@@ -48,31 +49,32 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 func (tx *txn) purgeQueue(c *pb.PurgeQueueCmd, res *pb.CommandResult) error {
 	q, tn, limit := c.GetQueue(), c.GetTenant(), int(c.GetLimit())
 	var ids []string
-	// Pending tasks first, in claim order, from the ready order (their
-	// only index from LevelPendingInMemory on); then delayed ones, in the
-	// order of their keys, .../d/<visible_at>/<id>; or the dead letters,
-	// .../x/<id>.
-	prefix, fixed := storage.DelayedPrefix(q, tn), 8+1
 	if c.GetDead() {
-		prefix, fixed = storage.DeadPrefix(q, tn), 0
-	} else {
-		for p := int(MaxPriority); p >= 0 && len(ids) < limit; p-- {
-			for _, h := range tx.ready.heads(QueueRef{q, tn}, uint32(p), 0, limit-len(ids)) {
-				ids = append(ids, h.id)
-			}
-		}
-	}
-	if len(ids) < limit {
-		skip := len(prefix) + fixed
-		err := storage.Scan(tx.r, prefix, storage.PrefixEnd(prefix), limit-len(ids), func(k, _ []byte) error {
-			if len(k) <= skip {
+		// Dead letters by their keys, .../x/<id>.
+		prefix := storage.DeadPrefix(q, tn)
+		err := storage.Scan(tx.r, prefix, storage.PrefixEnd(prefix), limit, func(k, _ []byte) error {
+			if len(k) <= len(prefix) {
 				return fmt.Errorf("malformed index key %q", k)
 			}
-			ids = append(ids, string(k[skip:]))
+			ids = append(ids, string(k[len(prefix):]))
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("purge queue %s/%s: %w", q, tn, err)
+		}
+	} else {
+		// Pending tasks in claim order, then delayed ones by time: the
+		// ready order holds both, in the order of their index keys.
+		ref := QueueRef{q, tn}
+		for p := int(MaxPriority); p >= 0 && len(ids) < limit; p-- {
+			for _, h := range tx.ready.heads(ref, uint32(p), 0, limit-len(ids)) {
+				ids = append(ids, h.id)
+			}
+		}
+		if len(ids) < limit {
+			for _, e := range tx.ready.due(ref, math.MaxInt64, limit-len(ids)) {
+				ids = append(ids, e.ID)
+			}
 		}
 	}
 	for _, id := range ids {

@@ -315,15 +315,10 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 // LevelPendingInMemory on a pending task has none: the ready order is its
 // index.
 func (tx *txn) indexKeys(t *pb.Task) [][]byte {
-	return indexKeysAt(tx.feature, t)
-}
-
-// indexKeysAt is indexKeys at feature level level.
-func indexKeysAt(level uint32, t *pb.Task) [][]byte {
 	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
 	switch t.GetState() {
 	case pb.TaskState_TASK_STATE_PENDING:
-		if level >= LevelPendingInMemory {
+		if tx.feature >= LevelPendingInMemory {
 			return nil
 		}
 		return [][]byte{storage.PendingKey(q, tn, t.GetPriority(), t.GetSeq(), id)}
