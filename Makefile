@@ -41,9 +41,12 @@ staticcheck:
 
 # test-system: the slow system tests (floods, attacks, 5-node and leader-kill
 # runs against built binaries). They carry the `system` build tag so that
-# `make test` stays under ten minutes on two cores; CI runs both.
+# `make test` stays under ten minutes on two cores; CI runs both. One
+# package at a time (-p 1): the floods assert a latency bound and the agent
+# clusters a formation deadline, and neither should share the two cores
+# with another package's clusters.
 test-system:
-	$(GO) test -race -count=1 -tags system -timeout 40m -run 'System' ./...
+	$(GO) test -race -count=1 -p 1 -tags system -timeout 40m -run 'System' ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...

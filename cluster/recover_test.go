@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,21 +12,10 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/internal/nodetest"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// freeAddr is a loopback address that was free a moment ago, for a node
-// that must come back on the same Raft address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // Test_RecoverAfterMajorityLoss is the documented recovery for the
 // loss of a majority: two of three servers are gone for good, the
@@ -36,7 +24,7 @@ func freeAddr(t *testing.T) string {
 // and does not recover again on its next start.
 func Test_RecoverAfterMajorityLoss(t *testing.T) {
 	cfg := nodetest.Config(t, "n1", 1)
-	cfg.RaftAddr = freeAddr(t)
+	cfg.RaftAddr = testaddr.Free(t)
 	n1 := nodetest.Start(t, cfg)
 	testwait.For(t, 5*time.Second, "n1 leader", n1.IsLeader)
 	nodes := []*cluster.Node{n1}

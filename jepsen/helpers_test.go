@@ -3,7 +3,6 @@ package jepsen
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,18 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// freeAddr is a loopback address with a port nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/dockethq/docket/internal/testaddr"
+)
 
 // The controller's helpers (health, leader) and the workload's raw dials
 // reach a node that runs the secure mode's flags, with the client
@@ -121,13 +111,13 @@ func startSecureNode(ctx context.Context, t *testing.T, bin string, auth bool, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr = freeAddr(t)
+	addr = testaddr.Free(t)
 	flags := sec.agentArgs("n1")
 	if !auth {
 		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--auth" })
 	}
 	args := append([]string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--grpc-addr", addr,
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1"}, flags...)
+		"--raft-addr", testaddr.Free(t), "--gossip-addr", testaddr.Free(t), "--bootstrap-expect", "1"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(sec.agentEnv(), env...)
 	logf, err := os.Create(filepath.Join(dir, "n1.log"))

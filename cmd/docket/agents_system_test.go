@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -46,23 +48,54 @@ type agentStatus struct {
 func startAgentCluster(t *testing.T, level uint32) *agentCluster {
 	t.Helper()
 	c := &agentCluster{t: t, bin: buildDocket(t), dir: t.TempDir()}
+	// Registered before the agents start, so it runs after they stop and
+	// their logs are whole.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logTails(40)
+		}
+	})
 	var gossips []string
 	for i := 1; i <= 3; i++ {
-		n := &agentProc{id: fmt.Sprintf("n%d", i), grpc: freeAddr(t)}
+		n := &agentProc{id: fmt.Sprintf("n%d", i), grpc: testaddr.Free(t)}
 		c.nodes = append(c.nodes, n)
-		c.grpcs, gossips = append(c.grpcs, n.grpc), append(gossips, freeAddr(t))
+		c.grpcs, gossips = append(c.grpcs, n.grpc), append(gossips, testaddr.Free(t))
 	}
 	for i, n := range c.nodes {
 		n.args = []string{"agent", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id), "--grpc-addr", n.grpc,
-			"--raft-addr", freeAddr(t), "--gossip-addr", gossips[i], "--gossip-local",
+			"--raft-addr", testaddr.Free(t), "--gossip-addr", gossips[i], "--gossip-local",
 			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
 		c.start(n)
 	}
 	testwait.For(t, 60*time.Second, fmt.Sprintf("a leader with level %d latched", level), func() bool {
+		for _, n := range c.nodes {
+			if gone, err := n.proc.exited(); gone {
+				t.Fatalf("%s exited before the cluster formed: %v", n.id, err)
+			}
+		}
 		st := c.status(c.grpcs)
 		return st.LeaderID != "" && st.EnabledFeatureLevel >= level
 	})
 	return c
+}
+
+// logTails logs the last n lines of every agent's log, so that a failed
+// run says what the processes saw.
+func (c *agentCluster) logTails(n int) {
+	logs, err := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	if err != nil {
+		c.t.Logf("agent logs: %v", err)
+		return
+	}
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			c.t.Logf("%s: %v", filepath.Base(path), err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		c.t.Logf("last %d lines of %s:\n%s", min(n, len(lines)), filepath.Base(path), strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
 }
 
 // start starts n's process (again), with a log file per start.

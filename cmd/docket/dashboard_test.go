@@ -22,6 +22,7 @@ import (
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -422,12 +423,12 @@ func Test_AgentHTTPAddrBeyondLoopback(t *testing.T) {
 // dashboard in plain HTTP on loopback, open, and says so on the page.
 func Test_AgentServesOpenDashboard(t *testing.T) {
 	dir := t.TempDir()
-	httpAddr := loopbackAddr(t)
+	httpAddr := testaddr.Free(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--bootstrap-expect", "1",
-			"--grpc-addr", loopbackAddr(t), "--raft-addr", loopbackAddr(t), "--ballast-size", "0", "--log-level", "warn",
+			"--grpc-addr", testaddr.Free(t), "--raft-addr", testaddr.Free(t), "--ballast-size", "0", "--log-level", "warn",
 			"--http-addr", httpAddr}, io.Discard, io.Discard)
 	}()
 	defer func() {

@@ -22,6 +22,7 @@ import (
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cmd/docket/tlsgen"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/transport"
@@ -183,17 +184,6 @@ func Test_DebugServerWithTLSAndTokens(t *testing.T) {
 	}
 }
 
-// loopbackAddr is a 127.0.0.1 address nothing listens on now.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Test_AgentDebugAddrBeyondLoopback: a non-loopback --debug-addr is
 // refused at start, before anything binds, unless the agent runs both
 // TLS and --auth (then checkDebugAddr lets it through).
@@ -243,12 +233,12 @@ func Test_AgentDebugServedWithTLSAndToken(t *testing.T) {
 	if err := os.WriteFile(tokFile, []byte(boot), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	debugAddr := loopbackAddr(t)
+	debugAddr := testaddr.Free(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--bootstrap-expect", "1",
-			"--grpc-addr", loopbackAddr(t), "--raft-addr", loopbackAddr(t), "--gossip-addr", loopbackAddr(t), "--ballast-size", "0", "--log-level", "warn",
+			"--grpc-addr", testaddr.Free(t), "--raft-addr", testaddr.Free(t), "--gossip-addr", testaddr.Free(t), "--ballast-size", "0", "--log-level", "warn",
 			"--tls-ca", ca, "--tls-cert", crt, "--tls-key", key, "--auth", "--bootstrap-token-file", tokFile,
 			"--debug-addr", debugAddr}, io.Discard, io.Discard)
 	}()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 )
 
@@ -38,10 +39,10 @@ const (
 func Test_System_ConnectionFloodUnderLowFileLimit(t *testing.T) {
 	bin := buildDocket(t)
 	dir := t.TempDir()
-	grpcAddr, raftAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, raftAddr := testaddr.Free(t), testaddr.Free(t)
 	logPath := filepath.Join(dir, "agent.log")
 	agent := startLimitedAgent(t, bin, floodFileLimit, logPath, "agent", "--id", "n1", "--data-dir", filepath.Join(dir, "n1"),
-		"--grpc-addr", grpcAddr, "--raft-addr", raftAddr, "--gossip-addr", freeAddr(t), "--bootstrap-expect", "1")
+		"--grpc-addr", grpcAddr, "--raft-addr", raftAddr, "--gossip-addr", testaddr.Free(t), "--bootstrap-expect", "1")
 
 	c := mustClient(t, grpcAddr)
 	testwait.For(t, 20*time.Second, "the agent to take an enqueue", func() bool {
@@ -159,17 +160,6 @@ func buildDocket(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 type childProc struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -66,7 +67,7 @@ func usedNames(exprs []string) []string {
 // agent serves on /metrics, once it has done the work that makes each
 // series appear.
 func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
-	grpcAddr, debug := loopbackAddr(t), loopbackAddr(t)
+	grpcAddr, debug := testaddr.Free(t), testaddr.Free(t)
 	// The data dir's removal is a cleanup too: made here, it runs after
 	// the agent's stop below (cleanups run last first), not under it.
 	dir := t.TempDir()
@@ -74,7 +75,7 @@ func Test_DashboardAndAlertsUseServedMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--id", "m1", "--data-dir", dir, "--grpc-addr", grpcAddr,
-			"--raft-addr", loopbackAddr(t), "--gossip-addr", loopbackAddr(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
+			"--raft-addr", testaddr.Free(t), "--gossip-addr", testaddr.Free(t), "--bootstrap-expect", "1", "--debug-addr", debug}, &bytes.Buffer{}, &bytes.Buffer{})
 	}()
 	t.Cleanup(func() {
 		cancel()

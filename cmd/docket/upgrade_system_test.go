@@ -15,6 +15,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/fsm"
+	"github.com/dockethq/docket/internal/testaddr"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -50,13 +51,13 @@ func Test_SystemRollingUpgradeLatchesLevel(t *testing.T) {
 	var nodes []*node
 	var grpcs, gossips []string
 	for i := 1; i <= 3; i++ {
-		n := &node{id: fmt.Sprintf("n%d", i), grpc: freeAddr(t), gossip: freeAddr(t)}
+		n := &node{id: fmt.Sprintf("n%d", i), grpc: testaddr.Free(t), gossip: testaddr.Free(t)}
 		grpcs, gossips = append(grpcs, n.grpc), append(gossips, n.gossip)
 		nodes = append(nodes, n)
 	}
 	for _, n := range nodes {
 		n.args = []string{"agent", "--id", n.id, "--data-dir", filepath.Join(dir, n.id), "--grpc-addr", n.grpc,
-			"--raft-addr", freeAddr(t), "--gossip-addr", n.gossip, "--gossip-local",
+			"--raft-addr", testaddr.Free(t), "--gossip-addr", n.gossip, "--gossip-local",
 			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
 		n.proc = startLimitedAgent(t, oldBin, 4096, filepath.Join(dir, n.id+"-old.log"), n.args...)
 	}
