@@ -28,7 +28,9 @@ func BenchmarkDrain_Backlog(b *testing.B) {
 			// outgrows what it filled; b.N is capped below.
 			l := newBenchLog(b)
 			l.f.Apply(l.entry(b, latchCmd(benchLevel())))
+			m0 := l.f.db.Metrics()
 			l.backlog(b, "bench", size)
+			m1 := l.f.db.Metrics()
 			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 100))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -51,6 +53,16 @@ func BenchmarkDrain_Backlog(b *testing.B) {
 			// ns/task, not ns/op: a run stops at its backlog's end.
 			b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(drained), "ns/task")
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(drained), "cpu-ns/task")
+			// What the LSM wrote: the fill's flushes and compactions up to
+			// its end, per task filled, and the drain's (the fill's
+			// compactions that were still running among them), per task
+			// drained.
+			ff, fc := lsmBytes(m0, m1)
+			df, dc := lsmBytes(m1, l.f.db.Metrics())
+			b.ReportMetric(float64(ff)/float64(size), "fill-flushB/task")
+			b.ReportMetric(float64(fc)/float64(size), "fill-compactB/task")
+			b.ReportMetric(float64(df)/float64(drained), "flushB/task")
+			b.ReportMetric(float64(dc)/float64(drained), "compactB/task")
 		})
 	}
 }

@@ -188,14 +188,7 @@ func (w *writtenBench) stop(b *testing.B) {
 	}
 	b.StopTimer()
 	after := w.l.f.db.Metrics()
-	var flushed, compacted uint64
-	for i := range after.Levels {
-		a, o := &after.Levels[i], &w.before.Levels[i]
-		flushed += a.TableBytesFlushed + a.BlobBytesFlushed - o.TableBytesFlushed - o.BlobBytesFlushed
-		// Pebble v2.1.7 counts a flush's blob bytes as compacted too.
-		compacted += a.TableBytesCompacted + a.BlobBytesCompacted - a.BlobBytesFlushed -
-			(o.TableBytesCompacted + o.BlobBytesCompacted - o.BlobBytesFlushed)
-	}
+	flushed, compacted := lsmBytes(w.before, after)
 	n := float64(b.N)
 	fs := w.fs
 	b.ReportMetric(float64(fs.wal.Load())/n, "walB/task")
@@ -206,6 +199,19 @@ func (w *writtenBench) stop(b *testing.B) {
 	b.ReportMetric(float64(fs.other.Load())/n, "otherB/task")
 	b.ReportMetric(float64(fs.wal.Load()+fs.sst.Load()+fs.blob.Load()+fs.other.Load())/n, "B/task")
 	b.ReportMetric(float64(after.DiskSpaceUsage())/n, "diskB/task")
+}
+
+// lsmBytes is what Pebble flushed and what its compactions wrote
+// between two readings of its metrics.
+func lsmBytes(before, after *pebble.Metrics) (flushed, compacted uint64) {
+	for i := range after.Levels {
+		a, o := &after.Levels[i], &before.Levels[i]
+		flushed += a.TableBytesFlushed + a.BlobBytesFlushed - o.TableBytesFlushed - o.BlobBytesFlushed
+		// Pebble v2.1.7 counts a flush's blob bytes as compacted too.
+		compacted += a.TableBytesCompacted + a.BlobBytesCompacted - a.BlobBytesFlushed -
+			(o.TableBytesCompacted + o.BlobBytesCompacted - o.BlobBytesFlushed)
+	}
+	return flushed, compacted
 }
 
 // countingFS counts the bytes written through it by kind of file.
