@@ -124,6 +124,7 @@ type recentGen struct {
 type recentStats struct {
 	hits, misses       uint64 // lookups of t/ and v/ keys
 	hotHits, hotMisses uint64 // lookups of c/, g/ and u/ keys
+	prefetched         uint64 // t/ and v/ values a claim's prefetch put in
 	rotations          uint64
 	clears             uint64
 }

@@ -193,6 +193,9 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		prio := uint32(p)
 		heads := tx.pendingHeads(q, tn, prio, m.Head[p], want)
 		drained := len(heads) < want
+		if err := tx.prefetchHeads(heads); err != nil {
+			return err
+		}
 		for _, h := range heads {
 			t, ok, err := tx.getTask(h.id)
 			if err != nil {
