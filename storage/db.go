@@ -74,6 +74,18 @@ const (
 	// bloomBitsPerKey makes a Get of an absent key (a new idempotency key)
 	// skip an sstable after one filter probe, with about 1% false positives.
 	bloomBitsPerKey = 10
+	// l0TargetFileBytes is the target size of a flushed table (Pebble's
+	// default is 2 MB); each level below doubles it. A queue's writes land
+	// at its two ends: a drain rewrites or deletes the oldest tasks, a
+	// fill appends the newest. Each flush's edits of the oldest tasks then
+	// overlap the one table at the drain's front, and a compaction rewrote
+	// that whole table, most of it tasks still waiting, once per flush.
+	// Smaller tables bound what each such compaction rewrites: at a 200,000
+	// backlog a task's life wrote 807 table bytes with 2 MB, 552 with
+	// 512 KiB; a 1M drain's compactions wrote 252–280 bytes per task, then
+	// 112–115 (BENCHMARKS.md). 256 KiB wrote less again, but cost more CPU
+	// than it saved in per-table overhead.
+	l0TargetFileBytes = 512 << 10
 )
 
 // OpenDB opens (or creates) the Pebble database at path with Docket's
@@ -108,6 +120,7 @@ func OpenDB(path string, o DBOptions) (*pebble.DB, error) {
 		EventListener:      diskEventListener(o.OnDiskEvent),
 		DisableWAL:         true,
 	}
+	po.TargetFileSizes[0] = l0TargetFileBytes
 	if po.EventListener == nil {
 		po.EventListener = &pebble.EventListener{} // Pebble fills in its defaults
 	}
