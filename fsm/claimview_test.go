@@ -46,7 +46,10 @@ func (f *FSM) ClaimAllowance(queue, tenant string, now int64) (n int, next int64
 // the claim view: the queue's pause and limits (ClaimAllowance), its
 // counts (Counts) and, with nothing pending and something delayed, the
 // delayed head (ListTasks). ClaimView must answer the same.
-func claimableFromPebble(t testing.TB, f *FSM, ref QueueRef, now int64) (int, bool, int64) {
+//
+// keyed is keyedClaimableFromPebble's answer: for a keyed queue with tasks
+// pending, a claim takes at most the tasks of keys below their limit.
+func claimableFromPebble(t testing.TB, f *FSM, keyed map[QueueRef]uint64, ref QueueRef, now int64) (int, bool, int64) {
 	t.Helper()
 	allow, nextToken, err := f.ClaimAllowance(ref.Queue, ref.Tenant, now)
 	if err != nil {
@@ -59,6 +62,9 @@ func claimableFromPebble(t testing.TB, f *FSM, ref QueueRef, now int64) (int, bo
 	if err != nil {
 		t.Fatal(err)
 	}
+	if free, ok := keyed[ref]; ok && p > 0 {
+		return int(min(free, uint64(allow))), false, 0
+	}
 	if p > 0 || delayed == 0 {
 		return int(min(p, uint64(allow))), false, 0
 	}
@@ -68,6 +74,31 @@ func claimableFromPebble(t testing.TB, f *FSM, ref QueueRef, now int64) (int, bo
 	}
 	vis := head[0].GetVisibleAt()
 	return 0, vis <= now, vis
+}
+
+// keyedClaimableFromPebble is how many of each keyed queue's pending tasks
+// a claim could take under the per-key limits, from keyed queues built
+// afresh out of Pebble's records, as a restart builds them.
+func keyedClaimableFromPebble(t testing.TB, f *FSM) map[QueueRef]uint64 {
+	t.Helper()
+	r, release, err := f.reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	order := newReadyOrder()
+	if err := order.rebuild(r); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newKeyedSet()
+	if err := fresh.rebuild(r, order); err != nil {
+		t.Fatal(err)
+	}
+	m := make(map[QueueRef]uint64, len(fresh.queues))
+	for ref, kq := range fresh.queues {
+		m[ref] = uint64(max(kq.claimable, 0))
+	}
+	return m
 }
 
 // checkClaimView fails when f's claim view differs from one built from
@@ -119,6 +150,7 @@ func checkClaimView(t testing.TB, f *FSM, refs ...QueueRef) {
 			refs = append(refs, ref)
 		}
 	}
+	keyed := keyedClaimableFromPebble(t, f)
 	for _, ref := range refs {
 		nows := []int64{f.Now(), f.Now() - int64(time.Second), f.Now() + int64(time.Minute)}
 		if q := got[ref]; q.delayed > 0 {
@@ -126,7 +158,7 @@ func checkClaimView(t testing.TB, f *FSM, refs ...QueueRef) {
 		}
 		for _, now := range nows {
 			p, due, next := f.ClaimView(ref, now)
-			wp, wdue, wnext := claimableFromPebble(t, f, ref, now)
+			wp, wdue, wnext := claimableFromPebble(t, f, keyed, ref, now)
 			if p != wp || due != wdue || next != wnext {
 				t.Fatalf("%v at %d: ClaimView (%d, %v, %d), Pebble reads (%d, %v, %d)", ref, now, p, due, next, wp, wdue, wnext)
 			}
