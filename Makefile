@@ -25,12 +25,15 @@ LEVEL ?= 3
 build-level:
 	$(GO) build -ldflags "-X github.com/dockethq/docket/fsm.levelOverride=$(LEVEL)" -o bin/docket-level$(LEVEL) ./cmd/docket
 
-# test: the whole suite with the race detector, then a short run of each fuzz
-# target so a decoder or validation regression shows up in CI.
+# test: the whole suite with the race detector, then the fsm package again
+# without it (its metamorphic tests run at full length only there: see
+# metamorphicOps), then a short run of each fuzz target so a decoder or
+# validation regression shows up in CI.
 test:
 	$(GO) vet ./...
 	$(MAKE) staticcheck
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 10m ./fsm
 	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 

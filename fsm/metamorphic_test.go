@@ -13,9 +13,17 @@ var seedFlag = flag.Uint64("fsm.seed", 20261122, "seed of the metamorphic and cr
 
 // metamorphicOps is the log length: at least 10,000 commands in a normal
 // run, fewer under -short.
+//
+// Under the race detector it is 4000: those tests apply on one goroutine,
+// so the detector finds little in them, and at full size they were half
+// of the package's time in `make test`. `make test` runs the package again
+// without the detector, where they run at full length.
 func metamorphicOps() int {
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		return 2000
+	case raceOn:
+		return 4000
 	}
 	return 10000
 }
