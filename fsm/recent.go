@@ -24,7 +24,9 @@ import (
 // the decision and BENCHMARKS.md its numbers.
 //
 // It is an accelerator only: whatever it answers, the apply batch would
-// have answered too (Pebble plus the batch's own writes).
+// have answered too (Pebble plus the batch's own writes). A claim's
+// prefetch (prefetch.go) puts in values it read from the batch, which
+// keeps that true.
 //   - Every write and delete of a t/ or v/ key goes through txn.putTask
 //     and txn.deleteTask, which write through recentWriter: the batch and
 //     the cache together. So a later command of the batch reads its
