@@ -30,7 +30,7 @@ import { jsonCodec, type Codec } from "./codec.js";
 import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
 import { configFromEnv } from "./env.js";
 import { DeadlineError, DocketError, InvalidArgumentError, itemError } from "./errors.js";
-import { wireOrder, wirePerKeyPending, type QueueLimits } from "./queue.js";
+import { queueInfo, wireOrder, wirePerKeyPending, type QueueInfo, type QueueLimits } from "./queue.js";
 import { Sharer } from "./share.js";
 import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
 
@@ -414,13 +414,16 @@ export class Client {
     return r.changed;
   }
 
-  /** Counts of every queue (or one), following the answer's pages. */
-  async stats(queue = "", o: CallOpts & { tenant?: string } = {}): Promise<QueueStats[]> {
-    const out: QueueStats[] = [];
+  /**
+   * Counts, limits and rules of every queue (or one), following the
+   * answer's pages. The limits read back in setQueueLimits' own spellings.
+   */
+  async stats(queue = "", o: CallOpts & { tenant?: string } = {}): Promise<QueueInfo[]> {
+    const out: QueueInfo[] = [];
     let cursor = "";
     for (let page = 0; page < 10_000; page++) {
       const r = await this.conn.invoke("queue", q.stats, StatsRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant, cursor }), { idempotent: true, ...o });
-      out.push(...r.queues);
+      out.push(...(r.queues as QueueStats[]).map(queueInfo));
       cursor = r.nextCursor;
       if (!cursor) break;
     }
