@@ -25,11 +25,12 @@ import {
   WaitResultRequest,
 } from "./gen/docketv1/api.js";
 import { Code, HeartbeatItem, type ItemResult, type NewTask } from "./gen/docketv1/command.js";
-import { Outcome as WireOutcome, PerKeyPending as WirePerKeyPending, QueueOrder as WireOrder, type QueueStats, type Task } from "./gen/docketv1/task.js";
+import { Outcome as WireOutcome, type QueueStats, type Task } from "./gen/docketv1/task.js";
 import { jsonCodec, type Codec } from "./codec.js";
 import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
 import { configFromEnv } from "./env.js";
 import { DeadlineError, DocketError, InvalidArgumentError, itemError } from "./errors.js";
+import { queueInfo, wireOrder, wirePerKeyPending, type QueueInfo, type QueueLimits } from "./queue.js";
 import { Sharer } from "./share.js";
 import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
 
@@ -101,48 +102,6 @@ export interface ClusterStatus {
 }
 
 /**
- * The order claims take a fair queue's pending tasks in: "fifo" (priority,
- * then enqueue order) or "fair" (priority, then the key with the fewest
- * running tasks per weight, ties to the key served longest ago, FIFO within
- * a key), so one key's backlog does not hold the other keys' tasks back.
- */
-export type QueueOrder = "fifo" | "fair";
-/** Which pending tasks of a key a debounced queue keeps; "all" turns debounce off. */
-export type PerKeyPending = "all" | "keep-newest" | "keep-oldest";
-
-/**
- * What setQueueLimits changes. An unset field keeps the queue's value; 0
- * clears that limit (as in the Go client's QueueLimits).
- */
-export interface QueueLimits {
-  /** At most this many of the queue's tasks RUNNING at once: a claim takes at most maxRunning - running, maybe none. */
-  maxRunning?: number;
-  /**
-   * Claims take at most rateMilli/1000 tasks a second (a token bucket; the
-   * wire's unit, so a rate below one a second needs no fraction). Changing
-   * it or burst refills the bucket.
-   */
-  rateMilli?: number;
-  /** The bucket's size; 0 with a rate: the rate's tasks per second, at least 1. */
-  burst?: number;
-  /**
-   * Fair queues (feature level 16): at most this many RUNNING tasks of one
-   * key (its taskKey); setKeyLimit overrides it for one key.
-   */
-  maxRunningPerKey?: number;
-  /** The claim order; "fifo" clears "fair". */
-  order?: QueueOrder;
-  /**
-   * Debounce: with perKeyPendingDepth D a key keeps its D newest or oldest
-   * pending tasks and the others end cancelled (reason "debounced"). The
-   * server asks for the depth with a keep rule, so no task is cancelled on
-   * a depth nobody stated.
-   */
-  perKeyPending?: PerKeyPending;
-  perKeyPendingDepth?: number;
-}
-
-/**
  * What setKeyLimit changes of one key. An unset field keeps the key's value;
  * 0 clears it (the queue's maxRunningPerKey, weight 1).
  */
@@ -181,29 +140,6 @@ export interface KeyList {
   /** False: the queue has no per-key rule, and both lists are empty. */
   keyed: boolean;
   raw: ListKeysResponse;
-}
-
-function wireOrder(o: QueueOrder): WireOrder {
-  switch (o) {
-    case "fifo":
-      return WireOrder.QUEUE_ORDER_FIFO;
-    case "fair":
-      return WireOrder.QUEUE_ORDER_FAIR;
-  }
-  // A JavaScript caller's typo would otherwise go out as FIFO, enum 0.
-  throw new InvalidArgumentError(`docket: order ${JSON.stringify(o)}: "fifo" or "fair"`, { field: "order" });
-}
-
-function wirePerKeyPending(p: PerKeyPending): WirePerKeyPending {
-  switch (p) {
-    case "all":
-      return WirePerKeyPending.PER_KEY_PENDING_ALL;
-    case "keep-newest":
-      return WirePerKeyPending.PER_KEY_PENDING_KEEP_NEWEST;
-    case "keep-oldest":
-      return WirePerKeyPending.PER_KEY_PENDING_KEEP_OLDEST;
-  }
-  throw new InvalidArgumentError(`docket: perKeyPending ${JSON.stringify(p)}: "all", "keep-newest" or "keep-oldest"`, { field: "per_key_pending" });
 }
 
 // Counts are uint64 on the wire; a key's backlog stays far below 2^53.
@@ -478,13 +414,16 @@ export class Client {
     return r.changed;
   }
 
-  /** Counts of every queue (or one), following the answer's pages. */
-  async stats(queue = "", o: CallOpts & { tenant?: string } = {}): Promise<QueueStats[]> {
-    const out: QueueStats[] = [];
+  /**
+   * Counts, limits and rules of every queue (or one), following the
+   * answer's pages. The limits read back in setQueueLimits' own spellings.
+   */
+  async stats(queue = "", o: CallOpts & { tenant?: string } = {}): Promise<QueueInfo[]> {
+    const out: QueueInfo[] = [];
     let cursor = "";
     for (let page = 0; page < 10_000; page++) {
       const r = await this.conn.invoke("queue", q.stats, StatsRequest.fromPartial({ queue, tenant: o.tenant ?? this.tenant, cursor }), { idempotent: true, ...o });
-      out.push(...r.queues);
+      out.push(...(r.queues as QueueStats[]).map(queueInfo));
       cursor = r.nextCursor;
       if (!cursor) break;
     }

@@ -44,7 +44,7 @@ export function outcomeOf(o: WireOutcome): Outcome {
 const NS_PER_MS = 1_000_000n;
 export const msToNs = (ms: number): bigint => BigInt(Math.round(ms * 1e6));
 export const nsToMs = (ns: bigint): number => Number(ns / NS_PER_MS);
-const dateOf = (ns: bigint): Date | undefined => (ns === 0n ? undefined : new Date(Number(ns / NS_PER_MS)));
+export const dateOf = (ns: bigint): Date | undefined => (ns === 0n ? undefined : new Date(Number(ns / NS_PER_MS)));
 
 /** A task's record in JavaScript types. */
 export interface TaskInfo {

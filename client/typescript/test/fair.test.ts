@@ -1,9 +1,9 @@
 // Fair queues against the real cluster: the queue's per-key limit and
-// order, one key's override, and the per-key counts ListKeys reports.
+// order, one key's override, the per-key counts ListKeys reports, and
+// the limits and rules as stats reads them back.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { FeatureDisabledError, InvalidArgumentError, type TaskInfo } from "../src/index.js";
-import { QueueOrder } from "../src/gen/docketv1/task.js";
+import { FeatureDisabledError, InvalidArgumentError, type QueueInfo, type QueueLimits, type TaskInfo } from "../src/index.js";
 import { newClient, queueName, until } from "./helpers.js";
 
 const c = newClient();
@@ -33,6 +33,23 @@ async function enqueueKeyed(q: string, key: string, n: number): Promise<string[]
 
 const keysOf = (ts: TaskInfo[]) => ts.map((t) => t.key).sort();
 
+const statsOf = async (q: string): Promise<QueueInfo> => {
+  const st = (await c.stats(q)).find((s) => s.queue === q);
+  assert.ok(st, `stats lists ${q}`);
+  return st;
+};
+
+/** Every limit setQueueLimits takes, read from stats: typed as QueueLimits with no conversion. */
+const limitsOf = (s: QueueInfo): QueueLimits => ({
+  maxRunning: s.maxRunning,
+  rateMilli: s.rateMilli,
+  burst: s.burst,
+  maxRunningPerKey: s.maxRunningPerKey,
+  order: s.order,
+  perKeyPending: s.perKeyPending,
+  perKeyPendingDepth: s.perKeyPendingDepth,
+});
+
 test("setQueueLimits makes a queue fair with a per-key limit; a repeat answers unchanged", async () => {
   const q = queueName("fair-cfg");
   await c.enqueue(q, "listed in stats");
@@ -40,11 +57,11 @@ test("setQueueLimits makes a queue fair with a per-key limit; a repeat answers u
   assert.equal(await c.setQueueLimits(q, { maxRunningPerKey: 1, order: "fair" }), false, "every value was already so");
   const st = (await c.stats(q)).find((s) => s.queue === q);
   assert.equal(st?.maxRunningPerKey, 1);
-  assert.equal(st?.order, QueueOrder.QUEUE_ORDER_FAIR);
+  assert.equal(st?.order, "fair");
   assert.equal(await c.setQueueLimits(q, { maxRunning: 5, rateMilli: 2_000, burst: 3 }), true);
   const st2 = (await c.stats(q)).find((s) => s.queue === q);
   assert.equal(st2?.maxRunning, 5);
-  assert.equal(st2?.rateMilli, 2_000n);
+  assert.equal(st2?.rateMilli, 2_000);
   assert.equal(st2?.burst, 3);
   assert.equal(st2?.maxRunningPerKey, 1, "an unset field keeps the queue's value");
   // The server asks for the depth with a keep rule, and names the field.
@@ -113,4 +130,46 @@ test("setKeyLimit raises one key's limit; listKeys reports each key's backlog an
   const later = await c.listKeys(q);
   assert.deepEqual(later.byBacklog.map(row), [["globex", 2, 1, 1, 2], ["acme", 1, 3, 1, 1]]);
   await assert.rejects(c.setKeyLimit(q, "acme", {}), (e) => e instanceof InvalidArgumentError && e.field === "max_running");
+});
+
+test("stats reports counts as numbers and the queue's rules in setQueueLimits' spellings, which write back as they are", async () => {
+  const q = queueName("fair-stats");
+  const set = { maxRunning: 4, rateMilli: 1_500, burst: 2, maxRunningPerKey: 2, order: "fair", perKeyPending: "keep-newest", perKeyPendingDepth: 3 } as const;
+  assert.equal(await c.setQueueLimits(q, set), true);
+  const before = Date.now();
+  await enqueueKeyed(q, "acme", 2);
+  await c.enqueue(q, "later", { delayMs: 3_600_000 });
+
+  const st = await statsOf(q);
+  assert.deepEqual(
+    [st.pending, st.delayed, st.running, st.dead, st.completed, st.waiting, st.paused],
+    [2, 1, 0, 0, 0, 0, false],
+    "counts are numbers, not bigints",
+  );
+  assert.deepEqual(limitsOf(st), set);
+  assert.equal(typeof st.tokensMilli, "number");
+  assert.equal(typeof st.tenantRunning, "number");
+  assert.equal(typeof st.tenantMaxRunning, "number");
+  assert.ok(st.oldestPendingAt instanceof Date, `oldestPendingAt ${st.oldestPendingAt}`);
+  assert.ok(Math.abs(st.oldestPendingAt.getTime() - before) < 60_000, `oldestPendingAt ${st.oldestPendingAt.toISOString()} is the head task's enqueue time`);
+  // Totals need feature level 5, long latched on a cluster at level 16.
+  assert.equal(st.totals?.enqueued, 3);
+  assert.equal(st.totals?.claimed, 0);
+  assert.equal(st.raw.pending, 2n, "raw keeps the wire record");
+
+  // What stats read, given back: every value is already so.
+  assert.equal(await c.setQueueLimits(q, limitsOf(st)), false);
+  // And copied to another queue, it reads back the same.
+  const copy = queueName("fair-stats-copy");
+  await c.enqueue(copy, "listed in stats");
+  assert.equal(await c.setQueueLimits(copy, limitsOf(st)), true);
+  assert.deepEqual(limitsOf(await statsOf(copy)), set);
+
+  // A queue nobody configured: FIFO, no debounce, and no head task to date.
+  const plain = queueName("fair-stats-plain");
+  await c.enqueue(plain, "delayed only", { delayMs: 3_600_000 });
+  const p = await statsOf(plain);
+  assert.deepEqual([p.order, p.perKeyPending, p.maxRunning, p.rateMilli, p.pending, p.delayed], ["fifo", "all", 0, 0, 0, 1]);
+  assert.equal(p.oldestPendingAt, undefined);
+  assert.equal(await c.setQueueLimits(plain, limitsOf(p)), false, "the defaults write back unchanged");
 });

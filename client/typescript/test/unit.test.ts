@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
 import { configFromEnv, jsonCodec, mapError, InvalidArgumentError, StaleFenceError, OutcomeUnknownError, UnavailableError, NotFoundError, MemoryLimitError, TenantLimitError, TooLargeError, Client, DocketError } from "../src/index.js";
 import { Status, ErrorInfo, BadRequest } from "../src/gen/google/rpc/status.js";
+import { PerKeyPending, QueueOrder, QueueStats } from "../src/gen/docketv1/task.js";
+import { queueInfo } from "../src/queue.js";
 
 test("configFromEnv reads what the CLI reads", () => {
   const c = configFromEnv({ DOCKET_ADDR: " a:1, b:2 ,", DOCKET_TLS_CA: "/ca.pem", DOCKET_TOKEN: " s3cret " });
@@ -49,4 +51,68 @@ test("mapError follows the error contract", () => {
   assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [info("MEMORY_LIMIT")])) instanceof MemoryLimitError);
   assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [info("TENANT_LIMIT")])) instanceof TenantLimitError);
   assert.ok(mapError(svcErr(status.RESOURCE_EXHAUSTED, [])) instanceof TooLargeError);
+});
+
+test("queueInfo turns the wire's QueueStats into numbers, enum strings and Dates", () => {
+  const raw = QueueStats.fromPartial({
+    queue: "q",
+    tenant: "t",
+    pending: 3n,
+    delayed: 4n,
+    running: 5n,
+    dead: 6n,
+    completed: 7n,
+    waiting: 8n,
+    oldestPendingAt: 1_700_000_000_123_456_789n,
+    paused: true,
+    totals: { enqueued: 10n, claimed: 9n, completed: 8n, failed: 7n, cancelled: 6n, deadLettered: 5n, requeued: 4n, leaseExpired: 3n, released: 2n },
+    maxRunning: 11,
+    rateMilli: 1_500n,
+    burst: 12,
+    tokensMilli: 2_000n,
+    tenantMaxRunning: 13,
+    tenantRunning: 14n,
+    maxRunningPerKey: 15,
+    order: QueueOrder.QUEUE_ORDER_FAIR,
+    perKeyPending: PerKeyPending.PER_KEY_PENDING_KEEP_OLDEST,
+    perKeyPendingDepth: 16,
+  });
+  assert.deepEqual(queueInfo(raw), {
+    queue: "q",
+    tenant: "t",
+    pending: 3,
+    delayed: 4,
+    running: 5,
+    dead: 6,
+    completed: 7,
+    waiting: 8,
+    oldestPendingAt: new Date(1_700_000_000_123),
+    paused: true,
+    totals: { enqueued: 10, claimed: 9, completed: 8, failed: 7, cancelled: 6, deadLettered: 5, requeued: 4, leaseExpired: 3, released: 2 },
+    maxRunning: 11,
+    rateMilli: 1_500,
+    burst: 12,
+    tokensMilli: 2_000,
+    tenantMaxRunning: 13,
+    tenantRunning: 14,
+    maxRunningPerKey: 15,
+    order: "fair",
+    perKeyPending: "keep-oldest",
+    perKeyPendingDepth: 16,
+    raw,
+  });
+
+  // Absent and zero: no totals before feature level 5, no head task to date.
+  const empty = queueInfo(QueueStats.fromPartial({ queue: "e" }));
+  assert.equal(empty.totals, undefined);
+  assert.equal(empty.oldestPendingAt, undefined);
+  assert.deepEqual([empty.order, empty.perKeyPending, empty.pending], ["fifo", "all", 0]);
+  // An enum a newer server knows is no spelling of ours: undefined, which
+  // setQueueLimits reads as "keep the queue's value", never as FIFO.
+  const newer = queueInfo(QueueStats.fromPartial({ order: 7 as QueueOrder, perKeyPending: 9 as PerKeyPending }));
+  assert.deepEqual([newer.order, newer.perKeyPending], [undefined, undefined]);
+  // Past 2^53 a count rounds to the nearest double, as documented; raw is exact.
+  const huge = queueInfo(QueueStats.fromPartial({ pending: 2n ** 53n + 1n }));
+  assert.equal(huge.pending, 2 ** 53);
+  assert.equal(huge.raw.pending, 2n ** 53n + 1n);
 });
