@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"math/rand/v2"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -22,6 +22,7 @@ import (
 	"github.com/dockethq/docket/cluster/certs"
 	"github.com/dockethq/docket/cmd/docket/dashboard"
 	"github.com/dockethq/docket/cmd/docket/localcluster"
+	"github.com/dockethq/docket/internal/testaddr"
 )
 
 // devRun is one `docket dev` running in this process (its nodes are
@@ -31,22 +32,23 @@ type devRun struct {
 	stop func() error
 }
 
-// freeBase finds a base port whose gRPC (base+1..n), Raft
-// (base+101..100+n), metrics (base+201..200+n) and dashboard (base+301..300+n) ports are free now on
-// 127.0.0.1.
+// freeBase finds a base port whose gossip (base-99..-100+n), gRPC
+// (base+1..n), Raft (base+101..100+n), metrics (base+201..200+n) and
+// dashboard (base+301..300+n) ports are free now on 127.0.0.1, for TCP
+// and UDP. It picks below testaddr.Low, where no testaddr.Free port of a
+// test running beside it can be.
 func freeBase(t *testing.T, n int) int {
 	t.Helper()
-	for try := 0; try < 50; try++ {
-		base := 20000 + (os.Getpid()*7+try*311)%20000
+	const low, high = 10100, testaddr.Low - 400
+	for try := 0; try < 200; try++ {
+		base := low + rand.IntN(high-low)
 		ok := true
 		for i := 1; i <= n && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 300 + i} {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-				if err != nil {
+			for _, off := range []int{-100, 0, 100, 200, 300} {
+				if !testaddr.IsFree(fmt.Sprintf("127.0.0.1:%d", base+off+i)) {
 					ok = false
 					break
 				}
-				_ = l.Close()
 			}
 		}
 		if ok {

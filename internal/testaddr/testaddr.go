@@ -13,7 +13,9 @@ import (
 // default ephemeral range (32768–60999), so a port handed out cannot be
 // taken meanwhile as the source port of some test's outgoing connection:
 // that is how "127.0.0.1:0 then close" loses its port when many
-// processes dial at once.
+// processes dial at once. Ports below Low are left to tests that need a
+// block of ports around one base (`docket dev --base-port`), so the two
+// never hand out the same port.
 const (
 	Low  = 20000
 	High = 32000
@@ -26,7 +28,7 @@ func Free(t testing.TB) string {
 	t.Helper()
 	for range 1000 {
 		addr := fmt.Sprintf("127.0.0.1:%d", Low+rand.IntN(High-Low))
-		if free(addr) {
+		if IsFree(addr) {
 			return addr
 		}
 	}
@@ -34,7 +36,8 @@ func Free(t testing.TB) string {
 	return ""
 }
 
-func free(addr string) bool {
+// IsFree reports whether addr can be listened on now, for TCP and UDP.
+func IsFree(addr string) bool {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return false
