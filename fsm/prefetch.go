@@ -27,21 +27,33 @@ import (
 // few keys the iterator's set-up costs more than the Gets it replaces.
 const prefetchMin = 8
 
-// prefetch reads the records and bodies of ids that the recent cache does
-// not hold, through one iterator over the apply batch, and puts what it
-// finds into the cache, from which getTask then reads them. It changes
-// nothing a read answers: the values are the batch's own at this moment,
-// and every later write of those keys goes through the cache as well
-// (recentWriter). A body too large for the cache is not kept, and its
-// Get reads it as before.
-func (tx *txn) prefetch(ids []string) error {
+// prefetch reads the records and bodies of a claim's heads that the
+// recent cache does not hold, through one iterator over the apply batch,
+// and puts what it finds into the cache, from which getTask then reads
+// them. It changes nothing a read answers: the values are the batch's own
+// at this moment, and every later write of those keys goes through the
+// cache as well (recentWriter). A body too large for the cache is not
+// kept, and its Get reads it as before.
+//
+// It runs on every claim of prefetchMin or more tasks, most of which find
+// every head in the cache (a backlog enqueued moments before), so the keys
+// are built in one buffer rather than allocated one by one.
+func (tx *txn) prefetch(heads []pendingHead) error {
 	rr, ok := tx.r.(recentReader)
-	if !ok || rr.c == nil || len(ids) < prefetchMin {
+	if !ok || rr.c == nil || len(heads) < prefetchMin {
 		return nil
 	}
-	keys := make([][]byte, 0, 2*len(ids))
-	for _, id := range ids {
-		for _, k := range [2][]byte{storage.TaskKey(id), storage.BodyKey(id)} {
+	size := 0
+	for _, h := range heads {
+		size += len(storage.TaskPrefix()) + len(storage.BodyPrefix()) + 2*len(h.id)
+	}
+	buf := make([]byte, 0, size) // never grows: the keys below alias it
+	keys := make([][]byte, 0, 2*len(heads))
+	for _, h := range heads {
+		for _, prefix := range [2][]byte{storage.TaskPrefix(), storage.BodyPrefix()} {
+			start := len(buf)
+			buf = append(append(buf, prefix...), h.id...)
+			k := buf[start:len(buf):len(buf)]
 			if _, ok := rr.c.get(k); !ok {
 				keys = append(keys, k)
 			}
@@ -73,16 +85,4 @@ func (tx *txn) prefetch(ids []string) error {
 		return fmt.Errorf("prefetch: %w", err)
 	}
 	return nil
-}
-
-// prefetchHeads prefetches the tasks of a claim's heads.
-func (tx *txn) prefetchHeads(heads []pendingHead) error {
-	if len(heads) < prefetchMin {
-		return nil
-	}
-	ids := make([]string, len(heads))
-	for i, h := range heads {
-		ids[i] = h.id
-	}
-	return tx.prefetch(ids)
 }

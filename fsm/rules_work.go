@@ -193,7 +193,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		prio := uint32(p)
 		heads := tx.pendingHeads(q, tn, prio, m.Head[p], want)
 		drained := len(heads) < want
-		if err := tx.prefetchHeads(heads); err != nil {
+		if err := tx.prefetch(heads); err != nil {
 			return err
 		}
 		for _, h := range heads {
