@@ -78,22 +78,10 @@ func claimableFromPebble(t testing.TB, f *FSM, keyed map[QueueRef]uint64, ref Qu
 
 // keyedClaimableFromPebble is how many of each keyed queue's pending tasks
 // a claim could take under the per-key limits, from keyed queues built
-// afresh out of Pebble's records, as a restart builds them.
+// afresh out of Pebble's records.
 func keyedClaimableFromPebble(t testing.TB, f *FSM) map[QueueRef]uint64 {
 	t.Helper()
-	r, release, err := f.reader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	order := newReadyOrder()
-	if err := order.rebuild(r); err != nil {
-		t.Fatal(err)
-	}
-	fresh := newKeyedSet()
-	if err := fresh.rebuild(r, order); err != nil {
-		t.Fatal(err)
-	}
+	fresh := keyedFromPebble(t, f)
 	m := make(map[QueueRef]uint64, len(fresh.queues))
 	for ref, kq := range fresh.queues {
 		m[ref] = uint64(max(kq.claimable, 0))

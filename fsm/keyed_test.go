@@ -88,13 +88,22 @@ func checkKeyed(t testing.TB, f *FSM) {
 	if f.keyed.stale {
 		t.Fatal("keyed queues stale after a committed batch")
 	}
+	got, want := dumpKeyed(f.keyed), dumpKeyed(keyedFromPebble(t, f))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("keyed queues differ from a rebuild:\napply:\n%v\nrebuild:\n%v", lines(got), lines(want))
+	}
+}
+
+// keyedFromPebble is f's keyed queues built afresh from its committed
+// records, as a restart builds them: the ready order first, then the keyed
+// queues from it.
+func keyedFromPebble(t testing.TB, f *FSM) *keyedSet {
+	t.Helper()
 	r, release, err := f.reader()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	// A restart rebuilds the ready order from the records first, and the
-	// keyed queues from it.
 	order := newReadyOrder()
 	if err := order.rebuild(r); err != nil {
 		t.Fatal(err)
@@ -103,10 +112,7 @@ func checkKeyed(t testing.TB, f *FSM) {
 	if err := fresh.rebuild(r, order); err != nil {
 		t.Fatal(err)
 	}
-	got, want := dumpKeyed(f.keyed), dumpKeyed(fresh)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("keyed queues differ from a rebuild:\napply:\n%v\nrebuild:\n%v", lines(got), lines(want))
-	}
+	return fresh
 }
 
 func lines(s []string) string {
