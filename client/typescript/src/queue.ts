@@ -47,28 +47,37 @@ export interface QueueLimits {
   perKeyPendingDepth?: number;
 }
 
-export function wireOrder(o: QueueOrder): WireOrder {
-  switch (o) {
-    case "fifo":
-      return WireOrder.QUEUE_ORDER_FIFO;
-    case "fair":
-      return WireOrder.QUEUE_ORDER_FAIR;
+// Each enum's spellings are listed once and read both ways: what
+// setQueueLimits sends and what stats reads back cannot drift apart.
+const orders: ReadonlyArray<readonly [QueueOrder, WireOrder]> = [
+  ["fifo", WireOrder.QUEUE_ORDER_FIFO],
+  ["fair", WireOrder.QUEUE_ORDER_FAIR],
+];
+const perKeyPendings: ReadonlyArray<readonly [PerKeyPending, WirePerKeyPending]> = [
+  ["all", WirePerKeyPending.PER_KEY_PENDING_ALL],
+  ["keep-newest", WirePerKeyPending.PER_KEY_PENDING_KEEP_NEWEST],
+  ["keep-oldest", WirePerKeyPending.PER_KEY_PENDING_KEEP_OLDEST],
+];
+
+// toWire refuses a spelling outside pairs: a JavaScript caller's typo
+// would otherwise go out as the enum's 0 (FIFO, keep all).
+function toWire<S extends string, W>(pairs: ReadonlyArray<readonly [S, W]>, s: S, name: string, field: string): W {
+  const hit = pairs.find(([k]) => k === s);
+  if (hit === undefined) {
+    const want = pairs.map(([k]) => JSON.stringify(k));
+    throw new InvalidArgumentError(`docket: ${name} ${JSON.stringify(s)}: ${want.slice(0, -1).join(", ")} or ${want[want.length - 1]}`, { field });
   }
-  // A JavaScript caller's typo would otherwise go out as FIFO, enum 0.
-  throw new InvalidArgumentError(`docket: order ${JSON.stringify(o)}: "fifo" or "fair"`, { field: "order" });
+  return hit[1];
 }
 
-export function wirePerKeyPending(p: PerKeyPending): WirePerKeyPending {
-  switch (p) {
-    case "all":
-      return WirePerKeyPending.PER_KEY_PENDING_ALL;
-    case "keep-newest":
-      return WirePerKeyPending.PER_KEY_PENDING_KEEP_NEWEST;
-    case "keep-oldest":
-      return WirePerKeyPending.PER_KEY_PENDING_KEEP_OLDEST;
-  }
-  throw new InvalidArgumentError(`docket: perKeyPending ${JSON.stringify(p)}: "all", "keep-newest" or "keep-oldest"`, { field: "per_key_pending" });
+// fromWire is undefined for a value a newer server knows and this client
+// does not.
+function fromWire<S extends string, W>(pairs: ReadonlyArray<readonly [S, W]>, w: W): S | undefined {
+  return pairs.find(([, v]) => v === w)?.[0];
 }
+
+export const wireOrder = (o: QueueOrder): WireOrder => toWire(orders, o, "order", "order");
+export const wirePerKeyPending = (p: PerKeyPending): WirePerKeyPending => toWire(perKeyPendings, p, "perKeyPending", "per_key_pending");
 
 /**
  * A queue's lifetime transition counts, replicated state: they survive
@@ -145,28 +154,6 @@ export interface QueueInfo {
   raw: QueueStats;
 }
 
-function orderOf(o: WireOrder): QueueOrder | undefined {
-  switch (o) {
-    case WireOrder.QUEUE_ORDER_FIFO:
-      return "fifo";
-    case WireOrder.QUEUE_ORDER_FAIR:
-      return "fair";
-  }
-  return undefined;
-}
-
-function perKeyPendingOf(p: WirePerKeyPending): PerKeyPending | undefined {
-  switch (p) {
-    case WirePerKeyPending.PER_KEY_PENDING_ALL:
-      return "all";
-    case WirePerKeyPending.PER_KEY_PENDING_KEEP_NEWEST:
-      return "keep-newest";
-    case WirePerKeyPending.PER_KEY_PENDING_KEEP_OLDEST:
-      return "keep-oldest";
-  }
-  return undefined;
-}
-
 const totalsOf = (t: WireTotals): QueueTotals => ({
   enqueued: Number(t.enqueued),
   claimed: Number(t.claimed),
@@ -199,8 +186,8 @@ export function queueInfo(s: QueueStats): QueueInfo {
     tenantMaxRunning: s.tenantMaxRunning,
     tenantRunning: Number(s.tenantRunning),
     maxRunningPerKey: s.maxRunningPerKey,
-    order: orderOf(s.order),
-    perKeyPending: perKeyPendingOf(s.perKeyPending),
+    order: fromWire(orders, s.order),
+    perKeyPending: fromWire(perKeyPendings, s.perKeyPending),
     perKeyPendingDepth: s.perKeyPendingDepth,
     raw: s,
   };
