@@ -59,6 +59,7 @@ fuzz-smoke:
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzTaskHistory$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzOrderHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./storage -run '^$$' -fuzz '^FuzzCursor$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzClaimBatchRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFitClaimAnswer$$' -fuzztime $(FUZZTIME)

@@ -70,7 +70,7 @@ type orderItem struct {
 // packID is TaskID's (index, position) as one integer, index<<16 | pos,
 // which sorts as the id's 20 fixed-width hex digits do; ok is false for
 // an id TaskID did not make, or an index too large to pack.
-func packID(id string) (uint64, bool) {
+func packID[ID string | []byte](id ID) (uint64, bool) {
 	if len(id) != 20 {
 		return 0, false
 	}
@@ -120,10 +120,14 @@ func (o *readyOrder) markStale() {
 // tree is the order t sits in while it is pending or delayed, created if
 // create is set; nil for any other state.
 func (o *readyOrder) tree(t *pb.Task, create bool) **btree.BTreeG[orderItem] {
-	if st := t.GetState(); st != pb.TaskState_TASK_STATE_PENDING && st != pb.TaskState_TASK_STATE_DELAYED {
+	return o.treeAt(QueueRef{t.GetQueue(), t.GetTenant()}, t.GetState(), t.GetPriority(), create)
+}
+
+// treeAt is tree for a task's fields read apart (Open's header scan).
+func (o *readyOrder) treeAt(ref QueueRef, st pb.TaskState, prio uint32, create bool) **btree.BTreeG[orderItem] {
+	if st != pb.TaskState_TASK_STATE_PENDING && st != pb.TaskState_TASK_STATE_DELAYED {
 		return nil
 	}
-	ref := QueueRef{t.GetQueue(), t.GetTenant()}
 	q := o.queues[ref]
 	if q == nil {
 		if !create {
@@ -132,19 +136,31 @@ func (o *readyOrder) tree(t *pb.Task, create bool) **btree.BTreeG[orderItem] {
 		q = &readyQueue{}
 		o.queues[ref] = q
 	}
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+	if st == pb.TaskState_TASK_STATE_DELAYED {
 		return &q.delayed
 	}
-	return &q.pending[t.GetPriority()]
+	return &q.pending[prio]
 }
 
 // itemOf is t's item in its order; ok is false when its id does not pack.
 func itemOf(t *pb.Task) (orderItem, bool) {
-	id, ok := packID(t.GetId())
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		return orderItem{uint64(t.GetVisibleAt()), id}, ok
+	return itemAt(t.GetId(), t.GetState(), t.GetVisibleAt(), t.GetSeq())
+}
+
+func itemAt[ID string | []byte](id ID, st pb.TaskState, visibleAt int64, seq uint64) (orderItem, bool) {
+	packed, ok := packID(id)
+	if st == pb.TaskState_TASK_STATE_DELAYED {
+		return orderItem{uint64(visibleAt), packed}, ok
 	}
-	return orderItem{t.GetSeq(), id}, ok
+	return orderItem{seq, packed}, ok
+}
+
+// insert puts it into *tr, making the tree on first use.
+func insert(tr **btree.BTreeG[orderItem], it orderItem) {
+	if *tr == nil {
+		*tr = btree.NewG(orderDegree, orderLess)
+	}
+	(*tr).ReplaceOrInsert(it)
 }
 
 // add notes a task that became pending or delayed.
@@ -157,10 +173,7 @@ func (o *readyOrder) add(t *pb.Task) error {
 		if !ok {
 			return fmt.Errorf("ready order: task id %q does not pack", t.GetId())
 		}
-		if *tr == nil {
-			*tr = btree.NewG(orderDegree, orderLess)
-		}
-		(*tr).ReplaceOrInsert(it)
+		insert(tr, it)
 	}
 	return nil
 }
@@ -210,18 +223,9 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 	if err != nil {
 		return fmt.Errorf("ready order: catalog: %w", err)
 	}
-	fresh := &readyOrder{queues: map[QueueRef]*readyQueue{}}
+	fresh := newReadyOrder()
 	if any {
-		err = storage.Scan(r, storage.TaskPrefix(), storage.PrefixEnd(storage.TaskPrefix()), 0, func(k, v []byte) error {
-			t, _, err := storage.DecodeTaskRecord(v)
-			if err != nil {
-				// Bytes apply never wrote, though Pebble's checksums
-				// hold: the repair is a damaged keyspace's.
-				return fmt.Errorf("%w: task %q: %v", storage.ErrUndecodable, k, err)
-			}
-			return fresh.add(t)
-		})
-		if err != nil {
+		if err := fresh.scanRecords(r); err != nil {
 			return fmt.Errorf("ready order: %w", err)
 		}
 	}

@@ -79,16 +79,26 @@ func getTaskRecord(r Reader, id string, withBody bool) (*pb.Task, RecordFormat, 
 	return t, format, nil
 }
 
-// DecodeTaskRecord decodes a t/ value: the whole task when inline, the
-// task without its payload when split (the body is v/'s).
-func DecodeTaskRecord(v []byte) (*pb.Task, RecordFormat, error) {
-	format := FormatInline
+// TaskRecordMessage strips a t/ value's format prefix: the encoded Task
+// (without its payload when split) and the record's format. For a reader
+// that wants a few fields of many records without decoding each whole.
+func TaskRecordMessage(v []byte) ([]byte, RecordFormat, error) {
 	if len(v) >= 2 && v[0] == 0 {
-		format = RecordFormat(v[1])
+		format := RecordFormat(v[1])
 		if format != FormatSplit && format != FormatSplitEmpty {
 			return nil, 0, fmt.Errorf("record format %d unknown to this build", format)
 		}
-		v = v[2:]
+		return v[2:], format, nil
+	}
+	return v, FormatInline, nil
+}
+
+// DecodeTaskRecord decodes a t/ value: the whole task when inline, the
+// task without its payload when split (the body is v/'s).
+func DecodeTaskRecord(v []byte) (*pb.Task, RecordFormat, error) {
+	v, format, err := TaskRecordMessage(v)
+	if err != nil {
+		return nil, 0, err
 	}
 	t := &pb.Task{}
 	if err := proto.Unmarshal(v, t); err != nil {

@@ -1,0 +1,123 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
+)
+
+// orderHeader is what the ready order takes from a task record: the
+// fields of pb.Task that place it, read in place from the record's bytes.
+// Open reads every record of a backlog, and decoding each whole (its
+// strings, its history, a message to allocate) was half of a 1M-task
+// rebuild's time; the order needs seven fields, none of them copied.
+type orderHeader struct {
+	id, queue, tenant []byte
+	priority          uint32
+	state             pb.TaskState
+	visibleAt         int64
+	seq               uint64
+}
+
+// The field numbers of pb.Task the header reads (task.proto).
+const (
+	fieldTaskID        = 1
+	fieldTaskQueue     = 2
+	fieldTaskTenant    = 3
+	fieldTaskPriority  = 5
+	fieldTaskState     = 6
+	fieldTaskVisibleAt = 12
+	fieldTaskSeq       = 13
+)
+
+// decodeOrderHeader reads h from a t/ value, as proto.Unmarshal would set
+// those fields: the last occurrence wins, and a field of an unexpected
+// wire type is skipped as unknown. The slices alias v.
+func decodeOrderHeader(v []byte, h *orderHeader) error {
+	v, _, err := storage.TaskRecordMessage(v)
+	if err != nil {
+		return err
+	}
+	*h = orderHeader{}
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		v = v[n:]
+		switch {
+		case typ == protowire.BytesType && (num == fieldTaskID || num == fieldTaskQueue || num == fieldTaskTenant):
+			var b []byte
+			b, n = protowire.ConsumeBytes(v)
+			switch num {
+			case fieldTaskID:
+				h.id = b
+			case fieldTaskQueue:
+				h.queue = b
+			default:
+				h.tenant = b
+			}
+		case typ == protowire.VarintType && (num == fieldTaskPriority || num == fieldTaskState || num == fieldTaskVisibleAt || num == fieldTaskSeq):
+			var x uint64
+			x, n = protowire.ConsumeVarint(v)
+			switch num {
+			case fieldTaskPriority:
+				h.priority = uint32(x)
+			case fieldTaskState:
+				h.state = pb.TaskState(int32(x))
+			case fieldTaskVisibleAt:
+				h.visibleAt = int64(x)
+			default:
+				h.seq = x
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, v)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		v = v[n:]
+	}
+	return nil
+}
+
+// scanRecords adds every pending and delayed task of the keyspace's
+// records to o, reading each record's header in place. Records come in id
+// order, and a backlog's tasks mostly share a queue, so the queue's name
+// is made a string once per run of records, not once per record.
+func (o *readyOrder) scanRecords(r storage.Reader) error {
+	var (
+		h                   orderHeader
+		ref                 QueueRef
+		lastQueue, lastTent []byte
+		started             bool
+	)
+	return storage.Scan(r, storage.TaskPrefix(), storage.PrefixEnd(storage.TaskPrefix()), 0, func(k, v []byte) error {
+		if err := decodeOrderHeader(v, &h); err != nil {
+			// Bytes apply never wrote, though Pebble's checksums
+			// hold: the repair is a damaged keyspace's.
+			return fmt.Errorf("%w: task %q: %v", storage.ErrUndecodable, k, err)
+		}
+		if h.state != pb.TaskState_TASK_STATE_PENDING && h.state != pb.TaskState_TASK_STATE_DELAYED {
+			return nil
+		}
+		if h.priority > MaxPriority {
+			return fmt.Errorf("%w: task %q: priority %d", storage.ErrUndecodable, k, h.priority)
+		}
+		if !started || !bytes.Equal(h.queue, lastQueue) || !bytes.Equal(h.tenant, lastTent) {
+			ref = QueueRef{string(h.queue), string(h.tenant)}
+			lastQueue, lastTent = append(lastQueue[:0], h.queue...), append(lastTent[:0], h.tenant...)
+			started = true
+		}
+		it, ok := itemAt(h.id, h.state, h.visibleAt, h.seq)
+		if !ok {
+			return fmt.Errorf("ready order: task id %q does not pack", h.id)
+		}
+		insert(o.treeAt(ref, h.state, h.priority, true), it)
+		return nil
+	})
+}
