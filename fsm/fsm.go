@@ -180,16 +180,24 @@ func (f *FSM) openKeyspace() error {
 	if err := f.claims.rebuild(storage.Wrap(db)); err != nil {
 		return errors.Join(err, db.Close())
 	}
-	// The filter and the order each scan their own keys (i/, t/): on two
-	// cores, side by side they take the time of the longer, and at a 1M
-	// backlog that is a restart's largest wait.
-	ready := newReadyOrder()
-	readyErr := make(chan error, 1)
-	go func() { readyErr <- ready.rebuild(storage.Wrap(db)) }()
-	f.idem, err = f.openIdem(db)
-	if err = errors.Join(err, <-readyErr); err != nil {
+	// The filter and the order each scan their own keys (i/, t/): read
+	// side by side they take the time of the longer, and at a 1M backlog
+	// that is a restart's largest wait.
+	ready, idem := newReadyOrder(), f.openIdem()
+	var beside []storage.RangeScan
+	if idem != nil {
+		beside = append(beside, idem.keyScan())
+	}
+	if err := ready.rebuild(storage.Wrap(db), beside...); err != nil {
 		return errors.Join(err, db.Close())
 	}
+	if idem != nil {
+		if err := idem.built(nil); err != nil {
+			return errors.Join(err, db.Close())
+		}
+		f.log.Debug("idempotency filter built", "live_keys", idem.live, "bytes", idem.bytes())
+	}
+	f.idem = idem
 	// The keyed queues read their pending tasks from the ready order.
 	f.keyed.mu.Lock()
 	err = f.keyed.rebuild(storage.Wrap(db), ready)

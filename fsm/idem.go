@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/dockethq/docket/storage"
 )
@@ -62,6 +61,7 @@ type idemFilter struct {
 	live    int
 	added   []uint32 // fingerprints of keys the open batch set
 	removed []uint32 // fingerprints of keys the open batch deleted
+	fps     []uint32 // a build's fingerprints, from keyScan to built
 	// rebuild asks the next commit to rebuild from Pebble: set when the
 	// table overflowed, or found itself inconsistent.
 	rebuild bool
@@ -185,23 +185,38 @@ func (f *idemFilter) drop(fp uint32) {
 // build replaces the table with one counting every i/ key of r. With more
 // keys than the largest table holds it only counts them, and stays off.
 func (f *idemFilter) build(r storage.Reader) error {
+	scan := f.keyScan()
+	return f.built(storage.Scan(r, scan.Lower, scan.Upper, 0, scan.Fn))
+}
+
+// keyScan starts a build: the scan of the i/ keys that collects their
+// fingerprints, for built to finish. Open runs it beside the ready
+// order's scan (storage.ScanEach).
+func (f *idemFilter) keyScan() storage.RangeScan {
 	f.stats.rebuilds++
 	f.slots, f.used, f.live = nil, 0, 0
 	f.added, f.removed = f.added[:0], f.removed[:0]
-	var fps []uint32
+	f.fps = f.fps[:0]
 	prefix := storage.IdemPrefix()
-	err := storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
+	return storage.RangeScan{Lower: prefix, Upper: storage.PrefixEnd(prefix), Fn: func(k, _ []byte) error {
 		f.live++
 		if fits(f.live, f.maxSlots) {
-			fps = append(fps, idemFingerprint(k))
+			f.fps = append(f.fps, idemFingerprint(k))
 		} else {
-			fps = nil
+			f.fps = nil
 		}
 		return nil
-	})
-	if err != nil {
+	}}
+}
+
+// built finishes a build from keyScan's fingerprints, or fails it with
+// the scan's error.
+func (f *idemFilter) built(scanErr error) error {
+	fps := f.fps
+	f.fps = nil
+	if scanErr != nil {
 		f.rebuild = true
-		return fmt.Errorf("idempotency filter: scan i/: %w", err)
+		return fmt.Errorf("idempotency filter: scan i/: %w", scanErr)
 	}
 	if f.rebuild = !fits(f.live, f.maxSlots); f.rebuild {
 		f.log.Warn("idempotency filter off: too many live keys for its memory bound",
@@ -324,20 +339,16 @@ func (tx *txn) deleteIdem(ik []byte) error {
 	return nil
 }
 
-// openIdem builds the filter of a freshly opened keyspace: nil when
-// Options turned it off.
-func (f *FSM) openIdem(db *pebble.DB) (*idemFilter, error) {
+// openIdem is the filter of a freshly opened keyspace, empty until Open
+// builds it (keyScan, built) beside the ready order; nil when Options
+// turned it off.
+func (f *FSM) openIdem() *idemFilter {
 	if f.opts.IdemFilterBytes < 0 {
-		return nil, nil
+		return nil
 	}
 	limit := f.opts.IdemFilterBytes
 	if limit == 0 {
 		limit = DefaultIdemFilterBytes
 	}
-	idem := newIdemFilter(limit, f.log)
-	if err := idem.build(storage.Wrap(db)); err != nil {
-		return nil, err
-	}
-	f.log.Debug("idempotency filter built", "live_keys", idem.live, "bytes", idem.bytes())
-	return idem, nil
+	return newIdemFilter(limit, f.log)
 }

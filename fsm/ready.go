@@ -213,9 +213,11 @@ func (o *readyOrder) remove(t *pb.Task) {
 }
 
 // rebuild reads the order from the task records, when the catalog counts
-// a pending or delayed task in any queue. At a 1M backlog it decodes 1M
+// a pending or delayed task in any queue. At a 1M backlog it reads 1M
 // headers (BenchmarkOpen_Backlog); without a backlog it reads no record.
-func (o *readyOrder) rebuild(r storage.Reader) error {
+// The scans in beside run alongside the records' scan (storage.ScanEach),
+// and run even when there is no record to read.
+func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) error {
 	any := false
 	err := scanCatalog(r, func(_ QueueRef, m *storage.QueueMeta) {
 		any = any || m.Pending > 0 || m.Delayed > 0
@@ -225,9 +227,10 @@ func (o *readyOrder) rebuild(r storage.Reader) error {
 	}
 	fresh := newReadyOrder()
 	if any {
-		if err := fresh.scanRecords(r); err != nil {
-			return fmt.Errorf("ready order: %w", err)
-		}
+		beside = append(beside, fresh.recordScan())
+	}
+	if err := storage.ScanEach(r, beside...); err != nil {
+		return fmt.Errorf("ready order: %w", err)
 	}
 	o.queues, o.stale = fresh.queues, false
 	return nil

@@ -85,18 +85,18 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 	return nil
 }
 
-// scanRecords adds every pending and delayed task of the keyspace's
-// records to o, reading each record's header in place. Records come in id
-// order, and a backlog's tasks mostly share a queue, so the queue's name
-// is made a string once per run of records, not once per record.
-func (o *readyOrder) scanRecords(r storage.Reader) error {
+// recordScan is the scan of the task records that adds every pending and
+// delayed task to o, reading each record's header in place. Records come
+// in id order, and a backlog's tasks mostly share a queue, so the queue's
+// name is made a string once per run of records, not once per record.
+func (o *readyOrder) recordScan() storage.RangeScan {
 	var (
 		h                   orderHeader
 		ref                 QueueRef
 		lastQueue, lastTent []byte
 		started             bool
 	)
-	return storage.Scan(r, storage.TaskPrefix(), storage.PrefixEnd(storage.TaskPrefix()), 0, func(k, v []byte) error {
+	add := func(k, v []byte) error {
 		if err := decodeOrderHeader(v, &h); err != nil {
 			// Bytes apply never wrote, though Pebble's checksums
 			// hold: the repair is a damaged keyspace's.
@@ -119,5 +119,6 @@ func (o *readyOrder) scanRecords(r storage.Reader) error {
 		}
 		insert(o.treeAt(ref, h.state, h.priority, true), it)
 		return nil
-	})
+	}
+	return storage.RangeScan{Lower: storage.TaskPrefix(), Upper: storage.PrefixEnd(storage.TaskPrefix()), Fn: add}
 }
