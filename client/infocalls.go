@@ -159,5 +159,5 @@ func defaultWorkerID() string {
 	if err != nil || host == "" {
 		host = "worker"
 	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newKey()[:8])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
 }

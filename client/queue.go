@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -46,9 +44,10 @@ var (
 // code of CODE_DUPLICATE means the caller's idempotency key matched an
 // existing task, whose id the result carries; ItemError maps the others.
 //
-// Every task without an idempotency key gets a random one here, before the
-// first attempt, and keeps it: the client's own retries (and a caller that
-// retries with the same *NewTask values) cannot enqueue a task twice. Note
+// Every task without an idempotency key gets a fresh one here (a UUIDv7,
+// which sorts by time), before the first attempt, and keeps it: the client's
+// own retries (and a caller that retries with the same *NewTask values)
+// cannot enqueue a task twice. Note
 // that this sets IdempotencyKey on the caller's messages. A duplicate
 // answered for a key minted by this call can only be an earlier attempt of
 // the same call, so it is reported as CODE_OK.
@@ -482,13 +481,6 @@ func (c *Client) Leave(ctx context.Context, addr string) error {
 		return fmt.Errorf("Leave %s: %w", addr, mapError(err))
 	}
 	return nil
-}
-
-// newKey returns a random 128-bit idempotency key in hex.
-func newKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
-	return hex.EncodeToString(b[:])
 }
 
 // CreateToken mints a token on the leader (admin over every tenant). The

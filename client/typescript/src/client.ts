@@ -1,6 +1,6 @@
 // The producer's and operator's calls. Each method states whether it is
 // safe to repeat after an unknown outcome; Conn.invoke does the rest.
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { ClusterClient, KeyStats, ListKeysResponse, QueueClient, StatusResponse } from "./gen/docketv1/api.js";
 import {
@@ -30,6 +30,7 @@ import { jsonCodec, type Codec } from "./codec.js";
 import { Conn, type CallOpts, type ConnOptions, type Unary } from "./conn.js";
 import { configFromEnv } from "./env.js";
 import { DeadlineError, DocketError, InvalidArgumentError, itemError } from "./errors.js";
+import { uuidv7 } from "./idemkey.js";
 import { queueInfo, wireOrder, wirePerKeyPending, type QueueInfo, type QueueLimits } from "./queue.js";
 import { Sharer } from "./share.js";
 import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
@@ -271,7 +272,7 @@ export class Client {
     }
     // Keys are minted before the first attempt, so every retry of this
     // call, ours or the caller's with the same items, is applied once.
-    const tasks = items.map((it) => newTask(it.queue, codec.encode(it.payload), it, it.idempotencyKey ?? randomUUID(), this.tenant));
+    const tasks = items.map((it) => newTask(it.queue, codec.encode(it.payload), it, it.idempotencyKey ?? uuidv7(), this.tenant));
     const graph = tasks.some((t) => t.after.length > 0 || t.afterIndex.length > 0);
     let res: ItemResult[];
     if (graph || o.signal || o.timeoutMs !== undefined) {

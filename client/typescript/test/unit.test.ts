@@ -6,6 +6,7 @@ import { configFromEnv, jsonCodec, mapError, InvalidArgumentError, StaleFenceErr
 import { Status, ErrorInfo, BadRequest } from "../src/gen/google/rpc/status.js";
 import { PerKeyPending, QueueOrder, QueueStats } from "../src/gen/docketv1/task.js";
 import { queueInfo } from "../src/queue.js";
+import { uuidv7 } from "../src/idemkey.js";
 
 test("configFromEnv reads what the CLI reads", () => {
   const c = configFromEnv({ DOCKET_ADDR: " a:1, b:2 ,", DOCKET_TLS_CA: "/ca.pem", DOCKET_TOKEN: " s3cret " });
@@ -115,4 +116,24 @@ test("queueInfo turns the wire's QueueStats into numbers, enum strings and Dates
   const huge = queueInfo(QueueStats.fromPartial({ pending: 2n ** 53n + 1n }));
   assert.equal(huge.pending, 2 ** 53);
   assert.equal(huge.raw.pending, 2n ** 53n + 1n);
+});
+
+test("minted idempotency keys are UUIDv7s that sort by time and never repeat", () => {
+  const seen = new Set<string>();
+  let prevMax = "";
+  for (let ms = 0; ms < 50; ms++) {
+    const at = 1_790_000_000_000 + ms;
+    let lo = "", hi = "";
+    for (let i = 0; i < 200; i++) {
+      const k = uuidv7(at);
+      assert.match(k, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      assert.ok(!seen.has(k), `key ${k} minted twice`);
+      seen.add(k);
+      if (lo === "" || k < lo) lo = k;
+      if (k > hi) hi = k;
+    }
+    assert.ok(lo > prevMax, `a key of millisecond ${ms} (${lo}) sorts at or before an earlier one (${prevMax})`);
+    prevMax = hi;
+  }
+  assert.equal(parseInt(uuidv7(0x0190_1234_5678).replace(/-/g, "").slice(0, 12), 16), 0x0190_1234_5678);
 });
