@@ -196,9 +196,9 @@ func (f *idemFilter) keyScan() storage.RangeScan {
 	f.stats.rebuilds++
 	f.slots, f.used, f.live = nil, 0, 0
 	f.added, f.removed = f.added[:0], f.removed[:0]
-	f.fps = f.fps[:0]
+	f.fps = nil
 	prefix := storage.IdemPrefix()
-	return storage.RangeScan{Lower: prefix, Upper: storage.PrefixEnd(prefix), Fn: func(k, _ []byte) error {
+	return storage.RangeScan{What: "idempotency filter: scan i/", Lower: prefix, Upper: storage.PrefixEnd(prefix), Fn: func(k, _ []byte) error {
 		f.live++
 		if fits(f.live, f.maxSlots) {
 			f.fps = append(f.fps, idemFingerprint(k))

@@ -230,7 +230,7 @@ func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) erro
 		beside = append(beside, fresh.recordScan())
 	}
 	if err := storage.ScanEach(r, beside...); err != nil {
-		return fmt.Errorf("ready order: %w", err)
+		return err // each scan's error names its scan
 	}
 	o.queues, o.stale = fresh.queues, false
 	return nil

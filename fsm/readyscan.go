@@ -115,10 +115,10 @@ func (o *readyOrder) recordScan() storage.RangeScan {
 		}
 		it, ok := itemAt(h.id, h.state, h.visibleAt, h.seq)
 		if !ok {
-			return fmt.Errorf("ready order: task id %q does not pack", h.id)
+			return fmt.Errorf("task id %q does not pack", h.id)
 		}
 		insert(o.treeAt(ref, h.state, h.priority, true), it)
 		return nil
 	}
-	return storage.RangeScan{Lower: storage.TaskPrefix(), Upper: storage.PrefixEnd(storage.TaskPrefix()), Fn: add}
+	return storage.RangeScan{What: "ready order: scan t/", Lower: storage.TaskPrefix(), Upper: storage.PrefixEnd(storage.TaskPrefix()), Fn: add}
 }

@@ -10,7 +10,7 @@ import (
 
 // Test_ScanEachReadsEachRangeWhole: every range's Fn sees exactly its own
 // keys, in order, and a failing range's error comes back while the other
-// range still ends.
+// range still ends, named by the scan it came from.
 func Test_ScanEachReadsEachRangeWhole(t *testing.T) {
 	db := mustOpenDB(t)
 	mustCommit(t, db, func(b *pebble.Batch) error {
@@ -27,7 +27,7 @@ func Test_ScanEachReadsEachRangeWhole(t *testing.T) {
 	seen := map[string]*[]string{"a/": new([]string), "b/": new([]string), "c/": new([]string)}
 	scan := func(p string, fail bool) RangeScan {
 		keys := seen[p]
-		return RangeScan{Lower: []byte(p), Upper: PrefixEnd([]byte(p)), Fn: func(k, v []byte) error {
+		return RangeScan{What: "scan " + p, Lower: []byte(p), Upper: PrefixEnd([]byte(p)), Fn: func(k, v []byte) error {
 			if string(v) != p {
 				return fmt.Errorf("range %s met %q", p, k)
 			}
@@ -53,8 +53,8 @@ func Test_ScanEachReadsEachRangeWhole(t *testing.T) {
 		*keys = nil
 	}
 	err := ScanEach(Wrap(db), scan("a/", true), scan("b/", false))
-	if err == nil || err.Error() != "planted" {
-		t.Fatalf("ScanEach = %v, want the planted error", err)
+	if err == nil || err.Error() != "scan a/: planted" {
+		t.Fatalf("ScanEach = %v, want the planted error named by its scan", err)
 	}
 	if len(*seen["b/"]) != 500 {
 		t.Fatalf("the other range read %d keys, want 500", len(*seen["b/"]))

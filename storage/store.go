@@ -173,6 +173,9 @@ func Expired(r Reader, now int64, limit int) ([]TimeEntry, error) {
 type RangeScan struct {
 	Lower, Upper []byte
 	Fn           func(key, value []byte) error
+	// What names the scan in its error, since ScanEach joins the errors
+	// of scans that belong to different callers.
+	What string
 }
 
 // ScanEach scans each range, the ranges side by side, and returns once
@@ -185,13 +188,21 @@ func ScanEach(r Reader, scans ...RangeScan) error {
 	case 0:
 		return nil
 	case 1:
-		return Scan(r, scans[0].Lower, scans[0].Upper, 0, scans[0].Fn)
+		return scans[0].run(r)
 	}
 	errs := make([]error, len(scans))
 	var wg sync.WaitGroup
 	for i, s := range scans {
-		wg.Go(func() { errs[i] = Scan(r, s.Lower, s.Upper, 0, s.Fn) })
+		wg.Go(func() { errs[i] = s.run(r) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+func (s RangeScan) run(r Reader) error {
+	err := Scan(r, s.Lower, s.Upper, 0, s.Fn)
+	if err != nil && s.What != "" {
+		return fmt.Errorf("%s: %w", s.What, err)
+	}
+	return err
 }
