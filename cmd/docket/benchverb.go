@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/dockethq/docket/cmd/docket/bench"
 )
@@ -18,7 +19,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	err = bench.Run(ctx, exe, args, stdout, stderr)
 	if errors.Is(err, bench.ErrUsage) {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		// bench's text already begins with "usage": say it once.
+		return fmt.Errorf("%w%s", errUsage, strings.TrimPrefix(err.Error(), bench.ErrUsage.Error()))
 	}
 	return err
 }

@@ -276,6 +276,13 @@ func Test_BenchAgainstSecureDev(t *testing.T) {
 	if strings.Contains(out, tok) {
 		t.Fatal("the report shows the token")
 	}
+	// More callers than leases: each caller owns at least one lease. A
+	// caller left without one used to end the run before any heartbeat.
+	hb := []string{"bench", "--addr", addr, "--workload", "heartbeat", "--leases", "3", "-c", "8", "--duration", "1s", "--ceiling=false", "--json"}
+	out, err = sourced(t, dir, hb...)
+	if n, e := benchOps(t, out); err != nil || n == 0 || e != 0 {
+		t.Fatalf("bench heartbeat, 8 callers and 3 leases: %v, %d ok, %d errors\n%s", err, n, e, out)
+	}
 	t.Setenv(envToken, "")
 	var stdout, stderr logBuffer
 	err = run(testCtx(t), append(args, "--tls-ca", filepath.Join(dir, "tls", "docket-ca.pem")), &stdout, &stderr)

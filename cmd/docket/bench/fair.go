@@ -165,5 +165,34 @@ func (c *Config) parseFair(fs *flag.FlagSet, maxPerKey int) []error {
 	if c.Workload == "ceiling" && (given["order"] || given["max-running-per-key"]) {
 		errs = append(errs, errors.New("--order and --max-running-per-key configure the queue; --workload ceiling has none"))
 	}
+	if err := c.heldFitsKeyLimit(); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
+}
+
+// heldFitsKeyLimit refuses a workload that must hold more claims at once
+// than the per-key limit it sets lets run: the claims past the limit
+// would come back empty and the run would stop half-way through its
+// setup, after a fill (keyless tasks are each their own key, so
+// unlimited).
+func (c *Config) heldFitsKeyLimit() error {
+	var held int
+	var flag string
+	switch c.Workload {
+	case "heartbeat":
+		held, flag = c.Leases, fmt.Sprintf("--leases %d", c.Leases)
+	case "requeue":
+		held, flag = cmp.Or(c.Count, requeueDefault), fmt.Sprintf("--count %d", cmp.Or(c.Count, requeueDefault))
+	default:
+		return nil
+	}
+	if c.MaxRunningPerKey == nil || *c.MaxRunningPerKey == 0 || c.TaskKeys == 0 {
+		return nil
+	}
+	if can := int64(c.TaskKeys) * int64(*c.MaxRunningPerKey); int64(held) > can {
+		return fmt.Errorf("--workload %s holds %s claims at once, but --task-keys %d × --max-running-per-key %d lets %d run: raise one of them, or hold fewer",
+			c.Workload, flag, c.TaskKeys, *c.MaxRunningPerKey, can)
+	}
+	return nil
 }

@@ -1,8 +1,8 @@
 package bench
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -213,10 +213,7 @@ func (r *runner) failover(ctx context.Context, c *client.Client) error {
 // leader waits ReapGrace (10 s) before its first reap, so on a fresh
 // cluster the claim is held back until that grace has passed.
 func (r *runner) requeue(ctx context.Context, c *client.Client) error {
-	n := r.cfg.Count
-	if n == 0 {
-		n = 100
-	}
+	n := cmp.Or(r.cfg.Count, requeueDefault)
 	if r.local != nil {
 		if wait := 11*time.Second - time.Since(r.local.Ready); wait > 0 {
 			fmt.Fprintf(r.stderr, "bench requeue: waiting %v for the new leader's reap grace\n", wait.Round(time.Second))
@@ -234,7 +231,7 @@ func (r *runner) requeue(ctx context.Context, c *client.Client) error {
 			return err
 		}
 		if len(ts) == 0 {
-			return errors.New("requeue: queue ran dry")
+			return fmt.Errorf("requeue: claimed %d of %d tasks, then a claim came back empty: %s", len(claimed), n, whyEmpty)
 		}
 		for _, t := range ts {
 			claimed[t.GetId()] = time.Now()

@@ -39,6 +39,10 @@ func Test_ParseRejects(t *testing.T) {
 		{"--max-running-per-key", "4294967296"},
 		{"--workload", "ceiling", "--order", "fair"},
 		{"--workload", "ceiling", "--max-running-per-key", "1"},
+		// More claims held at once than the per-key limit lets run.
+		{"--workload", "heartbeat", "--leases", "11", "--task-keys", "10", "--max-running-per-key", "1"},
+		{"--workload", "requeue", "--task-keys", "2", "--max-running-per-key", "1"},
+		{"--workload", "requeue", "--count", "7", "--task-keys", "3", "--max-running-per-key", "2"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
@@ -194,5 +198,22 @@ func Test_PrintTableFairLine(t *testing.T) {
 	}
 	if strings.Replace(keyed.String(), lines[1]+"\n", "", 1) != plain.String() {
 		t.Fatalf("the fair line changed more than itself:\n%s\n%s", plain.String(), keyed.String())
+	}
+}
+
+// The claims a workload holds at once fit under the per-key limit it
+// sets, or no limit applies (keyless tasks, a limit of 0, or a workload
+// that holds few claims).
+func Test_ParseHeldFitsKeyLimit(t *testing.T) {
+	for _, args := range [][]string{
+		{"--workload", "heartbeat", "--leases", "10", "--task-keys", "10", "--max-running-per-key", "1"},
+		{"--workload", "heartbeat", "--leases", "1000", "--max-running-per-key", "1"},
+		{"--workload", "heartbeat", "--leases", "1000", "--task-keys", "10", "--max-running-per-key", "0"},
+		{"--workload", "requeue", "--count", "6", "--task-keys", "3", "--max-running-per-key", "2"},
+		{"--workload", "cycle", "--task-keys", "2", "--max-running-per-key", "1"},
+	} {
+		if _, err := parse(args, io.Discard); err != nil {
+			t.Errorf("parse(%q) = %v, want it accepted", args, err)
+		}
 	}
 }

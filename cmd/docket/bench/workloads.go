@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -269,6 +268,14 @@ func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) 
 	return &s, nil
 }
 
+// requeueDefault is how many tasks --workload requeue claims and lets
+// expire when --count is 0.
+const requeueDefault = 100
+
+// whyEmpty is what an empty claim during a workload's setup means: the
+// fill put the tasks there, so a limit holds them back.
+const whyEmpty = "a limit of the queue (max running, per key, rate) or of its tenant holds the rest back; raise it, or hold fewer"
+
 // heartbeat holds --leases leases and extends them from -c callers, one
 // item per call: the server coalesces concurrent calls into one command.
 func (r *runner) heartbeat(ctx context.Context, c *client.Client) (*Summary, error) {
@@ -283,22 +290,21 @@ func (r *runner) heartbeat(ctx context.Context, c *client.Client) (*Summary, err
 			return nil, err
 		}
 		if len(ts) == 0 {
-			return nil, errors.New("heartbeat: queue ran dry while claiming leases")
+			return nil, fmt.Errorf("heartbeat: claimed %d of --leases %d, then a claim came back empty: %s", len(held), r.cfg.Leases, whyEmpty)
 		}
 		held = append(held, ts...)
 	}
 	rec := NewRecorder("heartbeat")
 	var lost atomic.Int64
-	conc := r.cfg.Concurrency
+	// A worker owns at least one lease: one with none would end the run
+	// for all (drive stops when an op says it is done).
+	conc := min(r.cfg.Concurrency, len(held))
 	cursor := make([]int, conc)
 	elapsed := r.drive(ctx, "heartbeat", conc, rec, func(ctx context.Context, w int) bool {
 		// Worker w owns held[w], held[w+conc], ...
 		i := w + cursor[w]*conc
 		if i >= len(held) {
 			cursor[w], i = 0, w
-			if i >= len(held) {
-				return false
-			}
 		}
 		cursor[w]++
 		t := held[i]
