@@ -178,12 +178,13 @@ func (c *Config) parseFair(fs *flag.FlagSet, maxPerKey int) []error {
 // unlimited).
 func (c *Config) heldFitsKeyLimit() error {
 	var held int
-	var flag string
+	var given string // the flag that set held
 	switch c.Workload {
 	case "heartbeat":
-		held, flag = c.Leases, fmt.Sprintf("--leases %d", c.Leases)
+		held, given = c.Leases, fmt.Sprintf("--leases %d", c.Leases)
 	case "requeue":
-		held, flag = cmp.Or(c.Count, requeueDefault), fmt.Sprintf("--count %d", cmp.Or(c.Count, requeueDefault))
+		held = cmp.Or(c.Count, requeueDefault)
+		given = fmt.Sprintf("--count %d", held)
 	default:
 		return nil
 	}
@@ -192,7 +193,7 @@ func (c *Config) heldFitsKeyLimit() error {
 	}
 	if can := int64(c.TaskKeys) * int64(*c.MaxRunningPerKey); int64(held) > can {
 		return fmt.Errorf("--workload %s holds %s claims at once, but --task-keys %d × --max-running-per-key %d lets %d run: raise one of them, or hold fewer",
-			c.Workload, flag, c.TaskKeys, *c.MaxRunningPerKey, can)
+			c.Workload, given, c.TaskKeys, *c.MaxRunningPerKey, can)
 	}
 	return nil
 }
