@@ -82,7 +82,7 @@ func planted(ctx context.Context, args []string, log *slog.Logger) (bool, error)
 			// Only an enqueue that reaches the cut-off leader in the tenth
 			// of a second or so before it steps down is acknowledged and
 			// then lost. At the shared pace (about 10 enqueues a second)
-			// three partitions caught none in one run of six on 2026-11-29
+			// three partitions caught none in one run of five on 2026-11-29
 			// (seed 9092765123258003711); four times the pace leaves a
 			// miss unlikely.
 			cfg.EnqueueEvery = 100 * time.Millisecond
