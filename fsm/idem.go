@@ -185,8 +185,7 @@ func (f *idemFilter) drop(fp uint32) {
 // build replaces the table with one counting every i/ key of r. With more
 // keys than the largest table holds it only counts them, and stays off.
 func (f *idemFilter) build(r storage.Reader) error {
-	scan := f.keyScan()
-	return f.built(storage.Scan(r, scan.Lower, scan.Upper, 0, scan.Fn))
+	return f.built(storage.ScanEach(r, f.keyScan()))
 }
 
 // keyScan starts a build: the scan of the i/ keys that collects their
@@ -210,13 +209,13 @@ func (f *idemFilter) keyScan() storage.RangeScan {
 }
 
 // built finishes a build from keyScan's fingerprints, or fails it with
-// the scan's error.
+// the scan's error, which the scan's What already names.
 func (f *idemFilter) built(scanErr error) error {
 	fps := f.fps
 	f.fps = nil
 	if scanErr != nil {
 		f.rebuild = true
-		return fmt.Errorf("idempotency filter: scan i/: %w", scanErr)
+		return scanErr
 	}
 	if f.rebuild = !fits(f.live, f.maxSlots); f.rebuild {
 		f.log.Warn("idempotency filter off: too many live keys for its memory bound",

@@ -207,6 +207,10 @@ func (r *runner) failover(ctx context.Context, c *client.Client) error {
 	return nil
 }
 
+// requeueDefault is how many tasks --workload requeue claims and lets
+// expire when --count is 0.
+const requeueDefault = 100
+
 // requeue models a worker that dies holding a lease: it claims --count
 // tasks (default 100) under --lease, never heartbeats, and measures from
 // each claim's answer to the moment the same task is claimed again. A new

@@ -268,10 +268,6 @@ func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) 
 	return &s, nil
 }
 
-// requeueDefault is how many tasks --workload requeue claims and lets
-// expire when --count is 0.
-const requeueDefault = 100
-
 // whyEmpty is what an empty claim during a workload's setup means: the
 // fill put the tasks there, so a limit holds them back.
 const whyEmpty = "a limit of the queue (max running, per key, rate) or of its tenant holds the rest back; raise it, or hold fewer"
