@@ -171,6 +171,9 @@ func wantIndexKeys(level uint32, task *pb.Task) []string {
 	case pb.TaskState_TASK_STATE_DELAYED:
 		keys = [][]byte{storage.DelayedKey(q, tn, task.GetVisibleAt(), id), storage.WakeKey(task.GetVisibleAt(), id)}
 	case pb.TaskState_TASK_STATE_RUNNING:
+		if level >= LevelRunningInMemory { // from it on, the running order is the index
+			break
+		}
 		keys = [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(task.GetLeaseUntil(), id)}
 		if task.GetDeadlineAt() > 0 {
 			keys = append(keys, storage.DeadlineKey(task.GetDeadlineAt(), id))

@@ -85,9 +85,16 @@ const (
 	// latch deletes every queue's pending range. It changes the bytes
 	// apply writes, so it waits for every server.
 	LevelPendingInMemory uint32 = 17
+	// LevelRunningInMemory: no new command; apply stops writing the
+	// indexes of running tasks (q/…/r/, the lease order l/ and the
+	// deadline order o/), which live in memory alone (running.go) and are
+	// rebuilt from the task records at Open and Restore; the latch deletes
+	// them. It changes the bytes apply writes, so it waits for every
+	// server.
+	LevelRunningInMemory uint32 = 18
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelPendingInMemory
+	FeatureLevel = LevelRunningInMemory
 )
 
 // levelOverride lowers BuildLevel at link time

@@ -503,8 +503,8 @@ func (s *keyedSet) rebuild(r storage.Reader, ready *readyOrder) error {
 	return nil
 }
 
-// build reads one queue's key records and running tasks, and takes its
-// pending tasks from the ready order.
+// build reads one queue's key records, and takes its pending and running
+// tasks from the ready order.
 func (kq *keyedQueue) build(r storage.Reader, ref QueueRef, ready *readyOrder) error {
 	err := storage.ScanKeyStates(r, ref.Queue, ref.Tenant, func(key []byte, s *pb.KeyState) error {
 		ks := kq.named(key)
@@ -536,17 +536,14 @@ func (kq *keyedQueue) build(r storage.Reader, ref QueueRef, ready *readyOrder) e
 			ks.npending++
 		}
 	}
-	prefix := storage.RunningPrefix(ref.Queue, ref.Tenant)
-	err = storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(k, _ []byte) error {
-		t, err := read(string(k[len(prefix):]))
-		if err != nil || len(t.GetKey()) == 0 {
-			return err
+	for _, id := range ready.runningIDs(ref) {
+		t, err := read(id)
+		if err != nil {
+			return fmt.Errorf("running keys of %s/%s: %w", ref.Queue, ref.Tenant, err)
 		}
-		kq.findOrAdd(t).running++
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("running keys of %s/%s: %w", ref.Queue, ref.Tenant, err)
+		if len(t.GetKey()) > 0 {
+			kq.findOrAdd(t).running++
+		}
 	}
 	kq.each(kq.place)
 	return nil

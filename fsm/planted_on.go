@@ -91,9 +91,9 @@ func (tx *txn) plantReap() error {
 	if plantLeader.Load() || tx.index == 0 {
 		return nil
 	}
-	entries, err := storage.ExpiredLeases(tx.r, tx.now, 100)
-	if err != nil || len(entries) == 0 {
-		return err
+	entries := tx.ready.expiredLeases(tx.now, 100)
+	if len(entries) == 0 {
+		return nil
 	}
 	items := make([]*pb.ReapItem, 0, len(entries))
 	for _, e := range entries {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/btree"
+
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
@@ -147,38 +149,46 @@ func (f *FSM) StatsPage(queue, tenant, cursor string) ([]*pb.QueueStats, string,
 // dead) from the local replica: up to limit tasks within AnswerBudget
 // bytes (at least one), and the cursor of the next page.
 func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string, limit int) ([]*pb.Task, string, error) {
-	if state != pb.TaskState_TASK_STATE_PENDING {
-		r, release, err := f.view()
+	ref := QueueRef{queue, tenant}
+	switch state {
+	case pb.TaskState_TASK_STATE_PENDING:
+		// The pending index is the ready order (stored below
+		// LevelPendingInMemory too, with the same keys).
+		var q *readyQueue
+		r, release, err := f.orderView(func(o *readyOrder) { q = o.clonePending(ref) })
 		if err != nil {
 			return nil, "", err
 		}
 		defer release()
-		return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
+		return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkPending(q, ref)))
+	case pb.TaskState_TASK_STATE_RUNNING:
+		// The running index is the running order (stored below
+		// LevelRunningInMemory too, with the same keys).
+		var ids *btree.BTreeG[uint64]
+		r, release, err := f.orderView(func(o *readyOrder) { ids = o.cloneRunning(ref) })
+		if err != nil {
+			return nil, "", err
+		}
+		defer release()
+		return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkRunning(ids, ref)))
 	}
-	// The pending index is the ready order (stored below
-	// LevelPendingInMemory too, with the same keys).
-	ref := QueueRef{queue, tenant}
-	var q *readyQueue
-	r, release, err := f.orderView(func(o *readyOrder) { q = o.clonePending(ref) })
+	r, release, err := f.view()
 	if err != nil {
 		return nil, "", err
 	}
 	defer release()
-	return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkPending(q, ref)))
+	return pageErr(storage.ListTasks(r, queue, tenant, state, cursor, limit, AnswerBudget))
 }
 
 // ExpiredLeases lists (task, fence) pairs whose lease ended at or before
 // now, for the leader's reaper to propose as a Reap command.
 func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
-	r, release, err := f.view()
+	var entries []storage.TimeEntry
+	r, release, err := f.orderView(func(o *readyOrder) { entries = o.expiredLeases(now, limit) })
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	entries, err := storage.ExpiredLeases(r, now, limit)
-	if err != nil {
-		return nil, fmt.Errorf("expired leases: %w", err)
-	}
 	items := make([]*pb.ReapItem, 0, len(entries))
 	for _, e := range entries {
 		t, _, err := storage.GetTaskHeader(r, e.ID)

@@ -48,7 +48,10 @@ import (
 type readyOrder struct {
 	mu     sync.Mutex
 	queues map[QueueRef]*readyQueue
-	stale  bool
+	// running is the running tasks' orders (running.go), kept with the
+	// ready order's lock, staleness and rebuild.
+	running runningOrder
+	stale   bool
 }
 
 // readyQueue is one queue's orders; a tree is nil until a task is added
@@ -108,7 +111,9 @@ func orderLess(a, b orderItem) bool {
 // with no pointer among the items for the collector to trace.
 const orderDegree = 32
 
-func newReadyOrder() *readyOrder { return &readyOrder{queues: map[QueueRef]*readyQueue{}} }
+func newReadyOrder() *readyOrder {
+	return &readyOrder{queues: map[QueueRef]*readyQueue{}, running: newRunningOrder()}
+}
 
 // markStale makes the next batch rebuild the order before it applies.
 func (o *readyOrder) markStale() {
@@ -163,9 +168,17 @@ func insert(tr **btree.BTreeG[orderItem], it orderItem) {
 	(*tr).ReplaceOrInsert(it)
 }
 
-// add notes a task that became pending or delayed.
+// add notes a task that became pending, delayed or running.
 func (o *readyOrder) add(t *pb.Task) error {
 	if o == nil {
+		return nil
+	}
+	if t.GetState() == pb.TaskState_TASK_STATE_RUNNING {
+		a, ok := runningOf(t)
+		if !ok {
+			return fmt.Errorf("running order: task id %q does not pack", t.GetId())
+		}
+		o.running.add(a)
 		return nil
 	}
 	if tr := o.tree(t, true); tr != nil {
@@ -184,6 +197,12 @@ func (o *readyOrder) add(t *pb.Task) error {
 // only queues with a backlog.
 func (o *readyOrder) remove(t *pb.Task) {
 	if o == nil {
+		return
+	}
+	if t.GetState() == pb.TaskState_TASK_STATE_RUNNING {
+		if a, ok := runningOf(t); ok { // else never added: add refuses such an id
+			o.running.remove(a)
+		}
 		return
 	}
 	tr := o.tree(t, false)
@@ -220,7 +239,7 @@ func (o *readyOrder) remove(t *pb.Task) {
 func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) error {
 	any := false
 	err := scanCatalog(r, func(_ QueueRef, m *storage.QueueMeta) {
-		any = any || m.Pending > 0 || m.Delayed > 0
+		any = any || m.Pending > 0 || m.Delayed > 0 || m.Running > 0
 	})
 	if err != nil {
 		return fmt.Errorf("ready order: catalog: %w", err)
@@ -232,7 +251,7 @@ func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) erro
 	if err := storage.ScanEach(r, beside...); err != nil {
 		return err // each scan's error names its scan
 	}
-	o.queues, o.stale = fresh.queues, false
+	o.queues, o.running, o.stale = fresh.queues, fresh.running, false
 	return nil
 }
 

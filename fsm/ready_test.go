@@ -90,6 +90,55 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 	if stored && len(pendingKeys) != countPending(fresh) {
 		t.Fatalf("%d pending keys stored, %d pending tasks in the records", len(pendingKeys), countPending(fresh))
 	}
+	checkRunningOrder(t, f, r, fresh)
+}
+
+// checkRunningOrder compares the running orders with those rebuilt from
+// the records (fresh), and with the keyspace: below LevelRunningInMemory
+// the stored running, lease and deadline keys name the same tasks at the
+// same times; from it on none is stored.
+func checkRunningOrder(t testing.TB, f *FSM, r storage.Reader, fresh *readyOrder) {
+	t.Helper()
+	got, want := f.ready.dumpRunning(), fresh.dumpRunning()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("running order:\n%v\nrebuilt from the records:\n%v", got, want)
+	}
+	var keys []string
+	err := storage.Scan(r, []byte("q/"), storage.PrefixEnd([]byte("q/")), 0, func(k, _ []byte) error {
+		if parts := strings.SplitN(string(k), "/", 5); len(parts) == 5 && parts[3] == "r" {
+			keys = append(keys, fmt.Sprintf("r/%s/%s/%s", parts[1], parts[2], parts[4]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := storage.ExpiredLeases(r, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range leases {
+		keys = append(keys, fmt.Sprintf("l/%d/%s", e.At, e.ID))
+	}
+	deadlines, err := storage.PastDeadline(r, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range deadlines {
+		keys = append(keys, fmt.Sprintf("o/%d/%s", e.At, e.ID))
+	}
+	slices.Sort(keys)
+	if f.EnabledLevel() >= LevelRunningInMemory {
+		if len(keys) > 0 {
+			t.Fatalf("level %d stores no running index, yet %d keys are left, the first %q", f.EnabledLevel(), len(keys), keys[0])
+		}
+		return
+	}
+	if !slices.Equal(got, keys) {
+		t.Fatalf("running order:\n%v\nPebble's running, lease and deadline keys:\n%v", got, keys)
+	}
 }
 
 // countPending is how many pending tasks o holds.
@@ -106,7 +155,7 @@ func countPending(o *readyOrder) int {
 }
 
 // Test_ReadyOrderKeepsKeyspace: one random log, whose latch crosses
-// LevelPendingInMemory at a random point, applied entry by entry to one
+// LevelPendingInMemory and LevelRunningInMemory at random points, applied entry by entry to one
 // replica and in random batch sizes with reopens to another: the same
 // answers, the same keyspace hash, and a ready order equal to the records
 // (and, below the level, to the stored pending keys) after every batch.
@@ -120,23 +169,28 @@ func Test_ReadyOrderKeepsKeyspace(t *testing.T) {
 		b := newHarness(t)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var got []interface{}
-		below, above := 0, 0
+		below, above := map[uint32]int{}, map[uint32]int{}
+		levels := []uint32{LevelPendingInMemory, LevelRunningInMemory}
 		for done := 0; done < len(logs); {
 			n := min(len(logs)-done, 1+rng.IntN(64))
 			got = append(got, b.f.ApplyBatch(logs[done:done+n])...)
 			done += n
 			checkReadyOrder(t, b.f)
-			if b.f.EnabledLevel() < LevelPendingInMemory {
-				below++
-			} else {
-				above++
+			for _, l := range levels {
+				if b.f.EnabledLevel() < l {
+					below[l]++
+				} else {
+					above[l]++
+				}
 			}
 			if rng.IntN(8) == 0 {
 				b.reopen() // the order is rebuilt from the records
 			}
 		}
-		if below == 0 || above == 0 {
-			t.Fatalf("the log's latch never crossed level %d: %d batches below, %d at or above", LevelPendingInMemory, below, above)
+		for _, l := range levels {
+			if below[l] == 0 || above[l] == 0 {
+				t.Fatalf("the log's latch never crossed level %d: %d batches below, %d at or above", l, below[l], above[l])
+			}
 		}
 		for j := range logs {
 			if !answersEqual(want[j], got[j]) {

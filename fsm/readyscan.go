@@ -21,6 +21,8 @@ type orderHeader struct {
 	state             pb.TaskState
 	visibleAt         int64
 	seq               uint64
+	// A running task's lease end and execution deadline (running.go).
+	leaseUntil, deadlineAt int64
 }
 
 // The field numbers of pb.Task the header reads (task.proto).
@@ -32,6 +34,8 @@ const (
 	fieldTaskState     = 6
 	fieldTaskVisibleAt = 12
 	fieldTaskSeq       = 13
+	fieldTaskLease     = 17
+	fieldTaskDeadline  = 112
 )
 
 // decodeOrderHeader reads h from a t/ value, as proto.Unmarshal would set
@@ -61,7 +65,8 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 			default:
 				h.tenant = b
 			}
-		case typ == protowire.VarintType && (num == fieldTaskPriority || num == fieldTaskState || num == fieldTaskVisibleAt || num == fieldTaskSeq):
+		case typ == protowire.VarintType && (num == fieldTaskPriority || num == fieldTaskState || num == fieldTaskVisibleAt ||
+			num == fieldTaskSeq || num == fieldTaskLease || num == fieldTaskDeadline):
 			var x uint64
 			x, n = protowire.ConsumeVarint(v)
 			switch num {
@@ -71,6 +76,10 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 				h.state = pb.TaskState(int32(x))
 			case fieldTaskVisibleAt:
 				h.visibleAt = int64(x)
+			case fieldTaskLease:
+				h.leaseUntil = int64(x)
+			case fieldTaskDeadline:
+				h.deadlineAt = int64(x)
 			default:
 				h.seq = x
 			}
@@ -102,7 +111,8 @@ func (o *readyOrder) recordScan() storage.RangeScan {
 			// hold: the repair is a damaged keyspace's.
 			return fmt.Errorf("%w: task %q: %v", storage.ErrUndecodable, k, err)
 		}
-		if h.state != pb.TaskState_TASK_STATE_PENDING && h.state != pb.TaskState_TASK_STATE_DELAYED {
+		if h.state != pb.TaskState_TASK_STATE_PENDING && h.state != pb.TaskState_TASK_STATE_DELAYED &&
+			h.state != pb.TaskState_TASK_STATE_RUNNING {
 			return nil
 		}
 		if h.priority > MaxPriority {
@@ -112,6 +122,14 @@ func (o *readyOrder) recordScan() storage.RangeScan {
 			ref = QueueRef{string(h.queue), string(h.tenant)}
 			lastQueue, lastTent = append(lastQueue[:0], h.queue...), append(lastTent[:0], h.tenant...)
 			started = true
+		}
+		if h.state == pb.TaskState_TASK_STATE_RUNNING {
+			id, ok := packID(h.id)
+			if !ok {
+				return fmt.Errorf("task id %q does not pack", h.id)
+			}
+			o.running.add(runningAt{ref, id, h.leaseUntil, h.deadlineAt})
+			return nil
 		}
 		it, ok := itemAt(h.id, h.state, h.visibleAt, h.seq)
 		if !ok {

@@ -142,15 +142,12 @@ func (tx *txn) endTimedOut(t *pb.Task, pos int) error {
 // PastDeadlines lists the running claims whose execution deadline passed
 // by now, with their fences, for the leader's TimeOut; at most limit.
 func (f *FSM) PastDeadlines(now int64, limit int) ([]*pb.ReapItem, error) {
-	r, release, err := f.view()
+	var entries []storage.TimeEntry
+	r, release, err := f.orderView(func(o *readyOrder) { entries = o.pastDeadlines(now, limit) })
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	entries, err := storage.PastDeadline(r, now, limit)
-	if err != nil {
-		return nil, fmt.Errorf("past deadlines: %w", err)
-	}
 	items := make([]*pb.ReapItem, 0, len(entries))
 	for _, e := range entries {
 		t, err := storage.GetTask(r, e.ID)

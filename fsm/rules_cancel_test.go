@@ -1,12 +1,13 @@
 package fsm
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
-	"github.com/dockethq/docket/storage"
 )
 
 // cancelHarness is a harness whose cluster latched LevelCancelRunning, as
@@ -204,8 +205,8 @@ func Test_CancelRunningRules(t *testing.T) {
 			if a := lastAttempt(t, h.task(c.GetId())); a.GetDeadlineAt() != at(31*time.Second) {
 				t.Fatalf("attempt %v has no deadline", a)
 			}
-			if _, _, err := h.f.db.Get(storage.DeadlineKey(at(31*time.Second), c.GetId())); err != nil {
-				t.Fatalf("no o/ key: %v", err)
+			if got := h.f.ready.dumpRunning(); !slices.Contains(got, fmt.Sprintf("o/%d/%s", at(31*time.Second), c.GetId())) {
+				t.Fatalf("the deadline order %v does not hold it", got)
 			}
 			plain := h.claimOne(at(time.Second), "q", "a")
 			if plain.GetDeadlineAt() != 0 {

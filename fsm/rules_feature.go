@@ -25,6 +25,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 			return err
 		}
 	}
+	if tx.feature < LevelRunningInMemory && c.GetLevel() >= LevelRunningInMemory {
+		if err := tx.dropRunningIndex(); err != nil {
+			return err
+		}
+	}
 	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
 		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
 	}

@@ -30,13 +30,18 @@ func Test_RuleBook(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenario files in testdata")
 	}
-	// At the build's level the ready order is the only index of pending
-	// tasks; one level below, apply also stores the pending keys an older
-	// build reads. Every answer must be the same.
-	for _, level := range []uint32{FeatureLevel, LevelPendingInMemory - 1} {
+	// At the build's level the orders in memory are the only indexes of
+	// pending and running tasks; below LevelRunningInMemory apply also
+	// stores the running keys an older build reads, and below
+	// LevelPendingInMemory the pending keys too. Every answer must be the
+	// same.
+	for _, level := range []uint32{FeatureLevel, LevelRunningInMemory - 1, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
-			if level != FeatureLevel {
+			switch level {
+			case LevelRunningInMemory - 1:
+				name += "/running-index"
+			case LevelPendingInMemory - 1:
 				name += "/pending-index"
 			}
 			t.Run(name, func(t *testing.T) {

@@ -313,7 +313,7 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 
 // indexKeys are the keys that point at t in its current state. From
 // LevelPendingInMemory on a pending task has none: the ready order is its
-// index.
+// index; from LevelRunningInMemory on a running task has none either.
 func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
 	switch t.GetState() {
@@ -325,6 +325,9 @@ func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 	case pb.TaskState_TASK_STATE_DELAYED:
 		return [][]byte{storage.DelayedKey(q, tn, t.GetVisibleAt(), id), storage.WakeKey(t.GetVisibleAt(), id)}
 	case pb.TaskState_TASK_STATE_RUNNING:
+		if tx.feature >= LevelRunningInMemory {
+			return nil
+		}
 		if d := t.GetDeadlineAt(); d > 0 { // a claim with an execution timeout (rules_cancel.go)
 			return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id), storage.DeadlineKey(d, id)}
 		}
@@ -352,7 +355,7 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	if from == pb.TaskState_TASK_STATE_DELAYED {
 		tx.delayedOut(t)
 	}
-	tx.ready.remove(t) // before mutate changes its seq, priority or time
+	tx.ready.remove(t) // before mutate changes its seq, priority, times or lease
 	tx.keyedLeave(t)
 	for _, k := range tx.indexKeys(t) {
 		if err := tx.b.Delete(k, nil); err != nil {

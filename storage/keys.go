@@ -155,6 +155,9 @@ func parseTimeIndexKey(key []byte, prefixLen int) (int64, string, error) {
 	return int64(binary.BigEndian.Uint64(key[prefixLen:])), string(key[prefixLen+9:]), nil
 }
 
+// LeasePrefix bounds a scan over every lease end.
+func LeasePrefix() []byte { return prefixLease }
+
 // LeaseKey is l/<lease_until>/<id>.
 func LeaseKey(leaseUntil int64, id string) []byte { return timeIndexKey(prefixLease, leaseUntil, id) }
 
