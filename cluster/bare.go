@@ -109,6 +109,7 @@ type BareRaft struct {
 	Raft  *raft.Raft
 	Addr  raft.ServerAddress // the bound Raft address
 	parts raftParts
+	gate  *raftlog.Gate
 }
 
 // NewBareRaft starts Raft for cfg (ID, DataDir, RaftAddr and the Raft knobs;
@@ -133,7 +134,8 @@ func NewBareRaft(cfg Config, f raft.FSM) (*BareRaft, error) {
 	}
 	b.Addr = b.parts.transport.LocalAddr()
 	cfg.RaftAddr = string(b.Addr)
-	r, err := raft.NewRaft(raftConfig(cfg, log, nil), f, b.parts.logs, b.parts.store, b.parts.snaps, b.parts.transport)
+	b.gate = &raftlog.Gate{NetworkTransport: b.parts.transport} // fences heartbeats at Close
+	r, err := raft.NewRaft(raftConfig(cfg, log, nil), f, b.parts.logs, b.parts.store, b.parts.snaps, b.gate)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start raft: %w", err), b.parts.close())
 	}
@@ -143,7 +145,7 @@ func NewBareRaft(cfg Config, f raft.FSM) (*BareRaft, error) {
 
 // Close shuts Raft down and closes its stores.
 func (b *BareRaft) Close() error {
-	return errors.Join(b.Raft.Shutdown().Error(), b.parts.close())
+	return errors.Join(b.Raft.Shutdown().Error(), b.gate.Close(), b.parts.close())
 }
 
 // peerDialOptions are the options of the node's gRPC calls to other

@@ -43,6 +43,7 @@ type Node struct {
 	logDiskBytes atomic.Uint64
 	snaps        *raft.FileSnapshotStore
 	transport    *raft.NetworkTransport
+	gate         *raftlog.Gate // the transport as Raft has it; nil until Raft starts
 	raft         *raft.Raft
 
 	peers  *membership.Book
@@ -160,8 +161,8 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	n.notify = notify
 	n.store.OnFault = n.logFault.set
-	trans := &raftlog.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
-	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, trans); err != nil {
+	n.gate = &raftlog.Gate{NetworkTransport: n.transport, May: n.mayCampaign, Asked: &n.campaign.asked}
+	if n.raft, err = raft.NewRaft(n.raftConfig(notify), n.fsm, n.logs, n.store, n.snaps, n.gate); err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	role.raft.Store(n.raft)
@@ -321,7 +322,12 @@ func (n *Node) shutdownRaft() raft.Future {
 
 func (n *Node) closeStores() error {
 	var errs []error
-	if n.transport != nil {
+	// The gate first: it waits for a heartbeat Raft still handles, which
+	// may write the stable store (raftlog.Gate).
+	switch {
+	case n.gate != nil:
+		errs = append(errs, n.gate.Close())
+	case n.transport != nil:
 		errs = append(errs, n.transport.Close())
 	}
 	if n.store != nil {

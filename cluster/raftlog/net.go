@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,29 +104,79 @@ func (s *limitedStream) Addr() net.Addr { return s.advertise }
 // has not passed a check should not lead while a checked one can.
 // Everything else, AppendEntries and the votes it grants others included,
 // passes through.
+//
+// It also fences Raft's heartbeat handler at Close. Raft runs a heartbeat
+// on the transport's connection goroutine, and one from a newer term
+// writes the term to the stable store; Raft's Shutdown does not wait for
+// it, so the stores closed after Shutdown could be written by it, and
+// Raft panics on that failed write (hashicorp/raft#717). Close waits for a
+// heartbeat in flight and refuses those after it; the node closes the
+// gate before its stores.
 type Gate struct {
 	*raft.NetworkTransport
 	// May is nil when this node may campaign now, else the error its
-	// own vote requests fail with.
+	// own vote requests fail with. A nil May lets every request through.
 	May func() error
-	// Asked counts the vote requests sent on.
+	// Asked counts the vote requests sent on, when set.
 	Asked *atomic.Uint64
+
+	// beats is held shared by each heartbeat Raft handles and
+	// exclusively by Close, which sets closed.
+	beats  sync.RWMutex
+	closed bool
+}
+
+// may is nil when a vote request may go out, and counts it.
+func (t *Gate) may() error {
+	if t.May != nil {
+		if err := t.May(); err != nil {
+			return err
+		}
+	}
+	if t.Asked != nil {
+		t.Asked.Add(1)
+	}
+	return nil
+}
+
+// SetHeartbeatHandler installs Raft's heartbeat handler behind the fence.
+func (t *Gate) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	if cb == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.beats.RLock()
+		defer t.beats.RUnlock()
+		if t.closed {
+			rpc.Respond(nil, raft.ErrTransportShutdown)
+			return
+		}
+		cb(rpc)
+	})
+}
+
+// Close waits for a heartbeat Raft is handling, refuses any later one,
+// then closes the transport.
+func (t *Gate) Close() error {
+	t.beats.Lock()
+	t.closed = true
+	t.beats.Unlock()
+	return t.NetworkTransport.Close()
 }
 
 // RequestVote asks target for a vote when this node may campaign.
 func (t *Gate) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if err := t.May(); err != nil {
+	if err := t.may(); err != nil {
 		return err
 	}
-	t.Asked.Add(1)
 	return t.NetworkTransport.RequestVote(id, target, args, resp)
 }
 
 // RequestPreVote asks target for a pre-vote when this node may campaign.
 func (t *Gate) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if err := t.May(); err != nil {
+	if err := t.may(); err != nil {
 		return err
 	}
-	t.Asked.Add(1)
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
 }
