@@ -166,10 +166,10 @@ func (m *Nemesis) rollingRestart(ctx context.Context) ([]int, healFunc, string, 
 // rollingUpgrade replaces each node's binary with the current one, one
 // node at a time, as rollingRestart restarts them. While any node still
 // runs the older binary the latched feature level must stay where it was
-// and the gate probe (ClusterView: a command of the newest level) must be
-// refused; after the last one the leader must latch the level of the new
-// binary within latchDeadline, and the probe must then be accepted.
-// Anything else is a finding.
+// and the gate probe (ClusterView) must be answered as the older level
+// answers it (ProbeBefore: refused below ProbeLevel); after the last one
+// the leader must latch the level of the new binary within latchDeadline,
+// and the probe must then be accepted. Anything else is a finding.
 func (m *Nemesis) rollingUpgrade(ctx context.Context) ([]int, healFunc, string, error) {
 	if m.C.NewBin == "" {
 		return nil, nil, "", fmt.Errorf("rolling-upgrade needs a cluster started on an older binary (--upgrade-from)")
@@ -188,8 +188,8 @@ func (m *Nemesis) rolling(ctx context.Context, newBin string) ([]int, healFunc, 
 		}
 		before = v
 		notes = append(notes, fmt.Sprintf("before: level %d, probe %s", v.Enabled, v.Probe))
-		if v.Probe != ProbeRefused {
-			findings = append(findings, "before the upgrade the gate probe was not refused: "+v.Probe)
+		if want := ProbeBefore(v.Enabled); v.Probe != want {
+			findings = append(findings, fmt.Sprintf("before the upgrade, at level %d, the gate probe was not %s: %s", v.Enabled, want, v.Probe))
 		}
 	}
 	watch := c.watchVoters(ctx, m.Self)
@@ -218,7 +218,7 @@ func (m *Nemesis) rolling(ctx context.Context, newBin string) ([]int, healFunc, 
 		if newBin != "" && k < len(order)-1 {
 			// One old server holds the level back, even while it restarts.
 			v, err := c.View(ctx, m.Self, true)
-			if err == nil && (v.Enabled != before.Enabled || v.Probe != ProbeRefused) {
+			if err == nil && (v.Enabled != before.Enabled || v.Probe != ProbeBefore(before.Enabled)) {
 				findings = append(findings, fmt.Sprintf("with %d of %d upgraded: level %d (was %d), probe %s", k+1, len(order), v.Enabled, before.Enabled, v.Probe))
 			}
 		}

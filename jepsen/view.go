@@ -48,6 +48,21 @@ const (
 	ProbeAccepted = "accepted"
 )
 
+// ProbeLevel is the feature level of the probe's command (SetKeyLimit,
+// fsm.LevelFairQueues). A level may add no command at all (17 and 18
+// change only what apply writes), so an older build at or above this
+// level accepts the probe before the upgrade as after it.
+const ProbeLevel = 16
+
+// ProbeBefore is the probe's answer expected while a server still runs
+// the older build, whose cluster latched level enabled.
+func ProbeBefore(enabled uint32) string {
+	if enabled >= ProbeLevel {
+		return ProbeAccepted
+	}
+	return ProbeRefused
+}
+
 // ClusterView asks every node for its Status and returns the answer of
 // the node that leads with the highest term. With probe, it also sets a
 // key's override (SetKeyLimit), the command type of the newest level the
