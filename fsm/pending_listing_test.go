@@ -8,13 +8,13 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// listPending pages through a queue's pending tasks from cursor, limit at
-// a time, and returns the ids in listing order.
-func listPending(t *testing.T, h *harness, cursor string, limit int) []string {
+// listIDs pages through a queue's tasks in one state from cursor, limit
+// at a time, and returns the ids in listing order.
+func listIDs(t *testing.T, h *harness, state pb.TaskState, cursor string, limit int) []string {
 	t.Helper()
 	var ids []string
 	for {
-		page, next, err := h.f.ListTasks("q", "a", pb.TaskState_TASK_STATE_PENDING, cursor, limit)
+		page, next, err := h.f.ListTasks("q", "a", state, cursor, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,6 +26,12 @@ func listPending(t *testing.T, h *harness, cursor string, limit int) []string {
 		}
 		cursor = next
 	}
+}
+
+// listPending is listIDs of the pending tasks.
+func listPending(t *testing.T, h *harness, cursor string, limit int) []string {
+	t.Helper()
+	return listIDs(t, h, pb.TaskState_TASK_STATE_PENDING, cursor, limit)
 }
 
 // Test_PendingListingAcrossTheLatch: the listing of pending tasks reads

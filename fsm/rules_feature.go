@@ -57,20 +57,9 @@ func (f *FSM) MaxLevel() uint32 { return f.maxLevel() }
 // latch of LevelPendingInMemory: from then on the ready order is the only
 // index of pending tasks, on every replica at the same entry.
 func (tx *txn) dropPendingIndex() error {
-	// Every queue the catalog names, and those this batch touched, whose
-	// records it writes only at its end: a queue made earlier in the
-	// batch is not in the catalog yet.
-	refs := map[QueueRef]bool{}
-	err := scanCatalog(tx.r, func(ref QueueRef, m *storage.QueueMeta) {
-		if m.Pending > 0 {
-			refs[ref] = true
-		}
-	})
+	refs, err := tx.queuesWhere(func(m *storage.QueueMeta) bool { return m.Pending > 0 })
 	if err != nil {
 		return fmt.Errorf("drop the pending index: %w", err)
-	}
-	for _, e := range tx.metas {
-		refs[QueueRef{e.queue, e.tenant}] = true
 	}
 	for ref := range refs {
 		prefix := storage.PendingPrefix(ref.Queue, ref.Tenant)
@@ -79,4 +68,24 @@ func (tx *txn) dropPendingIndex() error {
 		}
 	}
 	return nil
+}
+
+// queuesWhere is every queue whose catalog record matches, and every queue
+// this batch touched, whose records it writes only at its end: a queue
+// made earlier in the batch is not in the catalog yet. A latch's
+// migration deletes the index ranges of these.
+func (tx *txn) queuesWhere(match func(m *storage.QueueMeta) bool) (map[QueueRef]bool, error) {
+	refs := map[QueueRef]bool{}
+	err := scanCatalog(tx.r, func(ref QueueRef, m *storage.QueueMeta) {
+		if match(m) {
+			refs[ref] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range tx.metas {
+		refs[QueueRef{e.queue, e.tenant}] = true
+	}
+	return refs, nil
 }

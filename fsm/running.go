@@ -198,19 +198,9 @@ func (o *readyOrder) dumpRunning() []string {
 // latch of LevelRunningInMemory: from then on the running order is their
 // only index, on every replica from the same entry.
 func (tx *txn) dropRunningIndex() error {
-	// Every queue the catalog counts a running task in, and those this
-	// batch touched, whose records it writes only at its end.
-	refs := map[QueueRef]bool{}
-	err := scanCatalog(tx.r, func(ref QueueRef, m *storage.QueueMeta) {
-		if m.Running > 0 {
-			refs[ref] = true
-		}
-	})
+	refs, err := tx.queuesWhere(func(m *storage.QueueMeta) bool { return m.Running > 0 })
 	if err != nil {
 		return fmt.Errorf("drop the running index: %w", err)
-	}
-	for _, e := range tx.metas {
-		refs[QueueRef{e.queue, e.tenant}] = true
 	}
 	prefixes := [][]byte{storage.LeasePrefix(), storage.DeadlinePrefix()}
 	for ref := range refs {

@@ -9,24 +9,10 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// listRunning pages through a queue's running tasks from cursor, limit at
-// a time, and returns the ids in listing order.
+// listRunning is listIDs of the running tasks.
 func listRunning(t *testing.T, h *harness, cursor string, limit int) []string {
 	t.Helper()
-	var ids []string
-	for {
-		page, next, err := h.f.ListTasks("q", "a", pb.TaskState_TASK_STATE_RUNNING, cursor, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, task := range page {
-			ids = append(ids, task.GetId())
-		}
-		if next == "" {
-			return ids
-		}
-		cursor = next
-	}
+	return listIDs(t, h, pb.TaskState_TASK_STATE_RUNNING, cursor, limit)
 }
 
 // reaped is what the leader's reaper and its TimeOut would propose at now.
