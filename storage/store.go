@@ -34,7 +34,9 @@ func (p pebbleReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 // Wrap turns a pebble.Reader (DB, Snapshot, indexed Batch) into a Reader.
 func Wrap(r pebble.Reader) Reader { return pebbleReader{r} }
 
-// Writer is the write half of a Pebble batch.
+// Writer is the write half of a Pebble batch. Like Pebble's batch, a
+// Writer keeps neither key nor value past its Set: the caller may reuse
+// them (the task records' encoding buffers do).
 type Writer interface {
 	Set(key, value []byte, o *pebble.WriteOptions) error
 	Delete(key []byte, o *pebble.WriteOptions) error

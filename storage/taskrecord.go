@@ -3,8 +3,9 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"sync"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/cockroachdb/pebble/v2"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -58,11 +59,7 @@ func GetTaskHeader(r Reader, id string) (*pb.Task, RecordFormat, error) {
 }
 
 func getTaskRecord(r Reader, id string, withBody bool) (*pb.Task, RecordFormat, error) {
-	v, err := getCopy(r, TaskKey(id))
-	if err != nil {
-		return nil, 0, fmt.Errorf("task %s: %w", id, err)
-	}
-	t, format, err := DecodeTaskRecord(v)
+	t, format, err := getDecoded(r, TaskKey(id))
 	if err != nil {
 		return nil, 0, fmt.Errorf("task %s: %w", id, err)
 	}
@@ -75,6 +72,26 @@ func getTaskRecord(r Reader, id string, withBody bool) (*pb.Task, RecordFormat, 
 			return nil, 0, fmt.Errorf("task %s: body: %w", id, err)
 		}
 		t.Payload = body
+	}
+	return t, format, nil
+}
+
+// getDecoded reads and decodes a t/ value in place: the decoder copies
+// every field it keeps, so the value needs no copy of its own.
+func getDecoded(r Reader, key []byte) (*pb.Task, RecordFormat, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, 0, ErrNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get: %w", err)
+	}
+	t, format, err := DecodeTaskRecord(v)
+	if cerr := closer.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("get: close: %w", cerr)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	return t, format, nil
 }
@@ -101,21 +118,28 @@ func DecodeTaskRecord(v []byte) (*pb.Task, RecordFormat, error) {
 		return nil, 0, err
 	}
 	t := &pb.Task{}
-	if err := proto.Unmarshal(v, t); err != nil {
+	if err := decodeTask(v, t); err != nil {
 		return nil, 0, fmt.Errorf("decode: %w", err)
 	}
 	return t, format, nil
 }
+
+// recordBufs are the encoding buffers of task records, reused: a Writer
+// keeps no value past its Set.
+var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // BodyPrefix bounds a scan over every task body.
 func BodyPrefix() []byte { return prefixBody }
 
 // PutTask writes t/<id> in the inline format.
 func PutTask(w Writer, t *pb.Task) error {
-	v, err := marshal.Marshal(t)
+	buf := recordBufs.Get().(*[]byte)
+	defer recordBufs.Put(buf)
+	v, err := appendTask((*buf)[:0], t)
 	if err != nil {
 		return fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
+	*buf = v
 	return w.Set(TaskKey(t.GetId()), v, nil)
 }
 
@@ -132,8 +156,11 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, error) {
 	// Marshal the header without copying the payload: apply is the task's
 	// only user while it runs.
 	t.Payload = nil
-	v, err := marshal.MarshalAppend([]byte{0, byte(format)}, t)
+	buf := recordBufs.Get().(*[]byte)
+	defer recordBufs.Put(buf)
+	v, err := appendTask(append((*buf)[:0], 0, byte(format)), t)
 	t.Payload = payload
+	*buf = v
 	if err != nil {
 		return 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
