@@ -169,7 +169,9 @@ func wantIndexKeys(level uint32, task *pb.Task) []string {
 			keys = [][]byte{storage.PendingKey(q, tn, task.GetPriority(), task.GetSeq(), id)}
 		}
 	case pb.TaskState_TASK_STATE_DELAYED:
-		keys = [][]byte{storage.DelayedKey(q, tn, task.GetVisibleAt(), id), storage.WakeKey(task.GetVisibleAt(), id)}
+		if level < LevelDelayedInMemory { // from it on, the delayed orders are the index
+			keys = [][]byte{storage.DelayedKey(q, tn, task.GetVisibleAt(), id), storage.WakeKey(task.GetVisibleAt(), id)}
+		}
 	case pb.TaskState_TASK_STATE_RUNNING:
 		if level >= LevelRunningInMemory { // from it on, the running order is the index
 			break

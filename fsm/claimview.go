@@ -58,12 +58,6 @@ func newClaimView() *claimView {
 	return &claimView{queues: map[QueueRef]queueView{}, tenants: map[string]tenantLimit{}}
 }
 
-// delayedMoves are the delayed tasks a batch added and removed, per
-// queue: the least visible_at of each. Apply records them (txn.move,
-// write, remove); claimView.applied uses them to keep each head without a
-// seek unless the head itself may have left.
-type delayedMoves struct{ in, out int64 }
-
 // ClaimView answers what a claim of ref could take on the local replica,
 // from memory: how many tasks are pending within the queue's pause and
 // limits (pending), whether a delayed task is due by now (due), and when
@@ -102,8 +96,9 @@ func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next in
 }
 
 // rebuild loads the whole view from r: the catalog, the configuration and
-// usage records, and each queue's delayed head.
-func (v *claimView) rebuild(r storage.Reader) error {
+// usage records; and each queue's delayed head from o, the ready order of
+// the same state, which the caller holds (or owns alone).
+func (v *claimView) rebuild(r storage.Reader, o *readyOrder) error {
 	queues := map[QueueRef]queueView{}
 	tenants := map[string]tenantLimit{}
 	err := scanCatalog(r, func(ref QueueRef, m *storage.QueueMeta) {
@@ -148,9 +143,7 @@ func (v *claimView) rebuild(r storage.Reader) error {
 		case e.empty():
 			delete(queues, ref) // a zero record: as if absent
 		case e.delayed > 0:
-			if e.head, err = delayedHead(r, ref); err != nil {
-				return err
-			}
+			e.head = o.delayedHead(ref)
 			queues[ref] = e
 		}
 	}
@@ -163,34 +156,21 @@ func (v *claimView) rebuild(r storage.Reader) error {
 // rebuildClaims reloads the claim view from db after a batch that did not
 // finish installing its changes; on failure the view stays stale (ClaimView
 // then answers "due") and the next batch tries again.
-func (f *FSM) rebuildClaims(db *pebble.DB) {
-	if err := f.claims.rebuild(storage.Wrap(db)); err != nil {
+func (f *FSM) rebuildClaims(db *pebble.DB, o *readyOrder) {
+	if err := f.claims.rebuild(storage.Wrap(db), o); err != nil {
 		f.log.Warn("claim view: rebuild failed; claims propose without it", "err", err)
 		return
 	}
 	f.log.Info("claim view rebuilt", "applied", f.applied.Load())
 }
 
-// delayedHead is the earliest visible_at in ref's delayed index (0 when
-// it is empty): one seek.
-func delayedHead(r storage.Reader, ref QueueRef) (int64, error) {
-	head, err := storage.DueDelayedInQueue(r, ref.Queue, ref.Tenant, math.MaxInt64, 1)
-	if err != nil {
-		return 0, fmt.Errorf("claim view: delayed head of %s/%s: %w", ref.Queue, ref.Tenant, err)
-	}
-	if len(head) == 0 {
-		return 0, nil
-	}
-	return max(head[0].At, 1), nil // as moveDelayed keeps it: 0 means none
-}
-
-// applied installs what a committed batch changed. db is read after the
-// commit for the delayed heads that left, and only then. It runs on the apply
+// applied installs what a committed batch changed, the delayed heads
+// read from the ready order, which apply still holds. It runs on the apply
 // goroutine, the view's only writer, so it reads the view without the
 // lock and takes it only to install.
-func (v *claimView) applied(tx *txn, db *pebble.DB) error {
+func (v *claimView) applied(tx *txn) {
 	if len(tx.metas) == 0 && len(tx.configs) == 0 && len(tx.tenants) == 0 {
-		return nil
+		return
 	}
 	// The batch's entries, built before the lock is taken; the map is
 	// reused from batch to batch, so keeping the view allocates nothing.
@@ -223,32 +203,9 @@ func (v *claimView) applied(tx *txn, db *pebble.DB) error {
 		q.cfg = cfg
 		queues[ref] = q
 	}
-	for ref, mv := range tx.delayed {
+	for ref := range tx.delayed {
 		q := get(ref)
-		old := v.queues[ref]
-		switch {
-		case q.delayed == 0:
-			q.head = 0
-		case mv.out != 0 && (old.delayed == 0 || mv.out <= old.head):
-			// The head may have left: the next one is in Pebble only.
-			h, err := delayedHead(storage.Wrap(db), ref)
-			if err != nil {
-				return err
-			}
-			q.head = h
-		case mv.in != 0 && old.delayed > 0:
-			q.head = min(old.head, mv.in)
-		case mv.in != 0:
-			q.head = mv.in
-		case old.delayed > 0:
-			q.head = old.head
-		default:
-			h, err := delayedHead(storage.Wrap(db), ref)
-			if err != nil {
-				return err
-			}
-			q.head = h
-		}
+		q.head = tx.ready.delayedHead(ref)
 		queues[ref] = q
 	}
 	v.mu.Lock()
@@ -273,7 +230,6 @@ func (v *claimView) applied(tx *txn, db *pebble.DB) error {
 			delete(v.tenants, tn)
 		}
 	}
-	return nil
 }
 
 // keyedFree is what setKeyed last installed for ref; ok is false for a
@@ -341,36 +297,13 @@ func (tx *txn) putConfig(q, tn string, cfg *pb.QueueConfig) error {
 	return nil
 }
 
-// delayedIn and delayedOut record a task entering and leaving its queue's
-// delayed index, at the visible_at of its key.
-func (tx *txn) delayedIn(t *pb.Task) {
-	tx.moveDelayed(t, func(mv *delayedMoves, at int64) {
-		if mv.in == 0 || at < mv.in {
-			mv.in = at
-		}
-	})
-}
-
-func (tx *txn) delayedOut(t *pb.Task) {
-	tx.moveDelayed(t, func(mv *delayedMoves, at int64) {
-		if mv.out == 0 || at < mv.out {
-			mv.out = at
-		}
-	})
-}
-
-func (tx *txn) moveDelayed(t *pb.Task, fn func(*delayedMoves, int64)) {
+// delayedMoved records that a batch added or removed a delayed task of
+// t's queue: claimView.applied reads that queue's new head.
+func (tx *txn) delayedMoved(t *pb.Task) {
 	if tx.delayed == nil {
-		tx.delayed = map[QueueRef]*delayedMoves{}
+		tx.delayed = map[QueueRef]bool{}
 	}
-	ref := QueueRef{t.GetQueue(), t.GetTenant()}
-	mv := tx.delayed[ref]
-	if mv == nil {
-		mv = &delayedMoves{}
-		tx.delayed[ref] = mv
-	}
-	// The key's time (storage.TimeKey), at least 1 so that 0 means none.
-	fn(mv, max(int64(storage.TimeKey(t.GetVisibleAt())), 1))
+	tx.delayed[QueueRef{t.GetQueue(), t.GetTenant()}] = true
 }
 
 // scanCatalog calls fn with every queue's catalog record, in key order:

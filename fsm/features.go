@@ -92,9 +92,15 @@ const (
 	// them. It changes the bytes apply writes, so it waits for every
 	// server.
 	LevelRunningInMemory uint32 = 18
+	// LevelDelayedInMemory: no new command; apply stops writing the
+	// indexes of delayed tasks (q/…/d/ and the wake order w/), which live
+	// in memory alone (delayed.go) and are rebuilt from the task records
+	// at Open and Restore; the latch deletes them. It changes the bytes
+	// apply writes, so it waits for every server.
+	LevelDelayedInMemory uint32 = 19
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelRunningInMemory
+	FeatureLevel = LevelDelayedInMemory
 )
 
 // levelOverride lowers BuildLevel at link time

@@ -177,9 +177,6 @@ func (f *FSM) openKeyspace() error {
 	if err := f.loadMeta(db); err != nil {
 		return errors.Join(err, db.Close())
 	}
-	if err := f.claims.rebuild(storage.Wrap(db)); err != nil {
-		return errors.Join(err, db.Close())
-	}
 	// The filter and the order each scan their own keys (i/, t/): read
 	// side by side they take the time of the longer, and at a 1M backlog
 	// that is a restart's largest wait.
@@ -189,6 +186,9 @@ func (f *FSM) openKeyspace() error {
 		beside = append(beside, idem.keyScan())
 	}
 	if err := ready.rebuild(storage.Wrap(db), beside...); err != nil {
+		return errors.Join(err, db.Close())
+	}
+	if err := f.claims.rebuild(storage.Wrap(db), ready); err != nil { // its delayed heads are the order's
 		return errors.Join(err, db.Close())
 	}
 	if idem != nil {
@@ -370,9 +370,6 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
 	db, idem, recent, ready := f.db, f.idem, f.recent, f.ready
 	f.mu.RUnlock()
-	if f.claims.isStale() {
-		f.rebuildClaims(db)
-	}
 	// The ready order's lock is held up to the commit, so that a reader
 	// outside apply (orderView) sees it and Pebble at one state.
 	ready.mu.Lock()
@@ -388,6 +385,9 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		if err := ready.rebuild(storage.Wrap(db)); err != nil {
 			panic(fmt.Sprintf("docket fsm: rebuild the ready order: %v", err))
 		}
+	}
+	if f.claims.isStale() { // its delayed heads are the order's
+		f.rebuildClaims(db, ready)
 	}
 	keyed := f.keyed
 	keyed.mu.Lock()
@@ -486,10 +486,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	committed = true
 	// Before the applied index and the observer: a claim whose entry this
 	// batch applied, and a waiter it wakes, see the view with its effects.
-	if err := f.claims.applied(tx, db); err != nil {
-		f.log.Warn("claim view: a delayed head read failed; rebuilding at the next batch", "applied", applied, "err", err)
-		f.claims.markStale()
-	}
+	f.claims.applied(tx)
 	f.claims.setKeyed(keyed)
 	viewed = true
 	unlockReady()

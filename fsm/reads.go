@@ -171,6 +171,16 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 		}
 		defer release()
 		return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkRunning(ids, ref)))
+	case pb.TaskState_TASK_STATE_DELAYED:
+		// The delayed index is the queue's delayed order (stored below
+		// LevelDelayedInMemory too, with the same keys).
+		var tr *btree.BTreeG[orderItem]
+		r, release, err := f.orderView(func(o *readyOrder) { tr = o.cloneDelayed(ref) })
+		if err != nil {
+			return nil, "", err
+		}
+		defer release()
+		return pageErr(storage.ListTasksWalk(r, queue, tenant, state, cursor, limit, AnswerBudget, walkDelayed(tr, ref)))
 	}
 	r, release, err := f.view()
 	if err != nil {
@@ -204,15 +214,12 @@ func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
 // expired at now, so the leader proposes PromoteDelayed or Purge only when
 // they would do something.
 func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
-	r, release, err := f.reader()
+	var d []storage.TimeEntry
+	r, release, err := f.orderView(func(o *readyOrder) { d = o.dueAcross(now, 1) })
 	if err != nil {
 		return false, false, err
 	}
 	defer release()
-	d, err := storage.DueDelayed(r, now, 1)
-	if err != nil {
-		return false, false, err
-	}
 	e, err := storage.Expired(r, now, 1)
 	if err != nil {
 		return false, false, err

@@ -18,6 +18,10 @@ import (
 // (visible_at, id), the order of its q/…/d/ keys. A claim takes its heads,
 // and the delayed tasks that are due, from here, never from Pebble.
 //
+// From LevelDelayedInMemory on the delayed orders live here alone too
+// (delayed.go), as the running tasks' do from LevelRunningInMemory on
+// (running.go).
+//
 // From LevelPendingInMemory on, the pending order lives here alone: apply
 // writes no pending index key, and this order is the only index of the
 // pending tasks (ListTasks, Stats' oldest pending, PurgeQueue and the
@@ -48,6 +52,9 @@ import (
 type readyOrder struct {
 	mu     sync.Mutex
 	queues map[QueueRef]*readyQueue
+	// wakes is every queue's delayed tasks by (visible_at, id), the order
+	// of the w/ keys: what PromoteDelayed takes (delayed.go).
+	wakes *btree.BTreeG[orderItem]
 	// running is the running tasks' orders (running.go), kept with the
 	// ready order's lock, staleness and rebuild.
 	running runningOrder
@@ -112,7 +119,11 @@ func orderLess(a, b orderItem) bool {
 const orderDegree = 32
 
 func newReadyOrder() *readyOrder {
-	return &readyOrder{queues: map[QueueRef]*readyQueue{}, running: newRunningOrder()}
+	return &readyOrder{
+		queues:  map[QueueRef]*readyQueue{},
+		wakes:   btree.NewG(orderDegree, orderLess),
+		running: newRunningOrder(),
+	}
 }
 
 // markStale makes the next batch rebuild the order before it applies.
@@ -187,6 +198,9 @@ func (o *readyOrder) add(t *pb.Task) error {
 			return fmt.Errorf("ready order: task id %q does not pack", t.GetId())
 		}
 		insert(tr, it)
+		if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+			o.wakes.ReplaceOrInsert(wakeAt(t.GetVisibleAt(), it.id))
+		}
 	}
 	return nil
 }
@@ -214,6 +228,9 @@ func (o *readyOrder) remove(t *pb.Task) {
 		return // never added: add refuses such an id
 	}
 	(*tr).Delete(it)
+	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
+		o.wakes.Delete(wakeAt(t.GetVisibleAt(), it.id))
+	}
 	if (*tr).Len() > 0 {
 		return
 	}
@@ -251,7 +268,7 @@ func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) erro
 	if err := storage.ScanEach(r, beside...); err != nil {
 		return err // each scan's error names its scan
 	}
-	o.queues, o.running, o.stale = fresh.queues, fresh.running, false
+	o.queues, o.wakes, o.running, o.stale = fresh.queues, fresh.wakes, fresh.running, false
 	return nil
 }
 
@@ -403,9 +420,8 @@ func walkPending(q *readyQueue, ref QueueRef) storage.IndexWalk {
 				}
 			}
 		}
-		var err error
-		stopped := false
-		for p := top; p >= 0 && !stopped; p-- {
+		v := keyVisitor{lower: lower, fn: fn}
+		for p := top; p >= 0 && !v.stopped; p-- {
 			tree := q.pending[p]
 			if tree == nil {
 				continue
@@ -415,20 +431,34 @@ func walkPending(q *readyQueue, ref QueueRef) storage.IndexWalk {
 				start.at = from
 			}
 			tree.AscendGreaterOrEqual(start, func(it orderItem) bool {
-				k := storage.PendingKey(ref.Queue, ref.Tenant, uint32(p), it.at, it.taskID())
-				if bytes.Compare(k, lower) < 0 {
-					return true
-				}
-				if e := fn(k); e != nil {
-					stopped = true
-					if !errors.Is(e, storage.ErrStop) {
-						err = e
-					}
-					return false
-				}
-				return true
+				return v.visit(storage.PendingKey(ref.Queue, ref.Tenant, uint32(p), it.at, it.taskID()))
 			})
 		}
-		return err
+		return v.err
 	}
+}
+
+// keyVisitor hands an index walk's fn the keys an order synthesises, from
+// lower on (a cursor's key and a zero byte, or the range's start): visit
+// is a btree ascent's callback. It stops at fn's first error, which err
+// keeps unless it is storage.ErrStop, the end a listing asks for.
+type keyVisitor struct {
+	lower   []byte
+	fn      func(key []byte) error
+	err     error
+	stopped bool
+}
+
+func (v *keyVisitor) visit(k []byte) bool {
+	if bytes.Compare(k, v.lower) < 0 {
+		return true
+	}
+	if e := v.fn(k); e != nil {
+		v.stopped = true
+		if !errors.Is(e, storage.ErrStop) {
+			v.err = e
+		}
+		return false
+	}
+	return true
 }

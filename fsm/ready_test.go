@@ -40,6 +40,7 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 		t.Fatalf("ready order holds %d queues, the records have pending or delayed tasks in %d", got, want)
 	}
 	stored := f.EnabledLevel() < LevelPendingInMemory
+	storedDelayed := f.EnabledLevel() < LevelDelayedInMemory
 	var pendingKeys []string
 	err = storage.Scan(r, []byte("q/"), storage.PrefixEnd([]byte("q/")), 0, func(k, _ []byte) error {
 		// q/<queue>/<tenant>/p/…: queue and tenant names hold no slash.
@@ -79,18 +80,57 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 		for _, e := range delayed {
 			keys = append(keys, fmt.Sprintf("d/%d/%s", e.At, e.ID))
 		}
-		if stored {
-			if !slices.Equal(got, keys) {
-				t.Fatalf("ready order of %v:\n%v\nPebble's pending and delayed keys:\n%v", ref, got, keys)
-			}
-		} else if want := slices.DeleteFunc(slices.Clone(got), func(l string) bool { return strings.HasPrefix(l, "p/") }); !slices.Equal(want, keys) {
-			t.Fatalf("delayed order of %v:\n%v\nPebble's delayed keys:\n%v", ref, want, keys)
+		// The lines of the order whose keys the level still stores.
+		kept := slices.DeleteFunc(slices.Clone(got), func(l string) bool {
+			return (!stored && strings.HasPrefix(l, "p/")) || (!storedDelayed && strings.HasPrefix(l, "d/"))
+		})
+		if !slices.Equal(kept, keys) {
+			t.Fatalf("ready order of %v at level %d:\n%v\nPebble's pending and delayed keys:\n%v", ref, f.EnabledLevel(), kept, keys)
 		}
 	}
+	checkWakes(t, f, r, fresh, storedDelayed)
 	if stored && len(pendingKeys) != countPending(fresh) {
 		t.Fatalf("%d pending keys stored, %d pending tasks in the records", len(pendingKeys), countPending(fresh))
 	}
 	checkRunningOrder(t, f, r, fresh)
+}
+
+// checkWakes compares the wakes (every queue's delayed tasks by time) with
+// those rebuilt from the records (fresh), and with the keyspace: below
+// LevelDelayedInMemory the stored w/ keys name the same tasks at the same
+// times; from it on no w/ or q/…/d/ key is stored.
+func checkWakes(t testing.TB, f *FSM, r storage.Reader, fresh *readyOrder, stored bool) {
+	t.Helper()
+	got := f.ready.dumpWakes()
+	if want := fresh.dumpWakes(); !slices.Equal(got, want) {
+		t.Fatalf("wakes:\n%v\nrebuilt from the records:\n%v", got, want)
+	}
+	wakes, err := storage.DueDelayed(r, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range wakes {
+		keys = append(keys, fmt.Sprintf("w/%d/%s", e.At, e.ID))
+	}
+	if stored {
+		if !slices.Equal(got, keys) {
+			t.Fatalf("wakes:\n%v\nPebble's w/ keys:\n%v", got, keys)
+		}
+		return
+	}
+	err = storage.Scan(r, []byte("q/"), storage.PrefixEnd([]byte("q/")), 0, func(k, _ []byte) error {
+		if parts := strings.SplitN(string(k), "/", 5); len(parts) == 5 && parts[3] == "d" {
+			keys = append(keys, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		t.Fatalf("level %d stores no delayed index, yet %d keys are left, the first %q", f.EnabledLevel(), len(keys), keys[0])
+	}
 }
 
 // checkRunningOrder compares the running orders with those rebuilt from
@@ -170,7 +210,7 @@ func Test_ReadyOrderKeepsKeyspace(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var got []interface{}
 		below, above := map[uint32]int{}, map[uint32]int{}
-		levels := []uint32{LevelPendingInMemory, LevelRunningInMemory}
+		levels := []uint32{LevelPendingInMemory, LevelRunningInMemory, LevelDelayedInMemory}
 		for done := 0; done < len(logs); {
 			n := min(len(logs)-done, 1+rng.IntN(64))
 			got = append(got, b.f.ApplyBatch(logs[done:done+n])...)

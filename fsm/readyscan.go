@@ -136,6 +136,9 @@ func (o *readyOrder) recordScan() storage.RangeScan {
 			return fmt.Errorf("task id %q does not pack", h.id)
 		}
 		insert(o.treeAt(ref, h.state, h.priority, true), it)
+		if h.state == pb.TaskState_TASK_STATE_DELAYED {
+			o.wakes.ReplaceOrInsert(wakeAt(h.visibleAt, it.id))
+		}
 		return nil
 	}
 	return storage.RangeScan{What: "ready order: scan t/", Lower: storage.TaskPrefix(), Upper: storage.PrefixEnd(storage.TaskPrefix()), Fn: add}

@@ -37,8 +37,8 @@ func (tx *txn) cancel(c *pb.CancelCmd, res *pb.CommandResult) error {
 
 // promoteDelayed makes due delayed tasks of every queue pending.
 func (tx *txn) promoteDelayed(c *pb.PromoteDelayedCmd, res *pb.CommandResult) error {
-	entries, err := storage.DueDelayed(tx.r, tx.now, int(c.GetLimit()))
-	if err := tx.promote(entries, err); err != nil {
+	entries := tx.ready.dueAcross(tx.now, int(c.GetLimit()))
+	if err := tx.promote(entries); err != nil {
 		return err
 	}
 	for _, e := range entries {
@@ -48,10 +48,7 @@ func (tx *txn) promoteDelayed(c *pb.PromoteDelayedCmd, res *pb.CommandResult) er
 }
 
 // promote moves delayed tasks to the back of their priority.
-func (tx *txn) promote(entries []storage.TimeEntry, scanErr error) error {
-	if scanErr != nil {
-		return fmt.Errorf("due delayed: %w", scanErr)
-	}
+func (tx *txn) promote(entries []storage.TimeEntry) error {
 	for pos, e := range entries {
 		t, ok, err := tx.getTask(e.ID)
 		if err != nil {
@@ -99,7 +96,7 @@ func (tx *txn) remove(t *pb.Task) error {
 		return err
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedOut(t)
+		tx.delayedMoved(t)
 	}
 	tx.ready.remove(t)
 	tx.keyedLeave(t)

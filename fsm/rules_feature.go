@@ -30,6 +30,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 			return err
 		}
 	}
+	if tx.feature < LevelDelayedInMemory && c.GetLevel() >= LevelDelayedInMemory {
+		if err := tx.dropDelayedIndex(); err != nil {
+			return err
+		}
+	}
 	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
 		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
 	}

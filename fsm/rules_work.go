@@ -171,7 +171,7 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	// Due delayed tasks become visible at exactly their time, not when the
 	// leader's mover next runs. The counter says when there are none.
 	if m.Delayed > 0 {
-		if err := tx.promote(tx.dueDelayed(q, tn, pb.MaxBatch), nil); err != nil {
+		if err := tx.promote(tx.dueDelayed(q, tn, pb.MaxBatch)); err != nil {
 			return err
 		}
 	}

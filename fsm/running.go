@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/google/btree"
@@ -155,21 +154,11 @@ func walkRunning(tr *btree.BTreeG[uint64], ref QueueRef) storage.IndexWalk {
 		if rest, ok := bytes.CutPrefix(lower, prefix); ok && len(rest) >= 20 {
 			from, _ = packID(rest[:20])
 		}
-		var err error
+		v := keyVisitor{lower: lower, fn: fn}
 		tr.AscendGreaterOrEqual(from, func(id uint64) bool {
-			k := storage.RunningKey(ref.Queue, ref.Tenant, orderItem{id: id}.taskID())
-			if bytes.Compare(k, lower) < 0 {
-				return true
-			}
-			if e := fn(k); e != nil {
-				if !errors.Is(e, storage.ErrStop) {
-					err = e
-				}
-				return false
-			}
-			return true
+			return v.visit(storage.RunningKey(ref.Queue, ref.Tenant, orderItem{id: id}.taskID()))
 		})
-		return err
+		return v.err
 	}
 }
 

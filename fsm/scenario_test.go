@@ -31,16 +31,16 @@ func Test_RuleBook(t *testing.T) {
 		t.Fatal("no scenario files in testdata")
 	}
 	// At the build's level the orders in memory are the only indexes of
-	// pending and running tasks; below LevelRunningInMemory apply also
-	// stores the running keys an older build reads, and below
-	// LevelPendingInMemory the pending keys too. Every answer must be the
-	// same.
-	for _, level := range []uint32{FeatureLevel, LevelRunningInMemory - 1, LevelPendingInMemory - 1} {
+	// pending, running and delayed tasks; below LevelDelayedInMemory apply
+	// also stores the delayed keys an older build reads, and below
+	// LevelPendingInMemory the running and pending keys too. Every answer
+	// must be the same.
+	for _, level := range []uint32{FeatureLevel, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
 			switch level {
-			case LevelRunningInMemory - 1:
-				name += "/running-index"
+			case LevelDelayedInMemory - 1:
+				name += "/delayed-index"
 			case LevelPendingInMemory - 1:
 				name += "/pending-index"
 			}

@@ -50,7 +50,7 @@ type txn struct {
 	// once it commits (claimview.go): the configuration records written,
 	// and the delayed tasks added and removed per queue. nil until used.
 	configs map[QueueRef]*pb.QueueConfig
-	delayed map[QueueRef]*delayedMoves
+	delayed map[QueueRef]bool
 	// keyed is the per-key state of keyed queues (keyed.go); touchedKeys
 	// the keys the command being applied changed, and turnPos the tasks
 	// its entry's claims took from them so far.
@@ -313,7 +313,8 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 
 // indexKeys are the keys that point at t in its current state. From
 // LevelPendingInMemory on a pending task has none: the ready order is its
-// index; from LevelRunningInMemory on a running task has none either.
+// index; from LevelRunningInMemory on a running task has none either, and
+// from LevelDelayedInMemory on a delayed one.
 func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
 	switch t.GetState() {
@@ -323,6 +324,9 @@ func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 		}
 		return [][]byte{storage.PendingKey(q, tn, t.GetPriority(), t.GetSeq(), id)}
 	case pb.TaskState_TASK_STATE_DELAYED:
+		if tx.feature >= LevelDelayedInMemory {
+			return nil
+		}
 		return [][]byte{storage.DelayedKey(q, tn, t.GetVisibleAt(), id), storage.WakeKey(t.GetVisibleAt(), id)}
 	case pb.TaskState_TASK_STATE_RUNNING:
 		if tx.feature >= LevelRunningInMemory {
@@ -353,7 +357,7 @@ func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
 	before := taskBytes(t)
 	if from == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedOut(t)
+		tx.delayedMoved(t)
 	}
 	tx.ready.remove(t) // before mutate changes its seq, priority, times or lease
 	tx.keyedLeave(t)
@@ -382,7 +386,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		return err
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedIn(t)
+		tx.delayedMoved(t)
 	}
 	if err := tx.ready.add(t); err != nil { // a pending or delayed task; others are not ordered
 		return err

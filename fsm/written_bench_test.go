@@ -93,15 +93,25 @@ func BenchmarkCycle_BytesWritten(b *testing.B) {
 // claim, complete, purge after a retention of 1 ns) costs one replica's
 // disk, at a steady backlog of tasks enqueued and not yet claimed: a
 // small one, whose tasks live and die inside one memtable, and one of
-// 200,000, whose records reach the tables before they are claimed.
+// 200,000, whose records reach the tables before they are claimed; and the
+// small one again with each task enqueued delayed by 1 ms, which the next
+// claim promotes, so every life also passes through the delayed index.
 // logB/task is what the Raft log must hold for the life (the entries'
 // Data and Extensions; raft-wal adds its frame per entry); the table
 // columns are Pebble's, as in BenchmarkEnqueue_BytesWritten.
 //
 //	go test ./fsm -run '^$' -bench 'Life_BytesWritten' -benchtime 200000x
 func BenchmarkLife_BytesWritten(b *testing.B) {
-	for _, backlog := range []int{256, 200_000} {
-		b.Run(fmt.Sprintf("payload=128/backlog=%d", backlog), func(b *testing.B) {
+	for _, c := range []struct {
+		backlog int
+		delayed bool
+	}{{256, false}, {200_000, false}, {256, true}} {
+		backlog := c.backlog
+		name := fmt.Sprintf("payload=128/backlog=%d", backlog)
+		if c.delayed {
+			name += "/delayed" // each task enqueued with a delay, promoted by its claim
+		}
+		b.Run(name, func(b *testing.B) {
 			w := newWrittenBench(b, 128, false)
 			now := at(0)
 			var logBytes int
@@ -110,19 +120,24 @@ func BenchmarkLife_BytesWritten(b *testing.B) {
 				logBytes += len(e.Data) + len(e.Extensions)
 				return w.l.f.Apply(e).(*pb.CommandResult)
 			}
+			var delay time.Duration
 			fill := func(n int) {
 				for range n {
 					task := nt("bench", "t", 0)
-					task.Payload, task.RetentionNs = w.payload(n), 1
+					task.Payload, task.RetentionNs, task.DelayNs = w.payload(n), 1, int64(delay)
 					apply(enqueueCmd(now, task))
 				}
 			}
 			fill(backlog) // off the clock: the backlog the lives pass through
+			if c.delayed {
+				delay = time.Millisecond
+			}
 			w.start(b)
 			logBytes = 0
 			for i := range b.N {
 				now += int64(time.Millisecond)
 				fill(1)
+				now += int64(delay)
 				res := apply(claimCmd(now, "bench", "t", "w", lease, 1))
 				got := res.GetTasks()
 				if len(got) != 1 {

@@ -161,6 +161,9 @@ func LeasePrefix() []byte { return prefixLease }
 // LeaseKey is l/<lease_until>/<id>.
 func LeaseKey(leaseUntil int64, id string) []byte { return timeIndexKey(prefixLease, leaseUntil, id) }
 
+// WakePrefix bounds a scan over every delayed task's wake time.
+func WakePrefix() []byte { return prefixWake }
+
 // WakeKey is w/<visible_at>/<id>.
 func WakeKey(visibleAt int64, id string) []byte { return timeIndexKey(prefixWake, visibleAt, id) }
 
