@@ -35,11 +35,13 @@ func Test_GateCloseWaitsForAHeartbeatInFlight(t *testing.T) {
 
 	entered, release := make(chan struct{}, 4), make(chan struct{})
 	var calls atomic.Int32
+	var finished atomic.Bool // the handler returned: Raft is done with the stores
 	g.SetHeartbeatHandler(func(rpc raft.RPC) {
 		calls.Add(1)
 		entered <- struct{}{}
 		<-release
 		rpc.Respond(&raft.AppendEntriesResponse{Term: 2, Success: true}, nil)
+		finished.Store(true)
 	})
 	heartbeat := func() error {
 		// What raft's heartbeat sends: a term and a leader, nothing else.
@@ -70,8 +72,17 @@ func Test_GateCloseWaitsForAHeartbeatInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close never returned after the heartbeat finished")
 	}
-	if err := <-sent; err != nil {
-		t.Fatalf("the heartbeat in flight was answered with %v", err)
+	if !finished.Load() {
+		t.Fatal("Close returned before Raft's handler did")
+	}
+	// Whether the answer reaches the leader is the transport's race with
+	// its own shutdown (its connection goroutine picks between the answer
+	// and the shutdown channel): a closing follower's answer may be lost,
+	// and either outcome is safe. What matters is that the call ends.
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat in flight never ended")
 	}
 	if err := heartbeat(); err == nil {
 		t.Fatal("a heartbeat after Close was answered")
