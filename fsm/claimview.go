@@ -192,7 +192,10 @@ func (v *claimView) applied(tx *txn) {
 		ref := QueueRef{e.queue, e.tenant}
 		q := get(ref)
 		if e.dirty {
+			// Every change to a queue's delayed tasks writes its catalog
+			// record, so a queue whose record is clean kept its head.
 			q.pending, q.delayed, q.running = e.m.Pending, e.m.Delayed, e.m.Running
+			q.head = tx.ready.delayedHead(ref)
 		} else {
 			q.pending, q.delayed, q.running = 0, 0, 0
 		}
@@ -201,11 +204,6 @@ func (v *claimView) applied(tx *txn) {
 	for ref, cfg := range tx.configs {
 		q := get(ref)
 		q.cfg = cfg
-		queues[ref] = q
-	}
-	for ref := range tx.delayed {
-		q := get(ref)
-		q.head = tx.ready.delayedHead(ref)
 		queues[ref] = q
 	}
 	v.mu.Lock()
@@ -295,15 +293,6 @@ func (tx *txn) putConfig(q, tn string, cfg *pb.QueueConfig) error {
 	}
 	tx.configs[QueueRef{q, tn}] = c
 	return nil
-}
-
-// delayedMoved records that a batch added or removed a delayed task of
-// t's queue: claimView.applied reads that queue's new head.
-func (tx *txn) delayedMoved(t *pb.Task) {
-	if tx.delayed == nil {
-		tx.delayed = map[QueueRef]bool{}
-	}
-	tx.delayed[QueueRef{t.GetQueue(), t.GetTenant()}] = true
 }
 
 // scanCatalog calls fn with every queue's catalog record, in key order:

@@ -30,16 +30,7 @@ func wakeAt(visibleAt int64, id uint64) orderItem { return orderItem{timeAt(visi
 // before now, earliest first (limit <= 0: all): what storage.DueDelayed
 // finds in the w/ keys.
 func (o *readyOrder) dueAcross(now int64, limit int) []storage.TimeEntry {
-	var out []storage.TimeEntry
-	end := timeAt(now)
-	o.wakes.Ascend(func(it orderItem) bool {
-		if it.at > end {
-			return false
-		}
-		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.taskID()})
-		return limit <= 0 || len(out) < limit
-	})
-	return out
+	return upTo(o.wakes, now, limit)
 }
 
 // delayedHead is the earliest visible_at among ref's delayed tasks, at
@@ -53,7 +44,7 @@ func (o *readyOrder) delayedHead(ref QueueRef) int64 {
 	if !ok {
 		return 0
 	}
-	return max(int64(it.at), 1) // as moveDelayed keeps it: 0 means none
+	return max(int64(it.at), 1) // the claim view's head: 0 means none
 }
 
 // cloneDelayed is a copy of ref's delayed order that a reader outside

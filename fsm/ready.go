@@ -293,18 +293,10 @@ func (o *readyOrder) heads(ref QueueRef, prio uint32, from uint64, want int) []p
 // now, earliest first: what storage.DueDelayedInQueue finds.
 func (o *readyOrder) due(ref QueueRef, now int64, limit int) []storage.TimeEntry {
 	q := o.queues[ref]
-	if q == nil || q.delayed == nil || now < 0 {
+	if q == nil || q.delayed == nil {
 		return nil
 	}
-	var out []storage.TimeEntry
-	q.delayed.Ascend(func(it orderItem) bool {
-		if it.at > uint64(now) {
-			return false
-		}
-		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.taskID()})
-		return len(out) < limit
-	})
-	return out
+	return upTo(q.delayed, now, limit)
 }
 
 // dump lists a queue's orders, for the tests' comparison with Pebble; ok

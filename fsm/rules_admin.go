@@ -95,9 +95,6 @@ func (tx *txn) remove(t *pb.Task) error {
 	if err := tx.depsRemoved(t); err != nil {
 		return err
 	}
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedMoved(t)
-	}
 	tx.ready.remove(t)
 	tx.keyedLeave(t)
 	for _, k := range tx.indexKeys(t) {

@@ -85,20 +85,18 @@ func (r *runningOrder) remove(a runningAt) {
 	}
 }
 
-// upTo lists up to limit items of tr at or before now, earliest first:
-// what a scan of the time index up to now finds.
+// upTo lists up to limit items of tr at or before now, earliest first
+// (limit <= 0: all): what a scan of the time index up to now finds
+// (storage.Scan's limit, storage.TimeKey's times).
 func upTo(tr *btree.BTreeG[orderItem], now int64, limit int) []storage.TimeEntry {
 	var out []storage.TimeEntry
-	if now < 0 || limit <= 0 {
-		return nil
-	}
 	end := timeAt(now)
 	tr.Ascend(func(it orderItem) bool {
 		if it.at > end {
 			return false
 		}
 		out = append(out, storage.TimeEntry{At: int64(it.at), ID: it.taskID()})
-		return len(out) < limit
+		return limit <= 0 || len(out) < limit
 	})
 	return out
 }

@@ -46,11 +46,10 @@ type txn struct {
 	deps    depsState // parents whose end still visits children (rules_deps.go)
 	// ready is the pending order in memory (ready.go); nil when off.
 	ready *readyOrder
-	// configs and delayed are what the claim view takes from the batch
-	// once it commits (claimview.go): the configuration records written,
-	// and the delayed tasks added and removed per queue. nil until used.
+	// configs is what the claim view takes from the batch once it commits
+	// beside the catalog records (claimview.go): the configuration records
+	// written. nil until used.
 	configs map[QueueRef]*pb.QueueConfig
-	delayed map[QueueRef]bool
 	// keyed is the per-key state of keyed queues (keyed.go); touchedKeys
 	// the keys the command being applied changed, and turnPos the tasks
 	// its entry's claims took from them so far.
@@ -356,9 +355,6 @@ func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
 	before := taskBytes(t)
-	if from == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedMoved(t)
-	}
 	tx.ready.remove(t) // before mutate changes its seq, priority, times or lease
 	tx.keyedLeave(t)
 	for _, k := range tx.indexKeys(t) {
@@ -384,9 +380,6 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	}
 	if err := tx.putTask(t); err != nil {
 		return err
-	}
-	if t.GetState() == pb.TaskState_TASK_STATE_DELAYED {
-		tx.delayedMoved(t)
 	}
 	if err := tx.ready.add(t); err != nil { // a pending or delayed task; others are not ordered
 		return err

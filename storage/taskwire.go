@@ -204,22 +204,31 @@ func decodeTask(v []byte, t *pb.Task) error {
 // knows, each in its own wire type, well formed; it says false otherwise,
 // and t is then partly set.
 func decodeTaskFast(v []byte, t *pb.Task) bool {
+	return eachField(v,
+		func(num protowire.Number, x uint64) bool { return setTaskVarint(t, num, x) },
+		func(num protowire.Number, b []byte) bool { return setTaskBytes(t, num, b) })
+}
+
+// eachField hands each field of v to varint or raw by its wire type
+// (raw nil: a message of varints alone). It says false at the first field
+// in another wire type, malformed, or refused by its function.
+func eachField(v []byte, varint func(protowire.Number, uint64) bool, raw func(protowire.Number, []byte) bool) bool {
 	for len(v) > 0 {
 		num, typ, n := protowire.ConsumeTag(v)
 		if n < 0 {
 			return false
 		}
 		v = v[n:]
-		switch typ {
-		case protowire.VarintType:
+		switch {
+		case typ == protowire.VarintType:
 			x, n := protowire.ConsumeVarint(v)
-			if n < 0 || !setTaskVarint(t, num, x) {
+			if n < 0 || !varint(num, x) {
 				return false
 			}
 			v = v[n:]
-		case protowire.BytesType:
+		case typ == protowire.BytesType && raw != nil:
 			b, n := protowire.ConsumeBytes(v)
-			if n < 0 || !setTaskBytes(t, num, b) {
+			if n < 0 || !raw(num, b) {
 				return false
 			}
 			v = v[n:]
@@ -344,68 +353,46 @@ func setTaskString(t *pb.Task, num protowire.Number, s string) bool {
 }
 
 func decodeAttemptFast(v []byte, a *pb.Attempt) bool {
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 {
-			return false
-		}
-		v = v[n:]
-		switch {
-		case typ == protowire.BytesType && (num == afWorkerID || num == afError):
-			b, n := protowire.ConsumeBytes(v)
-			if n < 0 || !utf8.Valid(b) {
-				return false
-			}
-			if num == afWorkerID {
-				a.WorkerId = string(b)
-			} else {
-				a.Error = string(b)
-			}
-			v = v[n:]
-		case typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(v)
-			if n < 0 {
-				return false
-			}
-			switch num {
-			case afClaim:
-				a.Claim = uint32(x)
-			case afFence:
-				a.Fence = x
-			case afClaimedAt:
-				a.ClaimedAt = int64(x)
-			case afLeaseUntil:
-				a.LeaseUntil = int64(x)
-			case afEndedAt:
-				a.EndedAt = int64(x)
-			case afOutcome:
-				a.Outcome = pb.AttemptOutcome(int32(x))
-			case afCancelRequestedAt:
-				a.CancelRequestedAt = int64(x)
-			case afDeadlineAt:
-				a.DeadlineAt = int64(x)
-			default:
-				return false
-			}
-			v = v[n:]
+	return eachField(v, func(num protowire.Number, x uint64) bool {
+		switch num {
+		case afClaim:
+			a.Claim = uint32(x)
+		case afFence:
+			a.Fence = x
+		case afClaimedAt:
+			a.ClaimedAt = int64(x)
+		case afLeaseUntil:
+			a.LeaseUntil = int64(x)
+		case afEndedAt:
+			a.EndedAt = int64(x)
+		case afOutcome:
+			a.Outcome = pb.AttemptOutcome(int32(x))
+		case afCancelRequestedAt:
+			a.CancelRequestedAt = int64(x)
+		case afDeadlineAt:
+			a.DeadlineAt = int64(x)
 		default:
 			return false
 		}
-	}
-	return true
+		return true
+	}, func(num protowire.Number, b []byte) bool {
+		if !utf8.Valid(b) {
+			return false
+		}
+		switch num {
+		case afWorkerID:
+			a.WorkerId = string(b)
+		case afError:
+			a.Error = string(b)
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 func decodeRetryFast(v []byte, r *pb.RetryPolicy) bool {
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 || typ != protowire.VarintType {
-			return false
-		}
-		v = v[n:]
-		x, n := protowire.ConsumeVarint(v)
-		if n < 0 {
-			return false
-		}
+	return eachField(v, func(num protowire.Number, x uint64) bool {
 		switch num {
 		case rfBase:
 			r.BaseNs = int64(x)
@@ -418,9 +405,8 @@ func decodeRetryFast(v []byte, r *pb.RetryPolicy) bool {
 		default:
 			return false
 		}
-		v = v[n:]
-	}
-	return true
+		return true
+	}, nil)
 }
 
 // copyBytes copies b, leaving an empty field nil as proto does.
