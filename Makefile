@@ -61,7 +61,7 @@ fuzz-smoke:
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzTaskHistory$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzOrderHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./storage -run '^$$' -fuzz '^FuzzCursor$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./storage -run '^$$' -fuzz '^FuzzTaskCodec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proto/taskwire -run '^$$' -fuzz '^FuzzTaskCodec$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzClaimBatchRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFitClaimAnswer$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFairQueueRequests$$' -fuzztime $(FUZZTIME)

@@ -1,9 +1,8 @@
 package fsm
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/proto/taskwire"
 )
 
 // Answer bounds. They are constants of the FSM, not node configuration, so
@@ -36,7 +35,7 @@ const (
 )
 
 // answerBytes is what t costs in a list answer.
-func answerBytes(t *pb.Task) int { return proto.Size(t) + listItemOverhead }
+func answerBytes(t *pb.Task) int { return taskwire.Size(t) + listItemOverhead }
 
 // budget counts the bytes of one list answer against AnswerBudget.
 type budget struct{ used int }

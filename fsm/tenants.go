@@ -3,9 +3,8 @@ package fsm
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/proto/taskwire"
 	"github.com/dockethq/docket/storage"
 )
 
@@ -95,4 +94,4 @@ func (tx *txn) overLimit(tenant string, lim *pb.TenantLimits, size int) (string,
 
 // taskBytes is what a stored task counts against its tenant's bytes: its
 // encoded record.
-func taskBytes(t *pb.Task) int64 { return int64(proto.Size(t)) }
+func taskBytes(t *pb.Task) int64 { return int64(taskwire.Size(t)) }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/proto/taskwire"
 )
 
 // RecordFormat says how a task is laid out on disk.
@@ -118,7 +119,7 @@ func DecodeTaskRecord(v []byte) (*pb.Task, RecordFormat, error) {
 		return nil, 0, err
 	}
 	t := &pb.Task{}
-	if err := decodeTask(v, t); err != nil {
+	if err := taskwire.Decode(v, t); err != nil {
 		return nil, 0, fmt.Errorf("decode: %w", err)
 	}
 	return t, format, nil
@@ -135,7 +136,7 @@ func BodyPrefix() []byte { return prefixBody }
 func PutTask(w Writer, t *pb.Task) error {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
-	v, err := appendTask((*buf)[:0], t)
+	v, err := taskwire.Append((*buf)[:0], t)
 	if err != nil {
 		return fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
@@ -158,7 +159,7 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, error) {
 	t.Payload = nil
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
-	v, err := appendTask(append((*buf)[:0], 0, byte(format)), t)
+	v, err := taskwire.Append(append((*buf)[:0], 0, byte(format)), t)
 	t.Payload = payload
 	*buf = v
 	if err != nil {

@@ -1,4 +1,4 @@
-package storage
+package taskwire
 
 import (
 	"bytes"
@@ -73,13 +73,14 @@ func checkTaskCodec(t *testing.T, task *pb.Task) {
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
 	}
-	got, err := appendTask(nil, task)
+	got, err := Append(nil, task)
 	if err != nil {
-		t.Fatalf("appendTask: %v", err)
+		t.Fatalf("Append: %v", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("appendTask wrote\n%x\nproto writes\n%x", got, want)
+		t.Fatalf("Append wrote\n%x\nproto writes\n%x", got, want)
 	}
+	checkTaskSize(t, task)
 	var back pb.Task
 	if !decodeTaskFast(want, &back) {
 		t.Fatalf("decodeTaskFast refused what proto wrote: %x", want)
@@ -190,9 +191,9 @@ func Test_TaskCodecLeavesTheOddToProto(t *testing.T) {
 			if (werr != nil) != tc.wantErr {
 				t.Fatalf("proto.Unmarshal: %v, want error %v", werr, tc.wantErr)
 			}
-			gerr := decodeTask(tc.v, &got)
+			gerr := Decode(tc.v, &got)
 			if (gerr != nil) != (werr != nil) || !proto.Equal(&got, &want) {
-				t.Fatalf("decodeTask = %v, %v; proto %v, %v", &got, gerr, &want, werr)
+				t.Fatalf("Decode = %v, %v; proto %v, %v", &got, gerr, &want, werr)
 			}
 			if werr != nil {
 				return
@@ -208,14 +209,24 @@ func checkEncodeLikeProto(t *testing.T, task *pb.Task) {
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
 	}
-	got, err := appendTask(nil, task)
+	got, err := Append(nil, task)
 	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("appendTask = %x, %v; proto writes %x", got, err, want)
+		t.Fatalf("Append = %x, %v; proto writes %x", got, err, want)
+	}
+	checkTaskSize(t, task)
+}
+
+// checkTaskSize holds Size to proto.Size: tenant usage is replicated
+// state, so a byte off is a divergence between builds.
+func checkTaskSize(t *testing.T, task *pb.Task) {
+	t.Helper()
+	if got, want := Size(task), proto.Size(task); got != want {
+		t.Fatalf("Size = %d; proto.Size = %d for %v", got, want, task)
 	}
 }
 
 // FuzzTaskCodec holds the hand codec to proto on any bytes: what the fast
-// decoder takes proto takes too, with the same task; decodeTask answers
+// decoder takes proto takes too, with the same task; Decode answers
 // as proto.Unmarshal does; and a decoded task encodes as proto encodes it.
 func FuzzTaskCodec(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 7))
@@ -241,15 +252,15 @@ func FuzzTaskCodec(f *testing.F) {
 			}
 		}
 		var got pb.Task
-		gerr := decodeTask(v, &got)
+		gerr := Decode(v, &got)
 		if (gerr != nil) != (werr != nil) {
-			t.Fatalf("decodeTask error %v; proto %v", gerr, werr)
+			t.Fatalf("Decode error %v; proto %v", gerr, werr)
 		}
 		if werr != nil {
 			return
 		}
 		if !proto.Equal(&got, &want) {
-			t.Fatalf("decodeTask read %v; proto %v", &got, &want)
+			t.Fatalf("Decode read %v; proto %v", &got, &want)
 		}
 		checkEncodeLikeProto(t, &want)
 	})
@@ -273,7 +284,7 @@ func BenchmarkTaskCodec(b *testing.B) {
 	b.Run("encode/hand", func(b *testing.B) {
 		buf := make([]byte, 0, 512) // as PutTaskSplit reuses its buffers
 		for b.Loop() {
-			if _, err := appendTask(buf[:0], task); err != nil {
+			if _, err := Append(buf[:0], task); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -287,7 +298,7 @@ func BenchmarkTaskCodec(b *testing.B) {
 	})
 	b.Run("decode/hand", func(b *testing.B) {
 		for b.Loop() {
-			if err := decodeTask(v, &pb.Task{}); err != nil {
+			if err := Decode(v, &pb.Task{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package storage
+package taskwire
 
 import (
 	"unicode/utf8"
@@ -9,17 +9,8 @@ import (
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
-// The task record's codec, written out by hand. Apply encodes a task's
-// header at every change of its state and decodes it at every command
-// that names it; through proto's reflection-driven codec that was a sixth
-// of a leader's CPU in the batched cycle (BENCHMARKS.md). Replicas hash
-// the bytes they store, so the encoder must write what
-// proto.MarshalOptions{Deterministic: true} writes, byte for byte, and the
-// decoder must set what proto.Unmarshal sets: FuzzTaskCodec holds both,
-// and Test_TaskCodecKnowsEveryField fails when the message gains a field
-// the codec does not know. Whatever the fast paths do not know (unknown
-// fields, a field in another wire type, a malformed encoding) they leave
-// to proto, which decides it.
+// marshal is proto's deterministic encoding, which Append writes by hand.
+var marshal = proto.MarshalOptions{Deterministic: true}
 
 // Field numbers of pb.Task, pb.Attempt and pb.RetryPolicy (task.proto).
 const (
@@ -37,8 +28,9 @@ const (
 	rfBase, rfCap, rfMultiplier, rfJitter                              = 1, 2, 3, 4
 )
 
-// appendTask appends t's encoding to b.
-func appendTask(b []byte, t *pb.Task) ([]byte, error) {
+// Append appends t's deterministic encoding to b: the bytes
+// proto.MarshalOptions{Deterministic: true} writes.
+func Append(b []byte, t *pb.Task) ([]byte, error) {
 	if !plainTask(t) {
 		return marshal.MarshalAppend(b, t)
 	}
@@ -192,8 +184,9 @@ func fixLength(b []byte, at int) []byte {
 	return b
 }
 
-// decodeTask sets t, a zero Task, from v as proto.Unmarshal would.
-func decodeTask(v []byte, t *pb.Task) error {
+// Decode sets t, a zero Task, from v as proto.Unmarshal would. The
+// strings and bytes it sets do not alias v.
+func Decode(v []byte, t *pb.Task) error {
 	if decodeTaskFast(v, t) {
 		return nil
 	}
