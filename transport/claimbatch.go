@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -139,7 +138,8 @@ func fitClaimAnswer(got [][]*pb.Task, limit int) (resp *pb.ClaimBatchResponse, s
 			continue
 		}
 		if !full {
-			extra := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(&pb.ClaimResponse{Tasks: tasks})) - empty
+			n, _ := tasksSize(tasks, nil)
+			extra := protowire.SizeTag(1) + protowire.SizeBytes(n) - empty
 			if size+extra <= limit {
 				size += extra
 				item.Tasks = tasks

@@ -45,7 +45,14 @@ func newRequestCodec() *requestCodec {
 
 func (c *requestCodec) Name() string { return proto.Name }
 
-func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+// Marshal encodes claim answers by hand (marshalAnswer) and anything else
+// with gRPC's proto codec.
+func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if data, ok, err := marshalAnswer(v); ok {
+		return data, err
+	}
+	return c.base.Marshal(v)
+}
 
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.base.Unmarshal(data, v)
