@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -48,13 +49,14 @@ func appendTasks(b []byte, tasks []*pb.Task, sizes []int) ([]byte, error) {
 }
 
 // marshalAnswer encodes the claim answers by hand and says whether v was
-// one; any other message is the base codec's.
+// one; any other message is the base codec's, and so is an answer with a
+// nil task or item, which the base codec refuses as proto does.
 func marshalAnswer(v any) (mem.BufferSlice, bool, error) {
 	var size int
 	var write func([]byte) ([]byte, error)
 	switch m := v.(type) {
 	case *pb.ClaimResponse:
-		if len(m.ProtoReflect().GetUnknown()) != 0 {
+		if len(m.ProtoReflect().GetUnknown()) != 0 || slices.Contains(m.Tasks, nil) {
 			return nil, false, nil
 		}
 		var sizes []int
@@ -67,7 +69,7 @@ func marshalAnswer(v any) (mem.BufferSlice, bool, error) {
 		items := make([]int, len(m.Items)) // each item's size
 		var sizes []int                    // each task's, item after item
 		for i, item := range m.Items {
-			if item == nil || len(item.ProtoReflect().GetUnknown()) != 0 {
+			if item == nil || len(item.ProtoReflect().GetUnknown()) != 0 || slices.Contains(item.Tasks, nil) {
 				return nil, false, nil
 			}
 			items[i], sizes = tasksSize(item.Tasks, sizes)

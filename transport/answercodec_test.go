@@ -49,6 +49,20 @@ func Test_ClaimAnswerCodecIsProtos(t *testing.T) {
 		&pb.ClaimBatchResponse{Items: []*pb.ClaimResponse{{Tasks: []*pb.Task{odd}}, unknownItem}},
 	}
 	c := newRequestCodec()
+	for _, m := range []proto.Message{
+		&pb.ClaimResponse{Tasks: []*pb.Task{many[0], nil}},
+		&pb.ClaimBatchResponse{Items: []*pb.ClaimResponse{{Tasks: many[:1]}, nil}},
+		&pb.ClaimBatchResponse{Items: []*pb.ClaimResponse{{Tasks: []*pb.Task{nil}}}},
+	} {
+		_, werr := proto.Marshal(m)
+		data, err := c.Marshal(m)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%v with a nil element: the codec says %v, proto %v", m, err, werr)
+		}
+		if err == nil {
+			data.Free()
+		}
+	}
 	for i, m := range cases {
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
