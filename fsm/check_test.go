@@ -200,13 +200,14 @@ func wantIndexKeys(level uint32, task *pb.Task) []string {
 // checkKeyspace walks every key of f and asserts the FSM's invariants:
 // each task sits in exactly the indexes of its state and no index key is
 // left over; the catalog counters equal a full recount and Stats reports
-// them; head hints are lower bounds; idempotency keys and tasks point at
-// each other, and the idempotency filter counts exactly those keys; the
+// them; head hints are lower bounds; below LevelIdemInMemory idempotency
+// keys and tasks point at each other, from it on there is no i/ key, and
+// at every level the idempotency index holds exactly the tasks' keys; the
 // metadata matches AppliedIndex and Now; each tenant's usage record
 // equals a recount of its tasks and their bytes. It returns the recount.
 func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	t.Helper()
-	checkIdemFilter(t, f)
+	checkIdemIndex(t, f)
 	checkClaimView(t, f)
 	checkReadyOrder(t, f)
 	checkKeyed(t, f)
@@ -256,7 +257,7 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 			fail("running task %s has fence %d (applied %d)", id, task.GetFence(), ks.applied)
 		}
 		checkHistory(task, ks.feature, fail)
-		if key := task.GetIdempotencyKey(); key != "" {
+		if key := task.GetIdempotencyKey(); key != "" && ks.feature < uint64(LevelIdemInMemory) {
 			ik := string(storage.IdemKey(task.GetQueue(), task.GetTenant(), key))
 			if ks.idem[ik] != id {
 				fail("task %s: idempotency key %q points at %q", id, ik, ks.idem[ik])
@@ -270,6 +271,9 @@ func checkKeyspace(t testing.TB, f *FSM) map[QueueRef]storage.QueueMeta {
 	}
 	checkDepsKeyspace(ks, fail)
 	for ik, id := range ks.idem {
+		if ks.feature >= uint64(LevelIdemInMemory) {
+			fail("idempotency key %q (to %s) stored at level %d", ik, id, ks.feature)
+		}
 		if task, ok := ks.tasks[id]; !ok {
 			fail("idempotency key %q points at missing task %s", ik, id)
 		} else if want := string(storage.IdemKey(task.GetQueue(), task.GetTenant(), task.GetIdempotencyKey())); want != ik {

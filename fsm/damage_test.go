@@ -132,11 +132,17 @@ func Test_DamagedTableMetByCompactionLatchesTheFault(t *testing.T) {
 	h.reopen()
 	// Every flush writes m/applied, so the tables overlap and a compaction
 	// must read them, not move one down a level.
-	// Finished tasks: Open reads the records of pending and delayed ones
-	// (the ready order), and the damage must be met by the compaction.
+	// Open reads every task record (the ready order and the idempotency
+	// index), but not the bodies: 900-byte ones, kept in the tables, fill
+	// the second half of each table's data, where the damage goes, and
+	// must be met by the compaction. Split records (LevelSplitRecords)
+	// keep the bodies apart from the records.
+	h.do(latchCmd(FeatureLevel))
 	for round := 0; round < 2; round++ {
 		for i := 0; i < 50; i++ {
-			id := h.enqueue(at(0), nt("q", "a", 0))[0]
+			task := nt("q", "a", 0)
+			task.Payload = []byte(incompressible(round*50+i, 900))
+			id := h.enqueue(at(0), task)[0]
 			h.finish(at(1), id, pb.Outcome_OUTCOME_COMPLETED)
 		}
 		h.reopen()

@@ -98,9 +98,15 @@ const (
 	// at Open and Restore; the latch deletes them. It changes the bytes
 	// apply writes, so it waits for every server.
 	LevelDelayedInMemory uint32 = 19
+	// LevelIdemInMemory: no new command; apply stops writing the
+	// idempotency keys (i/), which live in memory alone (idem.go) and are
+	// rebuilt from the task records, each of which keeps its key, at Open
+	// and Restore; the latch deletes them. It changes the bytes apply
+	// writes, so it waits for every server.
+	LevelIdemInMemory uint32 = 20
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelDelayedInMemory
+	FeatureLevel = LevelIdemInMemory
 )
 
 // levelOverride lowers BuildLevel at link time

@@ -28,12 +28,10 @@ type Options struct {
 	// the keyspace (see LogFault): on the apply goroutine, or on Pebble's
 	// for damage a compaction found. It must not block.
 	OnLogFault func(error)
-	// IdemFilterBytes bounds the idempotency-key filter (idem.go); 0 means
-	// DefaultIdemFilterBytes and a negative value turns it off. It changes
-	// only speed, never state, so replicas may differ in it.
-	IdemFilterBytes int
 	// RecentRecordBytes bounds apply's cache of task records it wrote
-	// lately (recent.go); 0 and negative values work as IdemFilterBytes'.
+	// lately (recent.go); 0 means DefaultRecentRecordBytes and a negative
+	// value turns it off. It changes only speed, never state, so replicas
+	// may differ in it.
 	RecentRecordBytes int
 	// MaxOpenFiles bounds the files Pebble keeps open (pebble.Options'
 	// MaxOpenFiles, its table cache); 0 means Pebble's default, 1000. A
@@ -92,9 +90,8 @@ type FSM struct {
 	opts Options
 	log  *slog.Logger
 
-	mu     sync.RWMutex // guards db, idem and recent against the swap in Restore
+	mu     sync.RWMutex // guards db, recent and ready against the swap in Restore
 	db     *pebble.DB
-	idem   *idemFilter    // nil when Options turned it off
 	recent *recentRecords // apply's alone; nil when off or closed
 	ready  *readyOrder    // apply's, and readers' under its lock; nil when closed
 	// keyed is the per-key state of keyed queues (keyed.go): apply's,
@@ -167,7 +164,7 @@ func (f *FSM) dbOptions() storage.DBOptions {
 }
 
 // openKeyspace opens the live Pebble database and loads what the FSM keeps
-// in memory from it: the applied index, the time, the idempotency filter
+// in memory from it: the applied index, the time, the idempotency index
 // and the claim view. On error nothing stays open.
 func (f *FSM) openKeyspace() error {
 	db, err := f.home.OpenLive()
@@ -177,27 +174,14 @@ func (f *FSM) openKeyspace() error {
 	if err := f.loadMeta(db); err != nil {
 		return errors.Join(err, db.Close())
 	}
-	// The filter and the order each scan their own keys (i/, t/): read
-	// side by side they take the time of the longer, and at a 1M backlog
-	// that is a restart's largest wait.
-	ready, idem := newReadyOrder(), f.openIdem()
-	var beside []storage.RangeScan
-	if idem != nil {
-		beside = append(beside, idem.keyScan())
-	}
-	if err := ready.rebuild(storage.Wrap(db), beside...); err != nil {
+	ready := newReadyOrder()
+	if err := ready.rebuild(storage.Wrap(db)); err != nil {
 		return errors.Join(err, db.Close())
 	}
 	if err := f.claims.rebuild(storage.Wrap(db), ready); err != nil { // its delayed heads are the order's
 		return errors.Join(err, db.Close())
 	}
-	if idem != nil {
-		if err := idem.built(nil); err != nil {
-			return errors.Join(err, db.Close())
-		}
-		f.log.Debug("idempotency filter built", "live_keys", idem.live, "bytes", idem.bytes())
-	}
-	f.idem = idem
+	f.log.Debug("idempotency index built", "live_keys", ready.idem.len())
 	// The keyed queues read their pending tasks from the ready order.
 	f.keyed.mu.Lock()
 	err = f.keyed.rebuild(storage.Wrap(db), ready)
@@ -260,7 +244,7 @@ func (f *FSM) Close() error {
 			"applied", f.applied.Load(), "err", ferr)
 	}
 	err := f.db.Close()
-	f.db, f.idem, f.recent, f.ready = nil, nil, nil, nil
+	f.db, f.recent, f.ready = nil, nil, nil
 	f.claims.markStale() // a closed FSM answers nothing from memory either
 	if err := errors.Join(ferr, err); err != nil {
 		return fmt.Errorf("close fsm: %w", err)
@@ -368,7 +352,7 @@ func (f *FSM) setFault(err error, msg string) {
 // one Pebble batch, fills results and returns how many entries it took.
 func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.mu.RLock()
-	db, idem, recent, ready := f.db, f.idem, f.recent, f.ready
+	db, recent, ready := f.db, f.recent, f.ready
 	f.mu.RUnlock()
 	// The ready order's lock is held up to the commit, so that a reader
 	// outside apply (orderView) sees it and Pebble at one state.
@@ -421,10 +405,6 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	tx.ready = ready
 	tx.keyed = keyed
 	tx.feature = f.feature.Load()
-	if idem != nil {
-		idem.begin()
-		tx.idem = idem
-	}
 	applied := f.applied.Load()
 	n, check, checkTerm, urgent := len(logs), uint64(0), uint64(0), false
 	for i, l := range logs {
@@ -493,9 +473,6 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	closed = true
 	if err := b.Close(); err != nil {
 		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
-	}
-	if idem != nil {
-		idem.committed(storage.Wrap(db))
 	}
 	f.applied.Store(applied)
 	f.now.Store(tx.now)

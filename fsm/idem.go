@@ -1,353 +1,206 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/cespare/xxhash/v2"
 
+	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
 
-// The idempotency filter: an in-memory multiset of 32-bit fingerprints of
-// the live i/ keys, consulted before Pebble on every idempotency-key
-// lookup of an apply. Almost every enqueue carries a fresh random key, and
-// in Pebble a miss is the most expensive Get there is: it walks both
-// memtables' skiplists and seeks into L6, whose bloom filters Get never
-// reads. The filter answers "absent" from one cache line instead. See
-// DESIGN.md for the decision and its memory cost.
+// The idempotency index: for each idempotency key a live task holds, the
+// task's id, in memory. An enqueue asks it whether its key is taken, and a
+// task's removal gives its key back. It is rebuilt from the task records
+// (each record keeps its key) at Open and Restore, with the ready order and
+// under its lock and staleness, so a batch that does not commit leaves
+// nothing behind: the next one rebuilds it from the committed records.
 //
-// It is an accelerator only. "Absent" is certain, because every live key's
-// fingerprint is in the multiset; "maybe" sends the lookup to Pebble, whose
-// answer is what the rule uses. So the keyspace and every answer are the
-// same with the filter on, off or overflowed, on every replica.
-const (
-	// DefaultIdemFilterBytes bounds the filter's table: 16 Mi slots, room
-	// for 12.5 M live keys. Past that the filter switches itself off.
-	DefaultIdemFilterBytes = 64 << 20
-
-	idemSlotBytes = 4
-	// idemMinSlots keeps a small FSM's table at 4 KiB.
-	idemMinSlots = 1 << 10
-	// The table grows when an insert would take it past 3/4 full (linear
-	// probing slows sharply beyond) and is rebuilt half full; it shrinks
-	// back to half full at a commit that leaves it less than 1/8 full.
-	idemMaxLoadNum, idemMaxLoadDen = 3, 4
-	idemShrinkDen                  = 8
-)
-
-// idemFilter is the multiset. Its table is open addressing with linear
-// probing over uint32 fingerprints, 0 marking an empty slot. A key's home
-// slot is derived from its fingerprint alone, so the table can be resized
-// without reading Pebble.
+// From LevelIdemInMemory on it is the only index of the keys: apply
+// writes no i/ key, and the latch deletes the i/ range. Below it apply
+// still sets and deletes the i/ keys an older build reads, as it did, but
+// decides from the index at every level, so a mixed cluster writes the
+// same bytes. The two agree: an i/ key names the newest live task with
+// its key, or a task that is gone, which both readings take for "absent".
 //
-// Adds take effect at once: a later command of the same apply batch must
-// not be told "absent" for a key an earlier one set. Removes wait for the
-// batch's commit: until then Pebble still holds the key. A batch that never
-// commits (ApplyBatch panicked) has its adds taken back by the next one, so
-// the multiset stays exactly the committed keys' fingerprints.
-//
-// Only Raft's apply goroutine uses it (ApplyBatch, Restore), or Open
-// before the FSM is shared; FSM.mu guards the pointer swap.
-type idemFilter struct {
-	log      *slog.Logger
-	maxSlots int
+// Why memory: the Go client gives every task a key, so each life set one
+// i/ key and its removal read and deleted it again, and the keys of every
+// retained task rode through the compactions. The index costs about 40
+// bytes a live key (a Go map of two integers); DESIGN.md weighs it.
 
-	slots []uint32 // nil: off, every lookup asks Pebble
-	used  int      // fingerprints in slots
-	// live is the number of i/ keys in the committed keyspace plus those
-	// added by the open batch. It is kept while off, to know when the
-	// table fits again.
-	live    int
-	added   []uint32 // fingerprints of keys the open batch set
-	removed []uint32 // fingerprints of keys the open batch deleted
-	fps     []uint32 // a build's fingerprints, from keyScan to built
-	// rebuild asks the next commit to rebuild from Pebble: set when the
-	// table overflowed, or found itself inconsistent.
-	rebuild bool
+// idemHash is the index's hash of an i/ key: a variable so that a test can
+// make every key collide.
+var idemHash = xxhash.Sum64
 
-	stats idemStats
+// idemIndex maps each live idempotency key to its task's packed id
+// (packID). Keys are stored as their 64-bit hash; a key whose hash another
+// live key already holds goes to clash by its bytes. A hash match is
+// confirmed against the task's record (owns), so the answers are exact.
+type idemIndex struct {
+	byHash map[uint64]uint64
+	clash  map[string]uint64 // usually empty
 }
 
-// idemStats count what the filter did, for tests and benchmarks.
-type idemStats struct {
-	skipped   uint64 // lookups answered "absent" without Pebble
-	asked     uint64 // lookups sent to Pebble
-	rebuilds  uint64 // scans of the i/ range
-	anomalies uint64 // removes of a fingerprint the table did not hold
-}
+func newIdemIndex() *idemIndex { return &idemIndex{byHash: map[uint64]uint64{}} }
 
-func newIdemFilter(maxBytes int, log *slog.Logger) *idemFilter {
-	return &idemFilter{log: log, maxSlots: max(maxBytes/idemSlotBytes, idemMinSlots)}
-}
+// idemOwner reports whether the task with packed id holds i/ key ik.
+type idemOwner func(id uint64, ik []byte) (bool, error)
 
-// idemFingerprint is never 0, which marks an empty slot.
-func idemFingerprint(key []byte) uint32 {
-	fp := uint32(xxhash.Sum64(key) >> 32)
-	if fp == 0 {
-		fp = 1
-	}
-	return fp
-}
-
-// home maps fp onto [0, n) by its high bits (Lemire's multiply-shift).
-func home(fp uint32, n int) int { return int(uint64(fp) * uint64(n) >> 32) }
-
-// fits reports whether n fingerprints fit in slots slots under the load cap.
-func fits(n, slots int) bool { return n*idemMaxLoadDen <= slots*idemMaxLoadNum }
-
-// mayContain is false only if no live key has fingerprint fp.
-func (f *idemFilter) mayContain(fp uint32) bool {
-	if f.slots != nil && !f.contains(fp) {
-		f.stats.skipped++
-		return false
-	}
-	f.stats.asked++
-	return true
-}
-
-// contains reports whether the table holds fp; the table must be on.
-func (f *idemFilter) contains(fp uint32) bool {
-	n := len(f.slots)
-	for i := home(fp, n); ; {
-		switch f.slots[i] {
-		case 0:
-			return false
-		case fp:
-			return true
-		}
-		if i++; i == n {
-			i = 0
+// lookup returns the task holding ik.
+func (x *idemIndex) lookup(ik []byte, owns idemOwner) (uint64, bool, error) {
+	if len(x.clash) > 0 {
+		if id, ok := x.clash[string(ik)]; ok {
+			return id, true, nil
 		}
 	}
+	id, ok := x.byHash[idemHash(ik)]
+	if !ok {
+		return 0, false, nil
+	}
+	same, err := owns(id, ik)
+	if err != nil {
+		return 0, false, err
+	}
+	return id, same, nil
 }
 
-// add counts a key that did not exist and is now set.
-func (f *idemFilter) add(fp uint32) {
-	f.live++
-	f.added = append(f.added, fp)
-	if f.slots == nil {
-		return
-	}
-	if !fits(f.used+1, len(f.slots)) {
-		if !f.resize(f.used + 1) {
-			return
-		}
-	}
-	f.insert(fp)
-}
-
-// removeAtCommit counts a key that existed and is deleted by the open batch.
-func (f *idemFilter) removeAtCommit(fp uint32) { f.removed = append(f.removed, fp) }
-
-// begin starts an apply batch. A previous batch that never committed
-// reached Pebble with none of its sets or deletes: its adds are taken back
-// and its removes dropped.
-func (f *idemFilter) begin() {
-	for _, fp := range f.added {
-		f.drop(fp)
-	}
-	f.added, f.removed = f.added[:0], f.removed[:0]
-}
-
-// committed applies the batch's removes once they are in db, and resizes
-// or rebuilds the table. A failed rebuild leaves the filter off, which is
-// only slower; the next commit tries again.
-func (f *idemFilter) committed(db storage.Reader) {
-	for _, fp := range f.removed {
-		f.drop(fp)
-	}
-	f.added, f.removed = f.added[:0], f.removed[:0]
-	if len(f.slots) > idemMinSlots && f.used*idemShrinkDen < len(f.slots) {
-		f.resize(f.used)
-	}
-	// Back on once the keys fit in half the largest table, so that a
-	// count hovering at the limit does not rescan Pebble at every commit.
-	if f.rebuild && fits(2*f.live, f.maxSlots) {
-		if err := f.build(db); err != nil {
-			f.log.Error("idempotency filter stays off", "err", err)
-		}
-	}
-}
-
-// drop uncounts a key that is gone from Pebble.
-func (f *idemFilter) drop(fp uint32) {
-	f.live--
-	if f.slots != nil && !f.delete(fp) {
-		// Some set was not counted, so "absent" can no longer be trusted.
-		// Switch off and recount from Pebble.
-		f.stats.anomalies++
-		f.log.Error("idempotency filter lost track of a key; rebuilding it", "fingerprint", fp)
-		f.slots, f.used, f.rebuild = nil, 0, true
-	}
-}
-
-// build replaces the table with one counting every i/ key of r. With more
-// keys than the largest table holds it only counts them, and stays off.
-func (f *idemFilter) build(r storage.Reader) error {
-	return f.built(storage.ScanEach(r, f.keyScan()))
-}
-
-// keyScan starts a build: the scan of the i/ keys that collects their
-// fingerprints, for built to finish. Open runs it beside the ready
-// order's scan (storage.ScanEach).
-func (f *idemFilter) keyScan() storage.RangeScan {
-	f.stats.rebuilds++
-	f.slots, f.used, f.live = nil, 0, 0
-	f.added, f.removed = f.added[:0], f.removed[:0]
-	f.fps = nil
-	prefix := storage.IdemPrefix()
-	return storage.RangeScan{What: "idempotency filter: scan i/", Lower: prefix, Upper: storage.PrefixEnd(prefix), Fn: func(k, _ []byte) error {
-		f.live++
-		if fits(f.live, f.maxSlots) {
-			f.fps = append(f.fps, idemFingerprint(k))
-		} else {
-			f.fps = nil
-		}
-		return nil
-	}}
-}
-
-// built finishes a build from keyScan's fingerprints, or fails it with
-// the scan's error, which the scan's What already names.
-func (f *idemFilter) built(scanErr error) error {
-	fps := f.fps
-	f.fps = nil
-	if scanErr != nil {
-		f.rebuild = true
-		return scanErr
-	}
-	if f.rebuild = !fits(f.live, f.maxSlots); f.rebuild {
-		f.log.Warn("idempotency filter off: too many live keys for its memory bound",
-			"live_keys", f.live, "max_bytes", f.maxSlots*idemSlotBytes)
+// set gives ik to the task id. The caller found ik absent, or held by a
+// task that is gone; a live holder of the same key (which only a bug
+// makes) is replaced, as the i/ key was.
+func (x *idemIndex) set(ik []byte, id uint64, owns idemOwner) error {
+	if _, ok := x.clash[string(ik)]; ok {
+		x.clash[string(ik)] = id
 		return nil
 	}
-	f.slots = make([]uint32, f.sizeFor(len(fps)))
-	for _, fp := range fps {
-		f.insert(fp)
+	h := idemHash(ik)
+	if old, ok := x.byHash[h]; ok && old != id {
+		same, err := owns(old, ik)
+		if err != nil {
+			return err
+		}
+		if !same {
+			if x.clash == nil {
+				x.clash = map[string]uint64{}
+			}
+			x.clash[string(ik)] = id
+			return nil
+		}
 	}
+	x.byHash[h] = id
 	return nil
 }
 
-// sizeFor is the table size that holds n fingerprints half full.
-func (f *idemFilter) sizeFor(n int) int {
-	return min(max(2*n, idemMinSlots), f.maxSlots)
-}
-
-// resize rehashes the table to hold n fingerprints half full. When n does
-// not fit in the largest table it switches the filter off instead and
-// returns false.
-func (f *idemFilter) resize(n int) bool {
-	size := f.sizeFor(n)
-	if !fits(n, size) {
-		f.log.Warn("idempotency filter off: too many live keys for its memory bound",
-			"live_keys", f.live, "max_bytes", f.maxSlots*idemSlotBytes)
-		f.slots, f.used, f.rebuild = nil, 0, true
-		return false
-	}
-	old := f.slots
-	f.slots, f.used = make([]uint32, size), 0
-	for _, fp := range old {
-		if fp != 0 {
-			f.insert(fp)
-		}
-	}
-	return true
-}
-
-// insert puts fp in the first free slot from its home. The caller made
-// room, so there is one.
-func (f *idemFilter) insert(fp uint32) {
-	n := len(f.slots)
-	i := home(fp, n)
-	for f.slots[i] != 0 {
-		if i++; i == n {
-			i = 0
-		}
-	}
-	f.slots[i] = fp
-	f.used++
-}
-
-// delete removes one copy of fp, shifting later entries of its probe run
-// back so that no lookup stops early at the hole (Knuth's Algorithm R).
-func (f *idemFilter) delete(fp uint32) bool {
-	n := len(f.slots)
-	i := home(fp, n)
-	for f.slots[i] != fp {
-		if f.slots[i] == 0 {
+// remove takes ik from the task id, if that task holds it, and reports
+// whether it did: a newer task may hold the key.
+func (x *idemIndex) remove(ik []byte, id uint64) bool {
+	if got, ok := x.clash[string(ik)]; ok {
+		if got != id {
 			return false
 		}
-		if i++; i == n {
-			i = 0
-		}
+		delete(x.clash, string(ik))
+		return true
 	}
-	for j := i; ; {
-		if j++; j == n {
-			j = 0
-		}
-		if f.slots[j] == 0 {
-			break
-		}
-		// The entry at j may stay unless its home is cyclically outside
-		// (i, j]: then a lookup from its home would meet the hole first.
-		h := home(f.slots[j], n)
-		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
-			continue
-		}
-		f.slots[i] = f.slots[j]
-		i = j
+	h := idemHash(ik)
+	if got, ok := x.byHash[h]; ok && got == id {
+		delete(x.byHash, h)
+		return true
 	}
-	f.slots[i] = 0
-	f.used--
-	return true
+	return false
 }
 
-// bytes is the table's size.
-func (f *idemFilter) bytes() int { return len(f.slots) * idemSlotBytes }
+// len is the number of keys held.
+func (x *idemIndex) len() int { return len(x.byHash) + len(x.clash) }
 
-// getIdem reads the id of the task that idempotency key ik points at, or
-// storage.ErrNotFound.
-func (tx *txn) getIdem(ik []byte) (string, error) {
-	if f := tx.idem; f != nil && !f.mayContain(idemFingerprint(ik)) {
-		return "", storage.ErrNotFound
+// taskIdemKey is t's i/ key, nil when it has none.
+func taskIdemKey(t *pb.Task) []byte {
+	if t.GetIdempotencyKey() == "" {
+		return nil
 	}
-	return storage.GetString(tx.r, ik)
+	return storage.IdemKey(t.GetQueue(), t.GetTenant(), t.GetIdempotencyKey())
 }
 
-// setIdem points ik at id. replaced says ik already existed (its task is
-// gone), so the filter counts it already.
-func (tx *txn) setIdem(ik []byte, id string, replaced bool) error {
+// recordOwner confirms a hash match from the records r holds: what a
+// rebuild asks, outside any batch.
+func recordOwner(r storage.Reader) idemOwner {
+	return func(id uint64, ik []byte) (bool, error) {
+		t, _, err := storage.GetTaskRecord(r, unpackID(id))
+		if errors.Is(err, storage.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("idempotency index: task %s: %w", unpackID(id), err)
+		}
+		return bytes.Equal(taskIdemKey(t), ik), nil
+	}
+}
+
+// owner confirms a hash match from the batch's records.
+func (tx *txn) owner(id uint64, ik []byte) (bool, error) {
+	t, ok, err := tx.getTask(unpackID(id))
+	if err != nil || !ok {
+		return false, err
+	}
+	return bytes.Equal(taskIdemKey(t), ik), nil
+}
+
+// idemTask returns the live task holding i/ key ik.
+func (tx *txn) idemTask(ik []byte) (*pb.Task, bool, error) {
+	id, ok, err := tx.ready.idem.lookup(ik, tx.owner)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	t, ok, err := tx.getTask(unpackID(id))
+	if err != nil {
+		return nil, false, fmt.Errorf("idempotency key: %w", err)
+	}
+	return t, ok, nil
+}
+
+// setIdem gives ik to the new task id, and below LevelIdemInMemory stores
+// the i/ key an older build reads.
+func (tx *txn) setIdem(ik []byte, id string) error {
+	packed, ok := packID(id)
+	if !ok {
+		return fmt.Errorf("idempotency key: task id %q does not pack", id)
+	}
+	if err := tx.ready.idem.set(ik, packed, tx.owner); err != nil {
+		return err
+	}
+	if tx.feature >= LevelIdemInMemory {
+		return nil
+	}
 	if err := tx.b.Set(ik, []byte(id), nil); err != nil {
 		return fmt.Errorf("idempotency key: %w", err)
 	}
-	if f := tx.idem; f != nil && !replaced {
-		f.add(idemFingerprint(ik))
-	}
 	return nil
 }
 
-// deleteIdem deletes ik, which must exist.
-func (tx *txn) deleteIdem(ik []byte) error {
-	if err := tx.b.Delete(ik, nil); err != nil {
-		return fmt.Errorf("idempotency key: %w", err)
-	}
-	if f := tx.idem; f != nil {
-		f.removeAtCommit(idemFingerprint(ik))
-	}
-	return nil
-}
-
-// openIdem is the filter of a freshly opened keyspace, empty until Open
-// builds it (keyScan, built) beside the ready order; nil when Options
-// turned it off.
-func (f *FSM) openIdem() *idemFilter {
-	if f.opts.IdemFilterBytes < 0 {
+// dropIdem gives back the key of t, which is being removed, if t holds it;
+// below LevelIdemInMemory it deletes the i/ key too.
+func (tx *txn) dropIdem(t *pb.Task) error {
+	ik := taskIdemKey(t)
+	if ik == nil {
 		return nil
 	}
-	limit := f.opts.IdemFilterBytes
-	if limit == 0 {
-		limit = DefaultIdemFilterBytes
+	packed, ok := packID(t.GetId())
+	if !ok || !tx.ready.idem.remove(ik, packed) || tx.feature >= LevelIdemInMemory {
+		return nil
 	}
-	return newIdemFilter(limit, f.log)
+	if err := tx.b.Delete(ik, nil); err != nil {
+		return fmt.Errorf("remove %s: idempotency key: %w", t.GetId(), err)
+	}
+	return nil
+}
+
+// dropIdemKeys deletes the i/ range at the latch of LevelIdemInMemory:
+// from then on the index is the only record of the keys, on every replica
+// at the same entry.
+func (tx *txn) dropIdemKeys() error {
+	prefix := storage.IdemPrefix()
+	if err := tx.b.DeleteRange(prefix, storage.PrefixEnd(prefix), nil); err != nil {
+		return fmt.Errorf("drop the idempotency keys: %w", err)
+	}
+	return nil
 }

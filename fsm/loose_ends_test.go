@@ -5,77 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
-
-	pb "github.com/dockethq/docket/proto/docketv1"
 )
-
-// Test_PurgeFailsOnIdemReadError: a purge whose read of the task's
-// idempotency key fails with anything but not-found must fail the apply.
-// Before, it skipped the delete and committed: this replica kept a key
-// that replicas whose read worked deleted, and their keyspaces diverged.
-//
-// The layout makes the Get of that key the purge's only disk read: the
-// key is flushed to an sstable between 10 KiB of other queues' keys on
-// each side, so it has a data block that nothing read before (the scan of
-// the expiry index ends in an earlier block, the claim's reads are in
-// later ones), while the task record and its expiry key are in the
-// memtable.
-func Test_PurgeFailsOnIdemReadError(t *testing.T) {
-	var on atomic.Bool
-	fail := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if on.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsRead && strings.HasSuffix(op.Path, ".sst") {
-			return errorfs.ErrInjected
-		}
-		return nil
-	})
-	h := &harness{t: t, dir: "/fsm", opts: Options{FS: errorfs.Wrap(vfs.NewMem(), fail), IdemFilterBytes: -1}}
-	h.f = mustOpen(t, h.dir, h.opts)
-	for _, q := range []string{"a", "zz"} { // around i/z/t/order-42
-		for i := range 40 {
-			y := nt(q, "t", 0)
-			y.IdempotencyKey = incompressible(i, MaxIdemKeyLen)
-			h.enqueue(at(0), y)
-		}
-	}
-	x := nt("z", "t", 0)
-	x.IdempotencyKey = "order-42"
-	x.RetentionNs = int64(time.Minute)
-	id := h.enqueue(at(0), x)[0]
-	if err := h.f.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	c := h.claimOne(at(0), "z", "t")
-	h.one(completeCmd(at(time.Second), id, c.GetFence()), pb.Code_CODE_OK)
-	if res := h.do(purgeCmd(at(2*time.Second), 10)); len(res.GetItems()) != 0 {
-		t.Fatalf("purged %v before the retention ended", res.GetItems())
-	}
-	applied := h.f.AppliedIndex() // no hash here: it would cache every block
-
-	on.Store(true)
-	p := func() (p any) {
-		defer func() { p = recover() }()
-		h.apply(purgeCmd(at(time.Hour), 10))
-		return nil
-	}()
-	on.Store(false)
-	if p == nil {
-		t.Fatal("purge with a failing idempotency-key read applied; it must fail the apply")
-	}
-	if msg := fmt.Sprint(p); !strings.Contains(msg, "idempotency key") || !strings.Contains(msg, "injected") {
-		t.Fatalf("purge failed elsewhere than reading the idempotency key: %s", msg)
-	}
-	if _, err := h.f.GetTask(id); err != nil || h.f.AppliedIndex() != applied {
-		t.Fatalf("a purge that failed was partly committed: task %v, applied %d → %d", err, applied, h.f.AppliedIndex())
-	}
-}
 
 // Test_ApplyPanicClosesBatch: an apply that panics (here an undecodable
 // entry) closes its Pebble batch on the way out. Before, the batch was

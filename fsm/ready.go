@@ -58,7 +58,10 @@ type readyOrder struct {
 	// running is the running tasks' orders (running.go), kept with the
 	// ready order's lock, staleness and rebuild.
 	running runningOrder
-	stale   bool
+	// idem is the idempotency index (idem.go), rebuilt from the same scan
+	// of the records.
+	idem  *idemIndex
+	stale bool
 }
 
 // readyQueue is one queue's orders; a tree is nil until a task is added
@@ -105,7 +108,10 @@ func packID[ID string | []byte](id ID) (uint64, bool) {
 }
 
 // taskID is the id packID packed.
-func (it orderItem) taskID() string { return TaskID(it.id>>16, int(it.id&0xffff)) }
+func (it orderItem) taskID() string { return unpackID(it.id) }
+
+// unpackID is the task id packID packed.
+func unpackID(id uint64) string { return TaskID(id>>16, int(id&0xffff)) }
 
 func orderLess(a, b orderItem) bool {
 	if a.at != b.at {
@@ -123,6 +129,7 @@ func newReadyOrder() *readyOrder {
 		queues:  map[QueueRef]*readyQueue{},
 		wakes:   btree.NewG(orderDegree, orderLess),
 		running: newRunningOrder(),
+		idem:    newIdemIndex(),
 	}
 }
 
@@ -248,27 +255,19 @@ func (o *readyOrder) remove(t *pb.Task) {
 	delete(o.queues, ref)
 }
 
-// rebuild reads the order from the task records, when the catalog counts
-// a pending or delayed task in any queue. At a 1M backlog it reads 1M
-// headers (BenchmarkOpen_Backlog); without a backlog it reads no record.
-// The scans in beside run alongside the records' scan (storage.ScanEach),
-// and run even when there is no record to read.
+// rebuild reads the order and the idempotency index from the task
+// records. At a 1M backlog it reads 1M headers (BenchmarkOpen_Backlog), as
+// it does for 1M finished tasks kept for their retention. The scans in
+// beside run alongside the records' scan (storage.ScanEach).
 func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) error {
-	any := false
-	err := scanCatalog(r, func(_ QueueRef, m *storage.QueueMeta) {
-		any = any || m.Pending > 0 || m.Delayed > 0 || m.Running > 0
-	})
-	if err != nil {
-		return fmt.Errorf("ready order: catalog: %w", err)
-	}
+	// Every record is read, whatever its state: any of them may hold an
+	// idempotency key.
 	fresh := newReadyOrder()
-	if any {
-		beside = append(beside, fresh.recordScan())
-	}
+	beside = append(beside, fresh.recordScan(r))
 	if err := storage.ScanEach(r, beside...); err != nil {
 		return err // each scan's error names its scan
 	}
-	o.queues, o.wakes, o.running, o.stale = fresh.queues, fresh.wakes, fresh.running, false
+	o.queues, o.wakes, o.running, o.idem, o.stale = fresh.queues, fresh.wakes, fresh.running, fresh.idem, false
 	return nil
 }
 

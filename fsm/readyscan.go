@@ -23,6 +23,8 @@ type orderHeader struct {
 	seq               uint64
 	// A running task's lease end and execution deadline (running.go).
 	leaseUntil, deadlineAt int64
+	// idemKey is the task's idempotency key (idem.go), of any state.
+	idemKey []byte
 }
 
 // The field numbers of pb.Task the header reads (task.proto).
@@ -32,6 +34,7 @@ const (
 	fieldTaskTenant    = 3
 	fieldTaskPriority  = 5
 	fieldTaskState     = 6
+	fieldTaskIdemKey   = 9
 	fieldTaskVisibleAt = 12
 	fieldTaskSeq       = 13
 	fieldTaskLease     = 17
@@ -54,7 +57,7 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 		}
 		v = v[n:]
 		switch {
-		case typ == protowire.BytesType && (num == fieldTaskID || num == fieldTaskQueue || num == fieldTaskTenant):
+		case typ == protowire.BytesType && (num == fieldTaskID || num == fieldTaskQueue || num == fieldTaskTenant || num == fieldTaskIdemKey):
 			var b []byte
 			b, n = protowire.ConsumeBytes(v)
 			switch num {
@@ -62,6 +65,8 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 				h.id = b
 			case fieldTaskQueue:
 				h.queue = b
+			case fieldTaskIdemKey:
+				h.idemKey = b
 			default:
 				h.tenant = b
 			}
@@ -94,22 +99,36 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 	return nil
 }
 
-// recordScan is the scan of the task records that adds every pending and
-// delayed task to o, reading each record's header in place. Records come
-// in id order, and a backlog's tasks mostly share a queue, so the queue's
-// name is made a string once per run of records, not once per record.
-func (o *readyOrder) recordScan() storage.RangeScan {
+// recordScan is the scan of the task records that adds every pending,
+// delayed and running task to o, and every task's idempotency key to its
+// index, reading each record's header in place. Records come in id order,
+// and a backlog's tasks mostly share a queue, so the queue's name is made
+// a string once per run of records, not once per record. A hash shared by
+// two keys is told apart by reading the earlier task's record from r.
+func (o *readyOrder) recordScan(r storage.Reader) storage.RangeScan {
 	var (
 		h                   orderHeader
 		ref                 QueueRef
 		lastQueue, lastTent []byte
 		started             bool
+		ik                  []byte
 	)
+	owns := recordOwner(r)
 	add := func(k, v []byte) error {
 		if err := decodeOrderHeader(v, &h); err != nil {
 			// Bytes apply never wrote, though Pebble's checksums
 			// hold: the repair is a damaged keyspace's.
 			return fmt.Errorf("%w: task %q: %v", storage.ErrUndecodable, k, err)
+		}
+		if len(h.idemKey) > 0 {
+			id, ok := packID(h.id)
+			if !ok {
+				return fmt.Errorf("task id %q does not pack", h.id)
+			}
+			ik = storage.AppendIdemKey(ik[:0], h.queue, h.tenant, h.idemKey)
+			if err := o.idem.set(ik, id, owns); err != nil {
+				return err
+			}
 		}
 		if h.state != pb.TaskState_TASK_STATE_PENDING && h.state != pb.TaskState_TASK_STATE_DELAYED &&
 			h.state != pb.TaskState_TASK_STATE_RUNNING {

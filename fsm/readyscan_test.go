@@ -17,13 +17,13 @@ import (
 func headerOf(t *pb.Task) orderHeader {
 	return orderHeader{id: []byte(t.GetId()), queue: []byte(t.GetQueue()), tenant: []byte(t.GetTenant()),
 		priority: t.GetPriority(), state: t.GetState(), visibleAt: t.GetVisibleAt(), seq: t.GetSeq(),
-		leaseUntil: t.GetLeaseUntil(), deadlineAt: t.GetDeadlineAt()}
+		leaseUntil: t.GetLeaseUntil(), deadlineAt: t.GetDeadlineAt(), idemKey: []byte(t.GetIdempotencyKey())}
 }
 
 func sameHeader(a, b orderHeader) bool {
 	return bytes.Equal(a.id, b.id) && bytes.Equal(a.queue, b.queue) && bytes.Equal(a.tenant, b.tenant) &&
 		a.priority == b.priority && a.state == b.state && a.visibleAt == b.visibleAt && a.seq == b.seq &&
-		a.leaseUntil == b.leaseUntil && a.deadlineAt == b.deadlineAt
+		a.leaseUntil == b.leaseUntil && a.deadlineAt == b.deadlineAt && bytes.Equal(a.idemKey, b.idemKey)
 }
 
 // Test_OrderHeaderReadsWhatUnmarshalReads: for records of every format,
@@ -93,6 +93,7 @@ func Test_OrderHeaderReadsWhatUnmarshalReads(t *testing.T) {
 func FuzzOrderHeader(f *testing.F) {
 	for _, task := range []*pb.Task{
 		{Id: TaskID(7, 1), Queue: "q", Tenant: "t", Priority: 3, State: pb.TaskState_TASK_STATE_PENDING, Seq: 9},
+		{Id: TaskID(7, 2), Queue: "q", State: pb.TaskState_TASK_STATE_COMPLETED, IdempotencyKey: "order-7"},
 		{Id: TaskID(8, 0), Queue: "q", State: pb.TaskState_TASK_STATE_DELAYED, VisibleAt: 1 << 40, Payload: []byte("x")},
 		{Id: TaskID(9, 2), Queue: "q", State: pb.TaskState_TASK_STATE_RUNNING, Fence: 9, LeaseUntil: 1 << 41, DeadlineAt: 1 << 42},
 	} {

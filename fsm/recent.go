@@ -46,9 +46,9 @@ import (
 // reads, and the determinism tests compare a replica with the cache to
 // one without (recent_test.go).
 //
-// Ownership: Raft's apply goroutine alone uses it (ApplyBatch), like the
-// idempotency filter. openKeyspace makes a new, empty one (Open, and
-// Restore after the swap) and Close drops it; FSM.mu guards the pointer.
+// Ownership: Raft's apply goroutine alone uses it (ApplyBatch). openKeyspace
+// makes a new, empty one (Open, and Restore after the swap) and Close drops
+// it; FSM.mu guards the pointer.
 //
 // Shape: two generations, O(1) and without LRU lists. Inserts go to cur;
 // when cur's bytes pass the generation budget, prev = cur and cur starts

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -108,20 +107,8 @@ func (tx *txn) remove(t *pb.Task) error {
 	if err := tx.countTenant(t.GetTenant(), -1, -taskBytes(t)); err != nil {
 		return err
 	}
-	if key := t.GetIdempotencyKey(); key != "" {
-		ik := storage.IdemKey(t.GetQueue(), t.GetTenant(), key)
-		// Not found, or owned by a newer task, keeps the key. Any other
-		// read error fails the apply: skipping the delete here while
-		// replicas whose read worked delete it would diverge.
-		owner, err := tx.getIdem(ik)
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return fmt.Errorf("remove %s: idempotency key: %w", t.GetId(), err)
-		}
-		if err == nil && owner == t.GetId() {
-			if err := tx.deleteIdem(ik); err != nil {
-				return err
-			}
-		}
+	if err := tx.dropIdem(t); err != nil {
+		return err
 	}
 	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
 	if err != nil {

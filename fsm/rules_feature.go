@@ -35,6 +35,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 			return err
 		}
 	}
+	if tx.feature < LevelIdemInMemory && c.GetLevel() >= LevelIdemInMemory {
+		if err := tx.dropIdemKeys(); err != nil {
+			return err
+		}
+	}
 	if err := tx.b.Set(storage.KeyFeature, storage.PutUint64(nil, uint64(c.GetLevel())), nil); err != nil {
 		return fmt.Errorf("latch feature level %d: %w", c.GetLevel(), err)
 	}

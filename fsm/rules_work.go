@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -44,22 +43,14 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		q, tn := nt.GetQueue(), nt.GetTenant()
 		key := nt.GetIdempotencyKey()
 		var ik []byte
-		replaced := false // the key exists but its task is gone
 		if key != "" {
 			ik = storage.IdemKey(q, tn, key)
-			id, err := tx.getIdem(ik)
-			switch {
-			case err == nil:
-				replaced = true
-				if t, ok, err := tx.getTask(id); err != nil {
-					return err
-				} else if ok && !planted("idempotency-lets-duplicate") {
-					ids[pos] = id
-					res.Items = append(res.Items, item(pb.Code_CODE_DUPLICATE, id, t, "idempotency key seen"))
-					continue
-				}
-			case !errors.Is(err, storage.ErrNotFound):
-				return fmt.Errorf("idempotency key: %w", err)
+			if t, ok, err := tx.idemTask(ik); err != nil {
+				return err
+			} else if ok && !planted("idempotency-lets-duplicate") {
+				ids[pos] = t.GetId()
+				res.Items = append(res.Items, item(pb.Code_CODE_DUPLICATE, t.GetId(), t, "idempotency key seen"))
+				continue
 			}
 		}
 		t := &pb.Task{
@@ -135,7 +126,7 @@ func (tx *txn) enqueue(c *pb.EnqueueCmd, res *pb.CommandResult) error {
 		}
 		ids[pos] = t.Id
 		if key != "" {
-			if err := tx.setIdem(ik, t.Id, replaced); err != nil {
+			if err := tx.setIdem(ik, t.Id); err != nil {
 				return err
 			}
 		}

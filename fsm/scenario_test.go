@@ -30,15 +30,18 @@ func Test_RuleBook(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenario files in testdata")
 	}
-	// At the build's level the orders in memory are the only indexes of
-	// pending, running and delayed tasks; below LevelDelayedInMemory apply
-	// also stores the delayed keys an older build reads, and below
+	// At the build's level memory holds the only indexes of pending,
+	// running and delayed tasks and of idempotency keys; below
+	// LevelIdemInMemory apply also stores the i/ keys an older build
+	// reads, below LevelDelayedInMemory the delayed keys, and below
 	// LevelPendingInMemory the running and pending keys too. Every answer
 	// must be the same.
-	for _, level := range []uint32{FeatureLevel, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
+	for _, level := range []uint32{FeatureLevel, LevelIdemInMemory - 1, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
 			switch level {
+			case LevelIdemInMemory - 1:
+				name += "/idem-keys"
 			case LevelDelayedInMemory - 1:
 				name += "/delayed-index"
 			case LevelPendingInMemory - 1:

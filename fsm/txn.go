@@ -27,9 +27,6 @@ type txn struct {
 	// base is the first task position of the command being applied: 0,
 	// or its range within a Batch entry.
 	base int
-	// idem answers most idempotency-key misses without Pebble; nil when
-	// Options turned it off (see idem.go).
-	idem *idemFilter
 
 	metas     map[string]*metaEntry
 	tenants   map[string]*tenantEntry

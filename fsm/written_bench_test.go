@@ -95,7 +95,8 @@ func BenchmarkCycle_BytesWritten(b *testing.B) {
 // small one, whose tasks live and die inside one memtable, and one of
 // 200,000, whose records reach the tables before they are claimed; and the
 // small one again with each task enqueued delayed by 1 ms, which the next
-// claim promotes, so every life also passes through the delayed index.
+// claim promotes, so every life also passes through the delayed index;
+// and with an idempotency key on each task, as the Go client sends.
 // logB/task is what the Raft log must hold for the life (the entries'
 // Data and Extensions; raft-wal adds its frame per entry); the table
 // columns are Pebble's, as in BenchmarkEnqueue_BytesWritten.
@@ -103,13 +104,16 @@ func BenchmarkCycle_BytesWritten(b *testing.B) {
 //	go test ./fsm -run '^$' -bench 'Life_BytesWritten' -benchtime 200000x
 func BenchmarkLife_BytesWritten(b *testing.B) {
 	for _, c := range []struct {
-		backlog int
-		delayed bool
-	}{{256, false}, {200_000, false}, {256, true}} {
+		backlog       int
+		delayed, idem bool
+	}{{256, false, false}, {200_000, false, false}, {256, true, false}, {256, false, true}} {
 		backlog := c.backlog
 		name := fmt.Sprintf("payload=128/backlog=%d", backlog)
 		if c.delayed {
 			name += "/delayed" // each task enqueued with a delay, promoted by its claim
+		}
+		if c.idem {
+			name += "/idem" // each task with an idempotency key, as the Go client sends
 		}
 		b.Run(name, func(b *testing.B) {
 			w := newWrittenBench(b, 128, false)
@@ -121,10 +125,15 @@ func BenchmarkLife_BytesWritten(b *testing.B) {
 				return w.l.f.Apply(e).(*pb.CommandResult)
 			}
 			var delay time.Duration
+			keys := 0
 			fill := func(n int) {
 				for range n {
 					task := nt("bench", "t", 0)
 					task.Payload, task.RetentionNs, task.DelayNs = w.payload(n), 1, int64(delay)
+					if c.idem {
+						keys++
+						task.IdempotencyKey = fmt.Sprintf("0193b1a2-7c4d-7e5f-8a6b-%012x", keys) // a UUIDv7's length
+					}
 					apply(enqueueCmd(now, task))
 				}
 			}

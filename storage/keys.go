@@ -175,7 +175,12 @@ func IdemPrefix() []byte { return prefixIdem }
 
 // IdemKey is i/<queue>/<tenant>/<key>.
 func IdemKey(queue, tenant, key string) []byte {
-	k := make([]byte, 0, len(prefixIdem)+len(queue)+len(tenant)+len(key)+2)
+	return AppendIdemKey(make([]byte, 0, len(prefixIdem)+len(queue)+len(tenant)+len(key)+2), queue, tenant, key)
+}
+
+// AppendIdemKey appends IdemKey(queue, tenant, key) to k: a rebuild reads
+// the three from a record's bytes and reuses one buffer.
+func AppendIdemKey[S string | []byte](k []byte, queue, tenant, key S) []byte {
 	k = append(k, prefixIdem...)
 	k = append(k, queue...)
 	k = append(k, '/')
