@@ -182,13 +182,17 @@ func wantIndexKeys(level uint32, task *pb.Task) []string {
 		}
 	case pb.TaskState_TASK_STATE_DEAD:
 		keys = [][]byte{storage.DeadKey(q, tn, id)}
-		if task.GetExpireAt() > 0 { // dead-lettered since LevelRetries: retention purges it
+		// Dead-lettered since LevelRetries: retention purges it; from
+		// LevelExpiryInMemory on the expiry order alone holds the time.
+		if task.GetExpireAt() > 0 && level < LevelExpiryInMemory {
 			keys = append(keys, storage.ExpireKey(task.GetExpireAt(), id))
 		}
 	case pb.TaskState_TASK_STATE_WAITING:
 		keys = [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
-		keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
+		if level < LevelExpiryInMemory {
+			keys = [][]byte{storage.ExpireKey(task.GetExpireAt(), id)}
+		}
 	}
 	out := make([]string, len(keys))
 	for i, k := range keys {

@@ -104,9 +104,15 @@ const (
 	// and Restore; the latch deletes them. It changes the bytes apply
 	// writes, so it waits for every server.
 	LevelIdemInMemory uint32 = 20
+	// LevelExpiryInMemory: no new command; apply stops writing the expiry
+	// index of finished tasks and dead letters (e/), which lives in memory
+	// alone (expiry.go) and is rebuilt from the task records, each of which
+	// keeps its expire_at, at Open and Restore; the latch deletes it. It
+	// changes the bytes apply writes, so it waits for every server.
+	LevelExpiryInMemory uint32 = 21
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelIdemInMemory
+	FeatureLevel = LevelExpiryInMemory
 )
 
 // levelOverride lowers BuildLevel at link time

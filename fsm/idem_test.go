@@ -213,7 +213,7 @@ func Test_IdemIndexForgetsAbandonedBatch(t *testing.T) {
 // below LevelIdemInMemory it takes the stored key over, as it always did.
 func Test_IdemKeyWhoseTaskIsGone(t *testing.T) {
 	h := newHarness(t)
-	h.do(latchCmd(LevelIdemInMemory-1))
+	h.do(latchCmd(LevelIdemInMemory - 1))
 	if err := h.f.db.Set(storage.IdemKey("q", "t", "k"), []byte(TaskID(999, 0)), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func Test_IdemIndexAcrossLifecycle(t *testing.T) {
 // through a reopen, until their tasks are purged.
 func Test_IdemKeysAcrossTheLatch(t *testing.T) {
 	h := newHarness(t)
-	h.do(latchCmd(LevelIdemInMemory-1))
+	h.do(latchCmd(LevelIdemInMemory - 1))
 	_, ids := h.enqueueKeys(at(0), keys("a", 100))
 	if got := countIdemKeys(t, h.f); got != 100 {
 		t.Fatalf("below the latch %d i/ keys, want 100", got)

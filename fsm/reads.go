@@ -214,16 +214,12 @@ func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
 // expired at now, so the leader proposes PromoteDelayed or Purge only when
 // they would do something.
 func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
-	var d []storage.TimeEntry
-	r, release, err := f.orderView(func(o *readyOrder) { d = o.dueAcross(now, 1) })
+	var d, e []storage.TimeEntry
+	r, release, err := f.orderView(func(o *readyOrder) { d, e = o.dueAcross(now, 1), o.expired(now, 1) })
 	if err != nil {
 		return false, false, err
 	}
 	defer release()
-	e, err := storage.Expired(r, now, 1)
-	if err != nil {
-		return false, false, err
-	}
 	if len(e) == 0 { // tombstones of purged tasks expire through Purge too
 		if e, err = storage.ExpiredTombs(r, now, 1); err != nil {
 			return false, false, err

@@ -60,8 +60,11 @@ type readyOrder struct {
 	running runningOrder
 	// idem is the idempotency index (idem.go), rebuilt from the same scan
 	// of the records.
-	idem  *idemIndex
-	stale bool
+	idem *idemIndex
+	// expiry is the finished tasks and the expiring dead letters by
+	// (expire_at, id), the order of the e/ keys (expiry.go).
+	expiry *btree.BTreeG[orderItem]
+	stale  bool
 }
 
 // readyQueue is one queue's orders; a tree is nil until a task is added
@@ -130,6 +133,7 @@ func newReadyOrder() *readyOrder {
 		wakes:   btree.NewG(orderDegree, orderLess),
 		running: newRunningOrder(),
 		idem:    newIdemIndex(),
+		expiry:  btree.NewG(orderDegree, orderLess),
 	}
 }
 
@@ -186,9 +190,18 @@ func insert(tr **btree.BTreeG[orderItem], it orderItem) {
 	(*tr).ReplaceOrInsert(it)
 }
 
-// add notes a task that became pending, delayed or running.
+// add notes a task that became pending, delayed, running, finished or
+// dead.
 func (o *readyOrder) add(t *pb.Task) error {
 	if o == nil {
+		return nil
+	}
+	if at, ok := expiresAt(t); ok {
+		id, ok := packID(t.GetId())
+		if !ok {
+			return fmt.Errorf("expiry order: task id %q does not pack", t.GetId())
+		}
+		o.expiry.ReplaceOrInsert(orderItem{timeAt(at), id})
 		return nil
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_RUNNING {
@@ -212,12 +225,18 @@ func (o *readyOrder) add(t *pb.Task) error {
 	return nil
 }
 
-// remove notes a pending or delayed task that leaves its state (claimed,
-// promoted, cancelled, purged, updated), before its fields change. A
+// remove notes a task that leaves its state (claimed, promoted,
+// cancelled, purged, updated, requeued), before its fields change. A
 // queue left with no task in either order is dropped, so the order holds
 // only queues with a backlog.
 func (o *readyOrder) remove(t *pb.Task) {
 	if o == nil {
+		return
+	}
+	if at, ok := expiresAt(t); ok {
+		if id, ok := packID(t.GetId()); ok { // else never added: add refuses such an id
+			o.expiry.Delete(orderItem{timeAt(at), id})
+		}
 		return
 	}
 	if t.GetState() == pb.TaskState_TASK_STATE_RUNNING {
@@ -267,7 +286,8 @@ func (o *readyOrder) rebuild(r storage.Reader, beside ...storage.RangeScan) erro
 	if err := storage.ScanEach(r, beside...); err != nil {
 		return err // each scan's error names its scan
 	}
-	o.queues, o.wakes, o.running, o.idem, o.stale = fresh.queues, fresh.wakes, fresh.running, fresh.idem, false
+	o.queues, o.wakes, o.running, o.idem, o.expiry = fresh.queues, fresh.wakes, fresh.running, fresh.idem, fresh.expiry
+	o.stale = false
 	return nil
 }
 

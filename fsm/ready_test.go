@@ -89,10 +89,40 @@ func checkReadyOrder(t testing.TB, f *FSM) {
 		}
 	}
 	checkWakes(t, f, r, fresh, storedDelayed)
+	checkExpiry(t, f, r, fresh)
 	if stored && len(pendingKeys) != countPending(fresh) {
 		t.Fatalf("%d pending keys stored, %d pending tasks in the records", len(pendingKeys), countPending(fresh))
 	}
 	checkRunningOrder(t, f, r, fresh)
+}
+
+// checkExpiry compares the expiry order with the one rebuilt from the
+// records (fresh), and with the keyspace: below LevelExpiryInMemory the
+// stored e/ keys name the same tasks at the same times; from it on no e/
+// key is stored.
+func checkExpiry(t testing.TB, f *FSM, r storage.Reader, fresh *readyOrder) {
+	t.Helper()
+	got := f.ready.dumpExpiry()
+	if want := fresh.dumpExpiry(); !slices.Equal(got, want) {
+		t.Fatalf("expiry order:\n%v\nrebuilt from the records:\n%v", got, want)
+	}
+	stored, err := storage.Expired(r, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range stored {
+		keys = append(keys, fmt.Sprintf("e/%d/%s", e.At, e.ID))
+	}
+	if f.EnabledLevel() >= LevelExpiryInMemory {
+		if len(keys) > 0 {
+			t.Fatalf("level %d stores no expiry index, yet %d e/ keys are left, the first %q", f.EnabledLevel(), len(keys), keys[0])
+		}
+		return
+	}
+	if !slices.Equal(got, keys) {
+		t.Fatalf("expiry order:\n%v\nPebble's e/ keys:\n%v", got, keys)
+	}
 }
 
 // checkWakes compares the wakes (every queue's delayed tasks by time) with

@@ -25,6 +25,9 @@ type orderHeader struct {
 	leaseUntil, deadlineAt int64
 	// idemKey is the task's idempotency key (idem.go), of any state.
 	idemKey []byte
+	// expireAt is a finished task's or a dead letter's purge time
+	// (expiry.go).
+	expireAt int64
 }
 
 // The field numbers of pb.Task the header reads (task.proto).
@@ -38,6 +41,7 @@ const (
 	fieldTaskVisibleAt = 12
 	fieldTaskSeq       = 13
 	fieldTaskLease     = 17
+	fieldTaskExpireAt  = 24
 	fieldTaskDeadline  = 112
 )
 
@@ -71,7 +75,7 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 				h.tenant = b
 			}
 		case typ == protowire.VarintType && (num == fieldTaskPriority || num == fieldTaskState || num == fieldTaskVisibleAt ||
-			num == fieldTaskSeq || num == fieldTaskLease || num == fieldTaskDeadline):
+			num == fieldTaskSeq || num == fieldTaskLease || num == fieldTaskDeadline || num == fieldTaskExpireAt):
 			var x uint64
 			x, n = protowire.ConsumeVarint(v)
 			switch num {
@@ -85,6 +89,8 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 				h.leaseUntil = int64(x)
 			case fieldTaskDeadline:
 				h.deadlineAt = int64(x)
+			case fieldTaskExpireAt:
+				h.expireAt = int64(x)
 			default:
 				h.seq = x
 			}
@@ -100,8 +106,8 @@ func decodeOrderHeader(v []byte, h *orderHeader) error {
 }
 
 // recordScan is the scan of the task records that adds every pending,
-// delayed and running task to o, and every task's idempotency key to its
-// index, reading each record's header in place. Records come in id order,
+// delayed, running, finished and expiring dead task to o, and every task's
+// idempotency key to its index, reading each record's header in place. Records come in id order,
 // and a backlog's tasks mostly share a queue, so the queue's name is made
 // a string once per run of records, not once per record. A hash shared by
 // two keys is told apart by reading the earlier task's record from r.
@@ -129,6 +135,14 @@ func (o *readyOrder) recordScan(r storage.Reader) storage.RangeScan {
 			if err := o.idem.set(ik, id, owns); err != nil {
 				return err
 			}
+		}
+		if at, ok := expiryOf(h.state, h.expireAt); ok {
+			id, ok := packID(h.id)
+			if !ok {
+				return fmt.Errorf("task id %q does not pack", h.id)
+			}
+			o.expiry.ReplaceOrInsert(orderItem{timeAt(at), id})
+			return nil
 		}
 		if h.state != pb.TaskState_TASK_STATE_PENDING && h.state != pb.TaskState_TASK_STATE_DELAYED &&
 			h.state != pb.TaskState_TASK_STATE_RUNNING {

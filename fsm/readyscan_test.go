@@ -17,13 +17,15 @@ import (
 func headerOf(t *pb.Task) orderHeader {
 	return orderHeader{id: []byte(t.GetId()), queue: []byte(t.GetQueue()), tenant: []byte(t.GetTenant()),
 		priority: t.GetPriority(), state: t.GetState(), visibleAt: t.GetVisibleAt(), seq: t.GetSeq(),
-		leaseUntil: t.GetLeaseUntil(), deadlineAt: t.GetDeadlineAt(), idemKey: []byte(t.GetIdempotencyKey())}
+		leaseUntil: t.GetLeaseUntil(), deadlineAt: t.GetDeadlineAt(), idemKey: []byte(t.GetIdempotencyKey()),
+		expireAt: t.GetExpireAt()}
 }
 
 func sameHeader(a, b orderHeader) bool {
 	return bytes.Equal(a.id, b.id) && bytes.Equal(a.queue, b.queue) && bytes.Equal(a.tenant, b.tenant) &&
 		a.priority == b.priority && a.state == b.state && a.visibleAt == b.visibleAt && a.seq == b.seq &&
-		a.leaseUntil == b.leaseUntil && a.deadlineAt == b.deadlineAt && bytes.Equal(a.idemKey, b.idemKey)
+		a.leaseUntil == b.leaseUntil && a.deadlineAt == b.deadlineAt && bytes.Equal(a.idemKey, b.idemKey) &&
+		a.expireAt == b.expireAt
 }
 
 // Test_OrderHeaderReadsWhatUnmarshalReads: for records of every format,
@@ -47,7 +49,7 @@ func Test_OrderHeaderReadsWhatUnmarshalReads(t *testing.T) {
 			IdempotencyKey: str(), CreatedAt: rng.Int64(), VisibleAt: rng.Int64() - rng.Int64(), Seq: rng.Uint64(),
 			Fence: rng.Uint64(), WorkerId: str(), Progress: []byte(str()), Result: []byte(str()), LastError: str(),
 			History: []*pb.Attempt{{WorkerId: str(), Fence: rng.Uint64()}}, Schedule: str(), Parents: []string{str(), str()},
-			LeaseUntil: rng.Int64() - rng.Int64(), DeadlineAt: rng.Int64(),
+			LeaseUntil: rng.Int64() - rng.Int64(), DeadlineAt: rng.Int64(), ExpireAt: rng.Int64() - rng.Int64(),
 		}
 		enc, err := proto.Marshal(task)
 		if err != nil {
@@ -93,7 +95,7 @@ func Test_OrderHeaderReadsWhatUnmarshalReads(t *testing.T) {
 func FuzzOrderHeader(f *testing.F) {
 	for _, task := range []*pb.Task{
 		{Id: TaskID(7, 1), Queue: "q", Tenant: "t", Priority: 3, State: pb.TaskState_TASK_STATE_PENDING, Seq: 9},
-		{Id: TaskID(7, 2), Queue: "q", State: pb.TaskState_TASK_STATE_COMPLETED, IdempotencyKey: "order-7"},
+		{Id: TaskID(7, 2), Queue: "q", State: pb.TaskState_TASK_STATE_COMPLETED, IdempotencyKey: "order-7", ExpireAt: 1 << 43},
 		{Id: TaskID(8, 0), Queue: "q", State: pb.TaskState_TASK_STATE_DELAYED, VisibleAt: 1 << 40, Payload: []byte("x")},
 		{Id: TaskID(9, 2), Queue: "q", State: pb.TaskState_TASK_STATE_RUNNING, Fence: 9, LeaseUntil: 1 << 41, DeadlineAt: 1 << 42},
 	} {

@@ -67,11 +67,7 @@ func (tx *txn) promote(entries []storage.TimeEntry) error {
 // purge deletes finished tasks past their retention, with their
 // idempotency keys.
 func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
-	entries, err := storage.Expired(tx.r, tx.now, int(c.GetLimit()))
-	if err != nil {
-		return fmt.Errorf("expired: %w", err)
-	}
-	for _, e := range entries {
+	for _, e := range tx.ready.expired(tx.now, int(c.GetLimit())) {
 		t, ok, err := tx.getTask(e.ID)
 		if err != nil {
 			return err

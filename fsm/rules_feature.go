@@ -35,6 +35,11 @@ func (tx *txn) setFeatureLevel(c *pb.SetFeatureLevelCmd) error {
 			return err
 		}
 	}
+	if tx.feature < LevelExpiryInMemory && c.GetLevel() >= LevelExpiryInMemory {
+		if err := tx.dropExpiryIndex(); err != nil {
+			return err
+		}
+	}
 	if tx.feature < LevelIdemInMemory && c.GetLevel() >= LevelIdemInMemory {
 		if err := tx.dropIdemKeys(); err != nil {
 			return err

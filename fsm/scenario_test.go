@@ -31,15 +31,17 @@ func Test_RuleBook(t *testing.T) {
 		t.Fatal("no scenario files in testdata")
 	}
 	// At the build's level memory holds the only indexes of pending,
-	// running and delayed tasks and of idempotency keys; below
-	// LevelIdemInMemory apply also stores the i/ keys an older build
-	// reads, below LevelDelayedInMemory the delayed keys, and below
+	// running, delayed and finished tasks and of idempotency keys; below
+	// LevelExpiryInMemory apply also stores the e/ keys an older build
+	// reads, below LevelIdemInMemory the i/ keys, below LevelDelayedInMemory the delayed keys, and below
 	// LevelPendingInMemory the running and pending keys too. Every answer
 	// must be the same.
-	for _, level := range []uint32{FeatureLevel, LevelIdemInMemory - 1, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
+	for _, level := range []uint32{FeatureLevel, LevelIdemInMemory, LevelIdemInMemory - 1, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
 			switch level {
+			case LevelIdemInMemory:
+				name += "/expiry-index"
 			case LevelIdemInMemory - 1:
 				name += "/idem-keys"
 			case LevelDelayedInMemory - 1:

@@ -309,8 +309,9 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 
 // indexKeys are the keys that point at t in its current state. From
 // LevelPendingInMemory on a pending task has none: the ready order is its
-// index; from LevelRunningInMemory on a running task has none either, and
-// from LevelDelayedInMemory on a delayed one.
+// index; from LevelRunningInMemory on a running task has none either,
+// from LevelDelayedInMemory on a delayed one, and from LevelExpiryInMemory
+// on a finished one, and a dead letter keeps only its dead key.
 func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 	q, tn, id := t.GetQueue(), t.GetTenant(), t.GetId()
 	switch t.GetState() {
@@ -333,13 +334,16 @@ func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 		}
 		return [][]byte{storage.RunningKey(q, tn, id), storage.LeaseKey(t.GetLeaseUntil(), id)}
 	case pb.TaskState_TASK_STATE_DEAD:
-		if t.GetExpireAt() > 0 { // dead-lettered since LevelRetries
+		if t.GetExpireAt() > 0 && tx.feature < LevelExpiryInMemory { // dead-lettered since LevelRetries
 			return [][]byte{storage.DeadKey(q, tn, id), storage.ExpireKey(t.GetExpireAt(), id)}
 		}
 		return [][]byte{storage.DeadKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_WAITING:
 		return [][]byte{storage.WaitingKey(q, tn, id)}
 	case pb.TaskState_TASK_STATE_COMPLETED, pb.TaskState_TASK_STATE_FAILED, pb.TaskState_TASK_STATE_CANCELLED:
+		if tx.feature >= LevelExpiryInMemory {
+			return nil
+		}
 		return [][]byte{storage.ExpireKey(t.GetExpireAt(), id)}
 	}
 	return nil

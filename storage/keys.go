@@ -167,6 +167,9 @@ func WakePrefix() []byte { return prefixWake }
 // WakeKey is w/<visible_at>/<id>.
 func WakeKey(visibleAt int64, id string) []byte { return timeIndexKey(prefixWake, visibleAt, id) }
 
+// ExpirePrefix bounds a scan over every expiry key.
+func ExpirePrefix() []byte { return prefixExpire }
+
 // ExpireKey is e/<expire_at>/<id>.
 func ExpireKey(expireAt int64, id string) []byte { return timeIndexKey(prefixExpire, expireAt, id) }
 
