@@ -24,6 +24,7 @@ import (
 
 	"github.com/dockethq/docket/cluster"
 	"github.com/dockethq/docket/cluster/check"
+	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -224,20 +225,23 @@ func Test_CorruptManifestFollowerReplaysTheLog(t *testing.T) {
 }
 
 // writeStray puts a key the log never wrote into a stopped node's Pebble:
-// a finished task's record that decodes, so that only the consistency
-// check can tell (a record that does not decode is refused at start).
+// a finished task's record that decodes, with an id a node could have
+// given, so that only the consistency check can tell (a record that does
+// not decode, or whose id no node gives, is refused at start). Its
+// retention ends far past the test, so no purge takes it.
 func writeStray(t *testing.T, n *sysNode) {
 	t.Helper()
 	db, err := pebble.Open(n.pebbleDir(), &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stray, err := proto.Marshal(&pb.Task{Id: "stray", Queue: "stray", Tenant: "default", State: pb.TaskState_TASK_STATE_COMPLETED,
-		Payload: []byte("not from the log")})
+	id := fsm.TaskID(1<<40, 0)
+	stray, err := proto.Marshal(&pb.Task{Id: id, Queue: "stray", Tenant: "default", State: pb.TaskState_TASK_STATE_COMPLETED,
+		Payload: []byte("not from the log"), ExpireAt: 1 << 62})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Set([]byte("t/stray"), stray, pebble.Sync); err != nil {
+	if err := db.Set([]byte("t/"+id), stray, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

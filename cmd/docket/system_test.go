@@ -62,17 +62,31 @@ func Test_System_ConvergenceThroughFollowers(t *testing.T) {
 	}
 	waitConverged(t, nodes)
 	// The same check as an operator (or the chaos harness) makes it, over gRPC.
+	// Each status is read at its node's own applied index, and entries
+	// (checks, the feature latch) may land between two reads: the reports
+	// agree once no entry fell between them, which a divergence never does.
 	c := mustClient(t, addrsOf(nodes)...)
-	var hash string
-	for _, n := range nodes {
-		ns, err := c.NodeStatus(ctx, n.grpcAddr, true)
-		if err != nil {
-			t.Fatalf("status of %s: %v", n.id, err)
+	var differ string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var hash string
+		differ = ""
+		for _, n := range nodes {
+			ns, err := c.NodeStatus(ctx, n.grpcAddr, true)
+			if err != nil {
+				t.Fatalf("status of %s: %v", n.id, err)
+			}
+			if ns.GetKeyspaceHash() == "" || (hash != "" && ns.GetKeyspaceHash() != hash) {
+				differ = fmt.Sprintf("%s reports hash %q, others %q", n.id, ns.GetKeyspaceHash(), hash)
+				break
+			}
+			hash = ns.GetKeyspaceHash()
 		}
-		if ns.GetKeyspaceHash() == "" || (hash != "" && ns.GetKeyspaceHash() != hash) {
-			t.Fatalf("%s reports hash %q, others %q", n.id, ns.GetKeyspaceHash(), hash)
+		if differ == "" {
+			break
 		}
-		hash = ns.GetKeyspaceHash()
+		if time.Now().After(deadline) {
+			t.Fatal(differ)
+		}
 	}
 	st, err := rawQueue(t, fs[0].grpcAddr).Stats(ctx, &pb.StatsRequest{Queue: "conv"})
 	if err != nil {
