@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -20,19 +19,19 @@ func Test_ExpiryAcrossTheLatch(t *testing.T) {
 	for _, id := range early {
 		h.one(cancelCmd(at(0), id), pb.Code_CODE_OK) // retention 1 s: expires at 1 s
 	}
-	if got := countExpiryKeys(t, h.f); got != 50 {
+	if got := countKeys(t, h.f, storage.ExpirePrefix()); got != 50 {
 		t.Fatalf("below the latch %d e/ keys, want 50", got)
 	}
 	checkKeyspace(t, h.f)
 	h.do(latchCmd(LevelExpiryInMemory))
-	if got := countExpiryKeys(t, h.f); got != 0 {
+	if got := countKeys(t, h.f, storage.ExpirePrefix()); got != 0 {
 		t.Fatalf("after the latch %d e/ keys, want none", got)
 	}
 	_, late := h.enqueueKeys(at(time.Second), keys("late", 50))
 	for _, id := range late {
 		h.one(cancelCmd(at(time.Second), id), pb.Code_CODE_OK) // expires at 2 s
 	}
-	if got := countExpiryKeys(t, h.f); got != 0 {
+	if got := countKeys(t, h.f, storage.ExpirePrefix()); got != 0 {
 		t.Fatalf("ends after the latch stored %d e/ keys", got)
 	}
 	checkKeyspace(t, h.f)
@@ -61,18 +60,4 @@ func Test_ExpiryAcrossTheLatch(t *testing.T) {
 	if n := len(h.f.ready.dumpExpiry()); n != 0 {
 		t.Fatalf("expiry order holds %d tasks after every purge", n)
 	}
-}
-
-func countExpiryKeys(t testing.TB, f *FSM) int {
-	t.Helper()
-	r, release, err := f.reader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	e, err := storage.Expired(r, math.MaxInt64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(e)
 }

@@ -275,19 +275,19 @@ func Test_IdemKeysAcrossTheLatch(t *testing.T) {
 	h := newHarness(t)
 	h.do(latchCmd(LevelIdemInMemory - 1))
 	_, ids := h.enqueueKeys(at(0), keys("a", 100))
-	if got := countIdemKeys(t, h.f); got != 100 {
+	if got := countKeys(t, h.f, storage.IdemPrefix()); got != 100 {
 		t.Fatalf("below the latch %d i/ keys, want 100", got)
 	}
 	checkKeyspace(t, h.f)
 	h.do(latchCmd(LevelIdemInMemory))
-	if got := countIdemKeys(t, h.f); got != 0 {
+	if got := countKeys(t, h.f, storage.IdemPrefix()); got != 0 {
 		t.Fatalf("after the latch %d i/ keys, want none", got)
 	}
 	codes, _ := h.enqueueKeys(at(0), keys("a", 100))
 	wantCodes(t, codes, pb.Code_CODE_DUPLICATE)
 	codes, bids := h.enqueueKeys(at(0), keys("b", 100))
 	wantCodes(t, codes, pb.Code_CODE_OK)
-	if got := countIdemKeys(t, h.f); got != 0 {
+	if got := countKeys(t, h.f, storage.IdemPrefix()); got != 0 {
 		t.Fatalf("enqueues after the latch stored %d i/ keys", got)
 	}
 	checkKeyspace(t, h.f)
@@ -300,7 +300,8 @@ func Test_IdemKeysAcrossTheLatch(t *testing.T) {
 	wantCodes(t, codes, pb.Code_CODE_OK)
 }
 
-func countIdemKeys(t testing.TB, f *FSM) int {
+// countKeys is how many keys of f's keyspace start with prefix.
+func countKeys(t testing.TB, f *FSM, prefix []byte) int {
 	t.Helper()
 	r, release, err := f.reader()
 	if err != nil {
@@ -308,7 +309,7 @@ func countIdemKeys(t testing.TB, f *FSM) int {
 	}
 	defer release()
 	n := 0
-	err = storage.Scan(r, storage.IdemPrefix(), storage.PrefixEnd(storage.IdemPrefix()), 0, func(_, _ []byte) error {
+	err = storage.Scan(r, prefix, storage.PrefixEnd(prefix), 0, func(_, _ []byte) error {
 		n++
 		return nil
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dockethq/docket/client"
 	"github.com/dockethq/docket/cluster"
+	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -66,28 +67,20 @@ func Test_System_ConvergenceThroughFollowers(t *testing.T) {
 	// (checks, the feature latch) may land between two reads: the reports
 	// agree once no entry fell between them, which a divergence never does.
 	c := mustClient(t, addrsOf(nodes)...)
-	var differ string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testwait.Until(t, 10*time.Second, "every node to report the same hash", func() string {
 		var hash string
-		differ = ""
 		for _, n := range nodes {
 			ns, err := c.NodeStatus(ctx, n.grpcAddr, true)
 			if err != nil {
 				t.Fatalf("status of %s: %v", n.id, err)
 			}
 			if ns.GetKeyspaceHash() == "" || (hash != "" && ns.GetKeyspaceHash() != hash) {
-				differ = fmt.Sprintf("%s reports hash %q, others %q", n.id, ns.GetKeyspaceHash(), hash)
-				break
+				return fmt.Sprintf("%s reports hash %q, others %q", n.id, ns.GetKeyspaceHash(), hash)
 			}
 			hash = ns.GetKeyspaceHash()
 		}
-		if differ == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(differ)
-		}
-	}
+		return ""
+	})
 	st, err := rawQueue(t, fs[0].grpcAddr).Stats(ctx, &pb.StatsRequest{Queue: "conv"})
 	if err != nil {
 		t.Fatal(err)

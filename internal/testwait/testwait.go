@@ -25,3 +25,17 @@ func For(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(Interval)
 	}
 }
+
+// Until is For for a condition that can say why it does not hold yet:
+// cond returns "" once it holds, or the reason it does not, and the
+// failure names the last reason when d passes first.
+func Until(t testing.TB, d time.Duration, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for why := cond(); why != ""; why = cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", d, what, why)
+		}
+		time.Sleep(Interval)
+	}
+}

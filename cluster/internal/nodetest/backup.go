@@ -93,15 +93,9 @@ func BackupRestoreRoundTrip(t testing.TB, nodes []*cluster.Node) {
 	// again when the backup's level is below the cluster's, which deletes
 	// the index ranges the level keeps in memory), so replicas agree once
 	// each applied what the leader did: a divergence never does.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(testwait.Interval) {
-		d := divergence(t, l, nodes)
-		if d == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(d)
-		}
-	}
+	testwait.Until(t, 10*time.Second, "every replica's hash to equal the leader's", func() string {
+		return divergence(t, l, nodes)
+	})
 	for _, id := range before {
 		if _, err := l.FSM().GetTask(id); err != nil {
 			t.Fatalf("task %s of the backup: %v", id, err)
