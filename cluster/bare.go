@@ -85,6 +85,10 @@ func raftConfig(cfg Config, log *slog.Logger, notify chan bool) *raft.Config {
 	// snapshot is needed, so Raft must not wipe Pebble with it on every boot.
 	c.NoSnapshotRestoreOnStart = true
 	c.NotifyCh = notify
+	// The replication metrics carry the peer as a label; the legacy copies
+	// with the peer in the name are a second write per AppendEntries, and a
+	// Prometheus name per peer.
+	c.NoLegacyTelemetry = true
 	c.Logger = raftlog.NewHCLog(log, "raft")
 	return c
 }
