@@ -94,7 +94,7 @@ func BackupRestoreRoundTrip(t testing.TB, nodes []*cluster.Node) {
 	// the index ranges the level keeps in memory), so replicas agree once
 	// each applied what the leader did: a divergence never does.
 	testwait.Until(t, 10*time.Second, "every replica's hash to equal the leader's", func() string {
-		return divergence(t, l, nodes)
+		return Divergence(t, l, nodes)
 	})
 	for _, id := range before {
 		if _, err := l.FSM().GetTask(id); err != nil {
@@ -109,17 +109,23 @@ func BackupRestoreRoundTrip(t testing.TB, nodes []*cluster.Node) {
 	}
 }
 
-// divergence names a replica whose keyspace hash differs from the
-// leader's, "" when none does.
-func divergence(t testing.TB, l *cluster.Node, nodes []*cluster.Node) string {
+// Divergence names a replica whose keyspace hash differs from the
+// leader's, "" when none does. Replicas that applied different indexes
+// differ too, so a caller polls it (testwait.Until) until they agree,
+// which a divergence never does.
+func Divergence(t testing.TB, l *cluster.Node, nodes []*cluster.Node) string {
 	t.Helper()
 	want, err := l.FSM().Hash()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		if got, _ := n.FSM().Hash(); got != want {
-			return fmt.Sprintf("%s hash %s after restore, leader %s", n.ID(), got, want)
+		got, err := n.FSM().Hash()
+		if err != nil {
+			t.Fatalf("hash of %s: %v", n.ID(), err)
+		}
+		if got != want {
+			return fmt.Sprintf("%s hash %s at applied index %d, leader %s at %d", n.ID(), got, n.FSM().AppliedIndex(), want, l.FSM().AppliedIndex())
 		}
 	}
 	return ""
