@@ -37,8 +37,7 @@ func docketMethod(method string) bool {
 
 // bearer is the secret of the call's authorization metadata, "" if none.
 func bearer(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(pb.MetadataAuthorization) {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, pb.MetadataAuthorization) {
 		if s, ok := strings.CutPrefix(v, "Bearer "); ok {
 			return strings.TrimSpace(s)
 		}
@@ -235,8 +234,7 @@ func (a *authedStream) Context() context.Context { return a.ctx }
 // forwardAuth passes the caller's authorization on to the leader, which
 // checks it again: a follower's check is of a replica that may lag.
 func forwardAuth(in, out context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(in)
-	for _, v := range md.Get(pb.MetadataAuthorization) {
+	for _, v := range metadata.ValueFromIncomingContext(in, pb.MetadataAuthorization) {
 		out = metadata.AppendToOutgoingContext(out, pb.MetadataAuthorization, v)
 	}
 	return out
@@ -266,8 +264,7 @@ func filterStats(ctx context.Context, qs []*pb.QueueStats) []*pb.QueueStats {
 // different cluster (pb.MetadataCluster): a forwarded write or a status
 // poll from a node of another cluster under the same CA.
 func (s *Server) checkPeerCluster(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(pb.MetadataCluster)
+	v := metadata.ValueFromIncomingContext(ctx, pb.MetadataCluster)
 	if len(v) == 0 {
 		return nil
 	}

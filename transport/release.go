@@ -43,8 +43,7 @@ func watchClaim(ctx context.Context, tasks []*pb.Task) {
 	if !ok || len(tasks) == 0 {
 		return
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	slot.auth = md.Get(pb.MetadataAuthorization)
+	slot.auth = metadata.ValueFromIncomingContext(ctx, pb.MetadataAuthorization)
 	slot.tasks.Store(&tasks)
 }
 
