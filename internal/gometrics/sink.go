@@ -58,7 +58,7 @@ const (
 type Sink struct {
 	prefix     string
 	expiration time.Duration
-	drop       [][]string // key prefixes written to nowhere
+	drop       [][]string       // key prefixes written to nowhere
 	now        func() time.Time // the clock scrapes read; tests move it
 
 	// epoch counts the scrapes; a write stamps its series with it.
