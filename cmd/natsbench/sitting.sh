@@ -20,19 +20,33 @@ run() { # name, command...
 		fails=$((fails + 1))
 	fi
 }
+# pair runs two runs compared with each other (each a name and a command,
+# as one string of words), NATS's first in odd rounds and Docket's first in
+# even ones: on a 2-core box the second run of a by-turns pair read faster
+# in 8 of 10 pairs whichever build it was (BENCHMARKS.md), so a fixed order
+# would favour one side.
+pair() {
+	if ((R % 2)); then
+		run $1
+		run $2
+	else
+		run $2
+		run $1
+	fi
+}
 for R in $(seq 1 "$ROUNDS"); do
-	run nats-pub-c1 $N --workload pub -c 1 --duration 5s
-	run docket-enq-c1 $D bench --workload enqueue -c 1 --duration 5s
-	run nats-pub-c16 $N --workload pub -c 16 --duration 5s
-	run docket-enq-c16 $D bench --workload enqueue -c 16 --duration 5s
-	run nats-pub-c256 $N --workload pub -c 256 --duration 5s
-	run docket-enq-c256 $D bench --workload enqueue -c 256 --duration 5s
-	run nats-async $N --workload async -c 4 --window 100 --duration 5s
-	run docket-batch $D bench --workload enqueue -c 16 --batch 100 --duration 5s --ceiling=false
+	pair "nats-pub-c1 $N --workload pub -c 1 --duration 5s" \
+		"docket-enq-c1 $D bench --workload enqueue -c 1 --duration 5s"
+	pair "nats-pub-c16 $N --workload pub -c 16 --duration 5s" \
+		"docket-enq-c16 $D bench --workload enqueue -c 16 --duration 5s"
+	pair "nats-pub-c256 $N --workload pub -c 256 --duration 5s" \
+		"docket-enq-c256 $D bench --workload enqueue -c 256 --duration 5s"
+	pair "nats-async $N --workload async -c 4 --window 100 --duration 5s" \
+		"docket-batch $D bench --workload enqueue -c 16 --batch 100 --duration 5s --ceiling=false"
 	# Backlogs of 280,000 and 200,000, not 50,000: a drain that fits in
 	# memory hides what a real backlog costs (the drain slowed with it).
-	run nats-fetch $N --workload fetch -c 4 --fetch 100 --count 280000
-	run docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 200000 --duration 60s --ceiling=false
+	pair "nats-fetch $N --workload fetch -c 4 --fetch 100 --count 280000" \
+		"docket-drain $D bench --workload drain -c 4 --claim-batch 100 --count 200000 --duration 60s --ceiling=false"
 	run docket-cycle-batched $D bench --workload cycle --producers 8 --batch 100 --workers 256 --claim-batch 32 --duration 8s --ceiling=false
 	# The 3-process ceiling of the default store (wal), and bolt beside it.
 	run ceiling3-c1 $D bench --workload ceiling --procs 3 -c 1 --duration 5s
@@ -44,8 +58,8 @@ for R in $(seq 1 "$ROUNDS"); do
 	run docket-prod-c16 $D bench --workload enqueue -c 16 --duration 5s --tls --auth --ceiling=false
 	run docket-prod-c256 $D bench --workload enqueue -c 256 --duration 5s --tls --auth --ceiling=false
 	run docket-prod-drain $D bench --workload drain -c 4 --claim-batch 100 --count 200000 --duration 60s --tls --auth --ceiling=false
-	run nats-pub-1m $N --workload pub -c 16 --payload 1048576 --duration 5s
-	run docket-enq-1m $D bench --workload enqueue -c 16 --payload 1048576 --duration 5s --ceiling=false
+	pair "nats-pub-1m $N --workload pub -c 16 --payload 1048576 --duration 5s" \
+		"docket-enq-1m $D bench --workload enqueue -c 16 --payload 1048576 --duration 5s --ceiling=false"
 done
 echo "reports in $OUT; $fails failed"
 $N table "$OUT"
