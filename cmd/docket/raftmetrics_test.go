@@ -36,7 +36,8 @@ func Test_RaftMetricsBridged(t *testing.T) {
 			if _, ok := want[f.GetName()]; !ok {
 				continue
 			}
-			want[f.GetName()] = f.GetName() != rpc || len(f.GetMetric()) > 0 && f.GetMetric()[0].GetLabel()[0].GetName() == "peer_id"
+			want[f.GetName()] = f.GetName() != rpc || len(f.GetMetric()) > 0 && len(f.GetMetric()[0].GetLabel()) > 0 &&
+				f.GetMetric()[0].GetLabel()[0].GetName() == "peer_id"
 		}
 		for name, ok := range want {
 			if !ok {

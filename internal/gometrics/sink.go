@@ -18,7 +18,7 @@
 //     sync.Map on every call: at 16 callers that was 8–13 % of a node's CPU
 //     (BENCHMARKS.md). Here a write builds the series' identity in a buffer
 //     on the stack, finds it under a read lock without allocating, and
-//     stamps its time with one atomic store.
+//     stamps it with the scrape count (below) at most once per scrape.
 //   - A caller may name key prefixes the sink drops (NewSink's drop): a
 //     series of the kind is found as cheaply as any other and written to
 //     nowhere. A summary costs its observation five quantile-stream inserts
@@ -171,22 +171,23 @@ func (s *Sink) add(id string, k kind, key []string, labels []metrics.Label) *ser
 	if sr := s.series[id]; sr != nil {
 		return sr
 	}
-	name := string(appendName(nil, key))
-	if s.prefix != "" {
-		name = string(appendName(nil, []string{s.prefix, name}))
+	sr := &series{}
+	sr.touched.Store(s.epoch.Load())
+	s.series[id] = sr
+	if s.dropped(key) {
+		return sr
 	}
+	parts := key
+	if s.prefix != "" {
+		parts = append([]string{s.prefix}, key...)
+	}
+	name := string(appendName(nil, parts))
 	var constLabels prometheus.Labels
 	if len(labels) > 0 {
 		constLabels = make(prometheus.Labels, len(labels))
 		for _, l := range labels {
 			constLabels[l.Name] = l.Value
 		}
-	}
-	sr := &series{}
-	sr.touched.Store(s.epoch.Load())
-	if s.dropped(key) {
-		s.series[id] = sr
-		return sr
 	}
 	switch k {
 	case kindGauge:
@@ -200,7 +201,6 @@ func (s *Sink) add(id string, k kind, key []string, labels []metrics.Label) *ser
 			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
 		})
 	}
-	s.series[id] = sr
 	return sr
 }
 
