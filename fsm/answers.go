@@ -1,10 +1,5 @@
 package fsm
 
-import (
-	pb "github.com/dockethq/docket/proto/docketv1"
-	"github.com/dockethq/docket/proto/taskwire"
-)
-
 // Answer bounds. They are constants of the FSM, not node configuration, so
 // a Claim takes the same tasks on every replica.
 const (
@@ -34,8 +29,11 @@ const (
 	claimOverhead = 64
 )
 
-// answerBytes is what t costs in a list answer.
-func answerBytes(t *pb.Task) int { return taskwire.Size(t) + listItemOverhead }
+// claimedBytes is what a claimed task of taskBytes size costs in the
+// claim's answer, with what the claim adds to it.
+func claimedBytes(size int64, worker string) int {
+	return int(size) + listItemOverhead + claimOverhead + len(worker)
+}
 
 // budget counts the bytes of one list answer against AnswerBudget.
 type budget struct{ used int }

@@ -40,7 +40,8 @@ func (tx *txn) claimKeyed(kq *keyedQueue, c *pb.ClaimCmd, res *pb.CommandResult,
 			if !ok {
 				return fmt.Errorf("key order points at missing task %s", head.id)
 			}
-			if !bud.take(answerBytes(t) + claimOverhead + len(c.GetWorkerId())) {
+			size := taskBytes(t) // the answer's cost, and the move's size before
+			if !bud.take(claimedBytes(size, c.GetWorkerId())) {
 				return nil // this task and the ones behind it stay
 			}
 			if len(t.GetKey()) > 0 {
@@ -48,7 +49,7 @@ func (tx *txn) claimKeyed(kq *keyedQueue, c *pb.ClaimCmd, res *pb.CommandResult,
 				tx.turnPos++
 				ks.turn = tx.index<<16 | min(tx.turnPos, 0xffff)
 			}
-			if err := tx.claimOne(t, c); err != nil {
+			if err := tx.claimOne(t, size, c); err != nil {
 				return err
 			}
 			res.Tasks = append(res.Tasks, t)

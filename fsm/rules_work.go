@@ -195,11 +195,12 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 			if !ok {
 				return fmt.Errorf("pending index points at missing task %s", h.id)
 			}
-			if !bud.take(answerBytes(t) + claimOverhead + len(c.GetWorkerId())) {
+			size := taskBytes(t) // the answer's cost, and the move's size before
+			if !bud.take(claimedBytes(size, c.GetWorkerId())) {
 				full, drained = true, false // this task and the ones behind it stay
 				break
 			}
-			if err := tx.claimOne(t, c); err != nil {
+			if err := tx.claimOne(t, size, c); err != nil {
 				return err
 			}
 			m.Head[p] = h.seq + 1 // the claimed key is gone; later ones are larger
@@ -220,11 +221,11 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 	return tx.spendTokens(q, tn, cfg, len(res.Tasks)-claimed)
 }
 
-// claimOne moves a pending task to running under c's claim. The record is
-// written; the answer goes without the history: the worker needs none, and
-// past fences are for admins only.
-func (tx *txn) claimOne(t *pb.Task, c *pb.ClaimCmd) error {
-	err := tx.move(t, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
+// claimOne moves a pending task of taskBytes size to running under c's
+// claim. The record is written; the answer goes without the history: the
+// worker needs none, and past fences are for admins only.
+func (tx *txn) claimOne(t *pb.Task, size int64, c *pb.ClaimCmd) error {
+	err := tx.moveSized(t, size, pb.TaskState_TASK_STATE_RUNNING, func(t *pb.Task) {
 		t.Fence = tx.index
 		t.WorkerId = c.GetWorkerId()
 		t.LeaseNs = c.GetLeaseNs()

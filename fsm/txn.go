@@ -354,8 +354,13 @@ func (tx *txn) indexKeys(t *pb.Task) [][]byte {
 // state, writes the new index keys and the record, and keeps the counters
 // in step. A task is therefore never in two indexes at once.
 func (tx *txn) move(t *pb.Task, to pb.TaskState, mutate func(*pb.Task)) error {
+	return tx.moveSized(t, taskBytes(t), to, mutate)
+}
+
+// moveSized is move for a caller that has counted taskBytes(t) already
+// (a claim, for its answer's budget).
+func (tx *txn) moveSized(t *pb.Task, before int64, to pb.TaskState, mutate func(*pb.Task)) error {
 	from := t.GetState()
-	before := taskBytes(t)
 	tx.ready.remove(t) // before mutate changes its seq, priority, times or lease
 	tx.keyedLeave(t)
 	for _, k := range tx.indexKeys(t) {
@@ -379,7 +384,8 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
 	}
-	if err := tx.putTask(t); err != nil {
+	after, err := tx.putTask(t)
+	if err != nil {
 		return err
 	}
 	if err := tx.ready.add(t); err != nil { // a pending or delayed task; others are not ordered
@@ -390,7 +396,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
 		added = 1
 	}
-	if err := tx.countTenant(t.GetTenant(), added, taskBytes(t)-before); err != nil {
+	if err := tx.countTenant(t.GetTenant(), added, after-before); err != nil {
 		return err
 	}
 	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
@@ -434,18 +440,20 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 // putTask writes t's record: whole before LevelSplitRecords latched, and
 // from then on split, with the body written only when v/ does not hold it
 // yet. A record in the old format is split at its first write after the
-// latch, at the same log index on every replica.
-func (tx *txn) putTask(t *pb.Task) error {
+// latch, at the same log index on every replica. It returns taskBytes(t),
+// counted by the encoding.
+func (tx *txn) putTask(t *pb.Task) (int64, error) {
 	if tx.feature < LevelSplitRecords {
 		tx.formats[t.GetId()] = storage.FormatInline
-		return storage.PutTask(tx.w, t)
+		n, err := storage.PutTask(tx.w, t)
+		return int64(n), err
 	}
-	format, err := storage.PutTaskSplit(tx.w, t, tx.formats[t.GetId()] == storage.FormatSplit)
+	format, n, err := storage.PutTaskSplit(tx.w, t, tx.formats[t.GetId()] == storage.FormatSplit)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	tx.formats[t.GetId()] = format
-	return nil
+	return int64(n), nil
 }
 
 // deleteTask deletes t's record and body. A task this batch has not read

@@ -67,7 +67,8 @@ func mustStoreTask(t testing.TB, db *pebble.DB, task *pb.Task) {
 				return err
 			}
 		}
-		return PutTask(b, task)
+		_, err := PutTask(b, task)
+		return err
 	})
 }
 

@@ -132,23 +132,24 @@ var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &
 // BodyPrefix bounds a scan over every task body.
 func BodyPrefix() []byte { return prefixBody }
 
-// PutTask writes t/<id> in the inline format.
-func PutTask(w Writer, t *pb.Task) error {
+// PutTask writes t/<id> in the inline format. It returns t's encoded size,
+// taskwire.Size(t), which the encoding has just counted.
+func PutTask(w Writer, t *pb.Task) (int, error) {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	v, err := taskwire.Append((*buf)[:0], t)
 	if err != nil {
-		return fmt.Errorf("task %s: encode: %w", t.GetId(), err)
+		return 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
 	*buf = v
-	return w.Set(TaskKey(t.GetId()), v, nil)
+	return len(v), w.Set(TaskKey(t.GetId()), v, nil)
 }
 
 // PutTaskSplit writes t/<id> in the split format, and the body too unless
 // bodyStored says v/<id> holds it already (a task's payload never changes
 // after enqueue, and t may then be a header read without it). It returns
-// the format written.
-func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, error) {
+// the format written and taskwire.Size(t), t's size with its payload.
+func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, int, error) {
 	payload := t.Payload
 	format := FormatSplit
 	if len(payload) == 0 && !bodyStored {
@@ -163,17 +164,20 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, error) {
 	t.Payload = payload
 	*buf = v
 	if err != nil {
-		return 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
+		return 0, 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
 	if format == FormatSplit && !bodyStored {
 		if err := w.Set(BodyKey(t.GetId()), payload, nil); err != nil {
-			return 0, fmt.Errorf("task %s: body: %w", t.GetId(), err)
+			return 0, 0, fmt.Errorf("task %s: body: %w", t.GetId(), err)
 		}
 	}
 	if err := w.Set(TaskKey(t.GetId()), v, nil); err != nil {
-		return 0, fmt.Errorf("task %s: %w", t.GetId(), err)
+		return 0, 0, fmt.Errorf("task %s: %w", t.GetId(), err)
 	}
-	return format, nil
+	// A message's size is the sum of its fields' sizes, so the header's
+	// encoding and the payload's field give taskwire.Size(t) without a
+	// second pass over the fields.
+	return format, len(v) - 2 + taskwire.PayloadFieldSize(len(payload)), nil
 }
 
 // DeleteTask deletes a task's record, and its body when format has one.

@@ -50,6 +50,10 @@ func Size(t *pb.Task) int {
 	return n
 }
 
+// PayloadFieldSize is what a payload of n bytes adds to Size: a split
+// record's header is encoded without it.
+func PayloadFieldSize(n int) int { return sizeBytes(tfPayload, n) }
+
 func attemptSize(a *pb.Attempt) int {
 	return sizeVarint(afClaim, uint64(a.Claim)) + sizeString(afWorkerID, a.WorkerId) +
 		sizeVarint(afFence, a.Fence) + sizeVarint(afClaimedAt, uint64(a.ClaimedAt)) +

@@ -1,0 +1,59 @@
+package storage
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/proto/taskwire"
+)
+
+// Test_PutTaskCountsSize holds the size PutTask and PutTaskSplit return
+// to taskwire.Size: apply counts it against the tenant's bytes, which are
+// replicated state, so a replica that counted it the other way would
+// diverge. Cases cover an empty payload, a header read without its body,
+// history, and a newer build's unknown field (proto's own encoder then).
+func Test_PutTaskCountsSize(t *testing.T) {
+	unknown := &pb.Task{Id: "u", Queue: "q", Payload: []byte("body")}
+	unknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 5))
+	cases := map[string]struct {
+		task       *pb.Task
+		bodyStored bool
+	}{
+		"plain":                 {task: &pb.Task{Id: "a", Queue: "q", Tenant: "t", Payload: make([]byte, 128), Seq: 1 << 40}},
+		"empty payload":         {task: &pb.Task{Id: "b", Queue: "q", State: pb.TaskState_TASK_STATE_PENDING}},
+		"large payload":         {task: &pb.Task{Id: "c", Queue: "q", Payload: make([]byte, 1<<20)}},
+		"header, body stored":   {task: &pb.Task{Id: "d", Queue: "q", WorkerId: "w", Fence: 9}, bodyStored: true},
+		"payload, body stored":  {task: &pb.Task{Id: "e", Queue: "q", Payload: []byte("p")}, bodyStored: true},
+		"history and a key":     {task: &pb.Task{Id: "f", Queue: "q", Key: []byte("k"), History: []*pb.Attempt{{Claim: 1, WorkerId: "w", Error: "boom"}}}},
+		"unknown field":         {task: unknown},
+		"unknown, body stored":  {task: unknown, bodyStored: true},
+		"parents and retry":     {task: &pb.Task{Id: "g", Parents: []string{"x", ""}, Retry: &pb.RetryPolicy{BaseNs: 1}}},
+		"negative enum and int": {task: &pb.Task{Id: "h", LeaseUntil: -1, OnParentFailure: pb.ParentFailurePolicy(-2)}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := new(pebble.Batch)
+			want := taskwire.Size(c.task)
+			_, got, err := PutTaskSplit(b, c.task, c.bodyStored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("PutTaskSplit counted %d bytes, taskwire.Size %d", got, want)
+			}
+			inline, err := PutTask(b, c.task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inline != want {
+				t.Errorf("PutTask counted %d bytes, taskwire.Size %d", inline, want)
+			}
+			if sz := taskwire.Size(c.task); sz != want {
+				t.Errorf("the put changed the task: size %d, was %d", sz, want)
+			}
+		})
+	}
+}
