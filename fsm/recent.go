@@ -103,6 +103,9 @@ type recentRecords struct {
 	// writer.
 	hot map[string]hotRecord
 
+	// headers are the decoded headers of running tasks (headers.go).
+	headers headerCache
+
 	stats recentStats
 }
 
@@ -278,6 +281,7 @@ func (c *recentRecords) clear() {
 	c.cur = recentGen{index: map[uint64]uint32{}}
 	c.prev = recentGen{}
 	c.hot = map[string]hotRecord{}
+	c.headers.clear()
 	c.stats.clears++
 }
 

@@ -11,8 +11,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/storage"
 )
 
 // checkRecent fails unless every entry the record cache would answer
@@ -71,6 +73,22 @@ func checkRecent(t testing.TB, f *FSM) {
 		}
 		_ = closer.Close()
 	}
+	checkHeaders(t, f)
+}
+
+// checkHeaders holds every header the header cache keeps equal to what a
+// header read of Pebble gives, format included. f.mu is held.
+func checkHeaders(t testing.TB, f *FSM) {
+	t.Helper()
+	for id, e := range f.recent.headers.m {
+		got, format, err := storage.GetTaskHeader(storage.Wrap(f.db), id)
+		if err != nil {
+			t.Fatalf("header cache holds %s, Pebble: %v", id, err)
+		}
+		if format != e.format || !proto.Equal(got, e.t) {
+			t.Fatalf("header cache holds %s as %v (format %d), Pebble %v (format %d)", id, e.t, e.format, got, format)
+		}
+	}
 }
 
 // recentLen is the number of entries the cache holds.
@@ -110,7 +128,10 @@ func Test_RecentRecordsMatchPebble(t *testing.T) {
 		if st.hits == 0 || st.rotations == 0 || st.hotHits == 0 {
 			t.Fatalf("the workload left the cache idle: %+v", st)
 		}
-		t.Logf("seed %d: %+v", seed, st)
+		if hs := a.f.recent.headers.stats; hs.hits == 0 {
+			t.Fatalf("the workload left the header cache idle: %+v", hs)
+		}
+		t.Logf("seed %d: %+v, headers %+v", seed, st, a.f.recent.headers.stats)
 		hash := mustHash(t, a.f)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		inBatches := func(f *FSM, logs []*raft.Log) {

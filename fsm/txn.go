@@ -289,16 +289,32 @@ func (tx *txn) getTask(id string) (*pb.Task, bool, error) {
 	return t, true, nil
 }
 
+// headers is the header cache (headers.go), nil when the recent-record
+// cache is off.
+func (tx *txn) headers() *headerCache {
+	if tx.b.c == nil {
+		return nil
+	}
+	return &tx.b.c.headers
+}
+
 // getHeaderOf is getTaskOf without the body of a split record (its
 // Payload is then empty): for rules that change a task and answer without
 // it. Its tenant rule is getTaskOf's.
 func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
-	t, format, err := storage.GetTaskHeader(tx.r, id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, false, nil
+	t, format, ok := (*pb.Task)(nil), storage.RecordFormat(0), false
+	if h := tx.headers(); h != nil {
+		t, format, ok = h.take(id)
 	}
-	if err != nil {
-		return nil, false, err
+	if !ok {
+		var err error
+		t, format, err = storage.GetTaskHeader(tx.r, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
 	}
 	tx.formats[id] = format
 	if tenant != "" && t.GetTenant() != tenant {
@@ -445,6 +461,9 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 func (tx *txn) putTask(t *pb.Task) (int64, error) {
 	if tx.feature < LevelSplitRecords {
 		tx.formats[t.GetId()] = storage.FormatInline
+		if h := tx.headers(); h != nil {
+			h.forget(t.GetId())
+		}
 		n, err := storage.PutTask(tx.w, t)
 		return int64(n), err
 	}
@@ -453,6 +472,9 @@ func (tx *txn) putTask(t *pb.Task) (int64, error) {
 		return 0, err
 	}
 	tx.formats[t.GetId()] = format
+	if h := tx.headers(); h != nil {
+		h.put(t, format)
+	}
 	return int64(n), nil
 }
 
@@ -465,6 +487,9 @@ func (tx *txn) deleteTask(id string) error {
 		format = storage.FormatSplit
 	}
 	delete(tx.formats, id)
+	if h := tx.headers(); h != nil {
+		h.forget(id)
+	}
 	return storage.DeleteTask(tx.w, id, format)
 }
 

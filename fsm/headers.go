@@ -1,0 +1,75 @@
+package fsm
+
+import (
+	pb "github.com/dockethq/docket/proto/docketv1"
+	"github.com/dockethq/docket/proto/taskwire"
+	"github.com/dockethq/docket/storage"
+)
+
+// headerCache holds the decoded headers (records without their payload)
+// of running tasks, as apply last wrote them, so that the heartbeat,
+// submit, nack or reap that ends a claim takes the task from memory
+// instead of reading its record and decoding it again. In a drain that
+// read and decode were 7 % of a follower's CPU (BENCHMARKS.md).
+//
+// It is part of the recent-record cache and lives as long as it does:
+// apply alone uses it, and it is cleared with it when a batch does not
+// commit. An entry equals what storage.GetTaskHeader would read through
+// the batch at that moment, format included, because every write of a
+// t/ key goes through putTask or deleteTask, which replace or drop the
+// entry (checkHeaders compares the two after every entry of the
+// metamorphic workload).
+//
+// A read takes the entry out: the reader changes the task it gets, and
+// writes it back through putTask if it keeps it, which puts a copy in
+// again. A reader that writes nothing back leaves a miss behind, not a
+// stale entry. So an entry is copied once per write and never per read.
+type headerCache struct {
+	m     map[string]cachedHeader
+	stats struct{ hits, misses uint64 }
+}
+
+type cachedHeader struct {
+	t      *pb.Task // owned by the cache: no one else holds it
+	format storage.RecordFormat
+}
+
+// headerCacheMax bounds the entries: past it a running task is not kept,
+// and its end reads its record as before. Each entry is about 400 bytes.
+const headerCacheMax = 1 << 16
+
+func (h *headerCache) clear() { h.m = make(map[string]cachedHeader) }
+
+// put keeps a copy of t, without its payload, as written in format. Only
+// running tasks are kept, and only split records: an inline record's
+// header read holds its payload.
+func (h *headerCache) put(t *pb.Task, format storage.RecordFormat) {
+	id := t.GetId()
+	if t.GetState() != pb.TaskState_TASK_STATE_RUNNING || format == storage.FormatInline {
+		delete(h.m, id)
+		return
+	}
+	if _, ok := h.m[id]; !ok && len(h.m) >= headerCacheMax {
+		return
+	}
+	payload := t.Payload
+	t.Payload = nil
+	c := taskwire.Clone(t)
+	t.Payload = payload
+	h.m[id] = cachedHeader{t: c, format: format}
+}
+
+// take returns the header of id and forgets it.
+func (h *headerCache) take(id string) (*pb.Task, storage.RecordFormat, bool) {
+	e, ok := h.m[id]
+	if !ok {
+		h.stats.misses++
+		return nil, 0, false
+	}
+	delete(h.m, id)
+	h.stats.hits++
+	return e.t, e.format, true
+}
+
+// forget drops id's entry: its record is deleted.
+func (h *headerCache) forget(id string) { delete(h.m, id) }
