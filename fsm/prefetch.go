@@ -35,9 +35,8 @@ const prefetchMin = 8
 // cache as well (recentWriter). A body too large for the cache is not
 // kept, and its Get reads it as before.
 //
-// It runs on every claim of prefetchMin or more tasks, most of which find
-// every head in the cache (a backlog enqueued moments before), so the keys
-// are built in one buffer rather than allocated one by one.
+// It runs on every claim of prefetchMin or more tasks, so the keys are
+// built in one buffer rather than allocated one by one.
 func (tx *txn) prefetch(heads []pendingHead) error {
 	rr, ok := tx.r.(recentReader)
 	if !ok || rr.c == nil || len(heads) < prefetchMin {
@@ -49,12 +48,22 @@ func (tx *txn) prefetch(heads []pendingHead) error {
 	}
 	buf := make([]byte, 0, size) // never grows: the keys below alias it
 	keys := make([][]byte, 0, 2*len(heads))
+	// The ends say which case this is: heads enqueued moments before are
+	// all cached, and those of an old backlog none. Only a claim whose
+	// ends disagree asks the cache about each key; a lookup in a large
+	// cache is a few cache-missing probes, 4 % of a follower's CPU in a
+	// drain when every key was asked.
+	first, last := rr.c.has(storage.TaskKey(heads[0].id)), rr.c.has(storage.TaskKey(heads[len(heads)-1].id))
+	if first && last {
+		return nil
+	}
+	askEach := first != last
 	for _, h := range heads {
 		for _, prefix := range [2][]byte{storage.TaskPrefix(), storage.BodyPrefix()} {
 			start := len(buf)
 			buf = append(append(buf, prefix...), h.id...)
 			k := buf[start:len(buf):len(buf)]
-			if _, ok := rr.c.get(k); !ok {
+			if !askEach || !rr.c.has(k) {
 				keys = append(keys, k)
 			}
 		}

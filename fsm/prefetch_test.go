@@ -3,6 +3,8 @@ package fsm
 import (
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/storage"
 )
 
 // Test_ClaimPrefetchKeepsAnswers: claims of 20 from a backlog whose
@@ -52,4 +54,92 @@ func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
 		t.Fatalf("hash %s with the prefetch, %s without the cache", hb, ha)
 	}
 	checkKeyspace(t, b.f)
+}
+
+// Test_ClaimPrefetchMixedHeads covers the claims whose heads the cache
+// holds in part: the prefetch decides from the first and last head, so
+// it asks about each key when they disagree, and reads nothing when both
+// are cached though heads between them are not. Either way the answers,
+// writes and hash are a cacheless replica's.
+func Test_ClaimPrefetchMixedHeads(t *testing.T) {
+	off := Options{RecentRecordBytes: -1}
+	on := Options{RecentRecordBytes: 64 << 10}
+	a := &harness{t: t, dir: t.TempDir(), opts: off}
+	a.f = mustOpen(t, a.dir, off)
+	b := &harness{t: t, dir: t.TempDir(), opts: on}
+	b.f = mustOpen(t, b.dir, on)
+	a.do(latchCmd(FeatureLevel))
+	b.do(latchCmd(FeatureLevel))
+	// enqueue enqueues n tasks one entry each on both replicas and
+	// returns their ids.
+	enqueue := func(q string, n int) []string {
+		var ids []string
+		for range n {
+			id := a.enqueue(at(0), nt(q, "a", 0))[0]
+			if got := b.enqueue(at(0), nt(q, "a", 0))[0]; got != id {
+				t.Fatalf("ids %s and %s", id, got)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	claim := func(now int64, n uint32) {
+		t.Helper()
+		want, got := a.claim(now, "q", "a", n), b.claim(now, "q", "a", n)
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%d tasks without the cache, %d with it", len(want), len(got))
+		}
+		for j := range want {
+			if !answersEqual(want[j], got[j]) {
+				t.Fatalf("task %d: without the cache %v\nwith it %v", j, want[j], got[j])
+			}
+		}
+		checkRecent(t, b.f)
+	}
+	b.f.mu.RLock()
+	c := b.f.recent
+	b.f.mu.RUnlock()
+	// Cold heads, then hot ones behind them: the ends disagree.
+	cold := enqueue("q", 30)
+	enqueue("other", 800) // pushes q's records out of both generations
+	if c.has(storage.TaskKey(cold[0])) {
+		t.Fatal("the first task of q is still cached: the test needs more filler")
+	}
+	enqueue("q", 10)
+	missing := 0
+	for _, id := range cold {
+		for _, k := range [][]byte{storage.TaskKey(id), append(append([]byte(nil), storage.BodyPrefix()...), id...)} {
+			if _, closer, err := b.f.db.Get(k); err == nil && !c.has(k) {
+				missing++ // a record, or a body that exists, the cache misses
+				_ = closer.Close()
+			}
+		}
+	}
+	before := c.stats.prefetched
+	claim(at(time.Second), 40)
+	// Asked about each key, it reads only the keys the cache misses; had
+	// it read every head's, it would have read 80.
+	if got := c.stats.prefetched - before; got != uint64(missing) || missing < prefetchMin {
+		t.Fatalf("a claim of 30 cold and 10 hot heads prefetched %d values, the cache missed %d", got, missing)
+	}
+	// Both ends cached, the heads between them not: nothing is
+	// prefetched, and getTask reads the rest.
+	cold = enqueue("q", 30)
+	enqueue("other", 800)
+	for _, id := range []string{cold[0], cold[len(cold)-1]} {
+		v, closer, err := b.f.db.Get(storage.TaskKey(id))
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		c.put(storage.TaskKey(id), v)
+		_ = closer.Close()
+	}
+	before = c.stats.prefetched
+	claim(at(2*time.Second), 30)
+	if got := c.stats.prefetched - before; got != 0 {
+		t.Fatalf("a claim whose ends are cached prefetched %d values", got)
+	}
+	if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
+		t.Fatalf("hash %s with the prefetch, %s without the cache", hb, ha)
+	}
 }

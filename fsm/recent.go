@@ -232,6 +232,12 @@ func (c *recentRecords) get(key []byte) ([]byte, bool) {
 	return c.prev.find(h, key)
 }
 
+// has says whether the cache would answer key.
+func (c *recentRecords) has(key []byte) bool {
+	_, ok := c.get(key)
+	return ok
+}
+
 // put keeps v as key's value, or forgets key when v is too large to keep.
 // v is copied.
 func (c *recentRecords) put(key []byte, v []byte) {
