@@ -262,6 +262,9 @@ func FuzzTaskCodec(f *testing.F) {
 		if !proto.Equal(&got, &want) {
 			t.Fatalf("Decode read %v; proto %v", &got, &want)
 		}
+		if c := Clone(&got); !proto.Equal(c, &want) {
+			t.Fatalf("Clone of %v is %v", &want, c)
+		}
 		checkEncodeLikeProto(t, &want)
 	})
 }
