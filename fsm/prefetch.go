@@ -8,11 +8,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
 )
 
-// prefetchMin is the fewest records a claim must miss in the recent cache
-// before it reads them with one iterator rather than a Get each.
+// prefetchMin is the fewest heads a claim must have, none of them in the
+// recent cache, before it reads them with one iterator rather than a Get
+// each.
 //
 // Why: a claim from an old backlog reads records and bodies that are in
 // the tables, not in the cache. A Get builds a merged lookup over the
@@ -23,77 +25,122 @@ import (
 // neighbours: ids grow with the log, so a FIFO backlog's heads are
 // consecutive t/ keys and consecutive v/ keys. One iterator, seeking
 // forward through the sorted keys, reads each after the first as a step
-// within the block it is already in (Pebble's TrySeekUsingNext). Below a
-// few keys the iterator's set-up costs more than the Gets it replaces.
+// within the block it is already in. Below a few keys the iterator's
+// set-up costs more than the Gets it replaces.
 const prefetchMin = 8
 
-// prefetch reads the records and bodies of a claim's heads that the
-// recent cache does not hold, through one iterator over the apply batch,
-// and puts what it finds into the cache, from which getTask then reads
-// them. It changes nothing a read answers: the values are the batch's own
-// at this moment, and every later write of those keys goes through the
-// cache as well (recentWriter). A body too large for the cache is not
-// kept, and its Get reads it as before.
+// fetched is what a claim's prefetch read for one head: the t/ value and
+// the v/ value, nil where the key is absent. Both are copies.
+type fetched struct{ rec, body []byte }
+
+// prefetch reads the records and bodies of a claim's heads through one
+// iterator over the apply batch, for the claim to decode (fetchedTask),
+// or returns nil when the claim is to read them one by one (getTask):
+// fewer than prefetchMin heads, the recent cache off, or heads the cache
+// holds.
 //
-// It runs on every claim of prefetchMin or more tasks, so the keys are
-// built in one buffer rather than allocated one by one.
-func (tx *txn) prefetch(heads []pendingHead) error {
+// Whether the cache holds them is asked of the first and last head only:
+// heads enqueued moments before are all cached, and an old backlog's none.
+// Asking about each of 200 keys was 4 % of a follower's CPU in a drain,
+// and putting what it read into the cache, for getTask to look up again,
+// 7 % more; neither is done. When the ends disagree the cache is asked
+// about each head's record, and the claim reads the cached ones by
+// getTask.
+//
+// The values are the batch's own at this moment, so a claim that decodes
+// them reads what getTask would: nothing writes a head's record or body
+// between the prefetch and its claim (Test_ClaimPrefetchKeepsAnswers holds
+// the answers and writes to a replica's without the cache).
+func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 	rr, ok := tx.r.(recentReader)
 	if !ok || rr.c == nil || len(heads) < prefetchMin {
-		return nil
+		return nil, nil
+	}
+	first, last := rr.c.has(storage.TaskKey(heads[0].id)), rr.c.has(storage.TaskKey(heads[len(heads)-1].id))
+	if first && last {
+		return nil, nil
+	}
+	askEach := first != last
+	type want struct {
+		k    []byte
+		head int
+		body bool
 	}
 	size := 0
 	for _, h := range heads {
 		size += len(storage.TaskPrefix()) + len(storage.BodyPrefix()) + 2*len(h.id)
 	}
 	buf := make([]byte, 0, size) // never grows: the keys below alias it
-	keys := make([][]byte, 0, 2*len(heads))
-	// The ends say which case this is: heads enqueued moments before are
-	// all cached, and those of an old backlog none. Only a claim whose
-	// ends disagree asks the cache about each key; a lookup in a large
-	// cache is a few cache-missing probes, 4 % of a follower's CPU in a
-	// drain when every key was asked.
-	first, last := rr.c.has(storage.TaskKey(heads[0].id)), rr.c.has(storage.TaskKey(heads[len(heads)-1].id))
-	if first && last {
-		return nil
-	}
-	askEach := first != last
-	for _, h := range heads {
-		for _, prefix := range [2][]byte{storage.TaskPrefix(), storage.BodyPrefix()} {
-			start := len(buf)
-			buf = append(append(buf, prefix...), h.id...)
-			k := buf[start:len(buf):len(buf)]
-			if !askEach || !rr.c.has(k) {
-				keys = append(keys, k)
-			}
+	keys := make([]want, 0, 2*len(heads))
+	for i, h := range heads {
+		start := len(buf)
+		buf = append(append(buf, storage.TaskPrefix()...), h.id...)
+		rec := buf[start:len(buf):len(buf)]
+		if askEach && rr.c.has(rec) {
+			continue // getTask reads it from the cache
 		}
+		start = len(buf)
+		buf = append(append(buf, storage.BodyPrefix()...), h.id...)
+		keys = append(keys, want{k: rec, head: i}, want{k: buf[start:len(buf):len(buf)], head: i, body: true})
 	}
-	if len(keys) < prefetchMin {
-		return nil
+	if len(keys) < 2*prefetchMin {
+		return nil, nil
 	}
-	slices.SortFunc(keys, bytes.Compare)
+	slices.SortFunc(keys, func(a, b want) int { return bytes.Compare(a.k, b.k) })
 	it, err := rr.inner.NewIter(&pebble.IterOptions{
-		LowerBound: keys[0],
-		UpperBound: append(slices.Clip(keys[len(keys)-1]), 0),
+		LowerBound: keys[0].k,
+		UpperBound: append(slices.Clip(keys[len(keys)-1].k), 0),
 	})
 	if err != nil {
-		return fmt.Errorf("prefetch: %w", err)
+		return nil, fmt.Errorf("prefetch: %w", err)
 	}
-	for i, k := range keys {
-		if !seekNear(it, k, i == 0) || !bytes.Equal(it.Key(), k) {
-			continue // absent: an inline record has no body; getTask says the rest
+	out := make([]fetched, len(heads))
+	var vals []byte // one allocation for most claims; slices of it are handed out
+	for i, w := range keys {
+		if !seekNear(it, w.k, i == 0) || !bytes.Equal(it.Key(), w.k) {
+			continue // absent: an inline record has no body; the claim says the rest
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("prefetch %s: %w", k, errors.Join(err, it.Close()))
+			return nil, fmt.Errorf("prefetch %s: %w", w.k, errors.Join(err, it.Close()))
 		}
-		rr.c.put(k, v) // copies v into the cache's arena
+		if cap(vals)-len(vals) < len(v) {
+			vals = make([]byte, 0, max(len(v), 32<<10))
+		}
+		start := len(vals)
+		vals = append(vals, v...)
+		v = vals[start:len(vals):len(vals)]
+		if w.body {
+			out[w.head].body = v
+		} else {
+			out[w.head].rec = v
+		}
 		rr.c.stats.prefetched++
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("prefetch: %w", err)
+		return nil, fmt.Errorf("prefetch: %w", err)
 	}
-	return nil
+	return out, nil
+}
+
+// fetchedTask is getTask for a claim's head i: decoded from what the
+// prefetch read, or read by getTask when it read nothing for it.
+func (tx *txn) fetchedTask(pre []fetched, i int, id string) (*pb.Task, bool, error) {
+	if i >= len(pre) || pre[i].rec == nil {
+		return tx.getTask(id)
+	}
+	t, format, err := storage.DecodeTaskRecord(pre[i].rec)
+	if err != nil {
+		return nil, false, fmt.Errorf("task %s: %w", id, err)
+	}
+	if format == storage.FormatSplit {
+		if pre[i].body == nil {
+			return nil, false, fmt.Errorf("task %s: split record without its body: %w", id, storage.ErrNotFound)
+		}
+		t.Payload = pre[i].body
+	}
+	tx.formats[id] = format
+	return t, true, nil
 }
 
 // prefetchSteps is how many keys seekNear steps over before it seeks.

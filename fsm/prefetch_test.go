@@ -117,8 +117,8 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 	}
 	before := c.stats.prefetched
 	claim(at(time.Second), 40)
-	// Asked about each key, it reads only the keys the cache misses; had
-	// it read every head's, it would have read 80.
+	// Asked about each head, it reads the records and bodies of the heads
+	// the cache misses; had it read every head's, it would have read 80.
 	if got := c.stats.prefetched - before; got != uint64(missing) || missing < prefetchMin {
 		t.Fatalf("a claim of 30 cold and 10 hot heads prefetched %d values, the cache missed %d", got, missing)
 	}

@@ -24,9 +24,7 @@ import (
 // the decision and BENCHMARKS.md its numbers.
 //
 // It is an accelerator only: whatever it answers, the apply batch would
-// have answered too (Pebble plus the batch's own writes). A claim's
-// prefetch (prefetch.go) puts in values it read from the batch, which
-// keeps that true.
+// have answered too (Pebble plus the batch's own writes).
 //   - Every write and delete of a t/ or v/ key goes through txn.putTask
 //     and txn.deleteTask, which write through recentWriter: the batch and
 //     the cache together. So a later command of the batch reads its
@@ -137,7 +135,7 @@ const recentGone = math.MaxUint32
 type recentStats struct {
 	hits, misses       uint64 // lookups of t/ and v/ keys
 	hotHits, hotMisses uint64 // lookups of c/, g/ and u/ keys
-	prefetched         uint64 // t/ and v/ values a claim's prefetch put in
+	prefetched         uint64 // t/ and v/ values a claim's prefetch read
 	rotations          uint64
 	clears             uint64
 }

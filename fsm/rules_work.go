@@ -184,11 +184,12 @@ func (tx *txn) claim(c *pb.ClaimCmd, res *pb.CommandResult) error {
 		prio := uint32(p)
 		heads := tx.pendingHeads(q, tn, prio, m.Head[p], want)
 		drained := len(heads) < want
-		if err := tx.prefetch(heads); err != nil {
+		pre, err := tx.prefetch(heads)
+		if err != nil {
 			return err
 		}
-		for _, h := range heads {
-			t, ok, err := tx.getTask(h.id)
+		for i, h := range heads {
+			t, ok, err := tx.fetchedTask(pre, i, h.id)
 			if err != nil {
 				return err
 			}
