@@ -13,13 +13,7 @@ import (
 // without the cache does. Split and inline records, a body too large for
 // the cache and an empty body are all in the backlog.
 func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
-	off := Options{RecentRecordBytes: -1}
-	// Room for a claim's records and bodies, not for the backlog's.
-	on := Options{RecentRecordBytes: 64 << 10}
-	a := &harness{t: t, dir: t.TempDir(), opts: off}
-	a.f = mustOpen(t, a.dir, off)
-	b := &harness{t: t, dir: t.TempDir(), opts: on}
-	b.f = mustOpen(t, b.dir, on)
+	a, b := cachePair(t)
 	for _, h := range []*harness{a, b} {
 		h.do(latchCmd(FeatureLevel))
 		for i := range 1000 {
@@ -35,17 +29,9 @@ func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
 	}
 	before := recentStatsOf(b.f)
 	for i := range 20 {
-		now := at(time.Duration(i+1) * time.Second)
-		want, got := a.claim(now, "q", "a", 20), b.claim(now, "q", "a", 20)
-		if len(want) != 20 || len(got) != len(want) {
-			t.Fatalf("claim %d: %d tasks without the cache, %d with it", i, len(want), len(got))
+		if n := claimBoth(t, a, b, at(time.Duration(i+1)*time.Second), 20); n != 20 {
+			t.Fatalf("claim %d took %d tasks, want 20", i, n)
 		}
-		for j := range want {
-			if !answersEqual(want[j], got[j]) {
-				t.Fatalf("claim %d, task %d: without the cache %v\nwith it %v", i, j, want[j], got[j])
-			}
-		}
-		checkRecent(t, b.f)
 	}
 	if st := recentStatsOf(b.f); st.prefetched-before.prefetched < 400 {
 		t.Fatalf("claims of 400 cold tasks prefetched %d values", st.prefetched-before.prefetched)
@@ -58,16 +44,11 @@ func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
 
 // Test_ClaimPrefetchMixedHeads covers the claims whose heads the cache
 // holds in part: the prefetch decides from the first and last head, so
-// it asks about each key when they disagree, and reads nothing when both
+// it asks about each head when they disagree, and reads nothing when both
 // are cached though heads between them are not. Either way the answers,
 // writes and hash are a cacheless replica's.
 func Test_ClaimPrefetchMixedHeads(t *testing.T) {
-	off := Options{RecentRecordBytes: -1}
-	on := Options{RecentRecordBytes: 64 << 10}
-	a := &harness{t: t, dir: t.TempDir(), opts: off}
-	a.f = mustOpen(t, a.dir, off)
-	b := &harness{t: t, dir: t.TempDir(), opts: on}
-	b.f = mustOpen(t, b.dir, on)
+	a, b := cachePair(t)
 	a.do(latchCmd(FeatureLevel))
 	b.do(latchCmd(FeatureLevel))
 	// enqueue enqueues n tasks one entry each on both replicas and
@@ -85,16 +66,9 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 	}
 	claim := func(now int64, n uint32) {
 		t.Helper()
-		want, got := a.claim(now, "q", "a", n), b.claim(now, "q", "a", n)
-		if len(got) != len(want) || len(want) == 0 {
-			t.Fatalf("%d tasks without the cache, %d with it", len(want), len(got))
+		if claimBoth(t, a, b, now, n) == 0 {
+			t.Fatal("the claim took nothing")
 		}
-		for j := range want {
-			if !answersEqual(want[j], got[j]) {
-				t.Fatalf("task %d: without the cache %v\nwith it %v", j, want[j], got[j])
-			}
-		}
-		checkRecent(t, b.f)
 	}
 	b.f.mu.RLock()
 	c := b.f.recent
@@ -142,4 +116,33 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 	if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
 		t.Fatalf("hash %s with the prefetch, %s without the cache", hb, ha)
 	}
+}
+
+// cachePair opens two replicas: a without the record cache, b with one
+// that has room for a claim's records and bodies, not for a backlog's.
+func cachePair(t *testing.T) (a, b *harness) {
+	off, on := Options{RecentRecordBytes: -1}, Options{RecentRecordBytes: 64 << 10}
+	a = &harness{t: t, dir: t.TempDir(), opts: off}
+	a.f = mustOpen(t, a.dir, off)
+	b = &harness{t: t, dir: t.TempDir(), opts: on}
+	b.f = mustOpen(t, b.dir, on)
+	return a, b
+}
+
+// claimBoth claims up to n tasks of q/a at now on both replicas, fails
+// unless b answers exactly as a, checks b's cache against Pebble, and
+// returns how many were claimed.
+func claimBoth(t *testing.T, a, b *harness, now int64, n uint32) int {
+	t.Helper()
+	want, got := a.claim(now, "q", "a", n), b.claim(now, "q", "a", n)
+	if len(got) != len(want) {
+		t.Fatalf("%d tasks without the cache, %d with it", len(want), len(got))
+	}
+	for j := range want {
+		if !answersEqual(want[j], got[j]) {
+			t.Fatalf("task %d: without the cache %v\nwith it %v", j, want[j], got[j])
+		}
+	}
+	checkRecent(t, b.f)
+	return len(want)
 }
