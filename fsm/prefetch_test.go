@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,6 +65,14 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 		}
 		return ids
 	}
+	// fill pushes earlier records out of both generations. It spreads
+	// its tasks over queues with short backlogs: a new task behind a long
+	// one is not cached at all (recentRecords.keepsNew).
+	fill := func() {
+		for i := range 40 {
+			enqueue(fmt.Sprintf("other%d", i), 20)
+		}
+	}
 	claim := func(now int64, n uint32) {
 		t.Helper()
 		if claimBoth(t, a, b, now, n) == 0 {
@@ -74,8 +83,8 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 	c := b.f.recent
 	b.f.mu.RUnlock()
 	// Cold heads, then hot ones behind them: the ends disagree.
-	cold := enqueue("q", 30)
-	enqueue("other", 800) // pushes q's records out of both generations
+	cold := enqueue("q", 20)
+	fill()
 	if c.has(storage.TaskKey(cold[0])) {
 		t.Fatal("the first task of q is still cached: the test needs more filler")
 	}
@@ -90,16 +99,16 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 		}
 	}
 	before := c.stats.prefetched
-	claim(at(time.Second), 40)
+	claim(at(time.Second), 30)
 	// Asked about each head, it reads the records and bodies of the heads
-	// the cache misses; had it read every head's, it would have read 80.
+	// the cache misses; had it read every head's, it would have read 60.
 	if got := c.stats.prefetched - before; got != uint64(missing) || missing < prefetchMin {
-		t.Fatalf("a claim of 30 cold and 10 hot heads prefetched %d values, the cache missed %d", got, missing)
+		t.Fatalf("a claim of 20 cold and 10 hot heads prefetched %d values, the cache missed %d", got, missing)
 	}
 	// Both ends cached, the heads between them not: nothing is
 	// prefetched, and getTask reads the rest.
 	cold = enqueue("q", 30)
-	enqueue("other", 800)
+	fill()
 	for _, id := range []string{cold[0], cold[len(cold)-1]} {
 		v, closer, err := b.f.db.Get(storage.TaskKey(id))
 		if err != nil {

@@ -310,3 +310,38 @@ func Test_HotRecordsSkipPebble(t *testing.T) {
 	}
 	checkKeyspace(t, h.f)
 }
+
+// Test_NewTaskBehindABacklogIsNotCached: a new task goes into the record
+// cache only while its queue's backlog is short enough for a claim to
+// reach it there (recentRecords.keepsNew). Behind a longer one its record
+// is written around the cache, and a claim across both kinds answers,
+// writes and hashes as a replica without the cache.
+func Test_NewTaskBehindABacklogIsNotCached(t *testing.T) {
+	a, b := cachePair(t)
+	a.do(latchCmd(FeatureLevel))
+	b.do(latchCmd(FeatureLevel))
+	b.f.mu.RLock()
+	c := b.f.recent
+	b.f.mu.RUnlock()
+	limit := int(uint64(c.genBytes) / recentBytesAhead)
+	var ids []string
+	for range limit + 8 {
+		id := a.enqueue(at(0), nt("q", "a", 0))[0]
+		if got := b.enqueue(at(0), nt("q", "a", 0))[0]; got != id {
+			t.Fatalf("ids %s and %s", id, got)
+		}
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
+		if cached := c.has(storage.TaskKey(id)); cached != (i < limit) {
+			t.Fatalf("task %d, behind %d pending (cached up to %d): cached %v", i, i, limit, cached)
+		}
+	}
+	if n := claimBoth(t, a, b, at(time.Second), uint32(len(ids))); n != len(ids) {
+		t.Fatalf("the claim took %d tasks, want %d", n, len(ids))
+	}
+	if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
+		t.Fatalf("hash %s with the cache, %s without it", hb, ha)
+	}
+	checkKeyspace(t, b.f)
+}

@@ -400,7 +400,15 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
 	}
-	after, err := tx.putTask(t)
+	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
+	if err != nil {
+		return err
+	}
+	added := int64(0)
+	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
+		added = 1
+	}
+	after, err := tx.putTask(t, added == 1 && !tx.b.c.keepsNew(m.Pending))
 	if err != nil {
 		return err
 	}
@@ -408,15 +416,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 		return err
 	}
 	tx.keyedEnter(t, from)
-	var added int64
-	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
-		added = 1
-	}
 	if err := tx.countTenant(t.GetTenant(), added, after-before); err != nil {
-		return err
-	}
-	m, err := tx.meta(t.GetQueue(), t.GetTenant(), true)
-	if err != nil {
 		return err
 	}
 	m.Count(from, -1)
@@ -457,17 +457,22 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 // from then on split, with the body written only when v/ does not hold it
 // yet. A record in the old format is split at its first write after the
 // latch, at the same log index on every replica. It returns taskBytes(t),
-// counted by the encoding.
-func (tx *txn) putTask(t *pb.Task) (int64, error) {
+// counted by the encoding. uncached writes a new task around the
+// recent-record cache (recentRecords.keepsNew).
+func (tx *txn) putTask(t *pb.Task, uncached bool) (int64, error) {
+	w := tx.w
+	if uncached {
+		w = tx.b
+	}
 	if tx.feature < LevelSplitRecords {
 		tx.formats[t.GetId()] = storage.FormatInline
 		if h := tx.headers(); h != nil {
 			h.forget(t.GetId())
 		}
-		n, err := storage.PutTask(tx.w, t)
+		n, err := storage.PutTask(w, t)
 		return int64(n), err
 	}
-	format, n, err := storage.PutTaskSplit(tx.w, t, tx.formats[t.GetId()] == storage.FormatSplit)
+	format, n, err := storage.PutTaskSplit(w, t, tx.formats[t.GetId()] == storage.FormatSplit)
 	if err != nil {
 		return 0, err
 	}
