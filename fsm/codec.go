@@ -23,9 +23,12 @@ func EncodeCommand(cmd *pb.Command) ([]byte, error) {
 // type. Its errors wrap ErrDecode or ErrUnknownCommand; the FSM stops the
 // node on either, because applying a command it cannot read would diverge.
 func DecodeCommand(data []byte) (*pb.Command, error) {
-	cmd := &pb.Command{}
-	if err := proto.Unmarshal(data, cmd); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDecode, err)
+	cmd, ok := decodeFast(data)
+	if !ok {
+		cmd = &pb.Command{}
+		if err := proto.Unmarshal(data, cmd); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDecode, err)
+		}
 	}
 	if !knownType(cmd.GetType()) {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, cmd.GetType())
