@@ -40,16 +40,23 @@ const headerCacheMax = 1 << 16
 
 func (h *headerCache) clear() { h.m = make(map[string]cachedHeader) }
 
+// keeps reports whether put keeps t written as a split record: a running
+// task, while there is room. A nil cache keeps nothing.
+func (h *headerCache) keeps(t *pb.Task) bool {
+	if h == nil || t.GetState() != pb.TaskState_TASK_STATE_RUNNING {
+		return false
+	}
+	_, ok := h.m[t.GetId()]
+	return ok || len(h.m) < headerCacheMax
+}
+
 // put keeps a copy of t, without its payload, as written in format. Only
 // running tasks are kept, and only split records: an inline record's
 // header read holds its payload.
 func (h *headerCache) put(t *pb.Task, format storage.RecordFormat) {
 	id := t.GetId()
-	if t.GetState() != pb.TaskState_TASK_STATE_RUNNING || format == storage.FormatInline {
+	if format == storage.FormatInline || !h.keeps(t) {
 		delete(h.m, id)
-		return
-	}
-	if _, ok := h.m[id]; !ok && len(h.m) >= headerCacheMax {
 		return
 	}
 	payload := t.Payload

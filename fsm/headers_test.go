@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"testing"
+	"time"
 
 	pb "github.com/dockethq/docket/proto/docketv1"
 	"github.com/dockethq/docket/storage"
@@ -43,5 +44,62 @@ func Test_HeaderCacheKeeps(t *testing.T) {
 	h.put(running("d", 1), storage.FormatInline)
 	if _, _, ok := h.take("d"); ok {
 		t.Fatal("an inline record's header was kept: its header read holds the payload")
+	}
+}
+
+// Test_RunningRecordsStayOutOfTheRecordCache: a record the header cache
+// answers for is not kept in the record cache as well. The claim evicts
+// the pending record an enqueue cached there, and the heartbeat and the
+// submit, which took their header from the header cache, write around
+// it. Answers, writes and hash are a cacheless replica's throughout.
+func Test_RunningRecordsStayOutOfTheRecordCache(t *testing.T) {
+	a, b := cachePair(t)
+	a.do(latchCmd(FeatureLevel))
+	b.do(latchCmd(FeatureLevel))
+	b.f.mu.RLock()
+	c := b.f.recent
+	b.f.mu.RUnlock()
+	var ids []string
+	for range 3 {
+		id := a.enqueue(at(0), nt("q", "a", 0))[0]
+		b.enqueue(at(0), nt("q", "a", 0))
+		if !c.has(storage.TaskKey(id)) {
+			t.Fatalf("a new task behind a short backlog is not cached")
+		}
+		ids = append(ids, id)
+	}
+	want, got := a.claim(at(time.Second), "q", "a", 3), b.claim(at(time.Second), "q", "a", 3)
+	if len(got) != 3 || len(want) != 3 {
+		t.Fatalf("claimed %d and %d tasks, want 3", len(want), len(got))
+	}
+	cached := func(when string) {
+		t.Helper()
+		for _, id := range ids {
+			if c.has(storage.TaskKey(id)) {
+				t.Fatalf("%s: the record cache holds task %s", when, id)
+			}
+		}
+		checkKeyspace(t, b.f)
+	}
+	cached("after the claim")
+	for i, tk := range got {
+		if want[i].GetId() != tk.GetId() || want[i].GetFence() != tk.GetFence() {
+			t.Fatalf("claimed %s/%d, a cacheless replica %s/%d", tk.GetId(), tk.GetFence(), want[i].GetId(), want[i].GetFence())
+		}
+		beat := heartbeatCmd(at(2*time.Second), &pb.HeartbeatItem{TaskId: tk.GetId(), Fence: tk.GetFence()})
+		a.do(beat)
+		b.do(beat)
+	}
+	cached("after the heartbeats")
+	for _, tk := range got {
+		done := completeCmd(at(3*time.Second), tk.GetId(), tk.GetFence())
+		ra, rb := a.do(done), b.do(done)
+		if ca, cb := ra.GetItems()[0].GetCode(), rb.GetItems()[0].GetCode(); ca != pb.Code_CODE_OK || cb != ca {
+			t.Fatalf("submit: %v with the cache, %v without", cb, ca)
+		}
+	}
+	cached("after the submits")
+	if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
+		t.Fatalf("hash %s with the cache, %s without it", hb, ha)
 	}
 }

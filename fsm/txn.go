@@ -40,7 +40,11 @@ type txn struct {
 	// formats is how each task this batch read or wrote is stored, so a
 	// write of a split record skips its body when v/ holds it already.
 	formats map[string]storage.RecordFormat
-	deps    depsState // parents whose end still visits children (rules_deps.go)
+	// uncachedRecords are the tasks whose record the recent-record cache
+	// holds no value of: this batch took their header from the header
+	// cache (headers.go). nil until used.
+	uncachedRecords map[string]bool
+	deps            depsState // parents whose end still visits children (rules_deps.go)
 	// ready is the pending order in memory (ready.go); nil when off.
 	ready *readyOrder
 	// configs is what the claim view takes from the batch once it commits
@@ -306,7 +310,12 @@ func (tx *txn) getHeaderOf(id, tenant string) (*pb.Task, bool, error) {
 	if h := tx.headers(); h != nil {
 		t, format, ok = h.take(id)
 	}
-	if !ok {
+	if ok {
+		if tx.uncachedRecords == nil {
+			tx.uncachedRecords = map[string]bool{}
+		}
+		tx.uncachedRecords[id] = true
+	} else {
 		var err error
 		t, format, err = storage.GetTaskHeader(tx.r, id)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -472,12 +481,27 @@ func (tx *txn) putTask(t *pb.Task, uncached bool) (int64, error) {
 		n, err := storage.PutTask(w, t)
 		return int64(n), err
 	}
-	format, n, err := storage.PutTaskSplit(w, t, tx.formats[t.GetId()] == storage.FormatSplit)
+	// The recent-record cache need not hold a record the header cache
+	// answers for, nor one that no reader comes back to soon (a task's
+	// end): headerCache.put's rule. The header cache holds a task only
+	// while the record cache holds no value of its record, so a record
+	// written around it either has none there already (the header came
+	// from the header cache) or has its value evicted.
+	id, h := t.GetId(), tx.headers()
+	known := tx.uncachedRecords[id]
+	kept := h.keeps(t)
+	if known || kept {
+		w = tx.b
+	}
+	format, n, err := storage.PutTaskSplit(w, t, tx.formats[id] == storage.FormatSplit)
 	if err != nil {
 		return 0, err
 	}
-	tx.formats[t.GetId()] = format
-	if h := tx.headers(); h != nil {
+	tx.formats[id] = format
+	if h != nil {
+		if kept && !known {
+			tx.b.c.evict(storage.TaskKey(id))
+		}
 		h.put(t, format)
 	}
 	return int64(n), nil
