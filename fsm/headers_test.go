@@ -53,20 +53,12 @@ func Test_HeaderCacheKeeps(t *testing.T) {
 // submit, which took their header from the header cache, write around
 // it. Answers, writes and hash are a cacheless replica's throughout.
 func Test_RunningRecordsStayOutOfTheRecordCache(t *testing.T) {
-	a, b := cachePair(t)
-	a.do(latchCmd(FeatureLevel))
-	b.do(latchCmd(FeatureLevel))
-	b.f.mu.RLock()
-	c := b.f.recent
-	b.f.mu.RUnlock()
-	var ids []string
-	for range 3 {
-		id := a.enqueue(at(0), nt("q", "a", 0))[0]
-		b.enqueue(at(0), nt("q", "a", 0))
+	a, b, c := latchedCachePair(t)
+	ids := enqueueBoth(t, a, b, "q", 3)
+	for _, id := range ids {
 		if !c.has(storage.TaskKey(id)) {
 			t.Fatalf("a new task behind a short backlog is not cached")
 		}
-		ids = append(ids, id)
 	}
 	want, got := a.claim(at(time.Second), "q", "a", 3), b.claim(at(time.Second), "q", "a", 3)
 	if len(got) != 3 || len(want) != 3 {

@@ -49,22 +49,8 @@ func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
 // are cached though heads between them are not. Either way the answers,
 // writes and hash are a cacheless replica's.
 func Test_ClaimPrefetchMixedHeads(t *testing.T) {
-	a, b := cachePair(t)
-	a.do(latchCmd(FeatureLevel))
-	b.do(latchCmd(FeatureLevel))
-	// enqueue enqueues n tasks one entry each on both replicas and
-	// returns their ids.
-	enqueue := func(q string, n int) []string {
-		var ids []string
-		for range n {
-			id := a.enqueue(at(0), nt(q, "a", 0))[0]
-			if got := b.enqueue(at(0), nt(q, "a", 0))[0]; got != id {
-				t.Fatalf("ids %s and %s", id, got)
-			}
-			ids = append(ids, id)
-		}
-		return ids
-	}
+	a, b, c := latchedCachePair(t)
+	enqueue := func(q string, n int) []string { return enqueueBoth(t, a, b, q, n) }
 	// fill pushes earlier records out of both generations. It spreads
 	// its tasks over queues with short backlogs: a new task behind a long
 	// one is not cached at all (recentRecords.keepsNew).
@@ -79,9 +65,6 @@ func Test_ClaimPrefetchMixedHeads(t *testing.T) {
 			t.Fatal("the claim took nothing")
 		}
 	}
-	b.f.mu.RLock()
-	c := b.f.recent
-	b.f.mu.RUnlock()
 	// Cold heads, then hot ones behind them: the ends disagree.
 	cold := enqueue("q", 20)
 	fill()
@@ -136,6 +119,33 @@ func cachePair(t *testing.T) (a, b *harness) {
 	b = &harness{t: t, dir: t.TempDir(), opts: on}
 	b.f = mustOpen(t, b.dir, on)
 	return a, b
+}
+
+// latchedCachePair is cachePair at this build's feature level, with b's
+// record cache.
+func latchedCachePair(t *testing.T) (a, b *harness, c *recentRecords) {
+	a, b = cachePair(t)
+	a.do(latchCmd(FeatureLevel))
+	b.do(latchCmd(FeatureLevel))
+	b.f.mu.RLock()
+	c = b.f.recent
+	b.f.mu.RUnlock()
+	return a, b, c
+}
+
+// enqueueBoth enqueues n tasks of q/a, one entry each, on both replicas,
+// fails unless they get the same ids, and returns the ids.
+func enqueueBoth(t *testing.T, a, b *harness, q string, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		id := a.enqueue(at(0), nt(q, "a", 0))[0]
+		if got := b.enqueue(at(0), nt(q, "a", 0))[0]; got != id {
+			t.Fatalf("ids %s and %s", id, got)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // claimBoth claims up to n tasks of q/a at now on both replicas, fails

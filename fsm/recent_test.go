@@ -317,21 +317,9 @@ func Test_HotRecordsSkipPebble(t *testing.T) {
 // is written around the cache, and a claim across both kinds answers,
 // writes and hashes as a replica without the cache.
 func Test_NewTaskBehindABacklogIsNotCached(t *testing.T) {
-	a, b := cachePair(t)
-	a.do(latchCmd(FeatureLevel))
-	b.do(latchCmd(FeatureLevel))
-	b.f.mu.RLock()
-	c := b.f.recent
-	b.f.mu.RUnlock()
+	a, b, c := latchedCachePair(t)
 	limit := int(uint64(c.genBytes) / recentBytesAhead)
-	var ids []string
-	for range limit + 8 {
-		id := a.enqueue(at(0), nt("q", "a", 0))[0]
-		if got := b.enqueue(at(0), nt("q", "a", 0))[0]; got != id {
-			t.Fatalf("ids %s and %s", id, got)
-		}
-		ids = append(ids, id)
-	}
+	ids := enqueueBoth(t, a, b, "q", limit+8)
 	for i, id := range ids {
 		if cached := c.has(storage.TaskKey(id)); cached != (i < limit) {
 			t.Fatalf("task %d, behind %d pending (cached up to %d): cached %v", i, i, limit, cached)
