@@ -110,9 +110,15 @@ const (
 	// keeps its expire_at, at Open and Restore; the latch deletes it. It
 	// changes the bytes apply writes, so it waits for every server.
 	LevelExpiryInMemory uint32 = 21
+	// LevelInlineBodies: no new command; a new task whose payload is at
+	// most inlineBodyMax bytes is written whole, its payload inside its
+	// record (storage.FormatInline), and stays whole: one key per write
+	// instead of a header and a body. Larger payloads stay split. It
+	// changes the bytes apply writes, so it waits for every server.
+	LevelInlineBodies uint32 = 22
 
 	// FeatureLevel is the highest level this build applies.
-	FeatureLevel = LevelExpiryInMemory
+	FeatureLevel = LevelInlineBodies
 )
 
 // levelOverride lowers BuildLevel at link time

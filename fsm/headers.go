@@ -6,8 +6,9 @@ import (
 	"github.com/dockethq/docket/storage"
 )
 
-// headerCache holds the decoded headers (records without their payload)
-// of running tasks, as apply last wrote them, so that the heartbeat,
+// headerCache holds the decoded headers (records without their payload,
+// or whole records of small payloads from LevelInlineBodies) of running
+// tasks, as apply last wrote them, so that the heartbeat,
 // submit, nack or reap that ends a claim takes the task from memory
 // instead of reading its record and decoding it again. In a drain that
 // read and decode were 7 % of a follower's CPU (BENCHMARKS.md).
@@ -35,13 +36,14 @@ type cachedHeader struct {
 }
 
 // headerCacheMax bounds the entries: past it a running task is not kept,
-// and its end reads its record as before. Each entry is about 400 bytes.
+// and its end reads its record as before. Each entry is about 400 bytes,
+// and up to inlineBodyMax more for a whole record.
 const headerCacheMax = 1 << 16
 
 func (h *headerCache) clear() { h.m = make(map[string]cachedHeader) }
 
-// keeps reports whether put keeps t written as a split record: a running
-// task, while there is room. A nil cache keeps nothing.
+// keeps reports whether put keeps t: a running task, while there is room.
+// A nil cache keeps nothing.
 func (h *headerCache) keeps(t *pb.Task) bool {
 	if h == nil || t.GetState() != pb.TaskState_TASK_STATE_RUNNING {
 		return false
@@ -50,13 +52,18 @@ func (h *headerCache) keeps(t *pb.Task) bool {
 	return ok || len(h.m) < headerCacheMax
 }
 
-// put keeps a copy of t, without its payload, as written in format. Only
-// running tasks are kept, and only split records: an inline record's
-// header read holds its payload.
+// put keeps a copy of t as written in format: without its payload when
+// split, with it when whole, since a whole record's header read holds its
+// payload (and from LevelInlineBodies that payload is small). Only running
+// tasks are kept.
 func (h *headerCache) put(t *pb.Task, format storage.RecordFormat) {
 	id := t.GetId()
-	if format == storage.FormatInline || !h.keeps(t) {
+	if !h.keeps(t) {
 		delete(h.m, id)
+		return
+	}
+	if format == storage.FormatInline {
+		h.m[id] = cachedHeader{t: taskwire.Clone(t), format: format}
 		return
 	}
 	payload := t.Payload

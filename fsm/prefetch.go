@@ -96,7 +96,15 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 	}
 	out := make([]fetched, len(heads))
 	var vals []byte // one allocation for most claims; slices of it are handed out
+	// Every t/ key sorts before every v/ key, so a head's record is read
+	// before its body is looked for, and the body of a record that has
+	// none (whole, or split with an empty payload) is not sought: from
+	// LevelInlineBodies most records are whole, and each such seek would
+	// land on the next body there is, past the last few steps.
 	for i, w := range keys {
+		if w.body && out[w.head].rec != nil && !splitWithBody(out[w.head].rec) {
+			continue
+		}
 		if !seekNear(it, w.k, i == 0) || !bytes.Equal(it.Key(), w.k) {
 			continue // absent: an inline record has no body; the claim says the rest
 		}
@@ -121,6 +129,14 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 		return nil, fmt.Errorf("prefetch: %w", err)
 	}
 	return out, nil
+}
+
+// splitWithBody reports whether a t/ value is a split record with a body
+// in v/ (storage.FormatSplit); a value it cannot read is left to the
+// claim's decode to refuse.
+func splitWithBody(rec []byte) bool {
+	_, format, err := storage.TaskRecordMessage(rec)
+	return err != nil || format == storage.FormatSplit
 }
 
 // fetchedTask is getTask for a claim's head i: decoded from what the

@@ -11,36 +11,53 @@ import (
 // Test_ClaimPrefetchKeepsAnswers: claims of 20 from a backlog whose
 // records and bodies the record cache no longer holds read them through
 // the prefetch iterator, and answer, write and hash exactly as a replica
-// without the cache does. Split and inline records, a body too large for
-// the cache and an empty body are all in the backlog.
+// without the cache does. Split records (with a body too large for the
+// cache, and without a body) are in the backlog at both levels, and whole
+// ones from LevelInlineBodies, whose bodies the prefetch does not seek.
 func Test_ClaimPrefetchKeepsAnswers(t *testing.T) {
-	a, b := cachePair(t)
-	for _, h := range []*harness{a, b} {
-		h.do(latchCmd(FeatureLevel))
+	for _, level := range []uint32{FeatureLevel, LevelExpiryInMemory} {
+		a, b, c := latchedCachePairAt(t, level)
+		var ids []string
 		for i := range 1000 {
-			task := nt("q", "a", 0)
-			switch i % 50 {
-			case 7:
-				task.Payload = make([]byte, 4<<10) // past recentMaxValue
-			case 9:
-				task.Payload = nil
+			var id string
+			for _, h := range []*harness{a, b} {
+				task := nt("q", "a", 0)
+				switch i % 50 {
+				case 7:
+					task.Payload = make([]byte, 4<<10) // past recentMaxValue
+				case 9:
+					task.Payload = nil
+				}
+				id = h.enqueue(at(0), task)[0]
 			}
-			h.enqueue(at(0), task)
+			ids = append(ids, id)
 		}
-	}
-	before := recentStatsOf(b.f)
-	for i := range 20 {
-		if n := claimBoth(t, a, b, at(time.Duration(i+1)*time.Second), 20); n != 20 {
-			t.Fatalf("claim %d took %d tasks, want 20", i, n)
+		// The values a claim reads through the prefetch: each head's record,
+		// and its body when split with one, unless the cache holds it.
+		values := 0
+		for i, id := range ids[:400] {
+			if c.has(storage.TaskKey(id)) {
+				continue
+			}
+			values++
+			if i%50 == 7 || (i%50 != 9 && level < LevelInlineBodies) {
+				values++
+			}
 		}
+		before := recentStatsOf(b.f)
+		for i := range 20 {
+			if n := claimBoth(t, a, b, at(time.Duration(i+1)*time.Second), 20); n != 20 {
+				t.Fatalf("level %d: claim %d took %d tasks, want 20", level, i, n)
+			}
+		}
+		if got := recentStatsOf(b.f).prefetched - before.prefetched; got != uint64(values) || values < 300 {
+			t.Fatalf("level %d: claims of 400 tasks prefetched %d values, want the %d of those the cache did not hold", level, got, values)
+		}
+		if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
+			t.Fatalf("level %d: hash %s with the prefetch, %s without the cache", level, hb, ha)
+		}
+		checkKeyspace(t, b.f)
 	}
-	if st := recentStatsOf(b.f); st.prefetched-before.prefetched < 400 {
-		t.Fatalf("claims of 400 cold tasks prefetched %d values", st.prefetched-before.prefetched)
-	}
-	if ha, hb := mustHash(t, a.f), mustHash(t, b.f); ha != hb {
-		t.Fatalf("hash %s with the prefetch, %s without the cache", hb, ha)
-	}
-	checkKeyspace(t, b.f)
 }
 
 // Test_ClaimPrefetchMixedHeads covers the claims whose heads the cache
@@ -124,9 +141,14 @@ func cachePair(t *testing.T) (a, b *harness) {
 // latchedCachePair is cachePair at this build's feature level, with b's
 // record cache.
 func latchedCachePair(t *testing.T) (a, b *harness, c *recentRecords) {
+	return latchedCachePairAt(t, FeatureLevel)
+}
+
+// latchedCachePairAt is latchedCachePair at level.
+func latchedCachePairAt(t *testing.T, level uint32) (a, b *harness, c *recentRecords) {
 	a, b = cachePair(t)
-	a.do(latchCmd(FeatureLevel))
-	b.do(latchCmd(FeatureLevel))
+	a.do(latchCmd(level))
+	b.do(latchCmd(level))
 	b.f.mu.RLock()
 	c = b.f.recent
 	b.f.mu.RUnlock()

@@ -31,15 +31,19 @@ func Test_RuleBook(t *testing.T) {
 		t.Fatal("no scenario files in testdata")
 	}
 	// At the build's level memory holds the only indexes of pending,
-	// running, delayed and finished tasks and of idempotency keys; below
-	// LevelExpiryInMemory apply also stores the e/ keys an older build
+	// running, delayed and finished tasks and of idempotency keys, and
+	// small bodies live inside their records; below LevelInlineBodies
+	// every body is a key of its own, below LevelExpiryInMemory apply
+	// also stores the e/ keys an older build
 	// reads, below LevelIdemInMemory the i/ keys, below LevelDelayedInMemory the delayed keys, and below
 	// LevelPendingInMemory the running and pending keys too. Every answer
 	// must be the same.
-	for _, level := range []uint32{FeatureLevel, LevelIdemInMemory, LevelIdemInMemory - 1, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
+	for _, level := range []uint32{FeatureLevel, LevelExpiryInMemory, LevelIdemInMemory, LevelIdemInMemory - 1, LevelDelayedInMemory - 1, LevelPendingInMemory - 1} {
 		for _, path := range files {
 			name := strings.TrimSuffix(filepath.Base(path), ".txt")
 			switch level {
+			case LevelExpiryInMemory:
+				name += "/split-bodies"
 			case LevelIdemInMemory:
 				name += "/expiry-index"
 			case LevelIdemInMemory - 1:

@@ -162,3 +162,113 @@ func Test_KeyspaceTooNewRefused(t *testing.T) {
 	levelOverride = old
 	h.f = mustOpen(t, h.dir, h.opts)
 }
+
+// Test_SmallBodiesStayInTheirRecords: from LevelInlineBodies a new task
+// whose payload is 1 to inlineBodyMax bytes is written whole, one key, and
+// stays whole through its claim, heartbeat and end; a larger payload is
+// split as before, and an empty one keeps its bodiless split record. A
+// whole record written before LevelSplitRecords stays whole when its
+// payload is small and is split when it is not. Below the level every
+// payload is split, as an older build writes it.
+func Test_SmallBodiesStayInTheirRecords(t *testing.T) {
+	small, edge, large := []byte("s"), bytes.Repeat([]byte("e"), inlineBodyMax), bytes.Repeat([]byte("l"), inlineBodyMax+1)
+	type want struct {
+		format storage.RecordFormat
+		body   bool
+	}
+	whole, split, bare := want{storage.FormatInline, false}, want{storage.FormatSplit, true}, want{storage.FormatSplitEmpty, false}
+	for _, tc := range []struct {
+		level uint32
+		want  []want // for small, edge, large, empty
+	}{
+		{level: FeatureLevel, want: []want{whole, whole, split, bare}},
+		{level: LevelExpiryInMemory, want: []want{split, split, split, bare}},
+	} {
+		h := newHarness(t)
+		h.apply(latchCmd(tc.level))
+		var tasks []*pb.NewTask
+		for _, p := range [][]byte{small, edge, large, nil} {
+			task := nt("q", "t", 0)
+			task.Payload = p
+			tasks = append(tasks, task)
+		}
+		ids := h.enqueue(at(0), tasks...)
+		check := func(when string) {
+			t.Helper()
+			for i, id := range ids {
+				if f, b := recordFormat(t, h, id), hasBody(t, h, id); f != tc.want[i].format || b != tc.want[i].body {
+					t.Errorf("level %d, %s: task %d stored in format %d with body %v, want %d with body %v",
+						tc.level, when, i, f, b, tc.want[i].format, tc.want[i].body)
+				}
+			}
+			checkKeyspace(t, h.f)
+		}
+		check("enqueued")
+		for i := range ids {
+			c := h.claimOne(at(time.Second), "q", "t")
+			if c.GetId() != ids[i] || !bytes.Equal(c.GetPayload(), tasks[i].GetPayload()) {
+				t.Fatalf("level %d: claim %d took %s with %d payload bytes, want %s with %d", tc.level, i,
+					c.GetId(), len(c.GetPayload()), ids[i], len(tasks[i].GetPayload()))
+			}
+			h.one(heartbeatCmd(at(2*time.Second), &pb.HeartbeatItem{TaskId: c.GetId(), Fence: c.GetFence()}), pb.Code_CODE_OK)
+			h.one(completeCmd(at(3*time.Second), c.GetId(), c.GetFence()), pb.Code_CODE_OK)
+		}
+		check("completed")
+		for i, id := range ids {
+			if got := h.task(id); !bytes.Equal(got.GetPayload(), tasks[i].GetPayload()) || got.GetState() != pb.TaskState_TASK_STATE_COMPLETED {
+				t.Errorf("level %d: read back task %d %s with %d payload bytes", tc.level, i, got.GetState(), len(got.GetPayload()))
+			}
+		}
+		h.apply(purgeCmd(at(pb.DefaultRetention+time.Hour), 100))
+		for _, id := range ids {
+			if hasBody(t, h, id) {
+				t.Errorf("level %d: purged %s kept its body", tc.level, id)
+			}
+		}
+		checkKeyspace(t, h.f)
+	}
+
+	// Whole records from before the split meet the level.
+	h := newHarness(t)
+	h.apply(latchCmd(LevelQueueControl))
+	var old []*pb.NewTask
+	for _, p := range [][]byte{small, large} {
+		task := nt("q", "t", 0)
+		task.Payload = p
+		old = append(old, task)
+	}
+	ids := h.enqueue(at(0), old...)
+	h.apply(latchCmd(FeatureLevel))
+	for i, w := range []want{whole, split} {
+		c := h.claimOne(at(time.Second), "q", "t")
+		if c.GetId() != ids[i] || !bytes.Equal(c.GetPayload(), old[i].GetPayload()) {
+			t.Fatalf("claim %d took %s with %d payload bytes", i, c.GetId(), len(c.GetPayload()))
+		}
+		if f, b := recordFormat(t, h, ids[i]), hasBody(t, h, ids[i]); f != w.format || b != w.body {
+			t.Errorf("an old whole record of %d payload bytes is stored in format %d with body %v after its claim, want %d with body %v",
+				len(old[i].GetPayload()), f, b, w.format, w.body)
+		}
+	}
+	checkKeyspace(t, h.f)
+}
+
+// Test_SmallBodyHeartbeatBytes bounds what a whole record costs each
+// heartbeat: at most inlineBodyMax bytes more than a split record's.
+func Test_SmallBodyHeartbeatBytes(t *testing.T) {
+	perHeartbeat := func(level uint32) uint64 {
+		h := newHarness(t)
+		h.apply(latchCmd(level))
+		task := nt("q", "t", 0)
+		task.Payload = bytes.Repeat([]byte("p"), inlineBodyMax)
+		id := h.enqueue(at(0), task)[0]
+		c := h.claimOne(at(time.Second), "q", "t")
+		before := walBytes(h)
+		h.one(heartbeatCmd(at(2*time.Second), &pb.HeartbeatItem{TaskId: id, Fence: c.GetFence()}), pb.Code_CODE_OK)
+		return walBytes(h) - before
+	}
+	whole, split := perHeartbeat(FeatureLevel), perHeartbeat(LevelExpiryInMemory)
+	if whole <= split || whole > split+inlineBodyMax+16 {
+		t.Fatalf("a heartbeat wrote %d bytes of a whole record and %d of a split one: want the body's %d more, no more",
+			whole, split, inlineBodyMax)
+	}
+}

@@ -417,7 +417,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	if from == pb.TaskState_TASK_STATE_UNSPECIFIED {
 		added = 1
 	}
-	after, err := tx.putTask(t, added == 1 && !tx.b.c.keepsNew(m.Pending))
+	after, err := tx.putTask(t, added == 1, added == 1 && !tx.b.c.keepsNew(m.Pending))
 	if err != nil {
 		return err
 	}
@@ -465,10 +465,11 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 // putTask writes t's record: whole before LevelSplitRecords latched, and
 // from then on split, with the body written only when v/ does not hold it
 // yet. A record in the old format is split at its first write after the
-// latch, at the same log index on every replica. It returns taskBytes(t),
-// counted by the encoding. uncached writes a new task around the
-// recent-record cache (recentRecords.keepsNew).
-func (tx *txn) putTask(t *pb.Task, uncached bool) (int64, error) {
+// latch, at the same log index on every replica. From LevelInlineBodies a
+// small body is written inside the record instead (tx.inline). It returns
+// taskBytes(t), counted by the encoding. fresh says t is new; uncached
+// writes it around the recent-record cache (recentRecords.keepsNew).
+func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 	w := tx.w
 	if uncached {
 		w = tx.b
@@ -493,7 +494,15 @@ func (tx *txn) putTask(t *pb.Task, uncached bool) (int64, error) {
 	if known || kept {
 		w = tx.b
 	}
-	format, n, err := storage.PutTaskSplit(w, t, tx.formats[id] == storage.FormatSplit)
+	var format storage.RecordFormat
+	var n int
+	var err error
+	if tx.inline(t, fresh) {
+		format = storage.FormatInline
+		n, err = storage.PutTask(w, t)
+	} else {
+		format, n, err = storage.PutTaskSplit(w, t, tx.formats[id] == storage.FormatSplit)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -505,6 +514,26 @@ func (tx *txn) putTask(t *pb.Task, uncached bool) (int64, error) {
 		h.put(t, format)
 	}
 	return int64(n), nil
+}
+
+// inlineBodyMax is the largest payload written inside its task's record
+// from LevelInlineBodies. Below it a second key costs Pebble more than the
+// bytes it keeps out of each rewrite of the record: a 128 B task's
+// enqueue spent a fifth less server CPU written whole, and a heartbeat
+// carries at most this many bytes more (BENCHMARKS.md, "Small bodies
+// inside their records").
+const inlineBodyMax = 256
+
+// inline reports whether t is written whole, its payload inside its
+// record: from LevelInlineBodies, a payload of 1 to inlineBodyMax bytes,
+// in a new task or one whose record is already whole. A split record
+// stays split for its life, so its body, written once, is never written
+// again; a whole record whose payload no longer fits is split.
+func (tx *txn) inline(t *pb.Task, fresh bool) bool {
+	if tx.feature < LevelInlineBodies || len(t.Payload) == 0 || len(t.Payload) > inlineBodyMax {
+		return false
+	}
+	return fresh || tx.formats[t.GetId()] == storage.FormatInline
 }
 
 // deleteTask deletes t's record and body. A task this batch has not read

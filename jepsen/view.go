@@ -49,7 +49,7 @@ const (
 )
 
 // ProbeLevel is the feature level of the probe's command (SetKeyLimit,
-// fsm.LevelFairQueues). A level may add no command at all (17 to 20
+// fsm.LevelFairQueues). A level may add no command at all (17 to 22
 // change only what apply writes), so an older build at or above this
 // level accepts the probe before the upgrade as after it.
 const ProbeLevel = 16
