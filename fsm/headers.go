@@ -62,12 +62,10 @@ func (h *headerCache) put(t *pb.Task, format storage.RecordFormat) {
 		delete(h.m, id)
 		return
 	}
-	if format == storage.FormatInline {
-		h.m[id] = cachedHeader{t: taskwire.Clone(t), format: format}
-		return
-	}
 	payload := t.Payload
-	t.Payload = nil
+	if format != storage.FormatInline {
+		t.Payload = nil
+	}
 	c := taskwire.Clone(t)
 	t.Payload = payload
 	h.m[id] = cachedHeader{t: c, format: format}

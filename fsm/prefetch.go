@@ -106,7 +106,7 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 			continue
 		}
 		if !seekNear(it, w.k, i == 0) || !bytes.Equal(it.Key(), w.k) {
-			continue // absent: an inline record has no body; the claim says the rest
+			continue // absent: fetchedTask reads a missing record again and refuses a split one without its body
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {

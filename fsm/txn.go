@@ -519,7 +519,7 @@ func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 // inlineBodyMax is the largest payload written inside its task's record
 // from LevelInlineBodies. Below it a second key costs Pebble more than the
 // bytes it keeps out of each rewrite of the record: a 128 B task's
-// enqueue spent a fifth less server CPU written whole, and a heartbeat
+// batched enqueue spent a quarter less server CPU written whole, and a heartbeat
 // carries at most this many bytes more (BENCHMARKS.md, "Small bodies
 // inside their records").
 const inlineBodyMax = 256
