@@ -108,7 +108,7 @@ type config struct {
 	discoveryTimeout time.Duration
 	attemptTimeout   time.Duration
 	keepalive        keepalive.ClientParameters
-	shareInflight    int
+	share            [numRPCKinds]int // RPCs in flight before calls share, by kind; 0: never
 	token            string
 	tenant           string
 	addrs            []string // from WithEnv, after New's own
@@ -241,7 +241,7 @@ func New(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
 		keepalive: keepalive.ClientParameters{
 			Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout, PermitWithoutStream: true,
 		},
-		shareInflight: DefaultShareInflight,
+		share: defaultShare(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -274,10 +274,16 @@ func New(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
 	for attempt := 0; ; attempt++ {
 		_, err := c.discover(ctx, nil)
 		if err == nil {
-			if n := cfg.shareInflight; n > 0 {
+			if n := cfg.share[EnqueueRPCs]; n > 0 {
 				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], nil, c.enqueueRPC, c.enqueueRPC)
+			}
+			if n := cfg.share[SubmitRPCs]; n > 0 {
 				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], nil, c.submitAlone, c.submitBatchRPC)
+			}
+			if n := cfg.share[ClaimRPCs]; n > 0 {
 				c.clm = newSharer("Claim", n, sizeOf[*docketv1.ClaimRequest], claimWeight, c.claimAlone, c.claimBatchRPC)
+			}
+			if n := cfg.share[HeartbeatRPCs]; n > 0 {
 				c.hb = newSharer("Heartbeat", n, sizeOf[*docketv1.HeartbeatItem], nil, c.heartbeatRPC, c.heartbeatRPC)
 			}
 			return c, nil
@@ -315,11 +321,17 @@ func newClientError(addrs []string, cause, ctxErr error) error {
 // Close closes every connection. Calls in flight fail with ErrClosed.
 func (c *Client) Close() error {
 	err := c.closeConns()
+	// After the connections: the shared RPCs then end at once.
 	if c.enq != nil {
-		// After the connections: the shared RPCs then end at once.
 		c.enq.close()
+	}
+	if c.sub != nil {
 		c.sub.close()
+	}
+	if c.clm != nil {
 		c.clm.close()
+	}
+	if c.hb != nil {
 		c.hb.close()
 	}
 	return err

@@ -15,14 +15,57 @@ import (
 	"github.com/dockethq/docket/internal/lane"
 )
 
-// DefaultShareInflight is how many RPCs of each kind (Enqueue, Submit,
-// Claim, Heartbeat) a Client keeps in flight before concurrent calls of
-// that kind start to share RPCs. Two, because
-// fewer, larger requests won at every concurrency measured: 256 callers
-// made 26.1k enqueues/s with 2 against 23.1k/s with 8, and 16 callers
-// 4.0k/s (p50 3.8 ms) against 3.0k/s (p50 5.0 ms) (BENCHMARKS.md). A
-// caller alone, or with one other, still waits for nobody.
+// DefaultShareInflight is how many RPCs of each kind a Client keeps in
+// flight before concurrent calls of that kind start to share RPCs, for
+// every kind but Enqueue (DefaultShareInflightEnqueue): Submit, Claim and
+// Heartbeat. Two, because fewer, larger requests won at every concurrency
+// measured: 256 callers made 26.1k enqueues/s with 2 against 23.1k/s with
+// 8, and a drain of claims and submits ran 4 % slower with 1 than with 2
+// (BENCHMARKS.md). A caller alone, or with one other, still waits for
+// nobody.
 const DefaultShareInflight = 2
+
+// DefaultShareInflightEnqueue is DefaultShareInflight for Enqueue RPCs.
+// One: each Enqueue RPC becomes one Raft entry, and a node appends and
+// fsyncs the entries that wait together, so one RPC in flight makes each
+// fsync round carry the tasks of every caller that arrived meanwhile. 16
+// callers made 12 % more enqueues/s with 1 than with 2, for 19 % less
+// server CPU per task, and 256 callers 9 % more (BENCHMARKS.md). A lone
+// caller still waits for nobody; a second waits for the first's answer.
+const DefaultShareInflightEnqueue = 1
+
+// RPCKind names a kind of RPC whose concurrent calls a Client shares
+// (WithSharedRPCsOf).
+type RPCKind int
+
+// The kinds of RPC a Client shares.
+const (
+	EnqueueRPCs   RPCKind = iota // Enqueue: concurrent Enqueue calls
+	SubmitRPCs                   // SubmitBatch: concurrent Submit, Complete and Fail calls
+	ClaimRPCs                    // ClaimBatch: concurrent Claims (a long poll's first try)
+	HeartbeatRPCs                // Heartbeat: concurrent Heartbeat calls
+	numRPCKinds
+)
+
+func (k RPCKind) String() string {
+	switch k {
+	case EnqueueRPCs:
+		return "Enqueue"
+	case SubmitRPCs:
+		return "Submit"
+	case ClaimRPCs:
+		return "Claim"
+	case HeartbeatRPCs:
+		return "Heartbeat"
+	}
+	return fmt.Sprintf("RPCKind(%d)", int(k))
+}
+
+// defaultShare is each kind's RPCs in flight before its calls share.
+func defaultShare() [numRPCKinds]int {
+	return [numRPCKinds]int{EnqueueRPCs: DefaultShareInflightEnqueue, SubmitRPCs: DefaultShareInflight,
+		ClaimRPCs: DefaultShareInflight, HeartbeatRPCs: DefaultShareInflight}
+}
 
 // Bounds of one shared RPC: the server's items-per-call limit
 // (pb.MaxBatch; for ClaimBatch, the sum of max_tasks) and half its
@@ -41,7 +84,9 @@ const retrySharedAfter = time.Minute
 // WithSharedRPCs sets how many RPCs of each kind the client keeps in
 // flight before concurrent calls of that kind share one RPC; 0 turns
 // sharing off. Enqueue, Submit, Claim and Heartbeat each have their own
-// limit of this size. Default DefaultShareInflight.
+// limit of this size (WithSharedRPCsOf sets one kind's). Default
+// DefaultShareInflightEnqueue for Enqueue, DefaultShareInflight for the
+// others.
 //
 // Below the limit every call is sent at once on its own, so a lone caller
 // waits for nothing. While the limit is reached, calls queue, and the next
@@ -58,7 +103,24 @@ const retrySharedAfter = time.Minute
 // again on their own, so one caller's bad item fails that caller only;
 // idempotency keys and fences make this safe, and a claim is repeatable.
 func WithSharedRPCs(inflight int) Option {
-	return func(c *config) { c.shareInflight = inflight }
+	return func(c *config) {
+		for k := range c.share {
+			c.share[k] = inflight
+		}
+	}
+}
+
+// WithSharedRPCsOf is WithSharedRPCs for one kind of RPC; options apply
+// in order, so WithSharedRPCs(4) then WithSharedRPCsOf(EnqueueRPCs, 1)
+// leaves Enqueue at 1 and the others at 4.
+func WithSharedRPCsOf(kind RPCKind, inflight int) Option {
+	return func(c *config) {
+		if kind < 0 || kind >= numRPCKinds {
+			c.err = fmt.Errorf("shared RPCs: %w: unknown kind %v", ErrInvalidArgument, kind)
+			return
+		}
+		c.share[kind] = inflight
+	}
 }
 
 // sharer lets concurrent calls of one kind share RPCs. Each call carries

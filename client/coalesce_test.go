@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,5 +160,93 @@ func Test_ConcurrentSubmitsShareOneBatch(t *testing.T) {
 	}
 	if s, b := fc.count(0, "Submit"), fc.count(0, "SubmitBatch"); s != 1 || b != 1 {
 		t.Fatalf("%d Submit and %d SubmitBatch RPCs, want 1 and 1", s, b)
+	}
+}
+
+// Test_SharedRPCDefaults: how many RPCs of a kind go out at once before
+// the next caller queues to share, under the default options and under
+// the per-kind ones. Enqueue defaults to one in flight, so that each
+// fsync round of the cluster carries every caller that came meanwhile;
+// the other kinds to two (BENCHMARKS.md).
+func Test_SharedRPCDefaults(t *testing.T) {
+	enqueue := func(ctx context.Context, cl *Client) error {
+		_, err := cl.EnqueueOne(ctx, "q", []byte("x"))
+		return err
+	}
+	claim := func(ctx context.Context, cl *Client) error {
+		_, err := cl.Claim(ctx, &docketv1.ClaimRequest{Queue: "q", MaxTasks: 1, LeaseNs: int64(time.Minute)})
+		return err
+	}
+	heartbeat := func(ctx context.Context, cl *Client) error {
+		_, err := cl.Heartbeat(ctx, &docketv1.HeartbeatItem{TaskId: "t", Fence: 1, LeaseNs: int64(time.Minute)})
+		return err
+	}
+	for _, c := range []struct {
+		name   string
+		opts   []Option
+		method string
+		call   func(context.Context, *Client) error
+		queued func(*Client) int // calls waiting to be sent
+		want   int
+	}{
+		{"enqueue by default", nil, "Enqueue", enqueue, func(cl *Client) int { return cl.enq.lane.Waiting() }, 1},
+		{"claim by default", nil, "Claim", claim, func(cl *Client) int { return cl.clm.lane.Waiting() }, 2},
+		{"heartbeat by default", nil, "Heartbeat", heartbeat, func(cl *Client) int { return cl.hb.lane.Waiting() }, 2},
+		{"enqueue under WithSharedRPCs(3)", []Option{WithSharedRPCs(3)}, "Enqueue", enqueue, func(cl *Client) int { return cl.enq.lane.Waiting() }, 3},
+		{"enqueue set alone after all", []Option{WithSharedRPCs(3), WithSharedRPCsOf(EnqueueRPCs, 2)}, "Enqueue", enqueue, func(cl *Client) int { return cl.enq.lane.Waiting() }, 2},
+		{"claim beside a set enqueue", []Option{WithSharedRPCs(3), WithSharedRPCsOf(EnqueueRPCs, 2)}, "Claim", claim, func(cl *Client) int { return cl.clm.lane.Waiting() }, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fc := newFakeCluster(t, 1)
+			ctx := ctxTimeout(t, 10*time.Second)
+			cl, err := New(ctx, fc.addrs(), append([]Option{WithLogger(testLogger()), WithAttemptTimeout(time.Minute)}, c.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			hold := make(chan struct{})
+			var held atomic.Int32
+			fc.setHooks(func(m string) error {
+				if m == c.method {
+					held.Add(1)
+					<-hold
+				}
+				return nil
+			}, nil)
+			release := sync.OnceFunc(func() { close(hold) })
+			defer release()
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			// Start callers one at a time; the first that queues shows the limit.
+			sent := -1
+			for i := 1; i <= 6 && sent < 0; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := c.call(ctx, cl); err != nil {
+						t.Errorf("caller %d: %v", i, err)
+					}
+				}()
+				testwait.For(t, 5*time.Second, fmt.Sprintf("caller %d sent or queued", i), func() bool {
+					return int(held.Load()) >= i || c.queued(cl) > 0
+				})
+				if c.queued(cl) > 0 {
+					sent = i - 1
+				}
+			}
+			release()
+			if sent != c.want {
+				t.Fatalf("%d %s RPCs in flight before a caller queued, want %d", sent, c.method, c.want)
+			}
+		})
+	}
+}
+
+// Test_SharedRPCsOfRefusesAnUnknownKind: New says so instead of ignoring it.
+func Test_SharedRPCsOfRefusesAnUnknownKind(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	_, err := New(ctxTimeout(t, 5*time.Second), fc.addrs(), WithSharedRPCsOf(RPCKind(9), 1))
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("New with an unknown kind: %v, want ErrInvalidArgument", err)
 	}
 }

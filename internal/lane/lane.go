@@ -53,6 +53,16 @@ func (l *Lane[C]) Calls() chan<- C { return l.calls }
 // Queued is how many calls wait for a slot.
 func (l *Lane[C]) Queued() int { return len(l.calls) }
 
+// Waiting is how many calls wait to be sent: those queued, and the one Run
+// holds while it waits for a slot.
+func (l *Lane[C]) Waiting() int {
+	n := len(l.calls)
+	if l.held.Load() {
+		n++
+	}
+	return n
+}
+
 // TryAlone takes a slot for a call its caller runs at once, alone, on its
 // own goroutine, when no call is queued and a slot is free; it returns the
 // func that frees the slot (call it exactly once, when the call is done),

@@ -54,7 +54,8 @@ type Config struct {
 	Keep        bool
 	CPUProfile  string // write the bench process's own CPU profile here
 	Queue       string
-	SharedRPCs  int      // client.WithSharedRPCs
+	SharedRPCs  int      // client.WithSharedRPCs; -1: the client's defaults
+	SharedEnq   int      // client.WithSharedRPCsOf(EnqueueRPCs); -1: as SharedRPCs
 	AgentArgs   []string // extra `docket agent` flags for the local cluster
 	// Procs is where the raft ceiling's three servers run: 1, this
 	// process; 3, a process each (groups.go). Groups is how many
@@ -177,7 +178,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the local cluster's data dir and logs")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this process's (the load generator's) CPU profile of the measured workload to this file")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name")
-	fs.IntVar(&c.SharedRPCs, "shared-rpcs", client.DefaultShareInflight, "client: Enqueue (and Submit) RPCs in flight before concurrent calls share one; 0 turns sharing off")
+	fs.IntVar(&c.SharedRPCs, "shared-rpcs", -1, "client: RPCs of each kind (Enqueue, Submit, Claim, Heartbeat) in flight before concurrent calls share one; 0 turns sharing off; -1: the client's defaults ("+fmt.Sprint(client.DefaultShareInflightEnqueue)+" for Enqueue, "+fmt.Sprint(client.DefaultShareInflight)+" for the others)")
+	fs.IntVar(&c.SharedEnq, "shared-enqueue-rpcs", -1, "client: --shared-rpcs for Enqueue RPCs alone; -1: as --shared-rpcs")
 	fs.IntVar(&c.Procs, "procs", 1, "raft ceiling: its three servers in this process (1) or a process each (3)")
 	fs.IntVar(&c.Groups, "groups", 1, "raft ceiling with --procs 3: independent Raft groups, leaders spread over the processes; -c callers are split over them")
 	fs.StringVar(&c.LogStore, "log-store", raftlog.DefaultForNew, "local cluster and raft ceiling: Raft log store, wal or bolt")
@@ -229,8 +231,11 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("--%s %d must be at least 1", name, v))
 		}
 	}
-	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 || c.SharedRPCs < 0 {
-		errs = append(errs, errors.New("--payload, --count, --shared-rpcs must be >= 0 and --duration, --lease > 0"))
+	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 {
+		errs = append(errs, errors.New("--payload, --count must be >= 0 and --duration, --lease > 0"))
+	}
+	if c.SharedRPCs < -1 || c.SharedEnq < -1 {
+		errs = append(errs, errors.New("--shared-rpcs, --shared-enqueue-rpcs must be >= 0, or -1 for the default"))
 	}
 	if c.Addr != "" && (c.Workload == "failover" || c.Workload == "backlog") {
 		errs = append(errs, fmt.Errorf("--workload %s kills and restarts nodes: it needs the local cluster, not --addr", c.Workload))
@@ -270,11 +275,31 @@ func redactToken(args []string) []string {
 	return out
 }
 
+// sharedRPCs is the client's RPCs in flight before calls share, by kind,
+// as the report records them.
+func (c Config) sharedRPCs() map[string]int {
+	m := map[string]int{}
+	for _, k := range []client.RPCKind{client.EnqueueRPCs, client.SubmitRPCs, client.ClaimRPCs, client.HeartbeatRPCs} {
+		n := client.DefaultShareInflight
+		if k == client.EnqueueRPCs {
+			n = client.DefaultShareInflightEnqueue
+		}
+		if c.SharedRPCs >= 0 {
+			n = c.SharedRPCs
+		}
+		if k == client.EnqueueRPCs && c.SharedEnq >= 0 {
+			n = c.SharedEnq
+		}
+		m[strings.ToLower(k.String())] = n
+	}
+	return m
+}
+
 func (c Config) describe() map[string]any {
 	m := map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck, "agent_exe": c.AgentExe,
-		"lease": c.Lease.String(), "shared_rpcs": c.SharedRPCs, "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
+		"lease": c.Lease.String(), "shared_rpcs": c.sharedRPCs(), "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
 	c.fairDescribe(m)
 	return m
@@ -391,7 +416,13 @@ func (r *runner) serverCPU() time.Duration {
 func (r *runner) client(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	opts := []client.Option{client.WithLogger(slog.Default()), client.WithSharedRPCs(r.cfg.SharedRPCs)}
+	opts := []client.Option{client.WithLogger(slog.Default())}
+	if r.cfg.SharedRPCs >= 0 {
+		opts = append(opts, client.WithSharedRPCs(r.cfg.SharedRPCs))
+	}
+	if r.cfg.SharedEnq >= 0 {
+		opts = append(opts, client.WithSharedRPCsOf(client.EnqueueRPCs, r.cfg.SharedEnq))
+	}
 	if r.local != nil {
 		opts = append(opts, r.local.ClientOptions()...)
 	} else {

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -43,9 +44,33 @@ func Test_ParseRejects(t *testing.T) {
 		{"--workload", "heartbeat", "--leases", "11", "--task-keys", "10", "--max-running-per-key", "1"},
 		{"--workload", "requeue", "--task-keys", "2", "--max-running-per-key", "1"},
 		{"--workload", "requeue", "--count", "7", "--task-keys", "3", "--max-running-per-key", "2"},
+		{"--shared-rpcs", "-2"},
+		{"--shared-enqueue-rpcs", "-2"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
+		}
+	}
+}
+
+// Test_ParseSharedRPCs: the report records each kind's RPCs in flight
+// as the client gets them, the client's defaults when no flag is given.
+func Test_ParseSharedRPCs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want map[string]int
+	}{
+		{nil, map[string]int{"enqueue": 1, "submit": 2, "claim": 2, "heartbeat": 2}},
+		{[]string{"--shared-rpcs", "0"}, map[string]int{"enqueue": 0, "submit": 0, "claim": 0, "heartbeat": 0}},
+		{[]string{"--shared-enqueue-rpcs", "2"}, map[string]int{"enqueue": 2, "submit": 2, "claim": 2, "heartbeat": 2}},
+		{[]string{"--shared-rpcs", "4", "--shared-enqueue-rpcs", "1"}, map[string]int{"enqueue": 1, "submit": 4, "claim": 4, "heartbeat": 4}},
+	} {
+		cfg, err := parse(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("parse(%q): %v", c.args, err)
+		}
+		if got := cfg.sharedRPCs(); !maps.Equal(got, c.want) {
+			t.Errorf("parse(%q): shared RPCs %v, want %v", c.args, got, c.want)
 		}
 	}
 }
