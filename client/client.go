@@ -275,16 +275,16 @@ func New(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
 		_, err := c.discover(ctx, nil)
 		if err == nil {
 			if n := cfg.share[EnqueueRPCs]; n > 0 {
-				c.enq = newSharer("Enqueue", n, sizeOf[*docketv1.NewTask], nil, c.enqueueRPC, c.enqueueRPC)
+				c.enq = newSharer("Enqueue", n, enqueueBurst, sizeOf[*docketv1.NewTask], nil, c.enqueueRPC, c.enqueueRPC)
 			}
 			if n := cfg.share[SubmitRPCs]; n > 0 {
-				c.sub = newSharer("Submit", n, sizeOf[*docketv1.SubmitRequest], nil, c.submitAlone, c.submitBatchRPC)
+				c.sub = newSharer("Submit", n, 0, sizeOf[*docketv1.SubmitRequest], nil, c.submitAlone, c.submitBatchRPC)
 			}
 			if n := cfg.share[ClaimRPCs]; n > 0 {
-				c.clm = newSharer("Claim", n, sizeOf[*docketv1.ClaimRequest], claimWeight, c.claimAlone, c.claimBatchRPC)
+				c.clm = newSharer("Claim", n, 0, sizeOf[*docketv1.ClaimRequest], claimWeight, c.claimAlone, c.claimBatchRPC)
 			}
 			if n := cfg.share[HeartbeatRPCs]; n > 0 {
-				c.hb = newSharer("Heartbeat", n, sizeOf[*docketv1.HeartbeatItem], nil, c.heartbeatRPC, c.heartbeatRPC)
+				c.hb = newSharer("Heartbeat", n, 0, sizeOf[*docketv1.HeartbeatItem], nil, c.heartbeatRPC, c.heartbeatRPC)
 			}
 			return c, nil
 		}

@@ -28,11 +28,16 @@ const DefaultShareInflight = 2
 // DefaultShareInflightEnqueue is DefaultShareInflight for Enqueue RPCs.
 // One: each Enqueue RPC becomes one Raft entry, and a node appends and
 // fsyncs the entries that wait together, so one RPC in flight makes each
-// fsync round carry the tasks of every caller that arrived meanwhile. 16
-// callers made 12 % more enqueues/s with 1 than with 2, for 19 % less
-// server CPU per task, and 256 callers 9 % more (BENCHMARKS.md). A lone
-// caller still waits for nobody; a second waits for the first's answer.
+// fsync round carry the tasks of every caller that arrived meanwhile. A
+// lone caller still waits for nobody; a second waits for the first's
+// answer. While a full Enqueue (enqueueBurst) waits, one more goes: it
+// can carry nothing more by waiting, and 1 MiB payloads, four to an RPC,
+// ran 9 % slower without it (BENCHMARKS.md, "one Enqueue RPC in flight").
 const DefaultShareInflightEnqueue = 1
+
+// enqueueBurst is how many Enqueue RPCs beyond the limit may go while a
+// full one waits (lane.WithBurst).
+const enqueueBurst = 1
 
 // RPCKind names a kind of RPC whose concurrent calls a Client shares
 // (WithSharedRPCsOf).
@@ -163,13 +168,15 @@ type shareReply[R any] struct {
 	err error
 }
 
-func newSharer[T, R any](op string, inflight int, size, weight func(T) int,
+// newSharer starts a sharer that keeps inflight RPCs in flight, and burst
+// more while a full one (at maxSharedItems or maxSharedBytes) waits.
+func newSharer[T, R any](op string, inflight, burst int, size, weight func(T) int,
 	alone, shared func(context.Context, []T) ([]R, error)) *sharer[T, R] {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &sharer[T, R]{op: op, size: size, weight: weight, alone: alone, shared: shared, born: time.Now(), retryShared: retrySharedAfter,
 		ctx: ctx, stop: stop}
 	measure := func(c *shareCall[T, R]) (int, int) { return c.weight, c.size }
-	s.lane = lane.New(4096, inflight, lane.Bounds{Weight: maxSharedItems, Bytes: maxSharedBytes}, measure, s.flush)
+	s.lane = lane.New(4096, inflight, lane.Bounds{Weight: maxSharedItems, Bytes: maxSharedBytes}, measure, s.flush).WithBurst(burst)
 	s.wg.Add(1)
 	go s.run()
 	return s

@@ -58,8 +58,7 @@ func Test_ConcurrentEnqueuesShareRPCs(t *testing.T) {
 					ids[i], errs[i] = cl.EnqueueOne(ctx, queue, []byte(fmt.Sprint("task ", i)))
 				}()
 			}
-			// The enqueuer has taken one of them and waits for the slot with it.
-			testwait.For(t, 5*time.Second, "every caller to queue", func() bool { return cl.enq.lane.Queued() == n-1 })
+			testwait.For(t, 5*time.Second, "every caller to queue", func() bool { return cl.enq.lane.Waiting() == n })
 			release()
 			wg.Wait()
 
@@ -249,4 +248,59 @@ func Test_SharedRPCsOfRefusesAnUnknownKind(t *testing.T) {
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("New with an unknown kind: %v, want ErrInvalidArgument", err)
 	}
+}
+
+// Test_FullEnqueueGoesBesideTheHeldOne: while the one Enqueue RPC in
+// flight is held, callers of 1 MiB payloads fill a shared RPC (4 MiB),
+// and that full one goes at once beside it; the next waits.
+func Test_FullEnqueueGoesBesideTheHeldOne(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	ctx := ctxTimeout(t, 10*time.Second)
+	cl, err := New(ctx, fc.addrs(), WithLogger(testLogger()), WithAttemptTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	hold := make(chan struct{})
+	var held atomic.Int32
+	fc.setHooks(func(m string) error {
+		if m == "Enqueue" {
+			held.Add(1)
+			<-hold
+		}
+		return nil
+	}, nil)
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	enqueue := func(payload []byte) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := cl.EnqueueOne(ctx, "q", payload); err != nil {
+				t.Errorf("enqueue: %v", err)
+			}
+		}()
+	}
+	enqueue([]byte("small"))
+	testwait.For(t, 5*time.Second, "the first enqueue to be sent", func() bool { return held.Load() == 1 })
+	big := make([]byte, 1<<20)
+	for range 3 { // 3 MiB and more: a fourth would pass 4 MiB
+		enqueue(big)
+	}
+	testwait.For(t, 5*time.Second, "three callers to wait", func() bool { return cl.enq.lane.Waiting() == 3 })
+	if n := held.Load(); n != 1 {
+		t.Fatalf("%d Enqueue RPCs in flight before a shared one was full, want 1", n)
+	}
+	enqueue(big) // does not fit: the three go, full, beside the held one
+	testwait.For(t, 5*time.Second, "the full RPC to go", func() bool { return held.Load() == 2 })
+	for range 3 {
+		enqueue(big)
+	}
+	testwait.For(t, 5*time.Second, "the next four callers to wait", func() bool { return cl.enq.lane.Waiting() == 4 })
+	if n := held.Load(); n != 2 {
+		t.Fatalf("%d Enqueue RPCs in flight, want 2: one more than the limit, and only while a full one waits", n)
+	}
+	release()
 }

@@ -35,6 +35,10 @@ type Lane[C any] struct {
 	// held is set while Run holds a call it took from calls and has not
 	// flushed yet: that call is queued too, for TryAlone.
 	held atomic.Bool
+	// extra is the slots a full batch may take beyond sem's (WithBurst);
+	// nil: none. heldN counts the calls Run holds while it waits.
+	extra chan struct{}
+	heldN atomic.Int32
 }
 
 // New returns a lane that queues up to queue calls and keeps up to
@@ -53,14 +57,31 @@ func (l *Lane[C]) Calls() chan<- C { return l.calls }
 // Queued is how many calls wait for a slot.
 func (l *Lane[C]) Queued() int { return len(l.calls) }
 
-// Waiting is how many calls wait to be sent: those queued, and the one Run
+// Waiting is how many calls wait to be sent: those queued, and those Run
 // holds while it waits for a slot.
 func (l *Lane[C]) Waiting() int {
 	n := len(l.calls)
-	if l.held.Load() {
+	if h := int(l.heldN.Load()); h > 0 {
+		n += h
+	} else if l.held.Load() {
 		n++
 	}
 	return n
+}
+
+// WithBurst lets a full batch (one at a bound) go in one of up to extra
+// slots beyond the lane's inflight while every slot is taken, and returns
+// the lane; call it before Run. A lane keeps few batches in flight so
+// that each carries what arrived while the others were out; once a batch
+// is full nothing more can join it, and waiting for a slot only delays
+// it: large items (1 MiB payloads, four to a 4 MiB batch) then keep the
+// link busy as with more slots. With extra slots Run collects calls while
+// it waits, so Queued no longer counts the ones it holds; Waiting does.
+func (l *Lane[C]) WithBurst(extra int) *Lane[C] {
+	if extra > 0 {
+		l.extra = make(chan struct{}, extra)
+	}
+	return l
 }
 
 // TryAlone takes a slot for a call its caller runs at once, alone, on its
@@ -86,8 +107,10 @@ func (l *Lane[C]) TryAlone() (done func()) {
 
 // Run takes batches until ctx ends: it waits for a call, then for a free
 // slot, then takes what else is queued within the bounds, and flushes.
-// A call that does not fit starts the next batch. When ctx ends it
-// returns the call it held, if any; the calls still queued are Drain's.
+// A call that does not fit starts the next batch. On a lane WithBurst it
+// collects while it waits, and a full batch may take an extra slot. When
+// ctx ends it returns the calls it held, if any; the calls still queued
+// are Drain's.
 func (l *Lane[C]) Run(ctx context.Context) (held []C) {
 	var carry C
 	carrying := false
@@ -102,6 +125,17 @@ func (l *Lane[C]) Run(ctx context.Context) (held []C) {
 		}
 		carrying = false
 		l.held.Store(true)
+		if l.extra != nil {
+			var batch []C
+			var done func()
+			batch, carry, carrying, done = l.waitCollecting(ctx, first)
+			if done == nil {
+				return batch
+			}
+			l.held.Store(carrying)
+			l.flush(batch, done)
+			continue
+		}
 		// Wait for a slot before collecting: what arrives meanwhile is
 		// what the batch carries.
 		select {
@@ -116,7 +150,7 @@ func (l *Lane[C]) Run(ctx context.Context) (held []C) {
 			select {
 			case c := <-l.calls:
 				w, b := l.measure(c)
-				if (l.bounds.Weight > 0 && weight+w > l.bounds.Weight) || (l.bounds.Bytes > 0 && bytes+b > l.bounds.Bytes) {
+				if !l.fits(weight+w, bytes+b) {
 					carry, carrying = c, true
 					break collect
 				}
@@ -130,6 +164,58 @@ func (l *Lane[C]) Run(ctx context.Context) (held []C) {
 		l.flush(batch, l.release)
 	}
 }
+
+// fits reports whether a batch of this weight and these bytes is within
+// the bounds.
+func (l *Lane[C]) fits(weight, bytes int) bool {
+	return (l.bounds.Weight == 0 || weight <= l.bounds.Weight) && (l.bounds.Bytes == 0 || bytes <= l.bounds.Bytes)
+}
+
+// waitCollecting is Run's wait for a slot on a lane WithBurst: it adds
+// what arrives to the batch while it waits, and once the batch is full
+// (a call did not fit, or a lone call is past a bound) an extra slot
+// will do as well. It returns the batch, the call that did not fit, and
+// the slot's release; done is nil when ctx ended, and batch is then what
+// Run held.
+func (l *Lane[C]) waitCollecting(ctx context.Context, first C) (batch []C, carry C, carrying bool, done func()) {
+	batch = []C{first}
+	weight, bytes := l.measure(first)
+	full := !l.fits(weight, bytes) || (l.bounds.Calls > 0 && len(batch) >= l.bounds.Calls)
+	defer l.heldN.Store(0)
+	for {
+		n := len(batch)
+		if carrying {
+			n++
+		}
+		l.heldN.Store(int32(n))
+		calls, extra := l.calls, chan struct{}(nil)
+		if full {
+			calls, extra = nil, l.extra
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return batch, carry, carrying, l.release
+		case extra <- struct{}{}:
+			return batch, carry, carrying, l.releaseExtra
+		case c := <-calls:
+			w, b := l.measure(c)
+			if !l.fits(weight+w, bytes+b) {
+				carry, carrying, full = c, true, true
+				continue
+			}
+			batch = append(batch, c)
+			weight, bytes = weight+w, bytes+b
+			full = l.bounds.Calls > 0 && len(batch) >= l.bounds.Calls
+		case <-ctx.Done():
+			if carrying {
+				batch = append(batch, carry)
+			}
+			return batch, carry, false, nil
+		}
+	}
+}
+
+func (l *Lane[C]) releaseExtra() { <-l.extra }
 
 func (l *Lane[C]) release() { <-l.sem }
 

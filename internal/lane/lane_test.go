@@ -132,3 +132,57 @@ func Test_LaneTryAlone(t *testing.T) {
 		t.Fatalf("Run held %v at its end, want nothing", held)
 	}
 }
+
+// Test_LaneBurst: on a lane WithBurst, a batch that is full goes in an
+// extra slot while every slot is taken, and one that is not waits for a
+// slot; the batches are those a lane without a burst would make.
+func Test_LaneBurst(t *testing.T) {
+	batches := make(chan []int, 16)
+	dones := make(chan func(), 16)
+	// Four bytes a call, twelve a batch: three calls fill one.
+	l := New(16, 1, Bounds{Bytes: 12}, func(int) (int, int) { return 1, 4 },
+		func(b []int, done func()) { batches <- append([]int(nil), b...); dones <- done }).WithBurst(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan []int, 1)
+	go func() { ran <- l.Run(ctx) }()
+	next := func(what string) []int {
+		t.Helper()
+		select {
+		case b := <-batches:
+			return b
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no batch: %s", what)
+			return nil
+		}
+	}
+	l.Calls() <- 0
+	if b := next("the first call, alone"); !reflect.DeepEqual(b, []int{0}) {
+		t.Fatalf("first batch %v, want [0]", b)
+	}
+	for v := 1; v <= 3; v++ {
+		l.Calls() <- v
+	}
+	testwait.For(t, 5*time.Second, "Run to hold three calls", func() bool { return l.Waiting() == 3 && l.Queued() == 0 })
+	if len(batches) != 0 {
+		t.Fatalf("a batch that is not full went while the only slot was taken: %v", <-batches)
+	}
+	l.Calls() <- 4 // does not fit: the batch of 1, 2, 3 is full
+	if b := next("a full batch, in the extra slot"); !reflect.DeepEqual(b, []int{1, 2, 3}) {
+		t.Fatalf("burst batch %v, want [1 2 3]", b)
+	}
+	for v := 5; v <= 7; v++ { // 4, 5, 6 fill the next batch; 7 does not fit
+		l.Calls() <- v
+	}
+	testwait.For(t, 5*time.Second, "Run to hold the next batch and the call past it", func() bool { return l.Waiting() == 4 })
+	if len(batches) != 0 {
+		t.Fatalf("a batch went with the slot and the extra slot both taken: %v", <-batches)
+	}
+	(<-dones)() // the first call's slot
+	if b := next("the next full batch"); !reflect.DeepEqual(b, []int{4, 5, 6}) {
+		t.Fatalf("batch %v, want [4 5 6]", b)
+	}
+	cancel()
+	if held := <-ran; !reflect.DeepEqual(held, []int{7}) {
+		t.Fatalf("Run held %v at its end, want [7]", held)
+	}
+}
