@@ -210,7 +210,8 @@ export class Client {
       this.conn
         .invoke("queue", q.enqueue, EnqueueRequest.fromPartial({ tasks }), { idempotent: true })
         .then((r: { items: ItemResult[] }) => r.items);
-    this.enqueuer = new Sharer(share.enqueue, (t) => t.payload.length + 64, enq, enq);
+    // A full Enqueue (4 MiB, 1,000 tasks) goes beside the one in flight, as in Go.
+    this.enqueuer = new Sharer(share.enqueue, (t) => t.payload.length + 64, enq, enq, () => 1, 1);
     this.submitter = new Sharer(
       share.submit,
       (s) => s.result.length + 64,

@@ -1,7 +1,8 @@
 // Group commit, as the Go client's sharer (client/coalesce.go): below
 // `limit` RPCs in flight calls go out at the end of the event loop's turn,
 // together; past it, calls queue, and the next free slot sends all of them
-// as one request.
+// as one request. A full request (MAX_ITEMS or MAX_BYTES) gains nothing by
+// waiting: up to `burst` of them go beyond the limit.
 import { DocketError, InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
 
 const UNIMPLEMENTED = 12;
@@ -30,6 +31,8 @@ export class Sharer<T, R> {
     // What an item counts against the server's per-call limit: 1, or a
     // claim's max_tasks (ClaimBatch bounds their sum).
     private readonly weight: (t: T) => number = () => 1,
+    // RPCs beyond `limit` that a full request may take (Go's lane.WithBurst).
+    private readonly burst = 0,
   ) {}
 
   async send(items: T[]): Promise<R[]> {
@@ -40,7 +43,7 @@ export class Sharer<T, R> {
       // of the event loop: wait for the end of the turn, so that they
       // share one RPC instead of the first going alone and the rest
       // queueing behind it. A lone caller waits one turn, not a timer.
-      if (this.inflight < this.limit && !this.scheduled) {
+      if ((this.inflight < this.limit || this.burst > 0) && !this.scheduled) {
         this.scheduled = true;
         setImmediate(() => {
           this.scheduled = false;
@@ -51,7 +54,7 @@ export class Sharer<T, R> {
   }
 
   private pump(): void {
-    while (this.inflight < this.limit && this.queue.length > 0) {
+    while (this.queue.length > 0 && (this.inflight < this.limit || (this.inflight < this.limit + this.burst && this.headIsFull()))) {
       const calls: Pending<T, R>[] = [];
       let n = 0;
       let bytes = 0;
@@ -68,6 +71,18 @@ export class Sharer<T, R> {
         this.pump();
       });
     }
+  }
+
+  /** Whether the calls at the head of the queue fill one request: one more would not fit, or one alone is past a bound. */
+  private headIsFull(): boolean {
+    let n = 0;
+    let bytes = 0;
+    for (const c of this.queue) {
+      n += c.weight;
+      bytes += c.bytes;
+      if (n > MAX_ITEMS || bytes > MAX_BYTES) return true;
+    }
+    return false;
   }
 
   private async flush(calls: Pending<T, R>[]): Promise<void> {

@@ -137,3 +137,41 @@ test("minted idempotency keys are UUIDv7s that sort by time and never repeat", (
   }
   assert.equal(parseInt(uuidv7(0x0190_1234_5678).replace(/-/g, "").slice(0, 12), 16), 0x0190_1234_5678);
 });
+
+test("a full shared request goes beside the one in flight, and only a full one", async () => {
+  const { Sharer } = await import("../src/share.js");
+  const MiB = 1 << 20;
+  const sent: number[][] = [];
+  const release: (() => void)[] = [];
+  const rpc = (items: number[]) =>
+    new Promise<number[]>((resolve) => {
+      sent.push(items);
+      release.push(() => resolve(items));
+    });
+  // Each item is its own size in bytes; one RPC in flight, one more for a full request.
+  const s = new Sharer<number, number>(1, (n) => n, rpc, rpc, () => 1, 1);
+  const turn = () => new Promise((r) => setImmediate(r));
+  const done: Promise<number[]>[] = [s.send([10])];
+  await turn();
+  assert.deepEqual(sent, [[10]], "a lone call goes at once");
+  for (let i = 0; i < 3; i++) done.push(s.send([MiB]));
+  await turn();
+  await turn();
+  assert.equal(sent.length, 1, "three MiB fill no 4 MiB request: they wait");
+  done.push(s.send([MiB + 1])); // no longer fits: the three are full
+  await turn();
+  await turn();
+  assert.deepEqual(sent[1], [MiB, MiB, MiB], "the full request goes beside the first");
+  for (let i = 0; i < 4; i++) done.push(s.send([MiB]));
+  await turn();
+  await turn();
+  assert.equal(sent.length, 2, "with the limit and the burst both taken, a full request waits");
+  while (release.length > 0) {
+    release.shift()!();
+    await turn();
+    await turn();
+  }
+  const answers = await Promise.all(done);
+  assert.equal(answers.length, 9);
+  assert.deepEqual(answers[4], [MiB + 1], "each caller gets its own answer");
+});
