@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,19 +202,10 @@ func Test_SharedRPCDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			hold := make(chan struct{})
-			var held atomic.Int32
-			fc.setHooks(func(m string) error {
-				if m == c.method {
-					held.Add(1)
-					<-hold
-				}
-				return nil
-			}, nil)
-			release := sync.OnceFunc(func() { close(hold) })
-			defer release()
 			var wg sync.WaitGroup
 			defer wg.Wait()
+			held, release := fc.holdAll(t, c.method)
+			defer release() // before wg.Wait: the held callers then end
 			// Start callers one at a time; the first that queues shows the limit.
 			sent := -1
 			for i := 1; i <= 6 && sent < 0; i++ {
@@ -227,7 +217,7 @@ func Test_SharedRPCDefaults(t *testing.T) {
 					}
 				}()
 				testwait.For(t, 5*time.Second, fmt.Sprintf("caller %d sent or queued", i), func() bool {
-					return int(held.Load()) >= i || c.queued(cl) > 0
+					return int(held()) >= i || c.queued(cl) > 0
 				})
 				if c.queued(cl) > 0 {
 					sent = i - 1
@@ -261,19 +251,10 @@ func Test_FullEnqueueGoesBesideTheHeldOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	hold := make(chan struct{})
-	var held atomic.Int32
-	fc.setHooks(func(m string) error {
-		if m == "Enqueue" {
-			held.Add(1)
-			<-hold
-		}
-		return nil
-	}, nil)
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	held, release := fc.holdAll(t, "Enqueue")
+	defer release() // before wg.Wait: the held callers then end
 	enqueue := func(payload []byte) {
 		wg.Add(1)
 		go func() {
@@ -284,22 +265,22 @@ func Test_FullEnqueueGoesBesideTheHeldOne(t *testing.T) {
 		}()
 	}
 	enqueue([]byte("small"))
-	testwait.For(t, 5*time.Second, "the first enqueue to be sent", func() bool { return held.Load() == 1 })
+	testwait.For(t, 5*time.Second, "the first enqueue to be sent", func() bool { return held() == 1 })
 	big := make([]byte, 1<<20)
 	for range 3 { // 3 MiB and more: a fourth would pass 4 MiB
 		enqueue(big)
 	}
 	testwait.For(t, 5*time.Second, "three callers to wait", func() bool { return cl.enq.lane.Waiting() == 3 })
-	if n := held.Load(); n != 1 {
+	if n := held(); n != 1 {
 		t.Fatalf("%d Enqueue RPCs in flight before a shared one was full, want 1", n)
 	}
 	enqueue(big) // does not fit: the three go, full, beside the held one
-	testwait.For(t, 5*time.Second, "the full RPC to go", func() bool { return held.Load() == 2 })
+	testwait.For(t, 5*time.Second, "the full RPC to go", func() bool { return held() == 2 })
 	for range 3 {
 		enqueue(big)
 	}
 	testwait.For(t, 5*time.Second, "the next four callers to wait", func() bool { return cl.enq.lane.Waiting() == 4 })
-	if n := held.Load(); n != 2 {
+	if n := held(); n != 2 {
 		t.Fatalf("%d Enqueue RPCs in flight, want 2: one more than the limit, and only while a full one waits", n)
 	}
 	release()

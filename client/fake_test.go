@@ -295,6 +295,24 @@ func (fc *fakeCluster) holdFirst(t testing.TB, method string) (held func() int32
 	return n.Load, release
 }
 
+// holdAll makes the leader hold every call of method until release;
+// held counts them. release may run more than once, and runs at the
+// test's end.
+func (fc *fakeCluster) holdAll(t testing.TB, method string) (held func() int32, release func()) {
+	hold := make(chan struct{})
+	var n atomic.Int32
+	fc.setHooks(func(m string) error {
+		if m == method {
+			n.Add(1)
+			<-hold
+		}
+		return nil
+	}, nil)
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	return n.Load, release
+}
+
 // errFeatureDisabled is a server's refusal of a request that needs a
 // feature level the cluster has not latched.
 func errFeatureDisabled() error {
