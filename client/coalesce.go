@@ -66,10 +66,27 @@ func (k RPCKind) String() string {
 	return fmt.Sprintf("RPCKind(%d)", int(k))
 }
 
+// RPCKinds are the kinds of RPC a Client shares, in order.
+func RPCKinds() []RPCKind { return []RPCKind{EnqueueRPCs, SubmitRPCs, ClaimRPCs, HeartbeatRPCs} }
+
+// DefaultSharedRPCs is how many RPCs of kind a Client keeps in flight
+// before that kind's calls share, without WithSharedRPCs or
+// WithSharedRPCsOf: DefaultShareInflightEnqueue for Enqueue,
+// DefaultShareInflight for the others.
+func DefaultSharedRPCs(kind RPCKind) int {
+	if kind == EnqueueRPCs {
+		return DefaultShareInflightEnqueue
+	}
+	return DefaultShareInflight
+}
+
 // defaultShare is each kind's RPCs in flight before its calls share.
 func defaultShare() [numRPCKinds]int {
-	return [numRPCKinds]int{EnqueueRPCs: DefaultShareInflightEnqueue, SubmitRPCs: DefaultShareInflight,
-		ClaimRPCs: DefaultShareInflight, HeartbeatRPCs: DefaultShareInflight}
+	var s [numRPCKinds]int
+	for k := range s {
+		s[k] = DefaultSharedRPCs(RPCKind(k))
+	}
+	return s
 }
 
 // Bounds of one shared RPC: the server's items-per-call limit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,6 +238,21 @@ func Test_SharedRPCsOfRefusesAnUnknownKind(t *testing.T) {
 	_, err := New(ctxTimeout(t, 5*time.Second), fc.addrs(), WithSharedRPCsOf(RPCKind(9), 1))
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("New with an unknown kind: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// Test_RPCKindsAreEveryKind: RPCKinds lists each kind once, every one
+// named, and a kind past them is refused (above); the bench reports its
+// limits by this list.
+func Test_RPCKindsAreEveryKind(t *testing.T) {
+	kinds := RPCKinds()
+	if len(kinds) != int(numRPCKinds) {
+		t.Fatalf("RPCKinds has %d kinds, want %d", len(kinds), numRPCKinds)
+	}
+	for i, k := range kinds {
+		if int(k) != i || strings.HasPrefix(k.String(), "RPCKind(") {
+			t.Fatalf("kind %d is %v", i, k)
+		}
 	}
 }
 

@@ -279,11 +279,8 @@ func redactToken(args []string) []string {
 // as the report records them.
 func (c Config) sharedRPCs() map[string]int {
 	m := map[string]int{}
-	for _, k := range []client.RPCKind{client.EnqueueRPCs, client.SubmitRPCs, client.ClaimRPCs, client.HeartbeatRPCs} {
-		n := client.DefaultShareInflight
-		if k == client.EnqueueRPCs {
-			n = client.DefaultShareInflightEnqueue
-		}
+	for _, k := range client.RPCKinds() {
+		n := client.DefaultSharedRPCs(k)
 		if c.SharedRPCs >= 0 {
 			n = c.SharedRPCs
 		}
