@@ -282,33 +282,28 @@ func errBadField(field, desc string) error {
 // method so far. release may run more than once, and runs at the test's
 // end.
 func (fc *fakeCluster) holdFirst(t testing.TB, method string) (held func() int32, release func()) {
-	hold := make(chan struct{})
-	var n atomic.Int32
-	fc.setHooks(func(m string) error {
-		if m == method && n.Add(1) == 1 {
-			<-hold
-		}
-		return nil
-	}, nil)
-	release = sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
-	return n.Load, release
+	return fc.holdCalls(t, method, func(n int32) bool { return n == 1 })
 }
 
 // holdAll makes the leader hold every call of method until release;
 // held counts them. release may run more than once, and runs at the
 // test's end.
 func (fc *fakeCluster) holdAll(t testing.TB, method string) (held func() int32, release func()) {
-	hold := make(chan struct{})
+	return fc.holdCalls(t, method, func(int32) bool { return true })
+}
+
+// holdCalls holds the n-th call of method (counted from 1) until release
+// when hold(n); it is holdFirst and holdAll.
+func (fc *fakeCluster) holdCalls(t testing.TB, method string, hold func(n int32) bool) (held func() int32, release func()) {
+	gate := make(chan struct{})
 	var n atomic.Int32
 	fc.setHooks(func(m string) error {
-		if m == method {
-			n.Add(1)
-			<-hold
+		if m == method && hold(n.Add(1)) {
+			<-gate
 		}
 		return nil
 	}, nil)
-	release = sync.OnceFunc(func() { close(hold) })
+	release = sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(release)
 	return n.Load, release
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/dockethq/docket/internal/testwait"
 )
 
 // BenchmarkWriteNewRecords compares two ways of putting new task records
@@ -23,7 +25,7 @@ import (
 // ingests it, with the hot keys in a batch. Records are 250-byte values
 // under growing t/ ids, as an enqueue of 128 B tasks writes them. The
 // measure is the process's CPU per record from the first write until
-// Pebble has flushed and no compaction runs, and the bytes Pebble wrote.
+// Pebble has flushed and no compaction runs (settle), and the bytes Pebble wrote.
 //
 //	go test ./storage -run '^$' -bench WriteNewRecords -benchtime 1x
 func BenchmarkWriteNewRecords(b *testing.B) {
@@ -105,7 +107,7 @@ func BenchmarkWriteNewRecords(b *testing.B) {
 				if err := Flush(db, time.Minute); err != nil {
 					b.Fatal(err)
 				}
-				settle(db)
+				settle(b, db)
 				cpu, wall := processCPU()-cpu0, time.Since(t0)
 				m := db.Metrics()
 				total := m.Total()
@@ -121,11 +123,12 @@ func BenchmarkWriteNewRecords(b *testing.B) {
 	}
 }
 
-// settle returns once no compaction has run or started for half a
-// second, or after a minute: the writes' compactions are then counted.
-func settle(db *pebble.DB) {
+// settle waits, for at most a minute, until no compaction has run or
+// finished for half a second, so that the writes' compactions are
+// counted.
+func settle(b *testing.B, db *pebble.DB) {
 	quiet, last := 0, int64(-1)
-	for end := time.Now().Add(time.Minute); quiet < 50 && time.Now().Before(end); {
+	testwait.For(b, time.Minute, "Pebble's compactions to settle", func() bool {
 		m := db.Metrics()
 		if m.Compact.NumInProgress == 0 && m.Compact.Count == last {
 			quiet++
@@ -133,8 +136,8 @@ func settle(db *pebble.DB) {
 			quiet = 0
 		}
 		last = m.Compact.Count
-		time.Sleep(10 * time.Millisecond) // a benchmark's settle, not a test's wait
-	}
+		return quiet >= int(500*time.Millisecond/testwait.Interval)
+	})
 }
 
 // processCPU is the process's user and system CPU so far.
