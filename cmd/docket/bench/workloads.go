@@ -53,9 +53,7 @@ func (r *runner) enqueueOnce(parent context.Context, c *client.Client, rec *Reco
 
 func (r *runner) enqueue(ctx context.Context, c *client.Client) (*Summary, error) {
 	body := r.cfg.body()
-	if err := r.warm(ctx, c, body); err != nil {
-		return nil, err
-	}
+	r.warm(ctx, c, body)
 	rec := NewRecorder("enqueue")
 	elapsed := r.drive(ctx, "enqueue", r.cfg.Concurrency, rec, func(ctx context.Context, _ int) bool {
 		_ = r.enqueueOnce(ctx, c, rec, r.cfg.Batch, body) // counted as an error
@@ -66,22 +64,26 @@ func (r *runner) enqueue(ctx context.Context, c *client.Client) (*Summary, error
 	return &s, nil
 }
 
-// warm enqueues for a second, unrecorded.
-func (r *runner) warm(ctx context.Context, c *client.Client, body []byte) error {
+// warm enqueues for a second, unrecorded, and returns how many tasks it
+// left in the queue.
+func (r *runner) warm(ctx context.Context, c *client.Client, body []byte) int64 {
 	ctx, cancel := context.WithTimeout(ctx, warmup)
 	defer cancel()
 	var wg sync.WaitGroup
+	var warmed atomic.Int64
 	for w := 0; w < min(r.cfg.Concurrency, 16); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				_ = r.enqueueOnce(ctx, c, nil, 1, body) // warm-up: errors do not count
+				if r.enqueueOnce(ctx, c, nil, 1, body) == nil { // warm-up: errors do not count
+					warmed.Add(1)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return nil
+	return warmed.Load()
 }
 
 // fill enqueues n tasks in batches of 100 from 8 callers, with a progress
@@ -236,14 +238,16 @@ func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) 
 // a race to build a backlog.
 func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) {
 	body := r.cfg.body()
-	if err := r.warm(ctx, c, body); err != nil {
-		return nil, err
-	}
+	warmed := r.warm(ctx, c, body)
 	enq, claims, submits := NewRecorder("enqueue"), NewRecorder("claim"), NewRecorder("submit")
 	backlogCap := int64(max(10_000, 4*r.cfg.Workers))
 	k := r.cfg.ClaimBatch
 	claimers := max(1, r.cfg.Workers/k)
+	// The warm-up's tasks wait in the same queue, ahead of the cycle's: the
+	// backlog the producers hold under backlogCap counts them too.
 	var enqueued atomic.Int64
+	enqueued.Store(warmed)
+	r.rep.Extra["warmup_tasks"] = warmed
 	elapsed := r.drive(ctx, "cycle", r.cfg.Producers+claimers, submits, func(ctx context.Context, w int) bool {
 		if w < r.cfg.Producers {
 			_, _, done := submits.Counts()
