@@ -130,6 +130,9 @@ var levelOverride string
 // it was linked with a lower levelOverride. An override that is not a
 // number in 1..FeatureLevel is ignored.
 func BuildLevel() uint32 {
+	if levelOverride == "" {
+		return FeatureLevel // apply asks at every entry: no parse, no error to allocate
+	}
 	if v, err := strconv.ParseUint(levelOverride, 10, 32); err == nil && v >= uint64(LevelBase) && v < uint64(FeatureLevel) {
 		return uint32(v)
 	}

@@ -123,3 +123,14 @@ func Test_BuildLevelOverride(t *testing.T) {
 		}
 	}
 }
+
+// Test_BuildLevelAllocatesNothing: apply asks for the build's level at
+// every entry; without an override it parsed the empty string, and the
+// parse's error was an allocation per entry.
+func Test_BuildLevelAllocatesNothing(t *testing.T) {
+	defer func(v string) { levelOverride = v }(levelOverride)
+	levelOverride = ""
+	if n := testing.AllocsPerRun(100, func() { _ = BuildLevel() }); n != 0 {
+		t.Fatalf("BuildLevel allocated %v times a call", n)
+	}
+}
