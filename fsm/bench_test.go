@@ -50,6 +50,16 @@ func newBenchLog(b testing.TB) *benchLog {
 	return &benchLog{f: f}
 }
 
+// newCurrentBenchLog is newBenchLog latched at benchLevel(): the data
+// path a cluster of this build runs. An FSM that is never latched applies
+// level 0's rules, which write every index key that later levels keep in
+// memory alone.
+func newCurrentBenchLog(b testing.TB) *benchLog {
+	l := newBenchLog(b)
+	l.f.Apply(l.entry(b, latchCmd(benchLevel())))
+	return l
+}
+
 func (l *benchLog) entry(b testing.TB, cmd *pb.Command) *raft.Log {
 	l.index++
 	return entry(b, l.index, cmd)
@@ -75,7 +85,7 @@ func (l *benchLog) backlog(b testing.TB, q string, n int) {
 func BenchmarkApplyBatch_Enqueue(b *testing.B) {
 	for _, batch := range []int{1, 64, 512} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			l := newBenchLog(b)
+			l := newCurrentBenchLog(b)
 			logs := make([]*raft.Log, b.N)
 			for i := range logs {
 				task := nt("bench", "t", uint32(i%10))
@@ -100,7 +110,7 @@ func BenchmarkApplyBatch_Enqueue(b *testing.B) {
 func BenchmarkApplyBatch_ClaimSubmit(b *testing.B) {
 	for _, batch := range []int{1, 64, 512} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			l := newBenchLog(b)
+			l := newCurrentBenchLog(b)
 			l.backlog(b, "bench", b.N)
 			claim := mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, 1))
 			claims := make([]*raft.Log, batch)
@@ -208,7 +218,7 @@ func BenchmarkClaim_Backlog(b *testing.B) {
 				b.Skip("building the 1M backlog takes seconds; skipped under -short")
 			}
 			if l == nil { // built once, reused as the framework grows b.N
-				l = newBenchLog(parent)
+				l = newCurrentBenchLog(parent)
 				l.backlog(b, "bench", pending)
 			}
 			const topUp = 500
@@ -293,7 +303,7 @@ type keyedTemplate struct {
 }
 
 func newKeyedTemplate(b testing.TB, n int) *keyedTemplate {
-	t := &keyedTemplate{l: newBenchLog(b), keys: make([]string, 0, n)}
+	t := &keyedTemplate{l: newCurrentBenchLog(b), keys: make([]string, 0, n)}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for len(t.keys) < n {
 		tasks := make([]*pb.NewTask, min(n-len(t.keys), pb.MaxBatch))
@@ -371,7 +381,7 @@ func BenchmarkIdemIndex_Build(b *testing.B) {
 // values hashed a second of one core. cluster's CheckRate paces this
 // read, so its cost per MiB says what a rate costs in CPU.
 func BenchmarkCheckHash(b *testing.B) {
-	l := newBenchLog(b)
+	l := newCurrentBenchLog(b)
 	l.backlog(b, "bench", 200_000)
 	views := make(chan *CheckView, 1)
 	l.f.SetCheckObserver(func(ev CheckEvent) {

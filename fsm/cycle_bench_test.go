@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkApplyBatch_Cycle is the batched cycle in miniature, at the
-// level a new cluster latches (split records): per round one Enqueue
+// level a new cluster latches (benchLevel): per round one Enqueue
 // entry of 100 tasks, claims of up to 32 tasks until those are taken,
 // and a submit per task, each kind in its own ApplyBatch, behind a
 // standing backlog of pending tasks. So a claim reads records enqueued
@@ -21,8 +21,7 @@ func BenchmarkApplyBatch_Cycle(b *testing.B) {
 	const perRound, claimBatch = 100, 32
 	for _, backlog := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
-			l := newBenchLog(b)
-			l.f.Apply(l.entry(b, latchCmd(LevelSplitRecords)))
+			l := newCurrentBenchLog(b)
 			l.backlog(b, "bench", backlog)
 			tasks := make([]*pb.NewTask, perRound)
 			for i := range tasks {

@@ -26,8 +26,7 @@ func BenchmarkDrain_Backlog(b *testing.B) {
 			}
 			// Each run drains from a backlog of its size, so a run never
 			// outgrows what it filled; b.N is capped below.
-			l := newBenchLog(b)
-			l.f.Apply(l.entry(b, latchCmd(benchLevel())))
+			l := newCurrentBenchLog(b)
 			m0 := l.f.db.Metrics()
 			l.backlog(b, "bench", size)
 			m1 := l.f.db.Metrics()
