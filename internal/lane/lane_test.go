@@ -173,7 +173,9 @@ func Test_LaneBurst(t *testing.T) {
 	for v := 5; v <= 7; v++ { // 4, 5, 6 fill the next batch; 7 does not fit
 		l.Calls() <- v
 	}
-	testwait.For(t, 5*time.Second, "Run to hold the next batch and the call past it", func() bool { return l.Waiting() == 4 })
+	// Queued() == 0 too: Waiting() is also 4 while Run holds 4 and 5 with
+	// 6 and 7 still queued, and a slot freed then may send [4 5].
+	testwait.For(t, 5*time.Second, "Run to hold the next batch and the call past it", func() bool { return l.Waiting() == 4 && l.Queued() == 0 })
 	if len(batches) != 0 {
 		t.Fatalf("a batch went with the slot and the extra slot both taken: %v", <-batches)
 	}
