@@ -54,8 +54,13 @@ func TimeKey(t int64) uint64 {
 
 // TaskKey is t/<id>.
 func TaskKey(id string) []byte {
-	k := make([]byte, 0, len(prefixTask)+len(id))
-	return append(append(k, prefixTask...), id...)
+	return AppendTaskKey(make([]byte, 0, len(prefixTask)+len(id)), id)
+}
+
+// AppendTaskKey appends t/<id> to dst: apply builds the keys it only
+// hands to a Writer, which keeps none, in buffers it reuses.
+func AppendTaskKey(dst []byte, id string) []byte {
+	return append(append(dst, prefixTask...), id...)
 }
 
 // TaskPrefix bounds a scan over every task record.

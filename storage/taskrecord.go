@@ -137,12 +137,15 @@ func BodyPrefix() []byte { return prefixBody }
 func PutTask(w Writer, t *pb.Task) (int, error) {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
-	v, err := taskwire.Append((*buf)[:0], t)
+	// The key and the value share the buffer: a Writer keeps neither.
+	kv := AppendTaskKey((*buf)[:0], t.GetId())
+	k := len(kv)
+	kv, err := taskwire.Append(kv, t)
 	if err != nil {
 		return 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
-	*buf = v
-	return len(v), w.Set(TaskKey(t.GetId()), v, nil)
+	*buf = kv
+	return len(kv) - k, w.Set(kv[:k:k], kv[k:], nil)
 }
 
 // PutTaskSplit writes t/<id> in the split format, and the body too unless
@@ -160,9 +163,12 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, int, err
 	t.Payload = nil
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
-	v, err := taskwire.Append(append((*buf)[:0], 0, byte(format)), t)
+	kv := AppendTaskKey((*buf)[:0], t.GetId())
+	k := len(kv)
+	kv, err := taskwire.Append(append(kv, 0, byte(format)), t)
 	t.Payload = payload
-	*buf = v
+	*buf = kv
+	v := kv[k:]
 	if err != nil {
 		return 0, 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
@@ -171,7 +177,7 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, int, err
 			return 0, 0, fmt.Errorf("task %s: body: %w", t.GetId(), err)
 		}
 	}
-	if err := w.Set(TaskKey(t.GetId()), v, nil); err != nil {
+	if err := w.Set(kv[:k:k], v, nil); err != nil {
 		return 0, 0, fmt.Errorf("task %s: %w", t.GetId(), err)
 	}
 	// A message's size is the sum of its fields' sizes, so the header's
