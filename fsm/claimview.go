@@ -278,7 +278,7 @@ func (v *claimView) isStale() bool {
 // putConfig writes a queue's configuration record and remembers the value
 // for the claim view (write-through: the view never decodes it again).
 func (tx *txn) putConfig(q, tn string, cfg *pb.QueueConfig) error {
-	if err := storage.PutQueueConfig(tx.b, q, tn, cfg); err != nil {
+	if err := storage.PutQueueConfig(&tx.b, q, tn, cfg); err != nil {
 		return err
 	}
 	if err := tx.configChanged(q, tn, cfg); err != nil {

@@ -451,7 +451,7 @@ func (tx *txn) writeKeys() error {
 // flush writes the f/ records of the queue's keys the batch changed.
 func (kq *keyedQueue) flush(tx *txn, ref QueueRef) error {
 	for _, key := range kq.gone {
-		if err := storage.PutKeyState(tx.b, ref.Queue, ref.Tenant, key, &pb.KeyState{}); err != nil {
+		if err := storage.PutKeyState(&tx.b, ref.Queue, ref.Tenant, key, &pb.KeyState{}); err != nil {
 			return err
 		}
 	}
@@ -465,7 +465,7 @@ func (kq *keyedQueue) flush(tx *txn, ref QueueRef) error {
 		if s == ks.saved {
 			continue // most enqueues leave the record as it is
 		}
-		if err := storage.PutKeyState(tx.b, ref.Queue, ref.Tenant, key, s.proto()); err != nil {
+		if err := storage.PutKeyState(&tx.b, ref.Queue, ref.Tenant, key, s.proto()); err != nil {
 			return err
 		}
 		ks.saved = s
@@ -570,7 +570,7 @@ func (tx *txn) configChanged(q, tn string, cfg *pb.QueueConfig) error {
 				continue // the record holds overrides only, or there is none
 			}
 			s := &pb.KeyState{MaxRunning: ks.limit, Weight: ks.weight}
-			if err := storage.PutKeyState(tx.b, q, tn, ks.key, s); err != nil {
+			if err := storage.PutKeyState(&tx.b, q, tn, ks.key, s); err != nil {
 				return err
 			}
 		}

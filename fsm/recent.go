@@ -315,7 +315,7 @@ type applyWriter struct {
 	c *recentRecords
 }
 
-func (w applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
+func (w *applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 	if err := w.b.Set(key, value, o); err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (w applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 	return nil
 }
 
-func (w applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
+func (w *applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
 	if err := w.b.Delete(key, o); err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func (w applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
 }
 
 // DeleteRange deletes [start, end) and forgets the hot keys inside it.
-func (w applyWriter) DeleteRange(start, end []byte, o *pebble.WriteOptions) error {
+func (w *applyWriter) DeleteRange(start, end []byte, o *pebble.WriteOptions) error {
 	if err := w.b.DeleteRange(start, end, o); err != nil {
 		return err
 	}

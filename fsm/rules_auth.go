@@ -131,7 +131,7 @@ func (tx *txn) createToken(c *pb.CreateTokenCmd, res *pb.CommandResult) error {
 		Roles: t.GetRoles(), Tenants: t.GetTenants(), ExpiresAt: t.GetExpiresAt(),
 		CreatedAt: tx.now, Bootstrap: t.GetBootstrap(),
 	}
-	if err := storage.PutToken(tx.b, stored); err != nil {
+	if err := storage.PutToken(&tx.b, stored); err != nil {
 		return err
 	}
 	if t.GetBootstrap() {
@@ -154,7 +154,7 @@ func (tx *txn) revokeToken(c *pb.RevokeTokenCmd, res *pb.CommandResult) error {
 	if err != nil {
 		return err
 	}
-	if err := storage.DeleteToken(tx.b, t); err != nil {
+	if err := storage.DeleteToken(&tx.b, t); err != nil {
 		return err
 	}
 	res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_OK, TaskId: acc})

@@ -57,13 +57,16 @@ func (tx *txn) cancelling(t *pb.Task) bool {
 }
 
 // endIfCancelled ends a running, cancel-requested task CANCELLED, whatever
-// attempts remain, and reports whether it did. why is the attempt's error
-// and the task's last error. mutate, when set, runs too (a Submit keeps
-// its result). No attempt is counted: the task will not run again.
-func (tx *txn) endIfCancelled(t *pb.Task, why string, mutate func(*pb.Task)) (bool, error) {
+// attempts remain, and reports whether it did. how says how its claim
+// ended: cancelledWhy(how) is the attempt's error and the task's last
+// error, built only for a task that is cancelled (every submit passes
+// here). mutate, when set, runs too (a Submit keeps its result). No
+// attempt is counted: the task will not run again.
+func (tx *txn) endIfCancelled(t *pb.Task, how string, mutate func(*pb.Task)) (bool, error) {
 	if !tx.cancelling(t) {
 		return false, nil
 	}
+	why := cancelledWhy(how)
 	err := tx.finishTask(t, pb.TaskState_TASK_STATE_CANCELLED, func(t *pb.Task) {
 		tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED, why)
 		if mutate != nil {
@@ -123,7 +126,7 @@ func (tx *txn) timeOut(c *pb.TimeOutCmd, res *pb.CommandResult) error {
 // for its pending seq.
 func (tx *txn) endTimedOut(t *pb.Task, pos int) error {
 	why := timedOutWhy(t)
-	ended, err := tx.endIfCancelled(t, cancelledWhy(why), nil)
+	ended, err := tx.endIfCancelled(t, why, nil)
 	switch {
 	case err != nil || ended:
 		return err
@@ -228,7 +231,7 @@ func (tx *txn) cancelledClaim(t *pb.Task, fence uint64) bool {
 // are kept and the answer is OK (submit).
 func (tx *txn) submitCancelled(t *pb.Task, c *pb.SubmitCmd, res *pb.CommandResult) error {
 	claimed := t.GetClaimedAt()
-	if _, err := tx.endIfCancelled(t, cancelledWhy(submittedWhy(c)), nil); err != nil {
+	if _, err := tx.endIfCancelled(t, submittedWhy(c), nil); err != nil {
 		return err
 	}
 	it := item(pb.Code_CODE_CANCELLED, t.GetId(), t, detailCancelled)

@@ -199,7 +199,7 @@ func (tx *txn) waitOn(t *pb.Task, nt *pb.NewTask, parents []string) (unfinished 
 // end knows to look.
 func (tx *txn) register(t *pb.Task, unfinished []*pb.Task) error {
 	for _, p := range unfinished {
-		if err := storage.SetIndex(tx.b, storage.ChildKey(p.GetId(), t.GetId())); err != nil {
+		if err := storage.SetIndex(&tx.b, storage.ChildKey(p.GetId(), t.GetId())); err != nil {
 			return fmt.Errorf("child index %s: %w", t.GetId(), err)
 		}
 		// Re-read: an earlier parent of the list may be this one's own
@@ -263,7 +263,7 @@ func (tx *txn) depsRemoved(t *pb.Task) error {
 	if t.GetState() == pb.TaskState_TASK_STATE_COMPLETED && tx.feature >= LevelDependencies {
 		// Retention purged a completed task: a task enqueued after it
 		// later still finds it completed, for one more retention.
-		if err := storage.PutTomb(tx.b, t.GetId(), t.GetTenant(), addTime(tx.now, t.GetRetentionNs())); err != nil {
+		if err := storage.PutTomb(&tx.b, t.GetId(), t.GetTenant(), addTime(tx.now, t.GetRetentionNs())); err != nil {
 			return err
 		}
 	}
@@ -337,7 +337,7 @@ func (tx *txn) purgeTombs(limit int) error {
 		return fmt.Errorf("expired tombstones: %w", err)
 	}
 	for _, e := range entries {
-		if err := storage.DeleteTomb(tx.b, e); err != nil {
+		if err := storage.DeleteTomb(&tx.b, e); err != nil {
 			return err
 		}
 	}
@@ -380,7 +380,7 @@ func (tx *txn) countWaiting(queue, tenant string, up bool) error {
 	case n > 0:
 		n--
 	}
-	return storage.PutWaitingCount(tx.b, queue, tenant, n)
+	return storage.PutWaitingCount(&tx.b, queue, tenant, n)
 }
 
 // terminal reports whether a task in state s has ended for its children:

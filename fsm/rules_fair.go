@@ -164,7 +164,7 @@ func (tx *txn) setKeyLimit(c *pb.SetKeyLimitCmd, res *pb.CommandResult) error {
 	}
 	res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_OK})
 	if kq == nil {
-		return storage.PutKeyState(tx.b, q, tn, key, &pb.KeyState{MaxRunning: nl, Weight: nw})
+		return storage.PutKeyState(&tx.b, q, tn, key, &pb.KeyState{MaxRunning: nl, Weight: nw})
 	}
 	ks = kq.named(key)
 	ks.limit, ks.weight = nl, nw

@@ -122,7 +122,7 @@ func (tx *txn) putSchedule(c *pb.PutScheduleCmd, res *pb.CommandResult) error {
 		detail = "replaced"
 		s.CreatedAt, s.LastSlot, s.Fired, s.LastTaskId = old.GetCreatedAt(), old.GetLastSlot(), old.GetFired(), old.GetLastTaskId()
 	}
-	if err := storage.PutSchedule(tx.b, s); err != nil {
+	if err := storage.PutSchedule(&tx.b, s); err != nil {
 		return err
 	}
 	res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_OK, Detail: detail})
@@ -139,7 +139,7 @@ func (tx *txn) removeSchedule(c *pb.RemoveScheduleCmd, res *pb.CommandResult) er
 	if err != nil {
 		return err
 	}
-	if err := storage.DeleteSchedule(tx.b, c.GetTenant(), c.GetName()); err != nil {
+	if err := storage.DeleteSchedule(&tx.b, c.GetTenant(), c.GetName()); err != nil {
 		return fmt.Errorf("remove schedule %s/%s: %w", c.GetTenant(), c.GetName(), err)
 	}
 	res.Items = append(res.Items, &pb.ItemResult{Code: pb.Code_CODE_OK})
@@ -229,7 +229,7 @@ func (tx *txn) fireSchedule(c *pb.FireScheduleCmd, res *pb.CommandResult) error 
 	}
 	s.LastSlot, s.LastTaskId = slot, t.GetId()
 	s.Fired++
-	if err := storage.PutSchedule(tx.b, s); err != nil {
+	if err := storage.PutSchedule(&tx.b, s); err != nil {
 		return err
 	}
 	res.Items = append(res.Items, item(pb.Code_CODE_OK, t.GetId(), t, ""))

@@ -327,7 +327,7 @@ func (tx *txn) submit(c *pb.SubmitCmd, res *pb.CommandResult) error {
 	// Below LevelCancelledOutcome a cancelled task keeps what its worker
 	// submitted (rules_cancel.go).
 	keep := func(t *pb.Task) { t.Outcome, t.Result = c.GetOutcome(), c.GetResult() }
-	ended, err := tx.endIfCancelled(t, cancelledWhy(submittedWhy(c)), keep)
+	ended, err := tx.endIfCancelled(t, submittedWhy(c), keep)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func (tx *txn) handBack(id string, fence uint64, tenant, why string, res *pb.Com
 	if tx.pastDeadline(t) {
 		ended, err = true, tx.endTimedOut(t, 0)
 	} else {
-		ended, err = tx.endIfCancelled(t, cancelledWhy(why), nil)
+		ended, err = tx.endIfCancelled(t, why, nil)
 	}
 	if err == nil && !ended {
 		err = back(t)
@@ -408,7 +408,7 @@ func (tx *txn) reap(c *pb.ReapCmd, res *pb.CommandResult) error {
 			// the outcome does not depend on which loop proposed first.
 			return pb.Code_CODE_OK, "", tx.endTimedOut(t, pos)
 		}
-		ended, err := tx.endIfCancelled(t, cancelledWhy("lease expired"), nil)
+		ended, err := tx.endIfCancelled(t, "lease expired", nil)
 		if err == nil && !ended {
 			err = tx.requeue(t, pos, 0, "lease expired", pb.AttemptOutcome_ATTEMPT_OUTCOME_EXPIRED)
 		}
@@ -434,7 +434,7 @@ func (tx *txn) release(c *pb.ReleaseCmd, res *pb.CommandResult) error {
 	return tx.eachRunning(c.GetItems(), res, func(_ int, t *pb.Task) (pb.Code, string, error) {
 		// A task cancelled while its claim's answer was lost never runs
 		// again: it ends rather than go back (rules_cancel.go).
-		ended, err := tx.endIfCancelled(t, cancelledWhy("its claim's answer never reached the worker"), nil)
+		ended, err := tx.endIfCancelled(t, "its claim's answer never reached the worker", nil)
 		if err == nil && !ended {
 			err = tx.move(t, pb.TaskState_TASK_STATE_PENDING, func(t *pb.Task) {
 				tx.closeAttempt(t, pb.AttemptOutcome_ATTEMPT_OUTCOME_RELEASED, "")

@@ -236,7 +236,7 @@ func (tx *txn) finish(applied uint64) error {
 			}
 			continue
 		}
-		if err := storage.PutQueueMeta(tx.b, e.queue, e.tenant, &e.m); err != nil {
+		if err := storage.PutQueueMeta(&tx.b, e.queue, e.tenant, &e.m); err != nil {
 			return fmt.Errorf("catalog %s: %w", k, err)
 		}
 	}
@@ -248,17 +248,17 @@ func (tx *txn) finish(applied uint64) error {
 	}
 	sort.Strings(tenants)
 	for _, tn := range tenants {
-		if err := storage.PutTenantUsage(tx.b, tn, &tx.tenants[tn].u); err != nil {
+		if err := storage.PutTenantUsage(&tx.b, tn, &tx.tenants[tn].u); err != nil {
 			return fmt.Errorf("tenant %s usage: %w", tn, err)
 		}
 	}
 	if err := tx.writeKeys(); err != nil {
 		return err
 	}
-	if err := storage.SetUint64(tx.b, storage.KeyApplied, applied); err != nil {
+	if err := storage.SetUint64(&tx.b, storage.KeyApplied, applied); err != nil {
 		return err
 	}
-	return storage.SetUint64(tx.b, storage.KeyNow, storage.TimeKey(tx.now))
+	return storage.SetUint64(&tx.b, storage.KeyNow, storage.TimeKey(tx.now))
 }
 
 // meta returns the catalog record of a queue, read once per batch. forWrite
@@ -405,7 +405,7 @@ func (tx *txn) moveSized(t *pb.Task, before int64, to pb.TaskState, mutate func(
 // usage.
 func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 	for _, k := range tx.indexKeys(t) {
-		if err := storage.SetIndex(tx.b, k); err != nil {
+		if err := storage.SetIndex(&tx.b, k); err != nil {
 			return fmt.Errorf("index %s: %w", t.GetId(), err)
 		}
 	}
@@ -472,7 +472,7 @@ func (tx *txn) write(t *pb.Task, from pb.TaskState, before int64) error {
 func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 	w := tx.w
 	if uncached {
-		w = tx.b
+		w = &tx.b
 	}
 	if tx.feature < LevelSplitRecords {
 		tx.formats[t.GetId()] = storage.FormatInline
@@ -492,7 +492,7 @@ func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 	known := tx.uncachedRecords[id]
 	kept := h.keeps(t)
 	if known || kept {
-		w = tx.b
+		w = &tx.b
 	}
 	var format storage.RecordFormat
 	var n int
@@ -509,7 +509,8 @@ func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 	tx.formats[id] = format
 	if h != nil {
 		if kept && !known {
-			tx.b.c.evict(storage.TaskKey(id))
+			var k [80]byte // a key on the stack: evict keeps only its hash
+			tx.b.c.evict(storage.AppendTaskKey(k[:0], id))
 		}
 		h.put(t, format)
 	}
