@@ -34,7 +34,7 @@ func (tx *txn) setQueuePaused(c *pb.SetQueuePausedCmd, res *pb.CommandResult) er
 	// A resume may leave the queue empty and without configuration: let
 	// empty-queue removal (LevelRetries) see it, or the record a pause
 	// wrote would stay for good.
-	tx.metas[q+"/"+tn].touched = true
+	tx.metas[QueueRef{Queue: q, Tenant: tn}].touched = true
 	if !c.GetPaused() && m.Pending > 0 {
 		tx.announcePending(q, tn)
 	}

@@ -3,7 +3,9 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -28,9 +30,9 @@ type txn struct {
 	// or its range within a Batch entry.
 	base int
 
-	metas     map[string]*metaEntry
+	metas     map[QueueRef]*metaEntry
 	tenants   map[string]*tenantEntry
-	pendingEv map[string]bool
+	pendingEv map[QueueRef]bool
 	ev        Event
 	checks    []CheckEvent // accepted CheckResult entries, in log order
 	// feature is the latched feature level as of this batch.
@@ -80,14 +82,13 @@ type metaEntry struct {
 
 func newTxn(b *pebble.Batch, now int64) *txn {
 	return &txn{
-		b:         applyWriter{b: b},
-		r:         storage.Wrap(b),
-		w:         b,
-		now:       now,
-		metas:     map[string]*metaEntry{},
-		tenants:   map[string]*tenantEntry{},
-		pendingEv: map[string]bool{},
-		formats:   map[string]storage.RecordFormat{},
+		b:       applyWriter{b: b},
+		r:       storage.Wrap(b),
+		w:       b,
+		now:     now,
+		metas:   map[QueueRef]*metaEntry{},
+		tenants: map[string]*tenantEntry{},
+		formats: map[string]storage.RecordFormat{},
 	}
 }
 
@@ -217,17 +218,21 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 func (tx *txn) finish(applied uint64) error {
 	for i := range tx.ev.Pending {
 		c := &tx.ev.Pending[i]
-		if e := tx.metas[c.Queue+"/"+c.Tenant]; e != nil {
+		if e := tx.metas[c.QueueRef]; e != nil {
 			c.Pending = e.m.Pending
 		}
 	}
-	keys := make([]string, 0, len(tx.metas))
-	for k := range tx.metas {
-		keys = append(keys, k)
+	type named struct {
+		k   string // queue/tenant: the order records have been written in
+		ref QueueRef
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		e := tx.metas[k]
+	keys := make([]named, 0, len(tx.metas))
+	for ref := range tx.metas {
+		keys = append(keys, named{ref.Queue + "/" + ref.Tenant, ref})
+	}
+	slices.SortFunc(keys, func(a, b named) int { return strings.Compare(a.k, b.k) })
+	for _, n := range keys {
+		k, e := n.k, tx.metas[n.ref]
 		if !e.dirty {
 			if e.dropped {
 				if err := tx.b.Delete(storage.CatalogKey(e.queue, e.tenant), nil); err != nil {
@@ -265,12 +270,12 @@ func (tx *txn) finish(applied uint64) error {
 // marks it to be written back; a reader that changes it must also have
 // moved a task, which marks it.
 func (tx *txn) meta(queue, tenant string, forWrite bool) (*storage.QueueMeta, error) {
-	k := queue + "/" + tenant
+	k := QueueRef{Queue: queue, Tenant: tenant} // no key built: nearly every command asks
 	e, ok := tx.metas[k]
 	if !ok {
 		m, err := storage.GetQueueMeta(tx.r, queue, tenant)
 		if err != nil {
-			return nil, fmt.Errorf("catalog %s: %w", k, err)
+			return nil, fmt.Errorf("catalog %s/%s: %w", queue, tenant, err)
 		}
 		e = &metaEntry{queue: queue, tenant: tenant, m: m}
 		tx.metas[k] = e
@@ -555,8 +560,11 @@ func (tx *txn) deleteTask(id string) error {
 // announcePending names the queue in the batch's Event as one that gained
 // claimable tasks; finish fills in its pending count.
 func (tx *txn) announcePending(queue, tenant string) {
-	k := queue + "/" + tenant
+	k := QueueRef{Queue: queue, Tenant: tenant} // no key built: every enqueue asks
 	if !tx.pendingEv[k] {
+		if tx.pendingEv == nil { // only batches that enqueue need it
+			tx.pendingEv = map[QueueRef]bool{}
+		}
 		tx.pendingEv[k] = true
 		tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: QueueRef{Queue: queue, Tenant: tenant}})
 	}
