@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -213,7 +215,7 @@ func (tx *txn) run(cmd *pb.Command, res *pb.CommandResult) error {
 	return nil
 }
 
-// finish writes the touched catalog records, in key order, and the
+// finish writes the touched catalog records, by queue and tenant, and the
 // metadata of the batch.
 func (tx *txn) finish(applied uint64) error {
 	for i := range tx.ev.Pending {
@@ -222,27 +224,21 @@ func (tx *txn) finish(applied uint64) error {
 			c.Pending = e.m.Pending
 		}
 	}
-	type named struct {
-		k   string // queue/tenant: the order records have been written in
-		ref QueueRef
-	}
-	keys := make([]named, 0, len(tx.metas))
-	for ref := range tx.metas {
-		keys = append(keys, named{ref.Queue + "/" + ref.Tenant, ref})
-	}
-	slices.SortFunc(keys, func(a, b named) int { return strings.Compare(a.k, b.k) })
-	for _, n := range keys {
-		k, e := n.k, tx.metas[n.ref]
+	refs := slices.SortedFunc(maps.Keys(tx.metas), func(a, b QueueRef) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Tenant, b.Tenant))
+	})
+	for _, ref := range refs {
+		e := tx.metas[ref]
 		if !e.dirty {
 			if e.dropped {
 				if err := tx.b.Delete(storage.CatalogKey(e.queue, e.tenant), nil); err != nil {
-					return fmt.Errorf("catalog %s: %w", k, err)
+					return fmt.Errorf("catalog %s/%s: %w", e.queue, e.tenant, err)
 				}
 			}
 			continue
 		}
 		if err := storage.PutQueueMeta(&tx.b, e.queue, e.tenant, &e.m); err != nil {
-			return fmt.Errorf("catalog %s: %w", k, err)
+			return fmt.Errorf("catalog %s/%s: %w", e.queue, e.tenant, err)
 		}
 	}
 	tenants := make([]string, 0, len(tx.tenants))
@@ -424,7 +420,7 @@ func (tx *txn) announcePending(queue, tenant string) {
 			tx.pendingEv = map[QueueRef]bool{}
 		}
 		tx.pendingEv[k] = true
-		tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: QueueRef{Queue: queue, Tenant: tenant}})
+		tx.ev.Pending = append(tx.ev.Pending, QueueCount{QueueRef: k})
 	}
 }
 

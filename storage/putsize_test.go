@@ -81,3 +81,17 @@ func Test_PutTaskAllocatesNothing(t *testing.T) {
 		t.Fatal("nothing was written")
 	}
 }
+
+// Test_PutTaskEncodeErrorIsReturned: a record that cannot be encoded (a
+// string that is not UTF-8, in a task the generic encoder writes) is an
+// error of the put, not a panic, whichever format it is written in.
+func Test_PutTaskEncodeErrorIsReturned(t *testing.T) {
+	bad := &pb.Task{Id: "x", Queue: "\xff"}
+	bad.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 5))
+	if _, err := PutTask(&discard{}, bad); err == nil {
+		t.Error("PutTask encoded a queue name that is not UTF-8")
+	}
+	if _, _, err := PutTaskSplit(&discard{}, bad, true); err == nil {
+		t.Error("PutTaskSplit encoded a queue name that is not UTF-8")
+	}
+}

@@ -168,10 +168,10 @@ func PutTaskSplit(w Writer, t *pb.Task, bodyStored bool) (RecordFormat, int, err
 	kv, err := taskwire.Append(append(kv, 0, byte(format)), t)
 	t.Payload = payload
 	*buf = kv
-	v := kv[k:]
 	if err != nil {
 		return 0, 0, fmt.Errorf("task %s: encode: %w", t.GetId(), err)
 	}
+	v := kv[k:]
 	if format == FormatSplit && !bodyStored {
 		if err := w.Set(BodyKey(t.GetId()), payload, nil); err != nil {
 			return 0, 0, fmt.Errorf("task %s: body: %w", t.GetId(), err)
