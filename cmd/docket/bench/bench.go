@@ -45,6 +45,10 @@ type Config struct {
 	// (default: this one), to compare server builds under one load
 	// generator.
 	AgentExe string
+	// Pairs, with AgentExeB, runs the workload Pairs times against the
+	// nodes of AgentExe (A) and of AgentExeB (B) by turns (pairs.go).
+	Pairs     int
+	AgentExeB string
 	// DuringCheck: backlog waits for a consistency check to hash before
 	// its backlog sample, and summarises the claims taken while one did.
 	DuringCheck bool
@@ -128,6 +132,9 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if cfg.Pairs > 0 {
+		return pairs(ctx, cfg, exe, args, stdout, stderr)
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(redactToken(args), " "),
 		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
@@ -171,6 +178,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Trials, "trials", 10, "failover: leader kills")
 	fs.IntVar(&c.Backlog, "backlog", 1_000_000, "backlog: pending tasks to build")
 	fs.StringVar(&c.AgentExe, "agent-exe", "", "local cluster: run the nodes from this docket binary (default: this one), to compare two server builds under the same load generator")
+	fs.IntVar(&c.Pairs, "pairs", 0, "compare two server builds: run the workload this many times against the nodes of --agent-exe (A, default this binary) and of --agent-exe-b (B) by turns, A first in odd pairs and B in even ones, and report each pair's B/A and the medians (no raft ceiling)")
+	fs.StringVar(&c.AgentExeB, "agent-exe-b", "", "--pairs: the docket binary of build B's nodes")
 	fs.BoolVar(&c.DuringCheck, "during-check", false, "backlog: wait until a node hashes for a consistency check before the backlog's claim sample, and report the claims taken while one hashed apart (reads the nodes' /metrics; not with --tls --auth)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease of claims (requeue uses it as the lease that must expire)")
 	fs.BoolVar(&c.Ceiling, "ceiling", true, "also measure the raft ceiling (no-op FSM) at the same concurrency and entry size")
@@ -249,6 +258,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	if c.Auth && c.Addr != "" {
 		errs = append(errs, errors.New("--auth starts the local cluster with tokens; for --addr give --token"))
 	}
+	errs = append(errs, c.parsePairs()...)
 	errs = append(errs, c.parseFair(fs, maxPerKey)...)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -327,6 +337,9 @@ type runner struct {
 	// keySeq counts the tasks given a key (--task-keys), for the round
 	// robin over keys.
 	keySeq atomic.Uint64
+	// main is the workload's main op, the one the ceiling and --pairs
+	// compare; nil for the workloads without one.
+	main *Summary
 }
 
 func (r *runner) run(ctx context.Context, exe string) error {
@@ -374,6 +387,7 @@ func (r *runner) run(ctx context.Context, exe string) error {
 	if err != nil {
 		return err
 	}
+	r.main = main
 	if cpu := r.serverCPU() - max(cpu0, r.cpuMark); r.local != nil && main != nil && main.Items > 0 {
 		r.rep.Extra["server_cpu_s"] = cpu.Seconds()
 		r.rep.Extra["server_cpu_s_per_1000"] = cpu.Seconds() * 1000 / float64(main.Items)

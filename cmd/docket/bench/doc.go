@@ -47,6 +47,12 @@
 //     entries carry the key too. The report states all three as soon as
 //     one is given; with none, no task has a key, the queue's rules are
 //     left alone and the report does not mention them.
+//   - --pairs N compares two server builds (--agent-exe, --agent-exe-b)
+//     under one load generator: 2N runs by turns, A first in odd pairs and
+//     B in even ones, each pair read as B ÷ A (pairs.go). A 2-core box
+//     drifts by more between minutes than most changes are worth, so a
+//     pair's ratio, and how many pairs agree, say more than two medians.
+//     The raft ceiling is left out: it measures neither build.
 //   - Each node serves pprof on 127.0.0.1:base+200+i, so a profile can be
 //     taken while a workload runs (see BENCHMARKS.md).
 //   - The local cluster runs without --auth (with TLS only when --tls): a

@@ -46,6 +46,11 @@ func Test_ParseRejects(t *testing.T) {
 		{"--workload", "requeue", "--count", "7", "--task-keys", "3", "--max-running-per-key", "2"},
 		{"--shared-rpcs", "-2"},
 		{"--shared-enqueue-rpcs", "-2"},
+		{"--pairs", "2"}, // no build B
+		{"--agent-exe-b", "/bin/true"},
+		{"--pairs", "-1", "--agent-exe-b", "/bin/true"},
+		{"--pairs", "2", "--agent-exe-b", "/bin/true", "--addr", "127.0.0.1:1"},
+		{"--pairs", "2", "--agent-exe-b", "/bin/true", "--workload", "failover"},
 	} {
 		if _, err := parse(args, io.Discard); !errors.Is(err, ErrUsage) {
 			t.Errorf("parse(%q) = %v, want ErrUsage", args, err)
