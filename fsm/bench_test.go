@@ -402,3 +402,32 @@ func BenchmarkCheckHash(b *testing.B) {
 	}
 	b.SetBytes(read)
 }
+
+// BenchmarkIdemIndex_NewKey: an enqueue's look-up of a new key and its set,
+// in an index that already holds a million keys (a day of keyed enqueues
+// at retention's default holds more): the map no cache holds, where each
+// probe of an absent hash goes to memory.
+func BenchmarkIdemIndex_NewKey(b *testing.B) {
+	const held = 1_000_000
+	x := newIdemIndex()
+	owns := func(uint64, []byte) (bool, error) { return false, nil }
+	key := func(i int) []byte { return storage.IdemKey("q", "t", fmt.Sprintf("req-%012d", i)) }
+	for i := range held {
+		if err := x.set(key(i), uint64(i+1), owns); err != nil {
+			b.Fatal(err)
+		}
+	}
+	keys := make([][]byte, b.N)
+	for i := range keys {
+		keys[i] = key(held + i)
+	}
+	b.ResetTimer()
+	for i, ik := range keys {
+		if _, ok, err := x.lookup(ik, owns); err != nil || ok {
+			b.Fatalf("lookup of a new key: %v, %v", ok, err)
+		}
+		if err := x.set(ik, uint64(held+i+1), owns); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

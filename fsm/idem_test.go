@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 
@@ -380,5 +381,73 @@ func Test_IdemClashesChangeNothing(t *testing.T) {
 	checkKeyspace(t, h.f)
 	if hash := mustHash(t, h.f); hash != wantHash {
 		t.Fatalf("hash %s, reference %s", hash, wantHash)
+	}
+}
+
+// Test_IdemIndexAgreesWithAMap: lookups, sets and removes in any order,
+// with a hash that makes keys share values, answer as a plain map of the
+// keys' bytes does. set skips its probe after a lookup found the key's hash
+// free (idemIndex.free); this holds that shortcut to the slow path.
+func Test_IdemIndexAgreesWithAMap(t *testing.T) {
+	for _, hashes := range []uint64{0, 5} { // 0: xxhash; 5: five values for all keys
+		t.Run(fmt.Sprintf("hashes=%d", hashes), func(t *testing.T) {
+			if hashes > 0 {
+				real := idemHash
+				idemHash = func(b []byte) uint64 { return xxhash.Sum64(b) % hashes }
+				defer func() { idemHash = real }()
+			}
+			rng := rand.New(rand.NewPCG(*seedFlag, 12))
+			x, model := newIdemIndex(), map[string]uint64{}
+			holder := map[uint64]string{} // a task id's key, as its record says
+			owns := func(id uint64, ik []byte) (bool, error) { return holder[id] == string(ik), nil }
+			next := uint64(1)
+			key := func() []byte { return []byte(fmt.Sprintf("i/q/t/k%d", rng.IntN(40))) }
+			var free [][]byte // keys lookups found free lately, which enqueues may set later
+			for op := range 30_000 {
+				switch rng.IntN(3) {
+				case 0: // a lookup
+					ik := key()
+					want, wantOK := model[string(ik)]
+					got, ok, err := x.lookup(ik, owns)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok != wantOK || (ok && got != want) {
+						t.Fatalf("op %d: lookup %s = %d, %v; want %d, %v", op, ik, got, ok, want, wantOK)
+					}
+					if !ok {
+						free = append(free[max(0, len(free)-2):], ik)
+					}
+				case 1: // an enqueue sets a key found free, if still free
+					if len(free) == 0 {
+						continue
+					}
+					ik := free[rng.IntN(len(free))]
+					if _, taken := model[string(ik)]; taken {
+						continue
+					}
+					id := next
+					next++
+					holder[id], model[string(ik)] = string(ik), id
+					if err := x.set(ik, id, owns); err != nil {
+						t.Fatal(err)
+					}
+				case 2: // a task's removal gives its key back
+					ik := key()
+					id, ok := model[string(ik)]
+					if !ok {
+						continue
+					}
+					if !x.remove(ik, id) {
+						t.Fatalf("op %d: remove %s from %d refused", op, ik, id)
+					}
+					delete(model, string(ik))
+					delete(holder, id)
+				}
+			}
+			if x.len() != len(model) {
+				t.Fatalf("the index holds %d keys, the map %d", x.len(), len(model))
+			}
+		})
 	}
 }
