@@ -97,15 +97,26 @@ type Config struct {
 // Workloads lists what --workload accepts.
 var Workloads = []string{"enqueue", "drain", "cycle", "heartbeat", "failover", "requeue", "backlog", "ceiling"}
 
-// Report is the result of a run; --json prints it.
-type Report struct {
+// Header says what ran, where and when: the first fields of a report.
+type Header struct {
 	Workload string         `json:"workload"`
 	Started  time.Time      `json:"started"`
 	Command  string         `json:"command"`
 	Machine  Machine        `json:"machine"`
 	Config   map[string]any `json:"config"`
-	Ops      []Summary      `json:"ops"`
-	Ceiling  *Summary       `json:"raft_ceiling,omitempty"`
+}
+
+// newHeader is the header of a run of cfg started now from args.
+func newHeader(cfg Config, args []string) Header {
+	return Header{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(redactToken(args), " "),
+		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()}, Config: cfg.describe()}
+}
+
+// Report is the result of a run; --json prints it.
+type Report struct {
+	Header
+	Ops     []Summary `json:"ops"`
+	Ceiling *Summary  `json:"raft_ceiling,omitempty"`
 	// CeilingFraction is the main op's item rate over the ceiling's.
 	CeilingFraction float64        `json:"ceiling_fraction,omitempty"`
 	Extra           map[string]any `json:"extra,omitempty"`
@@ -136,23 +147,26 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 		return pairs(ctx, cfg, exe, args, stdout, stderr)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	rep := &Report{Workload: cfg.Workload, Started: time.Now().UTC(), Command: "docket bench " + strings.Join(redactToken(args), " "),
-		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
-		Config:  cfg.describe(), Extra: map[string]any{}, fair: cfg.fairText()}
+	rep := &Report{Header: newHeader(cfg, args), Extra: map[string]any{}, fair: cfg.fairText()}
 	r := &runner{cfg: cfg, rep: rep, stderr: stderr}
 	if err := r.run(ctx, exe); err != nil {
 		return err
 	}
 	rep.Machine.LoadEnd = loadavg()
-	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fmt.Errorf("json: %w", err)
-		}
+	return emit(stdout, cfg.JSON, rep, func(w io.Writer) { printTable(w, rep) })
+}
+
+// emit prints rep as indented JSON (--json), or else as table prints it.
+func emit(w io.Writer, asJSON bool, rep any, table func(io.Writer)) error {
+	if !asJSON {
+		table(w)
 		return nil
 	}
-	printTable(stdout, rep)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("json: %w", err)
+	}
 	return nil
 }
 

@@ -3,11 +3,9 @@ package bench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -39,14 +37,10 @@ type PairResult struct {
 
 // PairsReport is --pairs' result; --json prints it.
 type PairsReport struct {
-	Workload string         `json:"workload"`
-	Started  time.Time      `json:"started"`
-	Command  string         `json:"command"`
-	Machine  Machine        `json:"machine"`
-	Config   map[string]any `json:"config"`
-	AgentA   string         `json:"agent_exe_a"`
-	AgentB   string         `json:"agent_exe_b"`
-	Pairs    []PairResult   `json:"pairs"`
+	Header
+	AgentA string       `json:"agent_exe_a"`
+	AgentB string       `json:"agent_exe_b"`
+	Pairs  []PairResult `json:"pairs"`
 	// The medians of each build's runs, and of the pairs' ratios.
 	MedianRateA     float64 `json:"median_rate_a"`
 	MedianRateB     float64 `json:"median_rate_b"`
@@ -140,14 +134,11 @@ func median(v []float64) float64 {
 // unless --agent-exe names another.
 func pairs(ctx context.Context, cfg Config, exe string, args []string, stdout, stderr io.Writer) error {
 	a := cmp.Or(cfg.AgentExe, exe)
-	rep := &PairsReport{Workload: cfg.Workload, Started: time.Now().UTC(),
-		Command: "docket bench " + strings.Join(redactToken(args), " "),
-		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()},
-		Config:  cfg.describe(), AgentA: a, AgentB: cfg.AgentExeB}
+	rep := &PairsReport{Header: newHeader(cfg, args), AgentA: a, AgentB: cfg.AgentExeB}
 	runOne := func(ctx context.Context, agent string) (pairRun, error) {
 		one := cfg
 		one.AgentExe, one.Ceiling = agent, false // the ceiling measures neither build
-		r := &runner{cfg: one, stderr: stderr, rep: &Report{Workload: one.Workload, Config: one.describe(), Extra: map[string]any{}}}
+		r := &runner{cfg: one, stderr: stderr, rep: &Report{Header: Header{Workload: one.Workload, Config: one.describe()}, Extra: map[string]any{}}}
 		if err := r.run(ctx, exe); err != nil {
 			return pairRun{}, err
 		}
@@ -164,16 +155,7 @@ func pairs(ctx context.Context, cfg Config, exe string, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fmt.Errorf("json: %w", err)
-		}
-		return nil
-	}
-	printPairs(stdout, rep)
-	return nil
+	return emit(stdout, cfg.JSON, rep, func(w io.Writer) { printPairs(w, rep) })
 }
 
 func printPairs(w io.Writer, rep *PairsReport) {

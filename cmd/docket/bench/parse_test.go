@@ -209,7 +209,7 @@ func Test_TaskKeysRoundRobin(t *testing.T) {
 // Test_PrintTableFairLine: the text report names the fair-queue settings
 // under its first line, and has no such line without them.
 func Test_PrintTableFairLine(t *testing.T) {
-	rep := &Report{Workload: "enqueue", Ops: []Summary{{Op: "enqueue", Count: 1}}}
+	rep := &Report{Header: Header{Workload: "enqueue"}, Ops: []Summary{{Op: "enqueue", Count: 1}}}
 	var plain strings.Builder
 	printTable(&plain, rep)
 	if strings.Contains(plain.String(), "fair queues") {
