@@ -13,9 +13,10 @@ import (
 
 // Pairs (--pairs N --agent-exe-b B): the same workload against two server
 // builds, by turns, under this one load generator. A 2-core box drifts by
-// more between minutes than most changes are worth, and the second run of
-// a pair tends to read faster whichever build it is (BENCHMARKS.md), so
-// the builds alternate which runs first, and each pair is read as a ratio.
+// more between minutes than most changes are worth, and which run of a
+// pair goes first moves its reading, one way or the other (BENCHMARKS.md),
+// so the builds alternate which runs first, and each pair is read as a
+// ratio.
 
 // pairRun is what one run of a pair contributes.
 type pairRun struct {
@@ -139,6 +140,7 @@ func pairs(ctx context.Context, cfg Config, exe string, args []string, stdout, s
 		one := cfg
 		one.AgentExe, one.Ceiling = agent, false // the ceiling measures neither build
 		r := &runner{cfg: one, stderr: stderr, rep: &Report{Header: Header{Workload: one.Workload, Config: one.describe()}, Extra: map[string]any{}}}
+		load := loadavg()
 		if err := r.run(ctx, exe); err != nil {
 			return pairRun{}, err
 		}
@@ -146,7 +148,7 @@ func pairs(ctx context.Context, cfg Config, exe string, args []string, stdout, s
 			return pairRun{}, fmt.Errorf("workload %s measured no tasks", one.Workload)
 		}
 		cpu, _ := r.rep.Extra["server_cpu_s_per_1000"].(float64)
-		return pairRun{Rate: r.main.ItemRate, CPUPer1k: cpu, P50Ms: r.main.P50Ms, LoadStart: loadavg()}, nil
+		return pairRun{Rate: r.main.ItemRate, CPUPer1k: cpu, P50Ms: r.main.P50Ms, LoadStart: load}, nil
 	}
 	ps, err := runPairs(ctx, cfg, a, cfg.AgentExeB, runOne, stderr)
 	rep.Pairs = ps
