@@ -44,9 +44,9 @@ type idemIndex struct {
 	// free is a hash the last lookup found absent from byHash, while
 	// freeOK says nothing changed the index since. An enqueue looks its
 	// key up and then sets it, and with a key on every task the map holds
-	// millions: each probe of an absent hash is a trip to memory, a
-	// twentieth of a follower's CPU in a batched enqueue. set skips the
-	// second one.
+	// millions: each probe of an absent hash is a trip to memory, and such
+	// probes were most of the 9 % of the nodes' CPU the index took in a
+	// batched enqueue. set skips the second one.
 	free   uint64
 	freeOK bool
 }

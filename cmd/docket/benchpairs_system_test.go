@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dockethq/docket/cmd/docket/bench"
 )
 
 // Test_System_BenchPairs: `docket bench --pairs` runs the workload against
@@ -25,7 +27,7 @@ func Test_System_BenchPairs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench --pairs: %v\n%s", err, out)
 	}
-	var rep PairsReportJSON
+	var rep bench.PairsReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
@@ -33,8 +35,8 @@ func Test_System_BenchPairs(t *testing.T) {
 		t.Fatalf("pairs %+v, want 2 with B first in the second", rep.Pairs)
 	}
 	for _, p := range rep.Pairs {
-		for _, r := range []pairRunJSON{p.A, p.B} {
-			if r.Rate <= 0 || r.CPUPer1k <= 0 {
+		for _, r := range []struct{ rate, cpu float64 }{{p.A.Rate, p.A.CPUPer1k}, {p.B.Rate, p.B.CPUPer1k}} {
+			if r.rate <= 0 || r.cpu <= 0 {
 				t.Fatalf("pair %d: a run without a rate or the servers' CPU: %+v", p.Pair, p)
 			}
 		}
@@ -45,24 +47,4 @@ func Test_System_BenchPairs(t *testing.T) {
 	if rep.AgentA != bin || rep.AgentB != bin || rep.MedianRateRatio <= 0 {
 		t.Fatalf("report %+v", rep)
 	}
-}
-
-// PairsReportJSON is the part of bench's --pairs report the test reads.
-type PairsReportJSON struct {
-	AgentA          string  `json:"agent_exe_a"`
-	AgentB          string  `json:"agent_exe_b"`
-	MedianRateRatio float64 `json:"median_rate_ratio"`
-	Pairs           []struct {
-		Pair      int         `json:"pair"`
-		BFirst    bool        `json:"b_first"`
-		A         pairRunJSON `json:"a"`
-		B         pairRunJSON `json:"b"`
-		RateRatio float64     `json:"rate_b_over_a"`
-		CPURatio  float64     `json:"cpu_b_over_a"`
-	} `json:"pairs"`
-}
-
-type pairRunJSON struct {
-	Rate     float64 `json:"tasks_per_s"`
-	CPUPer1k float64 `json:"server_cpu_s_per_1000"`
 }

@@ -143,10 +143,10 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if cfg.Pairs > 0 {
 		return pairs(ctx, cfg, exe, args, stdout, stderr)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	rep := &Report{Header: newHeader(cfg, args), Extra: map[string]any{}, fair: cfg.fairText()}
 	r := &runner{cfg: cfg, rep: rep, stderr: stderr}
 	if err := r.run(ctx, exe); err != nil {
