@@ -25,15 +25,14 @@ LEVEL ?= 3
 build-level:
 	$(GO) build -ldflags "-X github.com/dockethq/docket/fsm.levelOverride=$(LEVEL)" -o bin/docket-level$(LEVEL) ./cmd/docket
 
-# test: the whole suite with the race detector, then the fsm package again
-# without it (its metamorphic tests run at full length only there: see
-# metamorphicOps), then a short run of each fuzz target so a decoder or
-# validation regression shows up in CI.
+# test: the whole suite with the race detector, then the packages whose
+# long tests run at full length only without it (fsm's metamorphic tests,
+# see metamorphicOps; raftlog's bit flips, see FlipRounds), a short run of
+# each fuzz target so a decoder or validation regression shows up, and the
+# TypeScript client. The linters are `make lint`, which CI runs beside it.
 test:
-	$(GO) vet ./...
-	$(MAKE) staticcheck
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -timeout 10m ./fsm
+	$(GO) test -count=1 -timeout 10m ./fsm ./cluster/raftlog
 	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 
@@ -73,9 +72,12 @@ fuzz: fuzz-smoke
 bench:
 	$(GO) test ./fsm -run '^$$' -bench . -benchmem -benchtime 2s
 
+# lint: gofmt, go vet and staticcheck. CI runs it beside `make test`; it
+# left `make test` so that the test loop stays near ten minutes on two cores.
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(MAKE) staticcheck
 
 # proto regenerates the committed Go code from proto/docketv1/*.proto.
 # Needs Debian's protobuf-compiler; the plugins come from the module proxy.

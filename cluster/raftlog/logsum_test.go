@@ -238,7 +238,8 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d, raft.db %d bytes, %d written, %d entries", seed, len(pristine), len(written), len(truth.logs))
 	var atOpen, atRead, harmless, rolledBack, vanished int
-	for k := 0; k < 40; k++ {
+	rounds := raftlog.FlipRounds(40)
+	for k := 0; k < rounds; k++ {
 		img := bytes.Clone(pristine)
 		off := written[rng.IntN(len(written))]
 		for j := 0; j < 8; j++ {
@@ -295,8 +296,8 @@ func Test_LogSum_RandomFlipsAreDetectedOrHarmless(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("40 flips: %d refused at open, %d failed on read, %d rolled back to the previous transaction, %d changed nothing read back; stable values vanished %d times",
-		atOpen, atRead, rolledBack, harmless, vanished)
+	t.Logf("%d flips: %d refused at open, %d failed on read, %d rolled back to the previous transaction, %d changed nothing read back; stable values vanished %d times",
+		rounds, atOpen, atRead, rolledBack, harmless, vanished)
 	if atOpen+atRead == 0 {
 		t.Fatal("no flip was detected: the test hit nothing that matters")
 	}

@@ -208,7 +208,8 @@ func Test_LogSum_WALSegmentFlipsAreDetectedOrHarmless(t *testing.T) {
 		want[i] = cmdLog(uint64(i+1), fmt.Sprintf("entry %d %s", i+1, strings.Repeat("x", i%50)))
 	}
 	outcomes := map[string]int{}
-	for seed := uint64(1); seed <= 12; seed++ {
+	rounds := FlipRounds(12)
+	for seed := uint64(1); seed <= uint64(rounds); seed++ {
 		dir := filepath.Join(t.TempDir(), "raft-wal")
 		s, err := openCheckedWAL(dir, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -284,7 +285,7 @@ func Test_LogSum_WALSegmentFlipsAreDetectedOrHarmless(t *testing.T) {
 			outcomes["harmless"]++
 		}()
 	}
-	t.Logf("12 damaged segments: %v", outcomes)
+	t.Logf("%d damaged segments: %v", rounds, outcomes)
 }
 
 // A zeroed stretch of the active segment (a lost write, or a flip in a
