@@ -161,7 +161,7 @@ func pairs(ctx context.Context, cfg Config, exe string, args []string, stdout, s
 }
 
 func printPairs(w io.Writer, rep *PairsReport) {
-	fmt.Fprintf(w, "docket bench: workload %s, %d pairs by turns, %s, %d CPUs, load %s -> %s\n", rep.Workload, len(rep.Pairs),
+	fmt.Fprintf(w, "docket bench: workload %s, %s by turns, %s, %d CPUs, load %s -> %s\n", rep.Workload, plural(len(rep.Pairs), "pair"),
 		rep.Started.Format(time.RFC3339), rep.Machine.CPUs, rep.Machine.LoadStart, rep.Machine.LoadEnd)
 	fmt.Fprintf(w, "A: %s\nB: %s\n", rep.AgentA, rep.AgentB)
 	fmt.Fprintf(w, "%5s %6s %11s %11s %8s %11s %11s %8s\n", "pair", "first", "A tasks/s", "B tasks/s", "B/A", "A cpu/1000", "B cpu/1000", "B/A")
@@ -174,7 +174,15 @@ func printPairs(w io.Writer, rep *PairsReport) {
 	}
 	fmt.Fprintf(w, "%5s %6s %11.0f %11.0f %8.3f %11.4f %11.4f %8.3f  (medians; ratios are the pairs')\n", "med", "", rep.MedianRateA, rep.MedianRateB,
 		rep.MedianRateRatio, rep.MedianCPUA, rep.MedianCPUB, rep.MedianCPURatio)
-	fmt.Fprintf(w, "B ran faster in %d of %d pairs, and spent less server CPU per task in %d\n", rep.BFaster, len(rep.Pairs), rep.BCheaper)
+	fmt.Fprintf(w, "B ran faster in %d of %s, and spent less server CPU per task in %d\n", rep.BFaster, plural(len(rep.Pairs), "pair"), rep.BCheaper)
+}
+
+// plural is "1 pair" or "n pairs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // pairWorkloads are the workloads with a main op whose rate --pairs compares.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -68,6 +69,21 @@ func Test_Median(t *testing.T) {
 	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
 		if got := median(c.in); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// Test_PairsTableCountsInWords: the table names one pair in the singular.
+func Test_PairsTableCountsInWords(t *testing.T) {
+	for n, want := range map[int][]string{1: {"1 pair by turns", "of 1 pair,"}, 2: {"2 pairs by turns", "of 2 pairs,"}} {
+		rep := &PairsReport{Header: Header{Workload: "cycle"}, Pairs: make([]PairResult, n)}
+		rep.summarize()
+		var b strings.Builder
+		printPairs(&b, rep)
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%d pairs: table lacks %q:\n%s", n, w, b.String())
+			}
 		}
 	}
 }
