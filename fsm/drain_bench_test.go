@@ -62,6 +62,9 @@ func BenchmarkDrain_Backlog(b *testing.B) {
 			b.ReportMetric(float64(fc)/float64(size), "fill-compactB/task")
 			b.ReportMetric(float64(df)/float64(drained), "flushB/task")
 			b.ReportMetric(float64(dc)/float64(drained), "compactB/task")
+			m2 := l.f.db.Metrics()
+			b.ReportMetric(float64(m2.BlockCache.Misses-m1.BlockCache.Misses)/float64(drained), "cacheMiss/task")
+			b.ReportMetric(float64(m2.BlockCache.Hits-m1.BlockCache.Hits)/float64(drained), "cacheHit/task")
 		})
 	}
 }
