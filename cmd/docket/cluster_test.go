@@ -29,7 +29,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 // Tasks enqueued through one follower are claimed and submitted through
 // another; every node ends with the same keyspace.
-func Test_System_ConvergenceThroughFollowers(t *testing.T) {
+func Test_Cluster_ConvergenceThroughFollowers(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	leader := waitLeader(t, nodes)
 	fs := followers(nodes, leader)
@@ -93,7 +93,7 @@ func Test_System_ConvergenceThroughFollowers(t *testing.T) {
 // The leader is stopped without a transfer while producers enqueue. Every
 // acknowledged task is there afterwards, none twice, and callers saw no
 // error inside their deadline.
-func Test_System_LeaderCrashUnderLoad(t *testing.T) {
+func Test_Cluster_LeaderCrashUnderLoad(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	leader := waitLeader(t, nodes)
 	c := mustClient(t, addrsOf(nodes)...)
@@ -164,7 +164,7 @@ func Test_System_LeaderCrashUnderLoad(t *testing.T) {
 
 // A worker that stops heartbeating loses its task to the reaper; the next
 // claim gets a larger fence and the old worker's Submit is refused.
-func Test_System_ExpiredLeaseIsReapedAndOldSubmitIsStale(t *testing.T) {
+func Test_Cluster_ExpiredLeaseIsReapedAndOldSubmitIsStale(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	c := mustClient(t, addrsOf(nodes)...)
 	ctx := ctxT(t, 20*time.Second)
@@ -197,7 +197,7 @@ func Test_System_ExpiredLeaseIsReapedAndOldSubmitIsStale(t *testing.T) {
 }
 
 // A worker that heartbeats on time keeps its lease across a leader crash.
-func Test_System_HeartbeatKeepsLeaseAcrossLeaderChange(t *testing.T) {
+func Test_Cluster_HeartbeatKeepsLeaseAcrossLeaderChange(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	leader := waitLeader(t, nodes)
 	c := mustClient(t, addrsOf(nodes)...)
@@ -264,7 +264,7 @@ func Test_System_HeartbeatKeepsLeaseAcrossLeaderChange(t *testing.T) {
 
 // Every node stops and restarts from its data dir: all state is back and
 // no entry was applied twice (attempt and claim counters unchanged).
-func Test_System_FullRestart(t *testing.T) {
+func Test_Cluster_FullRestart(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	c := mustClient(t, addrsOf(nodes)...)
 	ctx := ctxT(t, 30*time.Second)
@@ -319,7 +319,7 @@ func Test_System_FullRestart(t *testing.T) {
 }
 
 // A node that was down while the log was compacted catches up by snapshot.
-func Test_System_CatchUpBySnapshot(t *testing.T) {
+func Test_Cluster_CatchUpBySnapshot(t *testing.T) {
 	nodes := startCluster(t, 3, func(c *cluster.Config) {
 		c.TrailingLogs = 10
 		c.SnapshotThreshold = 50
@@ -355,7 +355,7 @@ func Test_System_CatchUpBySnapshot(t *testing.T) {
 
 // Each invalid field gets InvalidArgument naming it, an oversize payload is
 // refused, and nothing is stored.
-func Test_System_BadInputOverGRPC(t *testing.T) {
+func Test_Cluster_BadInputOverGRPC(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	leader := waitLeader(t, nodes)
 	ctx := ctxT(t, 20*time.Second)
