@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +54,16 @@ type PairsReport struct {
 	// second, and spent less server CPU per task.
 	BFaster  int `json:"b_faster"`
 	BCheaper int `json:"b_cheaper"`
+	// On a box where a pair's first run is faster (or slower) whichever
+	// build it is, the pairs in which A ran first read B/A low and the
+	// others high, and the median falls with whichever kind is the more.
+	// The balanced ratios are the geometric mean of the two kinds'
+	// geometric means, which cancels a constant edge; FirstRunEdge is that
+	// edge, the first run's rate over the second's. All three are 0 unless
+	// both kinds of pair ran.
+	BalancedRateRatio float64 `json:"balanced_rate_ratio,omitempty"`
+	BalancedCPURatio  float64 `json:"balanced_cpu_ratio,omitempty"`
+	FirstRunEdge      float64 `json:"first_run_edge,omitempty"`
 }
 
 // runOneFunc runs the workload once with the nodes of exe.
@@ -107,6 +118,7 @@ func (rep *PairsReport) summarize() {
 	rep.MedianCPUB = median(col(func(p PairResult) float64 { return p.B.CPUPer1k }))
 	rep.MedianRateRatio = median(col(func(p PairResult) float64 { return p.RateRatio }))
 	rep.MedianCPURatio = median(col(func(p PairResult) float64 { return p.CPURatio }))
+	rep.balance()
 	rep.BFaster, rep.BCheaper = 0, 0
 	for _, p := range rep.Pairs {
 		if p.B.Rate > p.A.Rate {
@@ -116,6 +128,38 @@ func (rep *PairsReport) summarize() {
 			rep.BCheaper++
 		}
 	}
+}
+
+// balance fills the balanced ratios and the first run's edge.
+func (rep *PairsReport) balance() {
+	rep.BalancedRateRatio, rep.BalancedCPURatio, rep.FirstRunEdge = 0, 0, 0
+	var rateA, rateB, cpuA, cpuB []float64
+	for _, p := range rep.Pairs {
+		if p.RateRatio <= 0 || p.CPURatio <= 0 {
+			return
+		}
+		if p.BFirst {
+			rateB, cpuB = append(rateB, p.RateRatio), append(cpuB, p.CPURatio)
+		} else {
+			rateA, cpuA = append(rateA, p.RateRatio), append(cpuA, p.CPURatio)
+		}
+	}
+	if len(rateA) == 0 || len(rateB) == 0 {
+		return
+	}
+	ga, gb := geomean(rateA), geomean(rateB)
+	rep.BalancedRateRatio = math.Sqrt(ga * gb)
+	rep.BalancedCPURatio = math.Sqrt(geomean(cpuA) * geomean(cpuB))
+	rep.FirstRunEdge = math.Sqrt(gb / ga)
+}
+
+// geomean of v, all positive.
+func geomean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += math.Log(x)
+	}
+	return math.Exp(sum / float64(len(v)))
 }
 
 // median of v (the mean of the middle two for an even count); 0 for none.
@@ -175,6 +219,10 @@ func printPairs(w io.Writer, rep *PairsReport) {
 	fmt.Fprintf(w, "%5s %6s %11.0f %11.0f %8.3f %11.4f %11.4f %8.3f  (medians; ratios are the pairs')\n", "med", "", rep.MedianRateA, rep.MedianRateB,
 		rep.MedianRateRatio, rep.MedianCPUA, rep.MedianCPUB, rep.MedianCPURatio)
 	fmt.Fprintf(w, "B ran faster in %d of %s, and spent less server CPU per task in %d\n", rep.BFaster, plural(len(rep.Pairs), "pair"), rep.BCheaper)
+	if rep.BalancedRateRatio > 0 {
+		fmt.Fprintf(w, "balanced for order: B/A %.3f tasks/s, %.3f server CPU per task; a pair's first run ran %.3f× the rate of its second\n",
+			rep.BalancedRateRatio, rep.BalancedCPURatio, rep.FirstRunEdge)
+	}
 }
 
 // plural is "1 pair" or "n pairs".

@@ -87,3 +87,42 @@ func Test_PairsTableCountsInWords(t *testing.T) {
 		}
 	}
 }
+
+// Test_PairsBalanceTheFirstRunsEdge: when whichever build runs first in a
+// pair runs 10 % faster, the pairs' median says B is slower or faster by
+// the parity of the count, but the balanced ratio sees equal builds and
+// names the edge.
+func Test_PairsBalanceTheFirstRunsEdge(t *testing.T) {
+	var ps []PairResult
+	for i := 1; i <= 5; i++ {
+		p := PairResult{Pair: i, BFirst: i%2 == 0}
+		first, second := pairRun{Rate: 110, CPUPer1k: 0.9}, pairRun{Rate: 100, CPUPer1k: 1}
+		if p.BFirst {
+			p.B, p.A = first, second
+		} else {
+			p.A, p.B = first, second
+		}
+		p.RateRatio, p.CPURatio = ratio(p.B.Rate, p.A.Rate), ratio(p.B.CPUPer1k, p.A.CPUPer1k)
+		ps = append(ps, p)
+	}
+	rep := &PairsReport{Pairs: ps}
+	rep.summarize()
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
+	if near(rep.MedianRateRatio, 1) {
+		t.Fatalf("the median ratio %v already cancels the edge; the test proves nothing", rep.MedianRateRatio)
+	}
+	if !near(rep.BalancedRateRatio, 1) || !near(rep.BalancedCPURatio, 1) || !near(rep.FirstRunEdge, 1.1) {
+		t.Fatalf("balanced rate %v, CPU %v, first run's edge %v; want 1, 1, 1.1", rep.BalancedRateRatio, rep.BalancedCPURatio, rep.FirstRunEdge)
+	}
+	var b strings.Builder
+	printPairs(&b, rep)
+	if !strings.Contains(b.String(), "balanced for order: B/A 1.000 tasks/s, 1.000 server CPU per task; a pair's first run ran 1.100× the rate of its second") {
+		t.Fatalf("table lacks the balanced line:\n%s", b.String())
+	}
+
+	one := &PairsReport{Pairs: ps[:1]}
+	one.summarize()
+	if one.BalancedRateRatio != 0 || strings.Contains(func() string { var b strings.Builder; printPairs(&b, one); return b.String() }(), "balanced") {
+		t.Fatal("one pair has no order to balance, but the report balanced it")
+	}
+}
