@@ -25,18 +25,19 @@ LEVEL ?= 3
 build-level:
 	$(GO) build -ldflags "-X github.com/dockethq/docket/fsm.levelOverride=$(LEVEL)" -o bin/docket-level$(LEVEL) ./cmd/docket
 
-# test: the whole suite with the race detector, then the packages whose
-# long tests run at full length only without it (fsm's metamorphic tests,
-# see metamorphicOps; raftlog's bit flips, see FlipRounds), a short run of
-# each fuzz target so a decoder or validation regression shows up, and the
-# TypeScript client. The linters are `make lint`, which CI runs beside it.
+# test: the whole suite with the race detector (every fuzz target's seed
+# corpus runs in it as a plain test), then the packages whose long tests
+# run at full length only without it (fsm's metamorphic tests, see
+# metamorphicOps; raftlog's bit flips, see FlipRounds), and the TypeScript
+# client. The linters are `make lint`, which CI runs beside it; the short
+# fuzzing run is in `make test-system`: its instrumented builds took 140 s
+# of make test's ten minutes in a fresh clone.
 # The race run names its two longest packages first: go test starts them in
 # the order they are named, and ./fsm, named in its place among ./..., began
 # five minutes in and ran its three and a half minutes alone on one core.
 test:
 	$(GO) test -race -count=1 -timeout 20m ./fsm ./cmd/docket ./...
 	$(GO) test -count=1 -timeout 10m ./fsm ./cluster/raftlog
-	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 
 # staticcheck: 0 findings, on the default build and on the system tests'.
@@ -45,13 +46,15 @@ staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags system ./...
 
 # test-system: the slow system tests (floods, attacks, 5-node and leader-kill
-# runs against built binaries). They carry the `system` build tag so that
+# runs against built binaries), then a short run of each fuzz target, so a
+# decoder or validation regression on inputs nobody wrote down shows up. They carry the `system` build tag so that
 # `make test` stays under ten minutes on two cores; CI runs both. One
 # package at a time (-p 1): the floods assert a latency bound and the agent
 # clusters a formation deadline, and neither should share the two cores
 # with another package's clusters.
 test-system:
 	$(GO) test -race -count=1 -p 1 -tags system -timeout 40m -run 'System' ./...
+	$(MAKE) fuzz-smoke
 
 test-short:
 	$(GO) test -short -count=1 ./...
