@@ -115,18 +115,23 @@ type callMarks struct {
 
 // hops are the steps of one enqueue, in order; each is the time between
 // the moment before it and its own.
-var hops = slices.Concat([]string{
-	"client: Enqueue → gRPC call begins (key, sharer)",
-	"client: encode + write request",
-	"wire → server has decoded request",
-	"server interceptors (codec, auth, guard)",
-	"handler → raft dispatch (admit, group commit, encode, applyCh)",
-}, raftHops, []string{
-	"applied → handler returns (future, group commit, answer)",
-	"server: encode + write answer",
-	"wire → client has decoded answer",
-	"client: → Enqueue returns",
-})
+var hops = callHops("Enqueue")
+
+// callHops are the steps of one call of the client's verb, in order.
+func callHops(verb string) []string {
+	return slices.Concat([]string{
+		"client: " + verb + " → gRPC call begins (key, sharer)",
+		"client: encode + write request",
+		"wire → server has decoded request",
+		"server interceptors (codec, auth, guard)",
+		"handler → raft dispatch (admit, group commit, encode, applyCh)",
+	}, raftHops, []string{
+		"applied → handler returns (future, group commit, answer)",
+		"server: encode + write answer",
+		"wire → client has decoded answer",
+		"client: → " + verb + " returns",
+	})
+}
 
 // ladder turns each call's marks into its hop times, with points giving
 // a call's moments in hop order (len(names)+1 of them). A call whose marks

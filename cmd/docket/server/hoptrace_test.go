@@ -120,7 +120,7 @@ func (l *timedLogs) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
-// rpcStats notes when an Enqueue RPC begins, when its request and its
+// rpcStats notes when a traced RPC (tracedMethod) begins, when its request and its
 // answer are on the wire (gRPC reports a payload once it is written or
 // read and decoded), and when it ends. side is "client" or "server".
 type rpcStats struct {
@@ -128,17 +128,28 @@ type rpcStats struct {
 	t    *tape
 }
 
-type enqueueKey struct{}
+type tracedKey struct{}
+
+// tracedMethod reports whether the hop benchmarks take calls of the gRPC
+// method apart: the data path's, one at a time.
+func tracedMethod(full string) bool {
+	for _, m := range []string{"/Enqueue", "/Claim", "/ClaimBatch", "/SubmitBatch"} {
+		if strings.HasSuffix(full, m) {
+			return true
+		}
+	}
+	return false
+}
 
 func (h rpcStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if strings.HasSuffix(info.FullMethodName, "/Enqueue") {
-		return context.WithValue(ctx, enqueueKey{}, true)
+	if tracedMethod(info.FullMethodName) {
+		return context.WithValue(ctx, tracedKey{}, true)
 	}
 	return ctx
 }
 
 func (h rpcStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if ctx.Value(enqueueKey{}) == nil {
+	if ctx.Value(tracedKey{}) == nil {
 		return
 	}
 	var what string
@@ -160,11 +171,11 @@ func (h rpcStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 func (rpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (rpcStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
-// handlerSpan notes when the Enqueue handler starts and returns, inside
+// handlerSpan notes when a traced handler starts and returns, inside
 // the server's own interceptor (auth, the connection guard, the codec).
 func handlerSpan(t *tape) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if !strings.HasSuffix(info.FullMethod, "/Enqueue") {
+		if !tracedMethod(info.FullMethod) {
 			return handler(ctx, req)
 		}
 		t.note(mark{what: "handler.start", at: time.Now()})
