@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/dockethq/docket/client"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -22,18 +20,7 @@ import (
 //
 //	go test ./cmd/docket/server -run '^$' -bench DrainHops -benchtime 300x
 func BenchmarkDrainHops(b *testing.B) {
-	tp := &tape{}
-	if err := installRaftSink(tp); err != nil {
-		b.Fatal(err)
-	}
-	nodes, addrs := startHopCluster(b, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c, err := client.New(ctx, addrs, client.WithDialOptions(grpc.WithStatsHandler(rpcStats{side: "client", t: tp})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	ctx, tp, nodes, c := startHopBench(b)
 	const warmSteps = 20
 	fillDrainBacklog(ctx, b, c, (b.N+warmSteps)*drainStep)
 	step := func() (claimed, submitted callMarks) {
@@ -96,10 +83,7 @@ const drainStep = 100
 // thousand a call.
 func fillDrainBacklog(ctx context.Context, b *testing.B, c *client.Client, n int) {
 	b.Helper()
-	body := make([]byte, 128)
-	for i := range body {
-		body[i] = byte('a' + i%26)
-	}
+	body := hopBody()
 	for done := 0; done < n; {
 		tasks := make([]*pb.NewTask, min(1000, n-done))
 		for i := range tasks {

@@ -34,22 +34,8 @@ import (
 // processes, BENCHMARKS.md), and the wire hops read low against
 // `docket bench`. Every other hop does the work a node does.
 func BenchmarkEnqueueHops(b *testing.B) {
-	tp := &tape{}
-	if err := installRaftSink(tp); err != nil {
-		b.Fatal(err)
-	}
-	nodes, addrs := startHopCluster(b, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c, err := client.New(ctx, addrs, client.WithDialOptions(grpc.WithStatsHandler(rpcStats{side: "client", t: tp})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	body := make([]byte, 128)
-	for i := range body {
-		body[i] = byte('a' + i%26)
-	}
+	ctx, tp, nodes, c := startHopBench(b)
+	body := hopBody()
 	enqueue := func() error {
 		ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
 		defer ecancel()
@@ -83,6 +69,38 @@ func BenchmarkEnqueueHops(b *testing.B) {
 	if b.N >= 100 {
 		printLadder(os.Stdout, "Enqueue at c=1", hops, lad, skipped)
 	}
+}
+
+// startHopBench starts the recorders, three servers and a Go client
+// whose calls they trace; b's cleanup stops them. ctx bounds the run.
+func startHopBench(b *testing.B) (ctx context.Context, tp *tape, nodes []*server.Server, c *client.Client) {
+	b.Helper()
+	tp = &tape{}
+	if err := installRaftSink(tp); err != nil {
+		b.Fatal(err)
+	}
+	nodes, addrs := startHopCluster(b, tp)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	c, err := client.New(ctx, addrs, client.WithDialOptions(grpc.WithStatsHandler(rpcStats{side: "client", t: tp})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			b.Errorf("close the client: %v", err)
+		}
+	})
+	return ctx, tp, nodes, c
+}
+
+// hopBody is the ladders' 128-byte payload.
+func hopBody() []byte {
+	body := make([]byte, 128)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	return body
 }
 
 // startHopCluster starts three servers with the recorders in place and
