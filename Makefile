@@ -47,8 +47,9 @@ staticcheck:
 
 # test-system: the slow system tests (floods, attacks, 5-node and leader-kill
 # runs against built binaries), then a short run of each fuzz target, so a
-# decoder or validation regression on inputs nobody wrote down shows up. They carry the `system` build tag so that
-# `make test` stays under ten minutes on two cores; CI runs both. One
+# decoder or validation regression on inputs nobody wrote down shows up.
+# The tests carry the `system` build tag so that `make test` stays under
+# ten minutes on two cores; CI runs both. One
 # package at a time (-p 1): the floods assert a latency bound and the agent
 # clusters a formation deadline, and neither should share the two cores
 # with another package's clusters.

@@ -151,13 +151,13 @@ func readUse(s []metrics.Sample) uint64 {
 	if s[0].Value.Kind() == metrics.KindUint64 && s[1].Value.Kind() == metrics.KindUint64 {
 		use = s[0].Value.Uint64() - s[1].Value.Uint64()
 	}
-	return max(use, residentBytes())
+	return max(use, ResidentBytes())
 }
 
-// residentBytes is the process's resident set from /proc/self/statm, or 0
+// ResidentBytes is the process's resident set from /proc/self/statm, or 0
 // where there is none. It counts what the Go runtime does not: Pebble's
 // block cache and memtables live in C memory in cgo builds.
-func residentBytes() uint64 {
+func ResidentBytes() uint64 {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return 0

@@ -120,9 +120,10 @@ func (l *timedLogs) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
-// rpcStats notes when a traced RPC (tracedMethod) begins, when its request and its
-// answer are on the wire (gRPC reports a payload once it is written or
-// read and decoded), and when it ends. side is "client" or "server".
+// rpcStats notes when a traced RPC (tracedMethod) begins, when its
+// request and its answer are on the wire (gRPC reports a payload once it
+// is written or read and decoded), and when it ends. side is "client" or
+// "server".
 type rpcStats struct {
 	side string
 	t    *tape

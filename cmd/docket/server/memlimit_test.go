@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,7 +100,7 @@ func Test_MemoryLimitFollowsUse(t *testing.T) {
 	}
 	// The ballast is resident memory outside the Go heap, as Pebble's
 	// block cache and memtables are: the guard sees it in the resident set.
-	release := residentBallast(t, refuseAt-residentNow(t)+32<<20) // use < refuseAt, and use ≥ the resident set
+	release := residentBallast(t, refuseAt-service.ResidentBytes()+32<<20) // use < refuseAt, and use ≥ the resident set
 	var refusal error
 	testwait.For(t, 10*time.Second, "enqueues to be refused at the limit", func() bool {
 		id, err := c.EnqueueOne(ctx, "jobs", []byte("at the limit"))
@@ -132,7 +131,7 @@ func Test_MemoryLimitFollowsUse(t *testing.T) {
 				t.Fatalf("enqueue after the ballast went: %v", err)
 			}
 			return fmt.Sprintf("%v (the process uses %d MiB, resident %d MiB; refuse mark %d MiB)",
-				err, service.MemoryInUse()>>20, residentNow(t)>>20, refuseAt>>20)
+				err, service.MemoryInUse()>>20, service.ResidentBytes()>>20, refuseAt>>20)
 		}
 		acked = append(acked, id)
 		return ""
@@ -170,24 +169,6 @@ func residentBallast(t *testing.T, n uint64) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
-}
-
-// residentNow is the process's resident set, from /proc/self/statm.
-func residentNow(t *testing.T) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		t.Fatalf("the resident set: %v", err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		t.Fatalf("/proc/self/statm: %q", b)
-	}
-	pages, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		t.Fatalf("/proc/self/statm: %v", err)
-	}
-	return pages * uint64(os.Getpagesize())
 }
 
 // Test_MemoryLimitWhereTheEnqueueArrivesAndOnTheLeader: in a cluster where
