@@ -71,6 +71,7 @@ fuzz-smoke:
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzClaimBatchRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFitClaimAnswer$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport -run '^$$' -fuzz '^FuzzFairQueueRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzSubmitBatchClaim$$' -fuzztime $(FUZZTIME)
 
 # fuzz: a longer local run of the same targets (FUZZTIME=2000000x make fuzz;
 # a duration such as 10m works too, with the flake above).

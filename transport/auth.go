@@ -131,6 +131,9 @@ func requestTenants(req any) []string {
 				out = appendNew(out, def(&it.Tenant))
 			}
 		}
+		if r.GetClaim() != nil {
+			out = appendNew(out, def(&r.Claim.Tenant))
+		}
 		return out
 	case *pb.NackRequest:
 		return []string{def(&r.Tenant)}

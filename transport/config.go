@@ -100,9 +100,12 @@ const (
 //	Enqueue, Heartbeat,    at most pb.MaxBatch (1,000) items of a few hundred
 //	SubmitBatch,           bytes (id, detail, state, fence) each < 1 MiB
 //	RequeueDead
+//	SubmitBatch with a     its items (each under 200 bytes: 20-character
+//	claim                  id, a detail of about 60, codes, fence, time:
+//	                       < 200 KiB) + a Claim's answer  < 48 MiB + 277 KiB
 //	Cluster.Status         a few hundred bytes per server
 //
-// 49 MiB covers the largest with 890 KiB to spare. Only an operator who
+// 49 MiB covers the largest with 690 KiB to spare. Only an operator who
 // raises --max-payload to the 16 MiB ceiling can make answers that large;
 // at the default 1 MiB limit one task is at most 3 MiB + 66 KiB.
 const MaxAnswerBytes = 49 << 20

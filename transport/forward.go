@@ -62,7 +62,7 @@ func onLeader[Resp proto.Message](s *Server, ctx context.Context, method string,
 		return zero, fmt.Errorf("forward to %s: %w", hint, err)
 	}
 	s.metrics.forwarded.WithLabelValues(method).Inc()
-	if method == pb.Queue_Claim_FullMethodName || method == pb.Queue_ClaimBatch_FullMethodName {
+	if claims(method, req) {
 		var cancel context.CancelFunc
 		ctx, cancel = lagCancel(ctx)
 		defer cancel()

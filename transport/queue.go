@@ -164,27 +164,36 @@ func (q *queueService) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.S
 }
 
 // SubmitBatch proposes one Batch entry of Submits: the items share a Raft
-// entry and an RPC, and each keeps its own answer.
+// entry and an RPC, and each keeps its own answer. With a claim the entry
+// claims the caller's next tasks too (submitclaim.go).
 func (q *queueService) SubmitBatch(ctx context.Context, req *pb.SubmitBatchRequest) (*pb.SubmitBatchResponse, error) {
+	if req.GetClaim() != nil {
+		return q.submitThenClaim(ctx, req)
+	}
 	n := len(req.GetItems())
 	return write(q.s, ctx, pb.Queue_SubmitBatch_FullMethodName, req, &pb.SubmitBatchResponse{},
 		func(res *pb.CommandResult) (*pb.SubmitBatchResponse, error) {
-			if len(res.GetResults()) != n {
-				return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), n)
-			}
-			out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
-			for i, r := range res.GetResults() {
-				if err := pb.ResultError(r); err != nil {
-					return nil, err // Check passed it: the FSM disagrees with the edge
-				}
-				it, err := oneItem(r)
-				if err != nil {
-					return nil, err
-				}
-				out.Items[i] = it
-			}
-			return out, nil
+			return submitBatchAnswer(res, n)
 		})
+}
+
+// submitBatchAnswer is the answer to a Batch of n Submits: each one's item.
+func submitBatchAnswer(res *pb.CommandResult, n int) (*pb.SubmitBatchResponse, error) {
+	if len(res.GetResults()) != n {
+		return nil, fmt.Errorf("fsm answered %d results for %d submits", len(res.GetResults()), n)
+	}
+	out := &pb.SubmitBatchResponse{Items: make([]*pb.ItemResult, n)}
+	for i, r := range res.GetResults() {
+		if err := pb.ResultError(r); err != nil {
+			return nil, err // Check passed it: the FSM disagrees with the edge
+		}
+		it, err := oneItem(r)
+		if err != nil {
+			return nil, err
+		}
+		out.Items[i] = it
+	}
+	return out, nil
 }
 
 func (q *queueService) Nack(ctx context.Context, req *pb.NackRequest) (*pb.NackResponse, error) {

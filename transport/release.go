@@ -20,10 +20,11 @@ import (
 // answer, asks the leader to (Cluster.ReleaseClaims) with the caller's
 // authorization.
 
-// claimWatch is a gRPC stats handler that sees the end of each Claim and
-// ClaimBatch: when the handler answered tasks but gRPC could not send the
-// answer (the caller reset the stream, the connection broke), they are
-// undelivered and the node releases them, every item's of a ClaimBatch.
+// claimWatch is a gRPC stats handler that sees the end of each Claim,
+// ClaimBatch and SubmitBatch (which may claim): when the handler answered
+// tasks but gRPC could not send the answer (the caller reset the stream,
+// the connection broke), they are undelivered and the node releases them,
+// every item's of a ClaimBatch.
 // An answer lost after it was written to the connection is not seen; its
 // leases expire and the reaper counts an attempt, as before.
 type claimWatch struct{ s *Server }
@@ -48,7 +49,9 @@ func watchClaim(ctx context.Context, tasks []*pb.Task) {
 }
 
 func (w claimWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if info.FullMethodName != pb.Queue_Claim_FullMethodName && info.FullMethodName != pb.Queue_ClaimBatch_FullMethodName {
+	switch info.FullMethodName {
+	case pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName, pb.Queue_SubmitBatch_FullMethodName:
+	default:
 		return ctx
 	}
 	return context.WithValue(ctx, claimSlotKey{}, &claimSlot{})
@@ -168,6 +171,19 @@ func lagCancel(ctx context.Context) (context.Context, context.CancelFunc) {
 		mu.Unlock()
 		cancel()
 	}
+}
+
+// claims reports whether a call of method with req may claim tasks: a
+// Claim, a ClaimBatch, or a SubmitBatch with a claim.
+func claims(method string, req any) bool {
+	switch method {
+	case pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName:
+		return true
+	case pb.Queue_SubmitBatch_FullMethodName:
+		r, ok := req.(*pb.SubmitBatchRequest)
+		return ok && r.GetClaim() != nil
+	}
+	return false
 }
 
 // claimCancelGrace is how long a forwarded Claim outlives its caller's

@@ -30,7 +30,8 @@ type answerGate struct {
 
 func (g answerGate) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if (info.FullMethod != pb.Queue_Claim_FullMethodName && info.FullMethod != pb.Queue_ClaimBatch_FullMethodName) ||
+	if (info.FullMethod != pb.Queue_Claim_FullMethodName && info.FullMethod != pb.Queue_ClaimBatch_FullMethodName &&
+		info.FullMethod != pb.Queue_SubmitBatch_FullMethodName) ||
 		len(md.Get(pb.MetadataForwarded)) > 0 || !g.armed.CompareAndSwap(true, false) {
 		return handler(ctx, req)
 	}
@@ -47,7 +48,7 @@ func (g answerGate) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 // forwarded and committed by the leader, whose caller disconnects before
 // the follower answers, puts its tasks back at once (no attempt counted),
 // as an undelivered direct Claim does, instead of leaving them RUNNING
-// until their lease ends. ClaimBatch alike.
+// until their lease ends. ClaimBatch alike, and a SubmitBatch that claims.
 func Test_ForwardedClaimUndeliveredIsReleased(t *testing.T) {
 	t.Run("auth off", func(t *testing.T) { forwardedClaimUndelivered(t, false) })
 	// With tokens, the follower hands the tasks back under the worker's
@@ -77,8 +78,19 @@ func forwardedClaimUndelivered(t *testing.T, auth bool) {
 	fq := rawQueue(t, follower.grpcAddr)
 	const lease = time.Minute
 
-	for _, batch := range []bool{false, true} {
+	for _, call := range []string{"Claim", "ClaimBatch", "SubmitBatch"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var done *pb.Task // SubmitBatch's task to submit
+		if call == "SubmitBatch" {
+			if _, err := c.Enqueue(ctx, &pb.NewTask{Queue: "fwd", Tenant: tenant}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Claim(ctx, &pb.ClaimRequest{Queue: "fwd", Tenant: tenant, WorkerId: "w", MaxTasks: 1})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("claim the task to submit: %v, %v", got, err)
+			}
+			done = got[0]
+		}
 		items, err := c.Enqueue(ctx, &pb.NewTask{Queue: "fwd", Tenant: tenant, Payload: []byte("x")})
 		if err != nil {
 			t.Fatal(err)
@@ -89,40 +101,49 @@ func forwardedClaimUndelivered(t *testing.T, auth bool) {
 		gate.armed.Store(true)
 		go func() {
 			req := &pb.ClaimRequest{Queue: "fwd", Tenant: tenant, WorkerId: "gone", MaxTasks: 1, LeaseNs: int64(lease)}
-			if batch {
-				_, err := fq.ClaimBatch(claimCtx, &pb.ClaimBatchRequest{Items: []*pb.ClaimRequest{req}})
-				errc <- err
-				return
+			var err error
+			switch call {
+			case "ClaimBatch":
+				_, err = fq.ClaimBatch(claimCtx, &pb.ClaimBatchRequest{Items: []*pb.ClaimRequest{req}})
+			case "SubmitBatch":
+				_, err = fq.SubmitBatch(claimCtx, &pb.SubmitBatchRequest{Claim: req, Items: []*pb.SubmitRequest{{
+					TaskId: done.GetId(), Fence: done.GetFence(), Tenant: tenant, Outcome: pb.Outcome_OUTCOME_COMPLETED}}})
+			default:
+				_, err = fq.Claim(claimCtx, req)
 			}
-			_, err := fq.Claim(claimCtx, req)
 			errc <- err
 		}()
 		select {
 		case <-gate.answered:
 		case err := <-errc:
-			t.Fatalf("batch %v: claim through the follower ended before its answer was held: %v", batch, err)
+			t.Fatalf("%s: claim through the follower ended before its answer was held: %v", call, err)
 		}
 		task, err := leader.node.FSM().GetTask(id)
 		if err != nil || task.GetState() != pb.TaskState_TASK_STATE_RUNNING {
-			t.Fatalf("batch %v: on the leader after the commit: %v, %v; want RUNNING", batch, task, err)
+			t.Fatalf("%s: on the leader after the commit: %v, %v; want RUNNING", call, task, err)
 		}
 		leave() // between the leader's commit and the follower's answer
 		if err := <-errc; status.Code(err) != codes.Canceled {
-			t.Fatalf("batch %v: claim whose caller left: %v", batch, err)
+			t.Fatalf("%s: claim whose caller left: %v", call, err)
 		}
 		start := time.Now()
 		testwait.For(t, 10*time.Second, "the undelivered forwarded claim to be released", func() bool {
 			task, err := leader.node.FSM().GetTask(id)
 			return err == nil && task.GetState() == pb.TaskState_TASK_STATE_PENDING
 		})
-		t.Logf("batch %v: released %v after the caller left (lease %v)", batch, time.Since(start).Round(time.Millisecond), lease)
+		t.Logf("%s: released %v after the caller left (lease %v)", call, time.Since(start).Round(time.Millisecond), lease)
+		if done != nil {
+			if got, err := leader.node.FSM().GetTask(done.GetId()); err != nil || got.GetState() != pb.TaskState_TASK_STATE_COMPLETED {
+				t.Fatalf("%s: the submitted task is %v, %v; want COMPLETED", call, got.GetState(), err)
+			}
+		}
 		task, _ = leader.node.FSM().GetTask(id)
 		if task.GetAttempts() != 0 {
-			t.Fatalf("batch %v: released task has %d attempts, want 0", batch, task.GetAttempts())
+			t.Fatalf("%s: released task has %d attempts, want 0", call, task.GetAttempts())
 		}
 		got, err := c.Claim(ctx, &pb.ClaimRequest{Queue: "fwd", Tenant: tenant, WorkerId: "next", MaxTasks: 1})
 		if err != nil || len(got) != 1 || got[0].GetId() != id {
-			t.Fatalf("batch %v: next claim: %v, %v; want the released %s", batch, got, err, id)
+			t.Fatalf("%s: next claim: %v, %v; want the released %s", call, got, err, id)
 		}
 		cancel()
 	}

@@ -558,8 +558,17 @@ func (x *SubmitResponse) GetAlreadyDone() bool {
 }
 
 type SubmitBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*SubmitRequest       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*SubmitRequest       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// claim, when set, also claims the caller's next tasks, in the same Raft
+	// entry after the submits: a worker draining a backlog pays one
+	// replicated round per step instead of two. It is a Claim without a
+	// wait (wait_ns must be 0), run only when the leader shows a task to
+	// claim; an answer without tasks says nothing about the queue, and the
+	// worker claims with a wait as usual. A server older than this field
+	// ignores it and answers no tasks, so a worker that falls back to Claim
+	// works against both.
+	Claim         *ClaimRequest `protobuf:"bytes,2,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,9 +610,18 @@ func (x *SubmitBatchRequest) GetItems() []*SubmitRequest {
 	return nil
 }
 
+func (x *SubmitBatchRequest) GetClaim() *ClaimRequest {
+	if x != nil {
+		return x.Claim
+	}
+	return nil
+}
+
 type SubmitBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*ItemResult          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*ItemResult          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// tasks are what claim took, as a ClaimResponse's.
+	Tasks         []*Task `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -641,6 +659,13 @@ func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
 func (x *SubmitBatchResponse) GetItems() []*ItemResult {
 	if x != nil {
 		return x.Items
+	}
+	return nil
+}
+
+func (x *SubmitBatchResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
 	}
 	return nil
 }
@@ -4586,11 +4611,13 @@ const file_docketv1_api_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
 	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"3\n" +
 	"\x0eSubmitResponse\x12!\n" +
-	"\falready_done\x18\x01 \x01(\bR\valreadyDone\"D\n" +
+	"\falready_done\x18\x01 \x01(\bR\valreadyDone\"s\n" +
 	"\x12SubmitBatchRequest\x12.\n" +
-	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.SubmitRequestR\x05items\"B\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.docket.v1.SubmitRequestR\x05items\x12-\n" +
+	"\x05claim\x18\x02 \x01(\v2\x17.docket.v1.ClaimRequestR\x05claim\"i\n" +
 	"\x13SubmitBatchResponse\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\"\x87\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.docket.v1.ItemResultR\x05items\x12%\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x0f.docket.v1.TaskR\x05tasks\"\x87\x01\n" +
 	"\vNackRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x19\n" +
@@ -5039,116 +5066,118 @@ var file_docketv1_api_proto_depIdxs = []int32{
 	80, // 6: docket.v1.HeartbeatResponse.items:type_name -> docket.v1.ItemResult
 	83, // 7: docket.v1.SubmitRequest.outcome:type_name -> docket.v1.Outcome
 	8,  // 8: docket.v1.SubmitBatchRequest.items:type_name -> docket.v1.SubmitRequest
-	80, // 9: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
-	84, // 10: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
-	84, // 11: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
-	81, // 12: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
-	81, // 13: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
-	85, // 14: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
-	81, // 15: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
-	80, // 16: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
-	84, // 17: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
-	81, // 18: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
-	86, // 19: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
-	84, // 20: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
-	84, // 21: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
-	87, // 22: docket.v1.SetQueueLimitsRequest.order:type_name -> docket.v1.QueueOrder
-	88, // 23: docket.v1.SetQueueLimitsRequest.per_key_pending:type_name -> docket.v1.PerKeyPending
-	47, // 24: docket.v1.ListKeysResponse.by_backlog:type_name -> docket.v1.KeyStats
-	47, // 25: docket.v1.ListKeysResponse.by_running:type_name -> docket.v1.KeyStats
-	89, // 26: docket.v1.CheckTokenResponse.token:type_name -> docket.v1.Token
-	52, // 27: docket.v1.ReleaseClaimsRequest.items:type_name -> docket.v1.ReleaseClaimsItem
-	60, // 28: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
-	64, // 29: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
-	67, // 30: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
-	84, // 31: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
-	83, // 32: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
-	77, // 33: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
-	0,  // 34: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 35: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
-	4,  // 36: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
-	6,  // 37: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	8,  // 38: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
-	10, // 39: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
-	12, // 40: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
-	14, // 41: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
-	16, // 42: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
-	18, // 43: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
-	20, // 44: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
-	22, // 45: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
-	24, // 46: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
-	26, // 47: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
-	28, // 48: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
-	30, // 49: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
-	32, // 50: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
-	90, // 51: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
-	91, // 52: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
-	92, // 53: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
-	34, // 54: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
-	36, // 55: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
-	38, // 56: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
-	40, // 57: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
-	76, // 58: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
-	42, // 59: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
-	44, // 60: docket.v1.Queue.SetKeyLimit:input_type -> docket.v1.SetKeyLimitRequest
-	46, // 61: docket.v1.Queue.ListKeys:input_type -> docket.v1.ListKeysRequest
-	65, // 62: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
-	68, // 63: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
-	70, // 64: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
-	72, // 65: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
-	74, // 66: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
-	57, // 67: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
-	59, // 68: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
-	62, // 69: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
-	54, // 70: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
-	55, // 71: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
-	49, // 72: docket.v1.Cluster.CheckToken:input_type -> docket.v1.CheckTokenRequest
-	51, // 73: docket.v1.Cluster.ReleaseClaims:input_type -> docket.v1.ReleaseClaimsRequest
-	1,  // 74: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 75: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
-	5,  // 76: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
-	7,  // 77: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	9,  // 78: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
-	11, // 79: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
-	13, // 80: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
-	15, // 81: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
-	17, // 82: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
-	19, // 83: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
-	21, // 84: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
-	23, // 85: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
-	25, // 86: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
-	27, // 87: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
-	29, // 88: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
-	31, // 89: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
-	33, // 90: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
-	93, // 91: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
-	94, // 92: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
-	95, // 93: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
-	35, // 94: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
-	37, // 95: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
-	39, // 96: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
-	41, // 97: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
-	78, // 98: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
-	43, // 99: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
-	45, // 100: docket.v1.Queue.SetKeyLimit:output_type -> docket.v1.SetKeyLimitResponse
-	48, // 101: docket.v1.Queue.ListKeys:output_type -> docket.v1.ListKeysResponse
-	66, // 102: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
-	69, // 103: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
-	71, // 104: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
-	73, // 105: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
-	75, // 106: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
-	58, // 107: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
-	61, // 108: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
-	63, // 109: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
-	55, // 110: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
-	56, // 111: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
-	50, // 112: docket.v1.Cluster.CheckToken:output_type -> docket.v1.CheckTokenResponse
-	53, // 113: docket.v1.Cluster.ReleaseClaims:output_type -> docket.v1.ReleaseClaimsResponse
-	74, // [74:114] is the sub-list for method output_type
-	34, // [34:74] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	2,  // 9: docket.v1.SubmitBatchRequest.claim:type_name -> docket.v1.ClaimRequest
+	80, // 10: docket.v1.SubmitBatchResponse.items:type_name -> docket.v1.ItemResult
+	81, // 11: docket.v1.SubmitBatchResponse.tasks:type_name -> docket.v1.Task
+	84, // 12: docket.v1.NackResponse.state:type_name -> docket.v1.TaskState
+	84, // 13: docket.v1.CancelResponse.state:type_name -> docket.v1.TaskState
+	81, // 14: docket.v1.GetTaskResponse.task:type_name -> docket.v1.Task
+	81, // 15: docket.v1.WaitResultResponse.task:type_name -> docket.v1.Task
+	85, // 16: docket.v1.StatsResponse.queues:type_name -> docket.v1.QueueStats
+	81, // 17: docket.v1.ListDeadResponse.tasks:type_name -> docket.v1.Task
+	80, // 18: docket.v1.RequeueDeadResponse.items:type_name -> docket.v1.ItemResult
+	84, // 19: docket.v1.ListTasksRequest.state:type_name -> docket.v1.TaskState
+	81, // 20: docket.v1.ListTasksResponse.tasks:type_name -> docket.v1.Task
+	86, // 21: docket.v1.SetQueueRetryRequest.retry:type_name -> docket.v1.RetryPolicy
+	84, // 22: docket.v1.SnoozeResponse.state:type_name -> docket.v1.TaskState
+	84, // 23: docket.v1.UpdateTaskResponse.state:type_name -> docket.v1.TaskState
+	87, // 24: docket.v1.SetQueueLimitsRequest.order:type_name -> docket.v1.QueueOrder
+	88, // 25: docket.v1.SetQueueLimitsRequest.per_key_pending:type_name -> docket.v1.PerKeyPending
+	47, // 26: docket.v1.ListKeysResponse.by_backlog:type_name -> docket.v1.KeyStats
+	47, // 27: docket.v1.ListKeysResponse.by_running:type_name -> docket.v1.KeyStats
+	89, // 28: docket.v1.CheckTokenResponse.token:type_name -> docket.v1.Token
+	52, // 29: docket.v1.ReleaseClaimsRequest.items:type_name -> docket.v1.ReleaseClaimsItem
+	60, // 30: docket.v1.ListTokensResponse.tokens:type_name -> docket.v1.TokenInfo
+	64, // 31: docket.v1.StatusResponse.servers:type_name -> docket.v1.Server
+	67, // 32: docket.v1.StatusResponse.consistency:type_name -> docket.v1.ConsistencyCheck
+	84, // 33: docket.v1.ParentResult.state:type_name -> docket.v1.TaskState
+	83, // 34: docket.v1.ParentResult.outcome:type_name -> docket.v1.Outcome
+	77, // 35: docket.v1.ParentResultsResponse.parents:type_name -> docket.v1.ParentResult
+	0,  // 36: docket.v1.Queue.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 37: docket.v1.Queue.Claim:input_type -> docket.v1.ClaimRequest
+	4,  // 38: docket.v1.Queue.ClaimBatch:input_type -> docket.v1.ClaimBatchRequest
+	6,  // 39: docket.v1.Queue.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	8,  // 40: docket.v1.Queue.Submit:input_type -> docket.v1.SubmitRequest
+	10, // 41: docket.v1.Queue.SubmitBatch:input_type -> docket.v1.SubmitBatchRequest
+	12, // 42: docket.v1.Queue.Nack:input_type -> docket.v1.NackRequest
+	14, // 43: docket.v1.Queue.Cancel:input_type -> docket.v1.CancelRequest
+	16, // 44: docket.v1.Queue.GetTask:input_type -> docket.v1.GetTaskRequest
+	18, // 45: docket.v1.Queue.WaitResult:input_type -> docket.v1.WaitResultRequest
+	20, // 46: docket.v1.Queue.Stats:input_type -> docket.v1.StatsRequest
+	22, // 47: docket.v1.Queue.ListDead:input_type -> docket.v1.ListDeadRequest
+	24, // 48: docket.v1.Queue.RequeueDead:input_type -> docket.v1.RequeueDeadRequest
+	26, // 49: docket.v1.Queue.ListTasks:input_type -> docket.v1.ListTasksRequest
+	28, // 50: docket.v1.Queue.PauseQueue:input_type -> docket.v1.PauseQueueRequest
+	30, // 51: docket.v1.Queue.ResumeQueue:input_type -> docket.v1.ResumeQueueRequest
+	32, // 52: docket.v1.Queue.PurgeQueue:input_type -> docket.v1.PurgeQueueRequest
+	90, // 53: docket.v1.Queue.PutSchedule:input_type -> docket.v1.PutScheduleRequest
+	91, // 54: docket.v1.Queue.ListSchedules:input_type -> docket.v1.ListSchedulesRequest
+	92, // 55: docket.v1.Queue.RemoveSchedule:input_type -> docket.v1.RemoveScheduleRequest
+	34, // 56: docket.v1.Queue.SetQueueRetry:input_type -> docket.v1.SetQueueRetryRequest
+	36, // 57: docket.v1.Queue.ResetQueue:input_type -> docket.v1.ResetQueueRequest
+	38, // 58: docket.v1.Queue.Snooze:input_type -> docket.v1.SnoozeRequest
+	40, // 59: docket.v1.Queue.UpdateTask:input_type -> docket.v1.UpdateTaskRequest
+	76, // 60: docket.v1.Queue.ParentResults:input_type -> docket.v1.ParentResultsRequest
+	42, // 61: docket.v1.Queue.SetQueueLimits:input_type -> docket.v1.SetQueueLimitsRequest
+	44, // 62: docket.v1.Queue.SetKeyLimit:input_type -> docket.v1.SetKeyLimitRequest
+	46, // 63: docket.v1.Queue.ListKeys:input_type -> docket.v1.ListKeysRequest
+	65, // 64: docket.v1.Cluster.Status:input_type -> docket.v1.StatusRequest
+	68, // 65: docket.v1.Cluster.TransferLeadership:input_type -> docket.v1.TransferLeadershipRequest
+	70, // 66: docket.v1.Cluster.AddServer:input_type -> docket.v1.AddServerRequest
+	72, // 67: docket.v1.Cluster.RemoveServer:input_type -> docket.v1.RemoveServerRequest
+	74, // 68: docket.v1.Cluster.Leave:input_type -> docket.v1.LeaveRequest
+	57, // 69: docket.v1.Cluster.CreateToken:input_type -> docket.v1.CreateTokenRequest
+	59, // 70: docket.v1.Cluster.ListTokens:input_type -> docket.v1.ListTokensRequest
+	62, // 71: docket.v1.Cluster.RevokeToken:input_type -> docket.v1.RevokeTokenRequest
+	54, // 72: docket.v1.Cluster.SnapshotSave:input_type -> docket.v1.SnapshotSaveRequest
+	55, // 73: docket.v1.Cluster.SnapshotRestore:input_type -> docket.v1.SnapshotChunk
+	49, // 74: docket.v1.Cluster.CheckToken:input_type -> docket.v1.CheckTokenRequest
+	51, // 75: docket.v1.Cluster.ReleaseClaims:input_type -> docket.v1.ReleaseClaimsRequest
+	1,  // 76: docket.v1.Queue.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 77: docket.v1.Queue.Claim:output_type -> docket.v1.ClaimResponse
+	5,  // 78: docket.v1.Queue.ClaimBatch:output_type -> docket.v1.ClaimBatchResponse
+	7,  // 79: docket.v1.Queue.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	9,  // 80: docket.v1.Queue.Submit:output_type -> docket.v1.SubmitResponse
+	11, // 81: docket.v1.Queue.SubmitBatch:output_type -> docket.v1.SubmitBatchResponse
+	13, // 82: docket.v1.Queue.Nack:output_type -> docket.v1.NackResponse
+	15, // 83: docket.v1.Queue.Cancel:output_type -> docket.v1.CancelResponse
+	17, // 84: docket.v1.Queue.GetTask:output_type -> docket.v1.GetTaskResponse
+	19, // 85: docket.v1.Queue.WaitResult:output_type -> docket.v1.WaitResultResponse
+	21, // 86: docket.v1.Queue.Stats:output_type -> docket.v1.StatsResponse
+	23, // 87: docket.v1.Queue.ListDead:output_type -> docket.v1.ListDeadResponse
+	25, // 88: docket.v1.Queue.RequeueDead:output_type -> docket.v1.RequeueDeadResponse
+	27, // 89: docket.v1.Queue.ListTasks:output_type -> docket.v1.ListTasksResponse
+	29, // 90: docket.v1.Queue.PauseQueue:output_type -> docket.v1.PauseQueueResponse
+	31, // 91: docket.v1.Queue.ResumeQueue:output_type -> docket.v1.ResumeQueueResponse
+	33, // 92: docket.v1.Queue.PurgeQueue:output_type -> docket.v1.PurgeQueueResponse
+	93, // 93: docket.v1.Queue.PutSchedule:output_type -> docket.v1.PutScheduleResponse
+	94, // 94: docket.v1.Queue.ListSchedules:output_type -> docket.v1.ListSchedulesResponse
+	95, // 95: docket.v1.Queue.RemoveSchedule:output_type -> docket.v1.RemoveScheduleResponse
+	35, // 96: docket.v1.Queue.SetQueueRetry:output_type -> docket.v1.SetQueueRetryResponse
+	37, // 97: docket.v1.Queue.ResetQueue:output_type -> docket.v1.ResetQueueResponse
+	39, // 98: docket.v1.Queue.Snooze:output_type -> docket.v1.SnoozeResponse
+	41, // 99: docket.v1.Queue.UpdateTask:output_type -> docket.v1.UpdateTaskResponse
+	78, // 100: docket.v1.Queue.ParentResults:output_type -> docket.v1.ParentResultsResponse
+	43, // 101: docket.v1.Queue.SetQueueLimits:output_type -> docket.v1.SetQueueLimitsResponse
+	45, // 102: docket.v1.Queue.SetKeyLimit:output_type -> docket.v1.SetKeyLimitResponse
+	48, // 103: docket.v1.Queue.ListKeys:output_type -> docket.v1.ListKeysResponse
+	66, // 104: docket.v1.Cluster.Status:output_type -> docket.v1.StatusResponse
+	69, // 105: docket.v1.Cluster.TransferLeadership:output_type -> docket.v1.TransferLeadershipResponse
+	71, // 106: docket.v1.Cluster.AddServer:output_type -> docket.v1.AddServerResponse
+	73, // 107: docket.v1.Cluster.RemoveServer:output_type -> docket.v1.RemoveServerResponse
+	75, // 108: docket.v1.Cluster.Leave:output_type -> docket.v1.LeaveResponse
+	58, // 109: docket.v1.Cluster.CreateToken:output_type -> docket.v1.CreateTokenResponse
+	61, // 110: docket.v1.Cluster.ListTokens:output_type -> docket.v1.ListTokensResponse
+	63, // 111: docket.v1.Cluster.RevokeToken:output_type -> docket.v1.RevokeTokenResponse
+	55, // 112: docket.v1.Cluster.SnapshotSave:output_type -> docket.v1.SnapshotChunk
+	56, // 113: docket.v1.Cluster.SnapshotRestore:output_type -> docket.v1.SnapshotRestoreResponse
+	50, // 114: docket.v1.Cluster.CheckToken:output_type -> docket.v1.CheckTokenResponse
+	53, // 115: docket.v1.Cluster.ReleaseClaims:output_type -> docket.v1.ReleaseClaimsResponse
+	76, // [76:116] is the sub-list for method output_type
+	36, // [36:76] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_docketv1_api_proto_init() }

@@ -34,13 +34,16 @@ type Config struct {
 	Payload     int
 	Batch       int // tasks per Enqueue
 	ClaimBatch  int // tasks per Claim
-	Producers   int // cycle
-	Workers     int // cycle: worker slots
-	Leases      int // heartbeat: leases held
-	Duration    time.Duration
-	Count       int // stop after this many ops (0: duration only)
-	Trials      int // failover
-	Backlog     int // backlog: pending tasks
+	// SubmitClaims: drain and cycle workers claim their next tasks with
+	// each step's submits, in one call (client.SubmitAndClaim).
+	SubmitClaims bool
+	Producers    int // cycle
+	Workers      int // cycle: worker slots
+	Leases       int // heartbeat: leases held
+	Duration     time.Duration
+	Count        int // stop after this many ops (0: duration only)
+	Trials       int // failover
+	Backlog      int // backlog: pending tasks
 	// AgentExe is the docket binary the local cluster's nodes run
 	// (default: this one), to compare server builds under one load
 	// generator.
@@ -184,6 +187,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.RandomPayload, "payload-random", false, "pseudo-random payload bytes, which no compression shrinks (default: a repeating a-z pattern, which Pebble compresses to almost nothing)")
 	fs.IntVar(&c.Batch, "batch", 1, "tasks per Enqueue call")
 	fs.IntVar(&c.ClaimBatch, "claim-batch", 1, "tasks per Claim call (drain, cycle)")
+	fs.BoolVar(&c.SubmitClaims, "submit-claims", true, "drain, cycle: a worker claims its next tasks in the same call (and Raft entry) as it submits the last ones (SubmitBatch with a claim); false: a Claim, then a Submit or SubmitBatch")
 	fs.IntVar(&c.Producers, "producers", 64, "cycle: concurrent producers")
 	fs.IntVar(&c.Workers, "workers", 256, "cycle: worker slots (tasks held at once)")
 	fs.IntVar(&c.Leases, "leases", 1000, "heartbeat: leases held and extended")
@@ -318,7 +322,7 @@ func (c Config) sharedRPCs() map[string]int {
 
 func (c Config) describe() map[string]any {
 	m := map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
-		"claim_batch": c.ClaimBatch, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
+		"claim_batch": c.ClaimBatch, "submit_claims": c.SubmitClaims, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck, "agent_exe": c.AgentExe,
 		"lease": c.Lease.String(), "shared_rpcs": c.sharedRPCs(), "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,
 		"tls": c.TLS || c.TLSCA != "", "token": c.Auth || (c.Addr != "" && c.Token != "")}
@@ -351,6 +355,8 @@ type runner struct {
 	// keySeq counts the tasks given a key (--task-keys), for the round
 	// robin over keys.
 	keySeq atomic.Uint64
+	// rode counts the tasks claimed with submits (--submit-claims).
+	rode atomic.Int64
 	// main is the workload's main op, the one the ceiling and --pairs
 	// compare; nil for the workloads without one.
 	main *Summary

@@ -160,10 +160,12 @@ func (r *runner) submitOnce(parent context.Context, c *client.Client, rec *Recor
 // submitAll submits ts: one Submit, or one SubmitBatch for several (the
 // batched claim-and-submit a worker that claims many tasks would do). A
 // batch counts as one call of len(ts) tasks; its failed items as errors.
-func (r *runner) submitAll(parent context.Context, c *client.Client, rec *Recorder, ts []*pb.Task) {
-	if len(ts) == 1 {
+// With next > 0 (--submit-claims) it is one SubmitBatch that also claims
+// up to next tasks (SubmitAndClaim), counted in claims and returned.
+func (r *runner) submitAll(parent context.Context, c *client.Client, rec, claims *Recorder, ts []*pb.Task, next int) []*pb.Task {
+	if len(ts) == 1 && next == 0 {
 		_ = r.submitOnce(parent, c, rec, ts[0]) // counted as an error
-		return
+		return nil
 	}
 	reqs := make([]*pb.SubmitRequest, len(ts))
 	for i, t := range ts {
@@ -173,12 +175,20 @@ func (r *runner) submitAll(parent context.Context, c *client.Client, rec *Record
 	ctx, cancel := context.WithTimeout(parent, opTimeout)
 	defer cancel()
 	t0 := time.Now()
-	items, err := c.SubmitBatch(ctx, reqs...)
+	var items []*pb.ItemResult
+	var got []*pb.Task
+	var err error
+	if next > 0 {
+		items, got, err = c.SubmitAndClaim(ctx, &pb.ClaimRequest{Queue: r.cfg.Queue, WorkerId: "bench",
+			MaxTasks: uint32(next), LeaseNs: int64(r.cfg.Lease)}, reqs...)
+	} else {
+		items, err = c.SubmitBatch(ctx, reqs...)
+	}
 	if err != nil {
 		if parent.Err() == nil { // the run's end cut it short: not an error
 			rec.Fail(fmt.Errorf("submit batch: %w", err))
 		}
-		return
+		return nil
 	}
 	ok := 0
 	for _, it := range items {
@@ -189,6 +199,36 @@ func (r *runner) submitAll(parent context.Context, c *client.Client, rec *Record
 		ok++
 	}
 	rec.Observe(time.Since(t0), ok)
+	if len(got) > 0 {
+		claims.Observe(time.Since(t0), len(got))
+		r.rode.Add(int64(len(got)))
+	}
+	return got
+}
+
+// held carries each worker's tasks from one step to the next: with
+// --submit-claims a step's submits claim the next step's tasks.
+type held [][]*pb.Task
+
+// next is how many tasks a worker's submits claim for its next step: k
+// with --submit-claims, else none.
+func (r *runner) next(k int) int {
+	if r.cfg.SubmitClaims {
+		return k
+	}
+	return 0
+}
+
+// finish submits what the workers still hold when the run ends, so that
+// no lease is left to expire in a cluster that outlives the run. It is
+// not measured.
+func (r *runner) finish(ctx context.Context, c *client.Client, h held) {
+	scratch, none := NewRecorder("submit"), NewRecorder("claim")
+	for _, ts := range h {
+		if len(ts) > 0 {
+			r.submitAll(ctx, c, scratch, none, ts, 0)
+		}
+	}
 }
 
 func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) {
@@ -215,18 +255,24 @@ func (r *runner) drain(ctx context.Context, c *client.Client) (*Summary, error) 
 	// is drained. Without one, an empty claim does.
 	perKey := r.cfg.MaxRunningPerKey != nil && *r.cfg.MaxRunningPerKey > 0
 	var taken atomic.Int64
-	elapsed := r.drive(ctx, "drain", r.cfg.Concurrency, submits, func(ctx context.Context, _ int) bool {
-		ts, err := r.claimOnce(ctx, c, claims, r.cfg.ClaimBatch, 0, r.cfg.Lease)
-		if err != nil {
-			return true
+	h := make(held, r.cfg.Concurrency)
+	elapsed := r.drive(ctx, "drain", r.cfg.Concurrency, submits, func(ctx context.Context, w int) bool {
+		ts := h[w]
+		if len(ts) == 0 {
+			var err error
+			if ts, err = r.claimOnce(ctx, c, claims, r.cfg.ClaimBatch, 0, r.cfg.Lease); err != nil {
+				return true
+			}
 		}
 		if len(ts) == 0 {
 			return perKey && taken.Load() < int64(n)
 		}
 		taken.Add(int64(len(ts)))
-		r.submitAll(ctx, c, submits, ts)
+		h[w] = r.submitAll(ctx, c, submits, claims, ts, r.next(r.cfg.ClaimBatch))
 		return true
 	})
+	r.finish(ctx, c, h)
+	r.rep.Extra["tasks_claimed_with_submits"] = r.rode.Load()
 	s := submits.Summarize(elapsed)
 	r.rep.Ops = append(r.rep.Ops, claims.Summarize(elapsed), s)
 	return &s, nil
@@ -248,6 +294,7 @@ func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) 
 	var enqueued atomic.Int64
 	enqueued.Store(warmed)
 	r.rep.Extra["warmup_tasks"] = warmed
+	h := make(held, r.cfg.Producers+claimers)
 	elapsed := r.drive(ctx, "cycle", r.cfg.Producers+claimers, submits, func(ctx context.Context, w int) bool {
 		if w < r.cfg.Producers {
 			_, _, done := submits.Counts()
@@ -260,12 +307,20 @@ func (r *runner) cycle(ctx context.Context, c *client.Client) (*Summary, error) 
 			}
 			return true
 		}
-		ts, err := r.claimOnce(ctx, c, claims, k, 200*time.Millisecond, r.cfg.Lease)
-		if err == nil && len(ts) > 0 {
-			r.submitAll(ctx, c, submits, ts)
+		ts := h[w]
+		if len(ts) == 0 {
+			var err error
+			if ts, err = r.claimOnce(ctx, c, claims, k, 200*time.Millisecond, r.cfg.Lease); err != nil {
+				return true
+			}
+		}
+		if len(ts) > 0 {
+			h[w] = r.submitAll(ctx, c, submits, claims, ts, r.next(k))
 		}
 		return true
 	})
+	r.finish(ctx, c, h)
+	r.rep.Extra["tasks_claimed_with_submits"] = r.rode.Load()
 	s := submits.Summarize(elapsed)
 	s.Op = "complete"
 	r.rep.Ops = append(r.rep.Ops, enq.Summarize(elapsed), claims.Summarize(elapsed), s)
