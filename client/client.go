@@ -209,7 +209,7 @@ type Client struct {
 	// enq, sub, clm and hb share Enqueue, Submit, Claim and Heartbeat
 	// RPCs between concurrent callers; nil when sharing is off.
 	enq *sharer[*docketv1.NewTask, *docketv1.ItemResult]
-	sub *sharer[*docketv1.SubmitRequest, submitResult]
+	sub *sharer[submitItem, submitResult]
 	clm *sharer[*docketv1.ClaimRequest, []*docketv1.Task]
 	hb  *sharer[*docketv1.HeartbeatItem, *docketv1.ItemResult]
 	// claiming counts the Claim calls under way while sharing is on, so
@@ -278,7 +278,7 @@ func New(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
 				c.enq = newSharer("Enqueue", n, enqueueBurst, sizeOf[*docketv1.NewTask], nil, c.enqueueRPC, c.enqueueRPC)
 			}
 			if n := cfg.share[SubmitRPCs]; n > 0 {
-				c.sub = newSharer("Submit", n, 0, sizeOf[*docketv1.SubmitRequest], nil, c.submitAlone, c.submitBatchRPC)
+				c.sub = newSharer("Submit", n, 0, submitItemSize, nil, c.submitAlone, c.submitBatchRPC)
 			}
 			if n := cfg.share[ClaimRPCs]; n > 0 {
 				c.clm = newSharer("Claim", n, 0, sizeOf[*docketv1.ClaimRequest], claimWeight, c.claimAlone, c.claimBatchRPC)

@@ -161,14 +161,8 @@ func (c *Client) heartbeatRPC(ctx context.Context, items []*docketv1.HeartbeatIt
 // accepted. ErrCancelled means an operator cancelled the task while this
 // claim ran: it ended CANCELLED and nothing of the Submit was stored.
 func (c *Client) Submit(ctx context.Context, req *docketv1.SubmitRequest) (alreadyDone bool, err error) {
-	if c.sub == nil {
-		return c.submitOne(ctx, req)
-	}
-	out, err := c.sub.do(ctx, []*docketv1.SubmitRequest{req})
-	if err != nil {
-		return false, err
-	}
-	return out[0].alreadyDone, out[0].err
+	r := c.submitRiding(ctx, req, nil)
+	return r.alreadyDone, r.err
 }
 
 // SubmitBatch reports many tasks in one call and returns one result per
@@ -194,53 +188,6 @@ func (c *Client) SubmitBatch(ctx context.Context, reqs ...*docketv1.SubmitReques
 	}
 	hideStale(resp.GetItems())
 	return resp.GetItems(), nil
-}
-
-// submitResult is one shared Submit's answer.
-type submitResult struct {
-	alreadyDone bool
-	err         error
-}
-
-// submitOne sends one Submit RPC, with the client's retries.
-func (c *Client) submitOne(ctx context.Context, req *docketv1.SubmitRequest) (bool, error) {
-	var resp *docketv1.SubmitResponse
-	_, err := c.invoke(ctx, opSubmit, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		r, err := docketv1.NewQueueClient(cc).Submit(ctx, req, opts...)
-		resp = r
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	return resp.GetAlreadyDone(), nil
-}
-
-// submitAlone sends a caller's Submit on its own: what a Submit that
-// shares nothing gets. A Submit call carries exactly one request.
-func (c *Client) submitAlone(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
-	done, err := c.submitOne(ctx, reqs[0])
-	if err != nil {
-		return nil, err
-	}
-	return []submitResult{{alreadyDone: done}}, nil
-}
-
-// submitBatchRPC sends many callers' Submits as one SubmitBatch and turns
-// each item's answer into what its own Submit would have returned.
-func (c *Client) submitBatchRPC(ctx context.Context, reqs []*docketv1.SubmitRequest) ([]submitResult, error) {
-	items, err := c.SubmitBatch(ctx, reqs...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]submitResult, len(items))
-	for i, it := range items {
-		out[i].alreadyDone = it.GetCode() == docketv1.Code_CODE_ALREADY_DONE
-		if err := ItemError(it); err != nil {
-			out[i].err = fmt.Errorf("%s: %w", opSubmit.name, err)
-		}
-	}
-	return out, nil
 }
 
 // Nack gives a claimed task back for another attempt after req.DelayNs and

@@ -139,6 +139,9 @@ type Worker struct {
 	h       Handler
 	log     *slog.Logger
 	running atomic.Bool
+	// claiming is true while Run's claim loop runs: a handler's report
+	// then claims the worker's next task with it (ride).
+	claiming atomic.Bool
 
 	mu     sync.Mutex
 	leases map[leaseKey]*lease
@@ -227,7 +230,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	var handlers sync.WaitGroup
+	w.claiming.Store(true)
 	err := w.claimLoop(ctx, hctx, &handlers)
+	w.claiming.Store(false)
 
 	w.log.Info("worker stopping: no more claims, waiting for in-flight tasks",
 		"in_flight", w.inFlight(), "timeout", w.cfg.ShutdownTimeout)
@@ -327,9 +332,41 @@ func (w *Worker) start(hctx context.Context, t *docketv1.Task, sent time.Time, s
 	go func() {
 		defer handlers.Done()
 		defer func() { <-slots }()
-		result, err := w.call(l.ctx, l.task)
-		w.finish(l, result, err)
+		for l != nil {
+			result, err := w.call(l.ctx, l.task)
+			next, sent := w.finish(l, result, err)
+			l = nil
+			if next != nil {
+				// Claimed with the report: it runs in the slot it freed.
+				l = w.track(hctx, next, sent)
+			}
+		}
 	}()
+}
+
+// ride is the claim of one task that a handler's report carries while the
+// claim loop runs (SubmitAndClaim): the handler's slot is about to be
+// free, and the task runs in it, without a Claim of its own. Nil once
+// the worker stops claiming.
+func (w *Worker) ride() *docketv1.ClaimRequest {
+	if !w.claiming.Load() {
+		return nil
+	}
+	return &docketv1.ClaimRequest{Queue: w.cfg.Queue, Tenant: w.cfg.Tenant, WorkerId: w.cfg.WorkerID,
+		LeaseNs: int64(w.cfg.Lease), MaxTasks: 1}
+}
+
+// keep returns the task a report claimed, and when its claim was sent,
+// if the worker still claims; otherwise it gives the task back.
+func (w *Worker) keep(r submitResult, sent time.Time) (*docketv1.Task, time.Time) {
+	if r.next == nil {
+		return nil, time.Time{}
+	}
+	if !w.claiming.Load() {
+		w.giveBack([]*docketv1.Task{r.next})
+		return nil, time.Time{}
+	}
+	return r.next, sent
 }
 
 // call runs the handler, turning a panic into an error so that one bad task
@@ -346,15 +383,17 @@ func (w *Worker) call(ctx context.Context, t *Task) (result []byte, err error) {
 
 // finish reports the handler's outcome under the task's fence: Submit
 // COMPLETED on success, Submit FAILED for ErrPermanent, Nack otherwise.
-// Heartbeats go on until it returns, so a slow Submit keeps its lease.
-func (w *Worker) finish(l *lease, result []byte, herr error) {
+// Heartbeats go on until it returns, so a slow Submit keeps its lease. A
+// Submit claims the worker's next task with it while the worker claims
+// (ride); finish returns that task and when its claim was sent.
+func (w *Worker) finish(l *lease, result []byte, herr error) (*docketv1.Task, time.Time) {
 	defer w.untrack(l)
 	t := l.task
 	log := w.log.With("task", t.ID(), "fence", t.Fence(), "attempt", t.Attempt())
 	if w.beginFinish(l) {
 		log.Warn("the server ended the claim (lease lost or execution timeout): dropping the handler's outcome",
 			"cause", context.Cause(l.ctx), "handler_err", herr)
-		return
+		return nil, time.Time{}
 	}
 	// The handler's ctx may be cancelled (shutdown timeout); the report
 	// must still go out, bounded by the lease it is about.
@@ -363,15 +402,19 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 
 	switch {
 	case herr == nil:
-		done, err := w.c.Submit(ctx, &docketv1.SubmitRequest{
+		sent := time.Now()
+		r := w.c.submitRiding(ctx, &docketv1.SubmitRequest{
 			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: result,
-		})
-		w.logReport(log, "completed", err, "already_done", done)
+		}, w.ride())
+		w.logReport(log, "completed", r.err, "already_done", r.alreadyDone)
+		return w.keep(r, sent)
 	case errors.Is(herr, ErrPermanent):
-		done, err := w.c.Submit(ctx, &docketv1.SubmitRequest{
+		sent := time.Now()
+		r := w.c.submitRiding(ctx, &docketv1.SubmitRequest{
 			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), Outcome: docketv1.Outcome_OUTCOME_FAILED, Error: truncate(herr.Error()),
-		})
-		w.logReport(log, "failed", err, "already_done", done, "handler_err", herr)
+		}, w.ride())
+		w.logReport(log, "failed", r.err, "already_done", r.alreadyDone, "handler_err", herr)
+		return w.keep(r, sent)
 	default:
 		var delay time.Duration
 		var ra *retryAfterError
@@ -386,6 +429,7 @@ func (w *Worker) finish(l *lease, result []byte, herr error) {
 			TaskId: t.ID(), Fence: t.Fence(), Tenant: t.p.GetTenant(), DelayNs: int64(delay), Reason: truncate(reason),
 		})
 		w.logReport(log, "nacked", err, "state", state, "delay", delay, "handler_err", herr)
+		return nil, time.Time{}
 	}
 }
 

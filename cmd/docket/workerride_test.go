@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/dockethq/docket/client"
+	"github.com/dockethq/docket/internal/testwait"
+	pb "github.com/dockethq/docket/proto/docketv1"
+)
+
+// rpcCounter counts a client's unary calls by method.
+type rpcCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	r.mu.Lock()
+	r.n[method]++
+	r.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (r *rpcCounter) count(methods ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range methods {
+		n += r.n[m]
+	}
+	return n
+}
+
+// Test_WorkerClaimsWithItsReports: a Worker's handler that finishes
+// reports its task and claims the worker's next one in the same call, and
+// the task runs in the slot it freed, so a backlog is drained with few
+// Claims of their own. Every task is completed once, and the worker stops
+// cleanly with nothing left running.
+func Test_WorkerClaimsWithItsReports(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	rpcs := &rpcCounter{n: map[string]int{}}
+	c := mustClientWith(t, addrsOf(nodes), client.WithDialOptions(grpc.WithChainUnaryInterceptor(rpcs.intercept)))
+	ctx := ctxT(t, 60*time.Second)
+	const n = 400
+	tasks := make([]*pb.NewTask, n)
+	for i := range tasks {
+		tasks[i] = &pb.NewTask{Queue: "ride"}
+	}
+	if _, err := c.Enqueue(ctx, tasks...); err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]int{}
+	w, err := client.NewWorker(c, client.WorkerConfig{Queue: "ride", Concurrency: 4, PollWait: time.Second},
+		func(_ context.Context, tk *client.Task) ([]byte, error) {
+			mu.Lock()
+			seen[tk.ID()]++
+			mu.Unlock()
+			ran.Add(1)
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	testwait.For(t, 45*time.Second, "every task to complete", func() bool {
+		st, err := c.Stats(ctx, "ride", "")
+		return err == nil && len(st) == 1 && st[0].GetCompleted() == n
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	mu.Lock()
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("task %s ran %d times", id, k)
+		}
+	}
+	mu.Unlock()
+	if ran.Load() != n {
+		t.Fatalf("%d handler runs for %d tasks", ran.Load(), n)
+	}
+	claims := rpcs.count(pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName)
+	reports := rpcs.count(pb.Queue_Submit_FullMethodName, pb.Queue_SubmitBatch_FullMethodName)
+	t.Logf("%d tasks: %d Claim RPCs, %d Submit or SubmitBatch RPCs", n, claims, reports)
+	if claims > n/10 {
+		t.Fatalf("%d Claim RPCs for %d tasks: the reports did not claim the next tasks", claims, n)
+	}
+	st, err := c.Stats(ctx, "ride", "")
+	if err != nil || len(st) != 1 || st[0].GetRunning() != 0 || st[0].GetPending() != 0 {
+		t.Fatalf("after the worker stopped: %v, %v; want nothing running or pending", st, err)
+	}
+}
