@@ -34,6 +34,9 @@ type WorkloadConfig struct {
 	DrainTimeout time.Duration
 	StallProb    float64 // a worker stops heartbeating and outlives its lease
 	NackProb     float64
+	// RideProb is the probability that a worker's Submit claims its next
+	// task in the same call (client.SubmitAndClaim).
+	RideProb     float64
 	EnqueueEvery time.Duration // each producer's mean pause between enqueues
 	ProcPrefix   string        // prefixes process names, so that a second workload's ops do not collide
 	// Fair runs the fair-queue loop (fair.go): it needs feature level 16,
@@ -282,7 +285,13 @@ func (w *workload) worker(ctx context.Context, i int) {
 	proc := fmt.Sprintf("%sw%d", w.cfg.ProcPrefix, i)
 	lease := w.cfg.Lease
 	drainEnd := time.Time{}
+	var next *docketv1.Task // claimed with the last Submit
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
+		if next != nil {
+			t := next
+			next = w.work(ctx, proc, t.GetId(), t.GetFence())
+			continue
+		}
 		if w.draining.Load() {
 			if drainEnd.IsZero() {
 				drainEnd = time.Now().Add(w.cfg.DrainTimeout)
@@ -308,14 +317,15 @@ func (w *workload) worker(ctx context.Context, i int) {
 		t := tasks[0]
 		w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FClaim, Task: t.GetId(), Key: string(t.GetPayload()), Fence: t.GetFence()})
 		w.lastTask.Store(Now())
-		w.work(ctx, proc, t.GetId(), t.GetFence())
+		next = w.work(ctx, proc, t.GetId(), t.GetFence())
 	}
 }
 
 // work holds a claimed task: heartbeats every lease/4 for a random time,
 // sometimes stalls past the lease or nacks, then writes downstream and
-// submits under its fence, whether or not it still holds the lease.
-func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
+// submits under its fence, whether or not it still holds the lease. A
+// Submit may claim the worker's next task (ride), which work returns.
+func (w *workload) work(ctx context.Context, proc, task string, fence uint64) *docketv1.Task {
 	lease := w.cfg.Lease
 	draining := w.draining.Load()
 	stall := !draining && rand.Float64() < w.cfg.StallProb
@@ -361,7 +371,7 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 		_, err := w.wcl.Nack(c, &docketv1.NackRequest{TaskId: task, Tenant: Tenant, Fence: fence, Reason: "jepsen"})
 		cancel()
 		w.complete(proc, op, FNack, task, fence, err, false)
-		return
+		return nil
 	}
 	op := w.rec.Invoke(Event{Proc: proc, F: FWrite, Task: task, Fence: fence})
 	if w.reg.Write(task, fence) {
@@ -369,12 +379,47 @@ func (w *workload) work(ctx context.Context, proc, task string, fence uint64) {
 	} else {
 		w.rec.Record(Event{Proc: proc, Op: op, Type: Fail, F: FWrite, Task: task, Fence: fence, Err: ErrStale})
 	}
+	req := &docketv1.SubmitRequest{TaskId: task, Tenant: Tenant, Fence: fence,
+		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)}
+	if rand.Float64() < w.cfg.RideProb {
+		return w.ride(ctx, proc, req)
+	}
 	op = w.rec.Invoke(Event{Proc: proc, F: FSubmit, Task: task, Fence: fence})
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	done, err := w.wcl.Submit(c, &docketv1.SubmitRequest{TaskId: task, Tenant: Tenant, Fence: fence,
-		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
+	done, err := w.wcl.Submit(c, req)
 	cancel()
 	w.complete(proc, op, FSubmit, task, fence, err, done)
+	return nil
+}
+
+// ride submits req and claims the worker's next task in the same call
+// and Raft entry (SubmitAndClaim): two operations of the history, invoked
+// together and answered together. A failed call is info for both, since
+// the submit may have applied while the claim was refused.
+func (w *workload) ride(ctx context.Context, proc string, req *docketv1.SubmitRequest) *docketv1.Task {
+	lease := w.cfg.Lease
+	sop := w.rec.Invoke(Event{Proc: proc, F: FSubmit, Task: req.GetTaskId(), Fence: req.GetFence()})
+	cop := w.rec.Invoke(Event{Proc: proc, F: FClaim, Lease: int64(lease)})
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	items, tasks, err := w.wcl.SubmitAndClaim(c, &docketv1.ClaimRequest{Queue: Queue, Tenant: Tenant, WorkerId: proc,
+		LeaseNs: int64(lease), MaxTasks: 1}, req)
+	cancel()
+	if err != nil {
+		_, cls := classify(err)
+		w.rec.Record(Event{Proc: proc, Op: sop, Type: Info, F: FSubmit, Task: req.GetTaskId(), Fence: req.GetFence(), Err: cls})
+		w.rec.Record(Event{Proc: proc, Op: cop, Type: Info, F: FClaim, Err: cls})
+		return nil
+	}
+	w.complete(proc, sop, FSubmit, req.GetTaskId(), req.GetFence(), client.ItemError(items[0]),
+		items[0].GetCode() == docketv1.Code_CODE_ALREADY_DONE)
+	if len(tasks) == 0 {
+		w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FClaim})
+		return nil
+	}
+	t := tasks[0]
+	w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FClaim, Task: t.GetId(), Key: string(t.GetPayload()), Fence: t.GetFence()})
+	w.lastTask.Store(Now())
+	return t
 }
 
 func (w *workload) complete(proc string, op int64, f, task string, fence uint64, err error, done bool) {

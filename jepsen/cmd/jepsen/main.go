@@ -303,6 +303,7 @@ func workload(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 120*time.Second, "longest drain")
 	fs.Float64Var(&cfg.StallProb, "stall", 0.1, "probability a worker stalls past its lease")
 	fs.Float64Var(&cfg.NackProb, "nack", 0.05, "probability a worker nacks")
+	fs.Float64Var(&cfg.RideProb, "ride", 0.5, "probability a worker's Submit claims its next task in the same call")
 	fs.StringVar(&cfg.ProcPrefix, "proc-prefix", "", "prefix for process names in the history")
 	fs.BoolVar(&cfg.Fair, "fair", false, "run the fair-queue loop (feature level 16)")
 	fs.DurationVar(&cfg.EnqueueEvery, "enqueue-every", 200*time.Millisecond, "each producer's mean pause between enqueues")
