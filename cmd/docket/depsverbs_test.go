@@ -124,15 +124,14 @@ func Test_WorkerReadsParentResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
+	stop := runWorker(ctx, w)
 	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
 	if _, err := c.WaitResult(ctx, items[2].GetTaskId()); err != nil {
 		t.Fatal(err)
 	}
-	stop()
-	<-done
+	if err := stop(); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if want := "TASK_STATE_COMPLETED=r-a,TASK_STATE_COMPLETED=r-b"; seen["sum"] != want {

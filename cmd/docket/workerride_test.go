@@ -38,6 +38,18 @@ func (r *rpcCounter) count(methods ...string) int {
 	return n
 }
 
+// runWorker runs w until the returned stop is called or ctx ends; stop
+// waits for Run to return and returns its error, on every call.
+func runWorker(ctx context.Context, w *client.Worker) (stop func() error) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+}
+
 // Test_WorkerClaimsWithItsReports: a Worker's handler that finishes
 // reports its task and claims the worker's next one in the same call, and
 // the task runs in the slot it freed, so a backlog is drained with few
@@ -70,16 +82,12 @@ func Test_WorkerClaimsWithItsReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
+	stop := runWorker(ctx, w)
 	testwait.For(t, 45*time.Second, "every task to complete", func() bool {
 		st, err := c.Stats(ctx, "ride", "")
 		return err == nil && len(st) == 1 && st[0].GetCompleted() == n
 	})
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
 	mu.Lock()

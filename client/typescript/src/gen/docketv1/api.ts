@@ -113,10 +113,23 @@ export interface SubmitResponse {
 
 export interface SubmitBatchRequest {
   items: SubmitRequest[];
+  /**
+   * claim, when set, also claims the caller's next tasks, in the same Raft
+   * entry after the submits: a worker draining a backlog pays one
+   * replicated round per step instead of two. It is a Claim without a
+   * wait (wait_ns must be 0), run only when the leader shows a task to
+   * claim; an answer without tasks says nothing about the queue, and the
+   * worker claims with a wait as usual. A server older than this field
+   * ignores it and answers no tasks, so a worker that falls back to Claim
+   * works against both.
+   */
+  claim: ClaimRequest | undefined;
 }
 
 export interface SubmitBatchResponse {
   items: ItemResult[];
+  /** tasks are what claim took, as a ClaimResponse's. */
+  tasks: Task[];
 }
 
 export interface NackRequest {
@@ -1345,13 +1358,16 @@ export const SubmitResponse: MessageFns<SubmitResponse> = {
 };
 
 function createBaseSubmitBatchRequest(): SubmitBatchRequest {
-  return { items: [] };
+  return { items: [], claim: undefined };
 }
 
 export const SubmitBatchRequest: MessageFns<SubmitBatchRequest> = {
   encode(message: SubmitBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.items) {
       SubmitRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.claim !== undefined) {
+      ClaimRequest.encode(message.claim, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1377,6 +1393,14 @@ export const SubmitBatchRequest: MessageFns<SubmitBatchRequest> = {
             message.items.push(SubmitRequest.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.claim = ClaimRequest.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1395,18 +1419,24 @@ export const SubmitBatchRequest: MessageFns<SubmitBatchRequest> = {
   fromPartial(object: DeepPartial<SubmitBatchRequest>): SubmitBatchRequest {
     const message = createBaseSubmitBatchRequest();
     message.items = object.items?.map((e) => SubmitRequest.fromPartial(e)) || [];
+    message.claim = (object.claim !== undefined && object.claim !== null)
+      ? ClaimRequest.fromPartial(object.claim)
+      : undefined;
     return message;
   },
 };
 
 function createBaseSubmitBatchResponse(): SubmitBatchResponse {
-  return { items: [] };
+  return { items: [], tasks: [] };
 }
 
 export const SubmitBatchResponse: MessageFns<SubmitBatchResponse> = {
   encode(message: SubmitBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.items) {
       ItemResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.tasks) {
+      Task.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1432,6 +1462,14 @@ export const SubmitBatchResponse: MessageFns<SubmitBatchResponse> = {
             message.items.push(ItemResult.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tasks.push(Task.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1450,6 +1488,7 @@ export const SubmitBatchResponse: MessageFns<SubmitBatchResponse> = {
   fromPartial(object: DeepPartial<SubmitBatchResponse>): SubmitBatchResponse {
     const message = createBaseSubmitBatchResponse();
     message.items = object.items?.map((e) => ItemResult.fromPartial(e)) || [];
+    message.tasks = object.tasks?.map((e) => Task.fromPartial(e)) || [];
     return message;
   },
 };
