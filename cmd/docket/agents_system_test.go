@@ -44,10 +44,35 @@ type agentStatus struct {
 }
 
 // startAgentCluster builds the binary, starts three agents and waits for
-// a leader with feature level latched.
+// a leader with feature level latched. Test processes pick their ports at
+// random, each on its own, so another test may bind a port between the
+// check and the agent's bind: an agent that exits for that ("address
+// already in use") is started again with the others on new ports, at
+// most three times in all. Any other early exit fails the test.
 func startAgentCluster(t *testing.T, level uint32) *agentCluster {
 	t.Helper()
-	c := &agentCluster{t: t, bin: buildDocket(t), dir: t.TempDir()}
+	bin := buildDocket(t)
+	for attempt := 1; ; attempt++ {
+		c, taken := tryAgentCluster(t, bin, level)
+		if taken == "" {
+			return c
+		}
+		if attempt == 3 {
+			t.Fatalf("%s: a port was taken before the agent bound it, %d times", taken, attempt)
+		}
+		t.Logf("%s: a port was taken before the agent bound it; starting the cluster again on other ports", taken)
+		for _, n := range c.nodes {
+			n.proc.stop()
+		}
+	}
+}
+
+// tryAgentCluster is one try of startAgentCluster. It returns the id of
+// an agent that lost a port to another process, and "" once the cluster
+// has formed.
+func tryAgentCluster(t *testing.T, bin string, level uint32) (*agentCluster, string) {
+	t.Helper()
+	c := &agentCluster{t: t, bin: bin, dir: t.TempDir()}
 	// Registered before the agents start, so it runs after they stop and
 	// their logs are whole.
 	t.Cleanup(func() {
@@ -67,16 +92,22 @@ func startAgentCluster(t *testing.T, level uint32) *agentCluster {
 			"--bootstrap-expect", "3", "--join", strings.Join(gossips, ",")}
 		c.start(n)
 	}
+	taken := ""
 	testwait.For(t, 60*time.Second, fmt.Sprintf("a leader with level %d latched", level), func() bool {
 		for _, n := range c.nodes {
 			if gone, err := n.proc.exited(); gone {
+				log, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", n.id, n.starts)))
+				if strings.Contains(string(log), "address already in use") {
+					taken = n.id
+					return true
+				}
 				t.Fatalf("%s exited before the cluster formed: %v", n.id, err)
 			}
 		}
 		st := c.status(c.grpcs)
 		return st.LeaderID != "" && st.EnabledFeatureLevel >= level
 	})
-	return c
+	return c, taken
 }
 
 // logTails logs the last n lines of every agent's log, so that a failed

@@ -178,6 +178,15 @@ func (p *childProc) exited() (bool, error) {
 	return p.gone, p.err
 }
 
+// stop kills the process, if it still runs, and waits for it to end.
+func (p *childProc) stop() {
+	if gone, _ := p.exited(); gone {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	p.err, p.gone = <-p.done, true
+}
+
 // startLimitedAgent runs bin with args under a file limit of nofile (soft
 // and hard, set by the shell before it execs the binary), logging to
 // logPath. Cleanup stops it: SIGTERM, then SIGKILL after 15 s.
