@@ -67,6 +67,20 @@ func newClaimView() *claimView {
 // apply would. It reads no Pebble and never blocks on apply for longer
 // than installing one batch's changes.
 func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next int64) {
+	return f.ClaimViewAfter(ref, now, 0)
+}
+
+// ClaimViewAfter is ClaimView for a claim that applies after up to
+// freeing running tasks end in the same entry: a claim that rides on
+// submits. A queue or tenant at its running limit, or a key at its
+// per-key limit, shows nothing to claim until they end, and the claim
+// behind them would take their slots. So it counts freeing of the
+// running tasks as gone, from the queue, its tenant and its keys alike.
+// Which queue and key each submitted task holds is not known here: the
+// answer may be more than the claim gets, never less, and the claim's
+// apply holds the limits.
+func (f *FSM) ClaimViewAfter(ref QueueRef, now int64, freeing int) (pending int, due bool, next int64) {
+	gone := uint64(max(freeing, 0))
 	v := f.claims
 	v.mu.RLock()
 	if v.stale {
@@ -79,15 +93,15 @@ func (f *FSM) ClaimView(ref QueueRef, now int64) (pending int, due bool, next in
 	if q.cfg.GetPaused() {
 		return 0, false, 0
 	}
-	u := storage.TenantUsage{Running: tl.running, MaxRunning: tl.max, HasRunning: limited}
-	allow, nextToken := allowance(q.cfg, q.running, u, max(now, f.now.Load()), math.MaxInt)
+	u := storage.TenantUsage{Running: subFloor(tl.running, gone), MaxRunning: tl.max, HasRunning: limited}
+	allow, nextToken := allowance(q.cfg, subFloor(q.running, gone), u, max(now, f.now.Load()), math.MaxInt)
 	if allow == 0 {
 		return 0, false, nextToken
 	}
 	if free, ok := v.keyedFree(ref); ok && q.pending > 0 {
 		// Every key with tasks may be at its limit: a claim would answer
 		// empty, so the long poll waits for a running task to end.
-		return int(min(free, uint64(allow))), false, 0
+		return int(min(free+gone, q.pending, uint64(allow))), false, 0
 	}
 	if q.pending > 0 || q.delayed == 0 {
 		return int(min(q.pending, uint64(allow))), false, 0

@@ -299,3 +299,45 @@ func BenchmarkClaimAdmission(b *testing.B) {
 		}
 	}
 }
+
+// Test_ClaimViewAfterCountsTheTasksThatEnd: a claim riding on submits sees
+// the running tasks they end as gone. Table rows are the limit that holds
+// the queue: its own running limit, its tenant's, a per-key limit, and a
+// rate limit, which ending tasks do not lift.
+func Test_ClaimViewAfterCountsTheTasksThatEnd(t *testing.T) {
+	ref := QueueRef{"q", "acme"}
+	for _, c := range []struct {
+		name  string
+		setup func(h *harness)
+		// view is ClaimViewAfter's count with freeing 0, 1 and 5, once
+		// two tasks of the five run.
+		view [3]int
+	}{
+		{"queue limit", func(h *harness) { h.do(limitsCmd(t0, "q", "acme", u32(2), nil, nil)) }, [3]int{0, 1, 2}},
+		{"tenant limit", func(h *harness) { h.do(limitsCmd(t0, "", "acme", u32(3), nil, nil)) }, [3]int{1, 2, 3}},
+		{"key limit", func(h *harness) {
+			h.do(latchCmd(LevelFairQueues))
+			h.do(setPerKeyCmd(t0, "q", "acme", 2, pb.QueueOrder_QUEUE_ORDER_FAIR))
+		}, [3]int{0, 1, 3}},
+		{"rate limit", func(h *harness) { h.do(limitsCmd(t0, "q", "acme", nil, u64(1), u32(2))) }, [3]int{0, 0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			c.setup(h)
+			for range 5 {
+				h.enqueue(t0, keyedTask("q", "acme", "a"))
+			}
+			if got := h.claim(t0, "q", "acme", 2); len(got) != 2 {
+				t.Fatalf("claimed %d, want 2", len(got))
+			}
+			for i, freeing := range []int{0, 1, 5} {
+				if n, due, _ := h.f.ClaimViewAfter(ref, t0, freeing); n != c.view[i] || due {
+					t.Errorf("freeing %d: %d claimable (due %v), want %d", freeing, n, due, c.view[i])
+				}
+			}
+			if n0, _, _ := h.f.ClaimView(ref, t0); n0 != c.view[0] {
+				t.Errorf("ClaimView %d, want ClaimViewAfter's with nothing freed, %d", n0, c.view[0])
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dockethq/docket/cluster/service"
+	"github.com/dockethq/docket/fsm"
 	"github.com/dockethq/docket/internal/testwait"
 	pb "github.com/dockethq/docket/proto/docketv1"
 )
@@ -209,4 +210,64 @@ func FuzzSubmitBatchClaim(f *testing.F) {
 			t.Fatalf("claimed %d tasks from a node that holds none", len(resp.GetTasks()))
 		}
 	})
+}
+
+// Test_SubmitBatchClaimAtALimitTakesWhatItsSubmitsFree: on a queue at its
+// running limit, or a key at its per-key limit, the submits of the call
+// end running tasks, and the claim after them in the same entry takes the
+// slots they free. The leader's view before the entry shows nothing to
+// claim; the claim must still ride, or every worker of a limited queue
+// pays a second round for each task.
+func Test_SubmitBatchClaimAtALimitTakesWhatItsSubmitsFree(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		limits *pb.SetQueueLimitsRequest
+		key    []byte
+	}{
+		{"queue limit", &pb.SetQueueLimitsRequest{Queue: "q", MaxRunning: u32p(2)}, nil},
+		{"tenant limit", &pb.SetQueueLimitsRequest{MaxRunning: u32p(2)}, nil},
+		{"key limit", &pb.SetQueueLimitsRequest{Queue: "q", MaxRunningPerKey: u32p(2), Order: orderp(pb.QueueOrder_QUEUE_ORDER_FAIR)}, []byte("acme")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := mustLeader(t, Config{})
+			ctx := testCtx(t)
+			if err := ts.node.Latch(ctx, fsm.LevelFairQueues); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ts.q.SetQueueLimits(ctx, c.limits); err != nil {
+				t.Fatalf("set limits: %v", err)
+			}
+			for range 5 {
+				mustEnqueue(t, ts.q, &pb.NewTask{Queue: "q", Key: c.key})
+			}
+			first, err := ts.q.Claim(ctx, &pb.ClaimRequest{Queue: "q", WorkerId: "w1", MaxTasks: 5})
+			held := first.GetTasks()
+			if err != nil || len(held) != 2 {
+				t.Fatalf("claimed %d (%v) at a limit of 2, want 2", len(held), err)
+			}
+			claims := ts.node.Runs(pb.CommandType_COMMAND_TYPE_CLAIM)
+			claim := &pb.ClaimRequest{Queue: "q", WorkerId: "next", MaxTasks: 5, LeaseNs: int64(time.Minute)}
+			resp, err := ts.q.SubmitBatch(ctx, &pb.SubmitBatchRequest{Items: submitsOf(held), Claim: claim})
+			if err != nil {
+				t.Fatalf("submit batch with a claim: %v", err)
+			}
+			if n := ts.node.Runs(pb.CommandType_COMMAND_TYPE_CLAIM) - claims; n != 1 {
+				t.Fatalf("%d Claims ran, want the one riding on the submits", n)
+			}
+			if got := len(resp.GetTasks()); got != 2 {
+				t.Fatalf("the ride claimed %d tasks, want the 2 its submits freed", got)
+			}
+			// The limit holds: what runs now is the ride's two, and a
+			// ride whose submit frees nothing takes nothing.
+			resp, err = ts.q.SubmitBatch(ctx, &pb.SubmitBatchRequest{Items: []*pb.SubmitRequest{{TaskId: "gone", Fence: 1,
+				Outcome: pb.Outcome_OUTCOME_COMPLETED}}, Claim: claim})
+			if err != nil || len(resp.GetTasks()) != 0 {
+				t.Fatalf("a ride that frees nothing: %v, %v; want no task", resp, err)
+			}
+			st, err := ts.q.Stats(ctx, &pb.StatsRequest{Queue: "q"})
+			if err != nil || len(st.GetQueues()) != 1 || st.GetQueues()[0].GetRunning() != 2 {
+				t.Fatalf("stats %v, %v; want 2 running at the limit", st, err)
+			}
+		})
+	}
 }

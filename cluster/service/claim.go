@@ -188,6 +188,26 @@ func (g *claimGate) reserve(ref fsm.QueueRef, want int, avail func() int) (int, 
 	return 0, ch
 }
 
+// take is reserve for a claim that costs no entry of its own, one that
+// rides on submits: it takes up to want of the avail tasks whether or not
+// other claims reserved them, and reserves what it took, so that claims
+// of their own still count it. Rides that share an entry's slots free
+// each other's: the running task one ride's submit ends is the slot
+// another's reservation stands on, and held to the reservations, two
+// rides at a running limit would each find the other's slot taken. A
+// ride that loses the race to a task claims nothing in an entry that is
+// written anyway.
+func (g *claimGate) take(ref fsm.QueueRef, want int, avail func() int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := max(min(want, avail()), 0)
+	g.reserved[ref] += n
+	if g.reserved[ref] == 0 {
+		delete(g.reserved, ref)
+	}
+	return n
+}
+
 // free is how many of the avail tasks of ref no claim has reserved.
 func (g *claimGate) free(ref fsm.QueueRef, avail int) int {
 	g.mu.Lock()

@@ -62,3 +62,30 @@ func Test_ClaimWithoutWaitWaitsOutClaimsInFlight(t *testing.T) {
 		t.Fatalf("claim after the release: %v, %v; want the pending task", r.tasks, r.err)
 	}
 }
+
+// Test_GateTakeIgnoresReservationsAndCounts: a claim riding on submits
+// takes what the replica shows, whatever other claims reserved (its
+// submits free the slots their reservations stand on), and its own take
+// counts against the claims that propose entries of their own.
+func Test_GateTakeIgnoresReservationsAndCounts(t *testing.T) {
+	s := mustMemNode(t, true).Service()
+	ref := fsm.QueueRef{Queue: "q", Tenant: "default"}
+	two := func() int { return 2 }
+	if n := service.GateReserve(s, ref, 2, two); n != 2 {
+		t.Fatalf("reserved %d, want 2", n)
+	}
+	if n := service.GateTake(s, ref, 3, two); n != 2 {
+		t.Fatalf("a ride took %d with 2 reserved by others, want the 2 shown", n)
+	}
+	service.GateRelease(s, ref, 2)
+	if n := service.GateReserve(s, ref, 1, two); n != 0 {
+		t.Fatalf("a claim reserved %d while the ride holds both tasks, want 0", n)
+	}
+	service.GateRelease(s, ref, 2)
+	if n := service.GateReserve(s, ref, 1, two); n != 1 {
+		t.Fatalf("a claim reserved %d once the ride released, want 1", n)
+	}
+	if n := service.GateTake(s, ref, 1, func() int { return 0 }); n != 0 {
+		t.Fatalf("a ride took %d of nothing", n)
+	}
+}

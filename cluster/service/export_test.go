@@ -13,6 +13,12 @@ func GateReserve(s *Service, ref fsm.QueueRef, want int, avail func() int) int {
 	return n
 }
 
+// GateTake takes want tasks of ref at the claim gate, as a claim riding
+// on submits does.
+func GateTake(s *Service, ref fsm.QueueRef, want int, avail func() int) int {
+	return s.gate.take(ref, want, avail)
+}
+
 // GateRelease releases n reserved tasks of ref, as an applied claim does.
 func GateRelease(s *Service, ref fsm.QueueRef, n int) { s.gate.release(ref, n) }
 

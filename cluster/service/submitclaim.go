@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/dockethq/docket/fsm"
 	pb "github.com/dockethq/docket/proto/docketv1"
@@ -16,12 +17,14 @@ import (
 // A worker that drains a backlog submits a step's tasks and claims the
 // next step's: two replicated rounds, each an fsync on a majority and an
 // apply on every replica. In one entry the step costs one. The claim
-// applies after the submits, but the gate (admit) looks before them: a
-// queue at its running limit shows nothing to claim until they apply.
+// applies after the submits, and the gate looks before them, so it counts
+// the submits' tasks as ended (admitAfter): a queue, tenant or key at its
+// running limit gets the slots they free.
 //
 // The claim is added only when the leader's replica shows a task to take
-// (admit, as Claim does), so a worker at the end of a backlog adds no
-// empty claims to the log; it then gets no tasks and claims with a wait.
+// once the submits end theirs, so a worker at the end of a backlog adds
+// no empty claims to the log; it then gets no tasks and claims with a
+// wait. Rides racing for the last tasks may each add one.
 // Tasks claimed for a caller that left are released, as Claim's are; the
 // submits stand.
 func (s *Service) SubmitThenClaim(ctx context.Context, submits, claim *pb.Command) (*pb.CommandResult, []*pb.Task, error) {
@@ -30,7 +33,7 @@ func (s *Service) SubmitThenClaim(ctx context.Context, submits, claim *pb.Comman
 	if s.r.EnabledLevel() >= fsm.LevelBatch {
 		// Below it a Batch's commands run as entries of their own, in no
 		// order (applyEach): the claim would gain nothing.
-		n, _, _ = s.admit(ref, int(claim.GetClaim().GetMaxTasks()))
+		n = s.admitAfter(ref, int(claim.GetClaim().GetMaxTasks()), len(submits.GetBatch().GetCommands()))
 	}
 	if n == 0 {
 		res, err := s.Propose(ctx, submits)
@@ -66,6 +69,20 @@ func (s *Service) SubmitThenClaim(ctx context.Context, submits, claim *pb.Comman
 	}
 	res.Results = rs[:len(subs)]
 	return res, tasks, nil
+}
+
+// admitAfter is admit for a claim that applies after freeing running
+// tasks end (fsm.FSM.ClaimViewAfter), in an entry that is written for
+// them anyway (claimGate.take). It reserves what it admits; the caller
+// releases it.
+func (s *Service) admitAfter(ref fsm.QueueRef, want, freeing int) int {
+	return s.gate.take(ref, want, func() int {
+		pending, due, _ := s.r.FSM().ClaimViewAfter(ref, s.r.Now().UnixNano(), freeing)
+		if due {
+			return math.MaxInt
+		}
+		return pending
+	})
 }
 
 // claimed is the tasks of the Claim that ends a SubmitThenClaim entry's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,16 +55,42 @@ func runWorker(ctx context.Context, w *client.Worker) (stop func() error) {
 // reports its task and claims the worker's next one in the same call, and
 // the task runs in the slot it freed, so a backlog is drained with few
 // Claims of their own. Every task is completed once, and the worker stops
-// cleanly with nothing left running.
+// cleanly with nothing left running. A queue whose running limit the
+// worker's slots fill rides too: the report's own task frees the slot its
+// claim takes.
 func Test_WorkerClaimsWithItsReports(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	rpcs := &rpcCounter{n: map[string]int{}}
 	c := mustClientWith(t, addrsOf(nodes), client.WithDialOptions(grpc.WithChainUnaryInterceptor(rpcs.intercept)))
-	ctx := ctxT(t, 60*time.Second)
-	const n = 400
-	tasks := make([]*pb.NewTask, n)
+	for _, limit := range []uint32{0, 4} {
+		queue := fmt.Sprintf("ride-%d", limit)
+		t.Run(queue, func(t *testing.T) {
+			ctx := ctxT(t, 60*time.Second)
+			if limit > 0 {
+				if _, err := c.SetQueueLimits(ctx, queue, "", client.QueueLimits{MaxRunning: &limit}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := rpcs.count(pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName)
+			drainByWorker(t, ctx, c, queue)
+			claims := rpcs.count(pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName) - before
+			t.Logf("%d tasks: %d Claim RPCs", rideTasks, claims)
+			if claims > rideTasks/10 {
+				t.Fatalf("%d Claim RPCs for %d tasks: the reports did not claim the next tasks", claims, rideTasks)
+			}
+		})
+	}
+}
+
+const rideTasks = 400
+
+// drainByWorker enqueues rideTasks tasks and runs a Worker of four slots
+// until every one completed, each once.
+func drainByWorker(t *testing.T, ctx context.Context, c *client.Client, queue string) {
+	t.Helper()
+	tasks := make([]*pb.NewTask, rideTasks)
 	for i := range tasks {
-		tasks[i] = &pb.NewTask{Queue: "ride"}
+		tasks[i] = &pb.NewTask{Queue: queue}
 	}
 	if _, err := c.Enqueue(ctx, tasks...); err != nil {
 		t.Fatal(err)
@@ -71,7 +98,7 @@ func Test_WorkerClaimsWithItsReports(t *testing.T) {
 	var ran atomic.Int64
 	var mu sync.Mutex
 	seen := map[string]int{}
-	w, err := client.NewWorker(c, client.WorkerConfig{Queue: "ride", Concurrency: 4, PollWait: time.Second},
+	w, err := client.NewWorker(c, client.WorkerConfig{Queue: queue, Concurrency: 4, PollWait: time.Second},
 		func(_ context.Context, tk *client.Task) ([]byte, error) {
 			mu.Lock()
 			seen[tk.ID()]++
@@ -84,29 +111,23 @@ func Test_WorkerClaimsWithItsReports(t *testing.T) {
 	}
 	stop := runWorker(ctx, w)
 	testwait.For(t, 45*time.Second, "every task to complete", func() bool {
-		st, err := c.Stats(ctx, "ride", "")
-		return err == nil && len(st) == 1 && st[0].GetCompleted() == n
+		st, err := c.Stats(ctx, queue, "")
+		return err == nil && len(st) == 1 && st[0].GetCompleted() == rideTasks
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
 	mu.Lock()
+	defer mu.Unlock()
 	for id, k := range seen {
 		if k != 1 {
 			t.Fatalf("task %s ran %d times", id, k)
 		}
 	}
-	mu.Unlock()
-	if ran.Load() != n {
-		t.Fatalf("%d handler runs for %d tasks", ran.Load(), n)
+	if ran.Load() != rideTasks {
+		t.Fatalf("%d handler runs for %d tasks", ran.Load(), rideTasks)
 	}
-	claims := rpcs.count(pb.Queue_Claim_FullMethodName, pb.Queue_ClaimBatch_FullMethodName)
-	reports := rpcs.count(pb.Queue_Submit_FullMethodName, pb.Queue_SubmitBatch_FullMethodName)
-	t.Logf("%d tasks: %d Claim RPCs, %d Submit or SubmitBatch RPCs", n, claims, reports)
-	if claims > n/10 {
-		t.Fatalf("%d Claim RPCs for %d tasks: the reports did not claim the next tasks", claims, n)
-	}
-	st, err := c.Stats(ctx, "ride", "")
+	st, err := c.Stats(ctx, queue, "")
 	if err != nil || len(st) != 1 || st[0].GetRunning() != 0 || st[0].GetPending() != 0 {
 		t.Fatalf("after the worker stopped: %v, %v; want nothing running or pending", st, err)
 	}
