@@ -27,7 +27,7 @@ console.log("dist/esm and dist/cjs load");
 // leader kill comes last because it leaves the cluster with two nodes
 // (node --test orders the files of one run by itself).
 const runs = [
-  ["test/unit.test.ts", "test/gencheck.test.ts", "test/conn.test.ts", "test/producer.test.ts", "test/fair.test.ts", "test/worker.test.ts", "test/errors.test.ts", "test/quickstart.test.ts"],
+  ["test/unit.test.ts", "test/gencheck.test.ts", "test/conn.test.ts", "test/producer.test.ts", "test/fair.test.ts", "test/worker.test.ts", "test/ride.test.ts", "test/errors.test.ts", "test/quickstart.test.ts"],
   ["test/leaderkill.test.ts"],
 ];
 

@@ -33,6 +33,7 @@ import { DeadlineError, DocketError, InvalidArgumentError, itemError } from "./e
 import { uuidv7 } from "./idemkey.js";
 import { queueInfo, wireOrder, wirePerKeyPending, type QueueInfo, type QueueLimits } from "./queue.js";
 import { Sharer } from "./share.js";
+import { answersOf, submitBatchRpc, submitter, type SubmitAnswer, type SubmitItem, type Submitted } from "./submitshare.js";
 import { msToNs, newTask, stateOf, taskInfo, type State, type TaskInfo, type TaskOptions } from "./task.js";
 
 export interface ClientOptions extends ConnOptions {
@@ -85,9 +86,35 @@ export interface HeartbeatAnswer {
   cancelRequested: boolean;
 }
 
-export interface SubmitAnswer {
-  alreadyDone: boolean;
-  error?: DocketError;
+export type { SubmitAnswer } from "./submitshare.js";
+
+/** A claimed task's outcome, as submitAndClaim reports it. */
+export interface Report {
+  /** The task as claimed: a TaskInfo, or its id, fence and tenant. */
+  task: { id: string; fence: bigint; tenant?: string };
+  /** Default "completed". */
+  outcome?: "completed" | "failed";
+  /** A completed task's result, already encoded. */
+  result?: Uint8Array;
+  /** Why a failed task failed. */
+  reason?: string;
+}
+
+/** The claim of submitAndClaim: a Claim's options without a wait. */
+export interface SubmitAndClaimOptions extends CallOpts {
+  /** Most tasks to claim; default one per report. */
+  max?: number;
+  leaseMs?: number;
+  workerId?: string;
+  /** The claim's tenant; the reports' are their tasks'. */
+  tenant?: string;
+}
+
+export interface SubmitAndClaimResult {
+  /** One per report, in order, as complete or fail would answer it. */
+  answers: SubmitAnswer[];
+  /** The tasks claimed, leased and fenced as claim's. */
+  tasks: TaskInfo[];
 }
 
 export interface ClusterStatus {
@@ -160,8 +187,6 @@ const q = {
   claim: ((c, r, m, o, cb) => c.claim(r, m, o, cb)) as Q<ClaimRequest, any>,
   claimBatch: ((c, r, m, o, cb) => c.claimBatch(r, m, o, cb)) as Q<ClaimBatchRequest, any>,
   heartbeat: ((c, r, m, o, cb) => c.heartbeat(r, m, o, cb)) as Q<HeartbeatRequest, any>,
-  submit: ((c, r, m, o, cb) => c.submit(r, m, o, cb)) as Q<SubmitRequest, any>,
-  submitBatch: ((c, r, m, o, cb) => c.submitBatch(r, m, o, cb)) as Q<SubmitBatchRequest, any>,
   nack: ((c, r, m, o, cb) => c.nack(r, m, o, cb)) as Q<NackRequest, any>,
   cancel: ((c, r, m, o, cb) => c.cancel(r, m, o, cb)) as Q<CancelRequest, any>,
   getTask: ((c, r, m, o, cb) => c.getTask(r, m, o, cb)) as Q<GetTaskRequest, any>,
@@ -187,7 +212,7 @@ export class Client {
   /** The worker id of claims that name none: the server wants one, and it shows in a task's history. */
   readonly workerId = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
   private readonly enqueuer: Sharer<NewTask, ItemResult>;
-  private readonly submitter: Sharer<SubmitRequest, SubmitAnswer>;
+  private readonly submitter: Sharer<SubmitItem, Submitted>;
   private readonly claimer: Sharer<ClaimRequest, Task[]>;
   /** Claims under way, long polls included: a lone long poll has nobody to share with. */
   private claiming = 0;
@@ -212,24 +237,7 @@ export class Client {
         .then((r: { items: ItemResult[] }) => r.items);
     // A full Enqueue (4 MiB, 1,000 tasks) goes beside the one in flight, as in Go.
     this.enqueuer = new Sharer(share.enqueue, (t) => t.payload.length + 64, enq, enq, () => 1, 1);
-    this.submitter = new Sharer(
-      share.submit,
-      (s) => s.result.length + 64,
-      async ([s]) => {
-        // Alone: the plain Submit, whose refusals are whole-call errors.
-        try {
-          const r = await this.conn.invoke("queue", q.submit, s!, { idempotent: true });
-          return [{ alreadyDone: r.alreadyDone as boolean }];
-        } catch (e) {
-          if (e instanceof DocketError && !(e instanceof DeadlineError)) return [{ alreadyDone: false, error: e }];
-          throw e;
-        }
-      },
-      async (items) => {
-        const r = await this.conn.invoke("queue", q.submitBatch, SubmitBatchRequest.fromPartial({ items }), { idempotent: true });
-        return (r.items as ItemResult[]).map((it) => ({ alreadyDone: it.code === Code.CODE_ALREADY_DONE, error: itemError(it.code, it.taskId, it.detail) }));
-      },
-    );
+    this.submitter = submitter(this.conn, share.submit);
   }
 
   /**
@@ -330,14 +338,7 @@ export class Client {
    */
   async claim(queue: string, o: ClaimOptions = {}): Promise<TaskInfo[]> {
     const waitMs = Math.min(o.waitMs ?? 0, MAX_WAIT_MS);
-    const req = ClaimRequest.fromPartial({
-      queue,
-      tenant: o.tenant ?? this.tenant,
-      workerId: o.workerId ?? this.workerId,
-      leaseNs: msToNs(o.leaseMs ?? 30_000),
-      maxTasks: o.max ?? 1,
-      waitNs: 0n,
-    });
+    const req = this.claimRequest(queue, o);
     this.claiming++;
     try {
       const start = Date.now();
@@ -358,6 +359,40 @@ export class Client {
     } finally {
       this.claiming--;
     }
+  }
+
+  private claimRequest(queue: string, o: Omit<ClaimOptions, "waitMs">): ClaimRequest {
+    return ClaimRequest.fromPartial({
+      queue,
+      tenant: o.tenant ?? this.tenant,
+      workerId: o.workerId ?? this.workerId,
+      leaseNs: msToNs(o.leaseMs ?? 30_000),
+      maxTasks: o.max ?? 1,
+      waitNs: 0n,
+    });
+  }
+
+  /**
+   * Reports tasks and, in the same Raft entry, claims up to max more of
+   * queue: one replicated round per step of a worker's loop instead of two
+   * (a Submit, then a Claim). The claim runs after the reports and never
+   * waits. No tasks means the leader had none to give at once, or the
+   * server predates the claim (it then answers the reports alone): claim,
+   * which may wait, from there. An error means no report is known to have
+   * been taken, and a refused claim fails the call even when the reports
+   * applied: report them again (complete or fail), and a repeat of one that
+   * applied answers alreadyDone. Repeated after an unknown outcome, as
+   * claim is; a Worker's reports do this for it.
+   */
+  async submitAndClaim(queue: string, reports: Report[], o: SubmitAndClaimOptions = {}): Promise<SubmitAndClaimResult> {
+    if (reports.length === 0) throw new InvalidArgumentError("docket: submitAndClaim without reports: use claim", { field: "items" });
+    const items = reports.map((r) =>
+      this.submitRequest(r.task, r.outcome === "failed" ? WireOutcome.OUTCOME_FAILED : WireOutcome.OUTCOME_COMPLETED, r.result ?? new Uint8Array(0), r.reason ?? ""),
+    );
+    const claim = this.claimRequest(queue, { ...o, max: o.max ?? reports.length });
+    const r = await this.conn.invoke("queue", submitBatchRpc, SubmitBatchRequest.fromPartial({ items, claim }), { idempotent: true, signal: o.signal, timeoutMs: o.timeoutMs });
+    const answers = answersOf(r.items, items.length).map(({ alreadyDone, error }) => ({ alreadyDone, error }));
+    return { answers, tasks: r.tasks.map(taskInfo) };
   }
 
   /** Extends leases; each item answers on its own (StaleFenceError when the lease is gone). */
@@ -389,8 +424,28 @@ export class Client {
   }
 
   private async submit(t: { id: string; fence: bigint; tenant?: string }, outcome: WireOutcome, result: Uint8Array, error: string): Promise<SubmitAnswer> {
-    const req = SubmitRequest.fromPartial({ taskId: t.id, fence: t.fence, outcome, result: Buffer.from(result), error, tenant: t.tenant ?? this.tenant });
-    const [a] = await this.submitter.send([req]);
+    const [a] = await this.submitter.send([{ req: this.submitRequest(t, outcome, result, error) }]);
+    return { alreadyDone: a!.alreadyDone, error: a!.error };
+  }
+
+  private submitRequest(t: { id: string; fence: bigint; tenant?: string }, outcome: WireOutcome, result: Uint8Array, error: string): SubmitRequest {
+    return SubmitRequest.fromPartial({ taskId: t.id, fence: t.fence, outcome, result: Buffer.from(result), error, tenant: t.tenant ?? this.tenant });
+  }
+
+  /**
+   * @internal A Worker's report (complete or fail), sharing Submits as
+   * complete does, with the claim of one task riding on it: the task the
+   * worker's freed slot runs next, in `next`. If the server refuses the
+   * claim, the report goes again without it (submitshare.ts).
+   */
+  async submitRiding(
+    t: { id: string; fence: bigint; tenant?: string },
+    outcome: "completed" | "failed",
+    o: { result?: Uint8Array; reason?: string; ride?: { queue: string } & Omit<ClaimOptions, "waitMs" | "max" | keyof CallOpts> },
+  ): Promise<SubmitAnswer & { next?: TaskInfo }> {
+    const wire = outcome === "failed" ? WireOutcome.OUTCOME_FAILED : WireOutcome.OUTCOME_COMPLETED;
+    const ride = o.ride && this.claimRequest(o.ride.queue, { ...o.ride, max: 1 });
+    const [a] = await this.submitter.send([{ req: this.submitRequest(t, wire, o.result ?? new Uint8Array(0), o.reason ?? ""), ride }]);
     return a!;
   }
 

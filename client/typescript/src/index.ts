@@ -1,4 +1,4 @@
-export { Client, type ClientOptions, type EnqueueItem, type EnqueueResult, type ClaimOptions, type ClusterStatus, type HeartbeatAnswer, type SubmitAnswer, type KeyLimit, type KeyInfo, type KeyList } from "./client.js";
+export { Client, type ClientOptions, type EnqueueItem, type EnqueueResult, type ClaimOptions, type ClusterStatus, type HeartbeatAnswer, type SubmitAnswer, type Report, type SubmitAndClaimOptions, type SubmitAndClaimResult, type KeyLimit, type KeyInfo, type KeyList } from "./client.js";
 export type { QueueLimits, QueueOrder, PerKeyPending, QueueInfo, QueueTotals } from "./queue.js";
 export { Worker, type Handler, type TaskContext, type WorkerOptions } from "./worker.js";
 export { jsonCodec, rawCodec, type Codec } from "./codec.js";

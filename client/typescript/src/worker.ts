@@ -1,6 +1,7 @@
 // A worker claims with long polls, heartbeats every lease it holds in one
 // RPC per lease/3, and reports each handler's outcome under the claim's
-// fence. Its rules are the Go Worker's (client/DESIGN.md, Workers).
+// fence; a report claims the task its slot runs next (a ride). Its rules
+// are the Go Worker's (client/DESIGN.md, Workers).
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Client } from "./client.js";
@@ -56,7 +57,12 @@ interface Running {
   /** The server said the claim is over: report nothing. */
   dropped: boolean;
   expiry?: NodeJS.Timeout;
-  done: Promise<void>;
+}
+
+/** A task a report claimed, and when that claim was sent. */
+interface Next {
+  t: TaskInfo;
+  sent: number;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -74,6 +80,8 @@ export class Worker<In = unknown, Out = unknown> {
   readonly workerId: string;
   private readonly o: Required<Omit<WorkerOptions, "tenant" | "workerId">> & { tenant?: string };
   private readonly running = new Map<string, Running>();
+  /** Each busy slot's run: its task, then the tasks its reports claimed. */
+  private readonly slots = new Set<Promise<void>>();
   private readonly stopClaims = new AbortController();
   private readonly loop: Promise<void>;
   private readonly beats: NodeJS.Timeout;
@@ -165,16 +173,36 @@ export class Worker<In = unknown, Out = unknown> {
   }
 
   private start(t: TaskInfo, sent: number): void {
-    const r: Running = { t, ac: new AbortController(), dropped: false, done: Promise.resolve() };
-    this.running.set(t.id, r);
-    this.armExpiry(r, sent);
-    r.done = this.work(r).finally(() => {
-      clearTimeout(r.expiry);
-      this.running.delete(t.id);
+    const slot: Promise<void> = this.runSlot(this.track(t, sent)).finally(() => {
+      this.slots.delete(slot);
       const f = this.slotFreed;
       this.slotFreed = undefined;
       f?.();
     });
+    this.slots.add(slot);
+  }
+
+  // The task a report claimed takes the place of the one reported in the
+  // same turn, so the claim loop never sees the slot free; a report that
+  // brings none frees it, and the claim loop's long poll takes over.
+  private async runSlot(first: Running): Promise<void> {
+    for (let r: Running | undefined = first; r; ) {
+      let next: Next | undefined;
+      try {
+        next = await this.work(r);
+      } finally {
+        clearTimeout(r.expiry);
+        this.running.delete(r.t.id);
+      }
+      r = next && this.track(next.t, next.sent);
+    }
+  }
+
+  private track(t: TaskInfo, sent: number): Running {
+    const r: Running = { t, ac: new AbortController(), dropped: false };
+    this.running.set(t.id, r);
+    this.armExpiry(r, sent);
+    return r;
   }
 
   // The lease is counted from when the claim or heartbeat was sent, so the
@@ -185,7 +213,7 @@ export class Worker<In = unknown, Out = unknown> {
     r.expiry = setTimeout(() => r.ac.abort(new LeaseLostError(`docket: lease of task ${r.t.id} ran out by the local clock`)), Math.max(0, left));
   }
 
-  private async work(r: Running): Promise<void> {
+  private async work(r: Running): Promise<Next | undefined> {
     const t = r.t;
     let payload: In;
     try {
@@ -193,8 +221,7 @@ export class Worker<In = unknown, Out = unknown> {
     } catch (e) {
       // Retried rather than failed: during a rolling upgrade of workers,
       // a payload one build cannot read another may.
-      await this.report(r, undefined, new Error(`docket: bad payload: ${(e as Error).message}`));
-      return;
+      return this.report(r, undefined, new Error(`docket: bad payload: ${(e as Error).message}`));
     }
     const ctx: TaskContext = {
       id: t.id,
@@ -215,10 +242,11 @@ export class Worker<In = unknown, Out = unknown> {
     } catch (e) {
       err = e ?? new Error("handler threw a nullish value");
     }
-    await this.report(r, out, err);
+    return this.report(r, out, err);
   }
 
-  private async report(r: Running, out: unknown, err: unknown): Promise<void> {
+  /** Reports the handler's outcome; a Submit brings the slot's next task when it claimed one. */
+  private async report(r: Running, out: unknown, err: unknown): Promise<Next | undefined> {
     if (r.dropped) return; // the server ended the claim: a report would be refused
     const t = { id: r.t.id, fence: r.t.fence, tenant: r.t.tenant };
     try {
@@ -228,19 +256,13 @@ export class Worker<In = unknown, Out = unknown> {
           bytes = this.o.codec.encode(out);
         } catch (e) {
           // Running it again would repeat its effects: fail it for good.
-          const a = await this.client.fail(t, `docket: result does not encode: ${(e as Error).message}`);
-          if (a.error) this.o.onError(a.error);
-          else this.processed++;
-          return;
+          return await this.submit(t, "failed", { reason: `docket: result does not encode: ${(e as Error).message}` });
         }
-        const a = await this.client.complete(t, bytes);
-        if (a.error && !(a.error instanceof CancelledError)) this.o.onError(a.error);
-        else this.processed++;
+        return await this.submit(t, "completed", { result: bytes });
       } else if (err instanceof PermanentError) {
-        const a = await this.client.fail(t, err.message);
-        if (a.error) this.o.onError(a.error);
-        else this.processed++;
+        return await this.submit(t, "failed", { reason: err.message });
       } else {
+        // A Nack does not ride: it is no SubmitBatch item.
         const reason = err instanceof Error ? err.message : String(err);
         await this.client.nack(t, { reason });
         this.processed++;
@@ -250,6 +272,27 @@ export class Worker<In = unknown, Out = unknown> {
       // expires and the server retries the task.
       this.o.onError(e);
     }
+  }
+
+  private async submit(t: { id: string; fence: bigint; tenant: string }, outcome: "completed" | "failed", o: { result?: Uint8Array; reason?: string }): Promise<Next | undefined> {
+    // The claim loop runs until close: while it does, the slot this report
+    // frees is the worker's to fill, with a claim like the loop's.
+    const ride = this.stopClaims.signal.aborted ? undefined : { queue: this.queue, tenant: this.o.tenant, workerId: this.workerId, leaseMs: this.o.leaseMs };
+    const sent = Date.now();
+    const a = await this.client.submitRiding(t, outcome, { ...o, ride });
+    // A task cancelled while it ran ended CANCELLED: its result is dropped, nothing is wrong.
+    if (a.error && !(outcome === "completed" && a.error instanceof CancelledError)) this.o.onError(a.error);
+    else this.processed++;
+    if (!a.next) return undefined;
+    if (!this.stopClaims.signal.aborted) return { t: a.next, sent };
+    // Claimed as the worker began to stop: give it back now rather than
+    // leave it to its lease.
+    try {
+      await this.client.nack(a.next, { reason: "docket: worker closing" });
+    } catch (e) {
+      this.o.onError(e);
+    }
+    return undefined;
   }
 
   private async beat(): Promise<void> {
@@ -303,7 +346,7 @@ export class Worker<In = unknown, Out = unknown> {
     this.closing ??= (async () => {
       this.stopClaims.abort(new ClosedError("docket: worker closing"));
       await this.loop;
-      const all = () => Promise.all([...this.running.values()].map((r) => r.done));
+      const all = () => Promise.all([...this.slots]);
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), this.o.shutdownTimeoutMs)));
       const first = await Promise.race([all().then(() => "done" as const), grace]);
