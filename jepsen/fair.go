@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
 // The fair queue under faults (feature level 16; opt-in with --fair, as a
@@ -124,24 +125,30 @@ func (w *workload) setFair(ctx context.Context, proc string) bool {
 }
 
 // fairWorker claims one task at a time, holds it for lease/8 to lease/2
-// (no heartbeat: the claim's own lease covers it), and submits.
+// (no heartbeat: the claim's own lease covers it), and submits; a Submit
+// that rides claims the next task itself.
 func (w *workload) fairWorker(ctx context.Context, proc string, outstanding map[string]*atomic.Int64) {
 	x := newXState()
 	lease := w.cfg.Lease
-	for n := 0; n < 1_000_000 && !w.xstop(ctx, x); n++ {
-		t := w.xclaim(ctx, proc, FairQueue, x)
+	var t *docketv1.Task
+	// A task a ride claimed is worked off before the loop may stop.
+	for n := 0; n < 1_000_000 && (t != nil || !w.xstop(ctx, x)); n++ {
 		if t == nil {
-			continue
+			if t = w.xclaim(ctx, proc, FairQueue, x); t == nil {
+				continue
+			}
 		}
 		time.Sleep(lease/8 + rand.N(lease*3/8))
 		// An unknown outcome counts as done, so a quiet key is not stuck
 		// on a Submit that applied; if it did not, the key has two tasks
 		// for a while, and the fairness checker skips the windows where a
 		// quiet key had another task held.
-		if typ := w.xsubmit(ctx, proc, FairQueue, t); typ != Fail {
+		typ, next := w.xsubmitNext(ctx, proc, FairQueue, t, x)
+		if typ != Fail {
 			if o := outstanding[fairKeyOf(string(t.GetPayload()))]; o != nil && o.Add(-1) < 0 {
 				o.Store(0)
 			}
 		}
+		t = next
 	}
 }

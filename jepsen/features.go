@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -240,6 +241,49 @@ func (w *workload) xsubmit(ctx context.Context, proc, queue string, t *docketv1.
 		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
 	cancel()
 	return w.xanswer(proc, op, FXSubmit, queue, t, err, done)
+}
+
+// xsubmitNext completes t under its fence and, with the run's ride
+// probability, claims the worker's next task of queue in the same call
+// and Raft entry (SubmitAndClaim): two ops, invoked together, the Submit
+// first, and answered together. It returns the Submit's answer type and
+// the task the ride claimed, or nil. A failed call is info for both,
+// since the Submit may have applied while the claim was refused. A queue
+// at a running limit is where a ride's claim meets the slot its own
+// Submit frees, which is what the limits' checkers then judge.
+func (w *workload) xsubmitNext(ctx context.Context, proc, queue string, t *docketv1.Task, x *xstate) (string, *docketv1.Task) {
+	if rand.Float64() >= w.cfg.RideProb {
+		return w.xsubmit(ctx, proc, queue, t), nil
+	}
+	lease := w.cfg.Lease
+	sop := w.rec.Invoke(Event{Proc: proc, F: FXSubmit, Task: t.GetId(), Fence: t.GetFence(), Queue: queue})
+	cop := w.rec.Invoke(Event{Proc: proc, F: FXClaim, Lease: int64(lease), Queue: queue})
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	items, tasks, err := w.wcl.SubmitAndClaim(c, &docketv1.ClaimRequest{Queue: queue, Tenant: Tenant, WorkerId: proc,
+		LeaseNs: int64(lease), MaxTasks: 1},
+		&docketv1.SubmitRequest{TaskId: t.GetId(), Tenant: Tenant, Fence: t.GetFence(),
+			Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
+	cancel()
+	if err != nil {
+		_, cls := classify(err)
+		w.rec.Record(Event{Proc: proc, Op: sop, Type: Info, F: FXSubmit, Task: t.GetId(), Fence: t.GetFence(), Queue: queue, Err: cls})
+		w.rec.Record(Event{Proc: proc, Op: cop, Type: Info, F: FXClaim, Queue: queue, Err: cls})
+		return Info, nil
+	}
+	typ := w.xanswer(proc, sop, FXSubmit, queue, t, client.ItemError(items[0]), items[0].GetCode() == docketv1.Code_CODE_ALREADY_DONE)
+	if len(tasks) == 0 {
+		w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FXClaim, Queue: queue})
+		return typ, nil
+	}
+	next := tasks[0]
+	var timeout int64
+	if next.GetDeadlineAt() > 0 {
+		timeout = next.GetTimeoutNs()
+	}
+	w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FXClaim, Task: next.GetId(), Key: string(next.GetPayload()), Fence: next.GetFence(),
+		Queue: queue, Delay: timeout, Claims: next.GetClaims()})
+	x.last = time.Now()
+	return typ, next
 }
 
 // xanswer records the completion of op on t and returns its type.

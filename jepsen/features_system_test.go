@@ -71,7 +71,7 @@ func runFeatures(ctx context.Context, t *testing.T, bin string, env []string) *H
 	if err := sec.createTokens(ctx, []string{bin}, []string{addr}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := WorkloadConfig{Nodes: []string{addr}, Lease: 2 * time.Second, DrainQuiet: 6 * time.Second,
+	cfg := WorkloadConfig{Nodes: []string{addr}, Lease: 2 * time.Second, DrainQuiet: 6 * time.Second, RideProb: 0.5,
 		DrainTimeout: time.Minute, Creds: sec.Creds(RoleProducer, RoleWorker, RoleReader, RoleAdmin)}
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	rec, err := NewRecorder(path)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dockethq/docket/client"
+	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
 // The queue limit under faults. The workload sets LimitQueue's
@@ -72,19 +73,25 @@ func (w *workload) setLimit(ctx context.Context, proc string) bool {
 }
 
 // limitWorker claims, holds for lease/8 to lease/2 (no heartbeat: the
-// claim's own lease covers it), and submits.
+// claim's own lease covers it), and submits; a Submit that rides claims
+// the next task itself.
 func (w *workload) limitWorker(ctx context.Context, proc string, outstanding *atomic.Int64) {
 	x := newXState()
 	lease := w.cfg.Lease
-	for n := 0; n < 1_000_000 && !w.xstop(ctx, x); n++ {
-		t := w.xclaim(ctx, proc, LimitQueue, x)
+	var t *docketv1.Task
+	// A task a ride claimed is worked off before the loop may stop.
+	for n := 0; n < 1_000_000 && (t != nil || !w.xstop(ctx, x)); n++ {
 		if t == nil {
-			continue
+			if t = w.xclaim(ctx, proc, LimitQueue, x); t == nil {
+				continue
+			}
 		}
 		time.Sleep(lease/8 + rand.N(lease*3/8))
-		if typ := w.xsubmit(ctx, proc, LimitQueue, t); typ != Fail {
+		typ, next := w.xsubmitNext(ctx, proc, LimitQueue, t, x)
+		if typ != Fail {
 			outstanding.Add(-1)
 		}
+		t = next
 	}
 }
 
