@@ -193,6 +193,12 @@ func (w *workload) xclaim(ctx context.Context, proc, queue string, x *xstate) *d
 		time.Sleep(100 * time.Millisecond)
 		return nil
 	}
+	return w.xclaimed(proc, op, queue, tasks, x)
+}
+
+// xclaimed records the acknowledged claim op of queue and returns its
+// task, or nil when it took none.
+func (w *workload) xclaimed(proc string, op int64, queue string, tasks []*docketv1.Task, x *xstate) *docketv1.Task {
 	if len(tasks) == 0 {
 		w.rec.Record(Event{Proc: proc, Op: op, Type: OK, F: FXClaim, Queue: queue})
 		return nil
@@ -271,19 +277,7 @@ func (w *workload) xsubmitNext(ctx context.Context, proc, queue string, t *docke
 		return Info, nil
 	}
 	typ := w.xanswer(proc, sop, FXSubmit, queue, t, client.ItemError(items[0]), items[0].GetCode() == docketv1.Code_CODE_ALREADY_DONE)
-	if len(tasks) == 0 {
-		w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FXClaim, Queue: queue})
-		return typ, nil
-	}
-	next := tasks[0]
-	var timeout int64
-	if next.GetDeadlineAt() > 0 {
-		timeout = next.GetTimeoutNs()
-	}
-	w.rec.Record(Event{Proc: proc, Op: cop, Type: OK, F: FXClaim, Task: next.GetId(), Key: string(next.GetPayload()), Fence: next.GetFence(),
-		Queue: queue, Delay: timeout, Claims: next.GetClaims()})
-	x.last = time.Now()
-	return typ, next
+	return typ, w.xclaimed(proc, cop, queue, tasks, x)
 }
 
 // xanswer records the completion of op on t and returns its type.
