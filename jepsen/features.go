@@ -243,10 +243,15 @@ func (w *workload) xheartbeat(ctx context.Context, proc, queue string, t *docket
 func (w *workload) xsubmit(ctx context.Context, proc, queue string, t *docketv1.Task) string {
 	op := w.rec.Invoke(Event{Proc: proc, F: FXSubmit, Task: t.GetId(), Fence: t.GetFence(), Queue: queue})
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	done, err := w.wcl.Submit(c, &docketv1.SubmitRequest{TaskId: t.GetId(), Tenant: Tenant, Fence: t.GetFence(),
-		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
+	done, err := w.wcl.Submit(c, xsubmitReq(proc, t))
 	cancel()
 	return w.xanswer(proc, op, FXSubmit, queue, t, err, done)
+}
+
+// xsubmitReq completes t under its fence, with proc as the result.
+func xsubmitReq(proc string, t *docketv1.Task) *docketv1.SubmitRequest {
+	return &docketv1.SubmitRequest{TaskId: t.GetId(), Tenant: Tenant, Fence: t.GetFence(),
+		Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)}
 }
 
 // xsubmitNext completes t under its fence and, with the run's ride
@@ -266,9 +271,7 @@ func (w *workload) xsubmitNext(ctx context.Context, proc, queue string, t *docke
 	cop := w.rec.Invoke(Event{Proc: proc, F: FXClaim, Lease: int64(lease), Queue: queue})
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	items, tasks, err := w.wcl.SubmitAndClaim(c, &docketv1.ClaimRequest{Queue: queue, Tenant: Tenant, WorkerId: proc,
-		LeaseNs: int64(lease), MaxTasks: 1},
-		&docketv1.SubmitRequest{TaskId: t.GetId(), Tenant: Tenant, Fence: t.GetFence(),
-			Outcome: docketv1.Outcome_OUTCOME_COMPLETED, Result: []byte(proc)})
+		LeaseNs: int64(lease), MaxTasks: 1}, xsubmitReq(proc, t))
 	cancel()
 	if err != nil {
 		_, cls := classify(err)

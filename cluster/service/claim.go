@@ -114,7 +114,7 @@ func (s *Service) wakeQueue(ref fsm.QueueRef) {
 func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64, <-chan struct{}) {
 	var next int64
 	n, settled := s.gate.reserve(ref, want, func() int {
-		pending, due, nv := s.claimable(ref)
+		pending, due, nv := s.claimable(ref, 0)
 		next = nv
 		if due {
 			return math.MaxInt
@@ -128,7 +128,7 @@ func (s *Service) admit(ref fsm.QueueRef, want int) (int, int64, <-chan struct{}
 // reserved by claims in flight, or every waiter when a delayed task is due
 // (a claim promotes it itself, and the count of due tasks is not at hand).
 func (s *Service) avail(ref fsm.QueueRef) int {
-	pending, due, _ := s.claimable(ref)
+	pending, due, _ := s.claimable(ref, 0)
 	if due {
 		return math.MaxInt
 	}
@@ -144,8 +144,11 @@ func (s *Service) avail(ref fsm.QueueRef) int {
 // claim: its long polls wait as on an empty one. Resuming, a running
 // task's end and a raised limit wake them (the FSM's Event); a rate
 // limit's next token is their timer.
-func (s *Service) claimable(ref fsm.QueueRef) (pending int, due bool, nextVisible int64) {
-	return s.r.FSM().ClaimView(ref, s.r.Now().UnixNano())
+//
+// freeing counts that many running tasks as ended first: a claim that
+// rides on submits (fsm.FSM.ClaimViewAfter).
+func (s *Service) claimable(ref fsm.QueueRef, freeing int) (pending int, due bool, nextVisible int64) {
+	return s.r.FSM().ClaimViewAfter(ref, s.r.Now().UnixNano(), freeing)
 }
 
 // claimGate holds the tasks that claims in flight have reserved, per queue.

@@ -77,7 +77,7 @@ func (s *Service) SubmitThenClaim(ctx context.Context, submits, claim *pb.Comman
 // releases it.
 func (s *Service) admitAfter(ref fsm.QueueRef, want, freeing int) int {
 	return s.gate.take(ref, want, func() int {
-		pending, due, _ := s.r.FSM().ClaimViewAfter(ref, s.r.Now().UnixNano(), freeing)
+		pending, due, _ := s.claimable(ref, freeing)
 		if due {
 			return math.MaxInt
 		}

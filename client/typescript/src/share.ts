@@ -5,7 +5,8 @@
 // waiting: up to `burst` of them go beyond the limit.
 import { DocketError, InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "./errors.js";
 
-const UNIMPLEMENTED = 12;
+/** gRPC's UNIMPLEMENTED: a server older than the call. */
+export const UNIMPLEMENTED = 12;
 
 interface Pending<T, R> {
   items: T[];

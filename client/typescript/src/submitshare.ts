@@ -6,7 +6,7 @@ import type { Conn, Unary } from "./conn.js";
 import { SubmitBatchRequest, type ClaimRequest, type QueueClient, type SubmitBatchResponse, type SubmitRequest, type SubmitResponse } from "./gen/docketv1/api.js";
 import { Code, type ItemResult } from "./gen/docketv1/command.js";
 import { ClosedError, DeadlineError, DocketError, OutcomeUnknownError, itemError } from "./errors.js";
-import { Sharer } from "./share.js";
+import { Sharer, UNIMPLEMENTED } from "./share.js";
 import { taskInfo, type TaskInfo } from "./task.js";
 
 export interface SubmitAnswer {
@@ -45,7 +45,6 @@ const sameClaim = (a: ClaimRequest, b: ClaimRequest) => a.queue === b.queue && a
  */
 const mayHaveApplied = (e: unknown) => e instanceof OutcomeUnknownError || e instanceof DeadlineError || e instanceof ClosedError;
 
-const UNIMPLEMENTED = 12;
 // A server older than SubmitBatch would cost each report a refused RPC;
 // asked again after this, the cluster is found once a rolling upgrade ends
 // (Go's retrySharedAfter).
