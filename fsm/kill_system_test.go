@@ -36,11 +36,28 @@ const (
 // snapshot's and the log above it must replay to the hash of a replica
 // that never crashed.
 func Test_SystemKillNineKeepsTheLogAbovePebble(t *testing.T) {
+	before := killHelperDirs(t)
 	for _, err := range killRuns(t, nil) {
 		if err != nil {
 			t.Error(err)
 		}
 	}
+	if after := killHelperDirs(t); after > before {
+		t.Errorf("the killed children left %d directories in %s", after-before, os.TempDir())
+	}
+}
+
+// killHelperDirs counts the test directories Test_KillHelper children left
+// in the machine's temporary directory: a child killed with SIGKILL runs no
+// cleanup, so one that made its directories there would leave them behind
+// on every run.
+func killHelperDirs(t *testing.T) int {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(os.TempDir(), "Test_KillHelper*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(left)
 }
 
 // killRuns kills a child at each of a few steps and returns what each
@@ -72,7 +89,9 @@ func killRuns(t *testing.T, env []string) []error {
 func killAt(t *testing.T, dir, step string, env []string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^Test_KillHelper$", "-test.count=1", "-test.v", "-fsm.seed="+fmt.Sprint(*seedFlag))
-	cmd.Env = append(append(os.Environ(), killDirEnv+"="+dir), env...)
+	// The child's own test directories go under the parent's, which the
+	// parent removes: the child is killed before its cleanups run.
+	cmd.Env = append(append(os.Environ(), killDirEnv+"="+dir, "TMPDIR="+t.TempDir()), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -58,19 +58,54 @@ func headless(t *testing.T) context.Context {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1200, 760),
 		chromedp.Flag("disable-gpu", true))
+	// Chromium keeps its singleton lock in a directory of TMPDIR and leaves
+	// it when killed, as chromedp ends it; this one is removed below.
+	tmp, err := os.MkdirTemp("", "docket-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.Env("TMPDIR="+tmp))
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
 	}
+	before := chromiumDirs(t)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelT(); cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancelT()
+		cancel()
+		cancelAlloc() // waits for the browser to exit
+		// The browser's child processes may write into it for a moment
+		// after the browser exited.
+		testwait.Until(t, 5*time.Second, "the browser's directory removed", func() string {
+			if err := os.RemoveAll(tmp); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		if after := chromiumDirs(t); after > before {
+			t.Errorf("Chromium left %d directories in %s", after-before, os.TempDir())
+		}
+	})
 	// The first call starts the browser and ties it to its context: this
 	// one, not the shorter ones of the steps, whose end would close it.
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start %s: %v", path, err)
 	}
 	return ctx
+}
+
+// chromiumDirs counts the directories Chromium keeps its singleton lock in
+// (org.chromium.Chromium.*) in the machine's temporary directory; a browser
+// that is killed, as chromedp ends it, leaves its own behind.
+func chromiumDirs(t *testing.T) int {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(os.TempDir(), "org.chromium.Chromium.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(left)
 }
 
 // step runs browser actions with a bound of their own.
