@@ -44,6 +44,11 @@ Usage:
   docket queue limit QUEUE [--concurrency N] [--rate R/s] [--burst B] [--clear]
                                  limit a queue's running tasks and claim rate (0 clears)
   docket queue limit --tenant-wide --concurrency N  limit a tenant's running tasks
+  docket queue limit QUEUE --max-running-per-key N [--order fair]
+                                 a fair queue: per-key running limit, round robin by key
+  docket keys QUEUE              a keyed queue's top keys by backlog and running
+  docket key-limit QUEUE KEY [--max-running N] [--weight W]
+                                 override one key's limit and its fair share
   docket dlq list [QUEUE]        list dead letters (no QUEUE: every queue of --tenant)
   docket dlq requeue QUEUE|--id ID  replay dead letters
   docket dlq purge QUEUE         delete a queue's dead letters

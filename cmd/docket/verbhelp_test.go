@@ -39,3 +39,17 @@ func Test_VerbHelp(t *testing.T) {
 		}
 	}
 }
+
+// Test_UsageNamesEveryVerb: `docket --help` is where a new user looks for
+// what the binary can do, so every operator verb has a line in it.
+func Test_UsageNamesEveryVerb(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for name := range verbs {
+		if !strings.Contains(out.String(), "\n  docket "+name+" ") {
+			t.Errorf("docket --help has no line for docket %s", name)
+		}
+	}
+}
