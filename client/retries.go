@@ -52,7 +52,13 @@ func (c *Client) ResetQueue(ctx context.Context, queue, tenant string) (changed 
 // state (DELAYED, or PENDING for no delay); a fence that is no longer the
 // task's answers ErrStaleFence.
 func (c *Client) Snooze(ctx context.Context, taskID string, fence uint64, delay time.Duration) (docketv1.TaskState, error) {
-	req := &docketv1.SnoozeRequest{TaskId: taskID, Fence: fence, DelayNs: int64(delay), Tenant: c.cfg.tenant}
+	return c.snoozeAs(ctx, taskID, fence, c.cfg.tenant, delay)
+}
+
+// snoozeAs is Snooze of a task of tenant: a Worker's tasks are its
+// configured tenant's, which need not be the Client's.
+func (c *Client) snoozeAs(ctx context.Context, taskID string, fence uint64, tenant string, delay time.Duration) (docketv1.TaskState, error) {
+	req := &docketv1.SnoozeRequest{TaskId: taskID, Fence: fence, DelayNs: int64(delay), Tenant: tenant}
 	var st docketv1.TaskState
 	_, err := c.invoke(ctx, opSnooze, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		r, err := docketv1.NewQueueClient(cc).Snooze(ctx, req, opts...)

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	docketv1 "github.com/dockethq/docket/proto/docketv1"
 )
 
@@ -450,14 +453,21 @@ func (w *Worker) logReport(log *slog.Logger, what string, err error, args ...any
 	}
 }
 
-// giveBack nacks tasks this worker cannot run, so they need not wait for
-// their leases to expire.
+// giveBack hands back tasks this worker cannot run, so they need not wait
+// for their leases to expire. It snoozes them without a delay: they are
+// claimable at once and spend no attempt, since no handler saw them; a
+// Nack would count a failure, and dead-letter a task at its last attempt.
+// A cluster older than Snooze is sent the Nack.
 func (w *Worker) giveBack(tasks []*docketv1.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(w.cfg.Lease, 10*time.Second))
 	defer cancel()
 	for _, t := range tasks {
-		if _, err := w.c.Nack(ctx, &docketv1.NackRequest{TaskId: t.GetId(), Fence: t.GetFence(), Tenant: t.GetTenant(), Reason: "worker had no free slot"}); err != nil {
-			w.log.Warn("giving back an extra task failed; its lease will expire", "task", t.GetId(), "err", err)
+		_, err := w.c.snoozeAs(ctx, t.GetId(), t.GetFence(), t.GetTenant(), 0)
+		if errors.Is(err, ErrFeatureDisabled) || status.Code(err) == codes.Unimplemented {
+			_, err = w.c.Nack(ctx, &docketv1.NackRequest{TaskId: t.GetId(), Fence: t.GetFence(), Tenant: t.GetTenant(), Reason: "worker had no free slot"})
+		}
+		if err != nil {
+			w.log.Warn("giving back a task failed; its lease will expire", "task", t.GetId(), "err", err)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import {
   ResumeQueueRequest,
   SetKeyLimitRequest,
   SetQueueLimitsRequest,
+  SnoozeRequest,
   StatsRequest,
   StatusRequest,
   SubmitBatchRequest,
@@ -188,6 +189,7 @@ const q = {
   claimBatch: ((c, r, m, o, cb) => c.claimBatch(r, m, o, cb)) as Q<ClaimBatchRequest, any>,
   heartbeat: ((c, r, m, o, cb) => c.heartbeat(r, m, o, cb)) as Q<HeartbeatRequest, any>,
   nack: ((c, r, m, o, cb) => c.nack(r, m, o, cb)) as Q<NackRequest, any>,
+  snooze: ((c, r, m, o, cb) => c.snooze(r, m, o, cb)) as Q<SnoozeRequest, any>,
   cancel: ((c, r, m, o, cb) => c.cancel(r, m, o, cb)) as Q<CancelRequest, any>,
   getTask: ((c, r, m, o, cb) => c.getTask(r, m, o, cb)) as Q<GetTaskRequest, any>,
   waitResult: ((c, r, m, o, cb) => c.waitResult(r, m, o, cb)) as Q<WaitResultRequest, any>,
@@ -457,6 +459,17 @@ export class Client {
   async nack(t: { id: string; fence: bigint; tenant?: string }, o: CallOpts & { delayMs?: number; reason?: string } = {}): Promise<State> {
     const req = NackRequest.fromPartial({ taskId: t.id, fence: t.fence, delayNs: msToNs(o.delayMs ?? 0), reason: o.reason ?? "", tenant: t.tenant ?? this.tenant });
     const r = await this.conn.invoke("queue", q.nack, req, { idempotent: false, ...o });
+    return stateOf(r.state);
+  }
+
+  /**
+   * Hands a claimed task (its fence) back, to be claimable again after
+   * delayMs, without spending an attempt: resolves to its state after
+   * (delayed, or pending with no delay).
+   */
+  async snooze(t: { id: string; fence: bigint; tenant?: string }, o: CallOpts & { delayMs?: number } = {}): Promise<State> {
+    const req = SnoozeRequest.fromPartial({ taskId: t.id, fence: t.fence, delayNs: msToNs(o.delayMs ?? 0), tenant: t.tenant ?? this.tenant });
+    const r = await this.conn.invoke("queue", q.snooze, req, { idempotent: false, ...o });
     return stateOf(r.state);
   }
 

@@ -6,7 +6,8 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Client } from "./client.js";
 import { jsonCodec, type Codec } from "./codec.js";
-import { CancelledError, ClosedError, DocketError, LeaseLostError, NotFoundError, PermanentError, StaleFenceError, TimedOutError, UnavailableError, DeadlineError } from "./errors.js";
+import { CancelledError, ClosedError, DocketError, FeatureDisabledError, LeaseLostError, NotFoundError, PermanentError, StaleFenceError, TimedOutError, UnavailableError, DeadlineError } from "./errors.js";
+import { UNIMPLEMENTED } from "./share.js";
 import type { TaskInfo } from "./task.js";
 
 /** What a handler knows of the task it works on. */
@@ -286,9 +287,16 @@ export class Worker<In = unknown, Out = unknown> {
     if (!a.next) return undefined;
     if (!this.stopClaims.signal.aborted) return { t: a.next, sent };
     // Claimed as the worker began to stop: give it back now rather than
-    // leave it to its lease.
+    // leave it to its lease. A snooze spends no attempt (no handler saw
+    // the task); a nack would count a failure and dead-letter a task at
+    // its last attempt. A cluster older than Snooze gets the nack.
     try {
-      await this.client.nack(a.next, { reason: "docket: worker closing" });
+      try {
+        await this.client.snooze(a.next);
+      } catch (e) {
+        if (!(e instanceof FeatureDisabledError || (e instanceof DocketError && e.code === UNIMPLEMENTED))) throw e;
+        await this.client.nack(a.next, { reason: "docket: worker closing" });
+      }
     } catch (e) {
       this.o.onError(e);
     }

@@ -114,6 +114,19 @@ test("a stale fence is refused; the right one completes once", async () => {
   assert.equal(Buffer.from(done.result).toString(), "new");
 });
 
+test("snooze gives a claimed task back for later without spending an attempt; a stale fence is refused", async () => {
+  const q = queueName("snooze");
+  const id = await c.enqueue(q, "s", { maxAttempts: 1 });
+  const [t1] = await c.claim(q, { max: 1, leaseMs: 30_000 });
+  assert.equal(t1!.id, id);
+  assert.equal(await c.snooze(t1!, { delayMs: 60_000 }), "delayed");
+  await assert.rejects(c.snooze(t1!), StaleFenceError);
+  const later = await c.getTask(id);
+  assert.equal(later.state, "delayed");
+  assert.equal(later.attempts, 0, "attempts a snooze spent");
+  assert.equal((await c.claim(q, { max: 1 })).length, 0, "a snoozed task waits out its delay");
+});
+
 test("cancel ends a waiting task", async () => {
   const q = queueName("cancel");
   const id = await c.enqueue(q, "c");
