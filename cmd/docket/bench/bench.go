@@ -85,6 +85,11 @@ type Config struct {
 	// way (Pebble's block compression) can shrink it, as with encrypted or
 	// compressed bodies. The default pattern compresses to almost nothing.
 	RandomPayload bool
+	// Retention is how long every enqueued task is kept once finished
+	// (0: the server's default). 1ns makes the life that keeps nothing:
+	// the leader's next purge deletes the task, as the rule book's
+	// retention 0 would.
+	Retention time.Duration
 	// Fair queues (feature level 16; fair.go). TaskKeys: every enqueued
 	// task gets one of this many keys, round robin (0: none). Order
 	// ("fifo", "fair"; "": leave it) and MaxRunningPerKey (nil: leave
@@ -184,6 +189,7 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.BasePort, "base-port", 7640, "local cluster: node i serves gRPC on base+i, Raft on base+100+i and pprof on base+200+i, on 127.0.0.1")
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers (enqueue, drain, heartbeat, failover, ceiling)")
 	fs.IntVar(&c.Payload, "payload", 128, "payload bytes per task")
+	fs.DurationVar(&c.Retention, "retention", 0, "how long every enqueued task is kept once finished (0: the server's default, 24h; 1ns: purged at the leader's next purge, a life that keeps nothing)")
 	fs.BoolVar(&c.RandomPayload, "payload-random", false, "pseudo-random payload bytes, which no compression shrinks (default: a repeating a-z pattern, which Pebble compresses to almost nothing)")
 	fs.IntVar(&c.Batch, "batch", 1, "tasks per Enqueue call")
 	fs.IntVar(&c.ClaimBatch, "claim-batch", 1, "tasks per Claim call (drain, cycle)")
@@ -258,8 +264,8 @@ func parse(args []string, stderr io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("--%s %d must be at least 1", name, v))
 		}
 	}
-	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 {
-		errs = append(errs, errors.New("--payload, --count must be >= 0 and --duration, --lease > 0"))
+	if c.Payload < 0 || c.Duration <= 0 || c.Count < 0 || c.Lease <= 0 || c.Retention < 0 {
+		errs = append(errs, errors.New("--payload, --count, --retention must be >= 0 and --duration, --lease > 0"))
 	}
 	if c.SharedRPCs < -1 || c.SharedEnq < -1 {
 		errs = append(errs, errors.New("--shared-rpcs, --shared-enqueue-rpcs must be >= 0, or -1 for the default"))
@@ -321,7 +327,7 @@ func (c Config) sharedRPCs() map[string]int {
 }
 
 func (c Config) describe() map[string]any {
-	m := map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "batch": c.Batch,
+	m := map[string]any{"addr": c.Addr, "concurrency": c.Concurrency, "payload": c.Payload, "payload_random": c.RandomPayload, "retention": c.Retention.String(), "batch": c.Batch,
 		"claim_batch": c.ClaimBatch, "submit_claims": c.SubmitClaims, "producers": c.Producers, "workers": c.Workers, "leases": c.Leases,
 		"duration": c.Duration.String(), "count": c.Count, "trials": c.Trials, "backlog": c.Backlog, "during_check": c.DuringCheck, "agent_exe": c.AgentExe,
 		"lease": c.Lease.String(), "shared_rpcs": c.sharedRPCs(), "agent_args": c.AgentArgs, "log_store": c.LogStore, "procs": c.Procs, "groups": c.Groups,

@@ -26,6 +26,7 @@ func Test_ParseRejects(t *testing.T) {
 		{"-c", "0"},
 		{"--batch", "0"},
 		{"--duration", "0s"},
+		{"--retention", "-1s"},
 		{"--workload", "failover", "--addr", "127.0.0.1:1"},
 		{"--workload", "backlog", "--addr", "127.0.0.1:1"},
 		{"extra-positional"},
@@ -245,5 +246,28 @@ func Test_ParseHeldFitsKeyLimit(t *testing.T) {
 		if _, err := parse(args, io.Discard); err != nil {
 			t.Errorf("parse(%q) = %v, want it accepted", args, err)
 		}
+	}
+}
+
+func Test_RetentionReachesEveryTask(t *testing.T) {
+	c, err := parse([]string{"--retention", "1ns", "--task-keys", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.describe()["retention"]; got != "1ns" {
+		t.Fatalf("report's retention = %v, want 1ns", got)
+	}
+	r := &runner{cfg: c}
+	for i, nt := range r.newTasks(3, []byte("x")) {
+		if nt.GetRetentionNs() != 1 || len(nt.GetKey()) == 0 {
+			t.Fatalf("task %d: retention %d ns, key %q; want 1 ns and a key", i, nt.GetRetentionNs(), nt.GetKey())
+		}
+	}
+	plain, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (&runner{cfg: plain}).newTasks(1, nil)[0].GetRetentionNs(); got != 0 {
+		t.Fatalf("default retention = %d ns, want 0 (the server's)", got)
 	}
 }

@@ -18,7 +18,7 @@ const warmup = time.Second
 func (r *runner) newTasks(n int, body []byte) []*pb.NewTask {
 	ts := make([]*pb.NewTask, n)
 	for i := range ts {
-		ts[i] = &pb.NewTask{Queue: r.cfg.Queue, Payload: body}
+		ts[i] = &pb.NewTask{Queue: r.cfg.Queue, Payload: body, RetentionNs: int64(r.cfg.Retention)}
 		if r.cfg.TaskKeys > 0 {
 			ts[i].Key = r.cfg.taskKey(r.keySeq.Add(1) - 1)
 		}
