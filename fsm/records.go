@@ -33,6 +33,19 @@ func (tx *txn) headers() *headerCache {
 	return &tx.b.c.headers
 }
 
+// expiredTask reads a task the purge removes: from the header cache when
+// it holds the whole record (a task of a short retention, which putTask
+// kept there), else from Pebble.
+func (tx *txn) expiredTask(id string) (*pb.Task, bool, error) {
+	if h := tx.headers(); h != nil {
+		if t, format, ok := h.take(id); ok && format == storage.FormatInline {
+			tx.formats[id] = format
+			return t, true, nil
+		}
+	}
+	return tx.getTask(id)
+}
+
 // getHeaderOf is getTaskOf without the body of a split record (its
 // Payload is then empty): for rules that change a task and answer without
 // it. Its tenant rule is getTaskOf's.
@@ -90,15 +103,16 @@ func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 	// written around it either has none there already (the header came
 	// from the header cache) or has its value evicted.
 	id, h := t.GetId(), tx.headers()
+	whole := tx.inline(t, fresh)
 	known := tx.uncachedRecords[id]
-	kept := h.keeps(t)
+	kept := h.keeps(t, whole, tx.now)
 	if known || kept {
 		w = &tx.b
 	}
 	var format storage.RecordFormat
 	var n int
 	var err error
-	if tx.inline(t, fresh) {
+	if whole {
 		format = storage.FormatInline
 		n, err = storage.PutTask(w, t)
 	} else {
@@ -113,7 +127,7 @@ func (tx *txn) putTask(t *pb.Task, fresh, uncached bool) (int64, error) {
 			var k [80]byte // a key on the stack: evict keeps only its hash
 			tx.b.c.evict(storage.AppendTaskKey(k[:0], id))
 		}
-		h.put(t, format)
+		h.put(t, format, tx.now)
 	}
 	return int64(n), nil
 }

@@ -68,7 +68,7 @@ func (tx *txn) promote(entries []storage.TimeEntry) error {
 // idempotency keys.
 func (tx *txn) purge(c *pb.PurgeCmd, res *pb.CommandResult) error {
 	for _, e := range tx.ready.expired(tx.now, int(c.GetLimit())) {
-		t, ok, err := tx.getTask(e.ID)
+		t, ok, err := tx.expiredTask(e.ID)
 		if err != nil {
 			return err
 		}
