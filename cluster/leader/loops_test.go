@@ -189,3 +189,47 @@ type memHost struct {
 	*service.Service
 	*memnode.Node
 }
+
+// Test_PurgeKeepsUpWithMoreThanABatch: one round of the purge removes
+// every task whose retention passed, not one Purge's worth. With one
+// Purge of 1,000 a round, the default 5 s interval purged at most 200
+// tasks a second: a queue that finishes more than that (with 24 h
+// retention, a day later) piled up finished tasks without bound.
+func Test_PurgeKeepsUpWithMoreThanABatch(t *testing.T) {
+	w := newWorld(t)
+	const n = 2500
+	var ids []string
+	for len(ids) < n {
+		tasks := make([]*pb.NewTask, 500)
+		for i := range tasks {
+			tasks[i] = &pb.NewTask{Queue: "q", Payload: []byte("p"), RetentionNs: int64(time.Minute)}
+		}
+		for _, it := range w.propose(service.EnqueueCommand(&pb.EnqueueRequest{Tasks: tasks})).GetItems() {
+			ids = append(ids, it.GetTaskId())
+		}
+	}
+	for done := 0; done < n; {
+		res := w.propose(w.node.Service().ClaimCommand(&pb.ClaimRequest{Queue: "q", WorkerId: "w", MaxTasks: 500, LeaseNs: int64(time.Minute)}))
+		reqs := make([]*pb.SubmitRequest, 0, len(res.GetTasks()))
+		for _, task := range res.GetTasks() {
+			reqs = append(reqs, &pb.SubmitRequest{TaskId: task.GetId(), Fence: task.GetFence(), Outcome: pb.Outcome_OUTCOME_COMPLETED})
+		}
+		cmd, err := service.SubmitBatchCommand(&pb.SubmitBatchRequest{Items: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.propose(cmd)
+		done += len(reqs)
+	}
+	w.do("at 10m")
+	w.do("run purge")
+	left := 0
+	for _, id := range ids {
+		if _, err := w.node.FSM().GetTask(id); err == nil {
+			left++
+		}
+	}
+	if left != 0 {
+		t.Fatalf("one round of the purge left %d of %d expired tasks", left, n)
+	}
+}
