@@ -54,6 +54,15 @@ type Options struct {
 	// MaxLevel caps the feature level this FSM applies (features.go); 0
 	// means BuildLevel(). Tests set it to run an older build's rules.
 	MaxLevel uint32
+	// CheckpointEntries, above 1, lets apply's writes reach Pebble once a
+	// window of this many entries instead of once an apply segment, with
+	// each task record written once, as its last value (checkpoint.go).
+	// 0 or 1 commits every segment. It changes only when Pebble is
+	// written and how much a restart replays, so replicas may differ in it.
+	CheckpointEntries int
+	// CheckpointBytes ends a window early once its task records hold this
+	// many bytes; 0 means DefaultCheckpointBytes.
+	CheckpointBytes int
 }
 
 // QueueRef names one queue of one tenant.
@@ -114,6 +123,13 @@ type FSM struct {
 	// claims is the hot queue state claim admission reads (ClaimView):
 	// apply keeps it, Open and Restore build it (claimview.go).
 	claims *claimView
+
+	// pend is the open checkpoint window (checkpoint.go), nil when none:
+	// guarded by ready.mu. checkpoints counts the windows committed.
+	pend        *pendingCheckpoint
+	checkpoints atomic.Uint64
+	windowKeys  keyFamilies  // what the open window wrote (checkpoint.go)
+	spare       dirtyRecords // the last window's, emptied, for the next
 
 	reads atomic.Uint64 // read API calls that opened the keyspace (Reads)
 	// written counts the bytes of the batches apply committed: what the
@@ -238,6 +254,7 @@ func (f *FSM) Close() error {
 		return nil
 	}
 	f.closeSnapshots()
+	f.checkpoint() // then the flush writes it
 	ferr := storage.Flush(f.db, storage.FlushTimeout)
 	if ferr != nil {
 		f.log.Warn("close: applied state not flushed; the next start replays it from the Raft log",
@@ -381,7 +398,20 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			panic(fmt.Sprintf("docket fsm: rebuild the keyed queues: %v", err))
 		}
 	}
-	b := newApplyBatch(db)
+	// With a checkpoint window (checkpoint.go) the segment writes into the
+	// window's batch and dirty records, and commits only when the window
+	// is due.
+	windowed, held := f.windowed(), 0
+	if windowed && f.pend == nil {
+		f.pend = &pendingCheckpoint{b: newApplyBatch(db), dirty: f.spare}
+		f.pend.dirty.fam, f.spare = &f.windowKeys, dirtyRecords{}
+	}
+	var b *pebble.Batch
+	if windowed {
+		b, held = f.pend.b, f.pend.entries
+	} else {
+		b = newApplyBatch(db)
+	}
 	// A panic below (an undecodable entry, a failed write) must not leak
 	// the batch: the node's owner may recover and go on. Nor may it leave
 	// the claim view a batch behind without saying so, nor the record
@@ -390,6 +420,7 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	defer func() {
 		if !closed {
 			_ = b.Close() // abandoning the batch; its error cannot help
+			f.pend = nil
 		}
 		if !viewed {
 			f.claims.markStale()
@@ -398,9 +429,15 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 			recent.clear()
 			ready.markStale()
 			keyed.markStale()
+			if held > 0 {
+				f.setFault(errWindowLost, "apply failed inside a checkpoint window")
+			}
 		}
 	}()
 	tx := newTxn(b, f.now.Load())
+	if windowed {
+		tx.useDirty(&f.pend.dirty)
+	}
 	tx.useRecent(recent)
 	tx.ready = ready
 	tx.keyed = keyed
@@ -444,8 +481,10 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 		}
 	}
 	if applied == f.applied.Load() {
-		viewed, committed = true, true
-		return n // nothing new; the deferred close drops the empty batch
+		// Nothing new: the deferred close drops a batch of its own, and a
+		// window's stays open.
+		viewed, committed, closed = true, true, windowed
+		return n
 	}
 	if planted("reaper-on-followers") {
 		if err := tx.plantReap(); err != nil {
@@ -459,9 +498,17 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	}
 	// No sync and no WAL (storage.OpenDB): the batch reaches disk with a
 	// memtable flush, and until then the Raft log holds it (Persist).
-	f.written.Add(uint64(b.Len()))
-	if err := b.Commit(pebble.NoSync); err != nil {
-		panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
+	if windowed {
+		f.pend.entries += n
+		if check != 0 || f.windowFull(f.pend) {
+			f.checkpointLocked() // a Check hashes Pebble at its index
+		}
+		closed = true // committed and closed, or still the window's
+	} else {
+		f.written.Add(uint64(b.Len()))
+		if err := b.Commit(pebble.NoSync); err != nil {
+			panic(fmt.Sprintf("docket fsm: commit batch at %d: %v", applied, err))
+		}
 	}
 	committed = true
 	// Before the applied index and the observer: a claim whose entry this
@@ -470,9 +517,11 @@ func (f *FSM) applySegment(logs []*raft.Log, results []interface{}) int {
 	f.claims.setKeyed(keyed)
 	viewed = true
 	unlockReady()
-	closed = true
-	if err := b.Close(); err != nil {
-		panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
+	if !windowed {
+		closed = true
+		if err := b.Close(); err != nil {
+			panic(fmt.Sprintf("docket fsm: close batch at %d: %v", applied, err))
+		}
 	}
 	f.applied.Store(applied)
 	f.now.Store(tx.now)

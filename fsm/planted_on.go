@@ -35,6 +35,12 @@ const (
 	// Pebble holds on disk, and a crash then loses entries the log can
 	// no longer replay (the crash tests of recovery_test.go catch it).
 	PlantNoFlushBeforeTruncate = "no-flush-before-truncate"
+	// PlantSnapshotSkipsWindow: Snapshot does not checkpoint the open
+	// checkpoint window (checkpoint.go), so a snapshot labelled with the
+	// applied index holds Pebble's older state, Persist's flush writes
+	// none of the window, and Raft compacts its log over entries whose
+	// effects were in memory only.
+	PlantSnapshotSkipsWindow = "snapshot-skips-window"
 )
 
 // PlantQueueLimitOffByOne: a queue's concurrency limit (max_running)

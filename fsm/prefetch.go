@@ -61,6 +61,14 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 		return nil, nil
 	}
 	askEach := first != last
+	// A checkpoint window's records are not in the batch the iterator
+	// reads: each head is looked up in the window's map (a Go map look-up,
+	// not the cache's two generations), and getTask reads the ones it
+	// holds (checkpoint.go).
+	var dirty *dirtyRecords
+	if dr, ok := rr.inner.(dirtyReader); ok && len(dr.d.m) > 0 {
+		dirty = dr.d
+	}
 	type want struct {
 		k    []byte
 		head int
@@ -76,7 +84,7 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 		start := len(buf)
 		buf = append(append(buf, storage.TaskPrefix()...), h.id...)
 		rec := buf[start:len(buf):len(buf)]
-		if askEach && rr.c.has(rec) {
+		if askEach && rr.c.has(rec) || dirty != nil && dirty.has(rec) {
 			continue // getTask reads it from the cache
 		}
 		start = len(buf)

@@ -23,6 +23,9 @@ func (f *FSM) reader() (storage.Reader, func(), error) {
 		f.mu.RUnlock()
 		return nil, nil, errors.New("fsm closed")
 	}
+	if f.windowed() {
+		return windowReader{f: f}, f.mu.RUnlock, nil
+	}
 	return storage.Wrap(f.db), f.mu.RUnlock, nil
 }
 
@@ -38,6 +41,7 @@ func (f *FSM) view() (storage.Reader, func(), error) {
 		f.mu.RUnlock()
 		return nil, nil, errors.New("fsm closed")
 	}
+	f.checkpoint()
 	snap := f.db.NewSnapshot()
 	return storage.Wrap(snap), func() {
 		_ = snap.Close() // fails only on a double close
@@ -49,8 +53,10 @@ func (f *FSM) view() (storage.Reader, func(), error) {
 // the order (clonePending, headIDs) under its lock, which apply holds for a
 // whole segment, and the Pebble snapshot is taken before the lock goes.
 // A stale order (a batch that never committed) is rebuilt first from the
-// committed records.
-func (f *FSM) orderView(fn func(o *readyOrder)) (storage.Reader, func(), error) {
+// committed records. fn reports whether the caller reads Pebble after it;
+// when it does not (a reaper's tick with no lease expired), no snapshot is
+// taken, nor a checkpoint (checkpoint.go), and the reader is nil.
+func (f *FSM) orderView(fn func(o *readyOrder) bool) (storage.Reader, func(), error) {
 	f.reads.Add(1)
 	f.mu.RLock()
 	if f.db == nil {
@@ -66,7 +72,11 @@ func (f *FSM) orderView(fn func(o *readyOrder)) (storage.Reader, func(), error) 
 			return nil, nil, err
 		}
 	}
-	fn(o)
+	if !fn(o) {
+		o.mu.Unlock()
+		return nil, f.mu.RUnlock, nil
+	}
+	f.checkpointLocked()
 	snap := f.db.NewSnapshot()
 	o.mu.Unlock()
 	return storage.Wrap(snap), func() {
@@ -125,7 +135,7 @@ func (f *FSM) Stats(queue, tenant string) ([]*pb.QueueStats, error) {
 // heads from the ready order of the same state.
 func (f *FSM) statsPage(queue, tenant, cursor string, maxBytes int) ([]*pb.QueueStats, string, error) {
 	var heads map[QueueRef][]string
-	r, release, err := f.orderView(func(o *readyOrder) { heads = o.headIDs(queue, tenant) })
+	r, release, err := f.orderView(func(o *readyOrder) bool { heads = o.headIDs(queue, tenant); return true })
 	if err != nil {
 		return nil, "", err
 	}
@@ -155,7 +165,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 		// The pending index is the ready order (stored below
 		// LevelPendingInMemory too, with the same keys).
 		var q *readyQueue
-		r, release, err := f.orderView(func(o *readyOrder) { q = o.clonePending(ref) })
+		r, release, err := f.orderView(func(o *readyOrder) bool { q = o.clonePending(ref); return true })
 		if err != nil {
 			return nil, "", err
 		}
@@ -165,7 +175,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 		// The running index is the running order (stored below
 		// LevelRunningInMemory too, with the same keys).
 		var ids *btree.BTreeG[uint64]
-		r, release, err := f.orderView(func(o *readyOrder) { ids = o.cloneRunning(ref) })
+		r, release, err := f.orderView(func(o *readyOrder) bool { ids = o.cloneRunning(ref); return true })
 		if err != nil {
 			return nil, "", err
 		}
@@ -175,7 +185,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 		// The delayed index is the queue's delayed order (stored below
 		// LevelDelayedInMemory too, with the same keys).
 		var tr *btree.BTreeG[orderItem]
-		r, release, err := f.orderView(func(o *readyOrder) { tr = o.cloneDelayed(ref) })
+		r, release, err := f.orderView(func(o *readyOrder) bool { tr = o.cloneDelayed(ref); return true })
 		if err != nil {
 			return nil, "", err
 		}
@@ -194,7 +204,7 @@ func (f *FSM) ListTasks(queue, tenant string, state pb.TaskState, cursor string,
 // now, for the leader's reaper to propose as a Reap command.
 func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
 	var entries []storage.TimeEntry
-	r, release, err := f.orderView(func(o *readyOrder) { entries = o.expiredLeases(now, limit) })
+	r, release, err := f.orderView(func(o *readyOrder) bool { entries = o.expiredLeases(now, limit); return len(entries) > 0 })
 	if err != nil {
 		return nil, err
 	}
@@ -215,12 +225,17 @@ func (f *FSM) ExpiredLeases(now int64, limit int) ([]*pb.ReapItem, error) {
 // they would do something.
 func (f *FSM) HasDue(now int64) (delayed, expired bool, err error) {
 	var d, e []storage.TimeEntry
-	r, release, err := f.orderView(func(o *readyOrder) { d, e = o.dueAcross(now, 1), o.expired(now, 1) })
+	_, release, err := f.orderView(func(o *readyOrder) bool { d, e = o.dueAcross(now, 1), o.expired(now, 1); return false })
 	if err != nil {
 		return false, false, err
 	}
-	defer release()
+	release()
 	if len(e) == 0 { // tombstones of purged tasks expire through Purge too
+		r, release, err := f.reader()
+		if err != nil {
+			return false, false, err
+		}
+		defer release()
 		if e, err = storage.ExpiredTombs(r, now, 1); err != nil {
 			return false, false, err
 		}

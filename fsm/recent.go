@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/cespare/xxhash/v2"
@@ -329,9 +330,20 @@ func (c *recentRecords) clear() {
 type applyWriter struct {
 	b *pebble.Batch
 	c *recentRecords
+	// d is the checkpoint window's dirty records (checkpoint.go): with
+	// it, task records go there instead of into the batch. nil without
+	// a window.
+	d *dirtyRecords
 }
 
 func (w *applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
+	if w.d != nil {
+		w.d.fam.mark(key[0])
+		if isRecordKey(key) {
+			w.d.set(key, value)
+			return nil
+		}
+	}
 	if err := w.b.Set(key, value, o); err != nil {
 		return err
 	}
@@ -342,6 +354,13 @@ func (w *applyWriter) Set(key, value []byte, o *pebble.WriteOptions) error {
 }
 
 func (w *applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
+	if w.d != nil {
+		w.d.fam.mark(key[0])
+		if isRecordKey(key) {
+			w.d.delete(key)
+			return nil
+		}
+	}
 	if err := w.b.Delete(key, o); err != nil {
 		return err
 	}
@@ -353,6 +372,17 @@ func (w *applyWriter) Delete(key []byte, o *pebble.WriteOptions) error {
 
 // DeleteRange deletes [start, end) and forgets the hot keys inside it.
 func (w *applyWriter) DeleteRange(start, end []byte, o *pebble.WriteOptions) error {
+	if w.d != nil && overRecords(start, end) {
+		// The dirty records would outlive the range's delete. No rule
+		// deletes records by range; this keeps one from doing it quietly.
+		return fmt.Errorf("delete range [%q, %q): task records inside a checkpoint window", start, end)
+	}
+	if w.d != nil {
+		// Every family the range could hold: ranges are rare (a latch).
+		for c := int(start[0]); c <= int(end[0]) && c < 256; c++ {
+			w.d.fam.mark(byte(c))
+		}
+	}
 	if err := w.b.DeleteRange(start, end, o); err != nil {
 		return err
 	}

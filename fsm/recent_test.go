@@ -26,6 +26,7 @@ func checkRecent(t testing.TB, f *FSM) {
 	t.Helper()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	f.checkpoint() // Pebble then holds what a checkpoint window held
 	c := f.recent
 	if c == nil {
 		t.Fatal("the record cache is off")

@@ -146,7 +146,7 @@ func (tx *txn) endTimedOut(t *pb.Task, pos int) error {
 // by now, with their fences, for the leader's TimeOut; at most limit.
 func (f *FSM) PastDeadlines(now int64, limit int) ([]*pb.ReapItem, error) {
 	var entries []storage.TimeEntry
-	r, release, err := f.orderView(func(o *readyOrder) { entries = o.pastDeadlines(now, limit) })
+	r, release, err := f.orderView(func(o *readyOrder) bool { entries = o.pastDeadlines(now, limit); return len(entries) > 0 })
 	if err != nil {
 		return nil, err
 	}

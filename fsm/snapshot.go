@@ -35,6 +35,9 @@ func (f *FSM) snapshot(durable bool) (*fsmSnapshot, error) {
 	if err := f.LogFault(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	if !planted("snapshot-skips-window") {
+		f.checkpoint() // the snapshot is of Pebble, at the applied index
+	}
 	s := &fsmSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load(), durable: durable}
 	f.snapMu.Lock()
 	f.snaps[s] = struct{}{}
@@ -180,6 +183,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	// one: ClaimView answers "due" meanwhile, and for good if the swap
 	// fails. openKeyspace rebuilds it.
 	f.claims.markStale()
+	f.dropWindow() // the restored keyspace replaces what it held
 	if f.db != nil {
 		f.closeSnapshots()
 		err := f.db.Close()

@@ -12,7 +12,7 @@ import (
 // that the compacted log no longer holds, and the test says so.
 func Test_PlantedNoFlushBeforeTruncate(t *testing.T) {
 	plant(t, PlantNoFlushBeforeTruncate)
-	runs := crashRuns(t)
+	runs := crashRuns(t, 0)
 	names := make([]string, 0, len(runs))
 	for name := range runs {
 		names = append(names, name)
@@ -24,5 +24,22 @@ func Test_PlantedNoFlushBeforeTruncate(t *testing.T) {
 		} else {
 			t.Logf("%s: caught: %v", name, err)
 		}
+	}
+}
+
+// Test_PlantedSnapshotSkipsWindow: with Snapshot leaving the checkpoint
+// window out, the crash runs with windows lose entries the compacted log
+// no longer holds, and the test says so.
+func Test_PlantedSnapshotSkipsWindow(t *testing.T) {
+	plant(t, PlantSnapshotSkipsWindow)
+	caught := 0
+	for name, err := range crashRuns(t, 64) {
+		if err != nil {
+			caught++
+			t.Logf("%s: caught: %v", name, err)
+		}
+	}
+	if caught == 0 {
+		t.Error("no crash run failed although Snapshot left the window out")
 	}
 }

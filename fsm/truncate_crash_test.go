@@ -59,7 +59,7 @@ type raftModel struct {
 
 const modelDir = "/data/node/fsm"
 
-func newRaftModel(t *testing.T, cfg vfs.CrashCloneCfg) *raftModel {
+func newRaftModel(t *testing.T, cfg vfs.CrashCloneCfg, window int) *raftModel {
 	m := &raftModel{t: t, mem: vfs.NewCrashableMem(), cfg: cfg, disk: raftDisk{first: 1}}
 	fs := errorfs.Wrap(m.mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if p := m.trigger.Load(); p != nil && (*p)(op) {
@@ -70,7 +70,7 @@ func newRaftModel(t *testing.T, cfg vfs.CrashCloneCfg) *raftModel {
 	// The memtables hold the whole run: Pebble flushes only when asked
 	// (Persist, the mid-flush crash point's own flush, Close), so each
 	// crash point tests the rule alone, not Pebble's timing.
-	m.f = mustOpen(t, modelDir, Options{FS: fs})
+	m.f = mustOpen(t, modelDir, Options{FS: fs, CheckpointEntries: window})
 	return m
 }
 
@@ -291,7 +291,7 @@ var crashPoints = []crashPoint{
 // dropped) and under kill -9 (the page cache survives; Pebble's memtables
 // do not), and returns each run's recovery error by name. A run whose
 // crash point never came is an error too.
-func crashRuns(t *testing.T) map[string]error {
+func crashRuns(t *testing.T, window int) map[string]error {
 	n := 3000
 	if testing.Short() {
 		n = 1200
@@ -304,7 +304,7 @@ func crashRuns(t *testing.T) map[string]error {
 			name := fmt.Sprintf("%s/unsynced=%d%%", cp.name, unsynced)
 			seed := *seedFlag + uint64(100*i+unsynced)
 			rng := rand.New(rand.NewPCG(seed, 7))
-			m := newRaftModel(t, vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(seed, 8))})
+			m := newRaftModel(t, vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(seed, 8))}, window)
 			cp.arm(m, rng, snapEvery, n)
 			var missed error
 			if !m.run(logs, rng, snapEvery) {
@@ -324,7 +324,19 @@ func crashRuns(t *testing.T) map[string]error {
 // crashed. Without Persist's flush (the planted fault
 // no-flush-before-truncate) it does not: Test_PlantedNoFlushBeforeTruncate.
 func Test_CrashNeverLosesTheLogAbovePebble(t *testing.T) {
-	for name, err := range crashRuns(t) {
+	for name, err := range crashRuns(t, 0) {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Test_CrashNeverLosesTheLogAboveACheckpointWindow is the same with
+// checkpoint windows of 64 entries: a crash also loses the window that was
+// open, which the log holds too, since nothing lets Raft remove entries
+// before a checkpoint (checkpoint.go).
+func Test_CrashNeverLosesTheLogAboveACheckpointWindow(t *testing.T) {
+	for name, err := range crashRuns(t, 64) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
