@@ -293,6 +293,13 @@ type Config struct {
 	// flushes, and edits its MANIFEST, after a few KiB of writes.
 	PebbleMemTableBytes int
 
+	// CheckpointEntries, above 1, lets the FSM write Pebble once every
+	// this many applied entries (or at a read, a snapshot or a check)
+	// instead of once an apply batch, each task record once as its last
+	// value (fsm.Options.CheckpointEntries). 0 commits every batch. A
+	// crash replays up to a window more from the Raft log.
+	CheckpointEntries int
+
 	// ApplyTimeout bounds a Propose when the caller's context has no
 	// deadline. Default 10s.
 	ApplyTimeout time.Duration

@@ -115,7 +115,7 @@ func New(cfg Config) (*Node, error) {
 
 	var err error
 	fopts := fsm.Options{Logger: log, OnDiskEvent: n.health.OnDiskEvent, MaxOpenFiles: cfg.MaxOpenFiles, OnLogFault: n.logFault.set,
-		MemTableBytes: cfg.PebbleMemTableBytes}
+		MemTableBytes: cfg.PebbleMemTableBytes, CheckpointEntries: cfg.CheckpointEntries}
 	if cfg.EditFSMOptions != nil {
 		cfg.EditFSMOptions(&fopts)
 	}

@@ -68,6 +68,7 @@ func agentFlags(fs *flag.FlagSet) (*cluster.Config, *agentOpts) {
 	fs.Uint64Var(&c.TenantMaxBytes, "tenant-max-bytes", c.TenantMaxBytes, "encoded task bytes one tenant may store until purged; past it enqueue is refused with ResourceExhausted (0: no limit; keep equal on every node)")
 	memoryLimitFlag(fs, &c.Service.MemoryLimit)
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "TEST ONLY: shift this node's clock, for the chaos harness")
+	fs.IntVar(&c.CheckpointEntries, "checkpoint-entries", 0, "EXPERIMENTAL: write the keyspace to Pebble once every this many applied entries, each task record once (0: every apply batch); a crash replays up to that many more from the Raft log")
 	fs.IntVar(&c.Service.CoalesceMax, "coalesce-max", service.DefaultCoalesceMax, "client commands the leader folds into one Raft entry under load (1: off)")
 	fs.IntVar(&c.Service.CoalesceInflight, "coalesce-inflight", service.DefaultCoalesceInflight, "entries of client commands in flight before the leader starts to coalesce")
 	fs.IntVar(&o.fdReserve, "fd-reserve", 0, "file descriptors kept from connections for Pebble, raft.db, snapshots and outgoing connections (0: 1536, or half the file limit when less)")
