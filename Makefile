@@ -55,6 +55,8 @@ staticcheck:
 # with another package's clusters.
 test-system:
 	$(GO) test -race -count=1 -p 1 -tags system -timeout 40m -run 'System' ./...
+	# the fsm's planted twins: each fault must fail the test that guards it
+	$(GO) test -count=1 -tags plantedbugs -run 'Test_Planted' ./fsm
 	$(MAKE) fuzz-smoke
 
 test-short:
