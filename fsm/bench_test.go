@@ -42,13 +42,17 @@ func benchLevel() uint32 {
 }
 
 func newBenchLog(b testing.TB) *benchLog {
-	f, err := Open(b.TempDir(), Options{})
+	f, err := Open(b.TempDir(), Options{CheckpointEntries: *benchWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = f.Close() })
 	return &benchLog{f: f}
 }
+
+// benchWindow is the checkpoint window of the benchmarks' FSMs
+// (Options.CheckpointEntries), so one benchmark measures both ways.
+var benchWindow = flag.Int("fsm.window", 0, "checkpoint window of the benchmarks' FSMs, in entries (0: every segment)")
 
 // newCurrentBenchLog is newBenchLog latched at benchLevel(): the data
 // path a cluster of this build runs. An FSM that is never latched applies

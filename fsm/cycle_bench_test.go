@@ -34,6 +34,7 @@ func BenchmarkApplyBatch_Cycle(b *testing.B) {
 				claimData = append(claimData, mustEncode(b, claimCmd(at(time.Second), "bench", "t", "w", lease, n)))
 			}
 			var claims, submits []*raft.Log
+			written := l.f.written.Load()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; done += perRound {
@@ -57,6 +58,7 @@ func BenchmarkApplyBatch_Cycle(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			b.ReportMetric(float64(l.f.written.Load()-written)/float64(b.N), "batchB/task")
 		})
 	}
 }
