@@ -215,7 +215,9 @@ func (f *FSM) checkpointLocked() {
 	// The window's batch is indexed, for apply to read its own writes; the
 	// checkpoint copies it into a plain one, which takes the records
 	// without an index insert each, and commits that.
-	c := f.db.NewBatch()
+	// Sized up front: growing a batch of megabytes by doubling copied it
+	// over and over (a tenth of a windowed cycle's CPU in process).
+	c := f.db.NewBatchWithSize(len(p.b.Repr()) + p.dirty.bytes + 16*len(p.dirty.m))
 	err := c.Apply(p.b, nil)
 	if err == nil {
 		err = p.dirty.writeTo(c)
