@@ -232,4 +232,18 @@ func Test_PurgeKeepsUpWithMoreThanABatch(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("one round of the purge left %d of %d expired tasks", left, n)
 	}
+	// Each purged completed task left a dependency tombstone that expires
+	// a retention later. A round's Purges come back with no task once only
+	// tombstones are due, and one round must still take them all.
+	if _, expired, err := w.node.FSM().HasDue(w.now.Load()); err != nil || expired {
+		t.Fatalf("right after the purge: expired %v, %v; want nothing due", expired, err)
+	}
+	w.do("at 20m")
+	if _, expired, err := w.node.FSM().HasDue(w.now.Load()); err != nil || !expired {
+		t.Fatalf("a retention later: expired %v, %v; want the tombstones due", expired, err)
+	}
+	w.do("run purge")
+	if _, expired, err := w.node.FSM().HasDue(w.now.Load()); err != nil || expired {
+		t.Fatalf("one round of the purge left expired tombstones (%v, %v)", expired, err)
+	}
 }
