@@ -60,7 +60,7 @@ func Test_HeaderCacheKeeps(t *testing.T) {
 		{now + shortRetention, storage.FormatInline, true},
 		{now + shortRetention + 1, storage.FormatInline, false},
 		{now + 1, storage.FormatSplit, false},
-		{0, storage.FormatInline, false}, // a dead letter that never expires
+		{0, storage.FormatInline, false}, // a finished task without an expiry
 	} {
 		h.put(&pb.Task{Id: "e", State: pb.TaskState_TASK_STATE_COMPLETED, ExpireAt: c.expire, Payload: []byte("p")}, c.format, now)
 		got, _, ok := h.take("e")
