@@ -38,10 +38,13 @@ import (
 // A checkpoint is taken when the window reaches Options.CheckpointEntries
 // entries or CheckpointBytes of dirty records; at a Check entry, so the
 // hash covers the Check's index; before Snapshot, Backup and Close; and
-// before any read outside apply (reader, view, orderView), so a reader
-// sees every entry whose result it was given. Reads outside apply are
-// rare on the data path (the leader's loops, Stats, GetTask), so they
-// bound a window in time on the leader; a follower's windows end by size.
+// before a read outside apply that iterates (view, orderView when its
+// caller reads Pebble, an iterator of reader over a family the window
+// wrote). A point read looks through the window instead (windowReader).
+// So a reader sees every entry whose result it was given. Iterating reads
+// are rare on the data path (the leader's loops when they find work,
+// listings, Stats), so they bound a window in time on the leader; a
+// follower's windows end by size.
 //
 // The window changes when Pebble is written, never what: the keyspace
 // after a checkpoint is the keyspace a per-segment commit would have left
@@ -92,38 +95,37 @@ type dirtyRecord struct {
 }
 
 func (d *dirtyRecords) set(key, value []byte) {
-	if d.m == nil {
-		d.m = map[string]dirtyRecord{}
-	}
 	e := dirtyRecord{off: uint32(len(d.arena)), n: uint32(len(value))}
 	d.arena = append(d.arena, value...)
-	if _, ok := d.m[string(key)]; ok {
-		d.m[string(key)] = e // the lookup's conversion does not allocate; this key exists
-	} else {
-		d.m[string(key)] = e
-		d.bytes += len(key)
-	}
 	d.bytes += len(value)
+	d.put(key, e)
 }
 
-func (d *dirtyRecords) delete(key []byte) {
+func (d *dirtyRecords) delete(key []byte) { d.put(key, dirtyRecord{gone: true}) }
+
+// put records key's last write; a key new to the window adds its bytes.
+func (d *dirtyRecords) put(key []byte, e dirtyRecord) {
 	if d.m == nil {
 		d.m = map[string]dirtyRecord{}
 	}
 	if _, ok := d.m[string(key)]; !ok {
 		d.bytes += len(key)
 	}
-	d.m[string(key)] = dirtyRecord{gone: true}
+	d.m[string(key)] = e
 }
 
-// get answers a key the window wrote; ok is false for one it did not. v
-// is valid until the window ends.
-func (d *dirtyRecords) get(key []byte) (v []byte, gone, ok bool) {
+// get answers a key the window wrote, as a Reader's Get would: its value
+// (valid until the window ends) or pebble.ErrNotFound for a delete. ok is
+// false for a key the window did not write.
+func (d *dirtyRecords) get(key []byte) (v []byte, ok bool, err error) {
 	e, ok := d.m[string(key)]
-	if !ok || e.gone {
-		return nil, e.gone, ok
+	switch {
+	case !ok:
+		return nil, false, nil
+	case e.gone:
+		return nil, true, pebble.ErrNotFound
 	}
-	return d.arena[e.off : e.off+e.n : e.off+e.n], false, true
+	return d.arena[e.off : e.off+e.n : e.off+e.n], true, nil
 }
 
 // has reports whether the window wrote key.
@@ -163,11 +165,8 @@ type dirtyReader struct {
 
 func (r dirtyReader) Get(key []byte) ([]byte, interface{ Close() error }, error) {
 	if isRecordKey(key) {
-		if v, gone, ok := r.d.get(key); ok {
-			if gone {
-				return nil, nil, pebble.ErrNotFound
-			}
-			return v, noClose{}, nil
+		if v, ok, err := r.d.get(key); ok {
+			return v, noClose{}, err
 		}
 	}
 	return r.inner.Get(key)
@@ -300,11 +299,8 @@ func (r windowReader) Get(key []byte) ([]byte, interface{ Close() error }, error
 		return v, closer, err
 	}
 	if isRecordKey(key) {
-		if v, gone, ok := p.dirty.get(key); ok {
-			if gone {
-				return nil, nil, pebble.ErrNotFound
-			}
-			return slices.Clone(v), noClose{}, nil
+		if v, ok, err := p.dirty.get(key); ok {
+			return slices.Clone(v), noClose{}, err
 		}
 	}
 	// The batch's values live until its next write, which waits for this

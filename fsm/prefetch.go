@@ -85,7 +85,7 @@ func (tx *txn) prefetch(heads []pendingHead) ([]fetched, error) {
 		buf = append(append(buf, storage.TaskPrefix()...), h.id...)
 		rec := buf[start:len(buf):len(buf)]
 		if askEach && rr.c.has(rec) || dirty != nil && dirty.has(rec) {
-			continue // getTask reads it from the cache
+			continue // getTask reads it from the cache or the window
 		}
 		start = len(buf)
 		buf = append(append(buf, storage.BodyPrefix()...), h.id...)
